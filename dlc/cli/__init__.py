@@ -1,0 +1,1 @@
+"""The ``dlc`` command line: one click group whose subcommands live in their own modules."""

@@ -1,0 +1,67 @@
+"""Entry point of the ``dlc`` command.
+
+Subcommands are loaded lazily from :data:`COMMANDS` so that ``dlc --help`` stays
+fast and a broken optional dependency (docker, pynvml) only affects the command
+that needs it. To add a command, write ``dlc/cli/<name>_cmd.py`` with a click
+command or group called ``command`` and add one line to :data:`COMMANDS`.
+
+Every :class:`~dlc.errors.DlcError` escaping a command becomes ``Error: <message>``
+on stderr with the error's exit code; users never see a traceback for them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from dlc import __version__
+from dlc.errors import DlcError
+
+#: subcommand name -> (module path, one-line help shown in ``dlc --help``)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "topology": ("dlc.cli.topology_cmd", "Report a machine's GPU topology (tree, links, groups)."),
+    "node-config": ("dlc.cli.node_config_cmd", "Print mesos-agent --resources/--attributes flags."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports each subcommand's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module = importlib.import_module(COMMANDS[name][0])
+        return module.command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Use the static help so that `dlc --help` imports no subcommand module.
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except DlcError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dlc")
+def cli() -> None:
+    """DLC: deep-learning containers on Apache Mesos with topology-aware GPU placement."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the ``dlc`` command (console-script entry point)."""
+    cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="dlc")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

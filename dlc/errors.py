@@ -1,0 +1,98 @@
+"""One error hierarchy for DLC.
+
+Catch :class:`DlcError` to catch everything DLC raises on purpose. The CLI turns
+every ``DlcError`` into a one-line ``Error: ...`` message and a non-zero exit code;
+anything else escaping to the user is a bug.
+
+Each subclass carries the facts a caller needs (line numbers, ids) as attributes
+so that programs do not have to parse messages.
+"""
+
+from __future__ import annotations
+
+
+class DlcError(Exception):
+    """Base class of every error DLC raises deliberately."""
+
+    #: exit code the CLI uses for this error class
+    exit_code = 1
+
+
+class TopologyParseError(DlcError):
+    """Topology text (``nvidia-smi topo -m`` / ``-p2p``) could not be parsed.
+
+    Attributes:
+        line: 1-based line number of the offending line, or ``None`` when the
+            problem is not tied to one line (e.g. empty input).
+        expected: what the parser expected to find there.
+    """
+
+    def __init__(self, message: str, line: int | None = None, expected: str | None = None):
+        self.line = line
+        self.expected = expected
+        where = f"line {line}: " if line is not None else ""
+        hint = f" (expected {expected})" if expected else ""
+        super().__init__(f"{where}{message}{hint}")
+
+
+class TopologyEncodingError(DlcError):
+    """A compact topology encoding (agent attribute) is malformed."""
+
+
+class DiscoveryError(DlcError):
+    """The GPUs of this host could not be discovered (no NVML, no nvidia-smi)."""
+
+
+class AllocationError(DlcError):
+    """No GPU set satisfies a request.
+
+    Attributes:
+        reason: short machine-readable reason, e.g. ``"too_few_free"``,
+            ``"model_mismatch"``, ``"required_not_free"``.
+    """
+
+    def __init__(self, message: str, reason: str = "unsatisfiable"):
+        self.reason = reason
+        super().__init__(message)
+
+
+class OfferError(DlcError):
+    """A Mesos offer is malformed or cannot be used."""
+
+
+class MesosUnavailable(DlcError):
+    """The Mesos master (or agent) cannot be reached."""
+
+
+class JobSpecError(DlcError):
+    """A job specification (CLI flags or YAML) is invalid.
+
+    Attributes:
+        field: the offending field, e.g. ``"gpus"`` or ``"framework"``.
+    """
+
+    exit_code = 2
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class ImageNotFound(DlcError):
+    """A framework/version is not in the image catalog."""
+
+
+class ContainerError(DlcError):
+    """The Docker engine refused or failed an operation."""
+
+
+class JobNotFound(DlcError):
+    """No job with that id is visible to the caller."""
+
+
+class ApiError(DlcError):
+    """The DLC scheduler API answered with an error."""
+
+
+class ProbeError(DlcError):
+    """The native P2P probe could not be built, run, or its output read."""
