@@ -1,0 +1,113 @@
+"""The contract between the scheduler and the executor: what one task must run.
+
+The scheduler serialises a :class:`LaunchSpec` into ``TaskInfo.data`` (base64 of
+compact JSON, as the Mesos v1 JSON mapping carries bytes); the executor decodes it
+on LAUNCH. Both sides import only this module of each other, so it is plain data
+with no dependency on pymesos or docker.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+from dlc.errors import DlcError
+
+#: bumped when a field changes meaning; the executor refuses unknown versions.
+SPEC_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A host path mounted into the container."""
+
+    host_path: str
+    container_path: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything the executor needs to start one job's container.
+
+    Attributes:
+        job_id: DLC job id (also in the container's labels).
+        image: full image reference, e.g. ``pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime``.
+        framework: ``name:version`` the user asked for (``"pytorch:2.3"``), or
+            ``None`` when the user gave an image directly.
+        command: argv of the process to run in the container (empty: image default).
+        env: extra environment variables.
+        gpu_ids: host GPU indices chosen by the allocator, in the order the
+            container numbers them (``CUDA_VISIBLE_DEVICES=0..k-1`` maps onto these).
+        gpu_uuids: the same GPUs' UUIDs when the scheduler knows them.
+        cpus: CPU limit (fractional cores).
+        mem_mib: memory limit in MiB.
+        workdir: working directory inside the container, if any.
+        volumes: host mounts (already checked against the allow-list).
+        user: the submitting user (for labels and logs).
+        cuda_version: CUDA version inside the image, for the driver check.
+    """
+
+    job_id: str
+    image: str
+    framework: str | None = None
+    command: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    gpu_ids: tuple[int, ...] = ()
+    gpu_uuids: tuple[str, ...] = ()
+    cpus: float = 1.0
+    mem_mib: int = 1024
+    workdir: str | None = None
+    volumes: tuple[Volume, ...] = ()
+    user: str = "anonymous"
+    cuda_version: str | None = None
+
+    def to_json(self) -> str:
+        """Compact JSON text of this spec (with its version)."""
+        body = asdict(self)
+        body["version"] = SPEC_VERSION
+        return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+    def encode(self) -> str:
+        """Base64 of :meth:`to_json`, ready for ``TaskInfo.data``."""
+        return base64.b64encode(self.to_json().encode()).decode()
+
+    @classmethod
+    def from_json(cls, text: str) -> LaunchSpec:
+        """Parse :meth:`to_json` output.
+
+        Raises:
+            DlcError: malformed JSON, an unknown version or a missing field.
+        """
+        try:
+            body = json.loads(text)
+        except ValueError as exc:
+            raise DlcError(f"task data is not valid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise DlcError("task data must be a JSON object")
+        if body.pop("version", None) != SPEC_VERSION:
+            raise DlcError(f"task data has an unsupported spec version (want {SPEC_VERSION})")
+        known = {f.name for f in fields(cls)}
+        missing = {"job_id", "image"} - set(body)
+        if missing:
+            raise DlcError(f"task data lacks {sorted(missing)}")
+        body = {k: v for k, v in body.items() if k in known}
+        body["command"] = tuple(body.get("command", ()))
+        body["gpu_ids"] = tuple(int(i) for i in body.get("gpu_ids", ()))
+        body["gpu_uuids"] = tuple(body.get("gpu_uuids", ()))
+        body["volumes"] = tuple(Volume(**v) for v in body.get("volumes", ()))
+        return cls(**body)
+
+    @classmethod
+    def decode(cls, data: str) -> LaunchSpec:
+        """Parse :meth:`encode` output (base64 JSON).
+
+        Raises:
+            DlcError: the data is not base64 JSON of a spec.
+        """
+        try:
+            text = base64.b64decode(data, validate=True).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise DlcError("task data is not base64-encoded UTF-8") from None
+        return cls.from_json(text)
