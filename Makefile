@@ -1,19 +1,28 @@
 # DLC developer entry points. Every target installs what it needs (Debian, as root).
 #   make demo   - set up and run the main job on the embedded default
 #   make test   - set up and run the whole test suite (what CI runs)
+#   make e2e-pytorch - build a CPU PyTorch image locally and run a real training step through
+#                  dlc submit -> scheduler -> real Mesos -> executor -> Docker (~1 GB; not in CI)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 DLC    := $(VENV)/bin/dlc
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit bench clean
+.PHONY: setup demo test lint unit bench clean probe e2e-pytorch
 
-$(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh
+$(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup-python.sh
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) probe
+
+# The native P2P probe needs nvcc; without it the build is skipped with a notice
+# (dlc probe --probe-json FILE still works; tests/probe fails on CI, where CI=true).
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+probe:
+	@if [ -n "$(NVCC)" ]; then $(MAKE) -s -C native/p2p_probe NVCC=$(NVCC); \
+	else echo "notice: nvcc not found, skipping the native P2P probe build (native/p2p_probe/README.md)"; fi
 
 lint: setup
 	$(VENV)/bin/ruff check dlc tests bench
@@ -30,6 +39,10 @@ demo: setup
 
 bench: setup
 	$(PY) bench/allocator.py
+	$(PY) bench/scheduler.py
+
+e2e-pytorch: setup
+	VENV=$(VENV) bash scripts/e2e-pytorch.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

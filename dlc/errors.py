@@ -39,8 +39,26 @@ class TopologyEncodingError(DlcError):
     """A compact topology encoding (agent attribute) is malformed."""
 
 
+class NodeConfigError(DlcError):
+    """Agent configuration input (``dlc node-config`` options) is invalid.
+
+    Attributes:
+        field: the offending option, e.g. ``"cpus"``.
+    """
+
+    exit_code = 2
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
 class DiscoveryError(DlcError):
     """The GPUs of this host could not be discovered (no NVML, no nvidia-smi)."""
+
+
+class TopologyQueryError(DlcError):
+    """A topology-tree query named a GPU or tree node the machine does not have."""
 
 
 class AllocationError(DlcError):
@@ -62,6 +80,26 @@ class OfferError(DlcError):
 
 class MesosUnavailable(DlcError):
     """The Mesos master (or agent) cannot be reached."""
+
+
+class ResourceSyntaxError(DlcError):
+    """A mesos-agent ``--resources``/``--attributes`` string is malformed.
+
+    Attributes:
+        flag: ``"resources"`` or ``"attributes"``.
+        item: the offending ``name:value`` item.
+    """
+
+    exit_code = 2
+
+    def __init__(self, flag: str, item: str, message: str):
+        self.flag = flag
+        self.item = item
+        super().__init__(f"--{flag} item {item!r}: {message}")
+
+
+class EmulatorError(DlcError):
+    """The in-process Mesos emulator was misconfigured or could not start."""
 
 
 class JobSpecError(DlcError):
@@ -96,3 +134,33 @@ class ApiError(DlcError):
 
 class ProbeError(DlcError):
     """The native P2P probe could not be built, run, or its output read."""
+
+
+class ProbeOutputError(ProbeError):
+    """The probe's JSON output is malformed.
+
+    Attributes:
+        field: JSON path of the offending field, e.g. ``"pairs[3].uni_gbps_p2p"``.
+    """
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"probe JSON: {field}: {message}")
+
+
+class ProbeRunError(ProbeError):
+    """The probe ran and reported a failure (no GPU, no driver, a CUDA call failed).
+
+    Attributes:
+        code: the probe's exit code (1 CUDA error, 2 usage, 3 no device, 4 no driver).
+        kind: the probe's error kind (``"no_device"``, ``"no_driver"``, ...).
+    """
+
+    def __init__(self, message: str, code: int, kind: str):
+        self.code = code
+        self.kind = kind
+        super().__init__(message)
+
+
+class OutputError(DlcError):
+    """A requested output (``--svg``/``--png``/``--json`` file) could not be written."""

@@ -23,6 +23,17 @@ from dlc.errors import DlcError
 COMMANDS: dict[str, tuple[str, str]] = {
     "topology": ("dlc.cli.topology_cmd", "Report a machine's GPU topology (tree, links, groups)."),
     "node-config": ("dlc.cli.node_config_cmd", "Print mesos-agent --resources/--attributes flags."),
+    "probe": ("dlc.cli.probe_cmd", "Measure GPU P2P bandwidth/latency; compare with nominal."),
+    "executor": ("dlc.cli.executor_cmd", "Run the Mesos executor (started by the agent)."),
+    "images": ("dlc.cli.images_cmd", "List framework images; check them against a driver."),
+    "cleanup": ("dlc.cli.cleanup_cmd", "Remove orphaned DLC containers from this host."),
+    "scheduler": ("dlc.cli.scheduler_cmd", "Run the DLC Mesos framework and its HTTP API."),
+    "local": ("dlc.cli.local_cmd", "Run Mesos emulator + scheduler on this machine (no install)."),
+    "submit": ("dlc.cli.submit_cmd", "Submit a job (framework, GPUs, command)."),
+    "jobs": ("dlc.cli.jobs_cmd", "List jobs."),
+    "status": ("dlc.cli.status_cmd", "Show one job with its history."),
+    "kill": ("dlc.cli.kill_cmd", "Kill a job."),
+    "logs": ("dlc.cli.logs_cmd", "Print a job's container output (-f to follow)."),
 }
 
 

@@ -47,6 +47,9 @@ class LaunchSpec:
         volumes: host mounts (already checked against the allow-list).
         user: the submitting user (for labels and logs).
         cuda_version: CUDA version inside the image, for the driver check.
+        gpu_minors: ``/dev/nvidia<minor>`` numbers of ``gpu_ids`` when the scheduler knows
+            them (agent attributes); empty: the executor reads them on the host.
+        driver_version: the agent's NVIDIA driver when known; empty: read on the host.
     """
 
     job_id: str
@@ -62,6 +65,8 @@ class LaunchSpec:
     volumes: tuple[Volume, ...] = ()
     user: str = "anonymous"
     cuda_version: str | None = None
+    gpu_minors: tuple[int, ...] = ()
+    driver_version: str | None = None
 
     def to_json(self) -> str:
         """Compact JSON text of this spec (with its version)."""
@@ -96,6 +101,7 @@ class LaunchSpec:
         body["command"] = tuple(body.get("command", ()))
         body["gpu_ids"] = tuple(int(i) for i in body.get("gpu_ids", ()))
         body["gpu_uuids"] = tuple(body.get("gpu_uuids", ()))
+        body["gpu_minors"] = tuple(int(i) for i in body.get("gpu_minors", ()))
         body["volumes"] = tuple(Volume(**v) for v in body.get("volumes", ()))
         return cls(**body)
 

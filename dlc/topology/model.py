@@ -45,7 +45,7 @@ class PcieLevel(enum.IntEnum):
         return cls[text]
 
 
-class P2PStatus(str, enum.Enum):
+class P2PStatus(enum.StrEnum):
     """P2P status of an ordered GPU pair, as ``nvidia-smi topo -p2p`` prints it."""
 
     OK = "OK"  # peer-to-peer supported

@@ -51,8 +51,14 @@ class Policy(Protocol):
 
 #: policy name -> module defining ``POLICY`` (filled as policies land)
 POLICY_MODULES: dict[str, str] = {
+    "tree": "dlc.scheduler.allocator.tree_policy",
     "first-fit": "dlc.scheduler.allocator.first_fit",
+    "best-effort": "dlc.scheduler.allocator.best_effort",
+    "tkestack": "dlc.scheduler.allocator.tkestack",
+    "optimal": "dlc.scheduler.allocator.optimal",
 }
+#: the policy DLC uses unless told otherwise
+DEFAULT_POLICY = "tree"
 
 
 def get_policy(name: str) -> Policy:
@@ -72,7 +78,7 @@ def allocate(
     free: frozenset[int] | set[int],
     count: int,
     required: frozenset[int] | set[int] = frozenset(),
-    policy: str = "first-fit",
+    policy: str = DEFAULT_POLICY,
     gpu_model: str | None = None,
     min_memory_mib: int | None = None,
 ) -> tuple[int, ...]:
@@ -83,3 +89,88 @@ def allocate(
     """
     request = AllocationRequest(count, frozenset(required), gpu_model, min_memory_mib)
     return get_policy(policy).allocate(topology, frozenset(free), request)
+
+
+def eligible_gpus(
+    topology: Topology, free: frozenset[int], request: AllocationRequest
+) -> frozenset[int]:
+    """Check a request against a node and return the free GPUs it may use.
+
+    Every policy calls this first, so all of them refuse the same requests with the
+    same reasons.
+
+    Raises:
+        AllocationError: ``bad_count`` (count < 1 or fewer than the required GPUs),
+            ``unknown_gpu``, ``required_not_free``, ``model_mismatch``,
+            ``memory_too_small`` or ``too_few_free``.
+    """
+    count, required = request.count, request.required
+    if count < 1:
+        raise AllocationError(f"count: must be at least 1, got {count}", "bad_count")
+    if len(required) > count:
+        raise AllocationError(
+            f"count: {count} is less than the {len(required)} required GPUs "
+            f"{sorted(required)}; raise count or drop required GPUs",
+            "bad_count",
+        )
+    unknown = sorted((required | free) - set(topology.gpu_indices))
+    if unknown:
+        known = ", ".join(map(str, topology.gpu_indices))
+        raise AllocationError(f"gpus: no GPU {unknown} on this node (GPUs: {known})", "unknown_gpu")
+    if not required <= free:
+        raise AllocationError(
+            f"required: GPUs {sorted(required - free)} are not free on this node",
+            "required_not_free",
+        )
+    if len(free) < count:
+        raise AllocationError(
+            f"count: asked for {count} GPUs but only {len(free)} are free", "too_few_free"
+        )
+    for gpu in sorted(required):
+        _check_gpu(topology, gpu, request, "required GPU")
+    eligible = frozenset(g for g in free if _fits(topology, g, request))
+    if len(eligible) < count:
+        by_model = AllocationRequest(count, gpu_model=request.gpu_model)
+        model_ok = sum(_fits(topology, g, by_model) for g in free)
+        reason = "model_mismatch" if model_ok < count else "memory_too_small"
+        raise AllocationError(
+            f"count: asked for {count} GPUs{_wants(request)} but only {len(eligible)} of the "
+            f"{len(free)} free GPUs qualify",
+            reason,
+        )
+    return eligible
+
+
+def _wants(request: AllocationRequest) -> str:
+    parts = []
+    if request.gpu_model:
+        parts.append(f"model {request.gpu_model!r}")
+    if request.min_memory_mib:
+        parts.append(f">= {request.min_memory_mib} MiB")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _fits(topology: Topology, gpu: int, request: AllocationRequest) -> bool:
+    try:
+        _check_gpu(topology, gpu, request, "GPU")
+    except AllocationError:
+        return False
+    return True
+
+
+def _check_gpu(topology: Topology, index: int, request: AllocationRequest, what: str) -> None:
+    gpu = topology.gpu(index)
+    if request.gpu_model:
+        model = gpu.model or ""
+        if request.gpu_model.lower() not in model.lower():
+            seen = repr(gpu.model) if gpu.model else "unknown"
+            raise AllocationError(
+                f"gpu_model: {what} {index} is {seen}, not {request.gpu_model!r}",
+                "model_mismatch",
+            )
+    if request.min_memory_mib and (gpu.memory_mib or 0) < request.min_memory_mib:
+        seen = f"{gpu.memory_mib} MiB" if gpu.memory_mib is not None else "unknown memory"
+        raise AllocationError(
+            f"min_memory_mib: {what} {index} has {seen}, less than {request.min_memory_mib} MiB",
+            "memory_too_small",
+        )

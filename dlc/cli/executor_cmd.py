@@ -1,0 +1,117 @@
+"""``dlc executor``: the Mesos executor that runs DLC jobs as Docker containers.
+
+The Mesos agent starts it (the scheduler's ExecutorInfo runs ``<python> -m dlc executor``);
+people run it only to debug. See :mod:`dlc.executor.executor` for the MESOS_* environment.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from dlc.errors import DlcError
+from dlc.executor.gpu_render import GpuStyle
+
+
+@click.command(name="executor")
+@click.option(
+    "--gpu-style",
+    type=click.Choice([s.value for s in GpuStyle]),
+    default=lambda: os.environ.get("DLC_GPU_STYLE", "auto"),
+    show_default="auto, or $DLC_GPU_STYLE",
+    help="How containers get GPUs: toolkit (NVIDIA container toolkit), legacy "
+    "(nvidia-docker v1 volume + devices), none, or auto (what the engine supports).",
+)
+@click.option(
+    "--device-root",
+    default=lambda: os.environ.get("DLC_DEVICE_ROOT", "/dev"),
+    show_default="/dev, or $DLC_DEVICE_ROOT",
+    help="Host directory holding the nvidia* device nodes (legacy style).",
+)
+@click.option(
+    "--driver-version",
+    default=lambda: os.environ.get("DLC_DRIVER_VERSION") or None,
+    help="NVIDIA driver version to assume when the task does not carry one "
+    "[default: $DLC_DRIVER_VERSION, else /proc/driver/nvidia/version].",
+)
+@click.option(
+    "--grace",
+    type=float,
+    default=None,
+    help="Seconds between SIGTERM and SIGKILL when stopping a container "
+    "[default: MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD minus 1 s, else 10].",
+)
+@click.option(
+    "--network",
+    "network_mode",
+    default=lambda: os.environ.get("DLC_NETWORK_MODE", "bridge"),
+    show_default="bridge, or $DLC_NETWORK_MODE",
+    help="Docker network mode of task containers (bridge, host, none).",
+)
+@click.option(
+    "--memlock-unlimited",
+    is_flag=True,
+    help="Run containers with `ulimit -l unlimited` (NCCL over RDMA; needs an engine "
+    "allowed to raise rlimits).",
+)
+@click.option(
+    "--reaper/--no-reaper",
+    default=True,
+    show_default=True,
+    help="Start a watcher that removes this executor's containers if the executor is killed.",
+)
+def command(gpu_style, device_root, driver_version, grace, network_mode, memlock_unlimited, reaper):
+    """Run the DLC Mesos executor (reads MESOS_* variables set by the agent)."""
+    from dlc.executor import reaper as reaper_mod
+    from dlc.executor.executor import DriverSink, grace_from_env, make_driver, make_executor_class
+    from dlc.executor.runtime import DockerRuntime
+    from dlc.executor.task_runner import RunnerConfig, TaskRunner
+
+    missing = [
+        v
+        for v in ("MESOS_FRAMEWORK_ID", "MESOS_EXECUTOR_ID", "MESOS_AGENT_ENDPOINT")
+        if not os.environ.get(v)
+    ]
+    if missing:
+        raise DlcError(f"{', '.join(missing)} not set: `dlc executor` is started by a Mesos agent")
+    framework_id = os.environ["MESOS_FRAMEWORK_ID"]
+    executor_id = os.environ["MESOS_EXECUTOR_ID"]
+    sandbox = os.environ.get("MESOS_SANDBOX") or os.environ.get("MESOS_DIRECTORY") or os.getcwd()
+    _configure_logging(os.path.join(sandbox, "dlc-executor.log"))
+    config = RunnerConfig(
+        gpu_style=GpuStyle(gpu_style),
+        device_root=device_root,
+        driver_version=driver_version,
+        grace_s=grace if grace is not None else grace_from_env(),
+        network_mode=network_mode,
+        memlock_unlimited=memlock_unlimited,
+        sandbox=sandbox,
+    )
+    sink = DriverSink()
+    runner = TaskRunner(DockerRuntime(), sink, framework_id, executor_id, config)
+    if reaper:
+        reaper_mod.spawn(framework_id, executor_id, os.path.join(sandbox, "dlc-reaper.log"))
+    driver = make_driver(make_executor_class()(runner, sink))
+    sink.driver = driver
+    driver.run()  # returns when the agent shuts the executor down or the connection ends
+
+
+def _configure_logging(path: str) -> None:
+    """Executor log lines go to ``dlc-executor.log`` in the sandbox; only warnings to stderr.
+
+    The sandbox ``stderr`` file carries the container's own stderr (what ``dlc logs`` shows),
+    so the executor keeps its chatter out of it.
+    """
+    fmt = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s")
+    to_file = logging.FileHandler(path)
+    to_file.setFormatter(fmt)
+    to_stderr = logging.StreamHandler(sys.stderr)
+    to_stderr.setLevel(logging.WARNING)
+    to_stderr.setFormatter(fmt)
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    root.addHandler(to_file)
+    root.addHandler(to_stderr)

@@ -1,0 +1,5 @@
+"""``dlc kill`` (implemented with its siblings in :mod:`dlc.cli.submit_cmd`)."""
+
+from dlc.cli.submit_cmd import kill as command
+
+__all__ = ["command"]

@@ -1,0 +1,64 @@
+"""``dlc local``: Mesos emulator + scheduler + API on this machine, no Mesos install."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+
+@click.command("local")
+@click.option("--simulate", metavar="FILE", help="Simulate the machine of a topo -m file.")
+@click.option("--work-dir", default=".dlc-local", show_default=True, help="State directory.")
+@click.option("--api-port", type=int, default=8642, show_default=True, help="API port (0: any).")
+@click.option("--mesos-port", type=int, default=0, help="Emulator port (default: any free).")
+@click.option("--policy", default="tree", show_default=True, help="GPU allocation policy.")
+@click.option("--cpus", type=float, help="CPUs the agent offers (default: this host's).")
+@click.option("--mem", "mem_mib", type=int, help="MiB the agent offers (default: this host's).")
+@click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
+@click.option("--token-file", help="Also write the admin token to this file (mode 600).")
+@click.option("--admin-token", envvar="DLC_ADMIN_TOKEN", help="Use this admin token.")
+@click.option("--executor-command", hidden=True, help="Replace `python -m dlc executor`.")
+@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
+def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, allow_volume,
+            token_file, admin_token, executor_command, verbose):  # fmt: skip
+    """Run a Mesos emulator, one agent and the DLC scheduler here, until interrupted.
+
+    The agent offers this host's GPUs, or with --simulate FILE the GPUs and
+    topology of the machine an `nvidia-smi topo -m` output describes.
+    """
+    from dlc.cli.scheduler_cmd import print_login, wait_for_signal
+    from dlc.scheduler.local import LocalCluster, LocalConfig
+    from dlc.scheduler.service import write_token_file
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    config = LocalConfig(
+        simulate=simulate,
+        work_dir=work_dir,
+        api_port=api_port,
+        mesos_port=mesos_port,
+        policy=policy,
+        cpus=cpus,
+        mem_mib=mem_mib,
+        executor_command=executor_command,
+        allowed_volumes=tuple(allow_volume),
+        admin_token=admin_token,
+    )
+    cluster = LocalCluster(config).start()
+    try:
+        service = cluster.service
+        token = cluster.admin_token
+        if token_file and token:
+            write_token_file(token_file, token)
+        gpus = ",".join(str(i) for i in cluster.topology.gpu_indices)
+        what = f"simulated from {simulate}" if simulate else "this host"
+        click.echo(f"Mesos:     {cluster.emulator.url} (emulator; agent GPUs {gpus}, {what})")
+        click.echo(f"Framework: {service.framework.framework_url()}")
+        print_login(service.api_url, token, token_file)
+        click.echo("Press Ctrl-C to stop.", err=True)
+        wait_for_signal()
+    finally:
+        cluster.stop()

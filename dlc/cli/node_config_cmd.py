@@ -1,0 +1,68 @@
+"""``dlc node-config``: print the ``mesos-agent`` flags that advertise this host's GPUs.
+
+Run it on each agent host (or with ``--from-file`` for a saved ``nvidia-smi topo -m``)
+and pass the output to ``mesos-agent``::
+
+    mesos-agent --master=... $(dlc node-config --format args)
+    eval "$(dlc node-config --format env)" && ../shared/mesos-local/start.sh ...
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import click
+
+from dlc.topology.node_config import node_config
+
+
+@click.command(name="node-config")
+@click.option(
+    "--from-file",
+    metavar="FILE",
+    help="Saved `nvidia-smi topo -m` output instead of this host's GPUs (NVML, else nvidia-smi).",
+)
+@click.option(
+    "--p2p-file",
+    metavar="FILE",
+    help="Saved `nvidia-smi topo -p2p r` output to merge in (with --from-file).",
+)
+@click.option("--cpus", type=float, metavar="N", help="Also declare cpus:N.")
+@click.option("--mem", "mem_mib", type=int, metavar="MIB", help="Also declare mem:MIB.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["flags", "args", "env", "json"]),
+    default="flags",
+    show_default=True,
+    help="flags: shell-quoted, one per line; args: unquoted, for $(...); "
+    "env: MESOS_RESOURCES=/MESOS_ATTRIBUTES= lines to eval or source; json: for programs.",
+)
+def command(
+    from_file: str | None, p2p_file: str | None, cpus: float | None, mem_mib: int | None, fmt: str
+) -> None:
+    """Print mesos-agent --resources (gpus, gpu_ids) and --attributes (dlc_topo, model ...)."""
+    # Imported here: live discovery may load pynvml, which `dlc --help` must not need.
+    from dlc.topology.discover import discover
+
+    topo = discover(from_file=from_file, p2p_file=p2p_file)
+    config = node_config(topo, cpus=cpus, mem_mib=mem_mib)
+    if fmt == "json":
+        doc = {
+            "resources": config.resources,
+            "attributes": config.attributes,
+            "flags": config.flags(),
+            "env": config.env(),
+        }
+        click.echo(json.dumps(doc, indent=2))
+    elif fmt == "env":
+        for name, value in config.env().items():
+            click.echo(f"{name}={shlex.quote(value)}")
+    elif fmt == "args":
+        # Values never hold blanks, so $(...) word splitting keeps each flag whole.
+        click.echo(" ".join(config.flags()))
+    else:
+        for flag in config.flags():
+            name, _, value = flag.partition("=")
+            click.echo(f"{name}={shlex.quote(value)}")

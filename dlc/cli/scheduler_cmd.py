@@ -1,0 +1,103 @@
+"""``dlc scheduler``: run the DLC Mesos framework and its HTTP API."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+import click
+
+from dlc.errors import DlcError
+from dlc.scheduler.framework import WEEK_S, FrameworkConfig
+
+
+def wait_for_signal() -> None:
+    """Block until SIGINT/SIGTERM (the service threads do the work)."""
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+
+
+def print_login(api_url: str, token: str | None, token_file: str | None) -> None:
+    """Tell the user where the API is and how to authenticate."""
+    click.echo(f"DLC API:   {api_url}")
+    click.echo(f"  export DLC_API={api_url}")
+    if token:
+        click.echo(f"  export DLC_TOKEN={token}   # admin token, shown once")
+    if token_file:
+        click.echo(f"  (token also written to {token_file})")
+
+
+@click.command("scheduler")
+@click.option("--master", help="Mesos master HOST:PORT or zk://HOST:PORT/mesos (required).")
+@click.option("--db", default="dlc-scheduler.db", show_default=True, help="SQLite job store.")
+@click.option("--api-host", default="127.0.0.1", show_default=True, help="API listen address.")
+@click.option("--api-port", type=int, default=8642, show_default=True, help="API port (0: any).")
+@click.option("--policy", default="tree", show_default=True, help="GPU allocation policy.")
+@click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
+@click.option("--sandbox-root", multiple=True, help="Local agent work dir (for dlc logs).")
+@click.option("--admin-token", envvar="DLC_ADMIN_TOKEN", help="Register this admin token.")
+@click.option("--create-token", metavar="USER", help="Print a new token for USER and exit.")
+@click.option("--admin", is_flag=True, help="With --create-token: an admin token.")
+@click.option("--token-file", help="Write the first admin token here (mode 600).")
+@click.option("--principal", envvar="DLC_MESOS_PRINCIPAL", help="Mesos framework principal.")
+@click.option("--secret", envvar="DLC_MESOS_SECRET", help="Mesos framework secret.")
+@click.option("--role", default="*", show_default=True, help="Mesos role.")
+@click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
+@click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
+@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
+def command(master, db, api_host, api_port, policy, allow_volume, sandbox_root, admin_token,
+            create_token, admin, token_file, principal, secret, role, failover_timeout,
+            refuse_seconds, verbose):  # fmt: skip
+    """Run the DLC Mesos framework and its HTTP API until interrupted.
+
+    Stopping it never tears the framework down: tasks keep running and a
+    restart with the same --db reconnects to them.
+    """
+    from dlc.scheduler.service import SchedulerService, ServiceConfig, write_token_file
+    from dlc.scheduler.store import JobStore
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if create_token:
+        store = JobStore(db)
+        click.echo(store.add_token(create_token, admin=admin))
+        store.close()
+        return
+    if not master:
+        raise DlcError("--master is required: e.g. --master 127.0.0.1:5050 or zk://zk1:2181/mesos")
+    if (principal is None) != (secret is None):
+        raise DlcError("give both --principal and --secret, or neither")
+    framework = FrameworkConfig(
+        master=master,
+        role=role,
+        principal=principal,
+        secret=secret,
+        failover_timeout_s=failover_timeout,
+        refuse_seconds=refuse_seconds,
+    )
+    config = ServiceConfig(
+        master=master,
+        db=db,
+        api_host=api_host,
+        api_port=api_port,
+        policy=policy,
+        allowed_volumes=tuple(allow_volume),
+        sandbox_roots=tuple(sandbox_root),
+        admin_token=admin_token,
+        framework=framework,
+    )
+    service = SchedulerService(config)
+    service.start()
+    if token_file and service.admin_token:
+        write_token_file(token_file, service.admin_token)
+    print_login(service.api_url, None if admin_token else service.admin_token, token_file)
+    click.echo(f"Mesos:     {master} (framework id {service.core.framework_id or 'pending'})")
+    try:
+        wait_for_signal()
+    finally:
+        service.stop()

@@ -1,0 +1,5 @@
+"""``dlc status`` (implemented with its siblings in :mod:`dlc.cli.submit_cmd`)."""
+
+from dlc.cli.submit_cmd import status as command
+
+__all__ = ["command"]

@@ -1,0 +1,228 @@
+"""``dlc submit``, ``dlc jobs``, ``dlc status``, ``dlc kill``, ``dlc logs``: the API's clients.
+
+All five talk to a running ``dlc scheduler`` or ``dlc local`` at ``--api``
+(``$DLC_API``) with ``--token`` (``$DLC_TOKEN``). The ``*_cmd`` modules beside
+this one expose each command to the lazy ``dlc`` group.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from dlc.errors import JobSpecError
+from dlc.scheduler.client import ApiClient
+
+
+def api_options(func):
+    """Add ``--api``/``--token`` (with their environment variables) to a command."""
+    func = click.option(
+        "--token", envvar="DLC_TOKEN", help="API token (env DLC_TOKEN).", metavar="TOKEN"
+    )(func)
+    return click.option(
+        "--api",
+        envvar="DLC_API",
+        help="Scheduler API URL (env DLC_API; default http://127.0.0.1:8642).",
+        metavar="URL",
+    )(func)
+
+
+_MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]i?[bB]?)?\s*$")
+_MEM_UNITS = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def parse_mem(text: str) -> int:
+    """``4096`` (MiB), ``512M``, ``16G``, ``16GiB`` -> MiB.
+
+    Raises:
+        JobSpecError: not a size.
+    """
+    match = _MEM_RE.match(str(text))
+    if not match:
+        raise JobSpecError("mem", f"{text!r} is not a size like 4096, 512M or 16G")
+    unit = (match.group(2) or "m")[0].lower()
+    return max(1, int(float(match.group(1)) * _MEM_UNITS[unit]))
+
+
+def load_spec_file(path: str) -> dict[str, Any]:
+    """Read a YAML job spec (``mem``/``memory`` may be given as a size string).
+
+    Raises:
+        JobSpecError: unreadable file or not a mapping.
+    """
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except OSError as exc:
+        raise JobSpecError("spec", f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise JobSpecError("spec", f"{path} is not valid YAML: {exc}".splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise JobSpecError("spec", f"{path} must hold a mapping (framework: ..., gpus: ...)")
+    for key in ("mem", "memory"):
+        if key in data:
+            data["mem_mib"] = parse_mem(data.pop(key))
+    return data
+
+
+def build_spec(file: str | None, flags: dict[str, Any], command: tuple[str, ...]) -> dict:
+    """Merge a YAML spec with command-line flags (flags win)."""
+    spec = load_spec_file(file) if file else {}
+    for key, value in flags.items():
+        if value not in (None, (), []):
+            spec[key] = value
+    if "env" in flags and flags["env"]:
+        spec["env"] = list(flags["env"])
+    if command:
+        spec["command"] = list(command)
+    return spec
+
+
+@click.command("submit", context_settings={"ignore_unknown_options": False})
+@click.option("-f", "--file", "spec_file", help="YAML job spec; flags override it.")
+@click.option("--framework", help="Framework and version, e.g. pytorch:2.3.")
+@click.option("--image", help="Run this image instead of a catalog framework.")
+@click.option("--gpus", type=int, help="GPUs per node (default 1).")
+@click.option("--gpu-model", help="Only GPUs whose model contains this, e.g. V100.")
+@click.option("--nodes", type=int, help="Agents to span (gang-placed; default 1).")
+@click.option("--cpus", type=float, help="CPUs per node (default 1).")
+@click.option("--mem", help="Memory per node: 4096 (MiB), 512M, 16G (default 1G).")
+@click.option("-e", "--env", multiple=True, help="KEY=VALUE environment (repeatable).")
+@click.option("-v", "--volume", multiple=True, help="/host:/ctr[:ro|rw] (allow-listed).")
+@click.option("--priority", type=int, help="Higher runs first (default 0).")
+@click.option("--retries", type=int, help="Re-queue a failed or lost job this often.")
+@click.option("--name", help="Short job name.")
+@api_options
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, volume, priority,
+           retries, name, api, token, command):  # fmt: skip
+    """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py"""
+    flags = {
+        "framework": framework,
+        "image": image,
+        "gpus": gpus,
+        "gpu_model": gpu_model,
+        "nodes": nodes,
+        "cpus": cpus,
+        "mem_mib": parse_mem(mem) if mem else None,
+        "env": env,
+        "volumes": list(volume),
+        "priority": priority,
+        "retries": retries,
+        "name": name,
+    }
+    job = ApiClient(api, token).submit(build_spec(spec_file, flags, tuple(command)))
+    click.echo(job["id"])
+    if job.get("framework_url"):
+        click.echo(f"Mesos UI: {job['framework_url']}", err=True)
+
+
+def _age(submitted_at: float) -> str:
+    seconds = max(0, int(time.time() - submitted_at))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _placement(job: dict) -> str:
+    return " ".join(
+        f"{t['hostname']}:{','.join(str(i) for i in t['gpu_ids'])}" for t in job["tasks"]
+    )
+
+
+@click.command("jobs")
+@api_options
+def jobs(api, token):
+    """List your jobs (all jobs with an admin token)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in ("ID", "USER", "STATE", "NAME", "GPUS", "PLACED ON", "AGE"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("MESSAGE", no_wrap=True, overflow="ellipsis", max_width=50)
+    for job in ApiClient(api, token).jobs():
+        gpus = str(job["gpus"]) if job["nodes"] == 1 else f"{job['nodes']}x{job['gpus']}"
+        table.add_row(
+            job["id"],
+            job["user"],
+            job["state"],
+            job["name"],
+            gpus,
+            _placement(job),
+            _age(job["submitted_at"]),
+            job["message"].replace("\n", " "),
+        )
+    Console(width=max(150, Console().width)).print(table)
+
+
+@click.command("status")
+@click.argument("job_id")
+@api_options
+def status(job_id, api, token):
+    """Show one job: spec, placement and state history."""
+    job = ApiClient(api, token).show(job_id)
+    rows = [
+        ("id", job["id"]),
+        ("user", job["user"]),
+        ("state", job["state"]),
+        ("what", job["framework"] or job["image"]),
+        ("image", job["image"]),
+        ("gpus", f"{job['gpus']} x {job['nodes']} node(s)"),
+        ("placed on", _placement(job) or "-"),
+        ("attempt", f"{job['attempt']} (failures {job['failures']}, retries {job['retries']})"),
+        ("command", " ".join(job["command"]) or "(image default)"),
+        ("message", job["message"]),
+    ]
+    for key, value in rows:
+        click.echo(f"{key:>10}: {value}")
+    click.echo("   history:")
+    for item in job.get("history", ()):
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["at"]))
+        click.echo(f"    {stamp} {item['state']:<9} {item['message']}")
+
+
+@click.command("kill")
+@click.argument("job_id")
+@api_options
+def kill(job_id, api, token):
+    """Kill a job (its container is stopped; a queued job never starts)."""
+    job = ApiClient(api, token).kill(job_id)
+    click.echo(f"{job['id']} {job['state']}{' (kill requested)' if not _done(job) else ''}")
+
+
+def _done(job: dict) -> bool:
+    return job["state"] in ("finished", "failed", "killed", "lost")
+
+
+@click.command("logs")
+@click.argument("job_id")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
+@click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr instead of stdout.")
+@click.option("--interval", type=float, default=1.0, show_default=True, hidden=True)
+@api_options
+def logs(job_id, follow, use_stderr, interval, api, token):
+    """Print a job's container output (stdout, or --stderr)."""
+    client = ApiClient(api, token)
+    stream = "stderr" if use_stderr else "stdout"
+    offset = 0
+    while True:
+        chunk = client.logs(job_id, stream, offset)
+        if chunk["data"]:
+            sys.stdout.write(chunk["data"])
+            sys.stdout.flush()
+        offset = chunk["offset"]
+        if chunk["data"]:
+            continue  # more may be waiting beyond this chunk
+        if not follow or chunk["done"]:
+            break
+        time.sleep(interval)
+
+
+command = submit

@@ -1,0 +1,97 @@
+"""``dlc topology``: report a machine's GPU topology.
+
+The machine comes from NVML, else ``nvidia-smi``, else ``--from-file`` (saved
+``nvidia-smi topo -m`` text, or a document written earlier by ``--json``). The
+default output is a report for a person; ``--json`` prints the documented
+``dlc-topology/1`` document instead; ``--svg``/``--png`` also draw the tree.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from dlc.errors import DiscoveryError, TopologyParseError
+from dlc.topology.discover import discover
+from dlc.topology.jsonio import topology_from_json, topology_to_json
+from dlc.topology.model import Topology
+from dlc.topology.picture import render_svg, svg_to_png, write_svg
+from dlc.topology.report import analyze, render_report
+
+
+@click.command(name="topology")
+@click.option(
+    "--from-file",
+    metavar="FILE",
+    help="Saved `nvidia-smi topo -m` output (or a `dlc topology --json` document) "
+    "instead of this host's GPUs.",
+)
+@click.option(
+    "--p2p-file",
+    metavar="FILE",
+    help="Saved `nvidia-smi topo -p2p r` output to merge in (with --from-file).",
+)
+@click.option(
+    "--allow-truncated",
+    is_flag=True,
+    help="Accept a topo -m table cut off mid-way (only the complete rows are used).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the dlc-topology/1 JSON document.")
+@click.option("--svg", metavar="OUT.svg", help="Also draw the topology as an SVG picture.")
+@click.option("--png", metavar="OUT.png", help="Also draw the topology as a PNG picture.")
+@click.option(
+    "--bandwidth/--no-bandwidth",
+    default=True,
+    show_default=True,
+    help="Include the GB/s matrix (measured where probed, else estimated) in the report.",
+)
+def command(
+    from_file: str | None,
+    p2p_file: str | None,
+    allow_truncated: bool,
+    as_json: bool,
+    svg: str | None,
+    png: str | None,
+    bandwidth: bool,
+) -> None:
+    """Report a machine's GPU topology: PCIe tree, link matrix, P2P/NVLink groups, NICs."""
+    topo = load(from_file, p2p_file, allow_truncated)
+    facts = analyze(topo)
+    if svg or png:
+        picture = render_svg(facts)
+        if svg:
+            write_svg(picture, svg)
+            click.echo(f"wrote {svg}", err=True)
+        if png:
+            svg_to_png(picture, png)
+            click.echo(f"wrote {png}", err=True)
+    if as_json:
+        click.echo(json.dumps(topology_to_json(topo, facts), indent=2))
+    else:
+        render_report(facts, Console(highlight=False), bandwidth=bandwidth)
+
+
+def load(from_file: str | None, p2p_file: str | None, allow_truncated: bool) -> Topology:
+    """The topology to report: a ``--json`` document, saved text, or this host's GPUs."""
+    if from_file and _looks_like_json(from_file):
+        if p2p_file:
+            raise DiscoveryError("--p2p-file: a JSON document already carries P2P status")
+        try:
+            doc = json.loads(Path(from_file).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise TopologyParseError(
+                f"{from_file}: not valid JSON ({exc.msg})", line=exc.lineno
+            ) from None
+        return topology_from_json(doc)
+    return discover(from_file=from_file, p2p_file=p2p_file, allow_truncated=allow_truncated)
+
+
+def _looks_like_json(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(4096).lstrip().startswith("{")
+    except OSError:
+        return False  # discover() reports the unreadable file with its reason

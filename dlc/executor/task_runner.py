@@ -1,0 +1,314 @@
+"""The executor's core: one task's life from LAUNCH to its terminal status, on any runtime.
+
+:class:`TaskRunner` knows nothing about pymesos: it reports through a :class:`StatusSink`
+and drives containers through a runtime with :class:`~dlc.executor.runtime.DockerRuntime`'s
+methods, so tests can swap either. Each task runs on its own thread (Mesos callbacks must not
+block); every task ends with exactly one terminal update.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from dlc.errors import ContainerError, DlcError
+from dlc.executor.container_spec import (
+    LABEL_EXECUTOR,
+    LABEL_FRAMEWORK,
+    TaskIdentity,
+    create_kwargs,
+)
+from dlc.executor.gpu_render import GpuReservation, GpuStyle, driver_volume_name, pick_style, render
+from dlc.executor.host_gpus import ProcDriverInfo
+from dlc.executor.launch_spec import LaunchSpec
+
+log = logging.getLogger(__name__)
+
+#: TaskStatus label carrying the Docker container id (on TASK_RUNNING and after)
+CONTAINER_ID_LABEL = "dlc.container_id"
+
+
+class StatusSink(Protocol):
+    """Where task status updates go (the pymesos driver, or a test's list)."""
+
+    def update(
+        self,
+        task_id: str,
+        state: str,
+        message: str | None = None,
+        reason: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        """Send one TaskStatus (``state`` is a Mesos TaskState name)."""
+        ...
+
+
+@dataclass
+class RunnerConfig:
+    """How the executor runs containers (``dlc executor`` flags).
+
+    Attributes:
+        gpu_style: ``auto`` picks toolkit/legacy from the engine, or a fixed style.
+        device_root: host directory of the ``nvidia*`` device nodes (legacy style).
+        grace_s: SIGTERM -> SIGKILL grace period on KILL and SHUTDOWN.
+        network_mode: Docker network mode of task containers.
+        memlock_unlimited: lift the locked-memory limit (RDMA/NCCL hosts).
+        sandbox: directory whose ``stdout``/``stderr`` files receive container output.
+        tail_lines: how many last output lines go into the terminal status message.
+        driver_info: host driver facts (minors, driver version).
+        driver_version: driver version to assume when the task does not carry one (overrides
+            ``driver_info``; for hosts whose /proc lacks the driver, e.g. tests).
+    """
+
+    gpu_style: GpuStyle = GpuStyle.AUTO
+    device_root: str = "/dev"
+    grace_s: float = 10.0
+    network_mode: str = "bridge"
+    memlock_unlimited: bool = False
+    sandbox: str = field(default_factory=os.getcwd)
+    tail_lines: int = 20
+    driver_info: ProcDriverInfo = field(default_factory=ProcDriverInfo)
+    driver_version: str | None = None
+
+
+@dataclass
+class _Task:
+    task_id: str
+    container_id: str | None = None
+    killed: bool = False
+    terminal_sent: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    thread: threading.Thread | None = None
+
+
+class TaskRunner:
+    """Runs the tasks of one executor as containers.
+
+    Args:
+        runtime: container operations (:class:`~dlc.executor.runtime.DockerRuntime`).
+        sink: where status updates go.
+        framework_id: Mesos framework id (container label).
+        executor_id: Mesos executor id (container label; orphan removal selects on it).
+        config: runner settings.
+    """
+
+    def __init__(self, runtime, sink: StatusSink, framework_id: str, executor_id: str, config=None):
+        self.runtime = runtime
+        self.sink = sink
+        self.framework_id = framework_id
+        self.executor_id = executor_id
+        self.config = config or RunnerConfig()
+        self._tasks: dict[str, _Task] = {}
+        self._lock = threading.Lock()
+        self._shut_down = False
+
+    # callbacks (each returns quickly) -----------------------------------------------------------
+    def launch(self, task_id: str, data: str) -> None:
+        """Start running one task (LAUNCH); the work happens on a thread."""
+        with self._lock:
+            if task_id in self._tasks:
+                # a redelivered LAUNCH: the first one owns the task and its updates
+                log.warning("ignoring a second LAUNCH of task %s", task_id)
+                return
+            if self._shut_down:
+                self.sink.update(task_id, "TASK_FAILED", "executor is shutting down")
+                return
+            task = self._tasks[task_id] = _Task(task_id)
+        task.thread = threading.Thread(
+            target=self._run_guarded, args=(task, data), name=f"task-{task_id}", daemon=True
+        )
+        task.thread.start()
+
+    def kill(self, task_id: str) -> None:
+        """KILL: SIGTERM, grace period, SIGKILL, then TASK_KILLED (on a thread)."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            # Mesos expects a terminal update for a kill of an unknown task.
+            self.sink.update(task_id, "TASK_LOST", "task unknown to this executor")
+            return
+        threading.Thread(target=self._kill_guarded, args=(task,), daemon=True).start()
+
+    def shutdown(self) -> list[str]:
+        """SHUTDOWN: stop and remove every container of this executor (idempotent, blocking).
+
+        Returns:
+            Ids of the containers removed by this call.
+        """
+        with self._lock:
+            self._shut_down = True
+            tasks = list(self._tasks.values())
+        for task in tasks:
+            with task.lock:
+                task.killed = True
+        removed = self.remove_orphans()
+        for task in tasks:
+            self._terminal(task, "TASK_KILLED", "executor shut down")
+        return removed
+
+    def remove_orphans(self) -> list[str]:
+        """Stop and remove every container labelled with this framework and executor id."""
+        found = self.runtime.list_containers(
+            {LABEL_FRAMEWORK: self.framework_id, LABEL_EXECUTOR: self.executor_id}
+        )
+        return self.runtime.remove_all(found, self.config.grace_s)
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for every task thread (tests and orderly exits)."""
+        for task in list(self._tasks.values()):
+            if task.thread is not None:
+                task.thread.join(timeout)
+
+    # task life ------------------------------------------------------------------------------
+    def _run_guarded(self, task: _Task, data: str) -> None:
+        try:
+            self._run(task, data)
+        except DlcError as exc:
+            self._terminal(task, "TASK_FAILED", str(exc), "REASON_CONTAINER_LAUNCH_FAILED")
+        except Exception as exc:  # a bug must still end the task, not hang it
+            log.exception("task %s crashed", task.task_id)
+            self._terminal(
+                task, "TASK_FAILED", f"executor error: {exc!r}", "REASON_EXECUTOR_TERMINATED"
+            )
+        finally:
+            self._remove_container(task)
+
+    def _run(self, task: _Task, data: str) -> None:
+        self.sink.update(task.task_id, "TASK_STARTING", "preparing container")
+        spec = LaunchSpec.decode(data)
+        identity = TaskIdentity(self.framework_id, self.executor_id, task.task_id, spec.job_id)
+        gpu_args = render(self._reservation(spec), self._style(spec), self.config.device_root)
+        image_env = self.runtime.ensure_image(
+            spec.image, lambda msg: self.sink.update(task.task_id, "TASK_STARTING", msg)
+        )
+        kwargs = create_kwargs(
+            spec,
+            identity,
+            gpu_args,
+            image_env,
+            self.config.network_mode,
+            self.config.memlock_unlimited,
+        )
+        with task.lock:
+            if task.killed:
+                return
+            task.container_id = self.runtime.create(kwargs)
+        tail: collections.deque = collections.deque(maxlen=self.config.tail_lines)
+        self.runtime.start(task.container_id, spec.image)
+        readers = self.runtime.follow_logs(
+            task.container_id, self._sandbox("stdout"), self._sandbox("stderr"), tail
+        )
+        self.sink.update(
+            task.task_id,
+            "TASK_RUNNING",
+            f"container {task.container_id[:12]} running {spec.image}",
+            labels={CONTAINER_ID_LABEL: task.container_id},
+        )
+        result = self.runtime.wait(task.container_id)
+        for reader in readers:
+            reader.join(timeout=5)
+        self._report_exit(task, result, list(tail))
+
+    def _report_exit(self, task: _Task, result, tail: list[str]) -> None:
+        output = " | ".join(line for line in tail if line.strip())[-1500:]
+        if result.exit_code == 0:
+            self._terminal(task, "TASK_FINISHED", f"exit code 0; last output: {output}")
+            return
+        reason = "REASON_CONTAINER_LIMITATION_MEMORY" if result.oom_killed else None
+        cause = " (killed: out of memory)" if result.oom_killed else ""
+        self._terminal(
+            task,
+            "TASK_FAILED",
+            f"exit code {result.exit_code}{cause}; last output: {output}",
+            reason,
+        )
+
+    def _kill_guarded(self, task: _Task) -> None:
+        try:
+            with task.lock:
+                task.killed = True
+                container_id = task.container_id
+            if container_id:
+                self.runtime.stop(container_id, self.config.grace_s)
+                self._remove_container(task)
+            self._terminal(task, "TASK_KILLED", "killed on request (SIGTERM, then SIGKILL)")
+        except Exception as exc:
+            log.exception("killing task %s", task.task_id)
+            self._terminal(task, "TASK_KILLED", f"killed; cleanup failed: {exc}")
+
+    def _terminal(self, task: _Task, state: str, message: str, reason: str | None = None) -> None:
+        with task.lock:
+            if task.terminal_sent:
+                return
+            if task.killed and state != "TASK_KILLED":
+                state, message, reason = "TASK_KILLED", "killed on request", None
+            task.terminal_sent = True
+        self.sink.update(task.task_id, state, message, reason)
+
+    def _remove_container(self, task: _Task) -> None:
+        if task.container_id:
+            try:
+                self.runtime.remove(task.container_id)
+            except ContainerError as exc:
+                log.warning("task %s: %s", task.task_id, exc)
+
+    # facts ----------------------------------------------------------------------------------
+    def _reservation(self, spec: LaunchSpec) -> GpuReservation:
+        if not spec.gpu_ids:
+            return GpuReservation()
+        driver = self._driver_version(spec)
+        minors = spec.gpu_minors
+        if not minors:
+            host = self.config.driver_info.minors()
+            minors = tuple(host.get(i, i) for i in spec.gpu_ids)
+        uuids = spec.gpu_uuids if len(spec.gpu_uuids) == len(spec.gpu_ids) else ()
+        return GpuReservation(spec.gpu_ids, minors, uuids, driver)
+
+    def _driver_version(self, spec: LaunchSpec) -> str | None:
+        return (
+            spec.driver_version
+            or self.config.driver_version
+            or self.config.driver_info.driver_version()
+        )
+
+    def _style(self, spec: LaunchSpec) -> GpuStyle:
+        configured = self.config.gpu_style
+        if not spec.gpu_ids:
+            return GpuStyle.NONE
+        driver = self._driver_version(spec)
+        volume = bool(driver) and self.runtime.volume_exists(driver_volume_name(driver))
+        if configured is GpuStyle.LEGACY and not volume:
+            # Docker would silently create an empty volume of that name: refuse instead.
+            raise ContainerError(
+                f"legacy GPU style: no Docker volume {driver_volume_name(driver or '<unknown>')} "
+                "on this agent; create it with the driver files (nvidia-docker v1 did) or use "
+                "--gpu-style toolkit"
+            )
+        if configured is not GpuStyle.AUTO:
+            return configured
+        style = pick_style(configured, self.runtime.engine_runtimes(), volume)
+        if style is GpuStyle.NONE:
+            raise ContainerError(
+                f"task wants GPUs {list(spec.gpu_ids)} but this agent's Docker engine has no "
+                "'nvidia' runtime and no nvidia_driver_<version> volume; install the NVIDIA "
+                "container toolkit or start the executor with --gpu-style"
+            )
+        return style
+
+    def _sandbox(self, name: str) -> str:
+        return os.path.join(self.config.sandbox, name)
+
+
+def encode_labels(labels: dict[str, str]) -> dict:
+    """Mesos ``Labels`` JSON for a dict."""
+    return {"labels": [{"key": k, "value": v} for k, v in labels.items()]}
+
+
+def status_data(labels: dict[str, str]) -> str:
+    """Base64 JSON of ``labels`` for ``TaskStatus.data`` (read by ``dlc logs`` and tests)."""
+    return base64.b64encode(json.dumps(labels).encode()).decode()

@@ -1,0 +1,88 @@
+"""A small client of the scheduler API (what ``dlc submit``/``jobs``/``logs`` use).
+
+Every failure becomes one :class:`~dlc.errors.ApiError` line: the API's own
+``error`` text, or, when nothing answers, how to start a scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from dlc.errors import ApiError
+
+DEFAULT_API = "http://127.0.0.1:8642"
+
+
+class ApiClient:
+    """Talks to ``dlc scheduler``/``dlc local``.
+
+    Args:
+        url: API base URL (default ``$DLC_API`` or ``http://127.0.0.1:8642``).
+        token: bearer token (default ``$DLC_TOKEN``).
+        timeout_s: per-request timeout.
+    """
+
+    def __init__(self, url: str | None = None, token: str | None = None, timeout_s: float = 10):
+        self.url = (url or os.environ.get("DLC_API") or DEFAULT_API).rstrip("/")
+        self.token = token if token is not None else os.environ.get("DLC_TOKEN")
+        self.timeout_s = timeout_s
+
+    def submit(self, spec: dict[str, Any]) -> dict:
+        """Submit a job spec; returns the job (with ``framework_url``)."""
+        return self._call("POST", "/v1/jobs", spec)
+
+    def jobs(self) -> list[dict]:
+        """The caller's jobs (all jobs for an admin token)."""
+        return self._call("GET", "/v1/jobs")["jobs"]
+
+    def show(self, job_id: str) -> dict:
+        """One job with its history."""
+        return self._call("GET", f"/v1/jobs/{_quote(job_id)}")
+
+    def kill(self, job_id: str) -> dict:
+        """Kill a job."""
+        return self._call("POST", f"/v1/jobs/{_quote(job_id)}/kill", {})
+
+    def logs(self, job_id: str, stream: str = "stdout", offset: int = 0, length: int = 65536):
+        """A chunk of a job's container output: ``{"data", "offset", "done", ...}``."""
+        query = urllib.parse.urlencode({"stream": stream, "offset": offset, "length": length})
+        return self._call("GET", f"/v1/jobs/{_quote(job_id)}/logs?{query}")
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            raise ApiError(_error_text(exc)) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ApiError(
+                f"cannot reach the DLC scheduler at {self.url} ({_reason(exc)}): start it with "
+                "`dlc scheduler` or `dlc local`, or point --api/DLC_API at it"
+            ) from None
+        except ValueError:
+            raise ApiError(f"{self.url} did not answer with JSON; is it a DLC scheduler?") from None
+
+
+def _quote(job_id: str) -> str:
+    return urllib.parse.quote(job_id, safe="")
+
+
+def _reason(exc: Exception) -> str:
+    return str(getattr(exc, "reason", exc))
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        return json.loads(exc.read())["error"]
+    except (ValueError, KeyError, TypeError, OSError):
+        return f"the scheduler answered HTTP {exc.code} {exc.reason}"

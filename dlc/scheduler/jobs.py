@@ -1,0 +1,388 @@
+"""The job model: what a user asks for, validation, and the job lifecycle.
+
+A :class:`JobSpec` is what ``dlc submit`` (flags or YAML) and ``POST /jobs``
+carry; :meth:`JobSpec.from_dict` validates it field by field and raises
+:class:`~dlc.errors.JobSpecError` naming the field and the fix. A :class:`Job`
+is a spec plus its lifecycle: state, attempts, tasks placed on agents.
+
+Job states follow the issue: queued, staging, running, finished, failed,
+killed, lost. Mesos task states are folded into job states by
+:func:`job_state_from_task_state`.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from dlc.errors import JobSpecError
+
+
+class JobState(enum.StrEnum):
+    """Lifecycle state of a job."""
+
+    QUEUED = "queued"
+    STAGING = "staging"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    KILLED = "killed"
+    LOST = "lost"
+
+    @property
+    def terminal(self) -> bool:
+        """True for states a job never leaves (failed/lost may still be retried)."""
+        return self in (JobState.FINISHED, JobState.FAILED, JobState.KILLED, JobState.LOST)
+
+    @property
+    def active(self) -> bool:
+        """True while tasks of the job may exist on agents."""
+        return self in (JobState.STAGING, JobState.RUNNING)
+
+
+#: Mesos TaskState -> job state. KILLING keeps the job running until KILLED arrives.
+_TASK_STATES: dict[str, JobState] = {
+    "TASK_STAGING": JobState.STAGING,
+    "TASK_STARTING": JobState.STAGING,
+    "TASK_RUNNING": JobState.RUNNING,
+    "TASK_KILLING": JobState.RUNNING,
+    "TASK_FINISHED": JobState.FINISHED,
+    "TASK_FAILED": JobState.FAILED,
+    "TASK_ERROR": JobState.FAILED,
+    "TASK_KILLED": JobState.KILLED,
+    "TASK_LOST": JobState.LOST,
+    "TASK_DROPPED": JobState.LOST,
+    "TASK_GONE": JobState.LOST,
+    "TASK_GONE_BY_OPERATOR": JobState.LOST,
+    "TASK_UNREACHABLE": JobState.LOST,
+    "TASK_UNKNOWN": JobState.LOST,
+}
+
+
+def job_state_from_task_state(task_state: str) -> JobState:
+    """The job state a Mesos ``TaskState`` name stands for (unknown names: lost)."""
+    return _TASK_STATES.get(task_state, JobState.LOST)
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_FRAMEWORK_RE = re.compile(r"^[a-z][a-z0-9_-]*:[A-Za-z0-9_.-]+$")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MAX_GPUS_PER_NODE = 64
+
+
+@dataclass(frozen=True)
+class VolumeSpec:
+    """A host path the job wants mounted (checked against the scheduler's allow-list)."""
+
+    host_path: str
+    container_path: str
+    read_only: bool = True
+
+    @classmethod
+    def parse(cls, text: str) -> VolumeSpec:
+        """Parse ``HOST:CONTAINER[:ro|rw]``.
+
+        Raises:
+            JobSpecError: malformed text.
+        """
+        parts = text.split(":")
+        if len(parts) not in (2, 3) or not all(parts[:2]) or not parts[0].startswith("/"):
+            raise JobSpecError("volumes", f"{text!r} is not /HOST:/CONTAINER[:ro|rw]")
+        mode = parts[2] if len(parts) == 3 else "ro"
+        if mode not in ("ro", "rw"):
+            raise JobSpecError("volumes", f"{text!r}: mode must be ro or rw, not {mode!r}")
+        if not parts[1].startswith("/"):
+            raise JobSpecError("volumes", f"{text!r}: the container path must be absolute")
+        return cls(parts[0], parts[1], mode == "ro")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a user asks for.
+
+    Attributes:
+        framework: ``name:version`` from the image catalog (e.g. ``pytorch:2.3``),
+            or ``None`` when ``image`` is given.
+        image: an explicit image reference (wins over ``framework``).
+        gpus: GPUs per node (>= 1).
+        nodes: number of agents the job spans (gang-placed all together).
+        gpu_model: substring the GPU model must contain (``V100``), if any.
+        cpus: CPUs per node.
+        mem_mib: memory per node in MiB.
+        disk_mib: disk per node in MiB (0: none asked).
+        command: argv run in the container.
+        env: extra environment variables.
+        volumes: host mounts.
+        priority: higher runs first (default 0).
+        retries: how many times a failed or lost job is re-queued.
+        name: a short human name (defaults to the framework).
+        cuda_version: CUDA version of the image (filled from the catalog).
+    """
+
+    framework: str | None = None
+    image: str | None = None
+    gpus: int = 1
+    nodes: int = 1
+    gpu_model: str | None = None
+    cpus: float = 1.0
+    mem_mib: int = 1024
+    disk_mib: int = 0
+    command: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    volumes: tuple[VolumeSpec, ...] = ()
+    priority: int = 0
+    retries: int = 0
+    name: str | None = None
+    cuda_version: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the inverse of :meth:`from_dict`)."""
+        body = asdict(self)
+        body["command"] = list(self.command)
+        body["volumes"] = [asdict(v) for v in self.volumes]
+        return body
+
+    @classmethod
+    def from_dict(cls, data: Any) -> JobSpec:
+        """Validate a spec from JSON/YAML data.
+
+        Raises:
+            JobSpecError: the first invalid field, named, with how to fix it.
+        """
+        if not isinstance(data, dict):
+            raise JobSpecError("spec", "must be a mapping of fields (framework, gpus, command ...)")
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            names = ", ".join(sorted(known))
+            raise JobSpecError(unknown[0], f"unknown field; known fields: {names}")
+        spec = cls(
+            framework=_opt_str(data, "framework"),
+            image=_opt_str(data, "image"),
+            gpus=_int(data, "gpus", 1, lo=1, hi=_MAX_GPUS_PER_NODE),
+            nodes=_int(data, "nodes", 1, lo=1, hi=1024),
+            gpu_model=_opt_str(data, "gpu_model"),
+            cpus=_float(data, "cpus", 1.0),
+            mem_mib=_int(data, "mem_mib", 1024, lo=32, hi=1 << 30),
+            disk_mib=_int(data, "disk_mib", 0, lo=0, hi=1 << 40),
+            command=_command(data.get("command", ())),
+            env=_env(data.get("env") or {}),
+            volumes=_volumes(data.get("volumes") or ()),
+            priority=_int(data, "priority", 0, lo=-1000, hi=1000),
+            retries=_int(data, "retries", 0, lo=0, hi=100),
+            name=_opt_str(data, "name"),
+            cuda_version=_opt_str(data, "cuda_version"),
+        )
+        spec.check()
+        return spec
+
+    def check(self) -> None:
+        """Cross-field checks.
+
+        Raises:
+            JobSpecError: no image source, or a malformed framework/name.
+        """
+        if not self.framework and not self.image:
+            raise JobSpecError("framework", "give a framework (e.g. pytorch:2.3) or an image")
+        if self.framework and not _FRAMEWORK_RE.match(self.framework):
+            raise JobSpecError(
+                "framework", f"{self.framework!r} is not NAME:VERSION (e.g. pytorch:2.3)"
+            )
+        if self.name is not None and not _NAME_RE.match(self.name):
+            raise JobSpecError("name", "use up to 63 letters, digits, '_', '.', '-'")
+
+    @property
+    def label(self) -> str:
+        """What the job runs, for task names: the framework or the image."""
+        return self.framework or self.image or "?"
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs over all nodes."""
+        return self.gpus * self.nodes
+
+
+def _opt_str(data: dict, key: str) -> str | None:
+    value = data.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise JobSpecError(key, f"must be a string, got {type(value).__name__}")
+    return value.strip()
+
+
+def _int(data: dict, key: str, default: int, lo: int, hi: int) -> int:
+    value = data.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise JobSpecError(key, f"must be a whole number, got {value!r}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise JobSpecError(key, f"must be a whole number, got {value!r}") from None
+    if not lo <= number <= hi:
+        raise JobSpecError(key, f"must be between {lo} and {hi}, got {number}")
+    return number
+
+
+def _float(data: dict, key: str, default: float) -> float:
+    value = data.get(key, default)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise JobSpecError(key, f"must be a number, got {value!r}") from None
+    if not 0.01 <= number <= 1024:
+        raise JobSpecError(key, f"must be between 0.01 and 1024, got {number}")
+    return number
+
+
+def _command(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        # A YAML string runs through the shell, so pipes and && work as users expect.
+        return ("sh", "-c", value) if value.strip() else ()
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise JobSpecError("command", "must be a string or a list of strings")
+    return tuple(value)
+
+
+def _env(value: Any) -> dict[str, str]:
+    if isinstance(value, list | tuple):
+        pairs = {}
+        for item in value:
+            key, sep, val = str(item).partition("=")
+            if not sep:
+                raise JobSpecError("env", f"{item!r} is not KEY=VALUE")
+            pairs[key] = val
+        value = pairs
+    if not isinstance(value, dict):
+        raise JobSpecError("env", "must be a mapping or a list of KEY=VALUE")
+    for key in value:
+        if not isinstance(key, str) or not _ENV_RE.match(key):
+            raise JobSpecError("env", f"{key!r} is not a valid variable name")
+    return {k: str(v) for k, v in value.items()}
+
+
+def _volumes(value: Any) -> tuple[VolumeSpec, ...]:
+    if not isinstance(value, list | tuple):
+        raise JobSpecError("volumes", "must be a list of HOST:CONTAINER[:ro|rw]")
+    result = []
+    for item in value:
+        if isinstance(item, str):
+            result.append(VolumeSpec.parse(item))
+        elif isinstance(item, dict) and {"host_path", "container_path"} <= set(item):
+            mode = "ro" if item.get("read_only", True) else "rw"
+            result.append(VolumeSpec.parse(f"{item['host_path']}:{item['container_path']}:{mode}"))
+        else:
+            raise JobSpecError("volumes", f"{item!r} is not HOST:CONTAINER[:ro|rw]")
+    return tuple(result)
+
+
+def check_volumes(spec: JobSpec, allowed_prefixes: tuple[str, ...]) -> None:
+    """Refuse host paths outside the scheduler's allow-list.
+
+    Raises:
+        JobSpecError: a volume's host path is not under an allowed prefix.
+    """
+    for vol in spec.volumes:
+        norm = vol.host_path.rstrip("/") or "/"
+        if ".." in norm.split("/") or not any(
+            norm == p.rstrip("/") or norm.startswith(p.rstrip("/") + "/") for p in allowed_prefixes
+        ):
+            allowed = ", ".join(allowed_prefixes) or "none (the scheduler allows no volumes)"
+            raise JobSpecError(
+                "volumes", f"{vol.host_path} is not under an allowed host path; allowed: {allowed}"
+            )
+
+
+@dataclass(frozen=True)
+class TaskPlacement:
+    """One task of a job placed on one agent.
+
+    Attributes:
+        task_id: Mesos task id (``<job>.<attempt>.<rank>``).
+        agent_id: the agent it runs on.
+        hostname: the agent's hostname.
+        gpu_ids: host GPU indices chosen by the allocator.
+        offer_id: the offer it was launched from.
+        rank: index of the node within a multi-node job.
+        state: last Mesos task state seen.
+        sandbox: sandbox directory the executor reported, if any.
+    """
+
+    task_id: str
+    agent_id: str
+    hostname: str
+    gpu_ids: tuple[int, ...]
+    offer_id: str = ""
+    rank: int = 0
+    state: str = "TASK_STAGING"
+    sandbox: str = ""
+
+    @property
+    def executor_id(self) -> str:
+        """The id of the executor running this task (one executor per task)."""
+        return f"dlc-executor.{self.task_id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        body = asdict(self)
+        body["gpu_ids"] = list(self.gpu_ids)
+        return body
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskPlacement:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**{**data, "gpu_ids": tuple(int(i) for i in data.get("gpu_ids", ()))})
+
+
+@dataclass(frozen=True)
+class Job:
+    """A submitted job and where it is in its lifecycle.
+
+    Attributes:
+        job_id: short unique id.
+        user: owner (from the API token).
+        spec: the validated request.
+        state: current state.
+        submitted_at: UNIX time of submission (queue order tie-breaker).
+        attempt: 0 for the first run, +1 per retry.
+        tasks: the tasks of the current attempt (empty while queued).
+        message: last human-readable status message.
+        kill_requested: a kill was asked; the job ends as killed.
+        failures: failed or lost attempts so far (retries are counted against it).
+    """
+
+    job_id: str
+    user: str
+    spec: JobSpec
+    state: JobState = JobState.QUEUED
+    submitted_at: float = 0.0
+    attempt: int = 0
+    tasks: tuple[TaskPlacement, ...] = ()
+    message: str = ""
+    kill_requested: bool = False
+    failures: int = 0
+
+    def with_state(self, state: JobState, message: str | None = None) -> Job:
+        """A copy in ``state`` (keeping the message unless a new one is given)."""
+        return replace(self, state=state, message=self.message if message is None else message)
+
+    @property
+    def gpu_ids(self) -> tuple[int, ...]:
+        """GPU ids of the first task (single-node jobs have exactly one task)."""
+        return self.tasks[0].gpu_ids if self.tasks else ()
+
+    def task_prefix(self) -> str:
+        """Task id prefix of the current attempt."""
+        return f"{self.job_id}.{self.attempt}."
+
+
+def job_id_of_task(task_id: str) -> tuple[str, int] | None:
+    """``(job_id, attempt)`` from a DLC task id, or ``None`` for a foreign id."""
+    parts = task_id.rsplit(".", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    return parts[0], int(parts[1])

@@ -1,0 +1,393 @@
+"""Offers in, launches and declines out: the pure placement core.
+
+:func:`place` takes Mesos offers (v1 JSON dicts, or already parsed
+:class:`OfferView`\\ s) and the queued jobs in queue order and decides which job
+tasks go on which agent with which GPUs. It imports nothing from pymesos: the
+framework adapter, the benchmark and a trace-driven simulator drive the very
+same code with offers as data.
+
+Rules:
+
+* Offers of one agent are merged into one slot (Mesos accepts several offers of
+  one agent in a single ACCEPT); every slot that gets no task is declined.
+* A task consumes ``cpus``/``mem``/``disk`` plus ``gpus:k`` and exactly the
+  ``gpu_ids`` items the allocator picked (``DESIGN.md``: the SET resource
+  carries identities, the scalar keeps Mesos's GPU filter and UI columns). Each
+  task also pays for its own executor (``executor_cpus``/``executor_mem_mib``).
+* Several jobs may land on one agent in one round.
+* A multi-node job is gang-placed: all its nodes on distinct agents in the
+  same round, or none at all.
+* GPU-model and driver/CUDA constraints are checked per agent from its
+  attributes (and the GPU models in its topology).
+* Head of line: a job that :class:`~dlc.scheduler.queue.HeadOfLine` says blocks
+  stops every job behind it from being placed this round.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from dlc.errors import AllocationError, OfferError
+from dlc.scheduler.allocator import allocate, get_policy
+from dlc.scheduler.jobs import Job
+from dlc.topology.model import Gpu, Topology
+
+#: agent attribute names DLC's node-config publishes
+ATTR_TOPOLOGY = "dlc_topo"
+ATTR_GPU_MODEL = "gpu_model"
+ATTR_DRIVER = "nvidia_driver"
+
+TopologyOf = Callable[[dict[str, str]], Topology | None]
+DriverCheck = Callable[[str, str], bool]
+
+
+@dataclass(frozen=True)
+class OfferView:
+    """The parts of a Mesos offer placement reads.
+
+    Attributes:
+        offer_id, agent_id, hostname: identities from the offer.
+        cpus, mem_mib, disk_mib, gpus: scalar resources offered.
+        gpu_ids: items of the ``gpu_ids`` SET resource.
+        attributes: agent attributes as text (scalars rendered without ``.0``).
+    """
+
+    offer_id: str
+    agent_id: str
+    hostname: str
+    cpus: float = 0.0
+    mem_mib: float = 0.0
+    disk_mib: float = 0.0
+    gpus: float = 0.0
+    gpu_ids: frozenset[int] = frozenset()
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_mesos(cls, offer: dict) -> OfferView:
+        """Parse a v1 ``Offer`` JSON dict.
+
+        Raises:
+            OfferError: the offer lacks ids or carries a malformed resource.
+        """
+        try:
+            scalars: dict[str, float] = {}
+            gpu_ids: set[int] = set()
+            for res in offer.get("resources", ()):
+                if res.get("type") == "SCALAR":
+                    name = res["name"]
+                    scalars[name] = scalars.get(name, 0.0) + float(res["scalar"]["value"])
+                elif res.get("name") == "gpu_ids" and res.get("type") == "SET":
+                    gpu_ids.update(int(i) for i in res["set"].get("item", ()))
+            return cls(
+                offer_id=offer["id"]["value"],
+                agent_id=offer["agent_id"]["value"],
+                hostname=offer.get("hostname", ""),
+                cpus=scalars.get("cpus", 0.0),
+                mem_mib=scalars.get("mem", 0.0),
+                disk_mib=scalars.get("disk", 0.0),
+                gpus=scalars.get("gpus", 0.0),
+                gpu_ids=frozenset(gpu_ids),
+                attributes=_attributes(offer.get("attributes", ())),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise OfferError(f"malformed offer {offer.get('id')}: {exc!r}") from None
+
+
+def _attributes(attrs: Iterable[dict]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for attr in attrs:
+        kind = attr.get("type")
+        if kind == "TEXT":
+            out[attr["name"]] = attr["text"]["value"]
+        elif kind == "SCALAR":
+            value = float(attr["scalar"]["value"])
+            out[attr["name"]] = str(int(value)) if value.is_integer() else str(value)
+    return out
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One task to launch: which job node goes on which agent with which GPUs."""
+
+    job_id: str
+    task_id: str
+    rank: int
+    agent_id: str
+    hostname: str
+    offer_ids: tuple[str, ...]
+    gpu_ids: tuple[int, ...]
+
+
+@dataclass
+class PlacementResult:
+    """What :func:`place` decided.
+
+    Attributes:
+        launches: tasks to launch (grouped per agent by :meth:`by_agent`).
+        declined: offer ids to decline (no task landed on their agent).
+        waiting: job id -> why it was not placed this round.
+        blocked_by: the job that stopped the queue this round, if any.
+    """
+
+    launches: list[Launch] = field(default_factory=list)
+    declined: list[str] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)
+    blocked_by: str | None = None
+
+    def by_agent(self) -> dict[str, list[Launch]]:
+        """Launches grouped by agent (one ACCEPT per agent), in launch order."""
+        groups: dict[str, list[Launch]] = {}
+        for launch in self.launches:
+            groups.setdefault(launch.agent_id, []).append(launch)
+        return groups
+
+    @property
+    def placed_jobs(self) -> list[str]:
+        """Ids of jobs launched this round, in order, without repeats."""
+        return list(dict.fromkeys(launch.job_id for launch in self.launches))
+
+
+@dataclass(frozen=True)
+class PlacementConfig:
+    """Knobs of :func:`place`.
+
+    Attributes:
+        policy: allocator policy name (``tree``; ``first-fit`` when unknown).
+        executor_cpus, executor_mem_mib: what each task's executor costs.
+    """
+
+    policy: str = "tree"
+    executor_cpus: float = 0.1
+    executor_mem_mib: float = 64.0
+
+
+class _Slot:
+    """One agent's offered resources, shrinking as tasks are placed on it."""
+
+    def __init__(self, offers: list[OfferView]):
+        first = offers[0]
+        self.agent_id = first.agent_id
+        self.hostname = first.hostname
+        self.offer_ids = tuple(o.offer_id for o in offers)
+        self.cpus = sum(o.cpus for o in offers)
+        self.mem = sum(o.mem_mib for o in offers)
+        self.disk = sum(o.disk_mib for o in offers)
+        self.gpus = sum(o.gpus for o in offers)
+        self.free: frozenset[int] = frozenset().union(*(o.gpu_ids for o in offers))
+        self.attributes = first.attributes
+
+    def take(self, cpus: float, mem: float, disk: float, ids: tuple[int, ...], sign: int) -> None:
+        self.cpus -= sign * cpus
+        self.mem -= sign * mem
+        self.disk -= sign * disk
+        self.gpus -= sign * len(ids)
+        self.free = self.free - set(ids) if sign > 0 else self.free | set(ids)
+
+
+def place(
+    offers: Sequence[dict | OfferView],
+    queue: Sequence[Job],
+    config: PlacementConfig | None = None,
+    topology_of: TopologyOf | None = None,
+    driver_ok: DriverCheck | None = None,
+    blocks: Callable[[str], bool] | None = None,
+) -> PlacementResult:
+    """Decide launches and declines for one batch of offers.
+
+    Args:
+        offers: v1 ``Offer`` dicts or :class:`OfferView` objects.
+        queue: queued jobs in queue order (:func:`~dlc.scheduler.queue.queue_order`).
+        config: policy and executor overheads.
+        topology_of: agent attributes -> topology (default: decode ``dlc_topo``).
+        driver_ok: ``(driver_version, cuda_version) -> bool`` (default: image catalog rules).
+        blocks: job id -> whether an unplaced job stops the jobs behind it.
+
+    Returns:
+        The launches, the offers to decline and why waiting jobs wait.
+    """
+    config = config or PlacementConfig()
+    topology_of = topology_of or default_topology_of
+    driver_ok = driver_ok or default_driver_ok
+    views = [o if isinstance(o, OfferView) else OfferView.from_mesos(o) for o in offers]
+    by_agent: dict[str, list[OfferView]] = {}
+    for view in views:
+        by_agent.setdefault(view.agent_id, []).append(view)
+    slots = [_Slot(group) for group in by_agent.values()]
+    result = PlacementResult()
+    for job in queue:
+        reason = _place_job(job, slots, config, topology_of, driver_ok, result)
+        if reason is None:
+            continue
+        result.waiting[job.job_id] = reason
+        if blocks is not None and blocks(job.job_id):
+            result.blocked_by = job.job_id
+            break
+    used = {launch.agent_id for launch in result.launches}
+    result.declined = [oid for slot in slots if slot.agent_id not in used for oid in slot.offer_ids]
+    return result
+
+
+def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None:
+    """Gang-place every node of ``job``; returns why not, or ``None`` when placed."""
+    spec = job.spec
+    cpus = spec.cpus + config.executor_cpus
+    mem = spec.mem_mib + config.executor_mem_mib
+    chosen: list[tuple[_Slot, tuple[int, ...]]] = []
+    reason = "no offers"
+    # Best fit: the agent with the fewest free GPUs that can still hold the job,
+    # so big holes stay open for big jobs.
+    candidates = sorted(
+        (s for s in slots if len(s.free) >= spec.gpus), key=lambda s: (len(s.free), s.agent_id)
+    )
+    if not candidates and slots:
+        reason = f"no offer has {spec.gpus} free GPUs"
+    for slot in candidates:
+        if len(chosen) == spec.nodes:
+            break
+        if slot.cpus < cpus - 1e-9 or slot.mem < mem - 1e-9 or slot.disk < spec.disk_mib - 1e-9:
+            reason = f"no offer with {spec.gpus} GPUs has {cpus:g} cpus/{mem:g} MiB free"
+            continue
+        if slot.gpus < spec.gpus - 1e-9:
+            reason = f"no offer has gpus:{spec.gpus}"
+            continue
+        try:
+            ids = _pick_gpus(slot, job, config.policy, topology_of, driver_ok)
+        except AllocationError as exc:
+            reason = str(exc)
+            continue
+        slot.take(cpus, mem, spec.disk_mib, ids, +1)
+        chosen.append((slot, ids))
+    if len(chosen) < spec.nodes:
+        for slot, ids in chosen:  # all or nothing: give back the partial gang
+            slot.take(cpus, mem, spec.disk_mib, ids, -1)
+        if spec.nodes > 1 and chosen:
+            reason = f"only {len(chosen)} of {spec.nodes} nodes fit: {reason}"
+        return reason
+    for rank, (slot, ids) in enumerate(chosen):
+        result.launches.append(
+            Launch(
+                job.job_id,
+                f"{job.task_prefix()}{rank}",
+                rank,
+                slot.agent_id,
+                slot.hostname,
+                slot.offer_ids,
+                ids,
+            )
+        )
+    return None
+
+
+def _pick_gpus(slot, job, policy, topology_of, driver_ok) -> tuple[int, ...]:
+    """Choose GPUs on one agent, or raise AllocationError saying why not."""
+    spec = job.spec
+    attrs = slot.attributes
+    driver = agent_text(attrs, ATTR_DRIVER)
+    if spec.cuda_version and driver and not driver_ok(driver, spec.cuda_version):
+        raise AllocationError(
+            f"driver {driver} on {slot.hostname} is too old for CUDA {spec.cuda_version}", "driver"
+        )
+    topology = topology_of(attrs)
+    has_models = topology is not None and any(g.model for g in topology.gpus)
+    agent_model = agent_text(attrs, ATTR_GPU_MODEL) or ""
+    if spec.gpu_model and not has_models and not model_matches(spec.gpu_model, agent_model):
+        raise AllocationError(f"no {spec.gpu_model} GPUs on {slot.hostname}", "model_mismatch")
+    free = slot.free
+    if spec.gpu_model and has_models:
+        matching = {g.index for g in topology.gpus if model_matches(spec.gpu_model, g.model or "")}
+        free = frozenset(matching) & free
+        if len(free) < spec.gpus:
+            raise AllocationError(
+                f"only {len(free)} free {spec.gpu_model} GPUs on {slot.hostname}", "model_mismatch"
+            )
+    if topology is None or not set(free) <= set(topology.gpu_indices):
+        # Unknown layout: links are unknown, so only first-fit makes sense.
+        topology, policy = _bare_topology(frozenset(free)), "first-fit"
+    return allocate(topology, free, spec.gpus, policy=_known_policy(policy))
+
+
+def model_matches(wanted: str, model: str) -> bool:
+    """Substring match ignoring case and punctuation (``V100`` in ``Tesla_V100-SXM2``)."""
+    return _norm(wanted) in _norm(model)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_attribute(name: str, value: str) -> str:
+    try:
+        from dlc.topology.node_config import parse_agent_attributes
+
+        info = parse_agent_attributes({name: value})
+    except Exception:  # hand-written or foreign attribute: use it as it stands
+        return value
+    return {ATTR_GPU_MODEL: info.gpu_model, ATTR_DRIVER: info.driver_version}.get(name) or value
+
+
+def agent_text(attributes: dict[str, str], name: str) -> str | None:
+    """A DLC text attribute without node-config's ``v`` prefix (``v535.1`` -> ``535.1``)."""
+    value = attributes.get(name)
+    return None if value is None else _read_attribute(name, value)
+
+
+@functools.lru_cache(maxsize=64)
+def _bare_topology(ids: frozenset[int]) -> Topology:
+    return Topology(gpus=tuple(Gpu(i) for i in sorted(ids)), source="offer")
+
+
+@functools.lru_cache(maxsize=16)
+def _known_policy(name: str) -> str:
+    """``name`` if the allocator registry has it, else ``first-fit`` (the ``tree``
+    policy lands in its own module; until then the scheduler must still run)."""
+    try:
+        get_policy(name)
+    except (AllocationError, ImportError):
+        return "first-fit"
+    return name
+
+
+@functools.lru_cache(maxsize=4096)
+def _decode_topology(text: str) -> Topology | None:
+    try:
+        from dlc.topology.node_config import topology_from_attributes
+
+        return topology_from_attributes({ATTR_TOPOLOGY: text})
+    except Exception:  # a bad attribute must not stop placement: treat as unknown
+        return None
+
+
+def default_topology_of(attributes: dict[str, str]) -> Topology | None:
+    """Decode an agent's ``dlc_topo`` attribute (cached: 1,000 agents share few layouts)."""
+    text = attributes.get(ATTR_TOPOLOGY)
+    return _decode_topology(text) if text else None
+
+
+def default_driver_ok(driver_version: str, cuda_version: str) -> bool:
+    """The image catalog's driver/CUDA rule; permissive until the catalog exists."""
+    try:
+        from dlc.images import driver_supports
+    except ImportError:
+        return True
+    try:
+        return bool(driver_supports(driver_version, cuda_version))
+    except Exception:  # unknown version strings: let the executor decide
+        return True
+
+
+def parse_offers(offers: Iterable[dict]) -> tuple[list[OfferView], list[str]]:
+    """Parse offers, separating malformed ones (their ids, to decline) from good ones."""
+    good: list[OfferView] = []
+    bad: list[str] = []
+    for offer in offers:
+        try:
+            good.append(OfferView.from_mesos(offer))
+        except OfferError:
+            oid = (offer.get("id") or {}).get("value")
+            if oid:
+                bad.append(oid)
+    return good, bad

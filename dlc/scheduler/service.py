@@ -1,0 +1,126 @@
+"""Wiring of one running scheduler: store + core + Mesos framework + HTTP API.
+
+``dlc scheduler`` and ``dlc local`` both build a :class:`SchedulerService`;
+tests build one against the emulator or the real master.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlc.scheduler.api import ApiServer
+from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.framework import FrameworkConfig, MesosFramework
+from dlc.scheduler.logs import LogReader
+from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.store import JobStore
+from dlc.scheduler.task_info import ExecutorConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServiceConfig:
+    """Everything ``dlc scheduler`` takes.
+
+    Attributes:
+        master: Mesos master ``host:port`` or ``zk://...``.
+        db: SQLite file of the job store.
+        api_host, api_port: where the API listens (port 0: any free port).
+        policy: allocator policy.
+        allowed_volumes: host path prefixes jobs may mount.
+        sandbox_roots: local agent work dirs to read logs from.
+        admin_token: admin token to register (else one is made on first start).
+        framework: registration settings (master is filled from ``master``).
+        executor: how executors start (e.g. extra environment).
+    """
+
+    master: str
+    db: str = "dlc-scheduler.db"
+    api_host: str = "127.0.0.1"
+    api_port: int = 8642
+    policy: str = "tree"
+    allowed_volumes: tuple[str, ...] = ()
+    sandbox_roots: tuple[str, ...] = ()
+    admin_token: str | None = None
+    framework: FrameworkConfig | None = None
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    max_skips: int = 20
+
+
+class SchedulerService:
+    """A running DLC scheduler (call :meth:`start`, then :meth:`stop`)."""
+
+    def __init__(self, config: ServiceConfig, resolver=None, driver_factory=None):
+        self.config = config
+        self.store = JobStore(config.db)
+        self.admin_token = self._bootstrap_token(config.admin_token)
+        core_config = CoreConfig(
+            placement=PlacementConfig(policy=config.policy),
+            executor=config.executor,
+            allowed_volumes=config.allowed_volumes,
+            max_skips=config.max_skips,
+        )
+        self.core = SchedulerCore(self.store, core_config, resolver)
+        fw_config = config.framework or FrameworkConfig(master=config.master)
+        self.api = ApiServer(
+            self.core,
+            LogReader(lambda: self.core.framework_id, self._master_url, config.sandbox_roots),
+            self._dispatch,
+            config.api_host,
+            config.api_port,
+            framework_url=lambda: self.framework.framework_url(),
+        )
+        if fw_config.webui_url is None:
+            fw_config = _with_webui(fw_config, self.api.url + "/")
+        self.framework = MesosFramework(self.core, fw_config, driver_factory)
+
+    def _bootstrap_token(self, token: str | None) -> str | None:
+        """Register the given admin token; on an empty store make one so someone can log in."""
+        if token:
+            self.store.add_token("admin", admin=True, token=token)
+            self.store.set_meta("bootstrapped", "1")
+            return token
+        if self.store.get_meta("bootstrapped"):
+            return None
+        self.store.set_meta("bootstrapped", "1")
+        return self.store.add_token("admin", admin=True)
+
+    def _master_url(self) -> str | None:
+        return self.framework.master_url
+
+    def _dispatch(self, actions) -> None:
+        self.framework.dispatch(actions)
+
+    @property
+    def api_url(self) -> str:
+        """Where the API answers."""
+        return self.api.url
+
+    def start(self) -> None:
+        """Start the API and the framework (both in background threads)."""
+        self.api.start()
+        self.framework.start()
+
+    def stop(self) -> None:
+        """Stop without tearing down the framework (tasks keep running)."""
+        self.framework.stop()
+        self.api.stop()
+        self.store.close()
+
+
+def _with_webui(config: FrameworkConfig, url: str) -> FrameworkConfig:
+    from dataclasses import replace
+
+    return replace(config, webui_url=url)
+
+
+def write_token_file(path: str | Path, token: str) -> None:
+    """Write a token readable only by the owner."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(token + "\n")

@@ -1,0 +1,156 @@
+"""Pure builder of the Mesos v1 ``TaskInfo`` JSON for one placed task.
+
+The task consumes ``cpus``/``mem`` (and ``disk`` when asked), ``gpus:k`` and
+exactly the ``gpu_ids`` items the allocator chose. It runs under DLC's own
+executor, started with the scheduler's Python (``<sys.executable> -m dlc
+executor``) so that the executor sees the same installed ``dlc``. What the
+container must run travels in ``data`` as a :class:`~dlc.executor.launch_spec.LaunchSpec`.
+
+Facts a person wants in the Mesos UI go into the task name (the only free-text
+column the UI shows): ``dlc <job> <framework> gpus 0,2``; everything else goes
+into labels, which ``/master/state`` carries.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from dlc.executor.launch_spec import LaunchSpec, Volume
+from dlc.scheduler.jobs import Job
+from dlc.scheduler.placement import Launch, PlacementConfig
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """How task executors are started.
+
+    Attributes:
+        python: interpreter that runs ``-m dlc executor`` (default: this one).
+        cpus, mem_mib: resources of each executor (must match
+            :class:`~dlc.scheduler.placement.PlacementConfig`).
+        env: extra environment for the executor process.
+        command: a whole executor command line replacing ``<python> -m dlc executor``
+            (tests use a stand-in executor; sites may wrap it).
+    """
+
+    python: str = sys.executable
+    cpus: float = PlacementConfig.executor_cpus
+    mem_mib: float = PlacementConfig.executor_mem_mib
+    env: tuple[tuple[str, str], ...] = ()
+    command: str | None = None
+
+
+def scalar(name: str, value: float) -> dict[str, Any]:
+    """A v1 SCALAR ``Resource``."""
+    return {"name": name, "type": "SCALAR", "scalar": {"value": value}}
+
+
+def gpu_ids_set(ids: tuple[int, ...]) -> dict[str, Any]:
+    """The ``gpu_ids`` SET ``Resource`` holding exactly ``ids`` (items are strings)."""
+    return {"name": "gpu_ids", "type": "SET", "set": {"item": [str(i) for i in sorted(ids)]}}
+
+
+def task_name(job: Job, gpu_ids: tuple[int, ...], rank: int = 0) -> str:
+    """``dlc <job> <framework> gpus 0,2`` (+ ``node r/n`` for multi-node jobs)."""
+    ids = ",".join(str(i) for i in gpu_ids)
+    name = f"dlc {job.job_id} {job.spec.label} gpus {ids}"
+    if job.spec.nodes > 1:
+        name += f" node {rank + 1}/{job.spec.nodes}"
+    return name
+
+
+def launch_spec(job: Job, launch: Launch) -> LaunchSpec:
+    """The executor's instructions for one task of ``job``."""
+    spec = job.spec
+    env = dict(spec.env)
+    # The host GPU ids, for logs and people; CUDA itself sees the GPUs renumbered from 0.
+    env["DLC_GPU_IDS"] = ",".join(str(i) for i in launch.gpu_ids)
+    if spec.nodes > 1:
+        # Distributed jobs find their place in the gang from these.
+        env.update({"DLC_NODE_RANK": str(launch.rank), "DLC_NUM_NODES": str(spec.nodes)})
+    return LaunchSpec(
+        job_id=job.job_id,
+        image=spec.image or "",
+        framework=spec.framework,
+        command=spec.command,
+        env=env,
+        gpu_ids=launch.gpu_ids,
+        cpus=spec.cpus,
+        mem_mib=spec.mem_mib,
+        volumes=tuple(Volume(v.host_path, v.container_path, v.read_only) for v in spec.volumes),
+        user=job.user,
+        cuda_version=spec.cuda_version,
+    )
+
+
+def labels(job: Job, launch: Launch) -> dict[str, list[dict[str, str]]]:
+    """Task labels: job id, user, what runs, GPUs, attempt and rank."""
+    pairs = {
+        "dlc.job_id": job.job_id,
+        "dlc.user": job.user,
+        "dlc.framework": job.spec.framework or "",
+        "dlc.image": job.spec.image or "",
+        "dlc.gpu_ids": ",".join(str(i) for i in launch.gpu_ids),
+        "dlc.attempt": str(job.attempt),
+        "dlc.rank": str(launch.rank),
+        "dlc.nodes": str(job.spec.nodes),
+    }
+    return {"labels": [{"key": k, "value": v} for k, v in pairs.items()]}
+
+
+def executor_info(
+    launch: Launch, framework_id: str | None, config: ExecutorConfig
+) -> dict[str, Any]:
+    """The ``ExecutorInfo`` running ``<python> -m dlc executor`` for one task."""
+    line = config.command or f"{shlex.quote(config.python)} -m dlc executor"
+    command: dict[str, Any] = {"value": line}
+    if config.env:
+        command["environment"] = {"variables": [{"name": k, "value": v} for k, v in config.env]}
+    info: dict[str, Any] = {
+        "type": "CUSTOM",
+        "executor_id": {"value": f"dlc-executor.{launch.task_id}"},
+        "name": "dlc-executor",
+        "source": "dlc",
+        "command": command,
+        "resources": [scalar("cpus", config.cpus), scalar("mem", config.mem_mib)],
+    }
+    if framework_id:
+        info["framework_id"] = {"value": framework_id}
+    return info
+
+
+def build_task_info(
+    job: Job,
+    launch: Launch,
+    framework_id: str | None = None,
+    config: ExecutorConfig | None = None,
+) -> dict[str, Any]:
+    """The v1 ``TaskInfo`` JSON for ``launch`` of ``job``.
+
+    Args:
+        job: the job (its spec must carry the resolved ``image``).
+        launch: where and with which GPUs the task runs.
+        framework_id: our framework id, copied into the ExecutorInfo.
+        config: executor command and resources.
+
+    Returns:
+        A dict ready for ``driver.launchTasks``.
+    """
+    config = config or ExecutorConfig()
+    spec = job.spec
+    resources = [scalar("cpus", spec.cpus), scalar("mem", float(spec.mem_mib))]
+    if spec.disk_mib:
+        resources.append(scalar("disk", float(spec.disk_mib)))
+    resources += [scalar("gpus", float(len(launch.gpu_ids))), gpu_ids_set(launch.gpu_ids)]
+    return {
+        "name": task_name(job, launch.gpu_ids, launch.rank),
+        "task_id": {"value": launch.task_id},
+        "agent_id": {"value": launch.agent_id},
+        "resources": resources,
+        "executor": executor_info(launch, framework_id, config),
+        "labels": labels(job, launch),
+        "data": launch_spec(job, launch).encode(),
+    }

@@ -1,0 +1,198 @@
+"""``mesos-agent`` flags for a GPU host, and reading them back from an offer.
+
+Pure functions on a :class:`~dlc.topology.model.Topology`; the ``dlc node-config``
+command prints what :func:`node_config` returns.
+
+Resources (see ``../shared/DESIGN.md``): ``gpus:N`` keeps Mesos's own GPU filtering
+and ``gpu_ids:{0,1,...}`` is the SET of GPU indices DLC's allocator picks from,
+optionally preceded by the host's ``cpus`` and ``mem``.
+
+Attributes: ``dlc_topo`` carries the whole topology (:mod:`dlc.topology.encoding`);
+``gpu_model``, ``gpu_mem_mib``, ``nvidia_driver`` and ``cuda`` are there for people
+and simple constraints. Mesos makes numeric-looking attribute values SCALAR and only
+allows ``[a-zA-Z0-9_/.-]`` in text, so DLC writes every one of these four values as
+``v`` + the value with each other character replaced by ``_`` (``gpu_mem_mib:v16384``,
+``nvidia_driver:v535.129.03``, ``gpu_model:vTesla_V100-SXM2-16GB``). Reading strips
+exactly that ``v``; a bare number (an attribute set by hand) is accepted too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dlc.errors import NodeConfigError, TopologyEncodingError
+from dlc.topology.encoding import decode_topology, encode_topology
+from dlc.topology.model import Topology
+
+ATTR_TOPOLOGY = "dlc_topo"
+ATTR_MODEL = "gpu_model"
+ATTR_MEMORY = "gpu_mem_mib"
+ATTR_DRIVER = "nvidia_driver"
+ATTR_CUDA = "cuda"
+#: prefix of every DLC attribute value that is not the topology encoding
+VALUE_PREFIX = "v"
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_/.-]")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """What ``mesos-agent`` needs to advertise a GPU host to DLC.
+
+    Attributes:
+        resources: the ``--resources`` value, e.g. ``gpus:2;gpu_ids:{0,1}``.
+        attributes: attribute name -> value, in flag order.
+    """
+
+    resources: str
+    attributes: dict[str, str]
+
+    @property
+    def attributes_text(self) -> str:
+        """The ``--attributes`` value: ``name:value`` pairs joined by ``;``."""
+        return ";".join(f"{k}:{v}" for k, v in self.attributes.items())
+
+    def flags(self) -> list[str]:
+        """``--resources=...`` (when there is anything to declare) and ``--attributes=...``."""
+        flags = [f"--resources={self.resources}"] if self.resources else []
+        return flags + [f"--attributes={self.attributes_text}"]
+
+    def env(self) -> dict[str, str]:
+        """The same as ``MESOS_RESOURCES`` / ``MESOS_ATTRIBUTES`` environment variables."""
+        env = {"MESOS_RESOURCES": self.resources} if self.resources else {}
+        return env | {"MESOS_ATTRIBUTES": self.attributes_text}
+
+
+@dataclass(frozen=True)
+class AgentGpuInfo:
+    """The GPU facts an agent advertises, read back from its attributes."""
+
+    topology: Topology | None
+    gpu_model: str | None
+    gpu_mem_mib: int | None
+    driver_version: str | None
+    cuda_version: str | None
+
+
+def attribute_value(text: str) -> str:
+    """``text`` as a DLC attribute value: ``v`` + text with unsafe characters as ``_``."""
+    return VALUE_PREFIX + _UNSAFE.sub("_", text)
+
+
+def _read_value(name: str, value: str) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[a-zA-Z0-9_/.-]+", value):
+        raise TopologyEncodingError(
+            f"attribute {name}={value!r}: expected 'v' + [a-zA-Z0-9_/.-] (e.g. v535.129.03)"
+        )
+    if value.startswith(VALUE_PREFIX):
+        return value[len(VALUE_PREFIX) :]
+    if re.fullmatch(r"[0-9][0-9.]*", value):
+        return value  # a hand-written numeric attribute, which Mesos made SCALAR
+    raise TopologyEncodingError(f"attribute {name}={value!r}: expected it to start with 'v'")
+
+
+def _fixed(value: float) -> str:
+    if value != value or value in (float("inf"), float("-inf")):
+        return ""
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def agent_resources(topo: Topology, cpus: float | None = None, mem_mib: int | None = None) -> str:
+    """The ``--resources`` value: ``[cpus:C;][mem:M;]gpus:N;gpu_ids:{i,...}``.
+
+    Raises:
+        NodeConfigError: ``cpus`` or ``mem_mib`` is not a positive number.
+    """
+    parts = []
+    if cpus is not None:
+        # Mesos keeps three decimals of a scalar; never print an exponent.
+        text = "" if isinstance(cpus, bool) or not isinstance(cpus, int | float) else _fixed(cpus)
+        if not text or not float(text) > 0:
+            raise NodeConfigError("cpus", f"{cpus!r} is not a positive number; pass e.g. --cpus 8")
+        parts.append(f"cpus:{text}")
+    if mem_mib is not None:
+        if isinstance(mem_mib, bool) or not isinstance(mem_mib, int) or mem_mib <= 0:
+            raise NodeConfigError(
+                "mem", f"{mem_mib!r} is not a positive whole number of MiB; pass e.g. --mem 65536"
+            )
+        parts.append(f"mem:{mem_mib}")
+    if topo.gpus:
+        ids = ",".join(str(i) for i in sorted(topo.gpu_indices))
+        parts += [f"gpus:{len(topo.gpus)}", f"gpu_ids:{{{ids}}}"]
+    return ";".join(parts)
+
+
+def agent_attributes(topo: Topology) -> dict[str, str]:
+    """The agent attributes for ``topo`` (the facts it does not know are left out)."""
+    attrs = {ATTR_TOPOLOGY: encode_topology(topo)}
+    models = list(dict.fromkeys(g.model for g in topo.gpus if g.model))
+    if models:
+        # Mixed machines list each model once, in GPU order; dlc_topo has them per GPU.
+        attrs[ATTR_MODEL] = attribute_value("/".join(models))
+    memories = [g.memory_mib for g in topo.gpus]
+    if memories and None not in memories:
+        attrs[ATTR_MEMORY] = attribute_value(str(min(memories)))  # what every GPU offers
+    if topo.driver_version:
+        attrs[ATTR_DRIVER] = attribute_value(topo.driver_version)
+    if topo.cuda_version:
+        attrs[ATTR_CUDA] = attribute_value(topo.cuda_version)
+    return attrs
+
+
+def node_config(
+    topo: Topology, cpus: float | None = None, mem_mib: int | None = None
+) -> AgentConfig:
+    """Resources and attributes for the agent of the machine ``topo`` describes."""
+    return AgentConfig(agent_resources(topo, cpus, mem_mib), agent_attributes(topo))
+
+
+def parse_attributes_text(text: str) -> dict[str, str]:
+    """Split an ``--attributes`` value (``a:b;c:d``) into a dict.
+
+    Raises:
+        TopologyEncodingError: an item has no ``name:value`` form.
+    """
+    attrs: dict[str, str] = {}
+    for item in filter(None, text.split(";")):
+        name, sep, value = item.partition(":")
+        if not sep or not name:
+            raise TopologyEncodingError(f"attribute {item!r}: expected name:value")
+        attrs[name] = value
+    return attrs
+
+
+def parse_agent_attributes(attributes: Mapping[str, str]) -> AgentGpuInfo:
+    """Read DLC's GPU attributes from an agent's attributes (name -> text value).
+
+    Raises:
+        TopologyEncodingError: a DLC attribute is present but malformed.
+    """
+    memory = attributes.get(ATTR_MEMORY)
+    mem_mib = None
+    if memory is not None:
+        text = _read_value(ATTR_MEMORY, memory)
+        if not re.fullmatch(r"[0-9]{1,12}(\.0*)?", text):
+            raise TopologyEncodingError(f"attribute {ATTR_MEMORY}={memory!r}: expected v<MiB>")
+        mem_mib = int(text.split(".")[0])
+    optional = {
+        name: _read_value(name, attributes[name]) if name in attributes else None
+        for name in (ATTR_MODEL, ATTR_DRIVER, ATTR_CUDA)
+    }
+    return AgentGpuInfo(
+        topology=topology_from_attributes(attributes),
+        gpu_model=optional[ATTR_MODEL],
+        gpu_mem_mib=mem_mib,
+        driver_version=optional[ATTR_DRIVER],
+        cuda_version=optional[ATTR_CUDA],
+    )
+
+
+def topology_from_attributes(attributes: Mapping[str, str]) -> Topology | None:
+    """The topology an agent advertises in ``dlc_topo``, or ``None`` without one.
+
+    Raises:
+        TopologyEncodingError: the ``dlc_topo`` value is malformed.
+    """
+    value = attributes.get(ATTR_TOPOLOGY)
+    return None if value is None else decode_topology(value)

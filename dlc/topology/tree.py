@@ -1,0 +1,449 @@
+"""The topology tree of one machine, recovered from its PCIe level matrix.
+
+``nvidia-smi topo -m`` does not print the PCIe tree; it prints, for every device
+pair, the level of their common ancestor (``PIX`` < ``PXB`` < ``PHB`` < ``NODE`` <
+``SYS``). Those levels form an ultrametric: the devices under one PCIe switch are
+exactly a connected group when only pairs at ``PIX`` or closer are linked. So the
+tree is recovered by single-linkage clustering at each level threshold:
+
+``root`` (SYS) -> NUMA nodes (NODE) -> host bridges (PHB) -> PCIe switch trees (PXB)
+-> single switches (PIX) -> GPU and NIC leaves.
+
+A switch or bridge level that adds nothing (one child group only) is left out, so a
+GPU alone under its host bridge hangs directly off its NUMA node; NUMA nodes are
+always kept. ``topo -m`` prints ``NV#`` instead of the PCIe level of NVLinked pairs;
+those levels are inferred: first from the tightest bound the other devices (GPUs and
+NICs) give (``level(a, b) <= max(level(a, c), level(c, b))``), then from CPU/NUMA
+affinity (same affinity: at most ``NODE``; different: ``SYS``). Tree nodes whose
+grouping rests on an inferred level carry ``inferred=True``.
+
+NVLink is not a tree level (DGX-1's cube-mesh joins GPUs in different sockets); it is
+kept as an overlay graph over GPU indices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from dlc.errors import TopologyQueryError
+from dlc.topology.bandwidth import estimate_gbps
+from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
+
+#: levels below the root at which the tree groups devices, outermost first
+_GROUP_LEVELS = (PcieLevel.NODE, PcieLevel.PHB, PcieLevel.PXB, PcieLevel.PIX)
+_KIND_BY_LEVEL = {
+    PcieLevel.NODE: "numa",
+    PcieLevel.PHB: "host_bridge",
+    PcieLevel.PXB: "switch",
+    PcieLevel.PIX: "switch",
+}
+#: stands for "no bound known yet" in the level matrix
+_UNKNOWN = int(PcieLevel.SYS) + 1
+
+
+def link_rank(link: PairLink) -> int:
+    """How fast a pair is as a class: higher is faster.
+
+    NVLinked pairs rank above every PCIe pair, more links higher (``100 + n``).
+    P2P-capable PCIe pairs rank ``PIX`` 9, ``PXB`` 8, ``PHB`` 7, ``NODE`` 6, ``SYS`` 5.
+    Pairs without real P2P support copy through host memory and rank below any
+    P2P pair (4 down to 0 by PCIe level; 0 when the level is unknown).
+    """
+    if link.nvlinks > 0:
+        return 100 + link.nvlinks
+    level = link.pcie_level
+    if link.p2p_capable and level is not None:
+        return 10 - int(level)
+    return 0 if level is None else 5 - int(level)
+
+
+@dataclass
+class TopologyTree:
+    """A machine's PCIe tree with the NVLink overlay.
+
+    Attributes:
+        topology: the machine it was built from.
+        graph: directed tree ``root -> numa -> host_bridge -> switch -> gpu|nic``.
+            Node ids: ``"root"``, ``"numa0"``, ``"bridge0.0"``, ``"switch0.0.0"``
+            (PXB level), ``"switch0.0.0.0"`` (PIX level), ``"gpu3"``, ``"nic:mlx5_0"``;
+            the numbers give the group's position at each level (NUMA node, host
+            bridge, upstream switch, switch), counting groups left out as one-child.
+            Attributes: ``kind`` (root, numa, host_bridge, switch, gpu, nic),
+            ``label``, ``level`` (the :class:`PcieLevel` a pair meeting at this node
+            has; ``None`` for leaves), ``inferred``, ``gpu`` (index, gpu leaves) and
+            ``nic`` (name, nic leaves).
+        nvlink: undirected graph over all GPU indices; an edge per NVLinked pair
+            with ``nvlinks`` and ``gbps`` (estimated or measured, one direction).
+        pcie_levels: the recovered PCIe level of every GPU pair ``(a, b)``, a < b.
+        inferred_pairs: GPU pairs whose level was not printed and was inferred.
+    """
+
+    topology: Topology
+    graph: nx.DiGraph
+    nvlink: nx.Graph
+    pcie_levels: dict[tuple[int, int], PcieLevel]
+    inferred_pairs: frozenset[tuple[int, int]]
+    _parent: dict[str, str] = field(default_factory=dict, repr=False)
+    _gpus_under: dict[str, frozenset[int]] = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def gpu_node(index: int) -> str:
+        """The node id of GPU ``index`` (``"gpu3"``)."""
+        return f"gpu{index}"
+
+    def parent(self, node: str) -> str | None:
+        """The parent of ``node`` (``None`` for the root)."""
+        self._check_node(node)
+        return self._parent.get(node)
+
+    def path_to_root(self, node: str) -> list[str]:
+        """``node`` and its ancestors, nearest first, ending at ``"root"``."""
+        self._check_node(node)
+        path = [node]
+        while path[-1] in self._parent:
+            path.append(self._parent[path[-1]])
+        return path
+
+    def gpus_under(self, node: str) -> frozenset[int]:
+        """Indices of the GPU leaves in the subtree of ``node``."""
+        self._check_node(node)
+        return self._gpus_under[node]
+
+    def lowest_common_ancestor(self, gpus: Iterable[int]) -> str:
+        """The deepest node above every GPU of ``gpus`` (the leaf itself for one GPU).
+
+        Raises:
+            TopologyQueryError: ``gpus`` is empty or names a GPU the machine lacks.
+        """
+        indices = sorted(set(gpus))
+        if not indices:
+            raise TopologyQueryError("gpus: give at least one GPU index")
+        paths = [self.path_to_root(self._leaf(i))[::-1] for i in indices]
+        common = "root"
+        for nodes in zip(*paths, strict=False):
+            if any(n != nodes[0] for n in nodes):
+                break
+            common = nodes[0]
+        return common
+
+    def level_of(self, a: int, b: int) -> PcieLevel:
+        """The recovered PCIe level of GPUs ``a`` and ``b`` (their LCA's level)."""
+        return self.graph.nodes[self.lowest_common_ancestor((a, b))]["level"]
+
+    def _leaf(self, index: int) -> str:
+        node = self.gpu_node(index)
+        if node not in self.graph:
+            known = ", ".join(str(i) for i in self.topology.gpu_indices)
+            raise TopologyQueryError(f"gpus: no GPU{index} on this machine (GPUs: {known})")
+        return node
+
+    def _check_node(self, node: str) -> None:
+        if node not in self.graph:
+            raise TopologyQueryError(f"node: no tree node {node!r}; use an id such as 'numa0'")
+
+
+def build_tree(topo: Topology) -> TopologyTree:
+    """Recover the PCIe tree of ``topo`` and attach its NVLink overlay.
+
+    Args:
+        topo: the machine (from ``topo -m`` text, NVML, or an encoding).
+
+    Returns:
+        The tree; see :class:`TopologyTree`.
+    """
+    devices = [TopologyTree.gpu_node(i) for i in topo.gpu_indices]
+    devices += [f"nic:{nic.name}" for nic in topo.nics]
+    matrix, known = _level_matrix(topo, devices)
+    _infer_levels(topo, matrix, known)
+
+    graph = nx.DiGraph()
+    graph.add_node("root", kind="root", label="machine", level=PcieLevel.SYS, inferred=False)
+    numa_groups = _sorted_groups(_clusters(range(len(devices)), matrix, PcieLevel.NODE), devices)
+    for n, members in enumerate(numa_groups):
+        node = f"numa{n}"
+        label = _numa_label(topo, [devices[i] for i in members], n)
+        graph.add_node(node, kind="numa", label=label, level=PcieLevel.NODE, inferred=False)
+        graph.add_edge("root", node)
+        _add_groups(graph, node, str(n), members, 1, matrix, devices)
+    for device in devices:
+        _add_leaf(graph, topo, device)
+
+    tree = TopologyTree(
+        topology=topo,
+        graph=graph,
+        nvlink=_nvlink_overlay(topo),
+        pcie_levels={},
+        inferred_pairs=frozenset(),
+    )
+    tree._parent = {child: parent for parent, child in graph.edges}
+    tree._gpus_under = _gpus_under(graph)
+    gpu_count = len(topo.gpus)
+    tree.pcie_levels = {
+        (topo.gpus[i].index, topo.gpus[j].index): PcieLevel(matrix[i][j])
+        for i in range(gpu_count)
+        for j in range(i + 1, gpu_count)
+    }
+    # NIC-NIC levels are never in the model, so only pairs with a GPU count as inferred.
+    inferred = [(i, j) for i in range(len(devices)) for j in range(i) if not known[i][j]]
+    inferred = [(i, j) for i, j in inferred if j < gpu_count]
+    tree.inferred_pairs = frozenset(
+        (topo.gpus[j].index, topo.gpus[i].index) for i, j in inferred if i < gpu_count
+    )
+    for i, j in inferred:
+        graph.nodes[_lca_of_nodes(tree, devices[i], devices[j])]["inferred"] = True
+    return tree
+
+
+def _level_matrix(topo: Topology, devices: list[str]) -> tuple[list[list[int]], list[list[bool]]]:
+    """The printed levels between devices (GPUs first, then NICs); unknown = ``_UNKNOWN``."""
+    size = len(devices)
+    matrix = [[_UNKNOWN] * size for _ in range(size)]
+    known = [[False] * size for _ in range(size)]
+    pos = {g.index: i for i, g in enumerate(topo.gpus)}
+    for i in range(size):
+        matrix[i][i], known[i][i] = 0, True
+    for (a, b), link in topo.links.items():
+        if link.pcie_level is not None and a in pos and b in pos:
+            _set(matrix, known, pos[a], pos[b], int(link.pcie_level))
+    nic_pos = {nic.name: len(topo.gpus) + k for k, nic in enumerate(topo.nics)}
+    for (nic, gpu), level in topo.nic_levels.items():
+        if nic in nic_pos and gpu in pos:
+            _set(matrix, known, nic_pos[nic], pos[gpu], int(level))
+    return matrix, known
+
+
+def _set(matrix: list[list[int]], known: list[list[bool]], i: int, j: int, level: int) -> None:
+    matrix[i][j] = matrix[j][i] = level
+    known[i][j] = known[j][i] = True
+
+
+def _infer_levels(topo: Topology, matrix: list[list[int]], known: list[list[bool]]) -> None:
+    """Fill unknown levels: third-device bound, then CPU/NUMA affinity, else SYS."""
+    _close(matrix, known)
+    gpu_count = len(topo.gpus)
+    for i in range(gpu_count):
+        for j in range(i + 1, gpu_count):
+            if known[i][j]:
+                continue
+            same = _same_affinity(topo.gpus[i], topo.gpus[j])
+            if (
+                same is True
+                and matrix[i][j] > PcieLevel.NODE
+                and _may_share_node(matrix, known, i, j)
+            ):
+                matrix[i][j] = matrix[j][i] = int(PcieLevel.NODE)
+            elif same is False and matrix[i][j] == _UNKNOWN:
+                matrix[i][j] = matrix[j][i] = int(PcieLevel.SYS)
+    _close(matrix, known)
+    for row in matrix:
+        for j, level in enumerate(row):
+            if level == _UNKNOWN:
+                row[j] = int(PcieLevel.SYS)
+
+
+def _close(matrix: list[list[int]], known: list[list[bool]]) -> None:
+    """Minimax (ultrametric) closure of the unknown entries only.
+
+    Printed levels are facts and stay as printed even if a real machine's matrix
+    is not a perfect ultrametric.
+    """
+    size = len(matrix)
+    for k in range(size):
+        row_k = matrix[k]
+        for i in range(size):
+            via = matrix[i][k]
+            if via == _UNKNOWN:
+                continue
+            row_i = matrix[i]
+            for j in range(size):
+                bound = max(via, row_k[j])
+                if bound < row_i[j] and not known[i][j]:
+                    row_i[j] = bound
+
+
+def _may_share_node(matrix: list[list[int]], known: list[list[bool]], i: int, j: int) -> bool:
+    """Whether ``i`` and ``j`` on one NUMA node agrees with the printed levels.
+
+    Some outputs give every GPU the same (bogus) CPU affinity; a device close to one
+    of them but printed ``SYS`` from the other proves they are on different nodes.
+    """
+    for k, (to_i, to_j) in enumerate(zip(matrix[i], matrix[j], strict=True)):
+        if (to_i <= PcieLevel.NODE and known[j][k] and to_j == PcieLevel.SYS) or (
+            to_j <= PcieLevel.NODE and known[i][k] and to_i == PcieLevel.SYS
+        ):
+            return False
+    return True
+
+
+def _same_affinity(a: Gpu, b: Gpu) -> bool | None:
+    """Whether two GPUs share a NUMA node / CPU set; ``None`` when unknown."""
+    if a.numa_node is not None and b.numa_node is not None:
+        return a.numa_node == b.numa_node
+    cpus_a, cpus_b = a.cpus(), b.cpus()
+    if cpus_a and cpus_b:
+        return cpus_a == cpus_b
+    return None
+
+
+def _clusters(members: Iterable[int], matrix: list[list[int]], level: PcieLevel) -> list[list[int]]:
+    """Single-linkage groups of ``members``: connected where the level is <= ``level``."""
+    remaining = list(members)
+    groups: list[list[int]] = []
+    while remaining:
+        group, frontier = [remaining.pop(0)], 0
+        while frontier < len(group):
+            here = group[frontier]
+            near = [m for m in remaining if matrix[here][m] <= level]
+            remaining = [m for m in remaining if matrix[here][m] > level]
+            group.extend(near)
+            frontier += 1
+        groups.append(sorted(group))
+    return groups
+
+
+def _sorted_groups(groups: list[list[int]], devices: list[str]) -> list[list[int]]:
+    # GPUs come first in ``devices``, so the smallest position orders groups by GPU index
+    # and NIC-only groups last.
+    del devices
+    return sorted(groups, key=min)
+
+
+def _add_groups(
+    graph: nx.DiGraph,
+    parent: str,
+    path: str,
+    members: list[int],
+    depth: int,
+    matrix: list[list[int]],
+    devices: list[str],
+) -> None:
+    """Add the groups of ``members`` below ``parent`` from level ``_GROUP_LEVELS[depth]`` on."""
+    if depth == len(_GROUP_LEVELS):
+        for m in members:
+            graph.add_edge(parent, devices[m])
+        return
+    level = _GROUP_LEVELS[depth]
+    groups = _sorted_groups(_clusters(members, matrix, level), devices)
+    for k, group in enumerate(groups):
+        sub_path = f"{path}.{k}"
+        if _adds_a_level(group, depth, matrix):
+            node = _group_node(graph, parent, sub_path, level)
+            _add_groups(graph, node, sub_path, group, depth + 1, matrix, devices)
+        else:
+            _add_groups(graph, parent, sub_path, group, depth + 1, matrix, devices)
+
+
+def _adds_a_level(group: list[int], depth: int, matrix: list[list[int]]) -> bool:
+    """Whether a group is worth a node: it splits further at the next level down."""
+    if len(group) < 2:
+        return False
+    if depth + 1 == len(_GROUP_LEVELS):
+        return True
+    return len(_clusters(group, matrix, _GROUP_LEVELS[depth + 1])) > 1
+
+
+def _group_node(graph: nx.DiGraph, parent: str, path: str, level: PcieLevel) -> str:
+    kind = _KIND_BY_LEVEL[level]
+    if kind == "host_bridge":
+        node, label = f"bridge{path}", f"host bridge {path}"
+    else:
+        node, label = f"switch{path}", f"PCIe switch {path} ({level.name})"
+    graph.add_node(node, kind=kind, label=label, level=level, inferred=False)
+    graph.add_edge(parent, node)
+    return node
+
+
+def _add_leaf(graph: nx.DiGraph, topo: Topology, device: str) -> None:
+    if device.startswith("nic:"):
+        name = device.removeprefix("nic:")
+        graph.add_node(device, kind="nic", label=f"NIC {name}", level=None, nic=name)
+        graph.nodes[device]["inferred"] = False
+        return
+    gpu = topo.gpu(int(device.removeprefix("gpu")))
+    label = f"{gpu.name} {gpu.model}" if gpu.model else gpu.name
+    graph.add_node(device, kind="gpu", label=label, level=None, gpu=gpu.index, inferred=False)
+
+
+def _numa_label(topo: Topology, members: list[str], position: int) -> str:
+    gpus = [topo.gpu(int(m.removeprefix("gpu"))) for m in members if m.startswith("gpu")]
+    numa_ids = {g.numa_node for g in gpus}
+    affinities = {g.cpu_affinity for g in gpus if g.cpu_affinity}
+    number = numa_ids.pop() if len(numa_ids) == 1 and None not in numa_ids else position
+    label = f"NUMA node {number}"
+    if len(affinities) == 1:
+        label += f" (CPUs {affinities.pop()})"
+    return label
+
+
+def _gpus_under(graph: nx.DiGraph) -> dict[str, frozenset[int]]:
+    under: dict[str, frozenset[int]] = {}
+    for node in reversed(list(nx.topological_sort(graph))):
+        own = {graph.nodes[node]["gpu"]} if graph.nodes[node]["kind"] == "gpu" else set()
+        for child in graph.successors(node):
+            own |= under[child]
+        under[node] = frozenset(own)
+    return under
+
+
+def _lca_of_nodes(tree: TopologyTree, a: str, b: str) -> str:
+    above_a = set(tree.path_to_root(a))
+    for node in tree.path_to_root(b):
+        if node in above_a:
+            return node
+    return "root"
+
+
+def _nvlink_overlay(topo: Topology) -> nx.Graph:
+    overlay = nx.Graph()
+    overlay.add_nodes_from(topo.gpu_indices)
+    for (a, b), link in topo.links.items():
+        if link.nvlinks > 0:
+            model = topo.gpu(a).model
+            overlay.add_edge(a, b, nvlinks=link.nvlinks, gbps=estimate_gbps(link, model))
+    return overlay
+
+
+def p2p_groups(topo: Topology) -> list[frozenset[int]]:
+    """Maximal GPU sets whose every pair is P2P-capable, largest first.
+
+    A GPU with no P2P partner is its own group.
+    """
+    graph = nx.Graph()
+    graph.add_nodes_from(topo.gpu_indices)
+    graph.add_edges_from(pair for pair, link in topo.links.items() if link.p2p_capable)
+    groups = [frozenset(c) for c in nx.find_cliques(graph)]
+    return sorted(groups, key=lambda g: (-len(g), sorted(g)))
+
+
+def nvlink_groups(topo: Topology) -> list[frozenset[int]]:
+    """Connected NVLink islands of more than one GPU, largest first."""
+    overlay = _nvlink_overlay(topo)
+    groups = [frozenset(c) for c in nx.connected_components(overlay) if len(c) > 1]
+    return sorted(groups, key=lambda g: (-len(g), sorted(g)))
+
+
+def links_within(topo: Topology, gpus: Iterable[int]) -> list[PairLink]:
+    """The links between every pair of ``gpus``, ``(a, b)`` ascending.
+
+    Raises:
+        TopologyQueryError: a GPU index the machine lacks.
+    """
+    chosen = set(gpus)
+    missing = sorted(chosen - set(topo.gpu_indices))
+    if missing:
+        raise TopologyQueryError(f"gpus: no GPU {missing} on this machine")
+    return list(topo.pairs(chosen))
+
+
+def slowest_link(topo: Topology, gpus: Iterable[int]) -> PairLink | None:
+    """The slowest pair of ``gpus`` by :func:`link_rank` (``None`` for fewer than 2 GPUs).
+
+    Collective operations run at the speed of this link.
+    """
+    links = links_within(topo, gpus)
+    if not links:
+        return None
+    return min(links, key=lambda link: (link_rank(link), link.a, link.b))

@@ -1,0 +1,203 @@
+"""`dlc submit/jobs/status/kill/logs` with CliRunner against a running API on loopback."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dlc.cli.main import cli
+from dlc.cli.submit_cmd import load_spec_file, parse_mem
+from dlc.errors import ImageNotFound, JobSpecError
+from dlc.scheduler.api import ApiServer
+from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.logs import LogReader
+from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.store import JobStore
+
+
+def _resolver(spec):
+    if spec.image:
+        return spec.image, None
+    known = {"pytorch:2.3": "pytorch/pytorch:2.3.1-cuda12.1"}
+    if spec.framework not in known:
+        raise ImageNotFound(f"unknown framework {spec.framework}; known: {', '.join(known)}")
+    return known[spec.framework], "12.1"
+
+
+@pytest.fixture
+def env(tmp_path):
+    store = JobStore(tmp_path / "db")
+    config = CoreConfig(placement=PlacementConfig("first-fit"), allowed_volumes=("/data",))
+    core = SchedulerCore(store, config, _resolver)
+    server = ApiServer(core, LogReader(lambda: None), lambda actions: None)
+    server.start()
+    token = store.add_token("alice")
+    yield {"DLC_API": server.url, "DLC_TOKEN": token}, core, tmp_path
+    server.stop()
+
+
+def run(env, *args):
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def test_submit_with_flags_prints_job_id(env):
+    e, core, _ = env
+    result = run(e, "submit", "--framework", "pytorch:2.3", "--gpus", "2", "--mem", "16G",
+                 "-e", "A=1", "-v", "/data/x:/x", "--priority", "3", "--", "python", "t.py", "--lr",
+                 "0.1")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    job = core.store.get_job(result.output.split()[0])
+    spec = job.spec
+    assert (spec.gpus, spec.mem_mib, spec.priority) == (2, 16384, 3)
+    assert spec.command == ("python", "t.py", "--lr", "0.1")
+    assert spec.env == {"A": "1"} and spec.volumes[0].host_path == "/data/x"
+    assert spec.image == "pytorch/pytorch:2.3.1-cuda12.1"
+
+
+def test_submit_yaml_spec_flags_override(env):
+    e, core, tmp = env
+    spec = tmp / "job.yaml"
+    spec.write_text(
+        "framework: pytorch:2.3\ngpus: 4\nmem: 8G\ncommand: python train.py --epochs 3\n"
+        "env:\n  NCCL_DEBUG: INFO\nretries: 2\n"
+    )
+    result = run(e, "submit", "-f", str(spec), "--gpus", "1")
+    assert result.exit_code == 0, result.output
+    job = core.store.get_job(result.output.split()[0])
+    assert job.spec.gpus == 1 and job.spec.mem_mib == 8192 and job.spec.retries == 2
+    assert job.spec.command == ("sh", "-c", "python train.py --epochs 3")
+    assert job.spec.env == {"NCCL_DEBUG": "INFO"}
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        pytest.param(["--framework", "pytorch:9.9"], "known: pytorch:2.3", id="unknown-version"),
+        pytest.param(["--image", "x", "--gpus", "0"], "gpus: must be between 1", id="zero-gpus"),
+        pytest.param(["--image", "x", "-v", "/etc:/etc"], "allowed: /data", id="volume"),
+        pytest.param(["--image", "x", "--mem", "lots"], "mem: 'lots' is not a size", id="mem"),
+        pytest.param(["--gpus", "1"], "framework: give a framework", id="no-framework"),
+        pytest.param(["-f", "/nonexistent.yaml"], "spec: cannot read", id="missing-file"),
+    ],
+)
+def test_submit_errors_are_one_line(env, args, message):
+    e, *_ = env
+    result = run(e, "submit", *args)
+    assert result.exit_code != 0
+    assert message in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ")
+    assert "Traceback" not in result.output
+
+
+def test_gpus_more_than_any_agent(env):
+    e, core, _ = env
+    core.note_agent("a1", set(range(8)))
+    result = run(e, "submit", "--image", "x", "--gpus", "16")
+    assert result.exit_code != 0
+    assert "no agent has more than 8" in result.output
+
+
+def test_jobs_status_kill_logs(env):
+    e, core, _ = env
+    job_id = run(e, "submit", "--image", "busybox", "--name", "mnist", "--", "true").output.split()[
+        0
+    ]
+    listing = run(e, "jobs")
+    assert listing.exit_code == 0 and job_id in listing.output and "queued" in listing.output
+    assert "mnist" in listing.output
+    status = run(e, "status", job_id)
+    assert status.exit_code == 0 and "queued" in status.output and "busybox" in status.output
+    logs = run(e, "logs", job_id)
+    assert logs.exit_code == 0 and logs.output == ""
+    killed = run(e, "kill", job_id)
+    assert killed.exit_code == 0 and killed.output.strip() == f"{job_id} killed"
+    assert "killed" in run(e, "status", job_id).output
+
+
+def test_other_users_job_not_found(env):
+    e, core, _ = env
+    bob = {**e, "DLC_TOKEN": core.store.add_token("bob")}
+    job_id = run(e, "submit", "--image", "x").output.split()[0]
+    result = run(bob, "status", job_id)
+    assert result.exit_code != 0 and f"no job {job_id}" in result.output
+
+
+def test_unreachable_api_one_line():
+    result = CliRunner().invoke(cli, ["jobs", "--api", "http://127.0.0.1:9", "--token", "t"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: cannot reach the DLC scheduler at http://127.0.0.1:9")
+    assert "start it with `dlc scheduler` or `dlc local`" in result.output
+
+
+@pytest.mark.parametrize(
+    "text, mib",
+    [("4096", 4096), ("512M", 512), ("16G", 16384), ("16GiB", 16384), ("1.5g", 1536)],
+)
+def test_parse_mem(text, mib):
+    assert parse_mem(text) == mib
+
+
+def test_parse_mem_rejects():
+    with pytest.raises(JobSpecError, match="mem: "):
+        parse_mem("16 parsecs")
+
+
+def test_logs_follow_prints_until_the_job_ends(env):
+    e, core, tmp = env
+    job_id = run(e, "submit", "--image", "x", "--", "train").output.split()[0]
+    core.on_offers([offer_json("o1", "a1")])
+    sandbox = tmp / "sandbox"
+    sandbox.mkdir()
+    out = sandbox / "stdout"
+    out.write_text("epoch 1\n")
+    task = {"task_id": {"value": f"{job_id}.0.0"}, "agent_id": {"value": "a1"}}
+    label = {"labels": [{"key": "dlc.sandbox", "value": str(sandbox)}]}
+    core.on_status({**task, "state": "TASK_RUNNING", "labels": label})
+
+    def finish_later():
+        time.sleep(0.5)
+        with out.open("a") as fh:
+            fh.write("epoch 2\n")
+        time.sleep(0.3)
+        core.on_status({**task, "state": "TASK_FINISHED", "labels": label})
+
+    threading.Thread(target=finish_later, daemon=True).start()
+    result = run(e, "logs", "-f", "--interval", "0.1", job_id)
+    assert result.exit_code == 0, result.output
+    assert result.output == "epoch 1\nepoch 2\n"
+
+
+def offer_json(oid, agent):
+    return {
+        "id": {"value": oid},
+        "agent_id": {"value": agent},
+        "hostname": agent,
+        "resources": [
+            {"name": "cpus", "type": "SCALAR", "scalar": {"value": 8}},
+            {"name": "mem", "type": "SCALAR", "scalar": {"value": 8192}},
+            {"name": "gpus", "type": "SCALAR", "scalar": {"value": 1}},
+            {"name": "gpu_ids", "type": "SET", "set": {"item": ["0"]}},
+        ],
+    }
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_specs_are_valid(path):
+    from dlc.images import resolve
+    from dlc.scheduler.jobs import JobSpec
+
+    spec = JobSpec.from_dict(load_spec_file(str(path)))
+    if spec.framework:
+        assert resolve(spec.framework).image  # the catalog knows every example's framework
+
+
+def test_examples_exist():
+    assert len(EXAMPLES) >= 4

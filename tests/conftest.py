@@ -1,0 +1,45 @@
+"""Shared pytest fixtures: the real ``nvidia-smi topo`` outputs in ``../shared``.
+
+Fixtures:
+
+* ``fixture_dir``: :class:`~pathlib.Path` of ``<repo>/../shared/fixtures/topology``
+  (the test fails, not skips, when it is missing).
+* ``complete_topo_paths`` / ``truncated_topo_paths``: sorted lists of complete
+  ``topo -m`` outputs and ``*_TRUNCATED.txt`` outputs.
+
+``pytest.mark.parametrize`` runs before fixtures exist, so the same lists are also
+plain functions in :mod:`tests.fixture_files`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fixture_files import (  # noqa: F401  (re-exported for fixtures)
+    FIXTURE_DIR,
+    REPO_ROOT,
+    complete_topo_files,
+    p2p_files,
+    truncated_topo_files,
+)
+
+
+@pytest.fixture(scope="session")
+def fixture_dir() -> Path:
+    """Directory of the real topology outputs; fails (not skips) when it is missing."""
+    assert FIXTURE_DIR.is_dir(), f"topology fixtures not found at {FIXTURE_DIR}"
+    return FIXTURE_DIR
+
+
+@pytest.fixture(scope="session")
+def complete_topo_paths(fixture_dir: Path) -> list[Path]:
+    """All complete ``topo -m`` fixture files."""
+    return complete_topo_files()
+
+
+@pytest.fixture(scope="session")
+def truncated_topo_paths(fixture_dir: Path) -> list[Path]:
+    """All truncated ``topo -m`` fixture files."""
+    return truncated_topo_files()

@@ -1,0 +1,147 @@
+"""TaskRunner on the real engine: statuses, sandbox output, kill, shutdown, failures."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dlc.executor.container_spec import LABEL_FRAMEWORK
+from dlc.executor.gpu_render import GpuStyle
+from dlc.executor.host_gpus import ProcDriverInfo
+from dlc.executor.launch_spec import LaunchSpec
+from dlc.executor.task_runner import RunnerConfig, TaskRunner
+
+TERMINAL = {"TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_LOST"}
+
+
+class Sink:
+    def __init__(self):
+        self.updates = []
+        self.cond = threading.Condition()
+
+    def update(self, task_id, state, message=None, reason=None, labels=None):
+        with self.cond:
+            self.updates.append((task_id, state, message, reason, labels))
+            self.cond.notify_all()
+
+    def wait_for(self, state, timeout=30):
+        with self.cond:
+            assert self.cond.wait_for(lambda: state in self.states(), timeout), self.updates
+
+    def states(self):
+        return [u[1] for u in self.updates]
+
+    def terminal(self):
+        return [u for u in self.updates if u[1] in TERMINAL]
+
+
+@pytest.fixture
+def runner_for(docker_runtime, framework_id, fake_dev, tmp_path):
+    def make(**config):
+        sink = Sink()
+        config.setdefault("gpu_style", GpuStyle.LEGACY)
+        cfg = RunnerConfig(
+            device_root=str(fake_dev),
+            sandbox=str(tmp_path),
+            driver_info=ProcDriverInfo(tmp_path / "no-driver"),
+            **config,
+        )
+        return TaskRunner(docker_runtime, sink, framework_id, "ex-1", cfg), sink
+
+    return make
+
+
+def _data(image, **kw):
+    kw.setdefault("job_id", "job-1")
+    return LaunchSpec(image=image, **kw).encode()
+
+
+def test_env_printing_container_finishes_with_output_in_sandbox(
+    runner_for, busybox_image, docker_runtime, framework_id, tmp_path, driver_volume
+):
+    runner, sink = runner_for()
+    spec = _data(
+        busybox_image,
+        command=("sh", "-c", "env; echo to-stderr >&2"),
+        gpu_ids=(3, 1),
+        gpu_minors=(3, 1),
+        driver_version=driver_volume.removeprefix("nvidia_driver_"),
+    )
+    runner.launch("t-env", spec)
+    runner.join(30)
+    assert sink.states()[0] == "TASK_STARTING"
+    assert sink.states()[-2:] == ["TASK_RUNNING", "TASK_FINISHED"]
+    running = sink.updates[-2]
+    assert len(running[4]["dlc.container_id"]) == 64
+    stdout = (tmp_path / "stdout").read_text()
+    assert "CUDA_VISIBLE_DEVICES=1,0" in stdout
+    assert "DLC_GPU_HOST_IDS=3,1" in stdout
+    assert "DLC_JOB_ID=job-1" in stdout
+    assert (tmp_path / "stderr").read_text() == "to-stderr\n"
+    assert "DLC_JOB_ID=job-1" in sink.terminal()[0][2]  # the last lines travel in the message
+    assert docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id}) == []
+
+
+def test_failing_command_reports_exit_code_and_last_lines(runner_for, busybox_image):
+    runner, sink = runner_for(gpu_style=GpuStyle.NONE)
+    runner.launch(
+        "t-fail", _data(busybox_image, command=("sh", "-c", "echo one; echo two; exit 3"))
+    )
+    runner.join(30)
+    ((_, state, message, _, _),) = sink.terminal()
+    assert state == "TASK_FAILED"
+    assert message.startswith("exit code 3") and message.endswith("one | two")
+
+
+def test_bad_command_is_explained(runner_for, busybox_image, docker_runtime, framework_id):
+    runner, sink = runner_for(gpu_style=GpuStyle.NONE)
+    runner.launch("t-bad", _data(busybox_image, command=("no-such-program",)))
+    runner.join(30)
+    ((_, state, message, reason, _),) = sink.terminal()
+    assert (state, reason) == ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED")
+    assert "executable file not found" in message
+    assert docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id}) == []
+
+
+def test_unknown_image_is_explained(runner_for, local_registry):
+    runner, sink = runner_for(gpu_style=GpuStyle.NONE)
+    runner.launch("t-img", _data(f"{local_registry}/dlc-test/absent:1"))
+    runner.join(30)
+    ((_, state, message, _, _),) = sink.terminal()
+    assert state == "TASK_FAILED"
+    assert f"not found in registry {local_registry}" in message
+
+
+def test_killed_task_container_is_gone(runner_for, busybox_image, docker_runtime, framework_id):
+    runner, sink = runner_for(gpu_style=GpuStyle.NONE, grace_s=1)
+    # the shell ignores SIGTERM, so only the SIGKILL after the grace period ends it
+    command = ("sh", "-c", "trap '' TERM; while true; do sleep 1; done")
+    runner.launch("t-kill", _data(busybox_image, command=command))
+    sink.wait_for("TASK_RUNNING")
+    started = time.monotonic()
+    runner.kill("t-kill")
+    sink.wait_for("TASK_KILLED")
+    elapsed = time.monotonic() - started
+    runner.join(30)
+    assert 0.9 <= elapsed < 10
+    assert [u[1] for u in sink.terminal()] == ["TASK_KILLED"]
+    assert docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id}) == []
+
+
+def test_shutdown_removes_every_container(runner_for, busybox_image, docker_runtime, framework_id):
+    runner, sink = runner_for(gpu_style=GpuStyle.NONE, grace_s=0)
+    for n in range(2):
+        runner.launch(f"t-{n}", _data(busybox_image, command=("sleep", "300")))
+    for n in range(2):
+        with sink.cond:
+            sink.cond.wait_for(
+                lambda n=n: ("t-" + str(n), "TASK_RUNNING") in [u[:2] for u in sink.updates], 30
+            )
+    assert len(docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id})) == 2
+    runner.shutdown()
+    runner.shutdown()
+    runner.join(30)
+    assert docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id}) == []
+    assert sorted(u[0] for u in sink.terminal()) == ["t-0", "t-1"]

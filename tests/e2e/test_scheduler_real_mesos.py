@@ -1,0 +1,291 @@
+"""The DLC scheduler against the real Mesos 1.11.0 master (scripts/mesos-local.sh) and the emulator.
+
+A job submitted with `dlc submit` gets the allocator's GPUs (as the master records them and as
+the executor sees them), runs and finishes; `dlc jobs` and `dlc logs` show it. Killing the
+scheduler mid-run and starting it again with the same DB keeps the framework id, reconciles the
+running task and launches nothing twice.
+
+The executor is tests/scheduler/stand_in_executor.py (no Docker); the Docker path of
+`dlc executor` has its own end-to-end test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dlc.cli.main import cli
+from dlc.scheduler.framework import FrameworkConfig
+from dlc.scheduler.logs import LogReader
+from dlc.scheduler.service import SchedulerService, ServiceConfig
+from dlc.scheduler.task_info import ExecutorConfig
+
+pytestmark = pytest.mark.mesos
+
+ROOT = Path(__file__).resolve().parents[2]
+STAND_IN = ROOT / "tests" / "scheduler" / "stand_in_executor.py"
+
+
+AGENT_RESOURCES = "cpus:4;mem:4096;disk:10240;gpus:4;gpu_ids:{0,1,2,3}"
+
+
+@pytest.fixture(params=["emulator", pytest.param("real", marks=pytest.mark.mesos)])
+def master(request, tmp_path):
+    """``(address, kind)`` of DLC's emulator or the real master with one 4-GPU agent.
+
+    The real one FAILS (never skips) when it cannot start.
+    """
+    if request.param == "emulator":
+        from dlc.mesos.emulator import AgentSpec, MesosEmulator
+
+        agent = AgentSpec(resources=AGENT_RESOURCES)
+        with MesosEmulator(agents=[agent], work_dir=tmp_path / "emulator") as emulator:
+            yield emulator.address, "emulator"
+        return
+    env = {**os.environ, "MESOS_RESOURCES": AGENT_RESOURCES}
+    run = tmp_path / "mesos"
+    run.mkdir()
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/mesos-local.sh"), "start", "", str(run)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"real Mesos did not start: {proc.stderr or proc.stdout}"
+    address, run_dir = proc.stdout.split()
+    try:
+        yield address, "real"
+    finally:
+        subprocess.run(["bash", str(ROOT / "scripts/mesos-local.sh"), "stop", run_dir], cwd=ROOT)
+
+
+def _service(master, db, sandbox_roots=()):
+    config = ServiceConfig(
+        master=master,
+        db=str(db),
+        api_port=0,
+        executor=ExecutorConfig(command=f"{sys.executable} {STAND_IN}"),
+        sandbox_roots=sandbox_roots,
+        admin_token="e2e-admin-token",
+    )
+    service = SchedulerService(config)
+    service.start()
+    assert service.framework.registered.wait(30), "framework did not register with the master"
+    return service
+
+
+def _master_state(master):
+    with urllib.request.urlopen(f"http://{master}/master/state", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def _framework_tasks(master, framework_id):
+    state = _master_state(master)
+    for group in ("frameworks", "completed_frameworks"):
+        for fw in state.get(group, ()):
+            if fw["id"] == framework_id:
+                return fw.get("tasks", []) + fw.get("completed_tasks", [])
+    return []
+
+
+def _wait_state(service, job_id, states, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = service.store.get_job(job_id)
+        if job.state.value in states:
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} stuck in {service.store.get_job(job_id).state}")
+
+
+def _cli(service, *args):
+    env = {"DLC_API": service.api_url, "DLC_TOKEN": "e2e-admin-token"}
+    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_submitted_job_gets_allocator_gpus_runs_and_shows(master, tmp_path):
+    master, kind = master
+    service = _service(master, tmp_path / "db")
+    try:
+        out = _cli(service, "submit", "--image", "none", "--gpus", "2", "--", "sh", "-c",
+                   "echo hello from the job")  # fmt: skip
+        job_id = out.split()[0]
+        job = _wait_state(service, job_id, {"finished", "failed", "lost"})
+        assert job.state.value == "finished", job.message
+        chosen = job.tasks[0].gpu_ids
+        assert len(chosen) == 2
+        [task] = _framework_tasks(master, service.core.framework_id)
+        resources = task["resources"]
+        assert resources["gpus"] == 2
+        # the master renders a SET as "{0, 1}"
+        assert {int(i) for i in resources["gpu_ids"].strip("{}").split(",")} == set(chosen)
+        assert task["name"] == f"dlc {job_id} none gpus {','.join(map(str, chosen))}"
+        jobs_out = _cli(service, "jobs")
+        assert job_id in jobs_out and "finished" in jobs_out
+        logs_out = _cli(service, "logs", job_id)
+        assert logs_out == f"gpu_ids={','.join(map(str, chosen))}\nhello from the job\n"
+        if kind == "emulator":
+            return
+        # The agent's /files/read path (what a real cluster uses) serves the same bytes.
+        remote = LogReader(lambda: service.core.framework_id, lambda: service.framework.master_url)
+        no_local_path = replace(job, tasks=(replace(job.tasks[0], sandbox=""),))
+        got = remote.read(no_local_path)
+        assert got["data"] == logs_out
+        assert got["source"] == (
+            f"{master}/frameworks/{service.core.framework_id}/executors/"
+            f"dlc-executor.{job_id}.0.0/runs/latest/stdout"
+        )
+    finally:
+        service.stop()
+
+
+def test_scheduler_restart_mid_run_loses_and_duplicates_nothing(master, tmp_path):
+    master, kind = master
+    db = tmp_path / "db"
+    first = _service(master, db)
+    framework_id = first.core.framework_id
+    out = _cli(first, "submit", "--image", "none", "--gpus", "1", "--", "sh", "-c",
+               "echo start; sleep 6; echo end")  # fmt: skip
+    job_id = out.split()[0]
+    queued = _cli(first, "submit", "--image", "none", "--gpus", "4", "--", "true").split()[0]
+    _wait_state(first, job_id, {"running"})
+    first.stop()  # the scheduler dies mid-run (failover stop: no teardown)
+
+    second = _service(master, db)
+    try:
+        assert second.core.framework_id == framework_id
+        job = _wait_state(second, job_id, {"finished", "failed", "lost", "killed"})
+        assert job.state.value == "finished" and job.attempt == 0, job.message
+        waited = _wait_state(second, queued, {"finished", "failed", "lost"})
+        assert waited.state.value == "finished"
+        tasks = _framework_tasks(master, framework_id)
+        ids = sorted(t["id"] for t in tasks)
+        assert ids == sorted([f"{job_id}.0.0", f"{queued}.0.0"])  # one launch each, no repeats
+        history = [state for _, state, _ in second.store.history(job_id)]
+        assert history == ["queued", "staging", "running", "finished"]
+        assert _cli(second, "logs", job_id).endswith("start\nend\n")
+    finally:
+        second.stop()
+
+
+@pytest.mark.docker
+@pytest.mark.mesos
+def test_dlc_executor_runs_the_container_on_the_real_master(tmp_path):
+    """The whole path: `dlc submit` -> real master -> `dlc executor` -> Docker -> `dlc logs`.
+
+    No GPU here, so the executor runs with DLC_GPU_STYLE=none; the GPU ids still come from the
+    allocator and reach the container's environment renumbered from 0.
+    """
+    env = {**os.environ, "MESOS_RESOURCES": AGENT_RESOURCES}
+    run = tmp_path / "mesos"
+    run.mkdir()
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/mesos-local.sh"), "start", "", str(run)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"real Mesos did not start: {proc.stderr or proc.stdout}"
+    address, run_dir = proc.stdout.split()
+    config = ServiceConfig(
+        master=address,
+        db=str(tmp_path / "db"),
+        api_port=0,
+        executor=ExecutorConfig(env=(("DLC_GPU_STYLE", "none"),)),
+        sandbox_roots=(run_dir,),
+        admin_token="e2e-admin-token",
+    )
+    service = SchedulerService(config)
+    service.start()
+    try:
+        assert service.framework.registered.wait(30)
+        image = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
+        out = _cli(service, "submit", "--image", image, "--gpus", "2", "--", "sh", "-c",
+                   "echo in the container")  # fmt: skip
+        job_id = out.split()[0]
+        job = _wait_state(service, job_id, {"finished", "failed", "lost", "killed"}, timeout=90)
+        assert job.state.value == "finished", job.message
+        assert len(job.tasks[0].gpu_ids) == 2
+        assert "finished" in _cli(service, "jobs")
+        assert "in the container" in _cli(service, "logs", job_id)
+    finally:
+        service.stop()
+        subprocess.run(["bash", str(ROOT / "scripts/mesos-local.sh"), "stop", run_dir], cwd=ROOT)
+
+
+@pytest.mark.mesos
+def test_master_going_away_loses_nothing(tmp_path):
+    """Master down: submits still queue; master back on the same address: same framework id,
+    the framework reconnects by itself and the queued job runs."""
+    env = {**os.environ, "MESOS_RESOURCES": AGENT_RESOURCES}
+    run = tmp_path / "mesos"
+    run.mkdir()
+    script = str(ROOT / "scripts/mesos-local.sh")
+
+    def start(port=""):
+        proc = subprocess.run(
+            ["bash", script, "start", port, str(run)],
+            capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, f"real Mesos did not start: {proc.stderr or proc.stdout}"
+        return proc.stdout.split()[0]
+
+    address = start()
+    service = _service(address, tmp_path / "db")
+    try:
+        framework_id = service.core.framework_id
+        subprocess.run(["bash", script, "stop", str(run)], cwd=ROOT, check=True)
+        job_id = _cli(service, "submit", "--image", "none", "--gpus", "1", "--", "echo", "back")
+        job_id = job_id.split()[0]
+        assert service.store.get_job(job_id).state.value == "queued"
+        start(address.rsplit(":", 1)[1])
+        job = _wait_state(service, job_id, {"finished", "failed", "lost"}, timeout=90)
+        assert job.state.value == "finished", job.message
+        assert service.core.framework_id == framework_id
+        assert _cli(service, "logs", job_id).endswith("back\n")
+    finally:
+        service.stop()
+        subprocess.run(["bash", script, "stop", str(run)], cwd=ROOT)
+
+
+@pytest.mark.mesos
+def test_principal_and_secret_authenticate_and_a_wrong_secret_does_not_kill_us(tmp_path):
+    creds = tmp_path / "credentials.json"
+    creds.write_text(json.dumps({"credentials": [{"principal": "dlc", "secret": "s3cret"}]}))
+    env = {
+        **os.environ,
+        "MESOS_RESOURCES": AGENT_RESOURCES,
+        "MESOS_AUTHENTICATE_HTTP_FRAMEWORKS": "true",
+        "MESOS_HTTP_FRAMEWORK_AUTHENTICATORS": "basic",
+        "MESOS_CREDENTIALS": str(creds),
+    }
+    run = tmp_path / "mesos"
+    run.mkdir()
+    script = str(ROOT / "scripts/mesos-local.sh")
+    proc = subprocess.run(
+        ["bash", script, "start", "", str(run)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"real Mesos did not start: {proc.stderr or proc.stdout}"
+    address = proc.stdout.split()[0]
+    try:
+        for secret, registers in [("wrong", False), ("s3cret", True)]:
+            framework = FrameworkConfig(master=address, principal="dlc", secret=secret)
+            config = ServiceConfig(
+                master=address, db=str(tmp_path / f"{secret}.db"), api_port=0, framework=framework
+            )
+            service = SchedulerService(config)
+            service.start()
+            try:
+                assert service.framework.registered.wait(8 if registers else 4) is registers
+            finally:
+                service.stop()
+    finally:
+        subprocess.run(["bash", script, "stop", str(run)], cwd=ROOT)

@@ -1,0 +1,229 @@
+"""TaskRunner: status sequences, kill, shutdown and failures, on a fake runtime."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from dlc.executor.gpu_render import GpuStyle
+from dlc.executor.host_gpus import ProcDriverInfo
+from dlc.executor.launch_spec import LaunchSpec
+from dlc.executor.task_runner import RunnerConfig, TaskRunner
+
+from .fake_runtime import FakeRuntime
+
+
+class ListSink:
+    def __init__(self):
+        self.updates = []
+        self.terminal = threading.Event()
+
+    def update(self, task_id, state, message=None, reason=None, labels=None):
+        self.updates.append((task_id, state, message, reason, labels))
+        if state in ("TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_LOST"):
+            self.terminal.set()
+
+    def states(self):
+        return [u[1] for u in self.updates]
+
+    def last(self):
+        return self.updates[-1]
+
+
+def make(tmp_path, runtime=None, **config):
+    runtime = runtime or FakeRuntime()
+    sink = ListSink()
+    config.setdefault("driver_info", ProcDriverInfo(tmp_path / "no-driver"))
+    runner = TaskRunner(runtime, sink, "fw", "ex", RunnerConfig(sandbox=str(tmp_path), **config))
+    return runner, runtime, sink
+
+
+def data(**kw):
+    kw.setdefault("job_id", "j1")
+    kw.setdefault("image", "img:1")
+    return LaunchSpec(**kw).encode()
+
+
+def test_success_reports_starting_running_finished_with_output(tmp_path):
+    runner, runtime, sink = make(tmp_path)
+    runner.launch("t1", data(command=("echo", "hello")))
+    runner.join(5)
+    states = sink.states()
+    assert states[0] == "TASK_STARTING"
+    assert states[-2:] == ["TASK_RUNNING", "TASK_FINISHED"]
+    running = sink.updates[-2]
+    assert running[4] == {"dlc.container_id": runtime.calls[1][1]}
+    assert "hello" in sink.last()[2]
+    assert (tmp_path / "stdout").read_text() == "hello\n"
+    assert runtime.containers == {}  # removed after exit
+
+
+def test_pull_progress_is_reported_as_starting_message(tmp_path):
+    runner, _, sink = make(tmp_path)
+    runner.launch("t1", data())
+    runner.join(5)
+    assert ("t1", "TASK_STARTING", "pulling img:1: 100% (1/1 MB)", None, None) in sink.updates
+
+
+def test_nonzero_exit_fails_with_code_and_tail(tmp_path):
+    runtime = FakeRuntime(output=("a", "b", "boom"))
+    runtime.exit_code = 3
+    runner, _, sink = make(tmp_path, runtime)
+    runner.launch("t1", data())
+    runner.join(5)
+    _, state, message, _, _ = sink.last()
+    assert state == "TASK_FAILED"
+    assert message.startswith("exit code 3") and message.endswith("a | b | boom")
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"),
+    [
+        pytest.param(lambda rt: None, "not found in registry", id="unknown-image"),
+        pytest.param(
+            lambda rt: setattr(rt, "start_error", "bad command: executable file not found"),
+            "executable file not found",
+            id="bad-command",
+        ),
+    ],
+)
+def test_launch_failures_become_task_failed(tmp_path, setup, words):
+    runtime = FakeRuntime(images=("img:1",))
+    setup(runtime)
+    runner, _, sink = make(tmp_path, runtime)
+    image = "other:1" if words.startswith("not found") else "img:1"
+    runner.launch("t1", data(image=image))
+    runner.join(5)
+    _, state, message, reason, _ = sink.last()
+    assert (state, reason) == ("TASK_FAILED", "REASON_CONTAINER_LAUNCH_FAILED")
+    assert words in message
+    assert runtime.containers == {}
+
+
+def test_bad_task_data_fails_the_task(tmp_path):
+    runner, _, sink = make(tmp_path)
+    runner.launch("t1", "not base64!")
+    runner.join(5)
+    assert sink.last()[1] == "TASK_FAILED"
+    assert "base64" in sink.last()[2]
+
+
+def test_gpus_without_gpu_support_fail_clearly(tmp_path):
+    runner, _, sink = make(tmp_path)
+    runner.launch("t1", data(gpu_ids=(0, 1)))
+    runner.join(5)
+    assert sink.last()[1] == "TASK_FAILED"
+    assert "no 'nvidia' runtime" in sink.last()[2]
+
+
+@pytest.mark.parametrize(
+    ("runtimes", "volumes", "expect_key"),
+    [
+        pytest.param(("runc", "nvidia"), (), "device_requests", id="auto-toolkit"),
+        pytest.param(("runc",), ("nvidia_driver_535.1",), "devices", id="auto-legacy"),
+    ],
+)
+def test_auto_style_follows_engine(tmp_path, runtimes, volumes, expect_key):
+    runtime = FakeRuntime(runtimes=runtimes, volumes=volumes)
+    runtime.auto_exit = False
+    runner, _, sink = make(tmp_path, runtime)
+    runner.launch("t1", data(gpu_ids=(1,), gpu_minors=(4,), driver_version="535.1"))
+    for _ in range(100):
+        if runtime.containers:
+            break
+        threading.Event().wait(0.02)
+    (box,) = runtime.containers.values()
+    assert box["kwargs"][expect_key]
+    runtime.finish(next(iter(runtime.containers)), 0)
+    runner.join(5)
+    assert sink.last()[1] == "TASK_FINISHED"
+
+
+def test_kill_stops_with_grace_and_reports_killed_once(tmp_path):
+    runtime = FakeRuntime()
+    runtime.auto_exit = False
+    runner, _, sink = make(tmp_path, runtime, grace_s=7)
+    runner.launch("t1", data())
+    while "TASK_RUNNING" not in sink.states():
+        threading.Event().wait(0.01)
+    runner.kill("t1")
+    runner.join(5)
+    assert sink.terminal.wait(5)
+    threading.Event().wait(0.1)
+    terminal = [
+        s
+        for s in sink.states()
+        if s.startswith("TASK_") and s not in ("TASK_STARTING", "TASK_RUNNING")
+    ]
+    assert terminal == ["TASK_KILLED"]
+    assert any(c[0] == "stop" and c[2] == 7 for c in runtime.calls)
+    assert runtime.containers == {}
+
+
+def test_kill_of_unknown_task_is_lost(tmp_path):
+    runner, _, sink = make(tmp_path)
+    runner.kill("nope")
+    assert sink.last()[:2] == ("nope", "TASK_LOST")
+
+
+def test_shutdown_twice_removes_containers_once(tmp_path):
+    runtime = FakeRuntime()
+    runtime.auto_exit = False
+    runner, _, sink = make(tmp_path, runtime)
+    runner.launch("t1", data())
+    while "TASK_RUNNING" not in sink.states():
+        threading.Event().wait(0.01)
+    first = runner.shutdown()
+    second = runner.shutdown()
+    runner.join(5)
+    assert len(first) == 1 and second == []
+    assert runtime.containers == {}
+    assert sink.states().count("TASK_KILLED") == 1
+    runner.launch("t2", data())
+    assert sink.last()[:2] == ("t2", "TASK_FAILED")
+
+
+def test_remove_orphans_only_touches_this_executor(tmp_path):
+    runtime = FakeRuntime()
+    mine = runtime.create({"labels": {"dlc.framework_id": "fw", "dlc.executor": "ex"}})
+    other = runtime.create({"labels": {"dlc.framework_id": "fw", "dlc.executor": "other"}})
+    runner, _, _ = make(tmp_path, runtime)
+    assert runner.remove_orphans() == [mine]
+    assert list(runtime.containers) == [other]
+
+
+def test_redelivered_launch_does_not_start_a_second_container(tmp_path):
+    runtime = FakeRuntime()
+    runtime.auto_exit = False
+    runner, _, sink = make(tmp_path, runtime, gpu_style=GpuStyle.NONE)
+    runner.launch("t1", data())
+    runner.launch("t1", data())
+    while "TASK_RUNNING" not in sink.states():
+        threading.Event().wait(0.01)
+    assert len(runtime.containers) == 1
+    assert "TASK_FAILED" not in sink.states()
+    runner.shutdown()
+
+
+def test_configured_legacy_without_driver_volume_fails_instead_of_creating_one(tmp_path):
+    runner, runtime, sink = make(tmp_path, gpu_style=GpuStyle.LEGACY, driver_version="535.1")
+    runner.launch("t1", data(gpu_ids=(0,)))
+    runner.join(5)
+    assert sink.last()[1] == "TASK_FAILED"
+    assert "no Docker volume nvidia_driver_535.1" in sink.last()[2]
+    assert not any(c[0] == "create" for c in runtime.calls)
+
+
+def test_driver_version_from_config_when_task_lacks_it(tmp_path):
+    runtime = FakeRuntime(volumes=("nvidia_driver_470.1",))
+    runtime.auto_exit = False
+    runner, _, sink = make(tmp_path, runtime, gpu_style=GpuStyle.LEGACY, driver_version="470.1")
+    runner.launch("t1", data(gpu_ids=(0,)))
+    while not runtime.containers:
+        threading.Event().wait(0.01)
+    ((cid, box),) = runtime.containers.items()
+    assert "nvidia_driver_470.1" in box["kwargs"]["volumes"]
+    runtime.finish(cid, 0)
+    runner.join(5)
+    assert sink.last()[1] == "TASK_FINISHED"

@@ -1,0 +1,263 @@
+"""Offers as JSON data + queued jobs -> expected launches and declines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlc.errors import OfferError
+from dlc.scheduler.placement import OfferView, PlacementConfig, place
+
+from .helpers import job, offer, pairs_topology
+
+FF = PlacementConfig(policy="first-fit")
+
+CASES = [
+    pytest.param(
+        [offer("o1", "a1", [0, 1, 2, 3])],
+        [job("j1", gpus=2)],
+        [("j1", "a1", (0, 1))],
+        [],
+        id="one-job-one-offer-lowest-ids",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [1, 3])],
+        [job("j1", gpus=2)],
+        [("j1", "a1", (1, 3))],
+        [],
+        id="takes-exactly-the-offered-ids",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [0, 1, 2, 3])],
+        [job("j1", gpus=2), job("j2", gpus=1), job("j3", gpus=1)],
+        [("j1", "a1", (0, 1)), ("j2", "a1", (2,)), ("j3", "a1", (3,))],
+        [],
+        id="several-jobs-share-one-offer",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [0, 1]), offer("o2", "a2", [0, 1, 2, 3])],
+        [job("j1", gpus=4)],
+        [("j1", "a2", (0, 1, 2, 3))],
+        ["o1"],
+        id="unused-agent-declined",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [0, 1, 2, 3]), offer("o2", "a2", [5])],
+        [job("j1", gpus=1)],
+        [("j1", "a2", (5,))],
+        ["o1"],
+        id="best-fit-keeps-big-hole-open",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [0, 1]), offer("o2", "a1", [2, 3])],
+        [job("j1", gpus=4)],
+        [("j1", "a1", (0, 1, 2, 3))],
+        [],
+        id="offers-of-one-agent-merged",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [0, 1, 2, 3], cpus=1.05)],
+        [job("j1", gpus=1, cpus=1)],
+        [],
+        ["o1"],
+        id="executor-overhead-counted",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [0, 1, 2, 3], mem=2000)],
+        [job("j1", gpus=1, mem_mib=4096), job("j2", gpus=1, mem_mib=1024)],
+        [("j2", "a1", (0,))],
+        [],
+        id="small-job-backfills-around-big-one",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [0, 1, 2, 3], gpus_scalar=1)],
+        [job("j1", gpus=2)],
+        [],
+        ["o1"],
+        id="gpus-scalar-also-limits",
+    ),
+    pytest.param(
+        [offer("o1", "a1", []), offer("o2", "a2", [0])],
+        [job("j1", gpus=1)],
+        [("j1", "a2", (0,))],
+        ["o1"],
+        id="agent-without-gpu-ids-unused",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [0, 1]), offer("o2", "a2", [0, 1]), offer("o3", "a3", [0])],
+        [job("j1", gpus=2, nodes=2)],
+        [("j1", "a1", (0, 1)), ("j1", "a2", (0, 1))],
+        ["o3"],
+        id="gang-on-distinct-agents",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [0, 1]), offer("o2", "a2", [0])],
+        [job("j1", gpus=2, nodes=2), job("j2", gpus=1)],
+        [("j2", "a2", (0,))],
+        ["o1"],
+        id="gang-all-or-nothing-releases-partial",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [0, 1], attrs={"gpu_model": "Tesla-P100"})],
+        [job("j1", gpus=1, gpu_model="V100")],
+        [],
+        ["o1"],
+        id="gpu-model-attribute-mismatch",
+    ),
+    pytest.param(
+        [
+            offer("o1", "a1", [0, 1], attrs={"gpu_model": "Tesla-P100"}),
+            offer("o2", "a2", [0, 1], attrs={"gpu_model": "vTesla_V100-SXM2-16GB"}),
+        ],
+        [job("j1", gpus=2, gpu_model="v100")],
+        [("j1", "a2", (0, 1))],
+        ["o1"],
+        id="node-config-model-attribute-matches-ignoring-case",
+    ),
+    pytest.param(
+        [offer("o1", "a1", [0, 1])],
+        [job("lo", gpus=2, priority=0, at=1), job("hi", gpus=2, priority=5, at=2)],
+        [("hi", "a1", (0, 1))],
+        [],
+        id="queue-order-is-callers-order",
+    ),
+]
+
+
+@pytest.mark.parametrize("offers, queue, launches, declined", CASES)
+def test_place(offers, queue, launches, declined):
+    # the queue is given in the order placement must follow
+    queue = sorted(queue, key=lambda j: (-j.spec.priority, j.submitted_at))
+    result = place(offers, queue, FF)
+    assert [(x.job_id, x.agent_id, x.gpu_ids) for x in result.launches] == launches
+    assert result.declined == declined
+
+
+def test_task_ids_carry_job_attempt_and_rank():
+    result = place([offer("o1", "a1"), offer("o2", "a2")], [job("j9", gpus=8, nodes=2)], FF)
+    assert [x.task_id for x in result.launches] == ["j9.0.0", "j9.0.1"]
+    assert [x.rank for x in result.launches] == [0, 1]
+
+
+def test_waiting_reason_names_the_shortage():
+    result = place([offer("o1", "a1", [0, 1])], [job("j1", gpus=4)], FF)
+    assert result.launches == []
+    assert "4 free GPUs" in result.waiting["j1"]
+
+
+def test_blocking_head_stops_backfill():
+    queue = [job("big", gpus=4, at=1), job("small", gpus=1, at=2)]
+    free = place([offer("o1", "a1", [0, 1])], queue, FF, blocks=lambda _: False)
+    held = place([offer("o1", "a1", [0, 1])], queue, FF, blocks=lambda j: j == "big")
+    assert [x.job_id for x in free.launches] == ["small"]
+    assert held.launches == [] and held.blocked_by == "big"
+    assert held.declined == ["o1"]
+
+
+def test_topology_models_restrict_gpus():
+    # GPUs 0-1 are P100, 2-3 V100 on one mixed machine: the model filter picks 2-3.
+    topo = pairs_topology(4, set(), model="Tesla P100")
+    gpus = tuple(g if g.index < 2 else type(g)(g.index, model="Tesla V100") for g in topo.gpus)
+    mixed = type(topo)(gpus, topo.links)
+    attrs = {"dlc_topo": "x"}
+    result = place(
+        [offer("o1", "a1", [0, 1, 2, 3], attrs=attrs)],
+        [job("j1", gpus=2, gpu_model="V100")],
+        FF,
+        topology_of=lambda a: mixed if a.get("dlc_topo") else None,
+    )
+    assert [x.gpu_ids for x in result.launches] == [(2, 3)]
+
+
+@pytest.mark.parametrize(
+    "driver, ok, launched",
+    [
+        pytest.param("550.54.14", True, True, id="new-driver-runs"),
+        pytest.param("418.40.04", False, False, id="old-driver-skipped"),
+    ],
+)
+def test_driver_constraint(driver, ok, launched):
+    seen = []
+
+    def driver_ok(drv, cuda):
+        seen.append((drv, cuda))
+        return ok
+
+    result = place(
+        [offer("o1", "a1", [0], attrs={"nvidia_driver": "v" + driver})],
+        [job("j1", gpus=1, cuda_version="12.1")],
+        FF,
+        driver_ok=driver_ok,
+    )
+    assert seen == [(driver, "12.1")]
+    assert bool(result.launches) is launched
+
+
+def test_unknown_policy_falls_back_to_first_fit():
+    result = place([offer("o1", "a1", [2, 3])], [job("j1")], PlacementConfig(policy="no-such"))
+    assert [x.gpu_ids for x in result.launches] == [(2,)]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param({"agent_id": {"value": "a"}}, id="no-id"),
+        pytest.param(
+            {
+                "id": {"value": "o"},
+                "agent_id": {"value": "a"},
+                "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {}}],
+            },
+            id="scalar-without-value",
+        ),
+        pytest.param(
+            {
+                "id": {"value": "o"},
+                "agent_id": {"value": "a"},
+                "resources": [{"name": "gpu_ids", "type": "SET", "set": {"item": ["x"]}}],
+            },
+            id="non-numeric-gpu-id",
+        ),
+    ],
+)
+def test_malformed_offer_raises(bad):
+    with pytest.raises(OfferError):
+        OfferView.from_mesos(bad)
+
+
+def test_scalar_attributes_rendered_as_text():
+    view = OfferView.from_mesos(
+        {
+            **offer("o1", "a1"),
+            "attributes": [{"name": "rack", "type": "SCALAR", "scalar": {"value": 3.0}}],
+        }
+    )
+    assert view.attributes == {"rack": "3"}
+
+
+DGX1 = Path(__file__).resolve().parents[2] / "examples" / "topologies" / "dgx1-v100.txt"
+
+
+@pytest.mark.parametrize(
+    "free, count",
+    [
+        pytest.param(list(range(8)), 2, id="dgx1-all-free-2"),
+        pytest.param([0, 1, 4, 6, 7], 2, id="dgx1-fragmented-2"),
+        pytest.param(list(range(8)), 4, id="dgx1-all-free-4"),
+    ],
+)
+def test_agent_topology_attribute_drives_the_tree_policy(free, count):
+    """The offer's dlc_topo attribute (node-config's encoding) reaches the allocator."""
+    from dlc.scheduler.allocator import allocate
+    from dlc.topology.discover import discover
+    from dlc.topology.node_config import node_config
+
+    topo = discover(from_file=DGX1)
+    attrs = node_config(topo).attributes
+    result = place(
+        [offer("o1", "a1", free, attrs=attrs)], [job("j1", gpus=count)], PlacementConfig("tree")
+    )
+    [launch] = result.launches
+    assert launch.gpu_ids == tuple(allocate(topo, set(free), count, policy="tree"))
+    assert all(link.nvlinks > 0 for link in topo.pairs(set(launch.gpu_ids)))

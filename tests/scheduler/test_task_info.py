@@ -1,0 +1,90 @@
+"""TaskInfo built for a placement: the exact JSON body (pymesos style)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from dlc.executor.launch_spec import LaunchSpec
+from dlc.scheduler.jobs import Job, JobSpec
+from dlc.scheduler.placement import Launch
+from dlc.scheduler.task_info import ExecutorConfig, build_task_info
+
+
+def _job(**spec) -> Job:
+    body = {
+        "framework": "pytorch:2.3",
+        "image": "pytorch/pytorch:2.3.1",
+        "gpus": 2,
+        "cpus": 4,
+        "mem_mib": 8192,
+        "command": ["python", "train.py"],
+        "env": {"EPOCHS": "3"},
+        **spec,
+    }
+    return Job("j1", "alice", JobSpec.from_dict(body), attempt=1)
+
+
+LAUNCH = Launch("j1", "j1.1.0", 0, "agent-7", "gpu7", ("offer-1",), (0, 2))
+
+
+def test_task_info_exact_body():
+    info = build_task_info(_job(), LAUNCH, "fw-1", ExecutorConfig(python="/opt/py/bin/python"))
+    data = info.pop("data")
+    assert info == {
+        "name": "dlc j1 pytorch:2.3 gpus 0,2",
+        "task_id": {"value": "j1.1.0"},
+        "agent_id": {"value": "agent-7"},
+        "resources": [
+            {"name": "cpus", "type": "SCALAR", "scalar": {"value": 4.0}},
+            {"name": "mem", "type": "SCALAR", "scalar": {"value": 8192.0}},
+            {"name": "gpus", "type": "SCALAR", "scalar": {"value": 2.0}},
+            {"name": "gpu_ids", "type": "SET", "set": {"item": ["0", "2"]}},
+        ],
+        "executor": {
+            "type": "CUSTOM",
+            "executor_id": {"value": "dlc-executor.j1.1.0"},
+            "name": "dlc-executor",
+            "source": "dlc",
+            "command": {"value": "/opt/py/bin/python -m dlc executor"},
+            "resources": [
+                {"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.1}},
+                {"name": "mem", "type": "SCALAR", "scalar": {"value": 64.0}},
+            ],
+            "framework_id": {"value": "fw-1"},
+        },
+        "labels": {
+            "labels": [
+                {"key": "dlc.job_id", "value": "j1"},
+                {"key": "dlc.user", "value": "alice"},
+                {"key": "dlc.framework", "value": "pytorch:2.3"},
+                {"key": "dlc.image", "value": "pytorch/pytorch:2.3.1"},
+                {"key": "dlc.gpu_ids", "value": "0,2"},
+                {"key": "dlc.attempt", "value": "1"},
+                {"key": "dlc.rank", "value": "0"},
+                {"key": "dlc.nodes", "value": "1"},
+            ]
+        },
+    }
+    json.loads(base64.b64decode(data))  # base64 of JSON, as the v1 mapping carries bytes
+    spec = LaunchSpec.decode(data)
+    assert spec.gpu_ids == (0, 2)
+    assert spec.command == ("python", "train.py")
+    assert spec.image == "pytorch/pytorch:2.3.1"
+    assert spec.env == {"EPOCHS": "3", "DLC_GPU_IDS": "0,2"}
+    assert (spec.cpus, spec.mem_mib, spec.user) == (4.0, 8192, "alice")
+
+
+def test_python_path_with_spaces_is_quoted():
+    info = build_task_info(_job(), LAUNCH, None, ExecutorConfig(python="/my env/python"))
+    assert info["executor"]["command"]["value"] == "'/my env/python' -m dlc executor"
+    assert "framework_id" not in info["executor"]
+
+
+def test_multi_node_task_name_and_rank_env():
+    launch = Launch("j1", "j1.1.1", 1, "agent-8", "gpu8", ("offer-2",), (4, 5))
+    info = build_task_info(_job(nodes=2, disk_mib=100), launch)
+    assert info["name"] == "dlc j1 pytorch:2.3 gpus 4,5 node 2/2"
+    assert {"name": "disk", "type": "SCALAR", "scalar": {"value": 100.0}} in info["resources"]
+    env = LaunchSpec.decode(info["data"]).env
+    assert env["DLC_NODE_RANK"] == "1" and env["DLC_NUM_NODES"] == "2"

@@ -1,0 +1,229 @@
+"""``dlc node-config``: agent flags from a topology, and reading them back from attributes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dlc.cli.main import cli
+from dlc.errors import NodeConfigError, TopologyEncodingError
+from dlc.topology.discover import discover
+from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
+from dlc.topology.node_config import (
+    agent_resources,
+    node_config,
+    parse_agent_attributes,
+    parse_attributes_text,
+    topology_from_attributes,
+)
+from tests.fixture_files import REPO_ROOT, complete_topo_files
+
+MESOS_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9_/.-]*")
+DGX1 = next(p for p in complete_topo_files() if p.name.startswith("dgx1-v100"))
+
+
+def _nvml_like() -> Topology:
+    gpus = tuple(
+        Gpu(i, model="Tesla V100-SXM2-16GB", uuid=f"GPU-{i}", minor=i, memory_mib=16160 + i)
+        for i in range(2)
+    )
+    return Topology(
+        gpus,
+        {(0, 1): PairLink(0, 1, PcieLevel.PIX, 2)},
+        driver_version="535.129.03",
+        cuda_version="12.2",
+        source="nvml",
+    )
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(cli, ["node-config", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("path", complete_topo_files(), ids=[p.stem for p in complete_topo_files()])
+def test_cli_env_output_round_trips_to_same_topology(path: Path):
+    out = _run("--from-file", str(path), "--format", "env")
+    env = dict(line.split("=", 1) for line in out.splitlines())
+    attrs = parse_attributes_text(shlex.split(env["MESOS_ATTRIBUTES"])[0])
+    assert all(MESOS_TEXT.fullmatch(v) for v in attrs.values())
+    topo = discover(from_file=path)
+    assert topology_from_attributes(attrs) == topo
+    n = len(topo.gpus)
+    ids = ",".join(map(str, range(n)))
+    assert shlex.split(env["MESOS_RESOURCES"]) == [f"gpus:{n};gpu_ids:{{{ids}}}"]
+
+
+@pytest.mark.parametrize(
+    "fmt, check",
+    [
+        ("flags", lambda out: shlex.split(out)[0].startswith("--resources=cpus:8;mem:4096;gpus:8")),
+        ("args", lambda out: out.split()[1].startswith("--attributes=dlc_topo:T1/")),
+        ("json", lambda out: json.loads(out)["resources"].endswith("gpu_ids:{0,1,2,3,4,5,6,7}")),
+        ("env", lambda out: out.startswith("MESOS_RESOURCES='cpus:8;mem:4096;gpus:8;")),
+    ],
+    ids=["flags", "args", "json", "env"],
+)
+def test_cli_formats(fmt, check):
+    assert check(_run("--from-file", str(DGX1), "--cpus", "8", "--mem", "4096", "--format", fmt))
+
+
+def test_cli_p2p_file_is_carried():
+    topo_file = next(p for p in complete_topo_files() if p.name.startswith("rtx5090"))
+    out = _run(
+        "--from-file",
+        str(topo_file),
+        "--p2p-file",
+        str(topo_file.with_suffix(".p2p.txt")),
+        "--format",
+        "json",
+    )
+    topo = topology_from_attributes(json.loads(out)["attributes"])
+    assert not topo.link(0, 1).p2p_capable
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--cpus", "0"], "cpus: 0.0 is not a positive number"),
+        (["--mem", "-5"], "mem: -5 is not a positive whole number"),
+        (["--format", "yaml"], "Invalid value for '--format'"),
+    ],
+    ids=["zero-cpus", "negative-mem", "bad-format"],
+)
+def test_cli_bad_options_are_one_line_errors(args, message):
+    result = CliRunner().invoke(cli, ["node-config", "--from-file", str(DGX1), *args])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "cpus, mem, want",
+    [
+        (None, None, "gpus:2;gpu_ids:{0,1}"),
+        (8, 4096, "cpus:8;mem:4096;gpus:2;gpu_ids:{0,1}"),
+        (0.5, None, "cpus:0.5;gpus:2;gpu_ids:{0,1}"),
+        (1234567.0, None, "cpus:1234567;gpus:2;gpu_ids:{0,1}"),
+    ],
+    ids=["gpus-only", "cpus-and-mem", "fractional-cpus", "no-exponent"],
+)
+def test_agent_resources(cpus, mem, want):
+    assert agent_resources(_nvml_like(), cpus, mem) == want
+
+
+def test_resources_use_gpu_indices_not_positions():
+    topo = Topology((Gpu(2), Gpu(5)), {(2, 5): PairLink(2, 5, PcieLevel.SYS)})
+    assert agent_resources(topo) == "gpus:2;gpu_ids:{2,5}"
+
+
+@pytest.mark.parametrize(
+    "cpus, mem",
+    [(0, None), (float("nan"), None), (None, 0), (None, 1.5)],
+    ids=["zero-cpus", "nan-cpus", "zero-mem", "fractional-mem"],
+)
+def test_bad_resources_raise(cpus, mem):
+    with pytest.raises(NodeConfigError):
+        agent_resources(_nvml_like(), cpus, mem)
+
+
+def test_attributes_follow_the_prefix_rule_and_read_back():
+    topo = _nvml_like()
+    config = node_config(topo)
+    assert config.attributes == {
+        "dlc_topo": config.attributes["dlc_topo"],
+        "gpu_model": "vTesla_V100-SXM2-16GB",
+        "gpu_mem_mib": "v16160",
+        "nvidia_driver": "v535.129.03",
+        "cuda": "v12.2",
+    }
+    assert all(MESOS_TEXT.fullmatch(v) for v in config.attributes.values())
+    info = parse_agent_attributes(parse_attributes_text(config.attributes_text))
+    assert info.topology == topo
+    assert (info.gpu_model, info.gpu_mem_mib) == ("Tesla_V100-SXM2-16GB", 16160)
+    assert (info.driver_version, info.cuda_version) == ("535.129.03", "12.2")
+
+
+def test_mixed_models_are_listed_once_each():
+    topo = Topology(
+        (
+            Gpu(0, model="GeForce GTX 1070"),
+            Gpu(1, model="GeForce GTX 1080"),
+            Gpu(2, model="GeForce GTX 1070"),
+        ),
+        {k: PairLink(*k, PcieLevel.PIX) for k in [(0, 1), (0, 2), (1, 2)]},
+    )
+    assert node_config(topo).attributes["gpu_model"] == "vGeForce_GTX_1070/GeForce_GTX_1080"
+
+
+@pytest.mark.parametrize(
+    "attrs, want",
+    [
+        ({}, (None, None, None)),
+        ({"gpu_mem_mib": "16384", "nvidia_driver": "v470.82.01"}, (16384, "470.82.01", None)),
+        ({"gpu_mem_mib": "16384.0", "cuda": "v11.4"}, (16384, None, "11.4")),
+    ],
+    ids=["none", "hand-written-number", "mesos-scalar-text"],
+)
+def test_parse_agent_attributes_lenient_numbers(attrs, want):
+    info = parse_agent_attributes(attrs)
+    assert info.topology is None
+    assert (info.gpu_mem_mib, info.driver_version, info.cuda_version) == want
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"gpu_mem_mib": "vlots"},
+        {"nvidia_driver": "535 beta"},
+        {"cuda": "x12"},
+        {"dlc_topo": "T1/G/G"},
+        {"dlc_topo": "12"},
+    ],
+    ids=["memory-not-number", "blank", "wrong-prefix", "topo-no-links", "topo-numeric"],
+)
+def test_bad_attributes_raise_encoding_error(attrs):
+    with pytest.raises(TopologyEncodingError):
+        parse_agent_attributes(attrs)
+
+
+def test_parse_attributes_text_rejects_items_without_colon():
+    with pytest.raises(TopologyEncodingError, match="expected name:value"):
+        parse_attributes_text("rack:r1;oops")
+
+
+@pytest.mark.mesos
+def test_real_mesos_accepts_the_flags(tmp_path: Path):
+    """The real Mesos 1.11 agent starts with our flags and reports them back unchanged."""
+    config = node_config(discover(from_file=DGX1), cpus=2, mem_mib=1024)
+    script = REPO_ROOT / "scripts" / "mesos-local.sh"
+    env = os.environ | config.env() | {"MESOS_RESOURCES": config.resources + ";disk:1024"}
+    (tmp_path / "run").mkdir()
+    started = subprocess.run(
+        ["bash", str(script), "start", "", str(tmp_path / "run")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr + started.stdout
+    address = started.stdout.split()[0]
+    try:
+        with urllib.request.urlopen(f"http://{address}/master/slaves", timeout=10) as reply:
+            agent = json.load(reply)["slaves"][0]
+    finally:
+        subprocess.run(["bash", str(script), "stop", str(tmp_path / "run")], check=False)
+    assert agent["attributes"]["dlc_topo"] == config.attributes["dlc_topo"]
+    assert topology_from_attributes(agent["attributes"]) == discover(from_file=DGX1)
+    assert agent["resources"]["gpus"] == 8
+    items = agent["resources"]["gpu_ids"].strip("{}").split(",")  # Mesos prints "{0, 1, ...}"
+    assert [item.strip() for item in items] == [str(i) for i in range(8)]
