@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 DLC    := $(VENV)/bin/dlc
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit bench clean probe e2e-pytorch
+.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch
 
 $(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup-python.sh
@@ -25,13 +25,22 @@ probe:
 	else echo "notice: nvcc not found, skipping the native P2P probe build (native/p2p_probe/README.md)"; fi
 
 lint: setup
-	$(VENV)/bin/ruff check dlc tests bench
-	$(VENV)/bin/ruff format --check dlc tests bench
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 unit: setup
 	$(PY) -m pytest -q -m "not docker and not mesos and not browser"
 
-test: setup lint
+# What the docker-, mesos- and browser-marked tests need: the Docker engine with a local
+# registry and test image, the real Apache Mesos 1.11 from ../shared/mesos-local (the tests
+# start it on a free port), and Debian's chromium. Each script installs what is missing and
+# fails loudly when it cannot.
+services:
+	bash scripts/docker.sh start
+	bash scripts/mesos-local.sh build
+	bash scripts/browser.sh
+
+test: setup lint services
 	bash scripts/test.sh
 
 demo: setup

@@ -80,7 +80,12 @@ def command(gpu_style, device_root, driver_version, grace, network_mode, memlock
     framework_id = os.environ["MESOS_FRAMEWORK_ID"]
     executor_id = os.environ["MESOS_EXECUTOR_ID"]
     sandbox = os.environ.get("MESOS_SANDBOX") or os.environ.get("MESOS_DIRECTORY") or os.getcwd()
-    _configure_logging(os.path.join(sandbox, "dlc-executor.log"))
+    try:
+        _configure_logging(os.path.join(sandbox, "dlc-executor.log"))
+    except OSError as exc:
+        raise DlcError(
+            f"MESOS_SANDBOX {sandbox}: cannot write dlc-executor.log there ({exc.strerror})"
+        ) from None
     config = RunnerConfig(
         gpu_style=GpuStyle(gpu_style),
         device_root=device_root,

@@ -6,7 +6,8 @@ import json
 
 import click
 
-from dlc.images.catalog import load_catalog, site_catalog_path
+from dlc.errors import DlcError
+from dlc.images.catalog import load_catalog, site_catalog_path, version_key
 
 _catalog_option = click.option(
     "--catalog",
@@ -44,12 +45,24 @@ def list_images(framework, as_json, catalog_path):
         click.echo(f"(site catalog: {site})")
 
 
+def _check_driver(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        version_key(value)
+    except DlcError:
+        raise DlcError(
+            f"--driver: {value!r} is not a driver version; give dotted numbers as "
+            "nvidia-smi prints them, e.g. 535.104.05"
+        ) from None
+    return value
+
+
 @command.command(name="check")
 @click.option(
     "--driver",
     "driver_version",
     required=True,
     metavar="VERSION",
+    callback=_check_driver,
     help="NVIDIA driver version of the agent, e.g. 535.104.05.",
 )
 @click.option(

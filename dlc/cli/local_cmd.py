@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import click
+
+from dlc.cli.scheduler_cmd import (
+    POLICY,
+    PORT,
+    configure_logging,
+    port_in_use_error,
+    print_login,
+    wait_for_signal,
+)
+from dlc.errors import DlcError
 
 
 @click.command("local")
 @click.option("--simulate", metavar="FILE", help="Simulate the machine of a topo -m file.")
 @click.option("--work-dir", default=".dlc-local", show_default=True, help="State directory.")
-@click.option("--api-port", type=int, default=8642, show_default=True, help="API port (0: any).")
-@click.option("--mesos-port", type=int, default=0, help="Emulator port (default: any free).")
-@click.option("--policy", default="tree", show_default=True, help="GPU allocation policy.")
+@click.option("--api-port", type=PORT, default=8642, show_default=True, help="API port (0: any).")
+@click.option("--mesos-port", type=PORT, default=0, help="Emulator port (default: any free).")
+@click.option("--policy", type=POLICY, default="tree", show_default=True, help="GPU placement.")
 @click.option("--cpus", type=float, help="CPUs the agent offers (default: this host's).")
 @click.option("--mem", "mem_mib", type=int, help="MiB the agent offers (default: this host's).")
 @click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
@@ -27,14 +38,10 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, all
     The agent offers this host's GPUs, or with --simulate FILE the GPUs and
     topology of the machine an `nvidia-smi topo -m` output describes.
     """
-    from dlc.cli.scheduler_cmd import print_login, wait_for_signal
     from dlc.scheduler.local import LocalCluster, LocalConfig
     from dlc.scheduler.service import write_token_file
 
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(verbose, logging.WARNING)
     config = LocalConfig(
         simulate=simulate,
         work_dir=work_dir,
@@ -47,7 +54,14 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, all
         allowed_volumes=tuple(allow_volume),
         admin_token=admin_token,
     )
-    cluster = LocalCluster(config).start()
+    try:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DlcError(f"--work-dir {work_dir}: cannot create it ({exc.strerror})") from None
+    try:
+        cluster = LocalCluster(config).start()
+    except OSError as exc:
+        raise port_in_use_error(exc, api_port) from None
     try:
         service = cluster.service
         token = cluster.admin_token

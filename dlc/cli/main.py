@@ -6,13 +6,17 @@ that needs it. To add a command, write ``dlc/cli/<name>_cmd.py`` with a click
 command or group called ``command`` and add one line to :data:`COMMANDS`.
 
 Every :class:`~dlc.errors.DlcError` escaping a command becomes ``Error: <message>``
-on stderr with the error's exit code; users never see a traceback for them.
+on stderr with the error's exit code; click's usage errors become one such line too
+(exit code 2). Anything else is a bug: it is reported on one line as well (exit code
+70), and ``DLC_DEBUG=1`` shows its traceback.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+from typing import NoReturn
 
 import click
 
@@ -41,26 +45,66 @@ class LazyGroup(click.Group):
     """A click group that imports each subcommand's module on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Names of all subcommands, sorted."""
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        """Import ``name``'s module and return its ``command`` (``None``: no such command)."""
         if name not in COMMANDS:
             return None
         module = importlib.import_module(COMMANDS[name][0])
         return module.command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # Use the static help so that `dlc --help` imports no subcommand module.
+        """List the subcommands with their static one-line help."""
+        # Static help, so that `dlc --help` imports no subcommand module.
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse the group's own options; a usage error becomes one ``Error:`` line."""
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            _fail_usage(ctx, exc)
+
     def invoke(self, ctx: click.Context):
+        """Run the subcommand; its errors become one ``Error:`` line and an exit code."""
         try:
             return super().invoke(ctx)
         except DlcError as exc:
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except click.UsageError as exc:
+            _fail_usage(ctx, exc)
+        except (click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            # A bug, not a user mistake: still one line, with the way to get the details.
+            if os.environ.get("DLC_DEBUG"):
+                raise
+            click.echo(
+                f"Error: internal error {type(exc).__name__}: {exc} "
+                "(a DLC bug; rerun with DLC_DEBUG=1 for the traceback and report it)",
+                err=True,
+            )
+            ctx.exit(70)  # EX_SOFTWARE
+
+
+def _fail_usage(ctx: click.Context, exc: click.UsageError) -> NoReturn:
+    """Print a click usage error as one line (click's default is a usage block) and exit.
+
+    A bare group (``dlc``, ``dlc images``) raises a usage error too, to show its help:
+    that one keeps click's own output.
+    """
+    # NoArgsIsHelpError exists from click 8.2 on; 8.1 prints the help without raising.
+    if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+        raise exc
+    where = exc.ctx.command_path if exc.ctx else ctx.command_path
+    message = exc.format_message().rstrip(".")
+    click.echo(f"Error: {message} (see '{where} --help')", err=True)
+    ctx.exit(exc.exit_code)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

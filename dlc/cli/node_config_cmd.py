@@ -4,6 +4,7 @@ Run it on each agent host (or with ``--from-file`` for a saved ``nvidia-smi topo
 and pass the output to ``mesos-agent``::
 
     mesos-agent --master=... $(dlc node-config --format args)
+    mesos-agent --master=... $(dlc node-config --probe --format args)   # measured GB/s too
     eval "$(dlc node-config --format env)" && ../shared/mesos-local/start.sh ...
 """
 
@@ -28,6 +29,18 @@ from dlc.topology.node_config import node_config
     metavar="FILE",
     help="Saved `nvidia-smi topo -p2p r` output to merge in (with --from-file).",
 )
+@click.option(
+    "--probe",
+    is_flag=True,
+    help="Measure P2P bandwidth with the native probe (or read --probe-json) and carry "
+    "the measured GB/s in dlc_topo, so placement ranks links by what they deliver.",
+)
+@click.option(
+    "--probe-json",
+    metavar="FILE",
+    help="A saved probe run of this machine (`p2p_probe > FILE`) to use instead of "
+    "running the probe now (implies --probe).",
+)
 @click.option("--cpus", type=float, metavar="N", help="Also declare cpus:N.")
 @click.option("--mem", "mem_mib", type=int, metavar="MIB", help="Also declare mem:MIB.")
 @click.option(
@@ -40,13 +53,23 @@ from dlc.topology.node_config import node_config
     "env: MESOS_RESOURCES=/MESOS_ATTRIBUTES= lines to eval or source; json: for programs.",
 )
 def command(
-    from_file: str | None, p2p_file: str | None, cpus: float | None, mem_mib: int | None, fmt: str
+    from_file: str | None,
+    p2p_file: str | None,
+    probe: bool,
+    probe_json: str | None,
+    cpus: float | None,
+    mem_mib: int | None,
+    fmt: str,
 ) -> None:
     """Print mesos-agent --resources (gpus, gpu_ids) and --attributes (dlc_topo, model ...)."""
     # Imported here: live discovery may load pynvml, which `dlc --help` must not need.
     from dlc.topology.discover import discover
 
     topo = discover(from_file=from_file, p2p_file=p2p_file)
+    if probe or probe_json is not None:
+        from dlc.probe.merge import measured_topology  # the probe runs processes: lazy
+
+        topo = measured_topology(topo, probe_json)
     config = node_config(topo, cpus=cpus, mem_mib=mem_mib)
     if fmt == "json":
         doc = {

@@ -27,7 +27,13 @@ from dlc.topology.model import Topology
 @click.option("--size", default="64M", show_default=True, help="Transfer size (K/M/G suffix).")
 @click.option("--iters", type=click.IntRange(1, 100000), help="Copies per timed run.")
 @click.option("--repeats", type=click.IntRange(1, 1000), help="Timed runs per figure (median).")
-@click.option("--timeout", default=900.0, show_default=True, help="Seconds before giving up.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, min_open=True),
+    default=900.0,
+    show_default=True,
+    help="Seconds before giving up.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option(
     "--probe-json",
@@ -51,6 +57,14 @@ def command(
 ) -> None:
     """Measure P2P bandwidth and latency per GPU pair; compare with the nominal link rates."""
     if probe_json is not None:
+        given = [
+            name
+            for name, value in (("--gpus", gpus), ("--iters", iters), ("--repeats", repeats))
+            if value is not None
+        ]
+        if given:
+            # A saved run cannot be re-measured: say so rather than ignore the flag.
+            raise ProbeError(f"{given[0]} shapes a new run; drop it when reading --probe-json")
         result = load_probe_json(probe_json)
     else:
         from dlc.probe.runner import build_probe, parse_size, run_probe

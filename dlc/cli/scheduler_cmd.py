@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
 import threading
@@ -9,7 +10,12 @@ import threading
 import click
 
 from dlc.errors import DlcError
+from dlc.scheduler.allocator import POLICY_MODULES
 from dlc.scheduler.framework import WEEK_S, FrameworkConfig
+
+#: click types shared with ``dlc local``
+PORT = click.IntRange(0, 65535)
+POLICY = click.Choice(sorted(POLICY_MODULES))
 
 
 def wait_for_signal() -> None:
@@ -20,6 +26,21 @@ def wait_for_signal() -> None:
     done.wait()
 
 
+def port_in_use_error(exc: OSError, api_port: int) -> DlcError:
+    """The one-line error for an API (or other) socket that could not be bound."""
+    if exc.errno == errno.EADDRINUSE:
+        return DlcError(f"--api-port {api_port}: already in use; pick another port, or 0 for any")
+    return DlcError(f"cannot start: {exc.strerror or exc}")
+
+
+def configure_logging(verbose: bool, level: int) -> None:
+    """Log to stderr at ``level`` (DEBUG with ``-v``), one line per record."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
 def print_login(api_url: str, token: str | None, token_file: str | None) -> None:
     """Tell the user where the API is and how to authenticate."""
     click.echo(f"DLC API:   {api_url}")
@@ -28,14 +49,18 @@ def print_login(api_url: str, token: str | None, token_file: str | None) -> None
         click.echo(f"  export DLC_TOKEN={token}   # admin token, shown once")
     if token_file:
         click.echo(f"  (token also written to {token_file})")
+    # The dashboard signs in with the same tokens; ?token= is read once and then forgotten.
+    login = f"?token={token}" if token else "   (sign in with your API token)"
+    click.echo(f"Dashboard: {api_url}/{login}")
+    click.echo(f"Metrics:   {api_url}/metrics")
 
 
 @click.command("scheduler")
 @click.option("--master", help="Mesos master HOST:PORT or zk://HOST:PORT/mesos (required).")
 @click.option("--db", default="dlc-scheduler.db", show_default=True, help="SQLite job store.")
 @click.option("--api-host", default="127.0.0.1", show_default=True, help="API listen address.")
-@click.option("--api-port", type=int, default=8642, show_default=True, help="API port (0: any).")
-@click.option("--policy", default="tree", show_default=True, help="GPU allocation policy.")
+@click.option("--api-port", type=PORT, default=8642, show_default=True, help="API port (0: any).")
+@click.option("--policy", type=POLICY, default="tree", show_default=True, help="GPU placement.")
 @click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
 @click.option("--sandbox-root", multiple=True, help="Local agent work dir (for dlc logs).")
 @click.option("--admin-token", envvar="DLC_ADMIN_TOKEN", help="Register this admin token.")
@@ -59,10 +84,7 @@ def command(master, db, api_host, api_port, policy, allow_volume, sandbox_root, 
     from dlc.scheduler.service import SchedulerService, ServiceConfig, write_token_file
     from dlc.scheduler.store import JobStore
 
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(verbose, logging.INFO)
     if create_token:
         store = JobStore(db)
         click.echo(store.add_token(create_token, admin=admin))
@@ -91,8 +113,11 @@ def command(master, db, api_host, api_port, policy, allow_volume, sandbox_root, 
         admin_token=admin_token,
         framework=framework,
     )
-    service = SchedulerService(config)
-    service.start()
+    try:
+        service = SchedulerService(config)
+        service.start()
+    except OSError as exc:
+        raise port_in_use_error(exc, api_port) from None
     if token_file and service.admin_token:
         write_token_file(token_file, service.admin_token)
     print_login(service.api_url, None if admin_token else service.admin_token, token_file)

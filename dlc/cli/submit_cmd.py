@@ -10,14 +10,37 @@ from __future__ import annotations
 import re
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import click
 import yaml
 
-from dlc.errors import JobSpecError
+from dlc.errors import ApiError, JobSpecError
+from dlc.images.catalog import yaml_problem
 from dlc.scheduler.client import ApiClient
+from dlc.scheduler.jobs import JobSpec
+
+
+def check_api_url(ctx: click.Context | None, param: Any, value: str | None) -> str | None:
+    """Click callback: ``--api`` must be an ``http(s)://HOST[:PORT]`` URL.
+
+    Raises:
+        ApiError: anything else (checked before any request is made).
+    """
+    if value is None:
+        return None
+    parts = urllib.parse.urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError:
+        parts = parts._replace(netloc="")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ApiError(
+            f"--api/DLC_API: {value!r} is not an http(s) URL; use e.g. http://127.0.0.1:8642"
+        )
+    return value
 
 
 def api_options(func):
@@ -30,6 +53,7 @@ def api_options(func):
         envvar="DLC_API",
         help="Scheduler API URL (env DLC_API; default http://127.0.0.1:8642).",
         metavar="URL",
+        callback=check_api_url,
     )(func)
 
 
@@ -57,11 +81,13 @@ def load_spec_file(path: str) -> dict[str, Any]:
         JobSpecError: unreadable file or not a mapping.
     """
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except OSError as exc:
         raise JobSpecError("spec", f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise JobSpecError("spec", f"{path} is not UTF-8 text; give a YAML job spec") from None
     except yaml.YAMLError as exc:
-        raise JobSpecError("spec", f"{path} is not valid YAML: {exc}".splitlines()[0]) from None
+        raise JobSpecError("spec", f"{path} is not valid YAML: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise JobSpecError("spec", f"{path} must hold a mapping (framework: ..., gpus: ...)")
     for key in ("mem", "memory"):
@@ -116,7 +142,11 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
         "retries": retries,
         "name": name,
     }
-    job = ApiClient(api, token).submit(build_spec(spec_file, flags, tuple(command)))
+    spec = build_spec(spec_file, flags, tuple(command))
+    # The scheduler checks again; checking here answers bad specs without a round trip
+    # (and when no scheduler is running yet).
+    JobSpec.from_dict(spec)
+    job = ApiClient(api, token).submit(spec)
     click.echo(job["id"])
     if job.get("framework_url"):
         click.echo(f"Mesos UI: {job['framework_url']}", err=True)

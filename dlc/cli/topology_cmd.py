@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from dlc.errors import DiscoveryError, TopologyParseError
+from dlc.errors import DiscoveryError, DlcError, TopologyParseError
 from dlc.topology.discover import discover
 from dlc.topology.jsonio import topology_from_json, topology_to_json
 from dlc.topology.model import Topology
@@ -82,11 +82,36 @@ def load(from_file: str | None, p2p_file: str | None, allow_truncated: bool) -> 
         try:
             doc = json.loads(Path(from_file).read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise TopologyParseError(
-                f"{from_file}: not valid JSON ({exc.msg})", line=exc.lineno
-            ) from None
+            error = TopologyParseError(
+                f"{from_file}: not valid JSON ({exc.msg} at line {exc.lineno})"
+            )
+            error.line = exc.lineno
+            raise error from None
         return topology_from_json(doc)
-    return discover(from_file=from_file, p2p_file=p2p_file, allow_truncated=allow_truncated)
+    try:
+        return discover(from_file=from_file, p2p_file=p2p_file, allow_truncated=allow_truncated)
+    except TopologyParseError as exc:
+        if allow_truncated or not from_file or not _is_truncated(from_file):
+            raise
+        hint = TopologyParseError(
+            f"{exc}; if the copy was cut short, --allow-truncated reports its complete rows"
+        )
+        hint.line, hint.expected = exc.line, exc.expected
+        raise hint from None
+
+
+def _is_truncated(from_file: str) -> bool:
+    """Whether the file is a ``topo -m`` table that only fails because it stops early."""
+    for allow in (False, True):
+        try:
+            discover(from_file=from_file, allow_truncated=allow)
+        except DlcError:
+            if allow:
+                return False
+        else:
+            if not allow:
+                return False  # the table is whole: the error came from elsewhere
+    return True
 
 
 def _looks_like_json(path: str) -> bool:

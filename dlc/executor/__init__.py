@@ -1,0 +1,1 @@
+"""The Mesos executor: runs a DLC task as a Docker container with its reserved GPUs."""

@@ -64,6 +64,13 @@ def version_key(version: str) -> tuple[int, ...]:
         raise DlcError(f"version {version!r} is not dotted numbers (e.g. 550.54.14)") from None
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A PyYAML error as one short line: ``"<problem> at line N"``."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    return f"{problem} at line {mark.line + 1}" if mark is not None else problem
+
+
 class Catalog:
     """Framework images and CUDA driver floors (build it with :func:`load_catalog`)."""
 
@@ -149,11 +156,13 @@ class Catalog:
 
 def _read_yaml(path: Path) -> dict:
     try:
-        body = yaml.safe_load(path.read_text()) or {}
+        body = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except OSError as exc:
         raise DlcError(f"image catalog {path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise DlcError(f"image catalog {path}: not UTF-8 text; give a YAML catalog") from None
     except yaml.YAMLError as exc:
-        raise DlcError(f"image catalog {path}: not valid YAML ({exc})") from None
+        raise DlcError(f"image catalog {path}: not valid YAML ({yaml_problem(exc)})") from None
     if not isinstance(body, dict):
         raise DlcError(f"image catalog {path}: top level must be a mapping")
     return body

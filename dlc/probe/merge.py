@@ -176,9 +176,12 @@ def load_probe_json(path: str | Path) -> ProbeResult:
     """
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or type(exc).__name__
-        raise ProbeError(f"--probe-json: cannot read {path}: {reason}") from None
+    except OSError as exc:
+        raise ProbeError(f"--probe-json: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ProbeError(
+            f"--probe-json: {path} is not text; give the JSON the probe printed (p2p_probe > FILE)"
+        ) from None
     return parse_probe_json(text)
 
 

@@ -85,6 +85,8 @@ class ApiServer:
         dispatch: carries out :class:`Actions` (revive on submit, kills) on the driver.
         host, port: where to listen (port 0: any free port).
         framework_url: Mesos UI URL of the framework (callable; known after registration).
+        web: the dashboard (:class:`dlc.web.dashboard.Dashboard`): serves ``/``, ``/static``,
+            ``/metrics`` and ``/v1/dashboard``; without it ``/`` is a small status page.
     """
 
     def __init__(
@@ -95,9 +97,11 @@ class ApiServer:
         host: str = "127.0.0.1",
         port: int = 0,
         framework_url: Callable[[], str | None] = lambda: None,
+        web: Any = None,
     ):
         self.core, self.logs, self.dispatch = core, logs, dispatch
         self.framework_url = framework_url
+        self.web = web
         handler = type("Handler", (_Handler,), {"api": self})
         try:
             self._server = ThreadingHTTPServer((host, port), handler)
@@ -137,6 +141,8 @@ class ApiServer:
         if not path.startswith("/v1/"):
             raise _HttpError(404, f"no endpoint {method} {path}; see /openapi.json")
         user, admin = self._auth(token)
+        if self.web is not None and self.web.handles(path):
+            return self.web.route(method, path, user, admin)
         match = re.fullmatch(r"/v1/jobs(?:/([A-Za-z0-9_.-]+)(?:/(kill|logs))?)?", path)
         if not match:
             raise _HttpError(404, f"no endpoint {method} {path}; see /openapi.json")
@@ -212,6 +218,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         url = urlparse(self.path)
+        web = self.api.web
+        page = web.page(url.path) if web is not None and method == "GET" else None
+        if page is not None:
+            self._send(*page)
+            return
         if method == "GET" and url.path == "/":
             self._send(200, self.api.status_page().encode(), "text/html; charset=utf-8")
             return

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from dlc.errors import JobNotFound, JobSpecError
 from dlc.scheduler.jobs import (
@@ -38,6 +39,9 @@ from dlc.scheduler.placement import (
 )
 from dlc.scheduler.queue import HeadOfLine, queue_order
 from dlc.scheduler.store import JobStore
+
+if TYPE_CHECKING:
+    from dlc.scheduler.metrics import SchedulerMetrics
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 
 _TERMINAL_TASK = {
@@ -128,8 +132,11 @@ class SchedulerCore:
         topology_of: TopologyOf | None = None,
         driver_ok: DriverCheck | None = None,
         clock: Callable[[], float] = time.time,
+        metrics: SchedulerMetrics | None = None,
     ):
         self.store = store
+        #: optional monitoring sink (:mod:`dlc.scheduler.metrics`); counts offers and placements
+        self.metrics = metrics
         self.config = config or CoreConfig()
         self._resolver = resolver or default_resolver
         self._topology_of = topology_of
@@ -208,6 +215,7 @@ class SchedulerCore:
             jobs = {
                 j.job_id: j for j in queue_order(self.store.list_jobs(states={JobState.QUEUED}))
             }
+            started = time.perf_counter()
             result = place(
                 views,
                 list(jobs.values()),
@@ -216,6 +224,7 @@ class SchedulerCore:
                 self._driver_ok,
                 self._head.blocks,
             )
+            latency = time.perf_counter() - started
             actions = Actions(declines=bad + result.declined)
             per_agent: dict[str, tuple[list[str], list[dict]]] = {}
             for job_id in result.placed_jobs:
@@ -228,6 +237,14 @@ class SchedulerCore:
                         build_task_info(job, launch, self.framework_id, self.config.executor)
                     )
             actions.accepts = list(per_agent.values())
+            if self.metrics is not None:
+                placed = [
+                    (jobs[j], [x for x in result.launches if x.job_id == j])
+                    for j in result.placed_jobs
+                ]
+                self.metrics.record_round(
+                    views, len(offers), len(actions.declines), latency, placed
+                )
             self._head.record_round(result.placed_jobs, result.waiting)
             for job_id, reason in result.waiting.items():
                 job = jobs[job_id]

@@ -10,13 +10,16 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlc import __version__
 from dlc.scheduler.api import ApiServer
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.framework import FrameworkConfig, MesosFramework
 from dlc.scheduler.logs import LogReader
+from dlc.scheduler.metrics import SchedulerMetrics
 from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.store import JobStore
 from dlc.scheduler.task_info import ExecutorConfig
+from dlc.web.dashboard import Dashboard
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +66,10 @@ class SchedulerService:
             allowed_volumes=config.allowed_volumes,
             max_skips=config.max_skips,
         )
-        self.core = SchedulerCore(self.store, core_config, resolver)
+        self.metrics = SchedulerMetrics(self.store)
+        self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)
         fw_config = config.framework or FrameworkConfig(master=config.master)
+        self.dashboard = Dashboard(self.core, self.metrics, self._dashboard_info)
         self.api = ApiServer(
             self.core,
             LogReader(lambda: self.core.framework_id, self._master_url, config.sandbox_roots),
@@ -72,6 +77,7 @@ class SchedulerService:
             config.api_host,
             config.api_port,
             framework_url=lambda: self.framework.framework_url(),
+            web=self.dashboard,
         )
         if fw_config.webui_url is None:
             fw_config = _with_webui(fw_config, self.api.url + "/")
@@ -88,6 +94,16 @@ class SchedulerService:
         self.store.set_meta("bootstrapped", "1")
         return self.store.add_token("admin", admin=True)
 
+    def _dashboard_info(self) -> dict:
+        return {
+            "version": __version__,
+            "framework_name": self.framework.config.name,
+            "framework_id": self.core.framework_id,
+            "framework_url": self.framework.framework_url(),
+            "master_url": self.framework.master_url,
+            "registered": self.framework.registered.is_set(),
+        }
+
     def _master_url(self) -> str | None:
         return self.framework.master_url
 
@@ -102,11 +118,13 @@ class SchedulerService:
     def start(self) -> None:
         """Start the API and the framework (both in background threads)."""
         self.api.start()
+        self.dashboard.start()
         self.framework.start()
 
     def stop(self) -> None:
         """Stop without tearing down the framework (tasks keep running)."""
         self.framework.stop()
+        self.dashboard.stop()
         self.api.stop()
         self.store.close()
 

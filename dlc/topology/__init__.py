@@ -1,0 +1,1 @@
+"""GPU topology: model, parsers, NVML discovery, tree, report, picture and encoding."""

@@ -15,39 +15,49 @@ libcairo2, which ``make setup`` installs), imported only when a PNG is asked for
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from xml.sax.saxutils import escape
 
 import networkx as nx
 
-from dlc.errors import OutputError
 from dlc.topology.discover import describe_source
 from dlc.topology.model import Topology
+from dlc.topology.picture_svg import (
+    BOX_STYLE,
+    CROSS_COLOUR,
+    EDGE_GREY,
+    FABRIC_MIN_GPUS,
+    FONT,
+    LEAF_H,
+    LEAF_W,
+    LEGEND_KINDS,
+    MARGIN,
+    NIC_H,
+    NIC_W,
+    NO_GROUP,
+    NO_P2P_COLOUR,
+    PALETTE,
+    ROW_GAP,
+    SLOT,
+    legend_mark,
+    sag,
+    short_model,
+    stroke,
+    svg_to_png,
+    text_width,
+    wrap,
+    write_svg,
+)
 from dlc.topology.report import TopologyFacts, is_complete, nvlink_graph
 
-#: NVLink group colours (colour-blind-safe-ish, distinct on white)
-PALETTE = ("#2e7d32", "#1565c0", "#e65100", "#6a1b9a", "#00838f", "#c62828", "#5d4037", "#ad1457")
-NO_GROUP = "#757575"
-CROSS_COLOUR = "#455a64"  # NVLinks joining two differently coloured groups
-NO_P2P_COLOUR = "#d32f2f"
-EDGE_GREY = "#9e9e9e"
-FONT = "DejaVu Sans, Verdana, Arial, sans-serif"
-
-LEAF_W, LEAF_H = 112, 50  # GPU box
-NIC_W, NIC_H = 92, 34
-SLOT = 124  # horizontal room per leaf
-ROW_GAP = 44  # vertical room for the edges between two tree levels
-MARGIN = 24
-#: groups with more GPUs than this, fully NVLinked, are drawn as an NVSwitch fabric
-FABRIC_MIN_GPUS = 5
-
-_BOX_STYLE = {
-    "root": ("#fafafa", "#424242"),
-    "numa": ("#f3e5f5", "#6a1b9a"),
-    "host_bridge": ("#fff8e1", "#f9a825"),
-    "switch": ("#e0f7fa", "#00838f"),
-    "nic": ("#e3f2fd", "#1565c0"),
-}
+__all__ = [
+    "CROSS_COLOUR",
+    "FABRIC_MIN_GPUS",
+    "PALETTE",
+    "colour_groups",
+    "render_svg",
+    "svg_to_png",
+    "write_svg",
+]
 
 
 @dataclass
@@ -63,11 +73,6 @@ class _Box:
     @property
     def bottom(self) -> float:
         return self.y + self.h
-
-
-def _text_width(text: str, size: float, bold: bool = False) -> float:
-    # DejaVu Sans averages ~0.6 em per character (bold ~0.68): enough to size boxes.
-    return len(text) * size * (0.68 if bold else 0.6)
 
 
 def render_svg(facts: TopologyFacts) -> str:
@@ -120,14 +125,14 @@ class _Layout:
         ]
         self.boxes: dict[str, _Box] = {}
         self._place()
-        self.title_lines = _wrap(facts.summary, int((self.width - 2 * MARGIN) / (13 * 0.6)))
+        self.title_lines = wrap(facts.summary, int((self.width - 2 * MARGIN) / (13 * 0.6)))
         top = MARGIN + 34 + 18 * len(self.title_lines)
         self.leaf_y += top
         for box in self.boxes.values():
             box.y += top
         self.arcs = self._arc_list()
         self.ports = self._ports()
-        arc_depth = max((_sag(self._span(arc)) for arc in self.arcs), default=0.0)
+        arc_depth = max((sag(self._span(arc)) for arc in self.arcs), default=0.0)
         arc_depth = max(arc_depth, 90.0 if self.fabrics else 0.0)
         self.legend_y = self.leaf_y + LEAF_H + arc_depth + (40 if arc_depth else 24)
         self.legend = self._legend_items()
@@ -159,7 +164,7 @@ class _Layout:
                 return x
             xs = [place(child) for child in children]
             x = (xs[0] + xs[-1]) / 2
-            w = max(_text_width(line, 11, i == 0) for i, line in enumerate(lines)) + 16
+            w = max(text_width(line, 11, i == 0) for i, line in enumerate(lines)) + 16
             self.boxes[node] = _Box(node, kind, x, 0.0, w, 15 * len(lines) + 11, lines)
             return x
 
@@ -201,7 +206,7 @@ class _Layout:
         gpu = self.topo.gpu(index)
         lines = [gpu.name]
         if gpu.model:
-            lines.append(_short_model(gpu.model))
+            lines.append(short_model(gpu.model))
         detail = []
         if gpu.memory_mib:
             detail.append(f"{gpu.memory_mib / 1024:.0f} GiB")
@@ -232,7 +237,7 @@ class _Layout:
             if link.nvlinks and (link.a, link.b) not in in_fabric:
                 same = self.group_of.get(link.a) == self.group_of.get(link.b)
                 colour = self._colour(link.a) if same else CROSS_COLOUR
-                arcs.append(_Arc(link.a, link.b, link.label, colour, _stroke(link.nvlinks)))
+                arcs.append(_Arc(link.a, link.b, link.label, colour, stroke(link.nvlinks)))
             elif not link.nvlinks and link.p2p.value != "U" and not link.p2p.supported:
                 # A known "no" (GNS on GeForce, CNS, ...): the reader would expect P2P.
                 label = f"no P2P: {link.p2p.value}"
@@ -306,7 +311,7 @@ class _Layout:
             stroke = fill = self._colour(self.graph.nodes[box.node]["gpu"])
             opacity, width = ' fill-opacity="0.14"', 2.5
         else:
-            fill, stroke = _BOX_STYLE.get(box.kind, ("#ffffff", "#616161"))
+            fill, stroke = BOX_STYLE.get(box.kind, ("#ffffff", "#616161"))
             opacity, width = "", 1.5
         left = box.x - box.w / 2
         inferred = self.graph.nodes[box.node].get("inferred") and box.kind != "root"
@@ -332,18 +337,18 @@ class _Layout:
         base = self.leaf_y + LEAF_H
         for arc in self.arcs:
             xa, xb = self.ports[(arc.a, arc.b)], self.ports[(arc.b, arc.a)]
-            sag = _sag(self._span(arc))
+            dip = sag(self._span(arc))
             # Quadratic Bezier: the curve's lowest point is half-way to the control point.
-            mid_x, mid_y = (xa + xb) / 2, base + sag
+            mid_x, mid_y = (xa + xb) / 2, base + dip
             kind = "p2p-warning" if arc.dashed else "nvlink-arc"
             dash = ' stroke-dasharray="6,4"' if arc.dashed else ""
             paths.append(
                 f'<path class="{kind}" data-gpus="{arc.a}-{arc.b}" d="M {xa:.1f} {base:.1f} '
-                f'Q {mid_x:.1f} {base + 2 * sag:.1f} {xb:.1f} {base:.1f}" fill="none" '
+                f'Q {mid_x:.1f} {base + 2 * dip:.1f} {xb:.1f} {base:.1f}" fill="none" '
                 f'stroke="{arc.colour}" stroke-width="{arc.width:.1f}" '
                 f'stroke-opacity="0.85"{dash}/>'
             )
-            tw = _text_width(arc.label, 10, True) + 6
+            tw = text_width(arc.label, 10, True) + 6
             labels += [
                 f'<rect x="{mid_x - tw / 2:.1f}" y="{mid_y - 7:.1f}" width="{tw:.1f}" '
                 f'height="14" rx="3" fill="white" stroke="{arc.colour}" stroke-width="0.8"/>',
@@ -370,7 +375,7 @@ class _Layout:
             for x in xs:
                 out.append(
                     f'<line x1="{x:.1f}" y1="{base:.1f}" x2="{x:.1f}" y2="{bar_y:.1f}" '
-                    f'stroke="{colour}" stroke-width="{_stroke(max(counts)):.1f}"/>'
+                    f'stroke="{colour}" stroke-width="{stroke(max(counts)):.1f}"/>'
                 )
             out += [
                 f'<rect x="{left:.1f}" y="{bar_y:.1f}" width="{right - left:.1f}" height="28" '
@@ -397,7 +402,7 @@ class _Layout:
             items.append(("gpu", NO_GROUP, "GPU without NVLink"))
         if any(arc.dashed for arc in self.arcs):
             items.append(("dashed", NO_P2P_COLOUR, "P2P reported unsupported"))
-        items += [(k, _BOX_STYLE[k][1], name) for k, name in _LEGEND_KINDS if k in kinds]
+        items += [(k, BOX_STYLE[k][1], name) for k, name in LEGEND_KINDS if k in kinds]
         if any(inf for n, inf in self.graph.nodes(data="inferred") if n != "root"):
             items.append(("inferred", "#616161", "grouping inferred (level hidden by NV#)"))
         return items
@@ -405,7 +410,7 @@ class _Layout:
     def _legend_positions(self) -> list[tuple[float, float]]:
         x, y, out = float(MARGIN), self.legend_y, []
         for _, _, text in self.legend:
-            step = 30 + _text_width(text, 11) + 18
+            step = 30 + text_width(text, 11) + 18
             if x + step > self.width - MARGIN and x > MARGIN:
                 x, y = MARGIN, y + 22
             out.append((x, y))
@@ -425,98 +430,7 @@ class _Layout:
         for (shape, colour, text), (x, y) in zip(
             self.legend, self._legend_positions(), strict=True
         ):
-            out.append(_legend_mark(shape, colour, x, y))
+            out.append(legend_mark(shape, colour, x, y))
             out.append(f'<text x="{x + 30:.1f}" y="{y + 4:.1f}">{escape(text)}</text>')
         out.append("</g>")
         return out
-
-
-_LEGEND_KINDS = (
-    ("numa", "NUMA node"),
-    ("host_bridge", "host bridge"),
-    ("switch", "PCIe switch"),
-    ("nic", "NIC"),
-)
-
-
-def _legend_mark(shape: str, colour: str, x: float, y: float) -> str:
-    if shape in ("line", "dashed"):
-        dash = ' stroke-dasharray="6,4"' if shape == "dashed" else ""
-        return (
-            f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x + 24:.1f}" y2="{y:.1f}" '
-            f'stroke="{colour}" stroke-width="2"{dash}/>'
-        )
-    if shape == "arc":
-        return (
-            f'<path d="M {x:.1f} {y - 4:.1f} Q {x + 12:.1f} {y + 10:.1f} {x + 24:.1f} {y - 4:.1f}" '
-            f'fill="none" stroke="{colour}" stroke-width="3"/>'
-        )
-    if shape == "bar":
-        return f'<rect x="{x:.1f}" y="{y - 5:.1f}" width="24" height="10" rx="3" fill="{colour}"/>'
-    fill, opacity, dash = colour, ' fill-opacity="0.14"', ""
-    if shape == "inferred":
-        fill, opacity, dash = "white", "", ' stroke-dasharray="4,2"'
-    elif shape in _BOX_STYLE:
-        fill, opacity = _BOX_STYLE[shape][0], ""
-    return (
-        f'<rect x="{x:.1f}" y="{y - 8:.1f}" width="24" height="16" rx="3" fill="{fill}"{opacity} '
-        f'stroke="{colour}" stroke-width="1.5"{dash}/>'
-    )
-
-
-def _sag(span: float) -> float:
-    """How far below the GPU row an arc over ``span`` pixels dips: wider arcs dip deeper."""
-    return 18 + span * 0.16
-
-
-def _stroke(nvlinks: int) -> float:
-    return min(1.5 + 0.75 * nvlinks, 9.0)
-
-
-def _short_model(model: str) -> str:
-    for prefix in ("NVIDIA ", "Tesla ", "GeForce "):
-        model = model.removeprefix(prefix)
-    return model if len(model) <= 17 else model[:16] + "…"
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    lines, line = [], ""
-    for word in text.split(" "):
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
-    return lines + ([line] if line else [])
-
-
-def write_svg(svg: str, path: str | Path) -> None:
-    """Write an SVG document (from :func:`render_svg`) to ``path``.
-
-    Raises:
-        OutputError: the file cannot be written.
-    """
-    try:
-        Path(path).write_text(svg, encoding="utf-8")
-    except OSError as exc:
-        raise OutputError(f"--svg: cannot write {path}: {exc.strerror or exc}") from None
-
-
-def svg_to_png(svg: str, path: str | Path, *, scale: float = 1.0) -> None:
-    """Convert an SVG document to a PNG file with CairoSVG.
-
-    Raises:
-        OutputError: CairoSVG or the cairo library is missing, or the file cannot
-            be written.
-    """
-    try:
-        import cairosvg  # imported here: it loads libcairo2, needed only for --png
-    except (ImportError, OSError):
-        raise OutputError(
-            "--png needs CairoSVG and libcairo2: run `make setup` (or apt-get install "
-            "libcairo2 && pip install cairosvg), or write --svg instead"
-        ) from None
-    try:
-        cairosvg.svg2png(bytestring=svg.encode("utf-8"), write_to=str(path), scale=scale)
-    except OSError as exc:
-        raise OutputError(f"--png: cannot write {path}: {exc.strerror or exc}") from None

@@ -11,11 +11,15 @@ tree is recovered by single-linkage clustering at each level threshold:
 
 A switch or bridge level that adds nothing (one child group only) is left out, so a
 GPU alone under its host bridge hangs directly off its NUMA node; NUMA nodes are
-always kept. ``topo -m`` prints ``NV#`` instead of the PCIe level of NVLinked pairs;
-those levels are inferred: first from the tightest bound the other devices (GPUs and
-NICs) give (``level(a, b) <= max(level(a, c), level(c, b))``), then from CPU/NUMA
-affinity (same affinity: at most ``NODE``; different: ``SYS``). Tree nodes whose
-grouping rests on an inferred level carry ``inferred=True``.
+always kept. Their labels are unique: groups split by a printed ``SYS`` although their
+GPUs report one NUMA node are "NUMA node 0, group a/b", and NICs ``SYS`` away from
+every GPU share one "other NUMA node(s)" group (NIC-NIC levels are never printed).
+
+``topo -m`` prints ``NV#`` instead of the PCIe level of NVLinked pairs; those levels
+are inferred: first from the tightest bound the other devices (GPUs and NICs) give
+(``level(a, b) <= max(level(a, c), level(c, b))``), then from CPU/NUMA affinity
+(same affinity: at most ``NODE``; different: ``SYS``). Tree nodes whose grouping
+rests on an inferred level carry ``inferred=True``.
 
 NVLink is not a tree level (DGX-1's cube-mesh joins GPUs in different sockets); it is
 kept as an overlay graph over GPU indices.
@@ -30,7 +34,8 @@ import networkx as nx
 
 from dlc.errors import TopologyQueryError
 from dlc.topology.bandwidth import estimate_gbps
-from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
+from dlc.topology.levels import level_matrix
+from dlc.topology.model import PairLink, PcieLevel, Topology
 
 #: levels below the root at which the tree groups devices, outermost first
 _GROUP_LEVELS = (PcieLevel.NODE, PcieLevel.PHB, PcieLevel.PXB, PcieLevel.PIX)
@@ -40,8 +45,6 @@ _KIND_BY_LEVEL = {
     PcieLevel.PXB: "switch",
     PcieLevel.PIX: "switch",
 }
-#: stands for "no bound known yet" in the level matrix
-_UNKNOWN = int(PcieLevel.SYS) + 1
 
 
 def link_rank(link: PairLink) -> int:
@@ -156,18 +159,19 @@ def build_tree(topo: Topology) -> TopologyTree:
     """
     devices = [TopologyTree.gpu_node(i) for i in topo.gpu_indices]
     devices += [f"nic:{nic.name}" for nic in topo.nics]
-    matrix, known = _level_matrix(topo, devices)
-    _infer_levels(topo, matrix, known)
+    matrix, known = level_matrix(topo, devices)
 
     graph = nx.DiGraph()
     graph.add_node("root", kind="root", label="machine", level=PcieLevel.SYS, inferred=False)
     numa_groups = _sorted_groups(_clusters(range(len(devices)), matrix, PcieLevel.NODE), devices)
-    for n, members in enumerate(numa_groups):
+    gpu_groups = [g for g in numa_groups if min(g) < len(topo.gpus)]
+    labels = _numa_labels(topo, [[devices[i] for i in g] for g in gpu_groups])
+    for n, (members, label) in enumerate(zip(gpu_groups, labels, strict=True)):
         node = f"numa{n}"
-        label = _numa_label(topo, [devices[i] for i in members], n)
         graph.add_node(node, kind="numa", label=label, level=PcieLevel.NODE, inferred=False)
         graph.add_edge("root", node)
         _add_groups(graph, node, str(n), members, 1, matrix, devices)
+    _add_nic_only_groups(graph, numa_groups[len(gpu_groups) :], matrix, devices)
     for device in devices:
         _add_leaf(graph, topo, device)
 
@@ -195,97 +199,6 @@ def build_tree(topo: Topology) -> TopologyTree:
     for i, j in inferred:
         graph.nodes[_lca_of_nodes(tree, devices[i], devices[j])]["inferred"] = True
     return tree
-
-
-def _level_matrix(topo: Topology, devices: list[str]) -> tuple[list[list[int]], list[list[bool]]]:
-    """The printed levels between devices (GPUs first, then NICs); unknown = ``_UNKNOWN``."""
-    size = len(devices)
-    matrix = [[_UNKNOWN] * size for _ in range(size)]
-    known = [[False] * size for _ in range(size)]
-    pos = {g.index: i for i, g in enumerate(topo.gpus)}
-    for i in range(size):
-        matrix[i][i], known[i][i] = 0, True
-    for (a, b), link in topo.links.items():
-        if link.pcie_level is not None and a in pos and b in pos:
-            _set(matrix, known, pos[a], pos[b], int(link.pcie_level))
-    nic_pos = {nic.name: len(topo.gpus) + k for k, nic in enumerate(topo.nics)}
-    for (nic, gpu), level in topo.nic_levels.items():
-        if nic in nic_pos and gpu in pos:
-            _set(matrix, known, nic_pos[nic], pos[gpu], int(level))
-    return matrix, known
-
-
-def _set(matrix: list[list[int]], known: list[list[bool]], i: int, j: int, level: int) -> None:
-    matrix[i][j] = matrix[j][i] = level
-    known[i][j] = known[j][i] = True
-
-
-def _infer_levels(topo: Topology, matrix: list[list[int]], known: list[list[bool]]) -> None:
-    """Fill unknown levels: third-device bound, then CPU/NUMA affinity, else SYS."""
-    _close(matrix, known)
-    gpu_count = len(topo.gpus)
-    for i in range(gpu_count):
-        for j in range(i + 1, gpu_count):
-            if known[i][j]:
-                continue
-            same = _same_affinity(topo.gpus[i], topo.gpus[j])
-            if (
-                same is True
-                and matrix[i][j] > PcieLevel.NODE
-                and _may_share_node(matrix, known, i, j)
-            ):
-                matrix[i][j] = matrix[j][i] = int(PcieLevel.NODE)
-            elif same is False and matrix[i][j] == _UNKNOWN:
-                matrix[i][j] = matrix[j][i] = int(PcieLevel.SYS)
-    _close(matrix, known)
-    for row in matrix:
-        for j, level in enumerate(row):
-            if level == _UNKNOWN:
-                row[j] = int(PcieLevel.SYS)
-
-
-def _close(matrix: list[list[int]], known: list[list[bool]]) -> None:
-    """Minimax (ultrametric) closure of the unknown entries only.
-
-    Printed levels are facts and stay as printed even if a real machine's matrix
-    is not a perfect ultrametric.
-    """
-    size = len(matrix)
-    for k in range(size):
-        row_k = matrix[k]
-        for i in range(size):
-            via = matrix[i][k]
-            if via == _UNKNOWN:
-                continue
-            row_i = matrix[i]
-            for j in range(size):
-                bound = max(via, row_k[j])
-                if bound < row_i[j] and not known[i][j]:
-                    row_i[j] = bound
-
-
-def _may_share_node(matrix: list[list[int]], known: list[list[bool]], i: int, j: int) -> bool:
-    """Whether ``i`` and ``j`` on one NUMA node agrees with the printed levels.
-
-    Some outputs give every GPU the same (bogus) CPU affinity; a device close to one
-    of them but printed ``SYS`` from the other proves they are on different nodes.
-    """
-    for k, (to_i, to_j) in enumerate(zip(matrix[i], matrix[j], strict=True)):
-        if (to_i <= PcieLevel.NODE and known[j][k] and to_j == PcieLevel.SYS) or (
-            to_j <= PcieLevel.NODE and known[i][k] and to_i == PcieLevel.SYS
-        ):
-            return False
-    return True
-
-
-def _same_affinity(a: Gpu, b: Gpu) -> bool | None:
-    """Whether two GPUs share a NUMA node / CPU set; ``None`` when unknown."""
-    if a.numa_node is not None and b.numa_node is not None:
-        return a.numa_node == b.numa_node
-    cpus_a, cpus_b = a.cpus(), b.cpus()
-    if cpus_a and cpus_b:
-        return cpus_a == cpus_b
-    return None
 
 
 def _clusters(members: Iterable[int], matrix: list[list[int]], level: PcieLevel) -> list[list[int]]:
@@ -367,15 +280,61 @@ def _add_leaf(graph: nx.DiGraph, topo: Topology, device: str) -> None:
     graph.add_node(device, kind="gpu", label=label, level=None, gpu=gpu.index, inferred=False)
 
 
-def _numa_label(topo: Topology, members: list[str], position: int) -> str:
+def _add_nic_only_groups(
+    graph: nx.DiGraph, groups: list[list[int]], matrix: list[list[int]], devices: list[str]
+) -> None:
+    """One ``numa`` node for the devices ``SYS`` away from every GPU (NICs only).
+
+    ``topo -m`` prints no NIC-NIC levels, so such NICs cannot be told apart by NUMA
+    node: they share one node labelled "other NUMA node(s)" instead of each faking a
+    NUMA node of its own (the truncated DGX-2 has six of them).
+    """
+    if not groups:
+        return
+    n = sum(1 for node in graph.successors("root"))
+    node = f"numa{n}"
+    if len(groups) == 1:
+        graph.add_node(
+            node, kind="numa", label="other NUMA node", level=PcieLevel.NODE, inferred=False
+        )
+        graph.add_edge("root", node)
+        _add_groups(graph, node, str(n), groups[0], 1, matrix, devices)
+        return
+    # Whether these NICs share a node is unknown: only SYS bounds a pair meeting here.
+    label = "other NUMA node(s)"
+    graph.add_node(node, kind="numa", label=label, level=PcieLevel.SYS, inferred=False)
+    graph.add_edge("root", node)
+    for k, group in enumerate(groups):
+        _add_groups(graph, node, f"{n}{chr(ord('a') + k % 26)}", group, 1, matrix, devices)
+
+
+def _numa_labels(topo: Topology, groups: list[list[str]]) -> list[str]:
+    """Labels of the GPU-holding top-level groups, each unique.
+
+    A group is named after its GPUs' NUMA node (else its position). ``topo -m`` can
+    print ``SYS`` between GPUs that report the same NUMA node (PCIe boxes with NVLink
+    bridge pairs); those groups become "NUMA node 0, group a", "NUMA node 0, group b".
+    """
+    names = [_numa_name(topo, members, position) for position, members in enumerate(groups)]
+    seen: dict[str, int] = {}
+    labels = []
+    for name, cpus in names:
+        total = sum(1 for other, _ in names if other == name)
+        if total > 1:
+            letter = chr(ord("a") + seen.setdefault(name, 0) % 26)
+            seen[name] += 1
+            name = f"{name}, group {letter}"
+        labels.append(f"{name} (CPUs {cpus})" if cpus else name)
+    return labels
+
+
+def _numa_name(topo: Topology, members: list[str], position: int) -> tuple[str, str | None]:
+    """``("NUMA node N", cpu affinity or None)`` for one top-level group."""
     gpus = [topo.gpu(int(m.removeprefix("gpu"))) for m in members if m.startswith("gpu")]
     numa_ids = {g.numa_node for g in gpus}
     affinities = {g.cpu_affinity for g in gpus if g.cpu_affinity}
     number = numa_ids.pop() if len(numa_ids) == 1 and None not in numa_ids else position
-    label = f"NUMA node {number}"
-    if len(affinities) == 1:
-        label += f" (CPUs {affinities.pop()})"
-    return label
+    return f"NUMA node {number}", affinities.pop() if len(affinities) == 1 else None
 
 
 def _gpus_under(graph: nx.DiGraph) -> dict[str, frozenset[int]]:

@@ -1,0 +1,180 @@
+"""The dashboard's routes, served by the scheduler's API server.
+
+Unauthenticated: ``GET /`` (the page; it asks for a token), ``GET /static/<file>``
+and ``GET /metrics`` (Prometheus text; aggregates only). Authenticated with the
+API's bearer tokens: ``GET /v1/dashboard`` (the live snapshot the page polls
+every 2 s) and ``GET /v1/dashboard/agents/<agent_id>/topology`` (an agent's
+topology drawing as SVG text, made once per agent layout). The per-job page uses
+the API itself (``/v1/jobs/<id>``, ``/logs``, ``/kill``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+from dlc.scheduler.core import SchedulerCore
+from dlc.scheduler.jobs import JobState
+from dlc.scheduler.metrics import CONTENT_TYPE, AgentInfo, SchedulerMetrics, allocated_gpus
+from dlc.web.agents import fetch_agents
+from dlc.web.series import Sample, Sampler, SeriesRing
+from dlc.web.snapshot import build_snapshot
+
+#: static files the page needs -> content type (nothing else under static/ is served)
+STATIC = {
+    "dashboard.js": "text/javascript; charset=utf-8",
+    "dashboard.css": "text/css; charset=utf-8",
+}
+#: seconds between reads of the master's agent list (offers update agents in between)
+AGENT_REFRESH_S = 30.0
+_TOPOLOGY_PATH = re.compile(r"/v1/dashboard/agents/([^/]+)/topology")
+
+Page = tuple[int, bytes, str]
+
+
+class Dashboard:
+    """Dashboard state and routes for one scheduler.
+
+    Args:
+        core: the scheduler core (its store holds jobs and history).
+        metrics: the scheduler's metrics (agents seen, recent queue waits).
+        scheduler_info: returns the header facts (version, framework name/id/url, master).
+        clock: wall-clock time source.
+        sample_interval_s: seconds between plot samples.
+        ring_capacity: samples kept per series.
+    """
+
+    def __init__(
+        self,
+        core: SchedulerCore,
+        metrics: SchedulerMetrics,
+        scheduler_info: Callable[[], dict[str, Any]] = dict,
+        clock: Callable[[], float] = time.time,
+        sample_interval_s: float = 5.0,
+        ring_capacity: int = 720,
+    ):
+        self.core, self.metrics = core, metrics
+        self._info, self._clock = scheduler_info, clock
+        self.ring = SeriesRing(ring_capacity)
+        self.sampler = Sampler(self.take_sample, self.ring, sample_interval_s)
+        self._svg_cache: dict[tuple[str, str], str | None] = {}
+        self._svg_lock = threading.Lock()
+        self._agents_at = 0.0  # next time to read the master's agent list
+
+    def start(self) -> None:
+        """Start sampling the plotted series."""
+        self.sampler.start()
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self.sampler.stop()
+
+    # -- unauthenticated pages -------------------------------------------------
+
+    def page(self, path: str) -> Page | None:
+        """``(status, body, content type)`` for the page, static files and ``/metrics``;
+        ``None`` for paths that are not the dashboard's."""
+        if path in ("/", "/index.html"):
+            return 200, _static("index.html"), "text/html; charset=utf-8"
+        if path == "/metrics":
+            return 200, self.metrics.exposition(), CONTENT_TYPE
+        if path.startswith("/static/"):
+            name = path[len("/static/") :]
+            if name in STATIC:
+                return 200, _static(name), STATIC[name]
+            return 404, b"no such file\n", "text/plain; charset=utf-8"
+        return None
+
+    # -- authenticated JSON ----------------------------------------------------
+
+    def handles(self, path: str) -> bool:
+        """Whether ``path`` is one of the dashboard's JSON routes."""
+        return path == "/v1/dashboard" or path.startswith("/v1/dashboard/")
+
+    def route(self, method: str, path: str, user: str, admin: bool) -> tuple[int, dict]:
+        """Answer a dashboard JSON request of an authenticated caller."""
+        if method != "GET":
+            return 405, {"error": f"{method} is not allowed on {path}", "field": None}
+        if path == "/v1/dashboard":
+            return 200, self.snapshot(user, admin)
+        match = _TOPOLOGY_PATH.fullmatch(path)
+        agent = self.metrics.agent(match.group(1)) if match else None
+        if agent is None:
+            what = f"no agent {match.group(1)}" if match else f"no endpoint GET {path}"
+            return 404, {"error": f"{what}; see /v1/dashboard", "field": None}
+        return 200, {"agent_id": agent.agent_id, "svg": self.topology_svg(agent)}
+
+    def snapshot(self, user: str, admin: bool) -> dict[str, Any]:
+        """The main page's data for this caller (see :func:`~dlc.web.snapshot.build_snapshot`)."""
+        if not self.metrics.agents():
+            self._refresh_agents(self._clock())  # a fresh page should not wait for the sampler
+        jobs = self.core.store.list_jobs()
+        requeued = {
+            j.job_id: self.metrics.queued_since(j)
+            for j in jobs
+            if j.state is JobState.QUEUED and j.attempt
+        }
+        info = dict(self._info())
+        info["p2p_ratio"] = self.metrics.p2p_ratio()
+        info["sample_interval_s"] = self.sampler.interval_s
+        return build_snapshot(
+            jobs,
+            self.metrics.agents(),
+            user,
+            admin,
+            self._clock(),
+            self.ring.to_dict(),
+            info,
+            requeued,
+        )
+
+    def topology_svg(self, agent: AgentInfo) -> str | None:
+        """The agent's topology picture (``None`` when it advertises no ``dlc_topo``)."""
+        key = (agent.agent_id, agent.attributes.get("dlc_topo", ""))
+        with self._svg_lock:
+            if key not in self._svg_cache:
+                self._svg_cache[key] = _render(agent)
+            return self._svg_cache[key]
+
+    # -- sampling --------------------------------------------------------------
+
+    def take_sample(self) -> Sample:
+        """One point of every plotted series, now (and, now and then, the master's agents)."""
+        now = self._clock()
+        self._refresh_agents(now)
+        jobs = self.core.store.list_jobs()
+        queued = [j for j in jobs if j.state is JobState.QUEUED]
+        waits = self.metrics.take_recent_waits()
+        waits += [now - self.metrics.queued_since(j) for j in queued]
+        return Sample(
+            at=now,
+            gpus_allocated=sum(len(g) for g in allocated_gpus(jobs).values()),
+            gpus_total=sum(len(a.gpu_ids) for a in self.metrics.agents()),
+            jobs_waiting=len(queued),
+            queue_wait_s=round(max(waits, default=0.0), 3),
+        )
+
+    def _refresh_agents(self, now: float) -> None:
+        master = self._info().get("master_url")
+        if not master or now < self._agents_at:
+            return
+        self._agents_at = now + AGENT_REFRESH_S
+        for agent in fetch_agents(master):
+            self.metrics.note_agent(agent.agent_id, agent.hostname, agent.attributes, agent.gpu_ids)
+
+
+def _static(name: str) -> bytes:
+    return resources.files("dlc.web").joinpath("static", name).read_bytes()
+
+
+def _render(agent: AgentInfo) -> str | None:
+    if agent.topology is None:
+        return None
+    from dlc.topology.picture import render_svg
+    from dlc.topology.report import analyze
+
+    return render_svg(analyze(agent.topology))

@@ -1,0 +1,121 @@
+"""The dashboard's JSON snapshot, built as pure data from jobs, agents and series.
+
+Visibility (the API's rule, extended to the cluster view): an admin sees every
+job; a user sees their own jobs in the lists and, in the GPU drawing, other
+users' GPUs only as ``taken`` (no job id, user or command). Cluster-wide counts
+and the plotted series are aggregates and are shown to everyone (``/metrics``
+publishes them too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from dlc.scheduler.jobs import Job, JobState
+from dlc.scheduler.metrics import AgentInfo, allocated_gpus
+
+#: terminal jobs listed on the main page (newest first); older ones stay in `dlc jobs`
+RECENT_DONE = 20
+
+
+def job_summary(job: Job, now: float, queued_since: float | None = None) -> dict[str, Any]:
+    """The dashboard's view of one job (no command, no environment)."""
+    spec = job.spec
+    return {
+        "id": job.job_id,
+        "user": job.user,
+        "name": spec.name or spec.label,
+        "framework": spec.framework or "",
+        "image": spec.image or "",
+        "state": job.state.value,
+        "gpus": spec.gpus,
+        "nodes": spec.nodes,
+        "tasks": [
+            {
+                "agent_id": t.agent_id,
+                "hostname": t.hostname,
+                "gpu_ids": list(t.gpu_ids),
+                "state": t.state,
+            }
+            for t in job.tasks
+        ],  # fmt: skip
+        "submitted_at": job.submitted_at,
+        "age_s": max(0.0, now - job.submitted_at),
+        "wait_s": max(0.0, now - (queued_since or job.submitted_at))
+        if job.state is JobState.QUEUED
+        else None,
+        "message": job.message,
+        "attempt": job.attempt,
+    }
+
+
+def agent_view(agent: AgentInfo, held: dict[int, Job], user: str, admin: bool) -> dict[str, Any]:
+    """One agent with each GPU's holder as the caller may see it."""
+    gpus = []
+    for index in sorted(agent.gpu_ids):
+        job = held.get(index)
+        holder = None
+        if job is not None:
+            visible = admin or job.user == user
+            holder = {
+                "job": job.job_id if visible else None,
+                "user": job.user if visible else None,
+                "mine": job.user == user,
+            }
+        gpus.append({"index": index, "holder": holder})
+    return {
+        "id": agent.agent_id,
+        "hostname": agent.hostname,
+        "model": agent.model,
+        "total": len(gpus),
+        "allocated": sum(1 for g in gpus if g["holder"]),
+        "has_topology": agent.topology is not None,
+        "gpus": gpus,
+    }
+
+
+def build_snapshot(
+    jobs: Sequence[Job],
+    agents: Iterable[AgentInfo],
+    user: str,
+    admin: bool,
+    now: float,
+    series: dict[str, list],
+    scheduler: dict[str, Any],
+    queued_since: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """Everything the main page shows, filtered for ``user``.
+
+    Args:
+        jobs: every job in the store.
+        agents: agents known from offers.
+        user, admin: the caller.
+        now: wall-clock seconds.
+        series: :meth:`~dlc.web.series.SeriesRing.to_dict`.
+        scheduler: version, framework name/id/url, master (shown in the header).
+        queued_since: job id -> when it last entered the queue (re-queued jobs).
+    """
+    queued_since = queued_since or {}
+    held = allocated_gpus(jobs)
+    counts = {state.value: 0 for state in JobState}
+    for job in jobs:
+        counts[job.state.value] += 1
+    visible = [j for j in jobs if admin or j.user == user]
+    live = [j for j in visible if not j.state.terminal]
+    done = sorted((j for j in visible if j.state.terminal), key=lambda j: -j.submitted_at)
+    agent_views = [agent_view(a, held.get(a.agent_id, {}), user, admin) for a in agents]
+    return {
+        "me": {"user": user, "admin": admin},
+        "now": now,
+        "scheduler": scheduler,
+        "counts": counts,
+        "gpus": {
+            "total": sum(a["total"] for a in agent_views),
+            "allocated": sum(a["allocated"] for a in agent_views),
+        },
+        "agents": agent_views,
+        "jobs": [job_summary(j, now, queued_since.get(j.job_id)) for j in live]
+        + [job_summary(j, now) for j in done[:RECENT_DONE]],
+        "series": series,
+    }

@@ -1,0 +1,492 @@
+// DLC dashboard: plain JavaScript, no libraries. Polls the scheduler every 2 s
+// (GET /v1/dashboard with the API's bearer token) and redraws; no page reloads.
+"use strict";
+
+const POLL_MS = 2000;
+const TOKEN_KEY = "dlc.token";
+// Colours of jobs holding GPUs: distinct hues, light enough for dark text on them.
+const JOB_COLOURS = ["#64b5f6", "#ffb74d", "#81c784", "#f06292", "#4dd0e1", "#fff176",
+  "#ba68c8", "#4db6ac", "#ff8a65", "#dce775", "#7986cb", "#ffd54f"];
+const TAKEN = "#b0bec5";  // another user's GPU: shown as taken, without details
+
+const state = { token: null, snapshot: null, svgs: {}, stream: "stdout", logOffset: 0,
+  logJob: null, timer: null, jobCache: null };
+
+const $ = (id) => document.getElementById(id);
+
+function esc(text) {
+  return String(text ?? "").replace(/[&<>"']/g, (c) => ({
+    "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+
+// Job colours: each job keeps the colour it got first; a new job takes its hash's colour,
+// or the next one no other job on screen uses, so neighbours stay distinguishable.
+const colourOf = new Map();
+
+function assignColours(jobIds) {
+  const live = new Set(jobIds);
+  for (const id of [...colourOf.keys()]) if (!live.has(id)) colourOf.delete(id);
+  for (const id of jobIds) {
+    if (colourOf.has(id)) continue;
+    let h = 0;
+    for (const ch of id) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
+    const used = new Set(colourOf.values());
+    let pick = h % JOB_COLOURS.length;
+    for (let i = 0; i < JOB_COLOURS.length && used.has(JOB_COLOURS[pick]); i += 1) {
+      pick = (pick + 1) % JOB_COLOURS.length;
+    }
+    colourOf.set(id, JOB_COLOURS[pick]);
+  }
+}
+
+function jobColour(jobId) {
+  if (!colourOf.has(jobId)) assignColours([...colourOf.keys(), jobId]);
+  return colourOf.get(jobId);
+}
+
+function duration(seconds) {
+  if (seconds == null) return "";
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+
+function clock(t) {
+  return new Date(t * 1000).toLocaleTimeString([], { hour12: false });
+}
+
+// ---------------------------------------------------------------- auth + fetch
+
+function readToken() {
+  const url = new URL(window.location.href);
+  const given = url.searchParams.get("token");
+  if (given) {
+    // Taken once from ?token= and removed from the address bar and history.
+    localStorage.setItem(TOKEN_KEY, given);
+    url.searchParams.delete("token");
+    history.replaceState(null, "", url.pathname + url.search + url.hash);
+  }
+  return localStorage.getItem(TOKEN_KEY);
+}
+
+class AuthError extends Error {}
+
+async function api(path, options = {}) {
+  const resp = await fetch(path, {
+    ...options,
+    headers: { Authorization: `Bearer ${state.token}`, ...(options.headers || {}) },
+  });
+  const body = await resp.json().catch(() => ({}));
+  if (resp.status === 401) throw new AuthError(body.error || "unknown token");
+  if (!resp.ok) throw new Error(body.error || `HTTP ${resp.status}`);
+  return body;
+}
+
+function showLogin(message) {
+  state.token = null;
+  localStorage.removeItem(TOKEN_KEY);
+  for (const id of ["overview-view", "job-view"]) $(id).hidden = true;
+  $("login-view").hidden = false;
+  $("signout").hidden = true;
+  $("who").textContent = "";
+  $("login-error").textContent = message || "";
+  $("status").textContent = "signed out";
+}
+
+// ---------------------------------------------------------------- overview
+
+function card(label, value, extra = "") {
+  return `<div class="card"><div class="label">${esc(label)}</div>` +
+    `<div class="value">${value}</div>${extra}</div>`;
+}
+
+function renderCards(snap) {
+  const c = snap.counts;
+  const g = snap.gpus;
+  const pct = g.total ? Math.round((100 * g.allocated) / g.total) : 0;
+  const ratio = snap.scheduler.p2p_ratio;
+  $("cards").innerHTML = [
+    card("GPUs allocated", `${g.allocated}<small> / ${g.total}</small>`,
+      `<div class="bar"><span style="width:${pct}%"></span></div>`),
+    card("Running", c.running + c.staging),
+    card("Queued", c.queued),
+    card("Finished", c.finished),
+    card("Failed / killed / lost", c.failed + c.killed + c.lost),
+    card("Multi-GPU placed P2P", ratio == null ? "&ndash;" : `${Math.round(ratio * 100)}%`),
+  ].join("");
+}
+
+function gpuList(job) {
+  if (!job.tasks.length) return `${job.gpus} GPU${job.gpus > 1 ? "s" : ""} asked`;
+  return job.tasks.map((t) => `${esc(t.hostname)}: ${t.gpu_ids.join(",")}`).join("<br>");
+}
+
+function jobRow(job, cols, me) {
+  const sw = job.tasks.length && !job.state.match(/finished|failed|killed|lost/)
+    ? `<span class="swatch" style="background:${jobColour(job.id)}"></span>` : "";
+  const cells = {
+    id: `<td>${sw}<a href="#/jobs/${esc(job.id)}">${esc(job.id)}</a></td>`,
+    user: `<td>${esc(job.user)}</td>`,
+    name: `<td>${esc(job.name)}<br><span class="msg">${esc(job.framework || job.image)}</span></td>`,
+    gpus: `<td class="gpus">${gpuList(job)}</td>`,
+    state: `<td><span class="state ${esc(job.state)}">${esc(job.state)}</span></td>`,
+    age: `<td>${duration(job.age_s)}</td>`,
+    wait: `<td>${duration(job.wait_s)}</td>`,
+    msg: `<td class="msg">${esc(job.message)}</td>`,
+  };
+  return `<tr data-job="${esc(job.id)}" data-state="${esc(job.state)}">` +
+    cols.map((c) => cells[c]).join("") + "</tr>";
+}
+
+function renderTable(id, jobs, cols, heads, empty) {
+  const head = "<tr>" + heads.map((h) => `<th>${esc(h)}</th>`).join("") + "</tr>";
+  const rows = jobs.length ? jobs.map((j) => jobRow(j, cols)).join("")
+    : `<tr class="empty"><td colspan="${cols.length}">${esc(empty)}</td></tr>`;
+  $(id).innerHTML = head + rows;
+}
+
+function renderJobs(snap) {
+  const running = snap.jobs.filter((j) => j.state === "running" || j.state === "staging");
+  const queued = snap.jobs.filter((j) => j.state === "queued");
+  const done = snap.jobs.filter((j) => ["finished", "failed", "killed", "lost"].includes(j.state));
+  renderTable("running", running, ["id", "user", "name", "gpus", "state", "age"],
+    ["Job", "User", "Name / framework", "GPUs", "State", "Age"], "nothing running");
+  renderTable("queue", queued, ["id", "user", "name", "gpus", "wait", "msg"],
+    ["Job", "User", "Name / framework", "GPUs", "Waiting", "Why"], "the queue is empty");
+  renderTable("done", done, ["id", "user", "name", "gpus", "state", "age", "msg"],
+    ["Job", "User", "Name / framework", "GPUs", "State", "Age", "Last message"], "none yet");
+  $("running-count").textContent = `${running.length}`;
+  $("queue-count").textContent = `${queued.length} waiting`;
+}
+
+// ---------------------------------------------------------------- agents
+
+async function agentSvg(agent) {
+  if (!agent.has_topology) return null;
+  if (!(agent.id in state.svgs)) {
+    state.svgs[agent.id] = api(`/v1/dashboard/agents/${encodeURIComponent(agent.id)}/topology`)
+      .then((r) => r.svg).catch(() => { delete state.svgs[agent.id]; return null; });
+  }
+  return state.svgs[agent.id];
+}
+
+function holderColour(holder) {
+  if (!holder) return null;
+  return holder.job ? jobColour(holder.job) : TAKEN;
+}
+
+function holderText(gpu) {
+  const h = gpu.holder;
+  if (!h) return `GPU${gpu.index}: free`;
+  return h.job ? `GPU${gpu.index}: ${h.job} (${h.user})` : `GPU${gpu.index}: taken by another user`;
+}
+
+// Colour the GPU boxes of a topology drawing. `focus` ({job, gpus: {agent id: [index]}}, on a
+// job page) outlines that job's GPUs, dashed once the job has released them.
+function paintGpus(box, agent, focus) {
+  const mine = new Set(focus ? focus.gpus[agent.id] || [] : []);
+  for (const gpu of agent.gpus) {
+    const node = box.querySelector(`#node-gpu${gpu.index}`);
+    if (!node) continue;
+    const rect = node.querySelector("rect");
+    const colour = holderColour(gpu.holder);
+    const job = gpu.holder && gpu.holder.job;
+    node.setAttribute("data-gpu", gpu.index);
+    node.setAttribute("data-job", job || "");
+    node.classList.toggle("held", !!gpu.holder);
+    rect.setAttribute("fill", colour || "#ffffff");
+    rect.setAttribute("fill-opacity", colour ? "1" : "0.9");
+    const focused = mine.has(gpu.index);
+    const released = focused && job !== focus.job;
+    rect.setAttribute("stroke-width", focused ? "5" : "2.5");
+    rect.setAttribute("stroke-dasharray", released ? "7,4" : "none");
+    node.classList.toggle("focus", focused);
+    // The box's second line says who holds the GPU (its CPU affinity when free).
+    const texts = node.querySelectorAll("text");
+    if (texts.length > 1) {
+      const line = texts[1];
+      if (line.dataset.orig === undefined) line.dataset.orig = line.textContent;
+      line.textContent = gpu.holder ? (job || "taken") : line.dataset.orig;
+      line.setAttribute("font-weight", gpu.holder ? "bold" : "normal");
+    }
+    let title = node.querySelector("title");
+    if (!title) {
+      title = document.createElementNS("http://www.w3.org/2000/svg", "title");
+      node.prepend(title);
+    }
+    title.textContent = holderText(gpu);
+  }
+}
+
+function agentLegend(agent, snap, focus) {
+  const jobs = new Map();
+  let taken = 0;
+  for (const gpu of agent.gpus) {
+    const h = gpu.holder;
+    if (h && h.job) jobs.set(h.job, (jobs.get(h.job) || []).concat(gpu.index));
+    else if (h) taken += 1;
+  }
+  const names = Object.fromEntries(snap.jobs.map((j) => [j.id, j]));
+  const items = [...jobs.entries()].map(([id, gpus]) => {
+    const j = names[id];
+    const what = j ? `${esc(j.name)} &middot; ${esc(j.user)}` : "";
+    return `<span><span class="swatch" style="background:${jobColour(id)}"></span>` +
+      `<a href="#/jobs/${esc(id)}">${esc(id)}</a> ${what} &middot; GPUs ${gpus.join(",")}</span>`;
+  });
+  if (taken) items.push(`<span><span class="swatch" style="background:${TAKEN}"></span>` +
+    `${taken} GPU${taken > 1 ? "s" : ""} of other users</span>`);
+  items.push(`<span><span class="swatch" style="background:#fff"></span>free</span>`);
+  const own = focus ? focus.gpus[agent.id] || [] : [];
+  if (own.length) {
+    const held = agent.gpus.some((g) => g.holder && g.holder.job === focus.job);
+    items.unshift(`<span class="focus-key"><span class="swatch outline"></span>this job: GPUs ` +
+      `${own.join(",")}${held ? "" : " (released)"}</span>`);
+  }
+  return items.join("");
+}
+
+async function renderAgents(containerId, agents, snap, focus) {
+  const container = $(containerId);
+  if (!agents.length) {
+    container.innerHTML = `<div class="agent"><i>No agent has offered resources yet.</i></div>`;
+    return;
+  }
+  for (const el of [...container.children]) {
+    if (!agents.some((a) => el.dataset.agent === a.id)) el.remove();
+  }
+  for (const agent of agents) {
+    let box = [...container.children].find((el) => el.dataset.agent === agent.id);
+    if (!box) {
+      box = document.createElement("div");
+      box.className = "agent";
+      box.dataset.agent = agent.id;
+      box.innerHTML = `<div class="agent-head"></div><div class="legend"></div><div class="drawing"></div>`;
+      container.appendChild(box);
+    }
+    box.querySelector(".agent-head").innerHTML = `<b>${esc(agent.hostname)}</b>` +
+      `<span class="sub">${esc(agent.model === "unknown" ? "GPU model not advertised" : agent.model)} &middot; ${agent.allocated} of ${agent.total} GPUs allocated` +
+      ` &middot; agent ${esc(agent.id)}</span>`;
+    box.querySelector(".legend").innerHTML = agentLegend(agent, snap, focus);
+    const drawing = box.querySelector(".drawing");
+    const svg = await agentSvg(agent);
+    if (svg && !drawing.querySelector("svg")) drawing.innerHTML = svg;
+    if (!svg) {
+      drawing.innerHTML = `<div class="gpu-row">` + agent.gpus.map((g) =>
+        `<div class="gpu-chip" id="node-gpu${g.index}"><svg width="0" height="0"><rect/></svg>` +
+        `GPU${g.index}</div>`).join("") + `</div>`;
+      for (const g of agent.gpus) {
+        const chip = drawing.querySelector(`#node-gpu${g.index}`);
+        chip.style.background = holderColour(g.holder) || "#fff";
+      }
+    }
+    paintGpus(drawing, agent, focus);
+  }
+}
+
+// ---------------------------------------------------------------- plots
+
+function plot(title, times, values, opts = {}) {
+  const W = 360, H = 120, L = 34, R = 8, T = 8, B = 18;
+  const last = values.length ? values[values.length - 1] : null;
+  const fmt = opts.fmt || ((v) => `${v}`);
+  const now = `<span class="now">${last == null ? "&ndash;" : esc(fmt(last))}</span>`;
+  if (values.length < 2) {
+    return `<div class="plot"><div class="title">${esc(title)}</div>${now}` +
+      `<svg viewBox="0 0 ${W} ${H}"><text x="${W / 2}" y="${H / 2}" text-anchor="middle" ` +
+      `fill="#90a4ae" font-size="12">collecting samples&hellip;</text></svg></div>`;
+  }
+  const t0 = times[0], t1 = times[times.length - 1] || t0 + 1;
+  const top = Math.max((opts.max || 0) * 1.18, ...values, 1);
+  const axisTop = opts.max || Math.max(...values, 1);
+  const x = (t) => L + ((t - t0) / Math.max(1, t1 - t0)) * (W - L - R);
+  const y = (v) => T + (1 - v / top) * (H - T - B);
+  const pts = values.map((v, i) => `${x(times[i]).toFixed(1)},${y(v).toFixed(1)}`);
+  const area = `M${x(t0)},${y(0)} L${pts.join(" L")} L${x(t1)},${y(0)} Z`;
+  const colour = opts.colour || "#1565c0";
+  let ref = "";
+  if (opts.max) {
+    ref = `<line x1="${L}" x2="${W - R}" y1="${y(opts.max)}" y2="${y(opts.max)}" stroke="#90a4ae" ` +
+      `stroke-dasharray="4,3"/><text x="${W - R}" y="${y(opts.max) - 4}" text-anchor="end" ` +
+      `font-size="10" fill="#90a4ae">${esc(opts.maxLabel || "")}</text>`;
+  }
+  const axis = `<line x1="${L}" x2="${W - R}" y1="${y(0)}" y2="${y(0)}" stroke="#cfd8dc"/>` +
+    `<text x="${L - 4}" y="${y(axisTop) + 4}" text-anchor="end" font-size="10" ` +
+    `fill="#78909c">${esc(fmt(axisTop))}</text>` +
+    `<text x="${L - 4}" y="${y(0)}" text-anchor="end" font-size="10" fill="#78909c">0</text>` +
+    `<text x="${L}" y="${H - 3}" font-size="10" fill="#78909c">${clock(t0)}</text>` +
+    `<text x="${W - R}" y="${H - 3}" text-anchor="end" font-size="10" fill="#78909c">${clock(t1)}</text>`;
+  return `<div class="plot"><div class="title">${esc(title)}</div>${now}` +
+    `<svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none">${axis}${ref}` +
+    `<path d="${area}" fill="${colour}" fill-opacity="0.15"/>` +
+    `<polyline points="${pts.join(" ")}" fill="none" stroke="${colour}" stroke-width="2"/></svg></div>`;
+}
+
+function renderPlots(snap) {
+  const s = snap.series;
+  const total = s.gpus_total.length ? s.gpus_total[s.gpus_total.length - 1] : 0;
+  $("plots").innerHTML = [
+    plot("GPUs allocated", s.t, s.gpus_allocated,
+      { max: total, maxLabel: `all ${total} GPUs`, colour: "#2e7d32" }),
+    plot("Jobs waiting", s.t, s.jobs_waiting, { colour: "#ef6c00" }),
+    plot("Queue wait (longest)", s.t, s.queue_wait_s, { colour: "#6a1b9a", fmt: duration }),
+  ].join("");
+  const span = s.t.length > 1 ? duration(s.t[s.t.length - 1] - s.t[0]) : "";
+  $("plot-window").textContent = span &&
+    `last ${span}, a sample every ${snap.scheduler.sample_interval_s}s`;
+}
+
+function renderHeader(snap) {
+  const sch = snap.scheduler;
+  $("fw-facts").textContent = `framework "${sch.framework_name || "dlc"}" · DLC ${sch.version}` +
+    (sch.framework_id ? ` · ${sch.framework_id}` : "") + (sch.registered ? "" : " · not registered");
+  const link = $("mesos-link");
+  link.hidden = !sch.framework_url;
+  if (sch.framework_url) link.href = sch.framework_url;
+  $("who").textContent = `${snap.me.user}${snap.me.admin ? " (admin)" : ""}`;
+  $("signout").hidden = false;
+}
+
+// ---------------------------------------------------------------- job page
+
+function fact(label, value) {
+  return `<dt>${esc(label)}</dt><dd>${value}</dd>`;
+}
+
+async function renderJob(jobId, snap) {
+  const job = await api(`/v1/jobs/${encodeURIComponent(jobId)}`);
+  $("job-title").textContent = `${job.id} · ${job.name}`;
+  const badge = $("job-state");
+  badge.textContent = job.state;
+  badge.className = `state ${job.state}`;
+  $("job-message").textContent = job.message || "";
+  const ended = ["finished", "failed", "killed", "lost"].includes(job.state);
+  const mine = snap.me.admin || job.user === snap.me.user;
+  $("kill").hidden = ended || !mine || job.kill_requested;
+  $("kill").dataset.job = job.id;
+  const tasks = job.tasks.map((t) =>
+    `${esc(t.hostname)} GPUs ${t.gpu_ids.join(",")} <span class="msg">(${esc(t.state)})</span>`);
+  $("job-facts").innerHTML = [
+    fact("User", esc(job.user)),
+    fact("Framework", esc(job.framework || "-")),
+    fact("Image", `<code>${esc(job.image)}</code>`),
+    fact("GPUs", `${job.gpus} per node × ${job.nodes} node${job.nodes > 1 ? "s" : ""}`),
+    fact("Placed on", tasks.join("<br>") || "not yet"),
+    fact("Command", `<code>${esc(job.command.join(" "))}</code>`),
+    fact("Submitted", `${new Date(job.submitted_at * 1000).toLocaleString()} ` +
+      `(${duration(snap.now - job.submitted_at)} ago)`),
+    fact("Attempt", `${job.attempt + 1} (retries allowed: ${job.retries})`),
+  ].join("");
+  const rows = job.history.map((h) => `<tr><td>${clock(h.at)}</td>` +
+    `<td><span class="state ${esc(h.state)}">${esc(h.state)}</span></td>` +
+    `<td class="msg">${esc(h.message)}</td></tr>`);
+  $("job-history").innerHTML = "<tr><th>Time</th><th>State</th><th>Message</th></tr>" + rows.join("");
+  const agents = snap.agents.filter((a) => job.tasks.some((t) => t.agent_id === a.id));
+  const gpus = {};
+  for (const t of job.tasks) gpus[t.agent_id] = (gpus[t.agent_id] || []).concat(t.gpu_ids);
+  if (agents.length) await renderAgents("job-agents", agents, snap, { job: job.id, gpus });
+  else $("job-agents").innerHTML = `<div class="agent"><i>No GPUs held (${esc(job.state)}).</i></div>`;
+  await followLogs(job);
+}
+
+async function followLogs(job) {
+  if (state.logJob !== `${job.id}/${state.stream}`) {
+    state.logJob = `${job.id}/${state.stream}`;
+    state.logOffset = 0;
+    $("logs").textContent = "";
+  }
+  if (!job.tasks.length) {
+    $("logs").textContent = "(no logs until the job is placed)";
+    return;
+  }
+  const q = `stream=${state.stream}&offset=${state.logOffset}&length=65536`;
+  const out = await api(`/v1/jobs/${encodeURIComponent(job.id)}/logs?${q}`);
+  if (out.data) {
+    const pre = $("logs");
+    const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    pre.textContent += out.data;
+    if (atEnd) pre.scrollTop = pre.scrollHeight;
+  }
+  state.logOffset = out.offset;
+}
+
+// ---------------------------------------------------------------- loop
+
+function route() {
+  const m = window.location.hash.match(/^#\/jobs\/([A-Za-z0-9_.-]+)/);
+  return m ? { view: "job", id: m[1] } : { view: "overview" };
+}
+
+async function refresh() {
+  clearTimeout(state.timer);
+  if (!state.token) return;
+  try {
+    const snap = await api("/v1/dashboard");
+    state.snapshot = snap;
+    const holders = snap.agents.flatMap((a) => a.gpus.map((g) => g.holder && g.holder.job));
+    assignColours([...new Set(holders.filter(Boolean))].sort());
+    renderHeader(snap);
+    $("login-view").hidden = true;
+    const where = route();
+    $("overview-view").hidden = where.view !== "overview";
+    $("job-view").hidden = where.view !== "job";
+    if (where.view === "job") {
+      await renderJob(where.id, snap);
+    } else {
+      renderCards(snap);
+      renderJobs(snap);
+      await renderAgents("agents", snap.agents, snap, null);
+      renderPlots(snap);
+    }
+    $("status").textContent = `updated ${clock(snap.now)} · refreshes every ${POLL_MS / 1000}s`;
+  } catch (err) {
+    if (err instanceof AuthError) {
+      showLogin(`Sign-in failed: ${err.message}`);
+      return;
+    }
+    $("status").textContent = `cannot reach the scheduler (${err.message}); retrying`;
+  }
+  state.timer = setTimeout(refresh, POLL_MS);
+}
+
+function start() {
+  $("login-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    state.token = $("token-input").value.trim();
+    localStorage.setItem(TOKEN_KEY, state.token);
+    $("token-input").value = "";
+    refresh();
+  });
+  $("signout").addEventListener("click", () => showLogin(""));
+  $("kill").addEventListener("click", async () => {
+    const id = $("kill").dataset.job;
+    if (!window.confirm(`Kill job ${id}?`)) return;
+    $("kill").disabled = true;
+    try {
+      await api(`/v1/jobs/${encodeURIComponent(id)}/kill`, { method: "POST" });
+    } catch (err) {
+      $("job-message").textContent = `kill failed: ${err.message}`;
+    }
+    $("kill").disabled = false;
+    refresh();
+  });
+  for (const tab of document.querySelectorAll(".tab")) {
+    tab.addEventListener("click", () => {
+      state.stream = tab.dataset.stream;
+      for (const t of document.querySelectorAll(".tab")) t.classList.toggle("on", t === tab);
+      refresh();
+    });
+  }
+  window.addEventListener("hashchange", () => {
+    $("job-agents").innerHTML = "";
+    state.logJob = null;
+    window.scrollTo(0, 0);
+    refresh();
+  });
+  state.token = readToken();
+  if (state.token) refresh();
+  else showLogin("");
+}
+
+start();

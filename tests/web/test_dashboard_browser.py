@@ -1,0 +1,175 @@
+"""The dashboard in a real headless chromium against a running ``dlc local``.
+
+``dlc local`` runs as a subprocess on the simulated DGX-1 (examples/topologies/dgx1-v100.txt)
+with the stand-in executor (no Docker). The test follows a job from submit to finished in
+the browser, checks its GPUs are coloured in the topology drawing, that another user sees
+them only as taken, and that the browser console stays clean. The main page's screenshot is
+saved to build/test-artifacts/dashboard.png.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from dlc.scheduler.client import ApiClient
+from tests.web.browser import console_errors, start_chromium
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+DGX1 = ROOT / "examples" / "topologies" / "dgx1-v100.txt"
+STAND_IN = f"{sys.executable} {ROOT / 'tests' / 'scheduler' / 'stand_in_executor.py'}"
+ARTIFACTS = ROOT / "build" / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def dlc_local(tmp_path_factory):
+    """``(dashboard URL with ?token=, API URL, admin token, job DB)`` of a running ``dlc local``."""
+    work = tmp_path_factory.mktemp("dlc-local")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlc", "local", "--simulate", str(DGX1), "--api-port", "0",
+         "--cpus", "32", "--mem", "262144", "--work-dir", str(work / "state"),
+         "--executor-command", STAND_IN],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        lines: list[str] = []
+        while not any(line.startswith("Dashboard:") for line in lines):
+            line = proc.stdout.readline()
+            assert line, "dlc local exited early:\n" + "".join(lines)
+            lines.append(line)
+        text = "".join(lines)
+        dashboard = re.search(r"^Dashboard: (\S+)", text, re.M).group(1)
+        api = re.search(r"export DLC_API=(\S+)", text).group(1)
+        token = re.search(r"export DLC_TOKEN=(\S+)", text).group(1)
+        assert dashboard == f"{api}/?token={token}"
+        yield dashboard, api, token, work / "state" / "scheduler.db"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    driver = start_chromium(tmp_path / "profile", 1440, 1000)
+    yield driver
+    driver.quit()
+
+
+def wait_for(driver, script: str, timeout: float = 30.0, *args):
+    """Poll a JavaScript expression until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = driver.execute_script(script, *args)
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for: {script}")
+
+
+GPUS_OF_JOB = """
+return [...document.querySelectorAll(arguments[0] + ' g.node.gpu')]
+  .filter(g => g.dataset.job === arguments[1] && g.classList.contains('held'))
+  .map(g => Number(g.dataset.gpu)).sort();
+"""
+
+
+def test_dashboard_follows_a_job_to_finished(dlc_local, browser):
+    dashboard, api, token, _ = dlc_local
+    admin = ApiClient(api, token)
+    browser.get(dashboard)
+    wait_for(browser, "return document.querySelector('#agents svg g#node-gpu7')")
+    assert "token=" not in browser.current_url  # read once, then dropped from the address
+    assert urlsplit(browser.current_url).path == "/"
+
+    job = admin.submit(
+        {
+            "image": "none",
+            "gpus": 2,
+            "name": "resnet50",
+            "command": ["sh", "-c", "sleep 4; echo trained"],
+        }
+    )
+    job_id = job["id"]
+    row = f"#running tr[data-job='{job_id}']"
+    wait_for(browser, f'return document.querySelector("{row}")')
+    placed = admin.show(job_id)["tasks"][0]["gpu_ids"]
+    assert len(placed) == 2
+    shown = wait_for(browser, GPUS_OF_JOB, 10, "#agents", job_id)
+    assert shown == sorted(placed)
+    fill = browser.execute_script(
+        "return document.querySelector('#agents g#node-gpu' + arguments[0] + ' rect')"
+        ".getAttribute('fill')",
+        placed[0],
+    )
+    assert fill not in ("#ffffff", "white")
+    held_text = browser.find_element("css selector", "#cards").text
+    assert "2\n/ 8" in held_text or "2 / 8" in held_text
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / "dashboard.png"))
+
+    browser.find_element("css selector", f"{row} a").click()
+    wait_for(browser, "return location.hash.startsWith('#/jobs/')")
+    assert wait_for(browser, GPUS_OF_JOB, 10, "#job-agents", job_id) == sorted(placed)
+    wait_for(browser, "return document.getElementById('job-state').textContent === 'finished'", 40)
+    history = browser.find_element("css selector", "#job-history").text
+    for state in ("queued", "staging", "running", "finished"):
+        assert state in history
+    logs = wait_for(browser, "return document.getElementById('logs').textContent", 10)
+    assert "trained" in logs
+    browser.save_screenshot(str(ARTIFACTS / "dashboard-job.png"))
+
+    browser.get(dashboard.split("?")[0])
+    wait_for(browser, f"return document.querySelector(\"#done tr[data-job='{job_id}']\")")
+    assert browser.execute_script(GPUS_OF_JOB, "#agents", job_id) == []
+    assert console_errors(browser) == []
+
+
+def test_other_users_gpus_show_as_taken(dlc_local, browser):
+    _, api, token, db = dlc_local
+    admin = ApiClient(api, token)
+    job = admin.submit({"image": "none", "gpus": 1, "command": ["sleep", "20"]})
+    gpu = None
+    deadline = time.monotonic() + 20
+    while gpu is None and time.monotonic() < deadline:
+        tasks = admin.show(job["id"])["tasks"]
+        gpu = tasks[0]["gpu_ids"][0] if tasks else None
+        time.sleep(0.2)
+    assert gpu is not None, "the job was not placed"
+    bob = _create_user_token(db, "bob")
+    browser.get(f"{api}/?token={bob}")
+    wait_for(browser, f"return document.querySelector('#agents g#node-gpu{gpu}.held')")
+    node = browser.execute_script(
+        "const g = document.querySelector('#agents g#node-gpu' + arguments[0]);"
+        "return [g.dataset.job, g.querySelector('title').textContent];",
+        gpu,
+    )
+    assert node == ["", f"GPU{gpu}: taken by another user"]
+    assert job["id"] not in browser.find_element("css selector", "body").text
+    admin.kill(job["id"])
+    assert console_errors(browser) == []
+
+
+def test_wrong_token_shows_the_sign_in_form(dlc_local, browser):
+    _, api, _, _ = dlc_local
+    browser.get(f"{api}/?token=not-a-token")
+    wait_for(browser, "return !document.getElementById('login-view').hidden")
+    assert "Sign-in failed" in browser.find_element("css selector", "#login-error").text
+    # the 401 itself is the only console entry a wrong token may cause
+    assert all("401" in e for e in console_errors(browser))
+
+
+def _create_user_token(db: Path, user: str) -> str:
+    """A user token in the running scheduler's store, made as an operator would."""
+    out = subprocess.run(
+        [sys.executable, "-m", "dlc", "scheduler", "--db", str(db), "--create-token", user],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
+    )  # fmt: skip
+    return out.stdout.strip()
