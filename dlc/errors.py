@@ -74,6 +74,20 @@ class AllocationError(DlcError):
         super().__init__(message)
 
 
+class ConfigError(DlcError):
+    """A scheduler setting (``dlc scheduler``/``dlc local`` option) is invalid.
+
+    Attributes:
+        field: the offending setting, e.g. ``"policy"``.
+    """
+
+    exit_code = 2
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
 class OfferError(DlcError):
     """A Mesos offer is malformed or cannot be used."""
 

@@ -69,8 +69,8 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, all
             write_token_file(token_file, token)
         gpus = ",".join(str(i) for i in cluster.topology.gpu_indices)
         what = f"simulated from {simulate}" if simulate else "this host"
-        click.echo(f"Mesos:     {cluster.emulator.url} (emulator; agent GPUs {gpus}, {what})")
-        click.echo(f"Framework: {service.framework.framework_url()}")
+        click.echo(f"Mesos:     {cluster.emulator.url}/ (DLC's Mesos emulator, no Mesos web UI;")
+        click.echo(f"           agent GPUs {gpus}, {what})")
         print_login(service.api_url, token, token_file)
         click.echo("Press Ctrl-C to stop.", err=True)
         wait_for_signal()

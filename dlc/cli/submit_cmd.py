@@ -149,7 +149,8 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
     job = ApiClient(api, token).submit(spec)
     click.echo(job["id"])
     if job.get("framework_url"):
-        click.echo(f"Mesos UI: {job['framework_url']}", err=True)
+        where = "Mesos emulator" if job.get("master_kind") == "emulator" else "Mesos UI"
+        click.echo(f"{where}: {job['framework_url']}", err=True)
 
 
 def _age(submitted_at: float) -> str:

@@ -101,7 +101,10 @@ class MesosEmulator:
             self._server = EmulatorHTTPServer(self._bind, self)
         except OSError as exc:
             host, port = self._bind
-            raise EmulatorError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+            raise EmulatorError(
+                f"--mesos-port {port}: cannot listen on {host}:{port} ({exc.strerror}); "
+                "pick another port, or 0 for any"
+            ) from None
         self.runtime = AgentRuntime(self.lock, self._work_dir, lambda: self.address)
         self.master = Master(
             str(uuid.uuid4()), self.runtime, lambda: self.address, self._allocation_interval

@@ -1,6 +1,7 @@
 """HTTP front of the Mesos emulator: the v1 scheduler and executor APIs and read-only state.
 
-Routes: ``GET /version``, ``/master/state`` (also ``/state``, ``/master/state.json``),
+Routes: ``GET /`` (an HTML page: what the emulator is and holds), ``/version``,
+``/master/state`` (also ``/state``, ``/master/state.json``),
 ``/master/slaves``, ``/slave(N)/state``; ``POST /api/v1/scheduler``, ``/api/v1/executor`` and
 ``/slave(N)/api/v1/executor``. Subscriptions answer ``200`` with a chunked RecordIO body (and a
 ``Mesos-Stream-Id`` header); other calls ``202 Accepted`` with an empty body; refused calls
@@ -19,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from dlc.mesos.emulator_master import HEARTBEAT_INTERVAL_SECONDS, CallError
+from dlc.mesos.emulator_model import EMULATOR_BUILD_USER
+from dlc.mesos.emulator_page import render_index
 from dlc.mesos.emulator_state import agent_state, master_state, slaves_state
 from dlc.mesos.emulator_streams import EventStream, http_chunk, recordio
 
@@ -73,9 +76,16 @@ class EmulatorHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         emulator = self.server.emulator
         agent_index, path = self._split_agent()
+        page: bytes | None = None
         with emulator.lock:
-            if path == "/version":
-                body: Any = {"version": "1.11.0", "git_tag": "1.11.0", "build_user": "dlc-emulator"}
+            if path in ("/", "/index.html") and agent_index is None:
+                page = render_index(master_state(emulator.master)).encode()
+            elif path == "/version":
+                body: Any = {
+                    "version": "1.11.0",
+                    "git_tag": "1.11.0",
+                    "build_user": EMULATOR_BUILD_USER,
+                }
             elif agent_index is not None and path in ("/state", "/state.json"):
                 body = agent_state(emulator.master, agent_index)
             elif path in ("/master/state", "/master/state.json", "/state", "/state.json"):
@@ -86,7 +96,9 @@ class EmulatorHandler(BaseHTTPRequestHandler):
                 body = None
             else:
                 body = KeyError
-        if body is KeyError:
+        if page is not None:
+            self._reply(200, page, "text/html; charset=utf-8")
+        elif body is KeyError:
             self._reply(404, b"Not found\n")
         elif body is None:
             self._reply(200)

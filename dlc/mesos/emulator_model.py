@@ -9,19 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlc.mesos.resources import Resources
+from dlc.mesos.states import TERMINAL_STATES
 
-TERMINAL_STATES = frozenset(
-    {
-        "TASK_FINISHED",
-        "TASK_FAILED",
-        "TASK_KILLED",
-        "TASK_ERROR",
-        "TASK_LOST",
-        "TASK_DROPPED",
-        "TASK_GONE",
-        "TASK_GONE_BY_OPERATOR",
-    }
-)
+#: ``build_user`` of the emulator's ``/version``: how clients tell it from a real master
+EMULATOR_BUILD_USER = "dlc-emulator"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from dlc.mesos.emulator_model import Framework, Task, dig, make_status
+from dlc.mesos.states import TASK_UNKNOWN
 
 MAX_UPDATE_RETRY_SECONDS = 600.0
 
@@ -56,7 +57,7 @@ class StatusUpdates:
             partition_aware = framework.has_capability("PARTITION_AWARE")
             status = make_status(
                 task_id,
-                "TASK_UNKNOWN" if partition_aware else "TASK_LOST",
+                TASK_UNKNOWN if partition_aware else "TASK_LOST",
                 "SOURCE_MASTER",
                 reason="REASON_RECONCILIATION",
                 message="Reconciliation: Task is unknown",

@@ -85,6 +85,8 @@ class ApiServer:
         dispatch: carries out :class:`Actions` (revive on submit, kills) on the driver.
         host, port: where to listen (port 0: any free port).
         framework_url: Mesos UI URL of the framework (callable; known after registration).
+        master_kind: ``"emulator"``/``"mesos"`` (callable; ``None`` before registration),
+            so clients can say which UI ``framework_url`` opens.
         web: the dashboard (:class:`dlc.web.dashboard.Dashboard`): serves ``/``, ``/static``,
             ``/metrics`` and ``/v1/dashboard``; without it ``/`` is a small status page.
     """
@@ -98,16 +100,19 @@ class ApiServer:
         port: int = 0,
         framework_url: Callable[[], str | None] = lambda: None,
         web: Any = None,
+        master_kind: Callable[[], str | None] = lambda: None,
     ):
         self.core, self.logs, self.dispatch = core, logs, dispatch
         self.framework_url = framework_url
+        self.master_kind = master_kind
         self.web = web
         handler = type("Handler", (_Handler,), {"api": self})
         try:
             self._server = ThreadingHTTPServer((host, port), handler)
         except OSError as exc:
             raise DlcError(
-                f"cannot listen on {host}:{port} ({exc}); pick another --api-port"
+                f"--api-port {port}: cannot listen on {host}:{port} "
+                f"({exc.strerror or exc}); pick another port, or 0 for any"
             ) from None
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -127,8 +132,10 @@ class ApiServer:
         return self.url
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self._server.shutdown()
+        """Stop serving and close the socket (also when :meth:`start` never ran)."""
+        if self._thread is not None:  # shutdown() waits for serve_forever: only if it runs
+            self._server.shutdown()
+            self._thread = None
         self._server.server_close()
 
     # -- request handling (called by the handler) ----------------------------
@@ -175,6 +182,7 @@ class ApiServer:
         self.dispatch(Actions(revive=True))
         out = job_to_dict(job)
         out["framework_url"] = self.framework_url()
+        out["master_kind"] = self.master_kind()
         return out
 
     def _logs(self, job: Job, query: dict) -> dict:

@@ -28,7 +28,7 @@ class ApiClient:
     """
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout_s: float = 10):
-        self.url = (url or os.environ.get("DLC_API") or DEFAULT_API).rstrip("/")
+        self.url = checked_api_url(url or os.environ.get("DLC_API") or DEFAULT_API).rstrip("/")
         self.token = token if token is not None else os.environ.get("DLC_TOKEN")
         self.timeout_s = timeout_s
 
@@ -71,6 +71,22 @@ class ApiClient:
             ) from None
         except ValueError:
             raise ApiError(f"{self.url} did not answer with JSON; is it a DLC scheduler?") from None
+
+
+def checked_api_url(url: str) -> str:
+    """``url`` if it is an ``http(s)://HOST[:PORT]`` URL.
+
+    Raises:
+        ApiError: anything else, naming ``--api``/``DLC_API`` and a URL that works.
+    """
+    parts = urllib.parse.urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError:
+        parts = parts._replace(netloc="")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ApiError(f"--api/DLC_API: {url!r} is not an http(s) URL; use e.g. {DEFAULT_API}")
+    return url
 
 
 def _quote(job_id: str) -> str:

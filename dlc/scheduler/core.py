@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from dlc.errors import JobNotFound, JobSpecError
+from dlc.mesos.states import NOT_RUNNING_STATES
 from dlc.scheduler.jobs import (
     Job,
     JobSpec,
@@ -31,6 +32,7 @@ from dlc.scheduler.jobs import (
     job_state_from_task_state,
 )
 from dlc.scheduler.placement import (
+    NO_TOPOLOGY_POLICY,
     DriverCheck,
     PlacementConfig,
     TopologyOf,
@@ -44,17 +46,8 @@ if TYPE_CHECKING:
     from dlc.scheduler.metrics import SchedulerMetrics
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 
-_TERMINAL_TASK = {
-    "TASK_FINISHED",
-    "TASK_FAILED",
-    "TASK_KILLED",
-    "TASK_ERROR",
-    "TASK_LOST",
-    "TASK_DROPPED",
-    "TASK_GONE",
-    "TASK_GONE_BY_OPERATOR",
-    "TASK_UNKNOWN",
-}
+#: task states in which nothing of the task runs any more (no kill needed)
+_TERMINAL_TASK = NOT_RUNNING_STATES
 
 #: reasons meaning a launch never reached an agent: the job may run again for free
 _NEVER_LAUNCHED = {"REASON_RECONCILIATION", "REASON_INVALID_OFFERS"}
@@ -261,6 +254,8 @@ class SchedulerCore:
             for x in launches
         )
         gpus = "; ".join(f"{t.hostname} GPUs {','.join(map(str, t.gpu_ids))}" for t in tasks)
+        if any(x.policy == NO_TOPOLOGY_POLICY for x in launches):
+            gpus += " (first-fit: the agent has no dlc_topo attribute)"
         return self.store.save_job(
             replace(job, state=JobState.STAGING, tasks=tasks, message=f"launching on {gpus}")
         )

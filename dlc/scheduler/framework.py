@@ -25,15 +25,18 @@ Robustness rules carried out here:
 from __future__ import annotations
 
 import getpass
+import json
 import logging
 import queue
 import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dlc.mesos.emulator_model import EMULATOR_BUILD_USER
 from dlc.scheduler.core import Actions, SchedulerCore
 
 log = logging.getLogger(__name__)
@@ -151,6 +154,8 @@ class MesosFramework:
         driver_factory: ``(callbacks, framework_info, master, principal, secret) -> driver``
             (default: pymesos's ``MesosSchedulerDriver``; tests pass a fake).
         clock: monotonic time source.
+        version_probe: master URL -> its ``/version`` JSON, or ``None`` when it does not
+            answer (default: an HTTP GET); tells DLC's emulator from a real master.
     """
 
     def __init__(
@@ -159,8 +164,12 @@ class MesosFramework:
         config: FrameworkConfig,
         driver_factory: Callable[..., Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        version_probe: Callable[[str], dict | None] | None = None,
     ):
         self.core = core
+        self._version_probe = version_probe or fetch_master_version
+        #: ``"emulator"`` (DLC's Mesos emulator) or ``"mesos"``; ``None`` until registered
+        self.master_kind: str | None = None
         self.config = config
         self._factory = driver_factory or _pymesos_driver
         self._clock = clock
@@ -206,9 +215,14 @@ class MesosFramework:
         return f"http://{self.master_info['hostname']}:{self.master_info.get('port', 5050)}"
 
     def framework_url(self) -> str | None:
-        """The Mesos UI page of this framework."""
+        """The Mesos UI page of this framework (the emulator's own page for the emulator,
+        which has no Mesos web UI)."""
         fid, master = self.core.framework_id, self.master_url
-        return f"{master}/#/frameworks/{fid}" if fid and master else None
+        if not fid or not master:
+            return None
+        if self.master_kind == "emulator":
+            return f"{master}/#framework-{fid}"
+        return f"{master}/#/frameworks/{fid}"
 
     def _start_driver(self) -> None:
         info = framework_info(self.config, self.core.framework_id)
@@ -264,7 +278,15 @@ class MesosFramework:
         if framework_id:
             self.core.set_framework_id(framework_id)  # stored before anything uses it
         self.master_info = master_info
-        log.info("registered as %s with %s", self.core.framework_id, self.master_url)
+        self.master_kind = _kind_of(
+            self._version_probe(self.master_url) if self.master_url else None
+        )
+        log.info(
+            "registered as %s with %s (%s)",
+            self.core.framework_id,
+            self.master_url,
+            self.master_kind,
+        )
         self.registered.set()
         tasks = self.core.reconcile_tasks()
         self._unconfirmed = {t["task_id"]["value"]: t["agent_id"]["value"] for t in tasks}
@@ -381,3 +403,18 @@ def _pymesos_driver(callbacks, info, master, principal, secret):
         failover=True,  # stopping the driver never tears the framework down
         timeout=10 * 365 * 24 * 3600,  # keep retrying the master; never abort on our own
     )
+
+
+def fetch_master_version(master_url: str, timeout_s: float = 2.0) -> dict | None:
+    """``GET <master>/version`` as JSON, or ``None`` when it does not answer with JSON."""
+    try:
+        with urllib.request.urlopen(f"{master_url}/version", timeout=timeout_s) as resp:  # noqa: S310
+            body = json.loads(resp.read())
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _kind_of(version: dict | None) -> str:
+    """``"emulator"`` when ``/version`` names DLC's emulator, else ``"mesos"``."""
+    return "emulator" if (version or {}).get("build_user") == EMULATOR_BUILD_USER else "mesos"

@@ -71,6 +71,41 @@ _FRAMEWORK_RE = re.compile(r"^[a-z][a-z0-9_-]*:[A-Za-z0-9_.-]+$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MAX_GPUS_PER_NODE = 64
 
+#: how a user sets each field: a ``dlc submit`` flag (with its value's name), or a spec-file key
+_HOW: dict[str, str] = {
+    "framework": "--framework NAME:VERSION",
+    "image": "--image IMAGE",
+    "gpus": "--gpus N",
+    "nodes": "--nodes N",
+    "gpu_model": "--gpu-model MODEL",
+    "cpus": "--cpus N",
+    "mem_mib": "--mem MIB",
+    "disk_mib": "disk_mib: N",
+    "env": "-e KEY=VALUE",
+    "volumes": "-v /HOST:/CONTAINER[:ro|rw]",
+    "priority": "--priority N",
+    "retries": "--retries N",
+    "name": "--name NAME",
+    "cuda_version": "cuda_version: X.Y",
+}
+
+
+def _fix(key: str, rule: str = "") -> str:
+    """The fix clause of a message: ``pass --gpus N with 1 <= N <= 64``."""
+    how = _HOW.get(key, f"{key}: VALUE")
+    text = f"pass {how}" if how.startswith("-") else f"set {how} in the spec file"
+    return f"{text} with {rule}" if rule else text
+
+
+def _range_rule(key: str, lo: float, hi: float) -> str:
+    """``1 <= N <= 64``, named as the flag's value (``MIB`` for ``--mem MIB``)."""
+    var = _HOW.get(key, "N").split()[-1]
+    return f"{_num(lo)} <= {var} <= {_num(hi)}"
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
 
 @dataclass(frozen=True)
 class VolumeSpec:
@@ -89,12 +124,20 @@ class VolumeSpec:
         """
         parts = text.split(":")
         if len(parts) not in (2, 3) or not all(parts[:2]) or not parts[0].startswith("/"):
-            raise JobSpecError("volumes", f"{text!r} is not /HOST:/CONTAINER[:ro|rw]")
+            raise JobSpecError(
+                "volumes", f"{text!r} is not /HOST:/CONTAINER[:ro|rw]; {_fix('volumes')}"
+            )
         mode = parts[2] if len(parts) == 3 else "ro"
         if mode not in ("ro", "rw"):
-            raise JobSpecError("volumes", f"{text!r}: mode must be ro or rw, not {mode!r}")
+            raise JobSpecError(
+                "volumes", f"{text!r}: mode must be ro or rw, not {mode!r}; end it with :ro or :rw"
+            )
         if not parts[1].startswith("/"):
-            raise JobSpecError("volumes", f"{text!r}: the container path must be absolute")
+            raise JobSpecError(
+                "volumes",
+                f"{text!r}: the container path must be absolute; start it with /, "
+                f"as in {_fix('volumes')}",
+            )
         return cls(parts[0], parts[1], mode == "ro")
 
 
@@ -152,12 +195,18 @@ class JobSpec:
             JobSpecError: the first invalid field, named, with how to fix it.
         """
         if not isinstance(data, dict):
-            raise JobSpecError("spec", "must be a mapping of fields (framework, gpus, command ...)")
+            raise JobSpecError(
+                "spec",
+                "must be a mapping of fields (framework, gpus, command ...); "
+                "write one `field: value` per line",
+            )
         known = {f for f in cls.__dataclass_fields__}
         unknown = sorted(set(data) - known)
         if unknown:
             names = ", ".join(sorted(known))
-            raise JobSpecError(unknown[0], f"unknown field; known fields: {names}")
+            raise JobSpecError(
+                unknown[0], f"unknown field; known fields: {names}; fix its spelling or remove it"
+            )
         spec = cls(
             framework=_opt_str(data, "framework"),
             image=_opt_str(data, "image"),
@@ -185,13 +234,23 @@ class JobSpec:
             JobSpecError: no image source, or a malformed framework/name.
         """
         if not self.framework and not self.image:
-            raise JobSpecError("framework", "give a framework (e.g. pytorch:2.3) or an image")
+            raise JobSpecError(
+                "framework",
+                "give a framework (e.g. pytorch:2.3) or an image; "
+                f"{_fix('framework')} (`dlc images` lists them) or {_HOW['image']}",
+            )
         if self.framework and not _FRAMEWORK_RE.match(self.framework):
             raise JobSpecError(
-                "framework", f"{self.framework!r} is not NAME:VERSION (e.g. pytorch:2.3)"
+                "framework",
+                f"{self.framework!r} is not NAME:VERSION; {_fix('framework')}, "
+                "e.g. --framework pytorch:2.3 (`dlc images` lists them)",
             )
         if self.name is not None and not _NAME_RE.match(self.name):
-            raise JobSpecError("name", "use up to 63 letters, digits, '_', '.', '-'")
+            raise JobSpecError(
+                "name",
+                f"{self.name!r} is not a valid name; {_fix('name')} with up to 63 letters, "
+                "digits, '_', '.', '-', starting with a letter or digit",
+            )
 
     @property
     def label(self) -> str:
@@ -209,7 +268,9 @@ def _opt_str(data: dict, key: str) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise JobSpecError(key, f"must be a string, got {type(value).__name__}")
+        raise JobSpecError(
+            key, f"must be a string, got {type(value).__name__}; {_fix(key)} (quote it in YAML)"
+        )
     return value.strip()
 
 
@@ -217,25 +278,29 @@ def _int(data: dict, key: str, default: int, lo: int, hi: int) -> int:
     value = data.get(key, default)
     if value is None:
         return default
+    rule = _range_rule(key, lo, hi)
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise JobSpecError(key, f"must be a whole number, got {value!r}")
+        raise JobSpecError(key, f"must be a whole number, got {value!r}; {_fix(key, rule)}")
     try:
         number = int(value)
     except ValueError:
-        raise JobSpecError(key, f"must be a whole number, got {value!r}") from None
+        raise JobSpecError(
+            key, f"must be a whole number, got {value!r}; {_fix(key, rule)}"
+        ) from None
     if not lo <= number <= hi:
-        raise JobSpecError(key, f"must be between {lo} and {hi}, got {number}")
+        raise JobSpecError(key, f"must be between {lo} and {hi}, got {number}; {_fix(key, rule)}")
     return number
 
 
 def _float(data: dict, key: str, default: float) -> float:
     value = data.get(key, default)
+    rule = _range_rule(key, 0.01, 1024)
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise JobSpecError(key, f"must be a number, got {value!r}") from None
+        raise JobSpecError(key, f"must be a number, got {value!r}; {_fix(key, rule)}") from None
     if not 0.01 <= number <= 1024:
-        raise JobSpecError(key, f"must be between 0.01 and 1024, got {number}")
+        raise JobSpecError(key, f"must be between 0.01 and 1024, got {number}; {_fix(key, rule)}")
     return number
 
 
@@ -244,7 +309,11 @@ def _command(value: Any) -> tuple[str, ...]:
         # A YAML string runs through the shell, so pipes and && work as users expect.
         return ("sh", "-c", value) if value.strip() else ()
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise JobSpecError("command", "must be a string or a list of strings")
+        raise JobSpecError(
+            "command",
+            "must be a string or a list of strings; put the command after `--` "
+            "(dlc submit ... -- python train.py) or write command: as a list of strings",
+        )
     return tuple(value)
 
 
@@ -254,20 +323,26 @@ def _env(value: Any) -> dict[str, str]:
         for item in value:
             key, sep, val = str(item).partition("=")
             if not sep:
-                raise JobSpecError("env", f"{item!r} is not KEY=VALUE")
+                raise JobSpecError("env", f"{item!r} is not KEY=VALUE; {_fix('env')}")
             pairs[key] = val
         value = pairs
     if not isinstance(value, dict):
-        raise JobSpecError("env", "must be a mapping or a list of KEY=VALUE")
+        raise JobSpecError("env", f"must be a mapping or a list of KEY=VALUE; {_fix('env')}")
     for key in value:
         if not isinstance(key, str) or not _ENV_RE.match(key):
-            raise JobSpecError("env", f"{key!r} is not a valid variable name")
+            raise JobSpecError(
+                "env",
+                f"{key!r} is not a valid variable name; use letters, digits and '_', "
+                "not starting with a digit",
+            )
     return {k: str(v) for k, v in value.items()}
 
 
 def _volumes(value: Any) -> tuple[VolumeSpec, ...]:
     if not isinstance(value, list | tuple):
-        raise JobSpecError("volumes", "must be a list of HOST:CONTAINER[:ro|rw]")
+        raise JobSpecError(
+            "volumes", f"must be a list of /HOST:/CONTAINER[:ro|rw]; {_fix('volumes')}"
+        )
     result = []
     for item in value:
         if isinstance(item, str):
@@ -276,7 +351,9 @@ def _volumes(value: Any) -> tuple[VolumeSpec, ...]:
             mode = "ro" if item.get("read_only", True) else "rw"
             result.append(VolumeSpec.parse(f"{item['host_path']}:{item['container_path']}:{mode}"))
         else:
-            raise JobSpecError("volumes", f"{item!r} is not HOST:CONTAINER[:ro|rw]")
+            raise JobSpecError(
+                "volumes", f"{item!r} is not /HOST:/CONTAINER[:ro|rw]; {_fix('volumes')}"
+            )
     return tuple(result)
 
 
@@ -293,7 +370,9 @@ def check_volumes(spec: JobSpec, allowed_prefixes: tuple[str, ...]) -> None:
         ):
             allowed = ", ".join(allowed_prefixes) or "none (the scheduler allows no volumes)"
             raise JobSpecError(
-                "volumes", f"{vol.host_path} is not under an allowed host path; allowed: {allowed}"
+                "volumes",
+                f"{vol.host_path} is not under an allowed host path; allowed: {allowed}; "
+                "mount a path under one of them (the scheduler's --allow-volume sets the list)",
             )
 
 

@@ -12,12 +12,14 @@ still places them by topology.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlc.errors import DiscoveryError, DlcError
+from dlc.scheduler.placement import check_policy
 from dlc.scheduler.service import SchedulerService, ServiceConfig
 from dlc.scheduler.task_info import ExecutorConfig
 
@@ -47,6 +49,9 @@ class LocalConfig:
     executor_command: str | None = None
     allowed_volumes: tuple[str, ...] = field(default_factory=tuple)
     admin_token: str | None = None
+
+    def __post_init__(self) -> None:
+        check_policy(self.policy)
 
 
 def host_memory_mib() -> int:
@@ -85,6 +90,21 @@ def agent_spec(config: LocalConfig):
     ), topo
 
 
+def local_os_error(exc: OSError, config: LocalConfig) -> DlcError:
+    """One line for an OSError of ``dlc local``, naming the option that fixes it."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES) and not exc.filename:
+        return DlcError(
+            f"--api-port {config.api_port}: cannot listen ({reason}); "
+            "pick another port, or 0 for any"
+        )
+    where = f" ({exc.filename})" if exc.filename else ""
+    return DlcError(
+        f"--work-dir {config.work_dir}: cannot use it: {reason}{where}; "
+        "pass a writable directory with --work-dir DIR"
+    )
+
+
 class LocalCluster:
     """A running ``dlc local`` (emulator + scheduler + API)."""
 
@@ -98,9 +118,23 @@ class LocalCluster:
     def start(self, timeout_s: float = 30.0) -> LocalCluster:
         """Start everything and wait until the framework is registered.
 
+        Whatever fails, whatever was already started (emulator threads and executor
+        processes, the API, the job database) is stopped before the error is raised.
+
         Raises:
-            DlcError: something did not come up in time (the message says what).
+            DlcError: something did not come up in time, or a port or the work
+                directory cannot be used (the message names the option to change).
         """
+        try:
+            self._start(timeout_s)
+        except BaseException as exc:  # Ctrl-C included: nothing half-started may linger
+            self.stop()
+            if isinstance(exc, OSError):
+                raise local_os_error(exc, self.config) from None
+            raise
+        return self
+
+    def _start(self, timeout_s: float) -> None:
         from dlc.mesos.emulator import MesosEmulator
 
         work = Path(self.config.work_dir).resolve()
@@ -120,17 +154,11 @@ class LocalCluster:
             admin_token=self.config.admin_token,
             executor=ExecutorConfig(env=env, command=self.config.executor_command),
         )
-        try:
-            self.service = SchedulerService(service_config)
-            self.service.start()
-        except DlcError:
-            self.emulator.stop()
-            raise
+        self.service = SchedulerService(service_config)
+        self.service.start()
         if not self.service.framework.registered.wait(timeout_s):
-            self.stop()
             raise DlcError(f"the scheduler did not register with the emulator in {timeout_s:g} s")
         self.admin_token = self._remember_token(work / "admin.token")
-        return self
 
     def _remember_token(self, path: Path) -> str | None:
         """The admin token: new ones are saved in the work dir, later runs read it back."""

@@ -26,12 +26,13 @@ Rules:
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from dlc.errors import AllocationError, OfferError
-from dlc.scheduler.allocator import allocate, get_policy
+from dlc.errors import AllocationError, ConfigError, OfferError
+from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.jobs import Job
 from dlc.topology.model import Gpu, Topology
 
@@ -39,6 +40,11 @@ from dlc.topology.model import Gpu, Topology
 ATTR_TOPOLOGY = "dlc_topo"
 ATTR_GPU_MODEL = "gpu_model"
 ATTR_DRIVER = "nvidia_driver"
+
+#: what :attr:`Launch.policy` says when an agent without ``dlc_topo`` got first-fit
+NO_TOPOLOGY_POLICY = "first-fit (agent has no dlc_topo attribute)"
+
+log = logging.getLogger(__name__)
 
 TopologyOf = Callable[[dict[str, str]], Topology | None]
 DriverCheck = Callable[[str, str], bool]
@@ -119,6 +125,8 @@ class Launch:
     hostname: str
     offer_ids: tuple[str, ...]
     gpu_ids: tuple[int, ...]
+    #: the policy that chose ``gpu_ids`` (:data:`NO_TOPOLOGY_POLICY` for a bare agent)
+    policy: str = ""
 
 
 @dataclass
@@ -155,13 +163,34 @@ class PlacementConfig:
     """Knobs of :func:`place`.
 
     Attributes:
-        policy: allocator policy name (``tree``; ``first-fit`` when unknown).
+        policy: allocator policy name (one of :data:`POLICY_MODULES`). Agents
+            without a topology get first-fit whatever this says.
         executor_cpus, executor_mem_mib: what each task's executor costs.
+
+    Raises:
+        ConfigError: unknown policy name (the message lists the known ones).
     """
 
     policy: str = "tree"
     executor_cpus: float = 0.1
     executor_mem_mib: float = 64.0
+
+    def __post_init__(self) -> None:
+        check_policy(self.policy)
+
+
+def check_policy(name: str) -> str:
+    """``name`` if it is a known allocator policy.
+
+    Raises:
+        ConfigError: unknown name, naming ``--policy`` and the known policies.
+    """
+    if name not in POLICY_MODULES:
+        known = ", ".join(sorted(POLICY_MODULES))
+        raise ConfigError(
+            "policy", f"unknown placement policy {name!r}; pass --policy one of {known}"
+        )
+    return name
 
 
 class _Slot:
@@ -235,7 +264,7 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
     spec = job.spec
     cpus = spec.cpus + config.executor_cpus
     mem = spec.mem_mib + config.executor_mem_mib
-    chosen: list[tuple[_Slot, tuple[int, ...]]] = []
+    chosen: list[tuple[_Slot, tuple[int, ...], str]] = []
     reason = "no offers"
     # Best fit: the agent with the fewest free GPUs that can still hold the job,
     # so big holes stay open for big jobs.
@@ -254,19 +283,19 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
             reason = f"no offer has gpus:{spec.gpus}"
             continue
         try:
-            ids = _pick_gpus(slot, job, config.policy, topology_of, driver_ok)
+            ids, policy = _pick_gpus(slot, job, config.policy, topology_of, driver_ok)
         except AllocationError as exc:
             reason = str(exc)
             continue
         slot.take(cpus, mem, spec.disk_mib, ids, +1)
-        chosen.append((slot, ids))
+        chosen.append((slot, ids, policy))
     if len(chosen) < spec.nodes:
-        for slot, ids in chosen:  # all or nothing: give back the partial gang
+        for slot, ids, _ in chosen:  # all or nothing: give back the partial gang
             slot.take(cpus, mem, spec.disk_mib, ids, -1)
         if spec.nodes > 1 and chosen:
             reason = f"only {len(chosen)} of {spec.nodes} nodes fit: {reason}"
         return reason
-    for rank, (slot, ids) in enumerate(chosen):
+    for rank, (slot, ids, policy) in enumerate(chosen):
         result.launches.append(
             Launch(
                 job.job_id,
@@ -276,13 +305,14 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
                 slot.hostname,
                 slot.offer_ids,
                 ids,
+                policy,
             )
         )
     return None
 
 
-def _pick_gpus(slot, job, policy, topology_of, driver_ok) -> tuple[int, ...]:
-    """Choose GPUs on one agent, or raise AllocationError saying why not."""
+def _pick_gpus(slot, job, policy, topology_of, driver_ok) -> tuple[tuple[int, ...], str]:
+    """Choose GPUs on one agent (and say with which policy), or raise AllocationError."""
     spec = job.spec
     attrs = slot.attributes
     driver = agent_text(attrs, ATTR_DRIVER)
@@ -305,8 +335,26 @@ def _pick_gpus(slot, job, policy, topology_of, driver_ok) -> tuple[int, ...]:
             )
     if topology is None or not set(free) <= set(topology.gpu_indices):
         # Unknown layout: links are unknown, so only first-fit makes sense.
-        topology, policy = _bare_topology(frozenset(free)), "first-fit"
-    return allocate(topology, free, spec.gpus, policy=_known_policy(policy))
+        _note_bare_agent(slot.agent_id, slot.hostname)
+        ids = allocate(_bare_topology(frozenset(free)), free, spec.gpus, policy="first-fit")
+        return ids, NO_TOPOLOGY_POLICY
+    return allocate(topology, free, spec.gpus, policy=policy), policy
+
+
+_bare_agents_logged: set[str] = set()
+
+
+def _note_bare_agent(agent_id: str, hostname: str) -> None:
+    """Log once per agent that it gets first-fit (operators expect topology placement)."""
+    if agent_id in _bare_agents_logged:
+        return
+    _bare_agents_logged.add(agent_id)
+    log.warning(
+        "agent %s (%s) has no usable dlc_topo attribute: its GPUs are placed first-fit; "
+        "run `dlc node-config` on it and restart its mesos-agent with the printed --attributes",
+        agent_id,
+        hostname,
+    )
 
 
 def model_matches(wanted: str, model: str) -> bool:
@@ -338,17 +386,6 @@ def agent_text(attributes: dict[str, str], name: str) -> str | None:
 @functools.lru_cache(maxsize=64)
 def _bare_topology(ids: frozenset[int]) -> Topology:
     return Topology(gpus=tuple(Gpu(i) for i in sorted(ids)), source="offer")
-
-
-@functools.lru_cache(maxsize=16)
-def _known_policy(name: str) -> str:
-    """``name`` if the allocator registry has it, else ``first-fit`` (the ``tree``
-    policy lands in its own module; until then the scheduler must still run)."""
-    try:
-        get_policy(name)
-    except (AllocationError, ImportError):
-        return "first-fit"
-    return name
 
 
 @functools.lru_cache(maxsize=4096)

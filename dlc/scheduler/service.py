@@ -16,7 +16,7 @@ from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.framework import FrameworkConfig, MesosFramework
 from dlc.scheduler.logs import LogReader
 from dlc.scheduler.metrics import SchedulerMetrics
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.placement import PlacementConfig, check_policy
 from dlc.scheduler.store import JobStore
 from dlc.scheduler.task_info import ExecutorConfig
 from dlc.web.dashboard import Dashboard
@@ -52,6 +52,9 @@ class ServiceConfig:
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     max_skips: int = 20
 
+    def __post_init__(self) -> None:
+        check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
+
 
 class SchedulerService:
     """A running DLC scheduler (call :meth:`start`, then :meth:`stop`)."""
@@ -70,15 +73,20 @@ class SchedulerService:
         self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)
         fw_config = config.framework or FrameworkConfig(master=config.master)
         self.dashboard = Dashboard(self.core, self.metrics, self._dashboard_info)
-        self.api = ApiServer(
-            self.core,
-            LogReader(lambda: self.core.framework_id, self._master_url, config.sandbox_roots),
-            self._dispatch,
-            config.api_host,
-            config.api_port,
-            framework_url=lambda: self.framework.framework_url(),
-            web=self.dashboard,
-        )
+        try:
+            self.api = ApiServer(
+                self.core,
+                LogReader(lambda: self.core.framework_id, self._master_url, config.sandbox_roots),
+                self._dispatch,
+                config.api_host,
+                config.api_port,
+                framework_url=lambda: self.framework.framework_url(),
+                master_kind=lambda: self.framework.master_kind,
+                web=self.dashboard,
+            )
+        except BaseException:  # the port is taken: do not leave the database open
+            self.store.close()
+            raise
         if fw_config.webui_url is None:
             fw_config = _with_webui(fw_config, self.api.url + "/")
         self.framework = MesosFramework(self.core, fw_config, driver_factory)
@@ -101,6 +109,7 @@ class SchedulerService:
             "framework_id": self.core.framework_id,
             "framework_url": self.framework.framework_url(),
             "master_url": self.framework.master_url,
+            "master_kind": self.framework.master_kind,
             "registered": self.framework.registered.is_set(),
         }
 

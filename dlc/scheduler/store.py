@@ -164,6 +164,14 @@ class JobStore:
             ).fetchall()
         return [(at, state, msg) for at, state, msg in rows]
 
+    def state_events(self) -> list[tuple[str, float, str]]:
+        """``(job_id, time, state)`` of every job's history, in time order."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT job_id, at, state FROM job_events ORDER BY at, id"
+            ).fetchall()
+        return [(job_id, at, state) for job_id, at, state in rows]
+
     # -- meta: framework id ---------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:

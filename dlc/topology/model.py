@@ -164,6 +164,9 @@ class Topology:
         driver_version: NVIDIA driver version when known (``"535.129.03"``).
         cuda_version: highest CUDA version the driver supports, when known.
         source: where the facts came from (``"topo-m"``, ``"nvml"``, ...).
+        truncated: the input table was cut short (``--allow-truncated``): the machine
+            has more GPUs or NICs than these. Not part of equality or the compact
+            encoding, so complete topologies round-trip exactly as before.
     """
 
     gpus: tuple[Gpu, ...]
@@ -173,6 +176,7 @@ class Topology:
     driver_version: str | None = None
     cuda_version: str | None = None
     source: str = "unknown"
+    truncated: bool = field(default=False, compare=False)
 
     def __hash__(self) -> int:  # dict fields make the generated hash unusable
         return hash((self.gpus, tuple(sorted(self.links.items())), self.nics))

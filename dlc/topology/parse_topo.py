@@ -25,7 +25,7 @@ number and what was expected there; no other exception escapes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dlc.errors import TopologyParseError
 from dlc.topology.model import Gpu, Nic, PairLink, PcieLevel, Topology
@@ -398,7 +398,7 @@ def parse_topo_m(text: str, *, allow_truncated: bool = False) -> Topology:
             rows[-1].affinity = {}  # its last value may be cut mid-token
         _check_matrix(rows, labels)
         legend = _nic_legend(lines, rows[-1].line)
-        return _build(header, rows, legend, gpu_rows)
+        return replace(_build(header, rows, legend, gpu_rows), truncated=True)
     _check_matrix(rows, labels)
     legend = _nic_legend(lines, rows[-1].line)
     return _build(header, rows, legend, len(header.gpus))

@@ -131,6 +131,8 @@ def summary_line(facts: TopologyFacts) -> str:
     head = f"{n} GPU{'s' if n != 1 else ''}"
     if len(models) == 1 and None not in models:
         head += f" ({models.pop()})"
+    if topo.truncated:  # say so first: every count below is a lower bound
+        head = f"truncated table, complete rows only: {head}"
     parts = [f"{head} on {facts.numa_nodes} NUMA node{'s' if facts.numa_nodes != 1 else ''}"]
     if topo.nics:
         parts.append(f"{len(topo.nics)} NIC{'s' if len(topo.nics) != 1 else ''}")
@@ -232,6 +234,8 @@ def render_report(facts: TopologyFacts, console: Console, *, bandwidth: bool = T
     topo = facts.topo
     console.print(Text(facts.summary, style="bold"))
     source = f"source: {describe_source(topo)}"
+    if topo.truncated:
+        source += " (cut short: the machine has more GPUs or NICs than shown)"
     if topo.driver_version:
         source += f", driver {topo.driver_version}"
     if topo.cuda_version:

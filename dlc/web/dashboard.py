@@ -10,6 +10,7 @@ the API itself (``/v1/jobs/<id>``, ``/logs``, ``/kill``).
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -21,8 +22,11 @@ from dlc.scheduler.core import SchedulerCore
 from dlc.scheduler.jobs import JobState
 from dlc.scheduler.metrics import CONTENT_TYPE, AgentInfo, SchedulerMetrics, allocated_gpus
 from dlc.web.agents import fetch_agents
+from dlc.web.replay import replay_samples
 from dlc.web.series import Sample, Sampler, SeriesRing
 from dlc.web.snapshot import build_snapshot
+
+log = logging.getLogger(__name__)
 
 #: static files the page needs -> content type (nothing else under static/ is served)
 STATIC = {
@@ -66,7 +70,15 @@ class Dashboard:
         self._agents_at = 0.0  # next time to read the master's agent list
 
     def start(self) -> None:
-        """Start sampling the plotted series."""
+        """Seed the plots from the job store's history, then start sampling."""
+        try:
+            count = self.ring.capacity - 1  # leave room for the first live sample
+            seeded = replay_samples(self.core.store, self._clock(), self.sampler.interval_s, count)
+        except Exception:  # empty plots are better than a dashboard that does not start
+            log.exception("replaying the job history into the plots failed")
+            seeded = []
+        for sample in seeded:
+            self.ring.add(sample)
         self.sampler.start()
 
     def stop(self) -> None:

@@ -3,8 +3,8 @@
 Every ``interval_s`` the sampler records GPUs allocated (and total), jobs
 waiting, and the queue wait: the longest wait among jobs placed since the last
 sample or still queued. A ring of ``capacity`` samples (default one hour at
-5 s) bounds memory; history before the scheduler started is not kept (the
-store's per-job history and Prometheus cover the long view).
+5 s) bounds memory; on start the dashboard seeds it from the job store's
+history (:mod:`dlc.web.replay`), so a restart does not blank the plots.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ class SeriesRing:
             raise ValueError("capacity must be at least 1")
         self._samples: deque[Sample] = deque(maxlen=capacity)
         self._lock = threading.Lock()
+
+    @property
+    def capacity(self) -> int:
+        """How many samples the ring keeps."""
+        return self._samples.maxlen or 0
 
     def add(self, sample: Sample) -> None:
         """Append a sample (the oldest falls out when full)."""

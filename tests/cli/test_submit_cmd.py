@@ -77,7 +77,11 @@ def test_submit_yaml_spec_flags_override(env):
     "args, message",
     [
         pytest.param(["--framework", "pytorch:9.9"], "known: pytorch:2.3", id="unknown-version"),
-        pytest.param(["--image", "x", "--gpus", "0"], "gpus: must be between 1", id="zero-gpus"),
+        pytest.param(
+            ["--image", "x", "--gpus", "0"],
+            "gpus: must be between 1 and 64, got 0; pass --gpus N with 1 <= N <= 64",
+            id="zero-gpus",
+        ),
         pytest.param(["--image", "x", "-v", "/etc:/etc"], "allowed: /data", id="volume"),
         pytest.param(["--image", "x", "--mem", "lots"], "mem: 'lots' is not a size", id="mem"),
         pytest.param(["--gpus", "1"], "framework: give a framework", id="no-framework"),
@@ -201,3 +205,26 @@ def test_example_specs_are_valid(path):
 
 def test_examples_exist():
     assert len(EXAMPLES) >= 4
+
+
+@pytest.mark.parametrize(
+    "kind, label",
+    [("emulator", "Mesos emulator: "), ("mesos", "Mesos UI: ")],
+    ids=["emulator", "real-mesos"],
+)
+def test_submit_names_the_master_ui_honestly(tmp_path, kind, label):
+    store = JobStore(tmp_path / "db")
+    core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")), _resolver)
+    server = ApiServer(
+        core, LogReader(lambda: None), lambda actions: None,
+        framework_url=lambda: "http://m:5050/x", master_kind=lambda: kind,
+    )  # fmt: skip
+    server.start()
+    try:
+        e = {"DLC_API": server.url, "DLC_TOKEN": store.add_token("alice")}
+        result = run(e, "submit", "--image", "x", "--", "true")
+    finally:
+        server.stop()
+    assert result.exit_code == 0, result.output
+    assert f"{label}http://m:5050/x" in result.stderr
+    assert ("Mesos UI" in result.stderr) is (kind == "mesos")

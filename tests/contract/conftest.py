@@ -9,36 +9,23 @@ started.
 
 from __future__ import annotations
 
-import os
 import queue
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dlc.mesos import import_pymesos
 from dlc.mesos.emulator import AgentSpec, MesosEmulator
+from tests.real_mesos import SCRIPT, RealMesos, venv_env
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "mesos-local.sh"
 AGENT_RESOURCES = "cpus:4;mem:4096;disk:10240;ports:[31000-31100];gpus:4;gpu_ids:{0,1,2,3}"
 AGENT_ATTRIBUTES = "gpu_model:Tesla_V100;dlc_topo:t1.n4"
 EVENT_TIMEOUT = 15.0
 
 pymesos = import_pymesos()
-
-
-def _venv_env() -> dict[str, str]:
-    """This interpreter's bin/ first on PATH: the agent's executors run the `python3` there."""
-    env = dict(os.environ)
-    venv_bin = str(Path(sys.executable).parent)
-    env["PATH"] = f"{venv_bin}:{env.get('PATH', '')}"
-    env["VENV"] = str(Path(venv_bin).parent)
-    return env
 
 
 @pytest.fixture(scope="session")
@@ -48,28 +35,18 @@ def real_mesos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     Yields:
         The master address ``"127.0.0.1:PORT"``.
     """
-    env = _venv_env()
-    env.update(MESOS_RESOURCES=AGENT_RESOURCES, MESOS_ATTRIBUTES=AGENT_ATTRIBUTES)
+    env = venv_env(MESOS_RESOURCES=AGENT_RESOURCES, MESOS_ATTRIBUTES=AGENT_ATTRIBUTES)
     build = subprocess.run(
         ["bash", str(SCRIPT), "build"], env=env, capture_output=True, text=True, timeout=600
     )
     if build.returncode != 0:
         pytest.fail(f"cannot build the real Mesos: {build.stderr.strip()[-500:]}", pytrace=False)
-    run_dir = tmp_path_factory.mktemp("mesos-run")
-    start = subprocess.run(
-        ["bash", str(SCRIPT), "start", "", str(run_dir)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if start.returncode != 0:
-        pytest.fail(f"cannot start the real Mesos: {start.stderr.strip()}", pytrace=False)
-    address = start.stdout.split()[0]
+    mesos = RealMesos(tmp_path_factory.mktemp("mesos-run"), env)
+    mesos.start()
     try:
-        yield address
+        yield mesos.address
     finally:
-        subprocess.run(["bash", str(SCRIPT), "stop", str(run_dir)], env=env, timeout=60)
+        mesos.stop()
 
 
 @pytest.fixture(scope="session")

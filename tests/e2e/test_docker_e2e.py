@@ -23,11 +23,11 @@ from click.testing import CliRunner
 
 from dlc.cli.main import cli
 from dlc.executor.container_spec import LABEL_EXECUTOR, LABEL_FRAMEWORK
+from tests.real_mesos import SCRIPT, RealMesos, venv_env
 
 pytestmark = pytest.mark.docker
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "mesos-local.sh"
 IMAGE = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
 RESOURCES = "cpus:4;mem:4096;disk:10240;ports:[31000-31100];gpus:4;gpu_ids:{0,1,2,3}"
 TOKEN = "e2e-docker-token"
@@ -65,13 +65,6 @@ def gpu_host(docker_runtime, tmp_path_factory):
     volume.remove(force=True)
 
 
-def _venv_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-    env["MESOS_RESOURCES"] = RESOURCES
-    return env
-
-
 @pytest.fixture(scope="module", params=[pytest.param("real", marks=pytest.mark.mesos), "emulator"])
 def master(request, tmp_path_factory):
     """(master address, sandbox roots): the real Mesos (marker mesos) or DLC's emulator.
@@ -85,16 +78,12 @@ def master(request, tmp_path_factory):
         with MesosEmulator(agents=[AgentSpec(resources=RESOURCES)], work_dir=work) as emulator:
             yield emulator.address, (str(work),)
         return
-    env = _venv_env()
+    env = venv_env(MESOS_RESOURCES=RESOURCES)
     build = subprocess.run(["bash", str(SCRIPT), "build"], env=env, capture_output=True, text=True)
     assert build.returncode == 0, f"cannot build the real Mesos: {build.stderr[-500:]}"
-    run = tmp_path_factory.mktemp("mesos")
-    start = subprocess.run(
-        ["bash", str(SCRIPT), "start", "", str(run)], env=env, capture_output=True, text=True
-    )
-    assert start.returncode == 0, f"real Mesos did not start: {start.stderr or start.stdout}"
-    yield start.stdout.split()[0], ()
-    subprocess.run(["bash", str(SCRIPT), "stop", str(run)], env=env, timeout=60)
+    mesos = RealMesos(tmp_path_factory.mktemp("mesos"), env)
+    yield mesos.start(), ()
+    mesos.stop()
 
 
 @pytest.fixture

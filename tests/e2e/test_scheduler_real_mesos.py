@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -28,6 +27,7 @@ from dlc.scheduler.framework import FrameworkConfig
 from dlc.scheduler.logs import LogReader
 from dlc.scheduler.service import SchedulerService, ServiceConfig
 from dlc.scheduler.task_info import ExecutorConfig
+from tests.real_mesos import RealMesos, real_mesos_master, venv_env
 
 pytestmark = pytest.mark.mesos
 
@@ -51,19 +51,8 @@ def master(request, tmp_path):
         with MesosEmulator(agents=[agent], work_dir=tmp_path / "emulator") as emulator:
             yield emulator.address, "emulator"
         return
-    env = {**os.environ, "MESOS_RESOURCES": AGENT_RESOURCES}
-    run = tmp_path / "mesos"
-    run.mkdir()
-    proc = subprocess.run(
-        ["bash", str(ROOT / "scripts/mesos-local.sh"), "start", "", str(run)],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"real Mesos did not start: {proc.stderr or proc.stdout}"
-    address, run_dir = proc.stdout.split()
-    try:
-        yield address, "real"
-    finally:
-        subprocess.run(["bash", str(ROOT / "scripts/mesos-local.sh"), "stop", run_dir], cwd=ROOT)
+    with real_mesos_master(tmp_path / "mesos", MESOS_RESOURCES=AGENT_RESOURCES) as mesos:
+        yield mesos.address, "real"
 
 
 def _service(master, db, sandbox_roots=()):
@@ -185,15 +174,9 @@ def test_dlc_executor_runs_the_container_on_the_real_master(tmp_path):
     No GPU here, so the executor runs with DLC_GPU_STYLE=none; the GPU ids still come from the
     allocator and reach the container's environment renumbered from 0.
     """
-    env = {**os.environ, "MESOS_RESOURCES": AGENT_RESOURCES}
-    run = tmp_path / "mesos"
-    run.mkdir()
-    proc = subprocess.run(
-        ["bash", str(ROOT / "scripts/mesos-local.sh"), "start", "", str(run)],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"real Mesos did not start: {proc.stderr or proc.stdout}"
-    address, run_dir = proc.stdout.split()
+    mesos = RealMesos(tmp_path / "mesos", venv_env(MESOS_RESOURCES=AGENT_RESOURCES))
+    address = mesos.start()
+    run_dir = str(mesos.run_dir)
     config = ServiceConfig(
         master=address,
         db=str(tmp_path / "db"),
@@ -217,65 +200,44 @@ def test_dlc_executor_runs_the_container_on_the_real_master(tmp_path):
         assert "in the container" in _cli(service, "logs", job_id)
     finally:
         service.stop()
-        subprocess.run(["bash", str(ROOT / "scripts/mesos-local.sh"), "stop", run_dir], cwd=ROOT)
+        mesos.stop()
 
 
 @pytest.mark.mesos
 def test_master_going_away_loses_nothing(tmp_path):
     """Master down: submits still queue; master back on the same address: same framework id,
     the framework reconnects by itself and the queued job runs."""
-    env = {**os.environ, "MESOS_RESOURCES": AGENT_RESOURCES}
-    run = tmp_path / "mesos"
-    run.mkdir()
-    script = str(ROOT / "scripts/mesos-local.sh")
-
-    def start(port=""):
-        proc = subprocess.run(
-            ["bash", script, "start", port, str(run)],
-            capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
-        )  # fmt: skip
-        assert proc.returncode == 0, f"real Mesos did not start: {proc.stderr or proc.stdout}"
-        return proc.stdout.split()[0]
-
-    address = start()
+    mesos = RealMesos(tmp_path / "mesos", venv_env(MESOS_RESOURCES=AGENT_RESOURCES))
+    address = mesos.start()
     service = _service(address, tmp_path / "db")
     try:
         framework_id = service.core.framework_id
-        subprocess.run(["bash", script, "stop", str(run)], cwd=ROOT, check=True)
+        mesos.stop(check=True)
         job_id = _cli(service, "submit", "--image", "none", "--gpus", "1", "--", "echo", "back")
         job_id = job_id.split()[0]
         assert service.store.get_job(job_id).state.value == "queued"
-        start(address.rsplit(":", 1)[1])
+        mesos.start(address.rsplit(":", 1)[1])
         job = _wait_state(service, job_id, {"finished", "failed", "lost"}, timeout=90)
         assert job.state.value == "finished", job.message
         assert service.core.framework_id == framework_id
         assert _cli(service, "logs", job_id).endswith("back\n")
     finally:
         service.stop()
-        subprocess.run(["bash", script, "stop", str(run)], cwd=ROOT)
+        mesos.stop()
 
 
 @pytest.mark.mesos
 def test_principal_and_secret_authenticate_and_a_wrong_secret_does_not_kill_us(tmp_path):
     creds = tmp_path / "credentials.json"
     creds.write_text(json.dumps({"credentials": [{"principal": "dlc", "secret": "s3cret"}]}))
-    env = {
-        **os.environ,
+    mesos_vars = {
         "MESOS_RESOURCES": AGENT_RESOURCES,
         "MESOS_AUTHENTICATE_HTTP_FRAMEWORKS": "true",
         "MESOS_HTTP_FRAMEWORK_AUTHENTICATORS": "basic",
         "MESOS_CREDENTIALS": str(creds),
     }
-    run = tmp_path / "mesos"
-    run.mkdir()
-    script = str(ROOT / "scripts/mesos-local.sh")
-    proc = subprocess.run(
-        ["bash", script, "start", "", str(run)],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"real Mesos did not start: {proc.stderr or proc.stdout}"
-    address = proc.stdout.split()[0]
-    try:
+    with real_mesos_master(tmp_path / "mesos", **mesos_vars) as mesos:
+        address = mesos.address
         for secret, registers in [("wrong", False), ("s3cret", True)]:
             framework = FrameworkConfig(master=address, principal="dlc", secret=secret)
             config = ServiceConfig(
@@ -287,5 +249,3 @@ def test_principal_and_secret_authenticate_and_a_wrong_secret_does_not_kill_us(t
                 assert service.framework.registered.wait(8 if registers else 4) is registers
             finally:
                 service.stop()
-    finally:
-        subprocess.run(["bash", script, "stop", str(run)], cwd=ROOT)

@@ -230,3 +230,29 @@ def test_stop_kills_processes_and_frees_the_port(tmp_path: Path) -> None:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind((host, int(port)))
         probe.listen()
+
+
+def get_page(address: str, path: str) -> tuple[int, str, str]:
+    connection = http.client.HTTPConnection(address, timeout=10)
+    connection.request("GET", path)
+    response = connection.getresponse()
+    return response.status, response.getheader("Content-Type"), response.read().decode()
+
+
+def test_index_page_says_it_is_the_emulator_and_links_framework_ui(emulator: MesosEmulator):
+    status, ctype, page = get_page(emulator.address, "/")
+    assert (status, ctype) == (200, "text/html; charset=utf-8")
+    assert "DLC's Mesos emulator" in page and "no Mesos web UI" in page
+    assert "gpu-host" in page and "no frameworks yet" in page and "no tasks" in page
+    info = {"user": "u", "name": "dlc<&>", "webui_url": "http://127.0.0.1:8642/?a=1&b=2"}
+    subscriber = Subscriber(emulator.address, info)
+    framework_id = subscriber.event("SUBSCRIBED")["subscribed"]["framework_id"]["value"]
+    page = get_page(emulator.address, "/index.html")[2]
+    assert f'id="framework-{framework_id}"' in page
+    assert '<a href="http://127.0.0.1:8642/?a=1&amp;b=2">' in page
+    assert "dlc&lt;&amp;&gt;" in page and "dlc<&>" not in page
+    subscriber.sock.close()
+
+
+def test_version_names_the_emulator(emulator: MesosEmulator) -> None:
+    assert get(emulator.address, "/version")[1]["build_user"] == "dlc-emulator"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 
@@ -164,3 +165,32 @@ def test_status_page_and_health(api):
         assert b"DLC scheduler" in resp.read()
     with urllib.request.urlopen(server.url + "/healthz") as resp:
         assert json.loads(resp.read())["ok"] is True
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("127.0.0.1:8642", id="no-scheme"),
+        pytest.param("ftp://127.0.0.1:8642", id="ftp"),
+        pytest.param("http://", id="no-host"),
+        pytest.param("http://127.0.0.1:99999", id="port-out-of-range"),
+    ],
+)
+@pytest.mark.parametrize("via", ["argument", "environment"])
+def test_bad_api_url_names_the_option_and_fix(monkeypatch, url, via):
+    monkeypatch.setenv("DLC_API", url)
+    with pytest.raises(ApiError) as err:
+        ApiClient(url if via == "argument" else None, "t").jobs()
+    assert str(err.value) == (
+        f"--api/DLC_API: {url!r} is not an http(s) URL; use e.g. http://127.0.0.1:8642"
+    )
+
+
+def test_api_server_stops_when_it_never_started(tmp_path):
+    store = JobStore(tmp_path / "db")
+    server = ApiServer(SchedulerCore(store), LogReader(lambda: None), lambda actions: None, port=0)
+    stopper = threading.Thread(target=server.stop, daemon=True)
+    stopper.start()
+    stopper.join(timeout=5)
+    store.close()
+    assert not stopper.is_alive(), "ApiServer.stop() hung waiting for a serve loop never started"

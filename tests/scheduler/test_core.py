@@ -10,7 +10,7 @@ from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.store import JobStore
 
-from .helpers import offer
+from .helpers import offer, pairs_topology
 
 
 def resolver(spec):
@@ -210,3 +210,21 @@ def test_gang_member_dropped_kills_the_rest_instead_of_free_requeue(core):
     actions = core.on_status(status(t0, "TASK_KILLED"))
     again = core.store.get_job(job.job_id)
     assert actions.revive and again.state is JobState.QUEUED and again.failures == 1
+
+
+@pytest.mark.parametrize(
+    "with_topology, note",
+    [(False, True), (True, False)],
+    ids=["bare-agent-says-first-fit", "topology-agent-no-note"],
+)
+def test_launch_message_says_when_topology_was_not_used(tmp_path, with_topology, note):
+    topo = pairs_topology(4, {(2, 3)})
+    core = SchedulerCore(
+        JobStore(tmp_path / "db"), CoreConfig(placement=PlacementConfig("tree")), resolver,
+        topology_of=(lambda attrs: topo) if with_topology else (lambda attrs: None),
+    )  # fmt: skip
+    job = submit(core, gpus=2)
+    core.on_offers([offer("o1", "a1", [0, 1, 2, 3])])
+    message = core.store.get_job(job.job_id).message
+    assert message.startswith("launching on ")
+    assert ("(first-fit: the agent has no dlc_topo attribute)" in message) is note

@@ -167,3 +167,36 @@ def test_removed_framework_registers_afresh(setup):
     driver.callbacks.error(driver, "Framework has been removed")
     wait_for(lambda: len(FakeDriver.instances) == 2)
     assert core.store.framework_id is None and "id" not in FakeDriver.instances[1].info
+
+
+@pytest.mark.parametrize(
+    "version, kind, url",
+    [
+        pytest.param(
+            {"version": "1.11.0", "build_user": "dlc-emulator"}, "emulator",
+            "http://m:5050/#framework-fw-1", id="emulator",
+        ),
+        pytest.param(
+            {"version": "1.11.0", "build_user": "root"}, "mesos",
+            "http://m:5050/#/frameworks/fw-1", id="real-mesos",
+        ),
+        pytest.param(None, "mesos", "http://m:5050/#/frameworks/fw-1", id="no-answer"),
+    ],
+)  # fmt: skip
+def test_framework_url_is_honest_about_the_emulator(tmp_path, version, kind, url):
+    FakeDriver.instances = []
+    core = SchedulerCore(JobStore(tmp_path / "db"), resolver=lambda s: (s.image, None))
+    asked = []
+    fw = MesosFramework(
+        core, FrameworkConfig("m:5050"), FakeDriver, clock=Clock(),
+        version_probe=lambda master: asked.append(master) or version,
+    )  # fmt: skip
+    fw.start()
+    try:
+        assert fw.master_kind is None and fw.framework_url() is None
+        driver = FakeDriver.instances[0]
+        driver.callbacks.registered(driver, {"value": "fw-1"}, {"hostname": "m", "port": 5050})
+        wait_for(lambda: fw.registered.is_set())
+        assert (fw.master_kind, fw.framework_url(), asked) == (kind, url, ["http://m:5050"])
+    finally:
+        fw.stop()

@@ -16,32 +16,83 @@ from dlc.scheduler.jobs import (
 
 
 @pytest.mark.parametrize(
-    "body, field",
+    "body, field, fix",
     [
-        pytest.param({}, "framework", id="no-image-source"),
-        pytest.param({"framework": "pytorch"}, "framework", id="framework-without-version"),
-        pytest.param({"image": "x", "gpus": 0}, "gpus", id="zero-gpus"),
-        pytest.param({"image": "x", "gpus": "two"}, "gpus", id="gpus-not-number"),
-        pytest.param({"image": "x", "gpus": True}, "gpus", id="gpus-bool"),
-        pytest.param({"image": "x", "cpus": 0}, "cpus", id="zero-cpus"),
-        pytest.param({"image": "x", "mem_mib": 1}, "mem_mib", id="tiny-memory"),
-        pytest.param({"image": "x", "nodes": 0}, "nodes", id="zero-nodes"),
-        pytest.param({"image": "x", "command": 3}, "command", id="command-not-list"),
-        pytest.param({"image": "x", "env": {"1BAD": "x"}}, "env", id="bad-env-name"),
-        pytest.param({"image": "x", "env": ["NOEQUALS"]}, "env", id="env-list-without-equals"),
-        pytest.param({"image": "x", "volumes": ["rel:/data"]}, "volumes", id="relative-volume"),
-        pytest.param({"image": "x", "volumes": ["/a:/b:rx"]}, "volumes", id="bad-volume-mode"),
-        pytest.param({"image": "x", "retries": -1}, "retries", id="negative-retries"),
-        pytest.param({"image": "x", "gpu": 1}, "gpu", id="unknown-field"),
-        pytest.param({"image": "x", "name": "bad name"}, "name", id="name-with-space"),
-        pytest.param([], "spec", id="not-a-mapping"),
+        pytest.param({}, "framework", "; pass --framework NAME:VERSION", id="no-image-source"),
+        pytest.param(
+            {"framework": "pytorch"}, "framework", "; pass --framework NAME:VERSION, e.g.",
+            id="framework-without-version",
+        ),
+        pytest.param(
+            {"image": "x", "gpus": 0}, "gpus",
+            "must be between 1 and 64, got 0; pass --gpus N with 1 <= N <= 64", id="zero-gpus",
+        ),
+        pytest.param(
+            {"image": "x", "gpus": "two"}, "gpus", "; pass --gpus N with 1 <= N <= 64",
+            id="gpus-not-number",
+        ),
+        pytest.param({"image": "x", "gpus": True}, "gpus", "; pass --gpus N with", id="gpus-bool"),
+        pytest.param(
+            {"image": "x", "cpus": 0}, "cpus", "; pass --cpus N with 0.01 <= N <= 1024",
+            id="zero-cpus",
+        ),
+        pytest.param(
+            {"image": "x", "mem_mib": 1}, "mem_mib", "; pass --mem MIB with 32 <= MIB <= ",
+            id="tiny-memory",
+        ),
+        pytest.param(
+            {"image": "x", "disk_mib": -1}, "disk_mib", "; set disk_mib: N in the spec file with",
+            id="spec-file-only-field",
+        ),
+        pytest.param(
+            {"image": "x", "nodes": 0}, "nodes", "; pass --nodes N with 1 <= N <= 1024",
+            id="zero-nodes",
+        ),
+        pytest.param(
+            {"image": "x", "command": 3}, "command", "; put the command after `--`",
+            id="command-not-list",
+        ),
+        pytest.param(
+            {"image": "x", "env": {"1BAD": "x"}}, "env", "; use letters, digits and '_'",
+            id="bad-env-name",
+        ),
+        pytest.param(
+            {"image": "x", "env": ["NOEQUALS"]}, "env", "; pass -e KEY=VALUE",
+            id="env-list-without-equals",
+        ),
+        pytest.param(
+            {"image": "x", "volumes": ["rel:/data"]}, "volumes",
+            "; pass -v /HOST:/CONTAINER[:ro|rw]", id="relative-volume",
+        ),
+        pytest.param(
+            {"image": "x", "volumes": ["/a:/b:rx"]}, "volumes", "; end it with :ro or :rw",
+            id="bad-volume-mode",
+        ),
+        pytest.param(
+            {"image": "x", "retries": -1}, "retries", "; pass --retries N with 0 <= N <= 100",
+            id="negative-retries",
+        ),
+        pytest.param(
+            {"image": "x", "gpu": 1}, "gpu", "; fix its spelling or remove it", id="unknown-field"
+        ),
+        pytest.param(
+            {"image": "x", "name": "bad name"}, "name", "; pass --name NAME with up to 63",
+            id="name-with-space",
+        ),
+        pytest.param(
+            {"image": "x", "gpu_model": 100}, "gpu_model", "; pass --gpu-model MODEL",
+            id="model-not-string",
+        ),
+        pytest.param([], "spec", "; write one `field: value` per line", id="not-a-mapping"),
     ],
-)
-def test_bad_spec_names_field(body, field):
+)  # fmt: skip
+def test_bad_spec_names_field_and_fix(body, field, fix):
     with pytest.raises(JobSpecError) as err:
         JobSpec.from_dict(body)
+    text = str(err.value)
     assert err.value.field == field
-    assert str(err.value).startswith(f"{field}: ")
+    assert text.startswith(f"{field}: ")
+    assert fix in text and "\n" not in text
 
 
 def test_spec_round_trips_through_dict():

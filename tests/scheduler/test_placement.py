@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
-from dlc.errors import OfferError
-from dlc.scheduler.placement import OfferView, PlacementConfig, place
+from dlc.errors import ConfigError, OfferError
+from dlc.scheduler.allocator import POLICY_MODULES
+from dlc.scheduler.local import LocalConfig
+from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, PlacementConfig, place
+from dlc.scheduler.service import ServiceConfig
 
 from .helpers import job, offer, pairs_topology
 
@@ -194,9 +198,40 @@ def test_driver_constraint(driver, ok, launched):
     assert bool(result.launches) is launched
 
 
-def test_unknown_policy_falls_back_to_first_fit():
-    result = place([offer("o1", "a1", [2, 3])], [job("j1")], PlacementConfig(policy="no-such"))
-    assert [x.gpu_ids for x in result.launches] == [(2,)]
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda name: PlacementConfig(policy=name), id="placement-config"),
+        pytest.param(lambda name: ServiceConfig(master="m:5050", policy=name), id="service-config"),
+        pytest.param(lambda name: LocalConfig(policy=name), id="local-config"),
+    ],
+)
+def test_unknown_policy_is_refused_where_configured(make):
+    with pytest.raises(ConfigError) as err:
+        make("no-such")
+    text = str(err.value)
+    assert text.startswith("policy: unknown placement policy 'no-such'; pass --policy one of ")
+    assert all(name in text for name in POLICY_MODULES) and "\n" not in text
+
+
+def test_agent_without_topology_gets_first_fit_visibly(caplog):
+    caplog.set_level(logging.WARNING, logger="dlc.scheduler.placement")
+    tree = PlacementConfig(policy="tree")
+    agent = f"bare-{id(caplog)}"  # fresh id: the warning is once per agent per process
+    for round_ in range(2):
+        result = place([offer(f"o{round_}", agent, [2, 3])], [job("j1")], tree)
+        assert [(x.gpu_ids, x.policy) for x in result.launches] == [((2,), NO_TOPOLOGY_POLICY)]
+    warnings = [r for r in caplog.records if agent in r.getMessage()]
+    assert len(warnings) == 1 and "first-fit" in warnings[0].getMessage()
+
+
+def test_agent_with_topology_reports_the_configured_policy():
+    topo = pairs_topology(4, {(2, 3)})
+    result = place(
+        [offer("o1", "a1", [0, 1, 2, 3])], [job("j1", gpus=2)],
+        PlacementConfig(policy="tree"), topology_of=lambda attrs: topo,
+    )  # fmt: skip
+    assert [(x.gpu_ids, x.policy) for x in result.launches] == [((2, 3), "tree")]
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -24,7 +22,8 @@ from dlc.topology.node_config import (
     parse_attributes_text,
     topology_from_attributes,
 )
-from tests.fixture_files import REPO_ROOT, complete_topo_files
+from tests.fixture_files import complete_topo_files
+from tests.real_mesos import real_mesos_master
 
 MESOS_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9_/.-]*")
 DGX1 = next(p for p in complete_topo_files() if p.name.startswith("dgx1-v100"))
@@ -204,24 +203,10 @@ def test_parse_attributes_text_rejects_items_without_colon():
 def test_real_mesos_accepts_the_flags(tmp_path: Path):
     """The real Mesos 1.11 agent starts with our flags and reports them back unchanged."""
     config = node_config(discover(from_file=DGX1), cpus=2, mem_mib=1024)
-    script = REPO_ROOT / "scripts" / "mesos-local.sh"
-    env = os.environ | config.env() | {"MESOS_RESOURCES": config.resources + ";disk:1024"}
-    (tmp_path / "run").mkdir()
-    started = subprocess.run(
-        ["bash", str(script), "start", "", str(tmp_path / "run")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert started.returncode == 0, started.stderr + started.stdout
-    address = started.stdout.split()[0]
-    try:
-        with urllib.request.urlopen(f"http://{address}/master/slaves", timeout=10) as reply:
-            agent = json.load(reply)["slaves"][0]
-    finally:
-        subprocess.run(["bash", str(script), "stop", str(tmp_path / "run")], check=False)
+    mesos_vars = config.env() | {"MESOS_RESOURCES": config.resources + ";disk:1024"}
+    with real_mesos_master(tmp_path / "run", **mesos_vars) as mesos:
+        url = f"http://{mesos.address}/master/slaves"
+        agent = json.loads(urllib.request.urlopen(url, timeout=10).read())["slaves"][0]
     assert agent["attributes"]["dlc_topo"] == config.attributes["dlc_topo"]
     assert topology_from_attributes(agent["attributes"]) == discover(from_file=DGX1)
     assert agent["resources"]["gpus"] == 8

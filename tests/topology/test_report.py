@@ -22,7 +22,7 @@ from dlc.topology.report import (
     nvlink_partners,
     render_report,
 )
-from tests.fixture_files import FIXTURE_DIR, complete_topo_files
+from tests.fixture_files import FIXTURE_DIR, complete_topo_files, truncated_topo_files
 
 DGX1 = "dgx1-v100_nv1-nv2_mlx5_oneflow.txt"
 H100 = "hgx-h100_nv18_gpu-numa-id_thunderkittens.txt"
@@ -379,3 +379,25 @@ def test_bad_json_documents_name_the_field(mutate, message):
 def test_json_must_be_an_object():
     with pytest.raises(TopologyParseError, match="must be an object"):
         topology_from_json([1, 2])
+
+
+# ------------------------------------------------------------------ truncated input
+
+
+@pytest.mark.parametrize("path", truncated_topo_files(), ids=lambda p: p.name[:40])
+def test_truncated_input_says_so_in_summary_and_source(path):
+    from dlc.topology.discover import discover
+
+    topo = discover(from_file=path, allow_truncated=True)
+    assert topo.truncated
+    facts = analyze(topo)
+    assert facts.summary.startswith(f"truncated table, complete rows only: {len(topo.gpus)} GPU")
+    flat = " ".join(report_text(topo).split())
+    assert "(cut short: the machine has more GPUs or NICs than shown)" in flat
+
+
+@pytest.mark.parametrize("path", complete_topo_files(), ids=lambda p: p.name[:40])
+def test_complete_input_is_not_marked_truncated(path):
+    topo = load(path.name)
+    assert not topo.truncated
+    assert "truncated" not in analyze(topo).summary and "cut short" not in report_text(topo)

@@ -344,6 +344,8 @@ function renderHeader(snap) {
   const link = $("mesos-link");
   link.hidden = !sch.framework_url;
   if (sch.framework_url) link.href = sch.framework_url;
+  // DLC's emulator has no Mesos web UI: its page is a plain list, so say which it is.
+  link.textContent = sch.master_kind === "emulator" ? "Mesos emulator \u2197" : "Mesos UI \u2197";
   $("who").textContent = `${snap.me.user}${snap.me.admin ? " (admin)" : ""}`;
   $("signout").hidden = false;
 }
