@@ -103,8 +103,16 @@ def test_local_without_gpus_or_file_says_how_to_simulate(tmp_path, monkeypatch):
         LocalCluster(LocalConfig(work_dir=str(tmp_path / "s"), api_port=0)).start()
 
 
-def _live_threads(prefix: str) -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive()]
+def _live_threads(prefix: str, before: frozenset[threading.Thread] = frozenset()) -> list[str]:
+    """Names of live threads called ``prefix*`` that were not in ``before``.
+
+    Other tests' session-scoped emulators may be running, so only new threads count.
+    """
+    return [
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith(prefix) and t.is_alive() and t not in before
+    ]
 
 
 @pytest.mark.parametrize(
@@ -136,6 +144,7 @@ def test_failed_start_cleans_up_and_names_the_option(tmp_path, monkeypatch, brea
             raise OSError(errno.ENOSPC, "No space left on device", str(work / "scheduler.db"))
 
         monkeypatch.setattr(SchedulerService, "start", no_space)
+    before = frozenset(threading.enumerate())
     cluster = LocalCluster(LocalConfig(simulate=str(DGX1), work_dir=str(work), api_port=port))
     try:
         with pytest.raises(DlcError, match=message) as err:
@@ -145,9 +154,9 @@ def test_failed_start_cleans_up_and_names_the_option(tmp_path, monkeypatch, brea
     assert "\n" not in str(err.value)
     assert cluster.emulator is None and cluster.service is None
     deadline = time.monotonic() + 5
-    while _live_threads("mesos-emulator") and time.monotonic() < deadline:
+    while _live_threads("mesos-emulator", before) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _live_threads("mesos-emulator") == []
+    assert _live_threads("mesos-emulator", before) == []
 
 
 def test_failed_start_cleans_up_on_any_exception(tmp_path, monkeypatch):
