@@ -18,7 +18,7 @@ $(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/py
 setup: $(STAMP) probe
 
 # The native P2P probe needs nvcc; without it the build is skipped with a notice
-# (dlc probe --probe-json FILE still works; tests/probe fails on CI, where CI=true).
+# (dlc probe --probe-json FILE still works); `make test` installs nvcc first (scripts/cuda.sh).
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 probe:
 	@if [ -n "$(NVCC)" ]; then $(MAKE) -s -C native/p2p_probe NVCC=$(NVCC); \
@@ -33,12 +33,13 @@ unit: setup
 
 # What the docker-, mesos- and browser-marked tests need: the Docker engine with a local
 # registry and test image, the real Apache Mesos 1.11 from ../shared/mesos-local (the tests
-# start it on a free port), and Debian's chromium. Each script installs what is missing and
+# start it on a free port), Debian's chromium, and nvcc for the native P2P probe. Each script installs what is missing and
 # fails loudly when it cannot.
 services:
 	bash scripts/docker.sh start
 	bash scripts/mesos-local.sh build
 	bash scripts/browser.sh
+	bash scripts/cuda.sh
 
 test: setup lint services
 	bash scripts/test.sh

@@ -30,6 +30,15 @@ def venv_env(**mesos_vars: str) -> dict[str, str]:
     return env
 
 
+def ensure_built(env: dict[str, str]) -> None:
+    """Build the real Mesos (``scripts/mesos-local.sh build``; quick when already built)."""
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "build"], env=env, capture_output=True, text=True, timeout=600
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"cannot build the real Mesos: {proc.stderr.strip()[-800:]}", pytrace=False)
+
+
 class RealMesos:
     """One master + agent process, started and stopped through ``scripts/mesos-local.sh``.
 
@@ -65,8 +74,10 @@ class RealMesos:
 
 @contextmanager
 def real_mesos_master(run_dir: Path, **mesos_vars: str) -> Iterator[RealMesos]:
-    """A started :class:`RealMesos` configured by ``MESOS_*`` variables, stopped on exit."""
+    """A built and started :class:`RealMesos` configured by ``MESOS_*`` variables, stopped on
+    exit."""
     mesos = RealMesos(run_dir, venv_env(**mesos_vars))
+    ensure_built(mesos.env)
     mesos.start()
     try:
         yield mesos

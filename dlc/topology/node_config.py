@@ -147,21 +147,6 @@ def node_config(
     return AgentConfig(agent_resources(topo, cpus, mem_mib), agent_attributes(topo))
 
 
-def parse_attributes_text(text: str) -> dict[str, str]:
-    """Split an ``--attributes`` value (``a:b;c:d``) into a dict.
-
-    Raises:
-        TopologyEncodingError: an item has no ``name:value`` form.
-    """
-    attrs: dict[str, str] = {}
-    for item in filter(None, text.split(";")):
-        name, sep, value = item.partition(":")
-        if not sep or not name:
-            raise TopologyEncodingError(f"attribute {item!r}: expected name:value")
-        attrs[name] = value
-    return attrs
-
-
 def parse_agent_attributes(attributes: Mapping[str, str]) -> AgentGpuInfo:
     """Read DLC's GPU attributes from an agent's attributes (name -> text value).
 

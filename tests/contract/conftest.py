@@ -10,7 +10,6 @@ started.
 from __future__ import annotations
 
 import queue
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 
 from dlc.mesos import import_pymesos
 from dlc.mesos.emulator import AgentSpec, MesosEmulator
-from tests.real_mesos import SCRIPT, RealMesos, venv_env
+from tests.real_mesos import RealMesos, ensure_built, venv_env
 
 AGENT_RESOURCES = "cpus:4;mem:4096;disk:10240;ports:[31000-31100];gpus:4;gpu_ids:{0,1,2,3}"
 AGENT_ATTRIBUTES = "gpu_model:Tesla_V100;dlc_topo:t1.n4"
@@ -36,11 +35,7 @@ def real_mesos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         The master address ``"127.0.0.1:PORT"``.
     """
     env = venv_env(MESOS_RESOURCES=AGENT_RESOURCES, MESOS_ATTRIBUTES=AGENT_ATTRIBUTES)
-    build = subprocess.run(
-        ["bash", str(SCRIPT), "build"], env=env, capture_output=True, text=True, timeout=600
-    )
-    if build.returncode != 0:
-        pytest.fail(f"cannot build the real Mesos: {build.stderr.strip()[-500:]}", pytrace=False)
+    ensure_built(env)
     mesos = RealMesos(tmp_path_factory.mktemp("mesos-run"), env)
     mesos.start()
     try:

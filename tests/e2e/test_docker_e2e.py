@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import stat
-import subprocess
 import sys
 import time
 import uuid
@@ -23,7 +22,7 @@ from click.testing import CliRunner
 
 from dlc.cli.main import cli
 from dlc.executor.container_spec import LABEL_EXECUTOR, LABEL_FRAMEWORK
-from tests.real_mesos import SCRIPT, RealMesos, venv_env
+from tests.real_mesos import RealMesos, ensure_built, venv_env
 
 pytestmark = pytest.mark.docker
 
@@ -79,8 +78,7 @@ def master(request, tmp_path_factory):
             yield emulator.address, (str(work),)
         return
     env = venv_env(MESOS_RESOURCES=RESOURCES)
-    build = subprocess.run(["bash", str(SCRIPT), "build"], env=env, capture_output=True, text=True)
-    assert build.returncode == 0, f"cannot build the real Mesos: {build.stderr[-500:]}"
+    ensure_built(env)
     mesos = RealMesos(tmp_path_factory.mktemp("mesos"), env)
     yield mesos.start(), ()
     mesos.stop()

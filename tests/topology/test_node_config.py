@@ -13,13 +13,13 @@ from click.testing import CliRunner
 
 from dlc.cli.main import cli
 from dlc.errors import NodeConfigError, TopologyEncodingError
+from dlc.mesos.resources import attributes_summary, parse_attributes
 from dlc.topology.discover import discover
 from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
 from dlc.topology.node_config import (
     agent_resources,
     node_config,
     parse_agent_attributes,
-    parse_attributes_text,
     topology_from_attributes,
 )
 from tests.fixture_files import complete_topo_files
@@ -53,7 +53,7 @@ def _run(*args: str) -> str:
 def test_cli_env_output_round_trips_to_same_topology(path: Path):
     out = _run("--from-file", str(path), "--format", "env")
     env = dict(line.split("=", 1) for line in out.splitlines())
-    attrs = parse_attributes_text(shlex.split(env["MESOS_ATTRIBUTES"])[0])
+    attrs = attributes_summary(parse_attributes(shlex.split(env["MESOS_ATTRIBUTES"])[0]))
     assert all(MESOS_TEXT.fullmatch(v) for v in attrs.values())
     topo = discover(from_file=path)
     assert topology_from_attributes(attrs) == topo
@@ -145,7 +145,7 @@ def test_attributes_follow_the_prefix_rule_and_read_back():
         "cuda": "v12.2",
     }
     assert all(MESOS_TEXT.fullmatch(v) for v in config.attributes.values())
-    info = parse_agent_attributes(parse_attributes_text(config.attributes_text))
+    info = parse_agent_attributes(attributes_summary(parse_attributes(config.attributes_text)))
     assert info.topology == topo
     assert (info.gpu_model, info.gpu_mem_mib) == ("Tesla_V100-SXM2-16GB", 16160)
     assert (info.driver_version, info.cuda_version) == ("535.129.03", "12.2")
@@ -192,11 +192,6 @@ def test_parse_agent_attributes_lenient_numbers(attrs, want):
 def test_bad_attributes_raise_encoding_error(attrs):
     with pytest.raises(TopologyEncodingError):
         parse_agent_attributes(attrs)
-
-
-def test_parse_attributes_text_rejects_items_without_colon():
-    with pytest.raises(TopologyEncodingError, match="expected name:value"):
-        parse_attributes_text("rack:r1;oops")
 
 
 @pytest.mark.mesos

@@ -6,8 +6,6 @@ master's agent list and metrics. Marker ``mesos``: FAILS (never skips) without t
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -21,11 +19,11 @@ from dlc.scheduler.service import SchedulerService, ServiceConfig
 from dlc.scheduler.task_info import ExecutorConfig
 from dlc.topology.discover import discover
 from dlc.topology.node_config import node_config
+from tests.real_mesos import real_mesos_master
 
 pytestmark = pytest.mark.mesos
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "mesos-local.sh"
 DGX1 = ROOT / "examples" / "topologies" / "dgx1-v100.txt"
 STAND_IN = ROOT / "tests" / "scheduler" / "stand_in_executor.py"
 TOKEN = "mesos-ui-admin-token"
@@ -35,16 +33,12 @@ TOKEN = "mesos-ui-admin-token"
 def real_master(tmp_path):
     """``host:port`` of a real Mesos 1.11 master whose one agent advertises a DGX-1."""
     agent = node_config(discover(from_file=DGX1), cpus=4, mem_mib=4096)
-    env = {**os.environ, "MESOS_RESOURCES": agent.resources + ";disk:10240",
-           "MESOS_ATTRIBUTES": agent.attributes_text}  # fmt: skip
-    for step in (["build"], ["start", "", str(tmp_path)]):
-        proc = subprocess.run(["bash", str(SCRIPT), *step], capture_output=True, text=True,
-                              env=env, cwd=ROOT, timeout=600)  # fmt: skip
-        if proc.returncode != 0:
-            pytest.fail(f"real Mesos {step[0]} failed: {proc.stderr[-800:]}", pytrace=False)
-    address, run_dir = proc.stdout.split()
-    yield address
-    subprocess.run(["bash", str(SCRIPT), "stop", run_dir], cwd=ROOT, timeout=60)
+    mesos_vars = {
+        "MESOS_RESOURCES": agent.resources + ";disk:10240",
+        "MESOS_ATTRIBUTES": agent.attributes_text,
+    }
+    with real_mesos_master(tmp_path / "mesos", **mesos_vars) as mesos:
+        yield mesos.address
 
 
 def get_json(url: str) -> dict:
