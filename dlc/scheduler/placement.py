@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from dlc.errors import AllocationError, ConfigError, OfferError
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
+from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.jobs import Job
 from dlc.topology.model import Gpu, Topology
 
@@ -355,15 +355,6 @@ def _note_bare_agent(agent_id: str, hostname: str) -> None:
         agent_id,
         hostname,
     )
-
-
-def model_matches(wanted: str, model: str) -> bool:
-    """Substring match ignoring case and punctuation (``V100`` in ``Tesla_V100-SXM2``)."""
-    return _norm(wanted) in _norm(model)
-
-
-def _norm(text: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
 @functools.lru_cache(maxsize=4096)

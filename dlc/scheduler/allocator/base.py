@@ -9,6 +9,7 @@ raises :class:`~dlc.errors.AllocationError` saying why no set exists.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -141,6 +142,19 @@ def eligible_gpus(
     return eligible
 
 
+def model_matches(wanted: str, model: str) -> bool:
+    """Whether a GPU model name satisfies a requested model.
+
+    Substring match ignoring case and punctuation, so ``V100`` matches ``Tesla V100-SXM2``
+    and the sanitised agent attribute ``Tesla_V100-SXM2`` alike.
+    """
+    return _normalise_model(wanted) in _normalise_model(model)
+
+
+def _normalise_model(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
 def _wants(request: AllocationRequest) -> str:
     parts = []
     if request.gpu_model:
@@ -160,14 +174,12 @@ def _fits(topology: Topology, gpu: int, request: AllocationRequest) -> bool:
 
 def _check_gpu(topology: Topology, index: int, request: AllocationRequest, what: str) -> None:
     gpu = topology.gpu(index)
-    if request.gpu_model:
-        model = gpu.model or ""
-        if request.gpu_model.lower() not in model.lower():
-            seen = repr(gpu.model) if gpu.model else "unknown"
-            raise AllocationError(
-                f"gpu_model: {what} {index} is {seen}, not {request.gpu_model!r}",
-                "model_mismatch",
-            )
+    if request.gpu_model and not model_matches(request.gpu_model, gpu.model or ""):
+        seen = repr(gpu.model) if gpu.model else "unknown"
+        raise AllocationError(
+            f"gpu_model: {what} {index} is {seen}, not {request.gpu_model!r}",
+            "model_mismatch",
+        )
     if request.min_memory_mib and (gpu.memory_mib or 0) < request.min_memory_mib:
         seen = f"{gpu.memory_mib} MiB" if gpu.memory_mib is not None else "unknown memory"
         raise AllocationError(
