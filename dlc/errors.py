@@ -18,6 +18,23 @@ class DlcError(Exception):
     exit_code = 1
 
 
+class FieldError(DlcError):
+    """Invalid user input that can be pinned on one field, option or setting.
+
+    The message reads ``<field>: <what was wrong and how to fix it>``; usage-type errors
+    exit with code 2, as click's do.
+
+    Attributes:
+        field: the offending field, option or setting.
+    """
+
+    exit_code = 2
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
 class TopologyParseError(DlcError):
     """Topology text (``nvidia-smi topo -m`` / ``-p2p``) could not be parsed.
 
@@ -39,18 +56,12 @@ class TopologyEncodingError(DlcError):
     """A compact topology encoding (agent attribute) is malformed."""
 
 
-class NodeConfigError(DlcError):
+class NodeConfigError(FieldError):
     """Agent configuration input (``dlc node-config`` options) is invalid.
 
     Attributes:
         field: the offending option, e.g. ``"cpus"``.
     """
-
-    exit_code = 2
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(f"{field}: {message}")
 
 
 class DiscoveryError(DlcError):
@@ -74,18 +85,12 @@ class AllocationError(DlcError):
         super().__init__(message)
 
 
-class ConfigError(DlcError):
+class ConfigError(FieldError):
     """A scheduler setting (``dlc scheduler``/``dlc local`` option) is invalid.
 
     Attributes:
         field: the offending setting, e.g. ``"policy"``.
     """
-
-    exit_code = 2
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(f"{field}: {message}")
 
 
 class OfferError(DlcError):
@@ -116,18 +121,12 @@ class EmulatorError(DlcError):
     """The in-process Mesos emulator was misconfigured or could not start."""
 
 
-class JobSpecError(DlcError):
+class JobSpecError(FieldError):
     """A job specification (CLI flags or YAML) is invalid.
 
     Attributes:
         field: the offending field, e.g. ``"gpus"`` or ``"framework"``.
     """
-
-    exit_code = 2
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(f"{field}: {message}")
 
 
 class ImageNotFound(DlcError):
