@@ -161,14 +161,20 @@ def test_job_runs_in_container_with_allocator_gpus_and_logs(service, docker_runt
     assert _wait_no_containers(docker_runtime, service) == []
 
 
-def test_killed_job_container_is_gone(service, docker_runtime):
+def _running_sleep_job(service, docker_runtime) -> tuple[str, list]:
+    """Submit a 1-GPU ``sleep 300`` job, wait until it runs; its id and DLC containers."""
     out = _cli(service, "submit", "--image", IMAGE, "--gpus", "1", "--", "sleep", "300")
     job_id = out.split()[0]
     _wait(service, job_id, {"running"})
     deadline = time.monotonic() + 30
     while not _containers(docker_runtime, service) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert len(_containers(docker_runtime, service)) == 1
+    return job_id, _containers(docker_runtime, service)
+
+
+def test_killed_job_container_is_gone(service, docker_runtime):
+    job_id, containers = _running_sleep_job(service, docker_runtime)
+    assert len(containers) == 1
     _cli(service, "kill", job_id)
     job = _wait(service, job_id, {"killed", "failed", "lost"})
     assert job.state.value == "killed", job.message
@@ -192,13 +198,8 @@ def _executor_pid(executor_id: str) -> int:
 
 
 def test_killed_executor_leaves_no_container(service, docker_runtime):
-    out = _cli(service, "submit", "--image", IMAGE, "--gpus", "1", "--", "sleep", "300")
-    job_id = out.split()[0]
-    _wait(service, job_id, {"running"})
-    deadline = time.monotonic() + 30
-    while not _containers(docker_runtime, service) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    (container,) = _containers(docker_runtime, service)
+    job_id, containers = _running_sleep_job(service, docker_runtime)
+    (container,) = containers
     executor_id = container.labels[LABEL_EXECUTOR]
     os.kill(_executor_pid(executor_id), signal.SIGKILL)
     job = _wait(service, job_id, {"failed", "lost", "killed"})
