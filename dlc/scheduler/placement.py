@@ -30,11 +30,13 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from dlc.errors import AllocationError, ConfigError, OfferError
+from dlc.errors import AllocationError, ConfigError, DlcError, OfferError
+from dlc.images import driver_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.jobs import Job
 from dlc.topology.model import Gpu, Topology
+from dlc.topology.node_config import parse_agent_attributes, topology_from_attributes
 
 #: agent attribute names DLC's node-config publishes
 ATTR_TOPOLOGY = "dlc_topo"
@@ -360,10 +362,8 @@ def _note_bare_agent(agent_id: str, hostname: str) -> None:
 @functools.lru_cache(maxsize=4096)
 def _read_attribute(name: str, value: str) -> str:
     try:
-        from dlc.topology.node_config import parse_agent_attributes
-
         info = parse_agent_attributes({name: value})
-    except Exception:  # hand-written or foreign attribute: use it as it stands
+    except DlcError:  # hand-written or foreign attribute: use it as it stands
         return value
     return {ATTR_GPU_MODEL: info.gpu_model, ATTR_DRIVER: info.driver_version}.get(name) or value
 
@@ -382,10 +382,8 @@ def _bare_topology(ids: frozenset[int]) -> Topology:
 @functools.lru_cache(maxsize=4096)
 def _decode_topology(text: str) -> Topology | None:
     try:
-        from dlc.topology.node_config import topology_from_attributes
-
         return topology_from_attributes({ATTR_TOPOLOGY: text})
-    except Exception:  # a bad attribute must not stop placement: treat as unknown
+    except DlcError:  # a bad attribute must not stop placement: treat as unknown
         return None
 
 
@@ -396,14 +394,10 @@ def default_topology_of(attributes: dict[str, str]) -> Topology | None:
 
 
 def default_driver_ok(driver_version: str, cuda_version: str) -> bool:
-    """The image catalog's driver/CUDA rule; permissive until the catalog exists."""
-    try:
-        from dlc.images import driver_supports
-    except ImportError:
-        return True
+    """The image catalog's driver/CUDA rule (unknown version strings: let the executor decide)."""
     try:
         return bool(driver_supports(driver_version, cuda_version))
-    except Exception:  # unknown version strings: let the executor decide
+    except DlcError:
         return True
 
 
