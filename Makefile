@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 DLC    := $(VENV)/bin/dlc
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch
+.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch gpu-check
 
 $(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup-python.sh
@@ -56,3 +56,12 @@ e2e-pytorch: setup
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# On a machine with an NVIDIA GPU (no network needed): DLC's GPU paths against the real driver
+# (NVML and nvidia-smi discovery, node-config, the P2P probe, MPS limits, the NVML memory
+# reading of the watchdog), one table; raw outputs in build/gpu-check. See docs/gpu-check.md.
+GPU_PY ?= $(shell test -x $(VENV)/bin/python && echo $(VENV)/bin/python || echo python3)
+gpu-check:
+	$(MAKE) -s -C native/p2p_probe NVCC=$(or $(NVCC),nvcc)
+	$(MAKE) -s -C native/share_check NVCC=$(or $(NVCC),nvcc)
+	$(GPU_PY) scripts/gpu_check.py

@@ -157,6 +157,36 @@ def render_table(
             "-" if r.bidi_gbps is None else f"{r.bidi_gbps:.1f}",
             "-" if r.latency_us is None else f"{r.latency_us:.1f}",
         )
-    console.print(table)
+    if rows:
+        console.print(table)
+    render_local(result, console)
+    for note in result.notes:
+        console.print(f"note: {note}")
     for warning in result.warnings:
         console.print(f"warning: {warning}")
+
+
+def render_local(result: ProbeResult, console: Console) -> None:
+    """Print each GPU's single-GPU figures (probe 1.1 and later; nothing for older runs)."""
+    devices = [d for d in result.devices if d.local is not None]
+    if not devices:
+        return
+    table = Table(title="Single GPU: copies within the GPU and to/from pinned host memory")
+    for name in ("GPU", "model", "in-GPU GB/s", "host->GPU GB/s", "GPU->host GB/s"):
+        table.add_column(name, justify="left" if name in ("GPU", "model") else "right")
+    table.add_column("latency h->GPU / GPU->h us", justify="right")
+
+    def fmt(value: float | None, digits: int = 1) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    for dev in devices:
+        f = dev.local
+        table.add_row(
+            str(dev.index),
+            dev.name,
+            fmt(f.d2d_gbps),
+            fmt(f.h2d_gbps),
+            fmt(f.d2h_gbps),
+            f"{fmt(f.h2d_latency_us, 2)} / {fmt(f.d2h_latency_us, 2)}",
+        )
+    console.print(table)

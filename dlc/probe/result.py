@@ -30,6 +30,31 @@ FIGURE_KEYS: tuple[str, ...] = (
 )
 
 
+#: JSON keys of a device's single-GPU figures (``devices[i].local``; probe 1.1.0 and later)
+LOCAL_KEYS: tuple[str, ...] = (
+    "d2d_gbps",
+    "h2d_gbps",
+    "d2h_gbps",
+    "h2d_latency_us",
+    "d2h_latency_us",
+)
+
+
+@dataclass(frozen=True)
+class ProbeLocal:
+    """One GPU on its own: copies within its memory and to/from pinned host memory.
+
+    GB/s count the bytes copied once (a device-to-device copy reads and writes each byte,
+    so the memory traffic is twice ``d2d_gbps``); latencies are per small copy.
+    """
+
+    d2d_gbps: float | None = None
+    h2d_gbps: float | None = None
+    d2h_gbps: float | None = None
+    h2d_latency_us: float | None = None
+    d2h_latency_us: float | None = None
+
+
 @dataclass(frozen=True)
 class ProbeDevice:
     """One GPU the probe measured (CUDA ordinal in PCI bus order)."""
@@ -38,6 +63,7 @@ class ProbeDevice:
     name: str
     pci_bus_id: str | None = None
     compute_capability: str | None = None
+    local: ProbeLocal | None = None  #: single-GPU figures (``None`` from probes before 1.1)
 
 
 @dataclass(frozen=True)
@@ -85,6 +111,8 @@ class ProbeResult:
     params: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     tool: str | None = None
+    #: facts about the run that are not problems (e.g. one GPU: no pairs to measure)
+    notes: tuple[str, ...] = ()
 
     def device(self, index: int) -> ProbeDevice:
         """The measured device with CUDA ordinal ``index``.
@@ -105,6 +133,7 @@ class ProbeResult:
             "pairs": [asdict(p) for p in self.pairs],
             "params": dict(self.params),
             "warnings": list(self.warnings),
+            "notes": list(self.notes),
         }
         if self.tool is not None:
             doc["tool"] = self.tool
@@ -158,9 +187,17 @@ def parse_probe_json(text: str) -> ProbeResult:
     warnings = doc.get("warnings", [])
     if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
         raise ProbeOutputError("warnings", "expected a list of strings")
+    notes = doc.get("notes", [])
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise ProbeOutputError("notes", "expected a list of strings")
     tool = doc.get("tool")
     return ProbeResult(
-        devices, pairs, params, tuple(warnings), tool if isinstance(tool, str) else None
+        devices,
+        pairs,
+        params,
+        tuple(warnings),
+        tool if isinstance(tool, str) else None,
+        tuple(notes),
     )
 
 
@@ -199,7 +236,12 @@ def _device(item: Any, where: str) -> ProbeDevice:
         raise ProbeOutputError(f"{where}.name", f"expected a string, got {name!r}")
     bus = _opt_str(item, "pci_bus_id", where)
     cc = _opt_str(item, "compute_capability", where)
-    return ProbeDevice(index, name, bus, cc)
+    local = item.get("local")
+    if local is not None:
+        if not isinstance(local, dict):
+            raise ProbeOutputError(f"{where}.local", f"expected an object, got {_kind(local)}")
+        local = ProbeLocal(**{k: _figure(local, k, f"{where}.local") for k in LOCAL_KEYS})
+    return ProbeDevice(index, name, bus, cc, local)
 
 
 def _pair(item: Any, where: str, known: set[int]) -> ProbePair:

@@ -12,7 +12,7 @@ The document is meant for programs, so its shape is fixed and versioned by the
 ``gpus``
     one object per GPU, by index: ``index``, ``name`` (``GPU<index>``), ``model``,
     ``uuid``, ``pci_bus_id``, ``minor``, ``memory_mib``, ``cpu_affinity``,
-    ``numa_node``, ``gpu_numa_id`` (each ``null`` when unknown) and
+    ``numa_node``, ``gpu_numa_id``, ``mig_mode`` (each ``null`` when unknown) and
     ``nvlink_partners``: ``[{"gpu": int, "nvlinks": int}]``.
 ``nics``
     ``name``, ``alias`` (the ``NIC#`` column name or ``null``), ``levels``:
@@ -57,6 +57,7 @@ _GPU_FIELDS: dict[str, type] = {
     "cpu_affinity": str,
     "numa_node": int,
     "gpu_numa_id": int,
+    "mig_mode": str,
 }
 
 

@@ -79,6 +79,9 @@ class Gpu:
     cpu_affinity: str | None = None  #: CPU list as printed, e.g. ``"0-11,24-35"``
     numa_node: int | None = None  #: NUMA affinity (first node when a list)
     gpu_numa_id: int | None = None  #: the GPU's own NUMA id (Grace-coherent systems)
+    #: current MIG mode, ``"enabled"`` or ``"disabled"``; ``None`` where unknown or the GPU
+    #: has no MIG (pre-Ampere). Live discovery only: the agent attribute does not carry it.
+    mig_mode: str | None = None
 
     @property
     def name(self) -> str:

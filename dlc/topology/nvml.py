@@ -174,7 +174,19 @@ def _gpu(nvml: Any, index: int, handle: Any) -> Gpu:
         # nvmlDeviceGetNumaNodeId is the GPU's *own* NUMA node, which exists only
         # where GPU memory is a NUMA node (Grace-coherent systems): `GPU NUMA ID`.
         gpu_numa_id=_call_optional(nvml, "nvmlDeviceGetNumaNodeId", handle),
+        mig_mode=mig_mode_text(_call_optional(nvml, "nvmlDeviceGetMigMode", handle)),
     )
+
+
+def mig_mode_text(modes: Any) -> str | None:
+    """``"enabled"``/``"disabled"`` from ``nvmlDeviceGetMigMode``'s ``(current, pending)``.
+
+    ``None`` when NVML has no answer (pre-Ampere GPUs raise NotSupported).
+    """
+    if not modes:
+        return None
+    current = modes[0] if isinstance(modes, (list, tuple)) else modes
+    return "enabled" if int(current) == 1 else "disabled"
 
 
 def _numa_affinity(nvml: Any, handle: Any) -> int | None:

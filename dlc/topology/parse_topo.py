@@ -71,9 +71,18 @@ class _Row:
     affinity: dict[str, str] = field(default_factory=dict)
 
 
+#: ANSI control sequences (CSI ... final byte). nvidia-smi 580 underlines the header row of
+#: ``topo -m`` and ``topo -p2p`` with ``ESC[4m`` ... ``ESC[0m`` even when its output is a pipe or
+#: a file (seen on an H100 with driver 580.159.04), so saved tables carry them.
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
 def split_lines(text: str) -> list[str]:
-    """Split on ``\\n``, ``\\r\\n`` or ``\\r`` only, so line numbers match an editor's."""
-    return re.split(r"\r\n|\r|\n", text)
+    """Split on ``\\n``, ``\\r\\n`` or ``\\r`` only, so line numbers match an editor's.
+
+    ANSI control sequences are removed first: they are formatting, never table content.
+    """
+    return re.split(r"\r\n|\r|\n", _ANSI_RE.sub("", text))
 
 
 def _err(line: int, message: str, expected: str | None = None) -> TopologyParseError:
@@ -422,7 +431,8 @@ def load_topology_text(
     status = parse_p2p(p2p_text)
     known = set(topo.gpu_indices)
     named = {i for pair in status for i in pair}
-    if not allow_truncated and named != known:
+    # A one-GPU machine's matrix holds no pair at all (only ``X``): nothing to compare.
+    if not allow_truncated and len(known) > 1 and named != known:
         extra = sorted(named ^ known)
         raise TopologyParseError(
             f"the P2P matrix and the topo -m table disagree about GPU{extra[0]}",

@@ -318,6 +318,8 @@ def gpu_details(topo: Topology, index: int) -> Text:
         bits.append(f"CPU {gpu.cpu_affinity}")
     if gpu.numa_node is not None:
         bits.append(f"NUMA {gpu.numa_node}")
+    if gpu.mig_mode == "enabled":
+        bits.append("MIG on")
     text = Text("  " + " · ".join(bits) if bits else "")
     partners = nvlink_partners(topo, index)
     if partners:

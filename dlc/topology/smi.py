@@ -67,6 +67,8 @@ def topology_from_smi(
     topo = load_topology_text(topo_text, p2p_text, allow_truncated=allow_truncated)
     rows = parse_query_gpu(query_text)
     gpus = merge_query(topo.gpus, rows, proc_gpus)
+    migs = read_mig_modes(smi, timeout_s)
+    gpus = tuple(replace(g, mig_mode=migs.get(g.index, g.mig_mode)) for g in gpus)
     drivers = {row["driver_version"] for row in rows.values()} - {None}
     return replace(
         topo,
@@ -163,6 +165,27 @@ def merge_query(
             )
         )
     return tuple(merged)
+
+
+def read_mig_modes(smi: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[int, str]:
+    """Current MIG mode per GPU index (``enabled``/``disabled``); empty when not answered.
+
+    A separate, optional query: drivers older than R450 reject the ``mig.mode.current``
+    field, and pre-Ampere GPUs answer ``[N/A]`` (left out of the result).
+    """
+    try:
+        text = run_smi(
+            smi, ["--query-gpu=index,mig.mode.current", "--format=csv,noheader"], timeout_s
+        )
+    except DiscoveryError:
+        return {}
+    modes = {}
+    for fields in csv.reader(text.splitlines(), skipinitialspace=True):
+        if len(fields) == 2 and fields[0].strip().isdigit():
+            value = fields[1].strip().lower()
+            if value in ("enabled", "disabled"):
+                modes[int(fields[0])] = value
+    return modes
 
 
 def read_minor(bus_id: str, proc_gpus: Path = PROC_GPUS) -> int | None:

@@ -33,7 +33,7 @@
 namespace {
 
 constexpr int kSchemaVersion = 1;
-constexpr const char* kToolVersion = "1.0.0";
+constexpr const char* kToolVersion = "1.1.0";
 
 enum ExitCode { kOk = 0, kCudaFailed = 1, kUsage = 2, kNoDevice = 3, kNoDriver = 4 };
 
@@ -306,6 +306,7 @@ struct DeviceState {
   void* send = nullptr;
   void* recv = nullptr;
   unsigned long long* bad = nullptr;
+  void* host = nullptr;  // pinned host buffer for host<->device figures
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr;
   cudaEvent_t stop = nullptr;
@@ -324,6 +325,7 @@ void init_device(DeviceState* d, const Options& opt, std::vector<std::string>* w
   CUDA_CHECK(cudaMalloc(&d->send, opt.size));
   CUDA_CHECK(cudaMalloc(&d->recv, opt.size));
   CUDA_CHECK(cudaMalloc(&d->bad, sizeof(unsigned long long)));
+  CUDA_CHECK(cudaMallocHost(&d->host, opt.size));
   CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreate(&d->start));
   CUDA_CHECK(cudaEventCreate(&d->stop));
@@ -353,6 +355,7 @@ void free_device(DeviceState* d) {
   (void)cudaFree(d->send);
   (void)cudaFree(d->recv);
   (void)cudaFree(d->bad);
+  if (d->host) (void)cudaFreeHost(d->host);
   if (d->stream) (void)cudaStreamDestroy(d->stream);
   if (d->start) (void)cudaEventDestroy(d->start);
   if (d->stop) (void)cudaEventDestroy(d->stop);
@@ -444,6 +447,69 @@ Figures measure(DeviceState* src, DeviceState* dst, const Options& opt) {
   return Figures{median(uni), median(bidi), median(lat)};
 }
 
+// ---------------------------------------------------------------- one GPU alone
+
+// Figures of one GPU on its own: what a single-GPU machine can still tell about itself.
+struct LocalFigures {
+  double d2d_gbps = NAN;       // copy within the GPU's memory (bytes copied, not read+written)
+  double h2d_gbps = NAN;       // pinned host -> device
+  double d2h_gbps = NAN;       // device -> pinned host
+  double h2d_latency_us = NAN;  // small pinned host -> device copy
+  double d2h_latency_us = NAN;  // small device -> pinned host copy
+};
+
+// Milliseconds for `iters` copies of `bytes` of the given kind on the device's stream.
+float time_copies(DeviceState* d, void* dst, const void* src, size_t bytes, int iters,
+                  cudaMemcpyKind kind) {
+  CUDA_CHECK(cudaSetDevice(d->index));
+  CUDA_CHECK(cudaEventRecord(d->start, d->stream));
+  for (int i = 0; i < iters; ++i) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, d->stream));
+  }
+  CUDA_CHECK(cudaEventRecord(d->stop, d->stream));
+  CUDA_CHECK(cudaEventSynchronize(d->stop));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, d->start, d->stop));
+  return ms;
+}
+
+LocalFigures measure_local(DeviceState* d, const Options& opt) {
+  struct Kind {
+    void* dst;
+    const void* src;
+    cudaMemcpyKind kind;
+  };
+  const Kind d2d{d->recv, d->send, cudaMemcpyDeviceToDevice};
+  const Kind h2d{d->recv, d->host, cudaMemcpyHostToDevice};
+  const Kind d2h{d->host, d->send, cudaMemcpyDeviceToHost};
+  const double bytes = static_cast<double>(opt.size) * opt.iters;
+  auto gbps = [&](const Kind& k) {
+    if (opt.warmup > 0) time_copies(d, k.dst, k.src, opt.size, opt.warmup, k.kind);
+    std::vector<double> runs;
+    for (int r = 0; r < opt.repeats; ++r) {
+      runs.push_back(bytes / (time_copies(d, k.dst, k.src, opt.size, opt.iters, k.kind) * 1e-3) /
+                     1e9);
+    }
+    return median(runs);
+  };
+  auto latency = [&](const Kind& k) {
+    if (opt.warmup > 0) time_copies(d, k.dst, k.src, opt.latency_size, opt.warmup, k.kind);
+    std::vector<double> runs;
+    for (int r = 0; r < opt.repeats; ++r) {
+      float ms = time_copies(d, k.dst, k.src, opt.latency_size, opt.latency_iters, k.kind);
+      runs.push_back(ms * 1e3 / opt.latency_iters);
+    }
+    return median(runs);
+  };
+  LocalFigures f;
+  f.d2d_gbps = gbps(d2d);
+  f.h2d_gbps = gbps(h2d);
+  f.d2h_gbps = gbps(d2h);
+  f.h2d_latency_us = latency(h2d);
+  f.d2h_latency_us = latency(d2h);
+  return f;
+}
+
 // Enable or disable peer access from `from` to `to`. Returns false (and notes why)
 // when enabling fails for a reason other than "already enabled", e.g. too many peers.
 bool set_peer_access(int from, int to, bool enable, std::vector<std::string>* warnings) {
@@ -511,9 +577,25 @@ PairResult probe_pair(DeviceState* src, DeviceState* dst, const Options& opt,
 
 // ---------------------------------------------------------------- output
 
+std::string local_json(const LocalFigures& f) {
+  return "{\"d2d_gbps\": " + json_number(f.d2d_gbps, 3) +
+         ", \"h2d_gbps\": " + json_number(f.h2d_gbps, 3) +
+         ", \"d2h_gbps\": " + json_number(f.d2h_gbps, 3) +
+         ", \"h2d_latency_us\": " + json_number(f.h2d_latency_us, 2) +
+         ", \"d2h_latency_us\": " + json_number(f.d2h_latency_us, 2) + "}";
+}
+
+// Why there are no pairs, when there are none: a one-GPU machine is a clean result.
+std::vector<std::string> notes_for(const std::vector<DeviceState>& devs) {
+  if (devs.size() >= 2) return {};
+  return {"only " + std::to_string(devs.size()) +
+          " GPU measured: no GPU pairs, so no P2P figures; single-GPU figures only"};
+}
+
 void print_json(const Options& opt, const std::vector<DeviceState>& devs,
                 const std::vector<PairResult>& pairs, const std::vector<std::string>& warnings,
-                int driver_version, int runtime_version) {
+                const std::vector<LocalFigures>& local, int driver_version,
+                int runtime_version) {
   std::printf("{\n  \"version\": %d,\n  \"tool\": \"dlc-p2p-probe %s\",\n", kSchemaVersion,
               kToolVersion);
   std::printf("  \"cuda_driver_version\": %d,\n  \"cuda_runtime_version\": %d,\n", driver_version,
@@ -522,9 +604,10 @@ void print_json(const Options& opt, const std::vector<DeviceState>& devs,
   for (size_t i = 0; i < devs.size(); ++i) {
     const DeviceState& d = devs[i];
     std::printf("%s\n    {\"index\": %d, \"name\": %s, \"pci_bus_id\": %s, "
-                "\"compute_capability\": \"%d.%d\"}",
+                "\"compute_capability\": \"%d.%d\", \"local\": %s}",
                 i ? "," : "", d.index, json_string(d.name).c_str(),
-                json_string(d.pci_bus_id).c_str(), d.cc_major, d.cc_minor);
+                json_string(d.pci_bus_id).c_str(), d.cc_major, d.cc_minor,
+                local_json(local[i]).c_str());
   }
   std::printf("\n  ],\n  \"pairs\": [");
   for (size_t i = 0; i < pairs.size(); ++i) {
@@ -551,6 +634,11 @@ void print_json(const Options& opt, const std::vector<DeviceState>& devs,
   std::printf("  \"warnings\": [");
   for (size_t i = 0; i < warnings.size(); ++i) {
     std::printf("%s%s", i ? ", " : "", json_string(warnings[i]).c_str());
+  }
+  std::printf("],\n  \"notes\": [");
+  std::vector<std::string> notes = notes_for(devs);
+  for (size_t i = 0; i < notes.size(); ++i) {
+    std::printf("%s%s", i ? ", " : "", json_string(notes[i]).c_str());
   }
   std::printf("]\n}\n");
 }
@@ -581,13 +669,31 @@ void print_matrix(const char* title, const std::vector<DeviceState>& devs,
   }
 }
 
+void print_local_table(const std::vector<DeviceState>& devs,
+                       const std::vector<LocalFigures>& local) {
+  std::printf("\nSingle-GPU figures (GB/s; latency us)\n%5s %10s %10s %10s %12s %12s\n", "GPU",
+              "in-GPU", "host->GPU", "GPU->host", "lat h->GPU", "lat GPU->h");
+  for (size_t i = 0; i < devs.size(); ++i) {
+    const LocalFigures& f = local[i];
+    std::printf("%5d %10.1f %10.2f %10.2f %12.2f %12.2f\n", devs[i].index, f.d2d_gbps,
+                f.h2d_gbps, f.d2h_gbps, f.h2d_latency_us, f.d2h_latency_us);
+  }
+}
+
 void print_table(const Options& opt, const std::vector<DeviceState>& devs,
-                 const std::vector<PairResult>& pairs, const std::vector<std::string>& warnings) {
+                 const std::vector<PairResult>& pairs, const std::vector<std::string>& warnings,
+                 const std::vector<LocalFigures>& local) {
   std::printf("dlc-p2p-probe %s: %zu bytes x %d copies, median of %d runs\n", kToolVersion,
               opt.size, opt.iters, opt.repeats);
   for (const DeviceState& d : devs) {
     std::printf("  GPU %d: %s (%s, sm_%d%d)\n", d.index, d.name.c_str(), d.pci_bus_id.c_str(),
                 d.cc_major, d.cc_minor);
+  }
+  print_local_table(devs, local);
+  if (devs.size() < 2) {
+    for (const std::string& n : notes_for(devs)) std::printf("\nnote: %s\n", n.c_str());
+    for (const std::string& w : warnings) std::printf("warning: %s\n", w.c_str());
+    return;
   }
   std::printf("\nP2P access (1 = cudaDeviceCanAccessPeer, E = enabled)\n%8s", "src\\dst");
   for (const DeviceState& d : devs) std::printf("%9d", d.index);
@@ -656,6 +762,8 @@ int run(int argc, char** argv) {
   }
   std::vector<std::string> warnings;
   for (DeviceState& d : devs) init_device(&d, opt, &warnings);
+  std::vector<LocalFigures> local;
+  for (DeviceState& d : devs) local.push_back(measure_local(&d, opt));
   std::vector<PairResult> pairs;
   for (DeviceState& s : devs) {
     for (DeviceState& d : devs) {
@@ -663,9 +771,9 @@ int run(int argc, char** argv) {
     }
   }
   if (opt.table) {
-    print_table(opt, devs, pairs, warnings);
+    print_table(opt, devs, pairs, warnings, local);
   } else {
-    print_json(opt, devs, pairs, warnings, driver_version, runtime_version);
+    print_json(opt, devs, pairs, warnings, local, driver_version, runtime_version);
   }
   for (DeviceState& d : devs) free_device(&d);
   return kOk;

@@ -150,3 +150,21 @@ def test_help_documents_the_exit_codes(probe_binary: Path) -> None:
     proc = _run(probe_binary, "--help")
     assert proc.returncode == 0
     assert "3 no CUDA device, 4 no/old driver" in proc.stdout
+
+
+def test_share_check_client_builds_and_fails_cleanly_without_a_gpu(nvcc, tmp_path):
+    """`make gpu-check`'s MPS client compiles here; with no driver it prints one JSON error."""
+    source = probe_source_dir().parent / "share_check"
+    proc = subprocess.run(
+        ["make", "-C", str(source), f"NVCC={nvcc}", f"BUILD_DIR={tmp_path}", "WANT_SM=90"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, f"make failed:\n{proc.stdout}\n{proc.stderr}"
+    usage = _run(tmp_path / "share_check", "bogus")
+    assert usage.returncode == 2 and "usage: share_check" in usage.stderr
+    done = _run(tmp_path / "share_check", "alloc", "16")
+    assert done.returncode == 1
+    assert set(json.loads(done.stdout)) == {"error"}

@@ -264,6 +264,7 @@ GPU_KEYS = {
     "cpu_affinity",
     "numa_node",
     "gpu_numa_id",
+    "mig_mode",
     "nvlink_partners",
 }
 LINK_KEYS = {
