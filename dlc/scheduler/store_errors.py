@@ -27,16 +27,18 @@ _KINDS = (
 def store_error(exc: sqlite3.Error, path: str, action: str) -> StoreError:
     """The one-line error for ``exc`` raised while ``action`` (e.g. ``"saving job j1"``)."""
     name = getattr(exc, "sqlite_errorname", "") or ""
-    text = str(exc).lower()
+    detail = " ".join(str(exc).split())  # integrity reports span lines: keep one
+    detail = detail if len(detail) <= 160 else detail[:157] + "..."
+    text = detail.lower()
     for kind, names, words, what, fix in _KINDS:
         if any(name.startswith(n) for n in names) or any(w in text for w in words):
             return StoreError(
-                f"job database {path}: {action} failed: {what} ({exc}); {fix.format(path=path)}",
+                f"job database {path}: {action} failed: {what} ({detail}); {fix.format(path=path)}",
                 path=path,
                 kind=kind,
             )
     return StoreError(
-        f"job database {path}: {action} failed ({exc}); {_CHECK.format(path=path)}",
+        f"job database {path}: {action} failed ({detail}); {_CHECK.format(path=path)}",
         path=path,
         kind="other",
     )
