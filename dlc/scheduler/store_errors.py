@@ -11,7 +11,7 @@ _CHECK = "stop DLC, run `sqlite3 {path} 'PRAGMA integrity_check'` and restore {p
 #: (kind, SQLite result-code names, words of the message, what happened, the fix)
 _KINDS = (
     ("full", ("SQLITE_FULL",), ("disk is full",), "the disk holding it is full",
-     "free space there (nothing was saved; Mesos re-sends unacknowledged updates)"),
+     "free space there; nothing of this change was saved"),
     ("locked", ("SQLITE_BUSY", "SQLITE_LOCKED"), ("locked", "busy"),
      "it is locked by another process", "stop the other program using it or pass another --db"),
     ("read_only", ("SQLITE_READONLY",), ("readonly", "read-only"), "it is read-only",
