@@ -177,3 +177,28 @@ class ProbeRunError(ProbeError):
 
 class OutputError(DlcError):
     """A requested output (``--svg``/``--png``/``--json`` file) could not be written."""
+
+
+class StoreError(DlcError):
+    """The job database cannot be used: damaged, full, locked, read-only, or from a newer DLC.
+
+    Nothing was written when it is raised (the write's transaction was rolled back), so
+    a caller that has not acknowledged anything yet (a Mesos status update) may simply
+    let it propagate: the update is re-sent.
+
+    Attributes:
+        path: the database file.
+        kind: ``"damaged"``, ``"full"``, ``"locked"``, ``"read_only"``, ``"io"``,
+            ``"schema"`` (written by a newer DLC), ``"in_use"`` (another scheduler holds
+            it) or ``"other"``.
+    """
+
+    def __init__(self, message: str, path: str = "", kind: str = "other"):
+        self.path = path
+        self.kind = kind
+        super().__init__(message)
+
+    @property
+    def transient(self) -> bool:
+        """True when retrying later may succeed (full disk, lock, I/O error)."""
+        return self.kind in ("full", "locked", "io")

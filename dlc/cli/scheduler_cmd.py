@@ -66,6 +66,13 @@ def print_login(api_url: str, token: str | None, token_file: str | None) -> None
 @click.option("--admin-token", envvar="DLC_ADMIN_TOKEN", help="Register this admin token.")
 @click.option("--create-token", metavar="USER", help="Print a new token for USER and exit.")
 @click.option("--admin", is_flag=True, help="With --create-token: an admin token.")
+@click.option(
+    "--max-priority",
+    type=click.IntRange(-1000, 1000),
+    default=0,
+    show_default=True,
+    help="With --create-token: highest --priority its jobs may use (admins: any).",
+)
 @click.option("--token-file", help="Write the first admin token here (mode 600).")
 @click.option("--principal", envvar="DLC_MESOS_PRINCIPAL", help="Mesos framework principal.")
 @click.option("--secret", envvar="DLC_MESOS_SECRET", help="Mesos framework secret.")
@@ -74,8 +81,8 @@ def print_login(api_url: str, token: str | None, token_file: str | None) -> None
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(master, db, api_host, api_port, policy, allow_volume, sandbox_root, admin_token,
-            create_token, admin, token_file, principal, secret, role, failover_timeout,
-            refuse_seconds, verbose):  # fmt: skip
+            create_token, admin, max_priority, token_file, principal, secret, role,
+            failover_timeout, refuse_seconds, verbose):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
 
     Stopping it never tears the framework down: tasks keep running and a
@@ -87,7 +94,7 @@ def command(master, db, api_host, api_port, policy, allow_volume, sandbox_root, 
     configure_logging(verbose, logging.INFO)
     if create_token:
         store = JobStore(db)
-        click.echo(store.add_token(create_token, admin=admin))
+        click.echo(store.add_token(create_token, admin=admin, max_priority=max_priority))
         store.close()
         return
     if not master:

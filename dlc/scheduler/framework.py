@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dlc.errors import DlcError
 from dlc.mesos.emulator_model import EMULATOR_BUILD_USER
 from dlc.scheduler.core import Actions, SchedulerCore
 
@@ -253,6 +254,8 @@ class MesosFramework:
                 event = ("tick",)
             try:
                 self._handle(event)
+            except DlcError as exc:  # e.g. the job DB is full: the status stays unacknowledged
+                log.error("handling %s failed: %s", event[0], exc)
             except Exception:  # one bad event must not stop the scheduler
                 log.exception("handling %s failed", event[0])
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dlc.errors import DiscoveryError, DlcError
 from dlc.scheduler.placement import check_policy
-from dlc.scheduler.service import SchedulerService, ServiceConfig
+from dlc.scheduler.service import SchedulerService, ServiceConfig, private_dir
 from dlc.scheduler.task_info import ExecutorConfig
 
 
@@ -137,8 +137,7 @@ class LocalCluster:
     def _start(self, timeout_s: float) -> None:
         from dlc.mesos.emulator import MesosEmulator
 
-        work = Path(self.config.work_dir).resolve()
-        work.mkdir(parents=True, exist_ok=True)
+        work = private_dir(Path(self.config.work_dir).resolve())
         spec, self.topology = agent_spec(self.config)
         self.emulator = MesosEmulator(
             agents=[spec], work_dir=work / "mesos", port=self.config.mesos_port

@@ -7,6 +7,7 @@ tests build one against the emulator or the real master.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from dlc.scheduler.logs import LogReader
 from dlc.scheduler.metrics import SchedulerMetrics
 from dlc.scheduler.placement import PlacementConfig, check_policy
 from dlc.scheduler.store import JobStore
+from dlc.scheduler.store_lock import DbLock
 from dlc.scheduler.task_info import ExecutorConfig
 from dlc.web.dashboard import Dashboard
 
@@ -61,7 +63,13 @@ class SchedulerService:
 
     def __init__(self, config: ServiceConfig, resolver=None, driver_factory=None):
         self.config = config
-        self.store = JobStore(config.db)
+        # One scheduler per DB: a second one exits here, before touching anything.
+        self._db_lock = DbLock(config.db).acquire() if config.db != ":memory:" else None
+        try:
+            self.store = JobStore(config.db)
+        except BaseException:
+            self._release_lock()
+            raise
         self.admin_token = self._bootstrap_token(config.admin_token)
         core_config = CoreConfig(
             placement=PlacementConfig(policy=config.policy),
@@ -86,10 +94,15 @@ class SchedulerService:
             )
         except BaseException:  # the port is taken: do not leave the database open
             self.store.close()
+            self._release_lock()
             raise
         if fw_config.webui_url is None:
             fw_config = _with_webui(fw_config, self.api.url + "/")
         self.framework = MesosFramework(self.core, fw_config, driver_factory)
+
+    def _release_lock(self) -> None:
+        if self._db_lock is not None:
+            self._db_lock.release()
 
     def _bootstrap_token(self, token: str | None) -> str | None:
         """Register the given admin token; on an empty store make one so someone can log in."""
@@ -136,6 +149,7 @@ class SchedulerService:
         self.dashboard.stop()
         self.api.stop()
         self.store.close()
+        self._release_lock()
 
 
 def _with_webui(config: FrameworkConfig, url: str) -> FrameworkConfig:
@@ -145,9 +159,22 @@ def _with_webui(config: FrameworkConfig, url: str) -> FrameworkConfig:
 
 
 def write_token_file(path: str | Path, token: str) -> None:
-    """Write a token readable only by the owner."""
+    """Write a token readable only by the owner (an existing file is made private first)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600, exist_ok=True)
+    if path.exists() and path.stat().st_mode & 0o077:
+        log.warning("%s was readable by other users; making it private (mode 600)", path)
+    # Created 0600 from the start: no moment in which another user could open it.
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     path.chmod(0o600)
     path.write_text(token + "\n")
+
+
+def private_dir(path: str | Path) -> Path:
+    """Create ``path`` mode 0700 (or tighten it): it holds the job DB, tokens and sandboxes."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o077:
+        log.info("making %s private (mode 700): it holds the job database and tokens", path)
+        path.chmod(0o700)
+    return path

@@ -1,0 +1,134 @@
+"""The job database's schema: its version, and the migrations that reach it.
+
+The version lives in SQLite's ``PRAGMA user_version``. Version 0 with no tables is
+a new file; version 0 *with* a ``jobs`` table is a file from a DLC before schema
+versioning (treated as version 1, whatever order its columns are in). Opening a
+file runs every missing migration, in order, in one transaction: a migration
+that fails leaves the file exactly as it was. A file of a newer version than
+:data:`SCHEMA_VERSION` is refused: an older DLC cannot know what it means.
+
+Every statement elsewhere names its columns, so column order never matters.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+#: jobs columns and how a pre-versioning file that lacks one gets it
+JOB_COLUMNS: dict[str, str] = {
+    "job_id": "TEXT PRIMARY KEY",
+    "user": "TEXT NOT NULL DEFAULT ''",
+    "spec": "TEXT NOT NULL DEFAULT '{}'",
+    "state": "TEXT NOT NULL DEFAULT 'queued'",
+    "submitted_at": "REAL NOT NULL DEFAULT 0",
+    "attempt": "INTEGER NOT NULL DEFAULT 0",
+    "tasks": "TEXT NOT NULL DEFAULT '[]'",
+    "message": "TEXT NOT NULL DEFAULT ''",
+    "kill_requested": "INTEGER NOT NULL DEFAULT 0",
+    "failures": "INTEGER NOT NULL DEFAULT 0",
+    "updated_at": "REAL NOT NULL DEFAULT 0",
+}
+
+_BASE = """
+CREATE TABLE IF NOT EXISTS jobs ({columns});
+CREATE TABLE IF NOT EXISTS job_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    state TEXT NOT NULL,
+    message TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS job_events_job ON job_events(job_id);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (
+    token_hash TEXT PRIMARY KEY,
+    user TEXT NOT NULL,
+    admin INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL
+);
+"""
+
+
+def _v1_base(db: sqlite3.Connection) -> None:
+    """The tables of the first DLC."""
+    columns = ", ".join(f"{name} {decl}" for name, decl in JOB_COLUMNS.items())
+    for statement in _BASE.format(columns=columns).split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _fill_job_columns(db: sqlite3.Connection) -> None:
+    """Add the jobs columns a pre-versioning file lacks (with their defaults)."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+    for name, decl in JOB_COLUMNS.items():
+        if name not in have:  # ADD COLUMN cannot add a key; job_id is always there
+            db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
+
+
+def _v2_quarantine_and_indexes(db: sqlite3.Connection) -> None:
+    """Quarantine for unreadable rows; indexes so no offer round or listing scans all jobs."""
+    _fill_job_columns(db)
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS quarantine ("
+        " id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, row TEXT NOT NULL,"
+        " reason TEXT NOT NULL, at REAL NOT NULL)"
+    )
+    db.execute("DROP INDEX IF EXISTS jobs_state")
+    # The queue (state = 'queued' in submit order) and active jobs for reconciliation.
+    db.execute("CREATE INDEX IF NOT EXISTS jobs_state_time ON jobs(state, submitted_at, job_id)")
+    # A user's jobs, newest first (dlc jobs, paginated listing).
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS jobs_user_time ON jobs(user, submitted_at DESC, job_id DESC)"
+    )
+    db.execute("CREATE INDEX IF NOT EXISTS jobs_time ON jobs(submitted_at DESC, job_id DESC)")
+
+
+def _v3_token_limits(db: sqlite3.Connection) -> None:
+    """Per-token priority ceiling, expiry and revocation."""
+    db.execute("ALTER TABLE tokens ADD COLUMN max_priority INTEGER")
+    db.execute("ALTER TABLE tokens ADD COLUMN expires_at REAL")
+    db.execute("ALTER TABLE tokens ADD COLUMN revoked INTEGER NOT NULL DEFAULT 0")
+
+
+#: migration ``i`` brings a file from version ``i`` to ``i + 1``
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _v1_base,
+    _v2_quarantine_and_indexes,
+    _v3_token_limits,
+]
+
+#: the newest schema this DLC knows
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def file_version(db: sqlite3.Connection) -> int:
+    """The schema version of an open file (1 for a file from before versioning)."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if (
+        version == 0
+        and db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='jobs'").fetchone()
+    ):
+        return 1
+    return version
+
+
+def migrate(db: sqlite3.Connection, migrations=None) -> tuple[int, int]:
+    """Run the missing migrations in one transaction; returns ``(from, to)`` versions.
+
+    ``db`` must be in autocommit mode (``isolation_level=None``). A newer file is not
+    touched: the caller compares the returned ``from`` with :data:`SCHEMA_VERSION`.
+    """
+    migrations = MIGRATIONS if migrations is None else migrations
+    db.execute("BEGIN IMMEDIATE")  # no other writer may see a half-migrated file
+    try:
+        start = file_version(db)
+        if start < len(migrations):
+            for step in migrations[start:]:
+                step(db)
+            db.execute(f"PRAGMA user_version = {len(migrations)}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return start, max(start, len(migrations))
