@@ -303,9 +303,7 @@ def agent_from_master(slave: Mapping[str, Any]) -> AgentTotals | None:
             cpus=float(totals.get("cpus", 0.0)),
             mem_mib=float(totals.get("mem", 0.0)),
             disk_mib=float(totals.get("disk", 0.0)),
-            attributes={
-                str(k): _attribute_text(v) for k, v in (slave.get("attributes") or {}).items()
-            },
+            attributes={str(k): _attribute_text(v) for k, v in attributes.items()},
             exact=True,
         )
     except (KeyError, TypeError, ValueError, AttributeError):
