@@ -383,7 +383,10 @@ def test_big_job_reserves_an_agent_others_backfill_elsewhere_then_release(timed)
     core, clock = timed
     core.update_agents([slave("a1", gpus=4), slave("a2", gpus=4)])
     big = submit(core, gpus=4)
-    smalls = [submit(core, gpus=1) for _ in range(3)]
+    smalls = []
+    for _ in range(3):
+        clock.now += 1  # a strict queue order (same times tie-break on random ids)
+        smalls.append(submit(core, gpus=1))
     offers = [offer("o1", "a1", [0, 1, 2]), offer("o2", "a2", [0])]  # never 4 free
     core.on_offers(offers)  # smalls[0] -> a2, smalls[1] -> a1 (best fit)
     core.on_offers([offer("o3", "a1", [0, 1])])  # smalls[2] -> a1; big skipped twice: reserves
@@ -410,8 +413,11 @@ def test_big_job_reserves_an_agent_others_backfill_elsewhere_then_release(timed)
 
 
 def test_every_waiting_job_has_a_true_reason(timed):
-    core, _ = timed
-    jobs = [submit(core, gpus=2), submit(core, gpus=2), submit(core, gpus=2, gpu_model="P100")]
+    core, clock = timed
+    jobs = []
+    for body in ({}, {}, {"gpu_model": "P100"}):
+        clock.now += 1
+        jobs.append(submit(core, gpus=2, **body))
     core.update_agents([slave("a1", gpus=2)])  # known after the submits: P100 is impossible
     core.on_offers([offer("o1", "a1", [0])])
     reasons = [core.queue_reason(j.job_id) for j in jobs]
