@@ -248,15 +248,42 @@ def place(
     slots = [_Slot(group) for group in by_agent.values()]
     result = PlacementResult()
     reserved = reserved or {}
+    holders = set(reserved.values())
+    others = [s for s in slots if s.agent_id not in reserved]
+    # A job that did not fit tells the answer for every later job of the same shape until
+    # a launch changes the slots: 5,000 queued look-alikes cost one placement attempt.
+    failed: dict[tuple, str] = {}
     for job in queue:
-        usable = [s for s in slots if reserved.get(s.agent_id, job.job_id) == job.job_id]
+        holder = job.job_id in holders
+        shape = _shape(job)
+        if not holder and shape in failed:
+            result.waiting[job.job_id] = failed[shape]
+            continue
+        usable = (
+            [s for s in slots if reserved.get(s.agent_id, job.job_id) == job.job_id]
+            if holder
+            else others
+        )
+        launched = len(result.launches)
         reason = _place_job(job, usable, config, topology_of, driver_ok, result)
-        if reason is not None:
-            held = _held_fit(job, slots, usable, reserved)
-            result.waiting[job.job_id] = held or reason
+        if reason is None:
+            if len(result.launches) != launched:
+                failed.clear()
+            continue
+        reason = _held_fit(job, slots, usable, reserved) or reason
+        result.waiting[job.job_id] = reason
+        if not holder:
+            failed[shape] = reason
     used = {launch.agent_id for launch in result.launches}
     result.declined = [oid for slot in slots if slot.agent_id not in used for oid in slot.offer_ids]
     return result
+
+
+def _shape(job: Job) -> tuple:
+    """What placement looks at in a job (jobs of one shape fit or fail alike)."""
+    spec = job.spec
+    return (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
+            spec.cuda_version)  # fmt: skip
 
 
 def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | None:
