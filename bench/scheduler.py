@@ -8,6 +8,13 @@ multi-node) are placed; running jobs finish after a few rounds and free their GP
 
     python bench/scheduler.py                      # table
     python bench/scheduler.py --json out.json      # also write the figures as JSON
+    python bench/scheduler.py --mode rounds        # offer-round time of the whole core
+
+``--mode rounds`` drives :class:`~dlc.scheduler.core.SchedulerCore` (with its SQLite
+store) instead: the time of one offer round with 5,000 queued jobs, and with 20,000
+finished ones, so that history and queue length show up if a round reads them. It
+only uses APIs older versions have too: run it with another checkout's Python for a
+"before" figure (``cd ../main && .venv/bin/python ../wt/bench/scheduler.py --mode rounds``).
 
 Agents carry the DGX-1 topology from examples/topologies in ``dlc_topo``, so the
 ``tree`` policy works on real link data (decoding is cached per attribute value,
@@ -25,11 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+try:  # the installed dlc (possibly another checkout's, for "before" figures)
+    import dlc  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(ROOT))
 
-from dlc.scheduler.jobs import Job, JobSpec  # noqa: E402
+from dlc.scheduler.jobs import Job, JobSpec, JobState  # noqa: E402
 from dlc.scheduler.placement import OfferView, PlacementConfig, place  # noqa: E402
-from dlc.scheduler.queue import HeadOfLine, queue_order  # noqa: E402
 
 
 @dataclass
@@ -82,7 +91,9 @@ def run(agents: int, rounds: int, arrivals: int, policy: str, seed: int) -> dict
     by_id = {a.agent_id: a for a in cluster}
     queue: list[Job] = []
     running: list[tuple[int, str, tuple[int, ...]]] = []  # (ends at round, agent, ids)
-    head = HeadOfLine(max_skips=20)
+    from dlc.scheduler.queue import Reservations, queue_order
+
+    head = Reservations(reserve_after=20)
     config = PlacementConfig(policy=policy)
     offers_total = launched = gpus_busy_sum = 0
     place_seconds = 0.0
@@ -98,9 +109,13 @@ def run(agents: int, rounds: int, arrivals: int, policy: str, seed: int) -> dict
                 offer_no += 1
         started = time.perf_counter()
         views = [OfferView.from_mesos(o) for o in offers]
-        result = place(views, queue_order(queue), config, blocks=head.blocks)
+        result = place(views, queue_order(queue), config, reserved=head.held())
         place_seconds += time.perf_counter() - started
         head.record_round(result.placed_jobs, result.waiting)
+        for job in queue_order(queue):  # the core's rule: the first due job reserves
+            if job.job_id in result.waiting and head.may_reserve(job.job_id, rnd):
+                head.reserve(job.job_id, [cluster[rnd % agents].agent_id], rnd)
+                break
         offers_total += len(offers)
         placed = set(result.placed_jobs)
         launched += len(placed)
@@ -126,8 +141,72 @@ def run(agents: int, rounds: int, arrivals: int, policy: str, seed: int) -> dict
     }
 
 
+def offer_round(queued: int, finished: int, rounds: int = 20, agents: int = 10) -> dict:
+    """Median seconds of ``SchedulerCore.on_offers`` with ``queued`` waiting jobs (8 GPUs
+    each; every agent offers one free GPU, so they all stay queued) and ``finished`` done
+    jobs in the store."""
+    import statistics
+    import tempfile
+
+    from dlc.scheduler.core import CoreConfig, SchedulerCore
+    from dlc.scheduler.store import JobStore
+
+    spec = JobSpec(image="bench", gpus=8, cpus=4, mem_mib=16384)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = JobStore(Path(tmp) / "db")
+        for i in range(finished):
+            store.add_job(Job(f"f{i:06d}", "bench", spec, JobState.FINISHED, float(i)))
+        for i in range(queued):
+            store.add_job(Job(f"q{i:06d}", "bench", spec, JobState.QUEUED, 1e6 + i))
+        core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")))
+        if hasattr(core, "update_agents"):  # totals: the queued jobs are possible, just not now
+            core.update_agents([_slave(f"agent-{a}") for a in range(agents)])
+        times = []
+        for rnd in range(rounds):
+            offers = [
+                offer_json(Agent(f"agent-{a}", {rnd % 8}), rnd * agents + a, {})
+                for a in range(agents)
+            ]
+            started = time.perf_counter()
+            core.on_offers(offers)
+            times.append(time.perf_counter() - started)
+        store.close()
+    return {
+        "queued": queued,
+        "finished": finished,
+        "rounds": rounds,
+        "median_round_ms": round(statistics.median(times) * 1000, 2),
+        "max_round_ms": round(max(times) * 1000, 2),
+    }
+
+
+def _slave(agent_id: str) -> dict:
+    return {
+        "id": agent_id,
+        "hostname": agent_id,
+        "active": True,
+        "resources": {"cpus": 64.0, "mem": 524288.0, "gpus": 8.0,
+                      "gpu_ids": "{0, 1, 2, 3, 4, 5, 6, 7}"},
+    }  # fmt: skip
+
+
+def main_rounds(args) -> int:
+    cases = [(args.queued, 0), (10, args.finished)]
+    results = [offer_round(q, f, args.rounds) for q, f in cases]
+    cols = ["queued", "finished", "rounds", "median_round_ms", "max_round_ms"]
+    print(" | ".join(f"{c:>16}" for c in cols))
+    for res in results:
+        print(" | ".join(f"{res[c]!s:>16}" for c in cols))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=["place", "rounds"], default="place")
+    parser.add_argument("--queued", type=int, default=5000, help="rounds mode: queued jobs")
+    parser.add_argument("--finished", type=int, default=20000, help="rounds mode: done jobs")
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--arrivals", type=int, default=400, help="new jobs per round")
@@ -135,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args(argv)
+    if args.mode == "rounds":
+        return main_rounds(args)
     policies = args.policy or ["tree", "first-fit"]
     results = [run(args.agents, args.rounds, args.arrivals, p, args.seed) for p in policies]
     cols = ["policy", "agents", "offers", "jobs_launched", "place_seconds", "offers_per_second",

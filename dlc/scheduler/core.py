@@ -10,6 +10,19 @@ Ordering that makes restarts safe: a job's tasks are saved as *staging* before
 the ACCEPT is sent, so a scheduler that dies in between finds them on restart,
 reconciles them, and re-queues a job whose task the master never saw (reason
 ``REASON_RECONCILIATION``) instead of launching anything twice.
+
+Other rules (``docs/scheduler.md`` has the whole story):
+
+* admission refuses what no known agent could ever run (:mod:`~dlc.scheduler.inventory`)
+  and a priority above the caller's grant;
+* queued and active jobs live in memory (loaded once from the store), so an offer
+  round costs the same with 20,000 finished jobs as with none;
+* no job blocks the queue: a big job reserves a few agents for a bounded time
+  (:mod:`~dlc.scheduler.queue`), and every waiting job has a reason;
+* a kill is stored before it is acknowledged and re-sent until the task is over;
+* a task that ended without proof its container stopped keeps its GPUs out of
+  offers until that proof or a timeout (:mod:`~dlc.scheduler.draining`);
+* ``TASK_UNREACHABLE`` is not an end: the job stays running until the master says.
 """
 
 from __future__ import annotations
@@ -22,6 +35,8 @@ from typing import TYPE_CHECKING
 
 from dlc.errors import JobNotFound, JobSpecError
 from dlc.mesos.states import NOT_RUNNING_STATES
+from dlc.scheduler.draining import Drains, confirms_gone, may_still_run
+from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import (
     Job,
     JobSpec,
@@ -34,12 +49,13 @@ from dlc.scheduler.jobs import (
 from dlc.scheduler.placement import (
     NO_TOPOLOGY_POLICY,
     DriverCheck,
+    OfferView,
     PlacementConfig,
     TopologyOf,
     parse_offers,
     place,
 )
-from dlc.scheduler.queue import HeadOfLine, queue_order
+from dlc.scheduler.queue import Reservations, queue_key
 from dlc.scheduler.store import JobStore
 
 if TYPE_CHECKING:
@@ -50,7 +66,15 @@ from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 _TERMINAL_TASK = NOT_RUNNING_STATES
 
 #: reasons meaning a launch never reached an agent: the job may run again for free
+#: (only with a terminal state while DLC still saw the task as staging: a task the
+#: master knew answers reconciliation with its real state, never with these)
 _NEVER_LAUNCHED = {"REASON_RECONCILIATION", "REASON_INVALID_OFFERS"}
+
+#: not an end: the agent is partitioned away; the task may well still run
+_UNREACHABLE = "TASK_UNREACHABLE"
+
+#: how many ended tasks' placements are remembered (to drain GPUs of late stale updates)
+_PREVIOUS_KEPT = 4096
 
 #: (framework or None, image or None) -> (image, cuda_version); raises DlcError
 ImageResolver = Callable[[JobSpec], tuple[str, str | None]]
@@ -83,13 +107,24 @@ class CoreConfig:
         placement: allocator policy and executor overheads.
         executor: how executors are launched.
         allowed_volumes: host path prefixes jobs may mount.
-        max_skips: head-of-line protection (see :class:`HeadOfLine`).
+        max_skips: rounds a queued job is passed over before it reserves agents
+            (:class:`~dlc.scheduler.queue.Reservations`).
+        reservation_s: the longest a reservation holds its agents.
+        drain_timeout_s: the longest GPUs of a task that ended without proof that its
+            container stopped are kept out of offers.
+        default_max_priority: the highest ``priority`` a user may set when the caller
+            passes no grant (``None``: no limit).
+        admin_max_priority: the same for admins (``None``: no limit).
     """
 
     placement: PlacementConfig = PlacementConfig()
     executor: ExecutorConfig = ExecutorConfig()
     allowed_volumes: tuple[str, ...] = ()
     max_skips: int = 20
+    reservation_s: float = 1800.0
+    drain_timeout_s: float = 120.0
+    default_max_priority: int | None = 0
+    admin_max_priority: int | None = None
 
 
 def default_resolver(spec: JobSpec) -> tuple[str, str | None]:
@@ -110,11 +145,12 @@ class SchedulerCore:
     """Thread-safe job lifecycle and placement on top of a :class:`JobStore`.
 
     Args:
-        store: persistence.
+        store: persistence (read once at start; written on every change).
         config: decisions' settings.
         resolver: framework -> image lookup (default: :mod:`dlc.images`).
         topology_of, driver_ok: passed to :func:`place` (defaults there).
         clock: time source.
+        metrics: optional monitoring sink (:mod:`dlc.scheduler.metrics`).
     """
 
     def __init__(
@@ -128,7 +164,6 @@ class SchedulerCore:
         metrics: SchedulerMetrics | None = None,
     ):
         self.store = store
-        #: optional monitoring sink (:mod:`dlc.scheduler.metrics`); counts offers and placements
         self.metrics = metrics
         self.config = config or CoreConfig()
         self._resolver = resolver or default_resolver
@@ -136,34 +171,95 @@ class SchedulerCore:
         self._driver_ok = driver_ok
         self._clock = clock
         self._lock = threading.RLock()
-        self._head = HeadOfLine(self.config.max_skips)
-        self._agent_gpus: dict[str, set[int]] = {}
+        placement = self.config.placement
+        #: what each agent HAS (totals), for admission and "impossible" reasons
+        self.inventory = Inventory(
+            Overheads(placement.executor_cpus, placement.executor_mem_mib), topology_of, driver_ok
+        )
+        self._reservations = Reservations(self.config.max_skips, self.config.reservation_s)
+        self._drains = Drains(self.config.drain_timeout_s)
+        self._queued: dict[str, Job] = {}
+        self._active: dict[str, Job] = {}
+        self._order: list[str] | None = None
+        self._reasons: dict[str, str] = {}
+        self._impossible: dict[tuple, str | None] = {}
+        self._impossible_version = -1
+        self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.framework_id: str | None = store.framework_id
         self.offers_suppressed = False
+        self._load()
+
+    def _load(self) -> None:
+        """Read the queued and active jobs once (the only full read of the store)."""
+        for job in self.store.list_jobs(
+            states={JobState.QUEUED, JobState.STAGING, JobState.RUNNING}
+        ):
+            self._track(job)
+
+    def _track(self, job: Job) -> Job:
+        """Keep the in-memory queue and active set in step with a stored job."""
+        was_queued = self._queued.pop(job.job_id, None) is not None
+        self._active.pop(job.job_id, None)
+        if job.state is JobState.QUEUED and not job.kill_requested:
+            self._queued[job.job_id] = job
+            if not was_queued:
+                self._order = None
+        elif was_queued:
+            self._order = None
+            self._reasons.pop(job.job_id, None)
+            self._reservations.forget(job.job_id)
+        if job.state.active:
+            self._active[job.job_id] = job
+            for task in job.tasks:
+                self.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
+        return job
+
+    def _save(self, job: Job, event: str | None = None) -> Job:
+        return self._track(self.store.save_job(job, event=event))
 
     # -- user requests --------------------------------------------------------
 
-    def submit(self, user: str, spec: JobSpec) -> Job:
-        """Validate, resolve the image, and queue a job.
+    def submit(
+        self, user: str, spec: JobSpec, max_priority: int | None = None, admin: bool = False
+    ) -> Job:
+        """Validate, resolve the image, check it could ever run, and queue a job.
+
+        Args:
+            user: the owner.
+            spec: the validated request.
+            max_priority: the highest priority this caller was granted (``None``: the
+                configured default for users or admins).
+            admin: whether the caller is an admin (picks the default grant).
 
         Raises:
             JobSpecError, ImageNotFound: the spec cannot run here; the message says why.
         """
         check_volumes(spec, self.config.allowed_volumes)
-        most = self.max_agent_gpus()
-        if most and spec.gpus > most:
-            raise JobSpecError(
-                "gpus",
-                f"asked for {spec.gpus} but no agent has more than {most}; use --gpus {most}",
-            )
+        self._check_priority(spec, max_priority, admin)
         image, cuda = self._resolver(spec)
         spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
         with self._lock:
+            self.inventory.check(spec)
             job = Job(self.store.new_job_id(), user, spec, submitted_at=self._clock())
-            return self.store.add_job(job)
+            return self._track(self.store.add_job(job))
+
+    def _check_priority(self, spec: JobSpec, max_priority: int | None, admin: bool) -> None:
+        limit = max_priority
+        if limit is None:
+            config = self.config
+            limit = config.admin_max_priority if admin else config.default_max_priority
+        if limit is not None and spec.priority > limit:
+            raise JobSpecError(
+                "priority",
+                f"{spec.priority} is above your limit {limit}; "
+                f"use --priority {limit} or lower, or ask an admin",
+            )
 
     def kill(self, job_id: str, user: str, admin: bool = False) -> tuple[Job, Actions]:
         """Kill a job the caller owns (an admin may kill any).
+
+        The kill is stored before this returns (and so before the caller is told), and
+        re-sent (:meth:`pending_kills`) until every task of the job is over.
 
         Raises:
             JobNotFound: no such job visible to the caller.
@@ -174,12 +270,11 @@ class SchedulerCore:
             if job.state.terminal:
                 return job, actions
             if job.state is JobState.QUEUED:
-                self._head.forget(job_id)
-                job = self.store.save_job(
+                job = self._save(
                     replace(job, state=JobState.KILLED, kill_requested=True, message="killed")
                 )
                 return job, actions
-            job = self.store.save_job(
+            job = self._save(
                 replace(job, kill_requested=True, message=f"kill requested by {user}"),
                 event="kill requested",
             )
@@ -192,44 +287,72 @@ class SchedulerCore:
         Raises:
             JobNotFound: missing, or owned by someone else (not revealed).
         """
-        job = self.store.get_job(job_id)
+        job = self._queued.get(job_id) or self._active.get(job_id) or self.store.get_job(job_id)
         if not admin and job.user != user:
             raise JobNotFound(f"no job {job_id}; list your jobs with `dlc jobs`")
         return job
+
+    # -- the queue ------------------------------------------------------------
+
+    def queued_jobs(self) -> list[Job]:
+        """Queued jobs in placement order (from memory)."""
+        if self._order is None:
+            self._order = [j.job_id for j in sorted(self._queued.values(), key=queue_key)]
+        return [self._queued[j] for j in self._order]
+
+    def queue_reason(self, job_id: str) -> str | None:
+        """``position 3 of 7; waiting behind job j1 which reserves agent a1`` for a queued
+        job (``None`` when it is not queued)."""
+        with self._lock:
+            if job_id not in self._queued:
+                return None
+            order = [j.job_id for j in self.queued_jobs()]
+            reason = self._reasons.get(job_id) or "waiting for the first offers"
+            return f"position {order.index(job_id) + 1} of {len(order)}; {reason}"
+
+    def has_queued(self) -> bool:
+        """Whether any job waits for offers."""
+        return bool(self._queued)
+
+    def _impossible_reason(self, spec: JobSpec) -> str | None:
+        if self._impossible_version != self.inventory.version:
+            self._impossible.clear()
+            self._impossible_version = self.inventory.version
+        key = (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
+               spec.cuda_version)  # fmt: skip
+        if key not in self._impossible:
+            error = self.inventory.impossible(spec)
+            self._impossible[key] = None if error is None else str(error)
+        return self._impossible[key]
 
     # -- Mesos events ---------------------------------------------------------
 
     def on_offers(self, offers: list[dict]) -> Actions:
         """Place queued jobs on ``offers``; persist launches before returning them."""
         with self._lock:
+            now = self._clock()
             views, bad = parse_offers(offers)
             for view in views:
-                self._agent_gpus.setdefault(view.agent_id, set()).update(view.gpu_ids)
-            jobs = {
-                j.job_id: j for j in queue_order(self.store.list_jobs(states={JobState.QUEUED}))
-            }
+                self.inventory.note_offer(view)
+            self._drains.expire(now)
+            usable = [self._drains.strip(v) for v in views]
+            queue, impossible = [], {}
+            for job in self.queued_jobs():
+                why = self._impossible_reason(job.spec)
+                if why is None:
+                    queue.append(job)
+                else:
+                    impossible[job.job_id] = f"impossible on the current agents: {why}"
+            self._end_reservation_if_due(now, impossible)
             started = time.perf_counter()
             result = place(
-                views,
-                list(jobs.values()),
-                self.config.placement,
-                self._topology_of,
-                self._driver_ok,
-                self._head.blocks,
-            )
+                usable, queue, self.config.placement, self._topology_of, self._driver_ok,
+                self._reservations.held(),
+            )  # fmt: skip
             latency = time.perf_counter() - started
+            jobs = {j.job_id: j for j in queue}
             actions = Actions(declines=bad + result.declined)
-            per_agent: dict[str, tuple[list[str], list[dict]]] = {}
-            for job_id in result.placed_jobs:
-                launches = [x for x in result.launches if x.job_id == job_id]
-                job = self._start(jobs[job_id], launches)
-                for launch in launches:
-                    self._agent_gpus.setdefault(launch.agent_id, set()).update(launch.gpu_ids)
-                    entry = per_agent.setdefault(launch.agent_id, (list(launch.offer_ids), []))
-                    entry[1].append(
-                        build_task_info(job, launch, self.framework_id, self.config.executor)
-                    )
-            actions.accepts = list(per_agent.values())
+            actions.accepts = self._launch(jobs, result)
             if self.metrics is not None:
                 placed = [
                     (jobs[j], [x for x in result.launches if x.job_id == j])
@@ -238,15 +361,26 @@ class SchedulerCore:
                 self.metrics.record_round(
                     views, len(offers), len(actions.declines), latency, placed
                 )
-            self._head.record_round(result.placed_jobs, result.waiting)
-            for job_id, reason in result.waiting.items():
-                job = jobs[job_id]
-                message = f"waiting: {reason}"
-                if job.message != message:
-                    self.store.save_job(replace(job, message=message))
-            if not result.waiting and len(result.placed_jobs) == len(jobs):
-                actions.suppress = True
+            self._reservations.record_round(result.placed_jobs, result.waiting)
+            self._maybe_reserve(now, queue, result.waiting, usable)
+            self._note_reasons(now, {**result.waiting, **impossible}, usable)
+            actions.suppress = not self._queued
             return actions
+
+    def _launch(self, jobs: dict[str, Job], result) -> list[tuple[list[str], list[dict]]]:
+        per_agent: dict[str, tuple[list[str], list[dict]]] = {}
+        by_job: dict[str, list] = {}
+        for launch in result.launches:
+            by_job.setdefault(launch.job_id, []).append(launch)
+        for job_id in result.placed_jobs:
+            launches = by_job[job_id]
+            job = self._start(jobs[job_id], launches)
+            for launch in launches:
+                entry = per_agent.setdefault(launch.agent_id, (list(launch.offer_ids), []))
+                entry[1].append(
+                    build_task_info(job, launch, self.framework_id, self.config.executor)
+                )
+        return list(per_agent.values())
 
     def _start(self, job: Job, launches) -> Job:
         tasks = tuple(
@@ -256,9 +390,82 @@ class SchedulerCore:
         gpus = "; ".join(f"{t.hostname} GPUs {','.join(map(str, t.gpu_ids))}" for t in tasks)
         if any(x.policy == NO_TOPOLOGY_POLICY for x in launches):
             gpus += " (first-fit: the agent has no dlc_topo attribute)"
-        return self.store.save_job(
+        return self._save(
             replace(job, state=JobState.STAGING, tasks=tasks, message=f"launching on {gpus}")
         )
+
+    # -- reservations and reasons ---------------------------------------------
+
+    def _end_reservation_if_due(self, now: float, impossible: dict[str, str]) -> None:
+        active = self._reservations.active
+        if active is None:
+            return
+        gone = [a for a in active.agent_ids if self.inventory.get(a) is None]
+        if active.job_id in impossible:
+            why = impossible[active.job_id]
+        elif gone:
+            why = f"agent {', '.join(gone)} left the cluster"
+        elif self._reservations.expired(now):
+            why = f"held for {_minutes(self._reservations.hold_s)} without room for the job"
+        else:
+            return
+        self._reservations.release(active.job_id, now)
+        job = self._queued.get(active.job_id)
+        if job is not None:
+            agents = ", ".join(active.agent_ids)
+            self._save(job, event=f"released reserved agent {agents}: {why}; others may use it")
+
+    def _maybe_reserve(self, now: float, queue: list[Job], waiting: dict, views) -> None:
+        for job in queue:
+            if job.job_id not in waiting or not self._reservations.may_reserve(job.job_id, now):
+                continue
+            able = self.inventory.able_agents(job.spec)
+            if len(able) < job.spec.nodes:
+                continue
+            free = self._free_gpus(views)
+            able.sort(key=lambda a: (-len(free.get(a.agent_id, ())), a.agent_id))
+            chosen = [a.agent_id for a in able[: job.spec.nodes]]
+            held = self._reservations.reserve(job.job_id, chosen, now)
+            self._save(job, event=held.describe(now, self._free_text(held.agent_ids, views)))
+            return
+
+    def _free_gpus(self, views: list[OfferView]) -> dict[str, frozenset[int]]:
+        """GPUs free per agent: offered now, else total minus DLC's tasks and drains."""
+        free: dict[str, frozenset[int]] = {}
+        busy: dict[str, set[int]] = {}
+        for job in self._active.values():
+            for task in job.tasks:
+                busy.setdefault(task.agent_id, set()).update(task.gpu_ids)
+        for agent in self.inventory.agents():
+            used = busy.get(agent.agent_id, set()) | self._drains.held(agent.agent_id)
+            free[agent.agent_id] = agent.gpu_ids - used
+        for view in views:
+            free[view.agent_id] = view.gpu_ids
+        return free
+
+    def _free_text(self, agent_ids, views) -> str:
+        free = self._free_gpus(views)
+        parts = []
+        for agent_id in agent_ids:
+            agent = self.inventory.get(agent_id)
+            total = len(agent.gpu_ids) if agent else 0
+            parts.append(f"{len(free.get(agent_id, ()))} of {total} GPUs free")
+        return "; ".join(parts)
+
+    def _note_reasons(self, now: float, waiting: dict[str, str], views) -> None:
+        active = self._reservations.active
+        for job_id, reason in waiting.items():
+            if active is not None and active.job_id == job_id:
+                reason = active.describe(now, self._free_text(active.agent_ids, views))
+            elif reason.startswith("no offer") and len(self._drains):
+                reason += "; some GPUs are held until an earlier task is confirmed gone"
+            self._reasons[job_id] = reason
+            job = self._queued[job_id]
+            message = f"waiting: {reason}"
+            if job.message != message:
+                self._save(replace(job, message=message))
+
+    # -- status updates -------------------------------------------------------
 
     def on_status(self, status: dict) -> Actions:
         """Fold one ``TaskStatus`` into its job; may retry, or kill gang mates."""
@@ -267,35 +474,61 @@ class SchedulerCore:
             state = status.get("state", "TASK_LOST")
             parsed = job_id_of_task(task_id)
             agent_id = status.get("agent_id", {}).get("value", "")
-            try:
-                job = self.store.get_job(parsed[0]) if parsed else None
-            except JobNotFound:
-                job = None
+            job = self._find(parsed[0]) if parsed else None
             stale = job is None or parsed[1] != job.attempt or job.state is JobState.QUEUED
             if stale:
-                # Not ours any more (old attempt, unknown): make sure it does not run.
-                live = state not in _TERMINAL_TASK
-                return Actions(kills=[(task_id, agent_id)] if live and agent_id else [])
+                return self._on_stale(task_id, agent_id, state, status)
             return self._apply_status(job, task_id, state, status)
+
+    def _find(self, job_id: str) -> Job | None:
+        job = self._active.get(job_id) or self._queued.get(job_id)
+        if job is not None:
+            return job
+        try:
+            return self.store.get_job(job_id)
+        except JobNotFound:
+            return None
+
+    def _on_stale(self, task_id: str, agent_id: str, state: str, status: dict) -> Actions:
+        """An update of a task that is not the job's current attempt: make sure it ends,
+        and keep its GPUs out of offers until it has."""
+        if confirms_gone(status):
+            self._drains.confirm(task_id)
+            return Actions()
+        if state in _TERMINAL_TASK:
+            return Actions()
+        where = self._previous.get(task_id)
+        if where is not None:
+            self._drains.hold(task_id, where[0], where[1], self._clock())
+        return Actions(kills=[(task_id, agent_id)] if agent_id else [])
 
     def _apply_status(self, job: Job, task_id: str, state: str, status: dict) -> Actions:
         sandbox = _label(status, "dlc.sandbox") or ""
+        task = next((t for t in job.tasks if t.task_id == task_id), None)
+        prior = task.state if task else ""
         tasks = tuple(
             replace(t, state=state, sandbox=sandbox or t.sandbox) if t.task_id == task_id else t
             for t in job.tasks
         )
         message = status.get("message") or state
-        prior = next((t.state for t in job.tasks if t.task_id == task_id), "")
+        if state == _UNREACHABLE:
+            message = f"agent of task {task_id} unreachable; the task may still run, waiting"
         never_seen = (
             status.get("reason") in _NEVER_LAUNCHED
             and state in _TERMINAL_TASK
             and prior == "TASK_STAGING"
         )
+        if task is not None and may_still_run(status) and not never_seen:
+            self._drains.hold(task_id, task.agent_id, task.gpu_ids, self._clock())
+        elif confirms_gone(status):
+            self._drains.confirm(task_id)
         job = replace(job, tasks=tasks)
         new_state = _job_state(job)
         actions = Actions()
         if new_state in (JobState.FAILED, JobState.LOST, JobState.KILLED):
             actions.kills = [(t.task_id, t.agent_id) for t in tasks if not _done(t)]
+        elif job.kill_requested and state not in _TERMINAL_TASK and task is not None:
+            actions.kills = [(task_id, task.agent_id)]  # a live task of a killed job: again
         if job.kill_requested and new_state.terminal and not actions.kills:
             new_state = JobState.KILLED
         elif never_seen and not actions.kills:
@@ -310,10 +543,14 @@ class SchedulerCore:
                 new_state = JobState.FAILED  # killed by someone else: the job did not finish
         elif new_state.terminal and actions.kills:
             new_state = JobState.RUNNING if job.state is JobState.RUNNING else job.state
-        self.store.save_job(job.with_state(new_state, message))
+        self._save(job.with_state(new_state, message))
         return actions
 
     def _requeue(self, job: Job, message: str, failure: int) -> Actions:
+        for task in job.tasks:
+            self._previous[task.task_id] = (task.agent_id, task.gpu_ids)
+        while len(self._previous) > _PREVIOUS_KEPT:
+            self._previous.pop(next(iter(self._previous)))
         job = replace(
             job,
             state=JobState.QUEUED,
@@ -322,23 +559,38 @@ class SchedulerCore:
             tasks=(),
             message=message,
         )
-        self.store.save_job(job)
+        self._save(job)
         return Actions(revive=True)
 
+    # -- restarts -------------------------------------------------------------
+
     def reconcile_tasks(self) -> list[dict]:
-        """``{task_id, agent_id}`` of every task that may be alive (explicit reconciliation)."""
+        """``{task_id, agent_id}`` of every task that may be alive (explicit reconciliation):
+        those of active jobs and those whose GPUs drain."""
         with self._lock:
-            active = self.store.list_jobs(states={JobState.STAGING, JobState.RUNNING})
-            return [
-                {"task_id": {"value": t.task_id}, "agent_id": {"value": t.agent_id}}
-                for job in active
+            tasks = {
+                t.task_id: t.agent_id
+                for job in self._active.values()
                 for t in job.tasks
                 if not _done(t)
-            ]
+            }
+            tasks.update({d.task_id: d.agent_id for d in self._drains.tasks()})
+            return [{"task_id": {"value": t}, "agent_id": {"value": a}} for t, a in tasks.items()]
 
-    def has_queued(self) -> bool:
-        """Whether any job waits for offers."""
-        return bool(queue_order(self.store.list_jobs(states={JobState.QUEUED})))
+    def pending_kills(self) -> Actions:
+        """Kills to (re-)send: every live task of a job whose kill was requested. The
+        framework sends them after each (re)registration and periodically until the
+        tasks are over, so a kill accepted just before a crash is carried out."""
+        with self._lock:
+            return Actions(
+                kills=[
+                    (t.task_id, t.agent_id)
+                    for job in self._active.values()
+                    if job.kill_requested
+                    for t in job.tasks
+                    if not _done(t)
+                ]
+            )
 
     def set_framework_id(self, framework_id: str | None) -> None:
         """Persist the framework id before anything uses it (``None`` forgets it)."""
@@ -346,15 +598,34 @@ class SchedulerCore:
             self.store.framework_id = framework_id
             self.framework_id = framework_id
 
+    # -- agents ---------------------------------------------------------------
+
+    def update_agents(self, slaves: list[dict]) -> None:
+        """Take agent totals from the master (``GET /master/slaves`` ``slaves`` list)."""
+        with self._lock:
+            self.inventory.update_from_master(slaves)
+            for job in self._active.values():  # keep what DLC's own tasks prove exists
+                for task in job.tasks:
+                    self.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
+
     def max_agent_gpus(self) -> int:
         """Most GPUs any known agent has (0 when no agent is known yet)."""
         with self._lock:
-            return max((len(ids) for ids in self._agent_gpus.values()), default=0)
+            return self.inventory.max_gpus()
 
     def note_agent(self, agent_id: str, gpu_ids: set[int]) -> None:
-        """Record an agent's GPUs (from an offer) for the ``--gpus`` check at submit."""
+        """Record GPUs an agent has (lower bound) for admission."""
         with self._lock:
-            self._agent_gpus.setdefault(agent_id, set()).update(gpu_ids)
+            self.inventory.note_gpus(agent_id, gpu_ids)
+
+    def draining_gpus(self, agent_id: str) -> frozenset[int]:
+        """GPUs of an agent held back until an ended task is confirmed gone."""
+        with self._lock:
+            return self._drains.held(agent_id)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:g} min"
 
 
 def _done(task: TaskPlacement) -> bool:
@@ -369,8 +640,12 @@ def _label(status: dict, key: str) -> str | None:
 
 
 def _job_state(job: Job) -> JobState:
-    """Fold the task states of a (possibly multi-node) job into one job state."""
-    states = [job_state_from_task_state(t.state) for t in job.tasks]
+    """Fold the task states of a (possibly multi-node) job into one job state
+    (an unreachable task counts as running: its agent may come back)."""
+    states = [
+        JobState.RUNNING if t.state == _UNREACHABLE else job_state_from_task_state(t.state)
+        for t in job.tasks
+    ]
     for bad in (JobState.FAILED, JobState.LOST, JobState.KILLED):
         if bad in states:
             return bad

@@ -17,7 +17,15 @@ Robustness rules carried out here:
 * a missed-heartbeat watchdog: no event for ``heartbeat_misses`` heartbeat
   intervals (or an aborted driver) restarts the driver, which resubscribes
   with the same framework id;
-* ``GPU_RESOURCES`` capability; optional principal/secret;
+* ``GPU_RESOURCES`` and ``PARTITION_AWARE`` capabilities (an agent cut off for a
+  while reports ``TASK_UNREACHABLE``, which leaves the job running, instead of
+  ``TASK_LOST`` and a kill when it comes back); ``checkpoint`` so that an agent
+  restart recovers our executors; optional principal/secret;
+* agent totals (``GET /master/slaves``) are read after each (re)registration and
+  every ``agents_refresh_s`` and handed to the core for admission;
+* requested kills are re-sent after each (re)registration and every
+  ``kill_resend_s`` until the tasks are over (a kill accepted just before a crash
+  is carried out after the restart);
 * declines carry a refuse filter; offers are suppressed while the queue is
   empty and revived on submit or retry.
 """
@@ -60,6 +68,8 @@ class FrameworkConfig:
         heartbeat_interval_s: the master's heartbeat interval (Mesos: 15 s).
         heartbeat_misses: intervals without any event before the watchdog resubscribes.
         webui_url: DLC's status page (linked from the Mesos UI).
+        agents_refresh_s: how often agent totals are re-read from the master.
+        kill_resend_s: how often requested kills of still-live tasks are sent again.
     """
 
     master: str
@@ -73,6 +83,8 @@ class FrameworkConfig:
     heartbeat_interval_s: float = 15.0
     heartbeat_misses: int = 5
     webui_url: str | None = None
+    agents_refresh_s: float = 60.0
+    kill_resend_s: float = 10.0
 
 
 def framework_info(config: FrameworkConfig, framework_id: str | None) -> dict[str, Any]:
@@ -84,7 +96,7 @@ def framework_info(config: FrameworkConfig, framework_id: str | None) -> dict[st
         "hostname": socket.gethostname(),
         "failover_timeout": config.failover_timeout_s,
         "checkpoint": True,
-        "capabilities": [{"type": "GPU_RESOURCES"}],
+        "capabilities": [{"type": "GPU_RESOURCES"}, {"type": "PARTITION_AWARE"}],
     }
     if config.webui_url:
         info["webui_url"] = config.webui_url
@@ -157,6 +169,8 @@ class MesosFramework:
         clock: monotonic time source.
         version_probe: master URL -> its ``/version`` JSON, or ``None`` when it does not
             answer (default: an HTTP GET); tells DLC's emulator from a real master.
+        agents_probe: master URL -> the ``slaves`` list of ``/master/slaves``, or ``None``
+            when it does not answer (default: an HTTP GET).
     """
 
     def __init__(
@@ -166,9 +180,13 @@ class MesosFramework:
         driver_factory: Callable[..., Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         version_probe: Callable[[str], dict | None] | None = None,
+        agents_probe: Callable[[str], list[dict] | None] | None = None,
     ):
         self.core = core
         self._version_probe = version_probe or fetch_master_version
+        self._agents_probe = agents_probe or fetch_master_agents
+        self._agents_at = 0.0
+        self._kills_at = 0.0
         #: ``"emulator"`` (DLC's Mesos emulator) or ``"mesos"``; ``None`` until registered
         self.master_kind: str | None = None
         self.config = config
@@ -295,7 +313,20 @@ class MesosFramework:
         self._unconfirmed = {t["task_id"]["value"]: t["agent_id"]["value"] for t in tasks}
         self._reconcile_backoff = 5.0
         self._reconcile(tasks)
+        self._refresh_agents()
+        self._resend_kills()
         self._carry_out(Actions(revive=self.core.has_queued(), suppress=not self.core.has_queued()))
+
+    def _refresh_agents(self) -> None:
+        """Hand the master's agent totals to the core (kept as they were on no answer)."""
+        self._agents_at = self._clock() + self.config.agents_refresh_s
+        slaves = self._agents_probe(self.master_url) if self.master_url else None
+        if slaves is not None:
+            self.core.update_agents(slaves)
+
+    def _resend_kills(self) -> None:
+        self._kills_at = self._clock() + self.config.kill_resend_s
+        self._carry_out(self.core.pending_kills())
 
     def _on_status(self, status: dict) -> None:
         actions = self.core.on_status(status)  # stored first ...
@@ -318,6 +349,10 @@ class MesosFramework:
 
     def _tick(self) -> None:
         now = self._clock()
+        if self.registered.is_set() and now >= self._agents_at:
+            self._refresh_agents()
+        if self.registered.is_set() and now >= self._kills_at:
+            self._resend_kills()
         if self._unconfirmed and self.registered.is_set() and now >= self._reconcile_at:
             # Mesos's advice: repeat explicit reconciliation with backoff until answered.
             self._reconcile_backoff = min(self._reconcile_backoff * 2, 120.0)
@@ -416,6 +451,17 @@ def fetch_master_version(master_url: str, timeout_s: float = 2.0) -> dict | None
     except (OSError, ValueError):
         return None
     return body if isinstance(body, dict) else None
+
+
+def fetch_master_agents(master_url: str, timeout_s: float = 2.0) -> list[dict] | None:
+    """``GET <master>/master/slaves`` -> its ``slaves`` list, or ``None`` on no good answer."""
+    try:
+        with urllib.request.urlopen(f"{master_url}/master/slaves", timeout=timeout_s) as resp:  # noqa: S310
+            body = json.loads(resp.read())
+    except (OSError, ValueError):
+        return None
+    slaves = body.get("slaves") if isinstance(body, dict) else None
+    return slaves if isinstance(slaves, list) else None
 
 
 def _kind_of(version: dict | None) -> str:

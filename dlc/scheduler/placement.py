@@ -19,15 +19,16 @@ Rules:
   same round, or none at all.
 * GPU-model and driver/CUDA constraints are checked per agent from its
   attributes (and the GPU models in its topology).
-* Head of line: a job that :class:`~dlc.scheduler.queue.HeadOfLine` says blocks
-  stops every job behind it from being placed this round.
+* Reservations: an agent reserved for a queued big job
+  (:class:`~dlc.scheduler.queue.Reservations`) takes no other job; every other
+  agent still takes backfill, and every waiting job gets a reason.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dlc.errors import AllocationError, ConfigError, DlcError, OfferError
@@ -138,14 +139,12 @@ class PlacementResult:
     Attributes:
         launches: tasks to launch (grouped per agent by :meth:`by_agent`).
         declined: offer ids to decline (no task landed on their agent).
-        waiting: job id -> why it was not placed this round.
-        blocked_by: the job that stopped the queue this round, if any.
+        waiting: job id -> why it was not placed this round (never empty).
     """
 
     launches: list[Launch] = field(default_factory=list)
     declined: list[str] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)
-    blocked_by: str | None = None
 
     def by_agent(self) -> dict[str, list[Launch]]:
         """Launches grouped by agent (one ACCEPT per agent), in launch order."""
@@ -224,7 +223,7 @@ def place(
     config: PlacementConfig | None = None,
     topology_of: TopologyOf | None = None,
     driver_ok: DriverCheck | None = None,
-    blocks: Callable[[str], bool] | None = None,
+    reserved: Mapping[str, str] | None = None,
 ) -> PlacementResult:
     """Decide launches and declines for one batch of offers.
 
@@ -234,7 +233,7 @@ def place(
         config: policy and executor overheads.
         topology_of: agent attributes -> topology (default: decode ``dlc_topo``).
         driver_ok: ``(driver_version, cuda_version) -> bool`` (default: image catalog rules).
-        blocks: job id -> whether an unplaced job stops the jobs behind it.
+        reserved: agent id -> the job holding it; no other job is placed there.
 
     Returns:
         The launches, the offers to decline and why waiting jobs wait.
@@ -248,17 +247,56 @@ def place(
         by_agent.setdefault(view.agent_id, []).append(view)
     slots = [_Slot(group) for group in by_agent.values()]
     result = PlacementResult()
+    reserved = reserved or {}
+    holders = set(reserved.values())
+    others = [s for s in slots if s.agent_id not in reserved]
+    # A job that did not fit tells the answer for every later job of the same shape until
+    # a launch changes the slots: 5,000 queued look-alikes cost one placement attempt.
+    failed: dict[tuple, str] = {}
     for job in queue:
-        reason = _place_job(job, slots, config, topology_of, driver_ok, result)
-        if reason is None:
+        holder = job.job_id in holders
+        shape = _shape(job)
+        if not holder and shape in failed:
+            result.waiting[job.job_id] = failed[shape]
             continue
+        usable = (
+            [s for s in slots if reserved.get(s.agent_id, job.job_id) == job.job_id]
+            if holder
+            else others
+        )
+        launched = len(result.launches)
+        reason = _place_job(job, usable, config, topology_of, driver_ok, result)
+        if reason is None:
+            if len(result.launches) != launched:
+                failed.clear()
+            continue
+        reason = _held_fit(job, slots, usable, reserved) or reason
         result.waiting[job.job_id] = reason
-        if blocks is not None and blocks(job.job_id):
-            result.blocked_by = job.job_id
-            break
+        if not holder:
+            failed[shape] = reason
     used = {launch.agent_id for launch in result.launches}
     result.declined = [oid for slot in slots if slot.agent_id not in used for oid in slot.offer_ids]
     return result
+
+
+def _shape(job: Job) -> tuple:
+    """What placement looks at in a job (jobs of one shape fit or fail alike)."""
+    spec = job.spec
+    return (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
+            spec.cuda_version)  # fmt: skip
+
+
+def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | None:
+    """``waiting behind job j1 which reserves agent a1`` when a held agent has the GPUs
+    the job wants free (so the reservation, not the cluster, is what it waits for)."""
+    if len(usable) == len(slots):
+        return None
+    held = [s for s in slots if s not in usable and len(s.free) >= job.spec.gpus]
+    if not held:
+        return None
+    holder = reserved[held[0].agent_id]
+    agents = ", ".join(sorted({s.hostname or s.agent_id for s in held}))
+    return f"waiting behind job {holder} which reserves agent {agents}"
 
 
 def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None:

@@ -31,7 +31,9 @@ def _resolver(spec):
 @pytest.fixture
 def env(tmp_path):
     store = JobStore(tmp_path / "db")
-    config = CoreConfig(placement=PlacementConfig("first-fit"), allowed_volumes=("/data",))
+    config = CoreConfig(
+        placement=PlacementConfig("first-fit"), allowed_volumes=("/data",), default_max_priority=10
+    )
     core = SchedulerCore(store, config, _resolver)
     server = ApiServer(core, LogReader(lambda: None), lambda actions: None)
     server.start()

@@ -249,3 +249,65 @@ def test_principal_and_secret_authenticate_and_a_wrong_secret_does_not_kill_us(t
                 assert service.framework.registered.wait(8 if registers else 4) is registers
             finally:
                 service.stop()
+
+
+_SCHEDULER_PROCESS = """
+import sys, time
+from dlc.scheduler.service import SchedulerService, ServiceConfig
+from dlc.scheduler.task_info import ExecutorConfig
+master, db, stand_in = sys.argv[1:4]
+config = ServiceConfig(master=master, db=db, api_port=0, admin_token="e2e-admin-token",
+                       executor=ExecutorConfig(command=f"{sys.executable} {stand_in}"))
+service = SchedulerService(config)
+service.start()
+service.framework.registered.wait(30)
+print(service.api_url, flush=True)
+while True:
+    time.sleep(60)
+"""
+
+
+def _scheduler_process(master, db):
+    """A `dlc scheduler` in its own process (so that it can be SIGKILLed); returns
+    ``(process, api_url)``."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SCHEDULER_PROCESS, master, str(db), str(STAND_IN)],
+        stdout=subprocess.PIPE, text=True, env=venv_env(),
+    )  # fmt: skip
+    url = proc.stdout.readline().strip()
+    assert url.startswith("http"), "the scheduler process did not start"
+    return proc, url
+
+
+def test_kill_accepted_just_before_a_scheduler_crash_is_carried_out(master, tmp_path):
+    """SIGKILL right after `dlc kill` answered: the restarted scheduler still ends the job."""
+    import signal
+
+    from dlc.scheduler.client import ApiClient
+
+    master, kind = master
+    db = tmp_path / "db"
+    proc, url = _scheduler_process(master, db)
+    try:
+        client = ApiClient(url, "e2e-admin-token")
+        job_id = client.submit({"image": "none", "gpus": 1, "command": ["sleep", "120"]})["id"]
+        deadline = time.monotonic() + 60
+        while client.show(job_id)["state"] != "running":
+            assert time.monotonic() < deadline, "the job never ran"
+            time.sleep(0.2)
+        assert client.kill(job_id)["kill_requested"]
+        proc.send_signal(signal.SIGKILL)  # at once: the kill may never have reached Mesos
+    finally:
+        proc.kill()
+        proc.wait(10)
+    second = _service(master, db)
+    try:
+        job = _wait_state(second, job_id, {"killed", "finished", "failed", "lost"}, timeout=90)
+        assert job.state.value == "killed", job.message
+        [task] = [t for t in _framework_tasks(master, second.core.framework_id)
+                  if t["id"] == f"{job_id}.0.0"]  # fmt: skip
+        assert task["state"] == "TASK_KILLED"
+    finally:
+        second.stop()

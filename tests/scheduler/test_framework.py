@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from dlc.errors import JobSpecError
 from dlc.scheduler.core import Actions, CoreConfig, SchedulerCore
 from dlc.scheduler.framework import FrameworkConfig, MesosFramework, framework_info
 from dlc.scheduler.jobs import JobSpec, JobState
@@ -41,6 +42,12 @@ class FakeDriver:
         return [c[1:] for c in self.calls if c[0] == name]
 
 
+AGENTS = [
+    {"id": "a1", "hostname": "h1", "active": True,
+     "resources": {"cpus": 8.0, "mem": 16384.0, "gpus": 4.0, "gpu_ids": "{0, 1, 2, 3}"}},
+]  # fmt: skip
+
+
 class Clock:
     now = 1000.0
 
@@ -66,8 +73,9 @@ def setup(tmp_path):
     )
     clock = Clock()
     fw = MesosFramework(
-        core, FrameworkConfig("127.0.0.1:5050", refuse_seconds=7), FakeDriver, clock=clock
-    )
+        core, FrameworkConfig("127.0.0.1:5050", refuse_seconds=7), FakeDriver, clock=clock,
+        version_probe=lambda url: None, agents_probe=lambda url: AGENTS,
+    )  # fmt: skip
     fw.start()
     yield fw, core, clock
     fw.stop()
@@ -83,7 +91,7 @@ def test_framework_info_exact():
         "role": "*",
         "failover_timeout": 604800.0,
         "checkpoint": True,
-        "capabilities": [{"type": "GPU_RESOURCES"}],
+        "capabilities": [{"type": "GPU_RESOURCES"}, {"type": "PARTITION_AWARE"}],
         "webui_url": "http://h:8642/",
         "principal": "p",
         "id": {"value": "fw-9"},
@@ -200,3 +208,26 @@ def test_framework_url_is_honest_about_the_emulator(tmp_path, version, kind, url
         assert (fw.master_kind, fw.framework_url(), asked) == (kind, url, ["http://m:5050"])
     finally:
         fw.stop()
+
+
+def test_registration_reads_agent_totals_for_admission(setup):
+    fw, core, _ = setup
+    driver = FakeDriver.instances[0]
+    driver.callbacks.registered(driver, {"value": "fw-1"}, {"hostname": "m", "port": 5050})
+    wait_for(lambda: core.max_agent_gpus() == 4)
+    with pytest.raises(JobSpecError, match="no agent has more than 4"):
+        core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpus": 8}))
+
+
+def test_kills_are_resent_after_registration_and_periodically(setup):
+    fw, core, clock = setup
+    driver = FakeDriver.instances[0]
+    job = core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
+    core.on_offers([offer("o1", "a1", [0])])
+    core.kill(job.job_id, "alice")  # stored; pretend the kill never reached the master
+    driver.callbacks.registered(driver, {"value": "fw-1"}, {"hostname": "m", "port": 5050})
+    tid = {"value": f"{job.job_id}.0.0"}
+    wait_for(lambda: driver.named("killTask") == [(tid,)])
+    clock.now += 11
+    driver.callbacks.processHeartBeat(driver)
+    wait_for(lambda: len(driver.named("killTask")) >= 2)

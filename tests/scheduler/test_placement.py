@@ -150,13 +150,18 @@ def test_waiting_reason_names_the_shortage():
     assert "4 free GPUs" in result.waiting["j1"]
 
 
-def test_blocking_head_stops_backfill():
-    queue = [job("big", gpus=4, at=1), job("small", gpus=1, at=2)]
-    free = place([offer("o1", "a1", [0, 1])], queue, FF, blocks=lambda _: False)
-    held = place([offer("o1", "a1", [0, 1])], queue, FF, blocks=lambda j: j == "big")
-    assert [x.job_id for x in free.launches] == ["small"]
-    assert held.launches == [] and held.blocked_by == "big"
+def test_reserved_agent_takes_only_its_holder_others_backfill_elsewhere():
+    queue = [job("big", gpus=4, at=1), job("small", gpus=1, at=2), job("tiny", gpus=1, at=3)]
+    offers = [offer("o1", "a1", [0, 1]), offer("o2", "a2", [0])]
+    free = place(offers, queue, FF)
+    held = place(offers, queue, FF, reserved={"a1": "big"})
+    assert [(x.job_id, x.agent_id) for x in free.launches] == [("small", "a2"), ("tiny", "a1")]
+    assert [(x.job_id, x.agent_id) for x in held.launches] == [("small", "a2")]
     assert held.declined == ["o1"]
+    assert held.waiting == {
+        "big": "no offer has 4 free GPUs",
+        "tiny": "waiting behind job big which reserves agent host-a1",
+    }
 
 
 def test_topology_models_restrict_gpus():

@@ -1,0 +1,324 @@
+"""What the cluster HAS (per agent totals), as opposed to what is free right now.
+
+Admission (``dlc submit``) and the queue ask the inventory whether a job could
+ever run: on some agent with enough GPUs of the asked model, CPUs, memory,
+disk and a driver new enough, on ``nodes`` distinct agents. Offers only show
+what is free, so the totals come from the master (``GET /master/slaves``,
+fed in by the framework adapter through :meth:`Inventory.update_from_master`).
+Offers and DLC's own running tasks are a fallback that gives lower bounds: an
+agent known only that way is checked on what cannot shrink (GPU ids seen,
+model, driver), never on CPU/memory amounts it may simply be using now.
+
+Pure: no I/O, no clock; the core owns one and tests drive it with dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from dlc.errors import JobSpecError
+from dlc.scheduler.allocator.base import model_matches
+from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.placement import (
+    ATTR_DRIVER,
+    ATTR_GPU_MODEL,
+    DriverCheck,
+    OfferView,
+    TopologyOf,
+    agent_text,
+    default_driver_ok,
+    default_topology_of,
+)
+
+#: the order in which a spec's needs are checked: the first field no agent meets is named
+_FIELDS = ("gpu_model", "gpus", "cpus", "mem_mib", "disk_mib", "cuda_version")
+
+
+@dataclass(frozen=True)
+class AgentTotals:
+    """One agent's totals.
+
+    Attributes:
+        agent_id, hostname: identities.
+        gpu_ids: every GPU index the agent has (free or busy).
+        cpus, mem_mib, disk_mib: total amounts (0 when unknown).
+        attributes: agent attributes as text.
+        exact: totals come from the master; ``False``: lower bounds from offers and tasks.
+    """
+
+    agent_id: str
+    hostname: str = ""
+    gpu_ids: frozenset[int] = frozenset()
+    cpus: float = 0.0
+    mem_mib: float = 0.0
+    disk_mib: float = 0.0
+    attributes: dict[str, str] = field(default_factory=dict)
+    exact: bool = False
+
+    @property
+    def gpu_model(self) -> str | None:
+        """The ``gpu_model`` attribute without node-config's ``v`` prefix."""
+        return agent_text(self.attributes, ATTR_GPU_MODEL)
+
+    @property
+    def driver(self) -> str | None:
+        """The ``nvidia_driver`` attribute without its ``v`` prefix."""
+        return agent_text(self.attributes, ATTR_DRIVER)
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """What each task adds to its spec's CPUs and memory (its executor)."""
+
+    cpus: float = 0.0
+    mem_mib: float = 0.0
+
+
+class Inventory:
+    """Per-agent totals and the "could this job ever run here?" questions.
+
+    Args:
+        overheads: executor CPUs/memory added to every task.
+        topology_of, driver_ok: as in :func:`~dlc.scheduler.placement.place`.
+    """
+
+    def __init__(
+        self,
+        overheads: Overheads | None = None,
+        topology_of: TopologyOf | None = None,
+        driver_ok: DriverCheck | None = None,
+    ):
+        self.overheads = overheads or Overheads()
+        self._topology_of = topology_of or default_topology_of
+        self._driver_ok = driver_ok or default_driver_ok
+        self._agents: dict[str, AgentTotals] = {}
+        #: bumped whenever an agent's totals change (callers cache answers per version)
+        self.version = 0
+
+    # -- feeding --------------------------------------------------------------
+
+    def update_from_master(self, slaves: Iterable[Mapping[str, Any]]) -> None:
+        """Replace the inventory with the master's agents (``/master/slaves`` ``slaves``).
+
+        Inactive agents are dropped: a job that only they could run is impossible now.
+        Malformed entries are skipped.
+        """
+        agents: dict[str, AgentTotals] = {}
+        for slave in slaves:
+            totals = agent_from_master(slave)
+            if totals is not None:
+                agents[totals.agent_id] = totals
+        if agents != self._agents:
+            self._agents = agents
+            self.version += 1
+
+    def note_offer(self, view: OfferView) -> None:
+        """Learn from an offer (lower bounds; exact agents only gain GPU ids)."""
+        known = self._agents.get(view.agent_id)
+        if known is None:
+            known = AgentTotals(view.agent_id, view.hostname, attributes=dict(view.attributes))
+        grown = replace(
+            known,
+            gpu_ids=known.gpu_ids | view.gpu_ids,
+            attributes=known.attributes or dict(view.attributes),
+        )
+        if not known.exact:
+            grown = replace(
+                grown,
+                cpus=max(known.cpus, view.cpus),
+                mem_mib=max(known.mem_mib, view.mem_mib),
+                disk_mib=max(known.disk_mib, view.disk_mib),
+            )
+        self._set(grown)
+
+    def note_gpus(self, agent_id: str, gpu_ids: Iterable[int], hostname: str = "") -> None:
+        """Learn GPU ids an agent has (e.g. held by one of DLC's running tasks)."""
+        known = self._agents.get(agent_id) or AgentTotals(agent_id, hostname)
+        self._set(replace(known, gpu_ids=known.gpu_ids | frozenset(gpu_ids)))
+
+    def _set(self, totals: AgentTotals) -> None:
+        if self._agents.get(totals.agent_id) != totals:
+            self._agents[totals.agent_id] = totals
+            self.version += 1
+
+    # -- reading --------------------------------------------------------------
+
+    def agents(self) -> list[AgentTotals]:
+        """Known agents, by id."""
+        return [self._agents[a] for a in sorted(self._agents)]
+
+    def get(self, agent_id: str) -> AgentTotals | None:
+        """One agent's totals, if known."""
+        return self._agents.get(agent_id)
+
+    def __len__(self) -> int:
+        return len(self._agents)
+
+    def max_gpus(self) -> int:
+        """Most GPUs any known agent has (0 when none is known)."""
+        return max((len(a.gpu_ids) for a in self._agents.values()), default=0)
+
+    def matching_gpus(self, agent: AgentTotals, gpu_model: str | None) -> int:
+        """How many of the agent's GPUs are of ``gpu_model`` (all of them when ``None``)."""
+        if not gpu_model:
+            return len(agent.gpu_ids)
+        topology = self._topology_of(agent.attributes)
+        if topology is not None and any(g.model for g in topology.gpus):
+            return sum(1 for g in topology.gpus if model_matches(gpu_model, g.model or ""))
+        return len(agent.gpu_ids) if model_matches(gpu_model, agent.gpu_model or "") else 0
+
+    def shortfall(self, agent: AgentTotals, spec: JobSpec) -> str | None:
+        """The first field (of :data:`_FIELDS`) this agent can never satisfy, or ``None``."""
+        for name in _FIELDS:
+            if not self._meets(agent, spec, name):
+                return name
+        return None
+
+    def _meets(self, agent: AgentTotals, spec: JobSpec, name: str) -> bool:
+        eps = 1e-9
+        if name == "gpu_model":
+            return not spec.gpu_model or self.matching_gpus(agent, spec.gpu_model) > 0
+        if name == "gpus":
+            return self.matching_gpus(agent, spec.gpu_model) >= spec.gpus
+        if name == "cuda_version":
+            driver = agent.driver
+            return not (spec.cuda_version and driver) or self._driver_ok(driver, spec.cuda_version)
+        if not agent.exact:
+            return True  # offered amounts are lower bounds: never refuse on them
+        if name == "cpus":
+            return agent.cpus + eps >= spec.cpus + self.overheads.cpus
+        if name == "mem_mib":
+            return agent.mem_mib + eps >= spec.mem_mib + self.overheads.mem_mib
+        return agent.disk_mib + eps >= spec.disk_mib
+
+    def able_agents(self, spec: JobSpec) -> list[AgentTotals]:
+        """Agents that could run one node of ``spec`` when idle."""
+        return [a for a in self.agents() if self.shortfall(a, spec) is None]
+
+    def impossible(self, spec: JobSpec) -> JobSpecError | None:
+        """Why no set of known agents could ever run ``spec`` (``None``: it could, or no
+        agent is known yet, which is a fresh start, not a refusal)."""
+        if not self._agents:
+            return None
+        able = self.able_agents(spec)
+        if len(able) >= spec.nodes:
+            return None
+        if able:
+            return JobSpecError(
+                "nodes",
+                f"asked for {spec.nodes} nodes but only {len(able)} agent(s) can run this job; "
+                f"use --nodes {len(able)} or fewer",
+            )
+        for name in _FIELDS:
+            if not any(self._meets(a, spec, name) for a in self._agents.values()):
+                return JobSpecError(name, self._explain(name, spec))
+        return JobSpecError(
+            "spec",
+            "no single agent has all of this job's GPUs, model, CPUs, memory and disk at once "
+            f"({self._describe()}); ask for less or ask an admin",
+        )
+
+    def check(self, spec: JobSpec) -> None:
+        """Admission: refuse what no known agent could ever run.
+
+        Raises:
+            JobSpecError: one line naming the field and the fix.
+        """
+        error = self.impossible(spec)
+        if error is not None:
+            raise error
+
+    def _explain(self, name: str, spec: JobSpec) -> str:
+        agents = list(self._agents.values())
+        exact = [a for a in agents if a.exact]
+        if name == "gpu_model":
+            models = sorted({a.gpu_model for a in agents if a.gpu_model} | self._topology_models())
+            known = ", ".join(models) or "none advertised"
+            return (
+                f"no agent has a GPU matching {spec.gpu_model!r} (known: {known}); "
+                "drop --gpu-model or ask an admin"
+            )
+        if name == "gpus":
+            most = max(self.matching_gpus(a, spec.gpu_model) for a in agents)
+            kind = f" {spec.gpu_model!r}" if spec.gpu_model else ""
+            return (
+                f"asked for {spec.gpus} but no agent has more than {most}{kind}; use --gpus {most}"
+            )
+        if name == "cuda_version":
+            drivers = ", ".join(sorted({a.driver for a in agents if a.driver}))
+            return (
+                f"no agent's NVIDIA driver supports CUDA {spec.cuda_version} (drivers: {drivers}); "
+                "pick an older framework version or ask an admin"
+            )
+        over = self.overheads
+        if name == "cpus":
+            most = max(a.cpus for a in exact) - over.cpus
+            return (
+                f"asked for {spec.cpus:g} but no agent has more than {most:g} for a job "
+                f"({over.cpus:g} go to the executor); use --cpus {most:g} or less"
+            )
+        if name == "mem_mib":
+            most = int(max(a.mem_mib for a in exact) - over.mem_mib)
+            return (
+                f"asked for {spec.mem_mib} MiB but no agent has more than {most} MiB for a job "
+                f"({over.mem_mib:g} MiB go to the executor); use --mem {most} or less"
+            )
+        most = int(max(a.disk_mib for a in exact))
+        return f"asked for {spec.disk_mib} MiB of disk but no agent has more than {most} MiB"
+
+    def _topology_models(self) -> set[str]:
+        models: set[str] = set()
+        for agent in self._agents.values():
+            topology = self._topology_of(agent.attributes)
+            if topology is not None:
+                models.update(g.model for g in topology.gpus if g.model)
+        return models
+
+    def _describe(self) -> str:
+        return "; ".join(
+            f"{a.hostname or a.agent_id}: {len(a.gpu_ids)} GPUs {a.gpu_model or ''}".strip()
+            + (f", {a.cpus:g} cpus, {a.mem_mib:g} MiB" if a.exact else "")
+            for a in self.agents()[:5]
+        )
+
+
+def agent_from_master(slave: Mapping[str, Any]) -> AgentTotals | None:
+    """An :class:`AgentTotals` from one ``/master/slaves`` entry (``None``: inactive or
+    malformed).
+
+    Reads ``total_resources`` or ``resources`` (``{"cpus": 4.0, "gpu_ids": "{0, 1}"}``)
+    and ``attributes`` (name -> text or number).
+    """
+    try:
+        if not slave.get("active", True):
+            return None
+        totals = slave.get("total_resources") or slave.get("resources") or {}
+        attributes = slave.get("attributes") or {}
+        return AgentTotals(
+            agent_id=str(slave["id"]),
+            hostname=str(slave.get("hostname", "")),
+            gpu_ids=_set_items(totals.get("gpu_ids")),
+            cpus=float(totals.get("cpus", 0.0)),
+            mem_mib=float(totals.get("mem", 0.0)),
+            disk_mib=float(totals.get("disk", 0.0)),
+            attributes={str(k): _attribute_text(v) for k, v in attributes.items()},
+            exact=True,
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _set_items(value: Any) -> frozenset[int]:
+    """``"{0, 1}"`` (as the master renders a SET) or a list -> GPU ids."""
+    if not value:
+        return frozenset()
+    items = value.strip("{}").split(",") if isinstance(value, str) else value
+    return frozenset(int(str(i).strip()) for i in items if str(i).strip())
+
+
+def _attribute_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
