@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_submitted ON jobs(submitted_at, job_id);
 CREATE TABLE IF NOT EXISTS job_events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     job_id TEXT NOT NULL,
@@ -155,6 +156,26 @@ class JobStore:
             rows = self._db.execute(sql + " ORDER BY submitted_at, job_id", args).fetchall()
         jobs = [self._job(r) for r in rows]
         return [j for j in jobs if states is None or j.state in states]
+
+    def list_jobs_page(self, user: str | None, limit: int, before: str | None = None) -> list[Job]:
+        """Up to ``limit`` jobs (of ``user`` when given), newest first, older than job ``before``.
+
+        Walks the ``jobs_submitted`` index backwards, so a page costs ``limit`` rows however
+        many jobs the store holds.
+        """
+        sql, args = "SELECT * FROM jobs WHERE 1=1", []
+        if user is not None:
+            sql, args = sql + " AND user=?", [user]
+        if before is not None:
+            sql += (
+                " AND (submitted_at, job_id) <"
+                " (SELECT submitted_at, job_id FROM jobs WHERE job_id=?)"
+            )
+            args.append(before)
+        sql += " ORDER BY submitted_at DESC, job_id DESC LIMIT ?"
+        with self._lock:
+            rows = self._db.execute(sql, [*args, limit]).fetchall()
+        return [self._job(r) for r in rows]
 
     def history(self, job_id: str) -> list[tuple[float, str, str]]:
         """``(time, state, message)`` entries of a job, oldest first."""
