@@ -198,6 +198,12 @@ def _protocol(header_timeout_s: float) -> type[H11Protocol]:
     class DlcH11Protocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None
 
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            # Never an access log: request lines may carry tokens in query strings. (uvicorn
+            # decides from the "uvicorn.access" logger's handlers, which others may add.)
+            self.access_log = False
+
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._arm_header_timer()

@@ -284,6 +284,11 @@ def _add_error_handlers(app: FastAPI) -> None:
             return _error(405, f"{method} is not allowed on {path}")
         return _error(exc.status_code, str(exc.detail))
 
+    @app.exception_handler(Exception)
+    def bug(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette re-raises after answering: the guard logs it once, with the traceback.
+        return _error(500, "internal error; see the scheduler log")
+
     @app.exception_handler(RequestValidationError)
     def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return _error(400, *validation_message(request, exc))

@@ -54,12 +54,14 @@ class Limits:
         max_public_body: bytes of a body without a token (the sign-in form).
         max_depth: JSON nesting levels.
         max_in_flight: requests handled at once; more get 503 + Retry-After.
+        body_timeout_s: seconds a client has to send the whole body (408 after).
     """
 
     max_body: int = 1 << 20
     max_public_body: int = 4096
     max_depth: int = 32
     max_in_flight: int = 1024
+    body_timeout_s: float = 30.0
 
 
 class Refusal(Exception):
@@ -117,13 +119,13 @@ class ApiGuard:
         declared = content_length(headers)
         public = not path.startswith("/v1/") or (method, path) in PUBLIC_V1
         cap = self.limits.max_public_body if public else self.limits.max_body
+        if not public:  # a stranger learns nothing, not even the body limit
+            scope["dlc.auth"] = await self._auth(method, headers)
         if declared is not None and declared > cap:
             too_big = f"request body too large: {declared} bytes, at most {cap}"
             raise Refusal(413, too_big, "Content-Length")
-        if not public:
-            scope["dlc.auth"] = await self._auth(method, headers)
         if method in _BODY_METHODS:
-            body = await read_body(receive, cap)
+            body = await read_body(receive, cap, self.limits.body_timeout_s)
             check_depth(body, self.limits.max_depth)
             scope["headers"] = _as_json(headers)
             receive = _replay(body, receive)
@@ -173,8 +175,15 @@ def request_token(headers: list) -> tuple[str | None, bool]:
     return None, False
 
 
-async def read_body(receive: Receive, cap: int) -> bytes:
-    """The whole request body, refusing it (413) as soon as it passes ``cap`` bytes."""
+async def read_body(receive: Receive, cap: int, timeout_s: float) -> bytes:
+    """The whole request body, refusing it (413) as soon as it passes ``cap`` bytes and
+    (408) when it takes longer than ``timeout_s``."""
+    with anyio.move_on_after(timeout_s):
+        return await _read_capped(receive, cap)
+    raise Refusal(408, f"request body not received within {timeout_s:g} s", "body")
+
+
+async def _read_capped(receive: Receive, cap: int) -> bytes:
     chunks, size = [], 0
     while True:
         message = await receive()
