@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 
 from dlc import __version__
 from dlc.errors import DlcError, ImageNotFound, JobNotFound, JobSpecError
-from dlc.scheduler.api_guard import SESSION_COOKIE
+from dlc.scheduler.api_guard import SESSION_COOKIE, request_token
 from dlc.scheduler.api_models import (
     ERRORS,
     ErrorOut,
@@ -182,6 +182,14 @@ def _add_session_routes(app: FastAPI, api: Any) -> None:
             path="/",
         )
         return {"user": found[0], "admin": found[1]}
+
+    @app.get("/v1/session", response_model=SessionOut)
+    def whoami(request: Request) -> dict:
+        """Who the session cookie (or bearer token) belongs to; ``user`` is null when
+        signed out (answered with 200, so the page can ask without an error)."""
+        token, _ = request_token(request.scope["headers"])
+        found = api.core.store.user_for_token(token) if token else None
+        return {"user": found[0], "admin": found[1]} if found else {"user": None, "admin": False}
 
     @app.delete("/v1/session", status_code=204)
     def sign_out() -> Response:

@@ -40,7 +40,7 @@ SESSION_COOKIE = "dlc_session"
 #: header the dashboard sends with cookie-authenticated writes (a cross-site form cannot)
 CSRF_HEADER = b"x-requested-with"
 #: ``/v1`` routes anyone may call (the sign-in exchanges a token for the cookie)
-PUBLIC_V1 = {("POST", "/v1/session"), ("DELETE", "/v1/session")}
+PUBLIC_V1 = {("GET", "/v1/session"), ("POST", "/v1/session"), ("DELETE", "/v1/session")}
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 _JSON_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 

@@ -132,9 +132,9 @@ class SessionIn(BaseModel):
 
 
 class SessionOut(BaseModel):
-    """Who a session belongs to."""
+    """Who a session belongs to (``user`` null: signed out)."""
 
-    user: str
+    user: str | None
     admin: bool
 
 
