@@ -102,7 +102,7 @@ def _add_job_routes(app: FastAPI, api: Any) -> None:
     core = api.core
 
     @app.post("/v1/jobs", status_code=201, response_model=JobOut, responses=ERRORS)
-    def submit(spec: JobSpecIn, request: Request) -> dict:
+    def submit(spec: JobSpecIn, request: Request) -> Response:
         """Submit a job; it is queued (the reply links the framework in the Mesos UI)."""
         user, _ = _auth(request)
         job = core.submit(user, JobSpec.from_dict(spec.model_dump(exclude_unset=True)))
@@ -110,14 +110,14 @@ def _add_job_routes(app: FastAPI, api: Any) -> None:
         out = job_to_dict(job)
         out["framework_url"] = api.framework_url()
         out["master_kind"] = api.master_kind()
-        return out
+        return JSONResponse(out, 201)
 
     @app.get("/v1/jobs", response_model=JobPage, responses=ERRORS)
     def list_jobs(
         request: Request,
         limit: int = Query(DEFAULT_PAGE, ge=1, le=MAX_PAGE, description="jobs per page"),
         cursor: str | None = Query(None, pattern=_JOB_ID, description="from `next`"),
-    ) -> dict:
+    ) -> Response:
         """The caller's jobs (all for an admin), newest first, a page at a time."""
         user, admin = _auth(request)
         try:
@@ -128,7 +128,8 @@ def _add_job_routes(app: FastAPI, api: Any) -> None:
         more = len(jobs) > limit
         jobs = jobs[:limit]
         nxt = f"/v1/jobs?limit={limit}&cursor={jobs[-1].job_id}" if more else None
-        return {"jobs": [job_to_dict(j) for j in jobs], "next": nxt}
+        # A Response skips re-validating the output against JobPage (the model documents it).
+        return JSONResponse({"jobs": [job_to_dict(j) for j in jobs], "next": nxt})
 
     @app.get("/v1/jobs/{job_id}", response_model=JobOut, responses=ERRORS)
     def show(job_id: str, request: Request) -> dict:
