@@ -10,6 +10,8 @@ import click
 from dlc.cli.scheduler_cmd import (
     POLICY,
     PORT,
+    admin_token_from,
+    admin_token_options,
     configure_logging,
     port_in_use_error,
     print_login,
@@ -28,11 +30,11 @@ from dlc.errors import DlcError
 @click.option("--mem", "mem_mib", type=int, help="MiB the agent offers (default: this host's).")
 @click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
 @click.option("--token-file", help="Also write the admin token to this file (mode 600).")
-@click.option("--admin-token", envvar="DLC_ADMIN_TOKEN", help="Use this admin token.")
+@admin_token_options
 @click.option("--executor-command", hidden=True, help="Replace `python -m dlc executor`.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, allow_volume,
-            token_file, admin_token, executor_command, verbose):  # fmt: skip
+            token_file, admin_token_file, executor_command, verbose):  # fmt: skip
     """Run a Mesos emulator, one agent and the DLC scheduler here, until interrupted.
 
     The agent offers this host's GPUs, or with --simulate FILE the GPUs and
@@ -52,7 +54,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, all
         mem_mib=mem_mib,
         executor_command=executor_command,
         allowed_volumes=tuple(allow_volume),
-        admin_token=admin_token,
+        admin_token=admin_token_from(admin_token_file),
     )
     try:
         Path(work_dir).mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import signal
 import threading
+from pathlib import Path
 
 import click
 
@@ -42,17 +44,75 @@ def configure_logging(verbose: bool, level: int) -> None:
 
 
 def print_login(api_url: str, token: str | None, token_file: str | None) -> None:
-    """Tell the user where the API is and how to authenticate."""
+    """Tell the user where the API is and how to authenticate.
+
+    No URL printed here carries a token: the dashboard signs in with a form (the token
+    goes in a POST body and comes back as an HttpOnly cookie), so tokens stay out of
+    browser history, proxy and access logs.
+    """
     click.echo(f"DLC API:   {api_url}")
     click.echo(f"  export DLC_API={api_url}")
     if token:
         click.echo(f"  export DLC_TOKEN={token}   # admin token, shown once")
     if token_file:
         click.echo(f"  (token also written to {token_file})")
-    # The dashboard signs in with the same tokens; ?token= is read once and then forgotten.
-    login = f"?token={token}" if token else "   (sign in with your API token)"
-    click.echo(f"Dashboard: {api_url}/{login}")
+    click.echo(f"Dashboard: {api_url}/   (sign in with your API token)")
     click.echo(f"Metrics:   {api_url}/metrics")
+
+
+def read_admin_token(token_file: str | None) -> str | None:
+    """The admin token from ``--admin-token-file`` (``None`` without one).
+
+    Raises:
+        DlcError: the file cannot be read or holds no token.
+    """
+    if token_file is None:
+        return None
+    try:
+        token = Path(token_file).read_text().strip()
+    except OSError as exc:
+        raise DlcError(
+            f"--admin-token-file {token_file}: cannot read it ({exc.strerror or exc}); "
+            "give a readable file holding the token"
+        ) from None
+    if not token or len(token.split()) != 1:
+        raise DlcError(
+            f"--admin-token-file {token_file}: must hold one token on one line; write it with "
+            "e.g. `umask 077; openssl rand -hex 24 > FILE`"
+        )
+    return token
+
+
+def _refuse_token_flag(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        raise DlcError(
+            "--admin-token: not accepted, command lines are visible to every user in `ps`; "
+            "set DLC_ADMIN_TOKEN in the environment or pass --admin-token-file FILE"
+        )
+
+
+def admin_token_options(func):
+    """``--admin-token-file`` and the ``DLC_ADMIN_TOKEN`` variable (never a flag with the
+    token itself: command lines are visible to every user in ``ps``; the old
+    ``--admin-token`` flag is refused with that advice)."""
+    func = click.option(
+        "--admin-token",
+        hidden=True,
+        expose_value=False,
+        callback=_refuse_token_flag,
+    )(func)
+    return click.option(
+        "--admin-token-file",
+        metavar="FILE",
+        help="Register the admin token read from FILE (keep it mode 600). Or set "
+        "DLC_ADMIN_TOKEN in the environment. There is no flag taking the token itself: "
+        "command lines are visible to every user in `ps`.",
+    )(func)
+
+
+def admin_token_from(token_file: str | None) -> str | None:
+    """The admin token: ``--admin-token-file`` wins over ``$DLC_ADMIN_TOKEN``."""
+    return read_admin_token(token_file) or os.environ.get("DLC_ADMIN_TOKEN") or None
 
 
 @click.command("scheduler")
@@ -63,7 +123,7 @@ def print_login(api_url: str, token: str | None, token_file: str | None) -> None
 @click.option("--policy", type=POLICY, default="tree", show_default=True, help="GPU placement.")
 @click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
 @click.option("--sandbox-root", multiple=True, help="Local agent work dir (for dlc logs).")
-@click.option("--admin-token", envvar="DLC_ADMIN_TOKEN", help="Register this admin token.")
+@admin_token_options
 @click.option("--create-token", metavar="USER", help="Print a new token for USER and exit.")
 @click.option("--admin", is_flag=True, help="With --create-token: an admin token.")
 @click.option(
@@ -80,7 +140,7 @@ def print_login(api_url: str, token: str | None, token_file: str | None) -> None
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
-def command(master, db, api_host, api_port, policy, allow_volume, sandbox_root, admin_token,
+def command(master, db, api_host, api_port, policy, allow_volume, sandbox_root, admin_token_file,
             create_token, admin, max_priority, token_file, principal, secret, role,
             failover_timeout, refuse_seconds, verbose):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
@@ -92,6 +152,7 @@ def command(master, db, api_host, api_port, policy, allow_volume, sandbox_root, 
     from dlc.scheduler.store import JobStore
 
     configure_logging(verbose, logging.INFO)
+    admin_token = admin_token_from(admin_token_file)
     if create_token:
         store = JobStore(db)
         click.echo(store.add_token(create_token, admin=admin, max_priority=max_priority))

@@ -168,9 +168,12 @@ def _placement(job: dict) -> str:
 
 
 @click.command("jobs")
+@click.option("--limit", "-n", type=click.IntRange(1), default=50, show_default=True,
+              help="Show the newest N jobs.")  # fmt: skip
+@click.option("--all", "show_all", is_flag=True, help="Show every job (pages through the API).")
 @api_options
-def jobs(api, token):
-    """List your jobs (all jobs with an admin token)."""
+def jobs(api, token, limit, show_all):
+    """List your jobs, newest first (all users' jobs with an admin token)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -178,7 +181,7 @@ def jobs(api, token):
     for col in ("ID", "USER", "STATE", "NAME", "GPUS", "PLACED ON", "AGE"):
         table.add_column(col, no_wrap=True)
     table.add_column("MESSAGE", no_wrap=True, overflow="ellipsis", max_width=50)
-    for job in ApiClient(api, token).jobs():
+    for job in ApiClient(api, token).jobs(limit=None if show_all else limit):
         gpus = str(job["gpus"]) if job["nodes"] == 1 else f"{job['nodes']}x{job['gpus']}"
         table.add_row(
             job["id"],

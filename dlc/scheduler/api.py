@@ -1,79 +1,66 @@
-"""The scheduler's HTTP JSON API (stdlib ``http.server`` in a thread).
+"""The scheduler's HTTP JSON API: FastAPI on uvicorn, in a thread of the scheduler.
 
-Endpoints (described by ``GET /openapi.json``):
+Endpoints (``GET /openapi.json`` is generated from :mod:`dlc.scheduler.api_models`):
 
-* ``POST /v1/jobs`` submit a job spec; ``GET /v1/jobs`` list;
-  ``GET /v1/jobs/{id}`` show with history; ``POST /v1/jobs/{id}/kill``;
-  ``GET /v1/jobs/{id}/logs?stream=stdout&offset=0&length=65536``.
-* ``GET /`` a small status page (the framework's ``webui_url`` in the Mesos UI),
-  ``GET /healthz``.
+* ``POST /v1/jobs`` submit a job spec; ``GET /v1/jobs?limit=&cursor=`` list, newest
+  first, with a ``next`` link; ``GET /v1/jobs/{id}`` show with history;
+  ``POST /v1/jobs/{id}/kill``; ``GET /v1/jobs/{id}/logs?stream=stdout&offset=0&length=65536``.
+* ``POST``/``DELETE /v1/session`` the dashboard's sign-in (HttpOnly cookie) and sign-out.
+* ``GET /`` the dashboard (or a small status page), ``/static/*``, ``/metrics``,
+  ``/v1/dashboard``, ``GET /healthz``.
 
-Every ``/v1`` request needs ``Authorization: Bearer <token>``. A user sees and
-kills only their own jobs; an admin token sees and kills all. Errors are JSON
-``{"error": "<one line>", "field": ...}`` with a fitting status code.
+Every other ``/v1`` request needs ``Authorization: Bearer <token>`` (or the session
+cookie). A user sees and kills only their own jobs; an admin token sees and kills all.
+Errors are JSON ``{"error": "<one line>", "field": ...}`` with a fitting status code.
 
-The stdlib server is enough here: a handful of clients, short requests, JSON
-only; it avoids a web framework dependency on every agent host.
+Abuse bounds (see :mod:`dlc.scheduler.api_guard`): auth before any body byte is read,
+1 MiB bodies, 32 JSON levels, 1024 requests in flight (503 + Retry-After), a listen
+backlog of 2048, 10 s to send the request headers, 5 s keep-alive idle. No access log:
+request lines (and any query string) are never logged.
 """
 
 from __future__ import annotations
 
-import html
+import asyncio
 import json
 import logging
-import re
+import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib import resources
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
-from dlc import __version__
-from dlc.errors import DlcError, ImageNotFound, JobNotFound, JobSpecError
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from dlc.errors import DlcError
+from dlc.scheduler.api_app import build_app, job_to_dict
+from dlc.scheduler.api_guard import ApiGuard, Limits
 from dlc.scheduler.core import Actions, SchedulerCore
-from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.logs import LogReader
+
+__all__ = ["ApiServer", "ServerLimits", "job_to_dict", "openapi_document"]
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 1 << 20
 
+@dataclass(frozen=True)
+class ServerLimits(Limits):
+    """:class:`~dlc.scheduler.api_guard.Limits` plus the connection-level bounds.
 
-class _HttpError(Exception):
-    def __init__(self, status: int, message: str, field: str | None = None):
-        super().__init__(message)
-        self.status, self.field = status, field
+    Attributes:
+        backlog: the listen queue (connections waiting to be accepted).
+        max_connections: open connections before uvicorn answers 503.
+        header_timeout_s: seconds a client has to send a request's headers (slowloris).
+        keep_alive_s: seconds an idle keep-alive connection stays open.
+    """
 
-
-def job_to_dict(job: Job, history: list | None = None) -> dict[str, Any]:
-    """The API's JSON view of a job."""
-    spec = job.spec
-    body: dict[str, Any] = {
-        "id": job.job_id,
-        "user": job.user,
-        "state": job.state.value,
-        "name": spec.name or spec.label,
-        "framework": spec.framework,
-        "image": spec.image,
-        "gpus": spec.gpus,
-        "nodes": spec.nodes,
-        "gpu_model": spec.gpu_model,
-        "cpus": spec.cpus,
-        "mem_mib": spec.mem_mib,
-        "priority": spec.priority,
-        "retries": spec.retries,
-        "command": list(spec.command),
-        "attempt": job.attempt,
-        "failures": job.failures,
-        "submitted_at": job.submitted_at,
-        "message": job.message,
-        "kill_requested": job.kill_requested,
-        "tasks": [t.to_dict() for t in job.tasks],
-    }
-    if history is not None:
-        body["history"] = [{"at": at, "state": st, "message": msg} for at, st, msg in history]
-    return body
+    backlog: int = 2048
+    max_connections: int = 4096
+    header_timeout_s: float = 10.0
+    keep_alive_s: float = 5.0
 
 
 class ApiServer:
@@ -85,10 +72,14 @@ class ApiServer:
         dispatch: carries out :class:`Actions` (revive on submit, kills) on the driver.
         host, port: where to listen (port 0: any free port).
         framework_url: Mesos UI URL of the framework (callable; known after registration).
-        master_kind: ``"emulator"``/``"mesos"`` (callable; ``None`` before registration),
-            so clients can say which UI ``framework_url`` opens.
         web: the dashboard (:class:`dlc.web.dashboard.Dashboard`): serves ``/``, ``/static``,
             ``/metrics`` and ``/v1/dashboard``; without it ``/`` is a small status page.
+        master_kind: ``"emulator"``/``"mesos"`` (callable; ``None`` before registration),
+            so clients can say which UI ``framework_url`` opens.
+        limits: the abuse bounds.
+
+    Raises:
+        DlcError: the address cannot be bound (names ``--api-port``).
     """
 
     def __init__(
@@ -101,188 +92,170 @@ class ApiServer:
         framework_url: Callable[[], str | None] = lambda: None,
         web: Any = None,
         master_kind: Callable[[], str | None] = lambda: None,
+        limits: ServerLimits | None = None,
     ):
         self.core, self.logs, self.dispatch = core, logs, dispatch
         self.framework_url = framework_url
         self.master_kind = master_kind
         self.web = web
-        handler = type("Handler", (_Handler,), {"api": self})
-        try:
-            self._server = ThreadingHTTPServer((host, port), handler)
-        except OSError as exc:
-            raise DlcError(
-                f"--api-port {port}: cannot listen on {host}:{port} "
-                f"({exc.strerror or exc}); pick another port, or 0 for any"
-            ) from None
-        self._server.daemon_threads = True
+        self.limits = limits or ServerLimits()
+        self.app = build_app(self)
+        self._socket = _listen(host, port, self.limits.backlog)
+        self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         """``http://host:port`` the API answers on."""
-        host, port = self._server.server_address[:2]
+        host, port = self._socket.getsockname()[:2]
         return f"http://{host}:{port}"
 
-    def start(self) -> str:
-        """Serve in a daemon thread; returns :attr:`url`."""
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="dlc-api", daemon=True
+    def start(self, timeout_s: float = 30.0) -> str:
+        """Serve in a daemon thread; returns :attr:`url` once the server accepts."""
+        guard = ApiGuard(self.app, self.core.store.authenticate, self.limits)
+        config = uvicorn.Config(
+            guard,
+            http=_protocol(self.limits.header_timeout_s),
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            server_header=False,
+            timeout_keep_alive=self.limits.keep_alive_s,
+            timeout_graceful_shutdown=3,
+            limit_concurrency=self.limits.max_connections,
+            backlog=self.limits.backlog,
         )
+        self._server = _ThreadServer(config)
+        self._thread = threading.Thread(target=self._serve, name="dlc-api", daemon=True)
         self._thread.start()
+        self._server.ready.wait(timeout_s)
+        if not self._server.started:
+            raise DlcError(f"the API server did not start in {timeout_s:g} s; see the log")
         return self.url
+
+    def _serve(self) -> None:
+        try:
+            asyncio.run(self._server.serve(sockets=[self._socket]))
+        except Exception:  # startup failed: start() reports it, the log says why
+            log.exception("the API server stopped")
+        finally:
+            self._server.ready.set()
 
     def stop(self) -> None:
         """Stop serving and close the socket (also when :meth:`start` never ran)."""
-        if self._thread is not None:  # shutdown() waits for serve_forever: only if it runs
-            self._server.shutdown()
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
             self._thread = None
-        self._server.server_close()
+        self._socket.close()
 
-    # -- request handling (called by the handler) ----------------------------
 
-    def route(self, method: str, path: str, query: dict, body: Any, token: str | None):
-        if method == "GET" and path == "/openapi.json":
-            return 200, openapi_document()
-        if method == "GET" and path == "/healthz":
-            return 200, {"ok": True, "version": __version__}
-        if not path.startswith("/v1/"):
-            raise _HttpError(404, f"no endpoint {method} {path}; see /openapi.json")
-        user, admin = self._auth(token)
-        if self.web is not None and self.web.handles(path):
-            return self.web.route(method, path, user, admin)
-        match = re.fullmatch(r"/v1/jobs(?:/([A-Za-z0-9_.-]+)(?:/(kill|logs))?)?", path)
-        if not match:
-            raise _HttpError(404, f"no endpoint {method} {path}; see /openapi.json")
-        job_id, action = match.groups()
-        if job_id is None:
-            if method == "POST":
-                return 201, self._submit(user, body)
-            if method == "GET":
-                jobs = self.core.store.list_jobs(user=None if admin else user)
-                return 200, {"jobs": [job_to_dict(j) for j in jobs]}
-        elif action is None and method == "GET":
-            job = self.core.visible_job(job_id, user, admin)
-            return 200, job_to_dict(job, self.core.store.history(job_id))
-        elif action == "kill" and method == "POST":
-            job, actions = self.core.kill(job_id, user, admin)
-            self.dispatch(actions)
-            return 200, job_to_dict(job)
-        elif action == "logs" and method == "GET":
-            return 200, self._logs(self.core.visible_job(job_id, user, admin), query)
-        raise _HttpError(405, f"{method} is not allowed on {path}")
+class _ThreadServer(uvicorn.Server):
+    """A uvicorn server that leaves signals to the scheduler and says when it listens."""
 
-    def _auth(self, token: str | None) -> tuple[str, bool]:
-        found = self.core.store.user_for_token(token) if token else None
-        if found is None:
-            raise _HttpError(401, "missing or unknown API token: pass --token or set DLC_TOKEN")
-        return found
+    def __init__(self, config: uvicorn.Config):
+        super().__init__(config)
+        self.ready = threading.Event()
 
-    def _submit(self, user: str, body: Any) -> dict:
-        job = self.core.submit(user, JobSpec.from_dict(body))
-        self.dispatch(Actions(revive=True))
-        out = job_to_dict(job)
-        out["framework_url"] = self.framework_url()
-        out["master_kind"] = self.master_kind()
-        return out
+    def install_signal_handlers(self) -> None:  # uvicorn < 0.29
+        pass
 
-    def _logs(self, job: Job, query: dict) -> dict:
-        def arg(name: str, default: int) -> int:
+    def capture_signals(self):  # uvicorn >= 0.29: the scheduler's main thread owns signals
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+    async def startup(self, sockets: list | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+
+def _listen(host: str, port: int, backlog: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family = infos[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+            sock.listen(backlog)  # connections queue up even before the server thread runs
+        except OSError:
+            sock.close()
+            raise
+    except OSError as exc:
+        raise DlcError(
+            f"--api-port {port}: cannot listen on {host}:{port} "
+            f"({exc.strerror or exc}); pick another port, or 0 for any"
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+def _protocol(header_timeout_s: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a deadline for each request's headers (slowloris) and
+    JSON for the 400 it sends on malformed HTTP (bad request line, headers, Content-Length)."""
+
+    class DlcH11Protocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            # Never an access log: request lines may carry tokens in query strings. (uvicorn
+            # decides from the "uvicorn.access" logger's handlers, which others may add.)
+            self.access_log = False
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm_header_timer()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE and self._header_timer is not None:
+                self._header_timer.cancel()  # this request's headers are in
+                self._header_timer = None
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm_header_timer()  # the next request on this connection gets its own
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            super().connection_lost(exc)
+
+        def _arm_header_timer(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            self._header_timer = self.loop.call_later(header_timeout_s, self._headers_late)
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+        def send_400_response(self, msg: str) -> None:
+            payload = json.dumps(
+                {
+                    "error": "malformed HTTP request (request line, a header or "
+                    "Content-Length); send HTTP/1.1 with a whole-number Content-Length",
+                    "field": None,
+                }
+            ).encode()
+            headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
             try:
-                return int(query.get(name, [default])[0])
-            except ValueError:
-                raise _HttpError(400, f"{name} must be a whole number", name) from None
+                for event in (
+                    h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                    h11.Data(data=payload),
+                    h11.EndOfMessage(),
+                ):
+                    self.transport.write(self.conn.send(event))
+            except h11.LocalProtocolError:  # a response had already begun: just close
+                pass
+            self.transport.close()
 
-        stream = query.get("stream", ["stdout"])[0]
-        out = self.logs.read(job, stream, arg("offset", 0), arg("length", 65536), arg("rank", 0))
-        out["state"] = job.state.value
-        out["done"] = job.state.terminal
-        return out
-
-    def status_page(self) -> str:
-        counts: dict[str, int] = {s.value: 0 for s in JobState}
-        for job in self.core.store.list_jobs():
-            counts[job.state.value] += 1
-        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in counts.items())
-        return (
-            "<!doctype html><html><head><meta charset='utf-8'><title>DLC scheduler</title></head>"
-            f"<body><h1>DLC scheduler {__version__}</h1><table>{rows}</table>"
-            "<p>Use <code>dlc jobs</code>; API description: <a href='/openapi.json'>"
-            "/openapi.json</a></p></body></html>"
-        )
-
-
-class _Handler(BaseHTTPRequestHandler):
-    api: ApiServer
-    server_version = f"dlc/{__version__}"
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self._handle("GET")
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._handle("POST")
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._handle("DELETE")
-
-    def _handle(self, method: str) -> None:
-        url = urlparse(self.path)
-        web = self.api.web
-        page = web.page(url.path) if web is not None and method == "GET" else None
-        if page is not None:
-            self._send(*page)
-            return
-        if method == "GET" and url.path == "/":
-            self._send(200, self.api.status_page().encode(), "text/html; charset=utf-8")
-            return
-        try:
-            status, body = self.api.route(
-                method, url.path, parse_qs(url.query), self._body(method), self._token()
-            )
-        except _HttpError as exc:
-            status, body = exc.status, {"error": str(exc), "field": exc.field}
-        except (JobSpecError, ImageNotFound) as exc:
-            status, body = 400, {"error": str(exc), "field": getattr(exc, "field", None)}
-        except JobNotFound as exc:
-            status, body = 404, {"error": str(exc), "field": None}
-        except DlcError as exc:
-            status, body = 409, {"error": str(exc), "field": None}
-        except Exception:  # a bug must not kill the server thread; log it for the operator
-            log.exception("API request %s %s failed", method, self.path)
-            status, body = 500, {"error": "internal error; see the scheduler log", "field": None}
-        self._send(status, json.dumps(body).encode(), "application/json")
-
-    def _token(self) -> str | None:
-        auth = self.headers.get("Authorization", "")
-        return auth[7:].strip() if auth.lower().startswith("bearer ") else None
-
-    def _body(self, method: str) -> Any:
-        if method != "POST":
-            return None
-        size = int(self.headers.get("Content-Length") or 0)
-        if size > MAX_BODY:
-            raise _HttpError(413, "request body too large")
-        raw = self.rfile.read(size) if size else b""
-        if not raw:
-            return {}
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise _HttpError(400, "request body is not JSON") from None
-
-    def _send(self, status: int, payload: bytes, ctype: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, fmt: str, *args: Any) -> None:
-        log.debug("api: " + fmt, *args)
+    return DlcH11Protocol
 
 
 def openapi_document() -> dict:
-    """The OpenAPI 3.0 description of this API."""
-    text = resources.files("dlc.scheduler").joinpath("openapi.json").read_text()
-    doc = json.loads(text)
-    doc["info"]["version"] = __version__
-    return doc
+    """The OpenAPI 3 description of this API (generated from the wire models)."""
+    return build_app(SimpleNamespace(core=None, web=None)).openapi()

@@ -36,9 +36,25 @@ class ApiClient:
         """Submit a job spec; returns the job (with ``framework_url``)."""
         return self._call("POST", "/v1/jobs", spec)
 
-    def jobs(self) -> list[dict]:
-        """The caller's jobs (all jobs for an admin token)."""
-        return self._call("GET", "/v1/jobs")["jobs"]
+    def jobs(self, limit: int | None = None, page_size: int = 100) -> list[dict]:
+        """The caller's jobs (all jobs for an admin token), newest first.
+
+        Args:
+            limit: at most this many (``None``: all, following the ``next`` links).
+            page_size: jobs asked for per request.
+        """
+        found: list[dict] = []
+        page = self.jobs_page(min(page_size, limit or page_size))
+        while True:
+            found += page["jobs"]
+            if not page.get("next") or (limit is not None and len(found) >= limit):
+                return found[:limit]
+            page = self._call("GET", page["next"])
+
+    def jobs_page(self, limit: int = 100, cursor: str | None = None) -> dict:
+        """One page: ``{"jobs": [...newest first], "next": URL path or None}``."""
+        query = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+        return self._call("GET", f"/v1/jobs?{urllib.parse.urlencode(query)}")
 
     def show(self, job_id: str) -> dict:
         """One job with its history."""

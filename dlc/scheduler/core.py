@@ -325,6 +325,17 @@ class SchedulerCore:
             self._impossible[key] = None if error is None else str(error)
         return self._impossible[key]
 
+    def jobs_page(self, user: str, admin: bool, limit: int, before: str | None = None) -> list[Job]:
+        """A page of the caller's jobs (all jobs for an admin), newest first, older than
+        job ``before`` (which the caller must be able to see).
+
+        Raises:
+            JobNotFound: ``before`` is not a job the caller may see.
+        """
+        if before is not None:
+            self.visible_job(before, user, admin)
+        return self.store.list_jobs_page(None if admin else user, limit, before)
+
     # -- Mesos events ---------------------------------------------------------
 
     def on_offers(self, offers: list[dict]) -> Actions:

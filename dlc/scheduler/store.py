@@ -348,6 +348,33 @@ class JobStore:
             args.append(int(limit))
         return sql, args
 
+    def list_jobs_page(self, user: str | None, limit: int, before: str | None = None) -> list[Job]:
+        """Up to ``limit`` jobs (of ``user`` when given), newest first, older than job ``before``.
+
+        Walks the ``jobs_time``/``jobs_user_time`` indexes backwards, so a page costs
+        ``limit`` rows however many jobs the store holds. Unreadable rows are quarantined
+        and left out, like :meth:`list_jobs`.
+        """
+        where, args = ["1=1"], []
+        if user is not None:
+            where.append("user=?")
+            args.append(user)
+        if before is not None:
+            where.append(
+                "(submitted_at, job_id) < (SELECT submitted_at, job_id FROM jobs WHERE job_id=?)"
+            )
+            args.append(before)
+        sql = (
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {' AND '.join(where)}"
+            " ORDER BY submitted_at DESC, job_id DESC LIMIT ?"
+        )
+        while True:
+            with self._read("listing jobs"):
+                rows = self._db.execute(sql, [*args, limit]).fetchall()
+            jobs = self._decode(rows)
+            if len(jobs) == len(rows):
+                return jobs  # else quarantined rows left the page: read it again
+
     def history(self, job_id: str) -> list[tuple[float, str, str]]:
         """``(time, state, message)`` entries of a job, oldest first."""
         with self._read(f"reading the history of job {job_id}"):

@@ -1,11 +1,13 @@
 """The dashboard's routes, served by the scheduler's API server.
 
-Unauthenticated: ``GET /`` (the page; it asks for a token), ``GET /static/<file>``
-and ``GET /metrics`` (Prometheus text; aggregates only). Authenticated with the
-API's bearer tokens: ``GET /v1/dashboard`` (the live snapshot the page polls
-every 2 s) and ``GET /v1/dashboard/agents/<agent_id>/topology`` (an agent's
-topology drawing as SVG text, made once per agent layout). The per-job page uses
-the API itself (``/v1/jobs/<id>``, ``/logs``, ``/kill``).
+Unauthenticated: ``GET /`` (the page; its sign-in form POSTs a token to
+``/v1/session``, which sets an HttpOnly, SameSite=Strict cookie: the token is never
+in a URL), ``GET /static/<file>`` and ``GET /metrics`` (Prometheus text; aggregates
+only). Authenticated with that cookie or the API's bearer tokens:
+``GET /v1/dashboard`` (the live snapshot the page polls every 2 s) and
+``GET /v1/dashboard/agents/<agent_id>/topology`` (an agent's topology
+drawing as SVG text, made once per agent layout). The per-job page uses the API
+itself (``/v1/jobs/<id>``, ``/logs``, ``/kill``).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def env(tmp_path):
     core = SchedulerCore(store, config, _resolver)
     server = ApiServer(core, LogReader(lambda: None), lambda actions: None)
     server.start()
-    token = store.add_token("alice")
+    token = store.add_token("alice", max_priority=10)
     yield {"DLC_API": server.url, "DLC_TOKEN": token}, core, tmp_path
     server.stop()
 
@@ -58,6 +58,18 @@ def test_submit_with_flags_prints_job_id(env):
     assert spec.command == ("python", "t.py", "--lr", "0.1")
     assert spec.env == {"A": "1"} and spec.volumes[0].host_path == "/data/x"
     assert spec.image == "pytorch/pytorch:2.3.1-cuda12.1"
+
+
+def test_priority_above_the_token_grant_is_refused_in_one_line(env):
+    e, core, _ = env
+    result = run(e, "submit", "--image", "busybox", "--priority", "11", "--", "true")
+    assert result.exit_code != 0
+    assert result.output.strip() == (
+        "Error: priority: 11 is above your limit 10; use --priority 10 or lower, or ask an admin"
+    )
+    assert core.store.list_jobs() == []
+    granted = run(e, "submit", "--image", "busybox", "--priority", "10", "--", "true")
+    assert granted.exit_code == 0, granted.output
 
 
 def test_submit_yaml_spec_flags_override(env):

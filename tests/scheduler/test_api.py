@@ -194,3 +194,11 @@ def test_api_server_stops_when_it_never_started(tmp_path):
     stopper.join(timeout=5)
     store.close()
     assert not stopper.is_alive(), "ApiServer.stop() hung waiting for a serve loop never started"
+
+
+def test_wire_model_lists_every_jobspec_field():
+    # A field added to JobSpec must be added to the wire model too (or submits refuse it).
+    from dlc.scheduler.api_models import JobSpecIn
+    from dlc.scheduler.jobs import JobSpec
+
+    assert set(JobSpecIn.model_fields) == set(JobSpec.__dataclass_fields__)

@@ -55,7 +55,10 @@ def main(out: str) -> None:
     time.sleep(10)
     driver = start_chromium(work / "profile", 1440, 1000)
     try:
-        driver.get(f"{service.api_url}/?token={cluster.admin_token}")
+        driver.get(f"{service.api_url}/")
+        time.sleep(1)
+        driver.find_element("css selector", "#token-input").send_keys(cluster.admin_token)
+        driver.find_element("css selector", "#login-form button[type=submit]").click()
         time.sleep(4)
         height = driver.execute_script("return document.documentElement.scrollHeight")
         driver.set_window_size(1440, height + 200)  # the window's height includes its frame

@@ -31,7 +31,7 @@ ARTIFACTS = ROOT / "build" / "test-artifacts"
 
 @pytest.fixture(scope="module")
 def dlc_local(tmp_path_factory):
-    """``(dashboard URL with ?token=, API URL, admin token, job DB)`` of a running ``dlc local``."""
+    """``(dashboard URL, API URL, admin token, job DB)`` of a running ``dlc local``."""
     work = tmp_path_factory.mktemp("dlc-local")
     proc = subprocess.Popen(
         [sys.executable, "-m", "dlc", "local", "--simulate", str(DGX1), "--api-port", "0",
@@ -49,7 +49,8 @@ def dlc_local(tmp_path_factory):
         dashboard = re.search(r"^Dashboard: (\S+)", text, re.M).group(1)
         api = re.search(r"export DLC_API=(\S+)", text).group(1)
         token = re.search(r"export DLC_TOKEN=(\S+)", text).group(1)
-        assert dashboard == f"{api}/?token={token}"
+        assert dashboard == f"{api}/"  # no token in any printed URL
+        assert all(token not in line for line in lines if "://" in line)
         yield dashboard, api, token, work / "state" / "scheduler.db"
     finally:
         proc.terminate()
@@ -61,6 +62,14 @@ def browser(tmp_path):
     driver = start_chromium(tmp_path / "profile", 1440, 1000)
     yield driver
     driver.quit()
+
+
+def sign_in(driver, url: str, token: str) -> None:
+    """Open the dashboard and sign in through its form (the token never enters a URL)."""
+    driver.get(url)
+    wait_for(driver, "return !document.getElementById('login-view').hidden")
+    driver.find_element("css selector", "#token-input").send_keys(token)
+    driver.find_element("css selector", "#login-form button[type=submit]").click()
 
 
 def wait_for(driver, script: str, timeout: float = 30.0, *args):
@@ -84,10 +93,14 @@ return [...document.querySelectorAll(arguments[0] + ' g.node.gpu')]
 def test_dashboard_follows_a_job_to_finished(dlc_local, browser):
     dashboard, api, token, _ = dlc_local
     admin = ApiClient(api, token)
-    browser.get(dashboard)
+    sign_in(browser, dashboard, token)
     wait_for(browser, "return document.querySelector('#agents svg g#node-gpu7')")
-    assert "token=" not in browser.current_url  # read once, then dropped from the address
+    assert "token" not in browser.current_url
     assert urlsplit(browser.current_url).path == "/"
+    # the session is an HttpOnly cookie: the page's script cannot read the token
+    assert token not in browser.execute_script(
+        "return document.cookie + JSON.stringify(localStorage)"
+    )
 
     job = admin.submit(
         {
@@ -126,7 +139,7 @@ def test_dashboard_follows_a_job_to_finished(dlc_local, browser):
     assert "trained" in logs
     browser.save_screenshot(str(ARTIFACTS / "dashboard-job.png"))
 
-    browser.get(dashboard.split("?")[0])
+    browser.get(dashboard)  # a reload stays signed in (the cookie)
     wait_for(browser, f"return document.querySelector(\"#done tr[data-job='{job_id}']\")")
     assert browser.execute_script(GPUS_OF_JOB, "#agents", job_id) == []
     assert console_errors(browser) == []
@@ -144,7 +157,7 @@ def test_other_users_gpus_show_as_taken(dlc_local, browser):
         time.sleep(0.2)
     assert gpu is not None, "the job was not placed"
     bob = _create_user_token(db, "bob")
-    browser.get(f"{api}/?token={bob}")
+    sign_in(browser, f"{api}/", bob)
     wait_for(browser, f"return document.querySelector('#agents g#node-gpu{gpu}.held')")
     node = browser.execute_script(
         "const g = document.querySelector('#agents g#node-gpu' + arguments[0]);"
@@ -159,9 +172,10 @@ def test_other_users_gpus_show_as_taken(dlc_local, browser):
 
 def test_wrong_token_shows_the_sign_in_form(dlc_local, browser):
     _, api, _, _ = dlc_local
-    browser.get(f"{api}/?token=not-a-token")
-    wait_for(browser, "return !document.getElementById('login-view').hidden")
+    sign_in(browser, f"{api}/?token=not-a-token", "not-a-token")
+    wait_for(browser, "return document.getElementById('login-error').textContent")
     assert "Sign-in failed" in browser.find_element("css selector", "#login-error").text
+    assert "token" not in browser.current_url  # an old ?token= link is dropped, not used
     # the 401 itself is the only console entry a wrong token may cause
     assert all("401" in e for e in console_errors(browser))
 

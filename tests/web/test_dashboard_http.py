@@ -10,6 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dlc.scheduler.api import ApiServer
+from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.logs import LogReader
 from dlc.web.dashboard import Dashboard
 from tests.scheduler.helpers import offer
@@ -46,7 +47,7 @@ def get(url: str, token: str | None = None, method: str = "GET"):
         pytest.param("/static/dashboard.css", 200, "text/css", b".agent", id="css"),
         pytest.param("/static/../api.py", 404, "text/plain", b"no such file", id="no-escape"),
         pytest.param("/metrics", 200, "text/plain; version=0.0.4", b"dlc_agent_gpus", id="metrics"),
-        pytest.param("/healthz", 200, "application/json", b'"ok": true', id="api-still-there"),
+        pytest.param("/healthz", 200, "application/json", b'"ok":true', id="api-still-there"),
     ],
 )
 def test_pages_without_token(server, path, status, ctype, contains):
@@ -105,3 +106,66 @@ def test_snapshot_and_topology_with_token(server):
     status, _, body = get(api.url + "/v1/dashboard/agents/agent-1/topology", tokens["root"])
     # no dlc_topo attribute: the page draws plain GPU boxes instead
     assert status == 200 and json.loads(body) == {"agent_id": "agent-1", "svg": None}
+
+
+def _sign_in(api, token: str):
+    """``(status, Set-Cookie header, JSON)`` of the dashboard's sign-in."""
+    req = urllib.request.Request(
+        api.url + "/v1/session",
+        data=json.dumps({"token": token}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.headers["Set-Cookie"], json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers["Set-Cookie"], json.loads(err.read())
+
+
+def _with_cookie(api, path: str, cookie: str, method: str = "GET", headers=None):
+    req = urllib.request.Request(
+        api.url + path, method=method, data=b"{}" if method == "POST" else None,
+        headers={"Cookie": cookie, **(headers or {})},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_sign_in_sets_an_http_only_strict_cookie_that_authenticates(server):
+    api, tokens = server
+    status, set_cookie, body = _sign_in(api, tokens["alice"])
+    assert status == 200 and body == {"user": "alice", "admin": False}
+    flags = {part.strip().lower() for part in set_cookie.split(";")}
+    assert {"httponly", "samesite=strict", "path=/"} <= flags
+    cookie = set_cookie.split(";")[0]
+    assert _with_cookie(api, "/v1/session", cookie) == (200, {"user": "alice", "admin": False})
+    status, snap = _with_cookie(api, "/v1/dashboard", cookie)
+    assert status == 200 and snap["me"]["user"] == "alice"
+
+
+def test_cookie_writes_need_the_dashboard_header(server):
+    api, tokens = server
+    cookie = _sign_in(api, tokens["alice"])[1].split(";")[0]
+    job = api.core.submit("alice", JobSpec(image="x"))
+    path = f"/v1/jobs/{job.job_id}/kill"
+    status, body = _with_cookie(api, path, cookie, "POST")  # what a cross-site form could send
+    assert status == 403 and body["field"] == "X-Requested-With"
+    status, body = _with_cookie(api, path, cookie, "POST", {"X-Requested-With": "dlc-dashboard"})
+    assert status == 200 and body["state"] == "killed"
+
+
+def test_wrong_token_does_not_sign_in_and_sign_out_clears(server):
+    api, _ = server
+    status, set_cookie, body = _sign_in(api, "not-a-token")
+    assert status == 401 and set_cookie is None and body["field"] == "token"
+    assert _with_cookie(api, "/v1/session", "dlc_session=nope") == (
+        200,
+        {"user": None, "admin": False},
+    )
+    req = urllib.request.Request(api.url + "/v1/session", method="DELETE")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 204 and 'dlc_session=""' in resp.headers["Set-Cookie"]

@@ -1,15 +1,16 @@
 // DLC dashboard: plain JavaScript, no libraries. Polls the scheduler every 2 s
-// (GET /v1/dashboard with the API's bearer token) and redraws; no page reloads.
+// (GET /v1/dashboard, signed in by an HttpOnly session cookie) and redraws; no page reloads.
+// The token is typed into the sign-in form, POSTed once to /v1/session and never kept
+// by this script, put in a URL or in localStorage.
 "use strict";
 
 const POLL_MS = 2000;
-const TOKEN_KEY = "dlc.token";
 // Colours of jobs holding GPUs: distinct hues, light enough for dark text on them.
 const JOB_COLOURS = ["#64b5f6", "#ffb74d", "#81c784", "#f06292", "#4dd0e1", "#fff176",
   "#ba68c8", "#4db6ac", "#ff8a65", "#dce775", "#7986cb", "#ffd54f"];
 const TAKEN = "#b0bec5";  // another user's GPU: shown as taken, without details
 
-const state = { token: null, snapshot: null, svgs: {}, stream: "stdout", logOffset: 0,
+const state = { signedIn: false, snapshot: null, svgs: {}, stream: "stdout", logOffset: 0,
   logJob: null, timer: null, jobCache: null };
 
 const $ = (id) => document.getElementById(id);
@@ -59,16 +60,13 @@ function clock(t) {
 
 // ---------------------------------------------------------------- auth + fetch
 
-function readToken() {
+function dropTokenFromAddress() {
+  // An old link may carry ?token=: it is not used (tokens do not belong in URLs), only
+  // removed from the address bar and history.
   const url = new URL(window.location.href);
-  const given = url.searchParams.get("token");
-  if (given) {
-    // Taken once from ?token= and removed from the address bar and history.
-    localStorage.setItem(TOKEN_KEY, given);
-    url.searchParams.delete("token");
-    history.replaceState(null, "", url.pathname + url.search + url.hash);
-  }
-  return localStorage.getItem(TOKEN_KEY);
+  if (!url.searchParams.has("token")) return;
+  url.searchParams.delete("token");
+  history.replaceState(null, "", url.pathname + url.search + url.hash);
 }
 
 class AuthError extends Error {}
@@ -76,7 +74,9 @@ class AuthError extends Error {}
 async function api(path, options = {}) {
   const resp = await fetch(path, {
     ...options,
-    headers: { Authorization: `Bearer ${state.token}`, ...(options.headers || {}) },
+    credentials: "same-origin",
+    // Cookie-authenticated writes must carry this header (a cross-site form cannot).
+    headers: { "X-Requested-With": "dlc-dashboard", ...(options.headers || {}) },
   });
   const body = await resp.json().catch(() => ({}));
   if (resp.status === 401) throw new AuthError(body.error || "unknown token");
@@ -84,9 +84,20 @@ async function api(path, options = {}) {
   return body;
 }
 
+async function signIn(token) {
+  const resp = await fetch("/v1/session", {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ token }),
+  });
+  const body = await resp.json().catch(() => ({}));
+  if (!resp.ok) throw new AuthError(body.error || `HTTP ${resp.status}`);
+  return body;
+}
+
 function showLogin(message) {
-  state.token = null;
-  localStorage.removeItem(TOKEN_KEY);
+  state.signedIn = false;
   for (const id of ["overview-view", "job-view"]) $(id).hidden = true;
   $("login-view").hidden = false;
   $("signout").hidden = true;
@@ -422,10 +433,10 @@ function route() {
 
 async function refresh() {
   clearTimeout(state.timer);
-  if (!state.token) return;
   try {
     const snap = await api("/v1/dashboard");
     state.snapshot = snap;
+    state.signedIn = true;
     const holders = snap.agents.flatMap((a) => a.gpus.map((g) => g.holder && g.holder.job));
     assignColours([...new Set(holders.filter(Boolean))].sort());
     renderHeader(snap);
@@ -444,7 +455,8 @@ async function refresh() {
     $("status").textContent = `updated ${clock(snap.now)} · refreshes every ${POLL_MS / 1000}s`;
   } catch (err) {
     if (err instanceof AuthError) {
-      showLogin(`Sign-in failed: ${err.message}`);
+      // Not signed in yet is not a failure; a session that stopped working is.
+      showLogin(state.signedIn ? `Sign-in failed: ${err.message}` : "");
       return;
     }
     $("status").textContent = `cannot reach the scheduler (${err.message}); retrying`;
@@ -453,14 +465,22 @@ async function refresh() {
 }
 
 function start() {
-  $("login-form").addEventListener("submit", (ev) => {
+  $("login-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    state.token = $("token-input").value.trim();
-    localStorage.setItem(TOKEN_KEY, state.token);
+    const token = $("token-input").value.trim();
     $("token-input").value = "";
+    try {
+      await signIn(token);
+    } catch (err) {
+      showLogin(`Sign-in failed: ${err.message}`);
+      return;
+    }
     refresh();
   });
-  $("signout").addEventListener("click", () => showLogin(""));
+  $("signout").addEventListener("click", async () => {
+    await fetch("/v1/session", { method: "DELETE", credentials: "same-origin" }).catch(() => {});
+    showLogin("");
+  });
   $("kill").addEventListener("click", async () => {
     const id = $("kill").dataset.job;
     if (!window.confirm(`Kill job ${id}?`)) return;
@@ -486,9 +506,13 @@ function start() {
     window.scrollTo(0, 0);
     refresh();
   });
-  state.token = readToken();
-  if (state.token) refresh();
-  else showLogin("");
+  dropTokenFromAddress();
+  // Signed in already if the session cookie is there; else the form shows (asked without
+  // a 401, so a fresh visit leaves the console clean).
+  fetch("/v1/session", { credentials: "same-origin" })
+    .then((resp) => resp.json())
+    .then((who) => (who.user ? refresh() : showLogin("")))
+    .catch(() => refresh());
 }
 
 start();

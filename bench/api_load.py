@@ -1,0 +1,142 @@
+"""API load benchmark: N concurrent submits, then N concurrent kills, against a real API server.
+
+The server is DLC's own (``ApiServer``: FastAPI on uvicorn) over a scheduler core on a
+temporary SQLite job store, in a child process (so the load generator does not share its
+GIL); there is no Mesos master, so the jobs stay queued and a kill ends them at once. The
+load comes from one asyncio client, every request on its own fresh connection (the worst
+case for the listen backlog), all N of a phase started together.
+
+    python bench/api_load.py                 # 500 + 500, table + bench/results/api_load.json
+    python bench/api_load.py --concurrency 1000 --json out.json
+
+Errors (any non-2xx answer, reset or timeout) must be 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def serve(db: str) -> None:
+    """Child process: run the API and print ``URL TOKEN`` once it listens."""
+    from dlc.scheduler.api import ApiServer
+    from dlc.scheduler.core import SchedulerCore
+    from dlc.scheduler.logs import LogReader
+    from dlc.scheduler.store import JobStore
+
+    store = JobStore(db)
+    core = SchedulerCore(store, resolver=lambda spec: (spec.image, None))
+    server = ApiServer(core, LogReader(lambda: None), lambda actions: None)
+    url = server.start()
+    print(url, store.add_token("bench"), flush=True)
+    sys.stdin.read()  # until the parent closes our stdin
+    server.stop()
+
+
+async def request(host: str, port: int, method: str, path: str, token: str, body: bytes):
+    """``(seconds, status)`` of one request on a fresh connection (status 0: I/O error)."""
+    started = time.perf_counter()
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(
+            f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), 60)
+        writer.close()
+        status = int(raw.split(b" ", 2)[1])
+        payload = json.loads(raw.partition(b"\r\n\r\n")[2] or b"null")
+    except (TimeoutError, OSError, ValueError, IndexError):
+        return time.perf_counter() - started, 0, None
+    return time.perf_counter() - started, status, payload
+
+
+async def phase(host, port, token, calls: list[tuple[str, str, bytes]]) -> dict:
+    """Run all ``calls`` at once; latency percentiles, errors, throughput."""
+    started = time.perf_counter()
+    results = await asyncio.gather(*(request(host, port, m, p, token, b) for m, p, b in calls))
+    wall = time.perf_counter() - started
+    ms = sorted(r[0] * 1000 for r in results)
+    errors = sum(1 for r in results if not 200 <= r[1] < 300)
+    return {
+        "requests": len(calls),
+        "errors": errors,
+        "p50_ms": round(statistics.median(ms), 1),
+        "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1),
+        "max_ms": round(ms[-1], 1),
+        "throughput_rps": round(len(calls) / wall, 1),
+        "ids": [r[2]["id"] for r in results if r[2] and "id" in r[2]],
+    }
+
+
+async def run(url: str, token: str, n: int) -> dict:
+    host, port = url.split("//")[1].split(":")
+    port = int(port)
+    submit = json.dumps({"image": "bench", "command": ["true"]}).encode()
+    submits = await phase(host, port, token, [("POST", "/v1/jobs", submit)] * n)
+    kills = [("POST", f"/v1/jobs/{i}/kill", b"{}") for i in submits["ids"]]
+    kill = await phase(host, port, token, kills)
+    lists = await phase(host, port, token, [("GET", "/v1/jobs?limit=100", b"")] * n)
+    return {"submit": submits, "kill": kill, "list (100 per page)": lists}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--concurrency", type=int, default=500, help="requests per phase")
+    parser.add_argument("--json", default=str(RESULTS / "api_load.json"), help="results file")
+    parser.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.serve)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        child = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(Path(tmp) / "jobs.db")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            url, token = child.stdout.readline().split()
+            phases = asyncio.run(run(url, token, args.concurrency))
+        finally:
+            child.stdin.close()
+            child.wait(timeout=30)
+    print(f"API load: {args.concurrency} concurrent requests per phase, one connection each")
+    print(f"{'phase':<20} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'req/s':>8} {'errors':>7}")
+    for name, p in phases.items():
+        p.pop("ids")
+        print(f"{name:<20} {p['p50_ms']:>8} {p['p99_ms']:>8} {p['max_ms']:>8} "
+              f"{p['throughput_rps']:>8} {p['errors']:>7}")  # fmt: skip
+    report = {
+        "benchmark": "api_load",
+        "concurrency": args.concurrency,
+        "machine": {"python": platform.python_version(), "cpus": _cpus()},
+        "phases": phases,
+    }
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.json}")
+    return 1 if any(p["errors"] for p in phases.values()) else 0
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""The API's wire format as pydantic models (the OpenAPI document is generated from them).
+
+The models check the *shape* of a request (which fields, which JSON types);
+:meth:`dlc.scheduler.jobs.JobSpec.from_dict` stays the authority for the field
+rules and their one-line messages, so the two never disagree on a message.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+#: a whole number as JSON number or as text (``"2"``), as ``dlc submit`` and YAML files send
+WholeNumber = StrictInt | StrictStr
+Scalar = StrictStr | StrictInt | StrictFloat | StrictBool
+
+
+class VolumeIn(BaseModel):
+    """A host mount in object form (``"/HOST:/CONTAINER[:ro|rw]"`` text works too)."""
+
+    model_config = ConfigDict(extra="forbid")
+    host_path: StrictStr
+    container_path: StrictStr
+    read_only: StrictBool = True
+
+
+class JobSpecIn(BaseModel):
+    """A job submission (``POST /v1/jobs``); unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+    framework: StrictStr | None = Field(None, examples=["pytorch:2.3"])
+    image: StrictStr | None = None
+    gpus: WholeNumber | None = Field(None, description="GPUs per node (default 1)")
+    nodes: WholeNumber | None = Field(None, description="agents the job spans (default 1)")
+    gpu_model: StrictStr | None = Field(None, examples=["V100"])
+    cpus: StrictFloat | StrictInt | StrictStr | None = None
+    mem_mib: WholeNumber | None = None
+    disk_mib: WholeNumber | None = None
+    command: StrictStr | list[StrictStr] | None = Field(
+        None, description="argv, or one string run by `sh -c`"
+    )
+    env: dict[StrictStr, Scalar] | list[StrictStr] | None = Field(
+        None, description="mapping, or a list of KEY=VALUE"
+    )
+    volumes: list[StrictStr | VolumeIn] | None = Field(
+        None, description="/HOST:/CONTAINER[:ro|rw] text or objects"
+    )
+    priority: WholeNumber | None = None
+    retries: WholeNumber | None = None
+    name: StrictStr | None = None
+    cuda_version: StrictStr | None = None
+
+
+class TaskOut(BaseModel):
+    """One placed task of a job."""
+
+    task_id: str
+    agent_id: str
+    hostname: str
+    gpu_ids: list[int]
+    offer_id: str = ""
+    rank: int = 0
+    state: str = ""
+    sandbox: str | None = None
+
+
+class HistoryEntry(BaseModel):
+    """One state change of a job."""
+
+    at: float
+    state: str
+    message: str
+
+
+class JobOut(BaseModel):
+    """A job as the API shows it."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str
+    user: str
+    state: str
+    name: str
+    framework: str | None
+    image: str | None
+    gpus: int
+    nodes: int
+    gpu_model: str | None
+    cpus: float
+    mem_mib: int
+    priority: int
+    retries: int
+    command: list[str]
+    attempt: int
+    failures: int
+    submitted_at: float
+    message: str
+    kill_requested: bool
+    tasks: list[TaskOut]
+    history: list[HistoryEntry] | None = None
+    framework_url: str | None = None
+    master_kind: str | None = None
+
+
+class JobPage(BaseModel):
+    """A page of jobs, newest first; ``next`` is the URL of the following page (or null)."""
+
+    jobs: list[JobOut]
+    next: str | None = None
+
+
+class LogChunk(BaseModel):
+    """A chunk of a job's container output."""
+
+    model_config = ConfigDict(extra="allow")
+    data: str
+    offset: int
+    state: str
+    done: bool
+
+
+class ErrorOut(BaseModel):
+    """Every error: one line, and the request field it is about (when there is one)."""
+
+    error: str
+    field: str | None = None
+
+
+class SessionIn(BaseModel):
+    """Dashboard sign-in: the API token, exchanged for an HttpOnly cookie."""
+
+    model_config = ConfigDict(extra="forbid")
+    token: StrictStr = Field(..., max_length=512)
+
+
+class SessionOut(BaseModel):
+    """Who a session belongs to (``user`` null: signed out)."""
+
+    user: str | None
+    admin: bool
+
+
+class Health(BaseModel):
+    """``GET /healthz``."""
+
+    ok: bool
+    version: str
+
+
+#: the error responses every authenticated operation may give, for the OpenAPI document
+ERRORS = {
+    code: {"model": ErrorOut, "description": what}
+    for code, what in (
+        (400, "malformed request (one-line error naming the field)"),
+        (401, "missing or unknown API token"),
+        (404, "no such job (or not yours)"),
+        (413, "request body too large"),
+        (503, "too many requests in flight; retry after Retry-After seconds"),
+    )
+}
