@@ -27,6 +27,40 @@ class Volume:
     read_only: bool = True
 
 
+#: the default container user: ``nobody:nogroup`` (never root unless the operator allows it)
+DEFAULT_CONTAINER_USER = "65534:65534"
+
+
+@dataclass(frozen=True)
+class TaskPolicy:
+    """The operator's security settings, carried to the agent, which enforces them.
+
+    The scheduler fills it from its flags; a spec without one gets these defaults, which
+    allow nothing risky (no volumes, no root, any registry).
+
+    Attributes:
+        allowed_volumes: host path prefixes volumes must stay under (``--allow-volume``).
+        container_user: ``UID:GID`` the container's process runs as (``--container-user``).
+        allow_root: whether uid/gid 0 may be used (``--allow-root``).
+        allowed_registries: registries images may come from (``--allow-registry``; empty: any).
+    """
+
+    allowed_volumes: tuple[str, ...] = ()
+    container_user: str = DEFAULT_CONTAINER_USER
+    allow_root: bool = False
+    allowed_registries: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, body: dict) -> TaskPolicy:
+        """Inverse of ``asdict`` (lists back to tuples; unknown keys ignored)."""
+        return cls(
+            allowed_volumes=tuple(str(p) for p in body.get("allowed_volumes", ())),
+            container_user=str(body.get("container_user", DEFAULT_CONTAINER_USER)),
+            allow_root=body.get("allow_root") is True,
+            allowed_registries=tuple(str(r) for r in body.get("allowed_registries", ())),
+        )
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """Everything the executor needs to start one job's container.
@@ -44,12 +78,13 @@ class LaunchSpec:
         cpus: CPU limit (fractional cores).
         mem_mib: memory limit in MiB.
         workdir: working directory inside the container, if any.
-        volumes: host mounts (already checked against the allow-list).
+        volumes: host mounts (checked again on the agent: :mod:`dlc.executor.host_paths`).
         user: the submitting user (for labels and logs).
         cuda_version: CUDA version inside the image, for the driver check.
         gpu_minors: ``/dev/nvidia<minor>`` numbers of ``gpu_ids`` when the scheduler knows
             them (agent attributes); empty: the executor reads them on the host.
         driver_version: the agent's NVIDIA driver when known; empty: read on the host.
+        policy: the operator's security settings (volumes, container user, registries).
     """
 
     job_id: str
@@ -67,6 +102,7 @@ class LaunchSpec:
     cuda_version: str | None = None
     gpu_minors: tuple[int, ...] = ()
     driver_version: str | None = None
+    policy: TaskPolicy = field(default_factory=TaskPolicy)
 
     def to_json(self) -> str:
         """Compact JSON text of this spec (with its version)."""
@@ -103,6 +139,10 @@ class LaunchSpec:
         body["gpu_uuids"] = tuple(body.get("gpu_uuids", ()))
         body["gpu_minors"] = tuple(int(i) for i in body.get("gpu_minors", ()))
         body["volumes"] = tuple(Volume(**v) for v in body.get("volumes", ()))
+        policy = body.get("policy") or {}
+        if not isinstance(policy, dict):
+            raise DlcError("task data: policy must be a JSON object")
+        body["policy"] = TaskPolicy.from_dict(policy)
         return cls(**body)
 
     @classmethod
