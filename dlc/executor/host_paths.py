@@ -31,16 +31,14 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from dlc.errors import ContainerError
-from dlc.executor.launch_spec import LaunchSpec, Volume
+from dlc.executor.launch_spec import LaunchSpec, Volume, parse_user
 from dlc.images.reference import ImageReferenceError, registry_allowed
 
-_USER_RE = re.compile(r"^([0-9]{1,10})(?::([0-9]{1,10}))?$")
 _FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -170,22 +168,6 @@ def _explain(problem: _Problem) -> str:
             "create it first or fix the path"
         )
     return f"{problem.at} is {problem.what}; mount an existing directory you may read"
-
-
-def parse_user(text: str) -> tuple[int, int]:
-    """``UID[:GID]`` (numbers only) -> ``(uid, gid)``; the gid defaults to the uid.
-
-    Names are refused: they would be looked up in the image's own ``/etc/passwd``, which the
-    image's author controls (a ``nobody`` entry with uid 0).
-
-    Raises:
-        ValueError: not numeric ``UID[:GID]``.
-    """
-    match = _USER_RE.match(text)
-    if not match:
-        raise ValueError(f"{text[:40]!r} is not UID[:GID] in numbers")
-    uid = int(match.group(1))
-    return uid, int(match.group(2) or uid)
 
 
 def check_user(spec: LaunchSpec) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 
 from dlc.errors import DlcError
@@ -27,8 +28,26 @@ class Volume:
     read_only: bool = True
 
 
+_USER_RE = re.compile(r"^([0-9]{1,10})(?::([0-9]{1,10}))?$")
+
 #: the default container user: ``nobody:nogroup`` (never root unless the operator allows it)
 DEFAULT_CONTAINER_USER = "65534:65534"
+
+
+def parse_user(text: str) -> tuple[int, int]:
+    """``UID[:GID]`` (numbers only) -> ``(uid, gid)``; the gid defaults to the uid.
+
+    Names are refused: they would be looked up in the image's own ``/etc/passwd``, which the
+    image's author controls (a ``nobody`` entry with uid 0).
+
+    Raises:
+        ValueError: not numeric ``UID[:GID]``.
+    """
+    match = _USER_RE.match(text)
+    if not match:
+        raise ValueError(f"{text[:40]!r} is not UID[:GID] in numbers")
+    uid = int(match.group(1))
+    return uid, int(match.group(2) or uid)
 
 
 @dataclass(frozen=True)
@@ -49,6 +68,24 @@ class TaskPolicy:
     container_user: str = DEFAULT_CONTAINER_USER
     allow_root: bool = False
     allowed_registries: tuple[str, ...] = ()
+
+    def check(self) -> None:
+        """Refuse an unusable operator setting at start-up rather than on every task.
+
+        Raises:
+            DlcError: a malformed ``--container-user``, or root without ``--allow-root``.
+        """
+        try:
+            uid, gid = parse_user(self.container_user)
+        except ValueError as exc:
+            raise DlcError(
+                f"--container-user: {exc}; pass e.g. --container-user 1000:1000"
+            ) from None
+        if 0 in (uid, gid) and not self.allow_root:
+            raise DlcError(
+                f"--container-user {self.container_user} is root; pass a non-zero UID:GID, "
+                "or add --allow-root to run containers as root"
+            )
 
     @classmethod
     def from_dict(cls, body: dict) -> TaskPolicy:

@@ -27,6 +27,7 @@ from dlc.scheduler.jobs import (
     JobSpec,
     JobState,
     TaskPlacement,
+    check_registry,
     check_volumes,
     job_id_of_task,
     job_state_from_task_state,
@@ -157,6 +158,7 @@ class SchedulerCore:
                 f"asked for {spec.gpus} but no agent has more than {most}; use --gpus {most}",
             )
         image, cuda = self._resolver(spec)
+        check_registry(spec, image, self.config.executor.policy.allowed_registries)
         spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
         with self._lock:
             job = Job(self.store.new_job_id(), user, spec, submitted_at=self._clock())

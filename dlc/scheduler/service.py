@@ -7,10 +7,11 @@ tests build one against the emulator or the real master.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dlc import __version__
+from dlc.executor.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
 from dlc.scheduler.api import ApiServer
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.framework import FrameworkConfig, MesosFramework
@@ -38,6 +39,8 @@ class ServiceConfig:
         admin_token: admin token to register (else one is made on first start).
         framework: registration settings (master is filled from ``master``).
         executor: how executors start (e.g. extra environment).
+        container_user, allow_root, allowed_registries: container security settings
+            (``--container-user``, ``--allow-root``, ``--allow-registry``), enforced on agents.
     """
 
     master: str
@@ -51,9 +54,19 @@ class ServiceConfig:
     framework: FrameworkConfig | None = None
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     max_skips: int = 20
+    container_user: str = DEFAULT_CONTAINER_USER
+    allow_root: bool = False
+    allowed_registries: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
+        self.task_policy().check()
+
+    def task_policy(self) -> TaskPolicy:
+        """The security settings every task carries to its agent, which enforces them."""
+        return TaskPolicy(
+            self.allowed_volumes, self.container_user, self.allow_root, self.allowed_registries
+        )
 
 
 class SchedulerService:
@@ -65,7 +78,7 @@ class SchedulerService:
         self.admin_token = self._bootstrap_token(config.admin_token)
         core_config = CoreConfig(
             placement=PlacementConfig(policy=config.policy),
-            executor=config.executor,
+            executor=replace(config.executor, policy=config.task_policy()),
             allowed_volumes=config.allowed_volumes,
             max_skips=config.max_skips,
         )
