@@ -71,6 +71,7 @@ def job_state_from_task_state(task_state: str) -> JobState:
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _FRAMEWORK_RE = re.compile(r"^[a-z][a-z0-9_-]*:[A-Za-z0-9_.-]+$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _CUDA_RE = re.compile(r"^[0-9]{1,3}(?:\.[0-9]{1,3}){0,2}$")
 _MAX_GPUS_PER_NODE = 64
 #: C0 control characters and DEL: never in names, paths or references
@@ -231,7 +232,11 @@ class JobSpec:
                 "write one `field: value` per line",
             )
         known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(str(k)[:64] for k in set(data) - known)
+        # a key is shown as written when it looks like a field name, else quoted and cut short
+        unknown = sorted(
+            k if isinstance(k, str) and _FIELD_RE.match(k) else _short(k, 40)
+            for k in set(data) - known
+        )
         if unknown:
             names = ", ".join(sorted(known))
             raise JobSpecError(
