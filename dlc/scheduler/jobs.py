@@ -81,6 +81,7 @@ _BINARY_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: bounds that keep one spec from filling the store, the API or `dlc jobs`
 MAX_SHORT = 255  # framework, gpu_model, cuda_version, env keys
 MAX_ENV_VALUE = 4096
+MAX_IMAGE = 512  # a 255-character name, a 128-character tag and a digest
 MAX_ENV = 256
 MAX_ARGS = 1024
 MAX_ARG = 65536
@@ -244,7 +245,7 @@ class JobSpec:
             )
         spec = cls(
             framework=_opt_str(data, "framework"),
-            image=_opt_str(data, "image"),
+            image=_opt_str(data, "image", MAX_IMAGE),
             gpus=_int(data, "gpus", 1, lo=1, hi=_MAX_GPUS_PER_NODE),
             nodes=_int(data, "nodes", 1, lo=1, hi=1024),
             gpu_model=_opt_str(data, "gpu_model"),
@@ -317,7 +318,7 @@ class JobSpec:
         return self.gpus * self.nodes
 
 
-def _opt_str(data: dict, key: str) -> str | None:
+def _opt_str(data: dict, key: str, limit: int = MAX_SHORT) -> str | None:
     value = data.get(key)
     if value is None or value == "":
         return None
@@ -325,10 +326,10 @@ def _opt_str(data: dict, key: str) -> str | None:
         raise JobSpecError(
             key, f"must be a string, got {type(value).__name__}; {_fix(key)} (quote it in YAML)"
         )
-    if len(value) > MAX_SHORT or _CONTROL_RE.search(value):
+    if len(value) > limit or _CONTROL_RE.search(value):
         raise JobSpecError(
             key,
-            f"{_short(value)} is longer than {MAX_SHORT} characters or holds control "
+            f"{_short(value)} is longer than {limit} characters or holds control "
             f"characters; {_fix(key)}",
         )
     return value.strip()
