@@ -65,6 +65,7 @@ def print_login(api_url: str, token: str | None, token_file: str | None) -> None
 @click.option("--allow-registry", multiple=True, help="Registry jobs may pull from (default: any).")
 @click.option("--container-user", default="65534:65534", show_default=True, help="UID:GID of jobs.")
 @click.option("--allow-root", is_flag=True, help="Let --container-user be root (uid or gid 0).")
+@click.option("--allow-job-user", is_flag=True, help="Let jobs pick their container UID:GID.")
 @click.option("--sandbox-root", multiple=True, help="Local agent work dir (for dlc logs).")
 @click.option("--admin-token", envvar="DLC_ADMIN_TOKEN", help="Register this admin token.")
 @click.option("--create-token", metavar="USER", help="Print a new token for USER and exit.")
@@ -77,7 +78,7 @@ def print_login(api_url: str, token: str | None, token_file: str | None) -> None
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(master, db, api_host, api_port, policy, allow_volume, allow_registry, container_user,
-            allow_root, sandbox_root, admin_token,
+            allow_root, allow_job_user, sandbox_root, admin_token,
             create_token, admin, token_file, principal, secret, role, failover_timeout,
             refuse_seconds, verbose):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
@@ -116,6 +117,7 @@ def command(master, db, api_host, api_port, policy, allow_volume, allow_registry
         allowed_registries=tuple(allow_registry),
         container_user=container_user,
         allow_root=allow_root,
+        allow_job_user=allow_job_user,
         sandbox_roots=tuple(sandbox_root),
         admin_token=admin_token,
         framework=framework,

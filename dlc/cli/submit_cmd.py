@@ -123,10 +123,11 @@ def build_spec(file: str | None, flags: dict[str, Any], command: tuple[str, ...]
 @click.option("--priority", type=int, help="Higher runs first (default 0).")
 @click.option("--retries", type=int, help="Re-queue a failed or lost job this often.")
 @click.option("--name", help="Short job name.")
+@click.option("--container-user", help="UID:GID to run as (where the cluster allows it).")
 @api_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, volume, priority,
-           retries, name, api, token, command):  # fmt: skip
+           retries, name, container_user, api, token, command):  # fmt: skip
     """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py"""
     flags = {
         "framework": framework,
@@ -141,6 +142,7 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
         "priority": priority,
         "retries": retries,
         "name": name,
+        "container_user": container_user,
     }
     spec = build_spec(spec_file, flags, tuple(command))
     # The scheduler checks again; checking here answers bad specs without a round trip

@@ -61,6 +61,8 @@ class TaskPolicy:
         allowed_volumes: host path prefixes volumes must stay under (``--allow-volume``).
         container_user: ``UID:GID`` the container's process runs as (``--container-user``).
         allow_root: whether uid/gid 0 may be used (``--allow-root``).
+        allow_job_user: whether a job may choose its own ``UID:GID`` (``--allow-job-user``);
+            the scheduler then puts the job's choice in ``container_user``.
         allowed_registries: registries images may come from (``--allow-registry``; empty: any).
     """
 
@@ -68,6 +70,7 @@ class TaskPolicy:
     container_user: str = DEFAULT_CONTAINER_USER
     allow_root: bool = False
     allowed_registries: tuple[str, ...] = ()
+    allow_job_user: bool = False
 
     def check(self) -> None:
         """Refuse an unusable operator setting at start-up rather than on every task.
@@ -95,6 +98,7 @@ class TaskPolicy:
             container_user=str(body.get("container_user", DEFAULT_CONTAINER_USER)),
             allow_root=body.get("allow_root") is True,
             allowed_registries=tuple(str(r) for r in body.get("allowed_registries", ())),
+            allow_job_user=body.get("allow_job_user") is True,
         )
 
 

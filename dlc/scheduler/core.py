@@ -27,6 +27,7 @@ from dlc.scheduler.jobs import (
     JobSpec,
     JobState,
     TaskPlacement,
+    check_container_user,
     check_registry,
     check_volumes,
     job_id_of_task,
@@ -151,6 +152,7 @@ class SchedulerCore:
             JobSpecError, ImageNotFound: the spec cannot run here; the message says why.
         """
         check_volumes(spec, self.config.allowed_volumes)
+        check_container_user(spec, self.config.executor.policy)
         most = self.max_agent_gpus()
         if most and spec.gpus > most:
             raise JobSpecError(

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dlc.errors import JobSpecError
+from dlc.executor.launch_spec import TaskPolicy, parse_user
 from dlc.images.reference import ImageReferenceError, parse_reference, registry_allowed
 
 
@@ -105,6 +106,7 @@ _HOW: dict[str, str] = {
     "retries": "--retries N",
     "name": "--name NAME",
     "cuda_version": "cuda_version: X.Y",
+    "container_user": "--container-user UID:GID",
 }
 
 
@@ -194,6 +196,8 @@ class JobSpec:
         retries: how many times a failed or lost job is re-queued.
         name: a short human name (defaults to the framework).
         cuda_version: CUDA version of the image (filled from the catalog).
+        container_user: ``UID[:GID]`` the container should run as; only where the operator
+            lets jobs choose (``--allow-job-user``); ``None``: the cluster's default user.
     """
 
     framework: str | None = None
@@ -211,6 +215,7 @@ class JobSpec:
     retries: int = 0
     name: str | None = None
     cuda_version: str | None = None
+    container_user: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the inverse of :meth:`from_dict`)."""
@@ -259,6 +264,7 @@ class JobSpec:
             retries=_int(data, "retries", 0, lo=0, hi=100),
             name=_opt_str(data, "name"),
             cuda_version=_opt_str(data, "cuda_version"),
+            container_user=_opt_str(data, "container_user"),
         )
         spec.check()
         size = len(json.dumps(spec.to_dict()))
@@ -300,6 +306,11 @@ class JobSpec:
             raise JobSpecError(
                 "cuda_version", f"{_short(self.cuda_version)} is not X.Y; {_fix('cuda_version')}"
             )
+        if self.container_user is not None:
+            try:
+                parse_user(self.container_user)
+            except ValueError as exc:
+                raise JobSpecError("container_user", f"{exc}; {_fix('container_user')}") from None
         if self.name is not None and not _NAME_RE.match(self.name):
             raise JobSpecError(
                 "name",
@@ -488,6 +499,28 @@ def check_registry(spec: JobSpec, image: str, allowed_registries: tuple[str, ...
         raise JobSpecError(key, f"{_short(image)}: {exc}") from None
     if reason:
         raise JobSpecError(key, reason)
+
+
+def check_container_user(spec: JobSpec, policy: TaskPolicy) -> None:
+    """Refuse a job's own container user unless the operator lets jobs choose (and root).
+
+    Raises:
+        JobSpecError: field ``container_user``, with what the cluster allows.
+    """
+    if spec.container_user is None:
+        return
+    if not policy.allow_job_user:
+        raise JobSpecError(
+            "container_user",
+            f"this cluster does not let jobs choose their user (jobs run as "
+            f"{policy.container_user}); leave it out, or ask the operator for --allow-job-user",
+        )
+    if 0 in parse_user(spec.container_user) and not policy.allow_root:
+        raise JobSpecError(
+            "container_user",
+            f"{spec.container_user} is root, which this cluster does not allow; "
+            "use a non-zero UID:GID",
+        )
 
 
 @dataclass(frozen=True)

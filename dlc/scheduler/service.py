@@ -39,8 +39,9 @@ class ServiceConfig:
         admin_token: admin token to register (else one is made on first start).
         framework: registration settings (master is filled from ``master``).
         executor: how executors start (e.g. extra environment).
-        container_user, allow_root, allowed_registries: container security settings
-            (``--container-user``, ``--allow-root``, ``--allow-registry``), enforced on agents.
+        container_user, allow_root, allowed_registries, allow_job_user: container security
+            settings (``--container-user``, ``--allow-root``, ``--allow-registry``,
+            ``--allow-job-user``), carried to and enforced on agents.
     """
 
     master: str
@@ -57,6 +58,7 @@ class ServiceConfig:
     container_user: str = DEFAULT_CONTAINER_USER
     allow_root: bool = False
     allowed_registries: tuple[str, ...] = ()
+    allow_job_user: bool = False
 
     def __post_init__(self) -> None:
         check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
@@ -65,7 +67,11 @@ class ServiceConfig:
     def task_policy(self) -> TaskPolicy:
         """The security settings every task carries to its agent, which enforces them."""
         return TaskPolicy(
-            self.allowed_volumes, self.container_user, self.allow_root, self.allowed_registries
+            self.allowed_volumes,
+            self.container_user,
+            self.allow_root,
+            self.allowed_registries,
+            self.allow_job_user,
         )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dlc.executor.launch_spec import LaunchSpec, TaskPolicy, Volume
@@ -74,6 +74,10 @@ def launch_spec(job: Job, launch: Launch, policy: TaskPolicy | None = None) -> L
     if spec.nodes > 1:
         # Distributed jobs find their place in the gang from these.
         env.update({"DLC_NODE_RANK": str(launch.rank), "DLC_NUM_NODES": str(spec.nodes)})
+    policy = policy or TaskPolicy()
+    if spec.container_user and policy.allow_job_user:
+        # the job's choice (checked at submit); the agent still refuses root unless allowed
+        policy = replace(policy, container_user=spec.container_user)
     return LaunchSpec(
         job_id=job.job_id,
         image=spec.image or "",
@@ -86,7 +90,7 @@ def launch_spec(job: Job, launch: Launch, policy: TaskPolicy | None = None) -> L
         volumes=tuple(Volume(v.host_path, v.container_path, v.read_only) for v in spec.volumes),
         user=job.user,
         cuda_version=spec.cuda_version,
-        policy=policy or TaskPolicy(),
+        policy=policy,
     )
 
 

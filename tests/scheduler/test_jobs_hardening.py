@@ -191,3 +191,31 @@ def test_any_dict_is_a_spec_or_a_job_spec_error(data):
         assert "\n" not in str(exc) and len(str(exc)) < 1000
         return
     assert JobSpec.from_dict(spec.to_dict()) == spec
+
+
+def _core(tmp_path, **policy):
+    executor = ExecutorConfig(policy=TaskPolicy(**policy))
+    config = CoreConfig(placement=PlacementConfig("first-fit"), executor=executor)
+    return SchedulerCore(JobStore(tmp_path / "db"), config, lambda spec: (spec.image, None))
+
+
+def test_job_may_not_choose_its_user_unless_allowed(tmp_path):
+    spec = JobSpec.from_dict({"image": "busybox", "container_user": "1000:1000"})
+    with pytest.raises(JobSpecError, match=r"^container_user: this cluster does not let jobs"):
+        _core(tmp_path).submit("alice", spec)
+    job = _core(tmp_path, allow_job_user=True).submit("alice", spec)
+    launch = Launch(job.job_id, f"{job.job_id}.0.0", 0, "a", "h", ("o",), (0,))
+    policy = TaskPolicy(allow_job_user=True)
+    info = build_task_info(job, launch, "fw", ExecutorConfig(policy=policy))
+    assert LaunchSpec.decode(info["data"]).policy.container_user == "1000:1000"
+
+
+def test_job_asking_for_root_is_refused_without_allow_root(tmp_path):
+    spec = JobSpec.from_dict({"image": "busybox", "container_user": "0"})
+    with pytest.raises(JobSpecError, match=r"^container_user: 0 is root"):
+        _core(tmp_path, allow_job_user=True).submit("alice", spec)
+    _core(tmp_path, allow_job_user=True, allow_root=True).submit("alice", spec)
+
+
+def test_job_user_must_be_numeric():
+    _refused({"container_user": "root"}, "container_user")
