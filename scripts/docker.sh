@@ -76,16 +76,25 @@ EOF
     wait_for docker-registry registry_up 30
 }
 
+# bumped when the image's layout changes; an older image of the same tag is rebuilt
+TEST_IMAGE_LAYOUT=2
+
 build_test_image() {
-    if docker image inspect "$TEST_IMAGE" >/dev/null 2>&1; then return 0; fi
+    local layout
+    layout=$(docker image inspect -f '{{index .Config.Labels "dlc.test.layout"}}' "$TEST_IMAGE" 2>/dev/null || true)
+    if [ "$layout" = "$TEST_IMAGE_LAYOUT" ]; then return 0; fi
     local root
     root=$(mktemp -d)
+    # containers run as a non-root uid: the image's / must be 0755 (mktemp makes it 0700)
+    chmod 755 "$root"
     mkdir -p "$root/bin" "$root/tmp" "$root/etc"
+    chmod 1777 "$root/tmp"
     cp /usr/bin/busybox "$root/bin/busybox"
     "$root/bin/busybox" --list | while read -r applet; do
         [ "$applet" = busybox ] || ln -sf busybox "$root/bin/$applet"
     done
-    tar -C "$root" -c . | docker import -c 'ENV PATH=/bin' -c 'CMD ["/bin/sh"]' - "$TEST_IMAGE" >/dev/null
+    tar -C "$root" -c . | docker import -c 'ENV PATH=/bin' -c 'CMD ["/bin/sh"]' \
+        -c "LABEL dlc.test.layout=$TEST_IMAGE_LAYOUT" - "$TEST_IMAGE" >/dev/null
     rm -rf "$root"
     log "built $TEST_IMAGE"
 }

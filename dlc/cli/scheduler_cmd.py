@@ -122,6 +122,10 @@ def admin_token_from(token_file: str | None) -> str | None:
 @click.option("--api-port", type=PORT, default=8642, show_default=True, help="API port (0: any).")
 @click.option("--policy", type=POLICY, default="tree", show_default=True, help="GPU placement.")
 @click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
+@click.option("--allow-registry", multiple=True, help="Registry jobs may pull from (default: any).")
+@click.option("--container-user", default="65534:65534", show_default=True, help="UID:GID of jobs.")
+@click.option("--allow-root", is_flag=True, help="Let --container-user be root (uid or gid 0).")
+@click.option("--allow-job-user", is_flag=True, help="Let jobs pick their container UID:GID.")
 @click.option("--sandbox-root", multiple=True, help="Local agent work dir (for dlc logs).")
 @admin_token_options
 @click.option("--create-token", metavar="USER", help="Print a new token for USER and exit.")
@@ -140,9 +144,10 @@ def admin_token_from(token_file: str | None) -> str | None:
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
-def command(master, db, api_host, api_port, policy, allow_volume, sandbox_root, admin_token_file,
-            create_token, admin, max_priority, token_file, principal, secret, role,
-            failover_timeout, refuse_seconds, verbose):  # fmt: skip
+def command(master, db, api_host, api_port, policy, allow_volume, allow_registry, container_user,
+            allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
+            max_priority, token_file, principal, secret, role, failover_timeout,
+            refuse_seconds, verbose):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
 
     Stopping it never tears the framework down: tasks keep running and a
@@ -177,6 +182,10 @@ def command(master, db, api_host, api_port, policy, allow_volume, sandbox_root, 
         api_port=api_port,
         policy=policy,
         allowed_volumes=tuple(allow_volume),
+        allowed_registries=tuple(allow_registry),
+        container_user=container_user,
+        allow_root=allow_root,
+        allow_job_user=allow_job_user,
         sandbox_roots=tuple(sandbox_root),
         admin_token=admin_token,
         framework=framework,

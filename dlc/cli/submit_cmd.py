@@ -123,10 +123,11 @@ def build_spec(file: str | None, flags: dict[str, Any], command: tuple[str, ...]
 @click.option("--priority", type=int, help="Higher runs first (default 0).")
 @click.option("--retries", type=int, help="Re-queue a failed or lost job this often.")
 @click.option("--name", help="Short job name.")
+@click.option("--container-user", help="UID:GID to run as (where the cluster allows it).")
 @api_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, volume, priority,
-           retries, name, api, token, command):  # fmt: skip
+           retries, name, container_user, api, token, command):  # fmt: skip
     """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py"""
     flags = {
         "framework": framework,
@@ -141,6 +142,7 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
         "priority": priority,
         "retries": retries,
         "name": name,
+        "container_user": container_user,
     }
     spec = build_spec(spec_file, flags, tuple(command))
     # The scheduler checks again; checking here answers bad specs without a round trip
@@ -167,6 +169,25 @@ def _placement(job: dict) -> str:
     )
 
 
+#: widest a ``dlc jobs`` cell gets: one job's long name or message never pushes the rest away
+CELL_WIDTHS = {"ID": 24, "USER": 20, "STATE": 9, "NAME": 32, "GPUS": 8, "PLACED ON": 40}
+MESSAGE_WIDTH = 50
+
+
+def cell(value, width: int):
+    """A table cell: plain text (no rich markup), control characters blanked, cut to ``width``.
+
+    Job fields come from users and container output; ``[bold]`` or a NUL in one of them must
+    not restyle, break or widen the listing of everyone's jobs.
+    """
+    from rich.text import Text
+
+    text = "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in str(value))
+    if len(text) > width:
+        text = text[: width - 1] + "\u2026"
+    return Text(text)
+
+
 @click.command("jobs")
 @click.option("--limit", "-n", type=click.IntRange(1), default=50, show_default=True,
               help="Show the newest N jobs.")  # fmt: skip
@@ -178,20 +199,16 @@ def jobs(api, token, limit, show_all):
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for col in ("ID", "USER", "STATE", "NAME", "GPUS", "PLACED ON", "AGE"):
+    for col in (*CELL_WIDTHS, "AGE"):
         table.add_column(col, no_wrap=True)
-    table.add_column("MESSAGE", no_wrap=True, overflow="ellipsis", max_width=50)
+    table.add_column("MESSAGE", no_wrap=True, overflow="ellipsis", max_width=MESSAGE_WIDTH)
     for job in ApiClient(api, token).jobs(limit=None if show_all else limit):
         gpus = str(job["gpus"]) if job["nodes"] == 1 else f"{job['nodes']}x{job['gpus']}"
+        values = (job["id"], job["user"], job["state"], job["name"], gpus, _placement(job))
         table.add_row(
-            job["id"],
-            job["user"],
-            job["state"],
-            job["name"],
-            gpus,
-            _placement(job),
+            *(cell(v, w) for v, w in zip(values, CELL_WIDTHS.values(), strict=True)),
             _age(job["submitted_at"]),
-            job["message"].replace("\n", " "),
+            cell(job["message"], 4 * MESSAGE_WIDTH),
         )
     Console(width=max(150, Console().width)).print(table)
 

@@ -1,12 +1,16 @@
 """Pure assembly of one task's container configuration (docker SDK ``containers.create`` kwargs).
 
 Security defaults (why): DLC containers never run privileged; their only devices are the GPU
-and driver devices that :mod:`dlc.executor.gpu_render` lists; ``no-new-privileges`` stops
-set-uid escalation; the capabilities dropped below are in Docker's default set but a training
-job does not need them (raw sockets, device nodes, chroot, audit, file capabilities, binding
-ports < 1024). ``memlock_unlimited`` lifts the locked-memory limit that NCCL over RDMA needs;
-it is off by default because the engine must hold CAP_SYS_RESOURCE to raise it (it fails in
-unprivileged sandboxes such as CI's).
+and driver devices that :mod:`dlc.executor.gpu_render` lists. They run as the policy's
+non-root ``UID:GID`` (``65534:65534`` unless the operator says otherwise), with every
+capability dropped and only the few a training process started as root might need added back
+(changing file ownership and permissions in its own files, switching users inside the image,
+signalling its own processes); ``no-new-privileges`` stops set-uid escalation. Job volumes are
+``type=bind`` mounts: unlike ``-v``/``Binds``, the engine refuses a missing source instead of
+creating it on the host, and :mod:`dlc.executor.host_paths` has already resolved every source.
+``memlock_unlimited`` lifts the locked-memory limit that NCCL over RDMA needs; it is off by
+default because the engine must hold CAP_SYS_RESOURCE to raise it (it fails in unprivileged
+sandboxes such as CI's).
 """
 
 from __future__ import annotations
@@ -23,8 +27,11 @@ LABEL_JOB = "dlc.job"
 LABEL_TASK = "dlc.task"
 LABEL_EXECUTOR = "dlc.executor"
 LABEL_USER = "dlc.user"
-#: capabilities removed from Docker's default set
-CAP_DROP = ("NET_RAW", "MKNOD", "SYS_CHROOT", "AUDIT_WRITE", "SETFCAP", "NET_BIND_SERVICE")
+#: every capability goes ...
+CAP_DROP = ("ALL",)
+#: ... and these come back: they matter only to a root process (``--allow-root``) managing its
+#: own files and processes inside the container; a non-root process has no effective caps anyway
+CAP_ADD = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -96,11 +103,7 @@ def create_kwargs(
         network_mode: Docker network mode (``bridge``, ``host`` or ``none``).
         memlock_unlimited: set ``ulimit -l unlimited`` (RDMA hosts).
     """
-    volumes = {
-        v.host_path: {"bind": v.container_path, "mode": "ro" if v.read_only else "rw"}
-        for v in spec.volumes
-    }
-    volumes.update(gpu.volumes)
+    volumes = dict(gpu.volumes)  # named driver volumes only; host paths go through mounts
     shm_mib = max(64, spec.mem_mib // 4)  # DataLoader workers share tensors through /dev/shm
     kwargs = {
         "image": spec.image,
@@ -113,14 +116,35 @@ def create_kwargs(
         "mem_limit": f"{spec.mem_mib}m",
         "memswap_limit": f"{spec.mem_mib}m",  # no swap beyond the limit: OOM is reported
         "shm_size": f"{shm_mib}m",
-        "volumes": volumes,
+        "volumes": volumes or None,
+        "mounts": bind_mounts(spec) or None,
+        "user": spec.policy.container_user,
         "devices": list(gpu.devices),
         "device_requests": [dict(r) for r in gpu.device_requests],
         "privileged": False,
         "cap_drop": list(CAP_DROP),
+        "cap_add": list(CAP_ADD),
         "security_opt": ["no-new-privileges"],
         "ulimits": [{"Name": "memlock", "Soft": -1, "Hard": -1}] if memlock_unlimited else None,
         "network_mode": network_mode,
         "detach": True,
     }
     return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def bind_mounts(spec: LaunchSpec) -> list[dict]:
+    """Engine ``Mounts`` entries for the job's volumes: ``type=bind``, read-only unless ``rw``.
+
+    ``CreateMountpoint`` stays false and, with ``type=bind``, the engine fails on a missing
+    source (``bind source path does not exist``) instead of creating it as ``-v`` would.
+    """
+    return [
+        {
+            "Type": "bind",
+            "Source": v.host_path,
+            "Target": v.container_path,
+            "ReadOnly": v.read_only,
+            "BindOptions": {"Propagation": "rprivate"},
+        }
+        for v in spec.volumes
+    ]

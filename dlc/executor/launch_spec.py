@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 
 from dlc.errors import DlcError
@@ -25,6 +26,80 @@ class Volume:
     host_path: str
     container_path: str
     read_only: bool = True
+
+
+_USER_RE = re.compile(r"^([0-9]{1,10})(?::([0-9]{1,10}))?$")
+
+#: the default container user: ``nobody:nogroup`` (never root unless the operator allows it)
+DEFAULT_CONTAINER_USER = "65534:65534"
+
+
+def parse_user(text: str) -> tuple[int, int]:
+    """``UID[:GID]`` (numbers only) -> ``(uid, gid)``; the gid defaults to the uid.
+
+    Names are refused: they would be looked up in the image's own ``/etc/passwd``, which the
+    image's author controls (a ``nobody`` entry with uid 0).
+
+    Raises:
+        ValueError: not numeric ``UID[:GID]``.
+    """
+    match = _USER_RE.match(text)
+    if not match:
+        raise ValueError(f"{text[:40]!r} is not UID[:GID] in numbers")
+    uid = int(match.group(1))
+    return uid, int(match.group(2) or uid)
+
+
+@dataclass(frozen=True)
+class TaskPolicy:
+    """The operator's security settings, carried to the agent, which enforces them.
+
+    The scheduler fills it from its flags; a spec without one gets these defaults, which
+    allow nothing risky (no volumes, no root, any registry).
+
+    Attributes:
+        allowed_volumes: host path prefixes volumes must stay under (``--allow-volume``).
+        container_user: ``UID:GID`` the container's process runs as (``--container-user``).
+        allow_root: whether uid/gid 0 may be used (``--allow-root``).
+        allow_job_user: whether a job may choose its own ``UID:GID`` (``--allow-job-user``);
+            the scheduler then puts the job's choice in ``container_user``.
+        allowed_registries: registries images may come from (``--allow-registry``; empty: any).
+    """
+
+    allowed_volumes: tuple[str, ...] = ()
+    container_user: str = DEFAULT_CONTAINER_USER
+    allow_root: bool = False
+    allowed_registries: tuple[str, ...] = ()
+    allow_job_user: bool = False
+
+    def check(self) -> None:
+        """Refuse an unusable operator setting at start-up rather than on every task.
+
+        Raises:
+            DlcError: a malformed ``--container-user``, or root without ``--allow-root``.
+        """
+        try:
+            uid, gid = parse_user(self.container_user)
+        except ValueError as exc:
+            raise DlcError(
+                f"--container-user: {exc}; pass e.g. --container-user 1000:1000"
+            ) from None
+        if 0 in (uid, gid) and not self.allow_root:
+            raise DlcError(
+                f"--container-user {self.container_user} is root; pass a non-zero UID:GID, "
+                "or add --allow-root to run containers as root"
+            )
+
+    @classmethod
+    def from_dict(cls, body: dict) -> TaskPolicy:
+        """Inverse of ``asdict`` (lists back to tuples; unknown keys ignored)."""
+        return cls(
+            allowed_volumes=tuple(str(p) for p in body.get("allowed_volumes", ())),
+            container_user=str(body.get("container_user", DEFAULT_CONTAINER_USER)),
+            allow_root=body.get("allow_root") is True,
+            allowed_registries=tuple(str(r) for r in body.get("allowed_registries", ())),
+            allow_job_user=body.get("allow_job_user") is True,
+        )
 
 
 @dataclass(frozen=True)
@@ -44,12 +119,13 @@ class LaunchSpec:
         cpus: CPU limit (fractional cores).
         mem_mib: memory limit in MiB.
         workdir: working directory inside the container, if any.
-        volumes: host mounts (already checked against the allow-list).
+        volumes: host mounts (checked again on the agent: :mod:`dlc.executor.host_paths`).
         user: the submitting user (for labels and logs).
         cuda_version: CUDA version inside the image, for the driver check.
         gpu_minors: ``/dev/nvidia<minor>`` numbers of ``gpu_ids`` when the scheduler knows
             them (agent attributes); empty: the executor reads them on the host.
         driver_version: the agent's NVIDIA driver when known; empty: read on the host.
+        policy: the operator's security settings (volumes, container user, registries).
     """
 
     job_id: str
@@ -67,6 +143,7 @@ class LaunchSpec:
     cuda_version: str | None = None
     gpu_minors: tuple[int, ...] = ()
     driver_version: str | None = None
+    policy: TaskPolicy = field(default_factory=TaskPolicy)
 
     def to_json(self) -> str:
         """Compact JSON text of this spec (with its version)."""
@@ -103,6 +180,10 @@ class LaunchSpec:
         body["gpu_uuids"] = tuple(body.get("gpu_uuids", ()))
         body["gpu_minors"] = tuple(int(i) for i in body.get("gpu_minors", ()))
         body["volumes"] = tuple(Volume(**v) for v in body.get("volumes", ()))
+        policy = body.get("policy") or {}
+        if not isinstance(policy, dict):
+            raise DlcError("task data: policy must be a JSON object")
+        body["policy"] = TaskPolicy.from_dict(policy)
         return cls(**body)
 
     @classmethod

@@ -26,6 +26,7 @@ from dlc.executor.container_spec import (
 )
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, driver_volume_name, pick_style, render
 from dlc.executor.host_gpus import ProcDriverInfo
+from dlc.executor.host_paths import check_image, checked_spec
 from dlc.executor.launch_spec import LaunchSpec
 
 log = logging.getLogger(__name__)
@@ -181,11 +182,13 @@ class TaskRunner:
     def _run(self, task: _Task, data: str) -> None:
         self.sink.update(task.task_id, "TASK_STARTING", "preparing container")
         spec = LaunchSpec.decode(data)
+        check_image(spec)  # the registry allow-list, before anything is pulled
         identity = TaskIdentity(self.framework_id, self.executor_id, task.task_id, spec.job_id)
         gpu_args = render(self._reservation(spec), self._style(spec), self.config.device_root)
         image_env = self.runtime.ensure_image(
             spec.image, lambda msg: self.sink.update(task.task_id, "TASK_STARTING", msg)
         )
+        spec = checked_spec(spec)  # volumes resolved on this host, user policy; last before create
         kwargs = create_kwargs(
             spec,
             identity,

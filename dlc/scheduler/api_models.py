@@ -48,6 +48,7 @@ class JobSpecIn(BaseModel):
     retries: WholeNumber | None = None
     name: StrictStr | None = None
     cuda_version: StrictStr | None = None
+    container_user: StrictStr | None = None
 
 
 class TaskOut(BaseModel):

@@ -42,6 +42,8 @@ from dlc.scheduler.jobs import (
     JobSpec,
     JobState,
     TaskPlacement,
+    check_container_user,
+    check_registry,
     check_volumes,
     job_id_of_task,
     job_state_from_task_state,
@@ -236,7 +238,9 @@ class SchedulerCore:
         """
         check_volumes(spec, self.config.allowed_volumes)
         self._check_priority(spec, max_priority, admin)
+        check_container_user(spec, self.config.executor.policy)
         image, cuda = self._resolver(spec)
+        check_registry(spec, image, self.config.executor.policy.allowed_registries)
         spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
         with self._lock:
             self.inventory.check(spec)

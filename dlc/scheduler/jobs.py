@@ -13,11 +13,14 @@ killed, lost. Mesos task states are folded into job states by
 from __future__ import annotations
 
 import enum
+import json
 import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dlc.errors import JobSpecError
+from dlc.executor.launch_spec import TaskPolicy, parse_user
+from dlc.images.reference import ImageReferenceError, parse_reference, registry_allowed
 
 
 class JobState(enum.StrEnum):
@@ -69,7 +72,23 @@ def job_state_from_task_state(task_state: str) -> JobState:
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _FRAMEWORK_RE = re.compile(r"^[a-z][a-z0-9_-]*:[A-Za-z0-9_.-]+$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+_CUDA_RE = re.compile(r"^[0-9]{1,3}(?:\.[0-9]{1,3}){0,2}$")
 _MAX_GPUS_PER_NODE = 64
+#: C0 control characters and DEL: never in names, paths or references
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+#: the same but allowing tab, newline and carriage return (shell scripts, multi-line values)
+_BINARY_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: bounds that keep one spec from filling the store, the API or `dlc jobs`
+MAX_SHORT = 255  # framework, gpu_model, cuda_version, env keys
+MAX_ENV_VALUE = 4096
+MAX_IMAGE = 512  # a 255-character name, a 128-character tag and a digest
+MAX_ENV = 256
+MAX_ARGS = 1024
+MAX_ARG = 65536
+MAX_PATH = 4096
+MAX_VOLUMES = 64
+MAX_SPEC_BYTES = 256 * 1024
 
 #: how a user sets each field: a ``dlc submit`` flag (with its value's name), or a spec-file key
 _HOW: dict[str, str] = {
@@ -87,6 +106,7 @@ _HOW: dict[str, str] = {
     "retries": "--retries N",
     "name": "--name NAME",
     "cuda_version": "cuda_version: X.Y",
+    "container_user": "--container-user UID:GID",
 }
 
 
@@ -122,6 +142,11 @@ class VolumeSpec:
         Raises:
             JobSpecError: malformed text.
         """
+        if len(text) > 2 * MAX_PATH or _CONTROL_RE.search(text):
+            raise JobSpecError(
+                "volumes",
+                f"{_short(text)} is too long or holds control characters; {_fix('volumes')}",
+            )
         parts = text.split(":")
         if len(parts) not in (2, 3) or not all(parts[:2]) or not parts[0].startswith("/"):
             raise JobSpecError(
@@ -137,6 +162,15 @@ class VolumeSpec:
                 "volumes",
                 f"{text!r}: the container path must be absolute; start it with /, "
                 f"as in {_fix('volumes')}",
+            )
+        for part in parts[:2]:
+            if ".." in part.split("/"):
+                raise JobSpecError(
+                    "volumes", f"{text!r}: '..' is not allowed in a path; give the plain path"
+                )
+        if parts[1].rstrip("/") == "":
+            raise JobSpecError(
+                "volumes", f"{text!r}: cannot mount over the container's /; pick a directory"
             )
         return cls(parts[0], parts[1], mode == "ro")
 
@@ -162,6 +196,8 @@ class JobSpec:
         retries: how many times a failed or lost job is re-queued.
         name: a short human name (defaults to the framework).
         cuda_version: CUDA version of the image (filled from the catalog).
+        container_user: ``UID[:GID]`` the container should run as; only where the operator
+            lets jobs choose (``--allow-job-user``); ``None``: the cluster's default user.
     """
 
     framework: str | None = None
@@ -179,6 +215,7 @@ class JobSpec:
     retries: int = 0
     name: str | None = None
     cuda_version: str | None = None
+    container_user: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the inverse of :meth:`from_dict`)."""
@@ -201,7 +238,11 @@ class JobSpec:
                 "write one `field: value` per line",
             )
         known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(data) - known)
+        # a key is shown as written when it looks like a field name, else quoted and cut short
+        unknown = sorted(
+            k if isinstance(k, str) and _FIELD_RE.match(k) else _short(k, 40)
+            for k in set(data) - known
+        )
         if unknown:
             names = ", ".join(sorted(known))
             raise JobSpecError(
@@ -209,7 +250,7 @@ class JobSpec:
             )
         spec = cls(
             framework=_opt_str(data, "framework"),
-            image=_opt_str(data, "image"),
+            image=_opt_str(data, "image", MAX_IMAGE),
             gpus=_int(data, "gpus", 1, lo=1, hi=_MAX_GPUS_PER_NODE),
             nodes=_int(data, "nodes", 1, lo=1, hi=1024),
             gpu_model=_opt_str(data, "gpu_model"),
@@ -223,8 +264,16 @@ class JobSpec:
             retries=_int(data, "retries", 0, lo=0, hi=100),
             name=_opt_str(data, "name"),
             cuda_version=_opt_str(data, "cuda_version"),
+            container_user=_opt_str(data, "container_user"),
         )
         spec.check()
+        size = len(json.dumps(spec.to_dict()))
+        if size > MAX_SPEC_BYTES:
+            raise JobSpecError(
+                "spec",
+                f"is {size} bytes, more than {MAX_SPEC_BYTES}; pass large data in a volume "
+                "or a file in the image, not in env or command",
+            )
         return spec
 
     def check(self) -> None:
@@ -242,13 +291,30 @@ class JobSpec:
         if self.framework and not _FRAMEWORK_RE.match(self.framework):
             raise JobSpecError(
                 "framework",
-                f"{self.framework!r} is not NAME:VERSION; {_fix('framework')}, "
+                f"{_short(self.framework)} is not NAME:VERSION; {_fix('framework')}, "
                 "e.g. --framework pytorch:2.3 (`dlc images` lists them)",
             )
+        if self.image is not None:
+            try:
+                parse_reference(self.image)
+            except ImageReferenceError as exc:
+                raise JobSpecError(
+                    "image",
+                    f"{_short(self.image)}: {exc}; {_fix('image')}, e.g. pytorch/pytorch:2.3.1",
+                ) from None
+        if self.cuda_version is not None and not _CUDA_RE.match(self.cuda_version):
+            raise JobSpecError(
+                "cuda_version", f"{_short(self.cuda_version)} is not X.Y; {_fix('cuda_version')}"
+            )
+        if self.container_user is not None:
+            try:
+                parse_user(self.container_user)
+            except ValueError as exc:
+                raise JobSpecError("container_user", f"{exc}; {_fix('container_user')}") from None
         if self.name is not None and not _NAME_RE.match(self.name):
             raise JobSpecError(
                 "name",
-                f"{self.name!r} is not a valid name; {_fix('name')} with up to 63 letters, "
+                f"{_short(self.name)} is not a valid name; {_fix('name')} with up to 63 letters, "
                 "digits, '_', '.', '-', starting with a letter or digit",
             )
 
@@ -263,7 +329,7 @@ class JobSpec:
         return self.gpus * self.nodes
 
 
-def _opt_str(data: dict, key: str) -> str | None:
+def _opt_str(data: dict, key: str, limit: int = MAX_SHORT) -> str | None:
     value = data.get(key)
     if value is None or value == "":
         return None
@@ -271,7 +337,19 @@ def _opt_str(data: dict, key: str) -> str | None:
         raise JobSpecError(
             key, f"must be a string, got {type(value).__name__}; {_fix(key)} (quote it in YAML)"
         )
+    if len(value) > limit or _CONTROL_RE.search(value):
+        raise JobSpecError(
+            key,
+            f"{_short(value)} is longer than {limit} characters or holds control "
+            f"characters; {_fix(key)}",
+        )
     return value.strip()
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr`` of a user value cut to ``limit`` characters (error messages stay one line)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-1]}"
 
 
 def _int(data: dict, key: str, default: int, lo: int, hi: int) -> int:
@@ -307,14 +385,25 @@ def _float(data: dict, key: str, default: float) -> float:
 def _command(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         # A YAML string runs through the shell, so pipes and && work as users expect.
-        return ("sh", "-c", value) if value.strip() else ()
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        args = ("sh", "-c", value) if value.strip() else ()
+    elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        args = tuple(value)
+    else:
         raise JobSpecError(
             "command",
             "must be a string or a list of strings; put the command after `--` "
             "(dlc submit ... -- python train.py) or write command: as a list of strings",
         )
-    return tuple(value)
+    if len(args) > MAX_ARGS:
+        raise JobSpecError("command", f"has {len(args)} arguments, more than {MAX_ARGS}")
+    for arg in args:
+        if len(arg) > MAX_ARG or _BINARY_RE.search(arg):
+            raise JobSpecError(
+                "command",
+                f"argument {_short(arg)} is longer than {MAX_ARG} characters or holds a NUL "
+                "or other control character; remove it",
+            )
+    return args
 
 
 def _env(value: Any) -> dict[str, str]:
@@ -328,14 +417,27 @@ def _env(value: Any) -> dict[str, str]:
         value = pairs
     if not isinstance(value, dict):
         raise JobSpecError("env", f"must be a mapping or a list of KEY=VALUE; {_fix('env')}")
-    for key in value:
-        if not isinstance(key, str) or not _ENV_RE.match(key):
+    if len(value) > MAX_ENV:
+        raise JobSpecError("env", f"has {len(value)} variables, more than {MAX_ENV}")
+    result = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or len(key) > MAX_SHORT or not _ENV_RE.match(key):
             raise JobSpecError(
                 "env",
-                f"{key!r} is not a valid variable name; use letters, digits and '_', "
-                "not starting with a digit",
+                f"{_short(key)} is not a valid variable name; use letters, digits and '_', "
+                f"not starting with a digit, at most {MAX_SHORT} characters",
             )
-    return {k: str(v) for k, v in value.items()}
+        if isinstance(val, dict | list | tuple) or val is None:
+            raise JobSpecError("env", f"{key}: the value must be text; {_fix('env')}")
+        text = str(val)
+        if len(text) > MAX_ENV_VALUE or _BINARY_RE.search(text):
+            raise JobSpecError(
+                "env",
+                f"{key}: the value is longer than {MAX_ENV_VALUE} characters or holds a NUL "
+                "or other control character; remove it",
+            )
+        result[key] = text
+    return result
 
 
 def _volumes(value: Any) -> tuple[VolumeSpec, ...]:
@@ -343,6 +445,8 @@ def _volumes(value: Any) -> tuple[VolumeSpec, ...]:
         raise JobSpecError(
             "volumes", f"must be a list of /HOST:/CONTAINER[:ro|rw]; {_fix('volumes')}"
         )
+    if len(value) > MAX_VOLUMES:
+        raise JobSpecError("volumes", f"has {len(value)} entries, more than {MAX_VOLUMES}")
     result = []
     for item in value:
         if isinstance(item, str):
@@ -352,13 +456,16 @@ def _volumes(value: Any) -> tuple[VolumeSpec, ...]:
             result.append(VolumeSpec.parse(f"{item['host_path']}:{item['container_path']}:{mode}"))
         else:
             raise JobSpecError(
-                "volumes", f"{item!r} is not /HOST:/CONTAINER[:ro|rw]; {_fix('volumes')}"
+                "volumes", f"{_short(item)} is not /HOST:/CONTAINER[:ro|rw]; {_fix('volumes')}"
             )
     return tuple(result)
 
 
 def check_volumes(spec: JobSpec, allowed_prefixes: tuple[str, ...]) -> None:
-    """Refuse host paths outside the scheduler's allow-list.
+    """Refuse host paths outside the scheduler's allow-list (an early, friendly error).
+
+    This compares strings only; the authoritative check runs on the agent, where the
+    filesystem is (:mod:`dlc.executor.host_paths`: no symlinks, must exist).
 
     Raises:
         JobSpecError: a volume's host path is not under an allowed prefix.
@@ -374,6 +481,46 @@ def check_volumes(spec: JobSpec, allowed_prefixes: tuple[str, ...]) -> None:
                 f"{vol.host_path} is not under an allowed host path; allowed: {allowed}; "
                 "mount a path under one of them (the scheduler's --allow-volume sets the list)",
             )
+
+
+def check_registry(spec: JobSpec, image: str, allowed_registries: tuple[str, ...]) -> None:
+    """Refuse ``image`` (``spec``'s, resolved) from a registry outside the allow-list.
+
+    An empty allow-list allows any registry.
+
+    Raises:
+        JobSpecError: the registry is not allowed (field ``image``, or ``framework`` when the
+            image came from the catalog).
+    """
+    key = "image" if spec.image else "framework"
+    try:
+        reason = registry_allowed(image, allowed_registries)
+    except ImageReferenceError as exc:
+        raise JobSpecError(key, f"{_short(image)}: {exc}") from None
+    if reason:
+        raise JobSpecError(key, reason)
+
+
+def check_container_user(spec: JobSpec, policy: TaskPolicy) -> None:
+    """Refuse a job's own container user unless the operator lets jobs choose (and root).
+
+    Raises:
+        JobSpecError: field ``container_user``, with what the cluster allows.
+    """
+    if spec.container_user is None:
+        return
+    if not policy.allow_job_user:
+        raise JobSpecError(
+            "container_user",
+            f"this cluster does not let jobs choose their user (jobs run as "
+            f"{policy.container_user}); leave it out, or ask the operator for --allow-job-user",
+        )
+    if 0 in parse_user(spec.container_user) and not policy.allow_root:
+        raise JobSpecError(
+            "container_user",
+            f"{spec.container_user} is root, which this cluster does not allow; "
+            "use a non-zero UID:GID",
+        )
 
 
 @dataclass(frozen=True)

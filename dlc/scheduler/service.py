@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dlc import __version__
+from dlc.executor.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
 from dlc.scheduler.api import ApiServer
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.framework import FrameworkConfig, MesosFramework
@@ -40,6 +41,9 @@ class ServiceConfig:
         admin_token: admin token to register (else one is made on first start).
         framework: registration settings (master is filled from ``master``).
         executor: how executors start (e.g. extra environment).
+        container_user, allow_root, allowed_registries, allow_job_user: container security
+            settings (``--container-user``, ``--allow-root``, ``--allow-registry``,
+            ``--allow-job-user``), carried to and enforced on agents.
     """
 
     master: str
@@ -53,9 +57,24 @@ class ServiceConfig:
     framework: FrameworkConfig | None = None
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     max_skips: int = 20
+    container_user: str = DEFAULT_CONTAINER_USER
+    allow_root: bool = False
+    allowed_registries: tuple[str, ...] = ()
+    allow_job_user: bool = False
 
     def __post_init__(self) -> None:
         check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
+        self.task_policy().check()
+
+    def task_policy(self) -> TaskPolicy:
+        """The security settings every task carries to its agent, which enforces them."""
+        return TaskPolicy(
+            self.allowed_volumes,
+            self.container_user,
+            self.allow_root,
+            self.allowed_registries,
+            self.allow_job_user,
+        )
 
 
 class SchedulerService:
@@ -73,7 +92,7 @@ class SchedulerService:
         self.admin_token = self._bootstrap_token(config.admin_token)
         core_config = CoreConfig(
             placement=PlacementConfig(policy=config.policy),
-            executor=config.executor,
+            executor=replace(config.executor, policy=config.task_policy()),
             allowed_volumes=config.allowed_volumes,
             max_skips=config.max_skips,
         )

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from dlc.executor.launch_spec import LaunchSpec, Volume
+from dlc.executor.launch_spec import LaunchSpec, TaskPolicy, Volume
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.placement import Launch, PlacementConfig
 
@@ -34,6 +34,8 @@ class ExecutorConfig:
         env: extra environment for the executor process.
         command: a whole executor command line replacing ``<python> -m dlc executor``
             (tests use a stand-in executor; sites may wrap it).
+        policy: the operator's security settings every task carries to its agent
+            (allowed volume prefixes, container user, root, registries).
     """
 
     python: str = sys.executable
@@ -41,6 +43,7 @@ class ExecutorConfig:
     mem_mib: float = PlacementConfig.executor_mem_mib
     env: tuple[tuple[str, str], ...] = ()
     command: str | None = None
+    policy: TaskPolicy = TaskPolicy()
 
 
 def scalar(name: str, value: float) -> dict[str, Any]:
@@ -62,8 +65,8 @@ def task_name(job: Job, gpu_ids: tuple[int, ...], rank: int = 0) -> str:
     return name
 
 
-def launch_spec(job: Job, launch: Launch) -> LaunchSpec:
-    """The executor's instructions for one task of ``job``."""
+def launch_spec(job: Job, launch: Launch, policy: TaskPolicy | None = None) -> LaunchSpec:
+    """The executor's instructions for one task of ``job`` (under the operator's ``policy``)."""
     spec = job.spec
     env = dict(spec.env)
     # The host GPU ids, for logs and people; CUDA itself sees the GPUs renumbered from 0.
@@ -71,6 +74,10 @@ def launch_spec(job: Job, launch: Launch) -> LaunchSpec:
     if spec.nodes > 1:
         # Distributed jobs find their place in the gang from these.
         env.update({"DLC_NODE_RANK": str(launch.rank), "DLC_NUM_NODES": str(spec.nodes)})
+    policy = policy or TaskPolicy()
+    if spec.container_user and policy.allow_job_user:
+        # the job's choice (checked at submit); the agent still refuses root unless allowed
+        policy = replace(policy, container_user=spec.container_user)
     return LaunchSpec(
         job_id=job.job_id,
         image=spec.image or "",
@@ -83,6 +90,7 @@ def launch_spec(job: Job, launch: Launch) -> LaunchSpec:
         volumes=tuple(Volume(v.host_path, v.container_path, v.read_only) for v in spec.volumes),
         user=job.user,
         cuda_version=spec.cuda_version,
+        policy=policy,
     )
 
 
@@ -152,5 +160,5 @@ def build_task_info(
         "resources": resources,
         "executor": executor_info(launch, framework_id, config),
         "labels": labels(job, launch),
-        "data": launch_spec(job, launch).encode(),
+        "data": launch_spec(job, launch, config.policy).encode(),
     }

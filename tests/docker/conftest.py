@@ -2,7 +2,8 @@
 
 * ``docker_runtime``: a :class:`~dlc.executor.runtime.DockerRuntime` on the local engine; the
   test FAILS (not skips) when no engine answers.
-* ``busybox_image``: ``dlc-test/busybox:1``, imported from Debian's busybox-static if missing.
+* ``busybox_image``: ``dlc-test/busybox:1``, imported from Debian's busybox-static if missing
+  or older than ``TEST_IMAGE_LAYOUT`` (its ``/`` must be 0755: containers run as uid 65534).
 * ``local_registry``: ``127.0.0.1:5000`` (or ``$DLC_TEST_REGISTRY``); fails when it is down.
 * ``fake_dev``: a directory of stand-in ``nvidia*`` character devices (major 195, as the NVIDIA
   driver uses) so the engine accepts legacy-style device mappings on a machine without GPUs.
@@ -27,6 +28,8 @@ TEST_IMAGE = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
 REGISTRY = os.environ.get("DLC_TEST_REGISTRY", "127.0.0.1:5000")
 NVIDIA_MAJOR = 195  # the NVIDIA driver's character-device major (nvidiactl is minor 255)
 UVM_MAJOR = 510  # dynamic on real hosts; any free major works for the stand-ins
+#: the image's layout version (scripts/docker.sh's TEST_IMAGE_LAYOUT): an older one is rebuilt
+TEST_IMAGE_LAYOUT = "2"
 
 
 def pytest_collection_modifyitems(items):
@@ -53,7 +56,7 @@ def _busybox_tar() -> bytes:
     assert os.path.exists(busybox), "busybox-static missing: apt-get install busybox-static"
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for folder in ("bin", "tmp", "etc"):
+        for folder in (".", "bin", "tmp", "etc"):  # "." 0755: containers run as a non-root uid
             info = tarfile.TarInfo(folder)
             info.type, info.mode = tarfile.DIRTYPE, 0o1777 if folder == "tmp" else 0o755
             tar.addfile(info)
@@ -70,6 +73,9 @@ def _busybox_tar() -> bytes:
             "head",
             "wc",
             "stat",
+            "ln",
+            "grep",
+            "true",
         ):
             link = tarfile.TarInfo(f"bin/{applet}")
             link.type, link.linkname = tarfile.SYMTYPE, "busybox"
@@ -77,12 +83,23 @@ def _busybox_tar() -> bytes:
     return buf.getvalue()
 
 
+def _layout(docker_runtime) -> str | None:
+    import docker
+
+    try:
+        attrs = docker_runtime.client.api.inspect_image(TEST_IMAGE)
+    except docker.errors.ImageNotFound:
+        return None
+    return ((attrs.get("Config") or {}).get("Labels") or {}).get("dlc.test.layout")
+
+
 @pytest.fixture(scope="session")
 def busybox_image(docker_runtime) -> str:
-    if docker_runtime.image_env(TEST_IMAGE) is None:
+    if _layout(docker_runtime) != TEST_IMAGE_LAYOUT:
         repo, tag = TEST_IMAGE.rsplit(":", 1)
+        changes = ["ENV PATH=/bin", 'CMD ["/bin/sh"]', f"LABEL dlc.test.layout={TEST_IMAGE_LAYOUT}"]
         docker_runtime.client.api.import_image_from_data(
-            _busybox_tar(), repository=repo, tag=tag, changes=["ENV PATH=/bin", 'CMD ["/bin/sh"]']
+            _busybox_tar(), repository=repo, tag=tag, changes=changes
         )
     assert docker_runtime.image_env(TEST_IMAGE) is not None
     return TEST_IMAGE

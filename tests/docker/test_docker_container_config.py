@@ -61,7 +61,7 @@ def test_legacy_style_devices_volume_env_and_limits(
     assert host["NanoCpus"] == 500_000_000
     assert host["Memory"] == 96 * 1024 * 1024
     assert "no-new-privileges" in host["SecurityOpt"]
-    assert "NET_RAW" in host["CapDrop"]
+    assert host["CapDrop"] == ["ALL"]
     assert host["DeviceRequests"] in (None, [])
     assert inspect["Config"]["Labels"]["dlc.framework_id"] == framework_id
     assert inspect["Config"]["Labels"]["dlc.user"] == "alice"

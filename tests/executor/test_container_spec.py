@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dlc.executor.container_spec import CAP_DROP, TaskIdentity, create_kwargs
+from dlc.executor.container_spec import CAP_ADD, TaskIdentity, create_kwargs
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, render
-from dlc.executor.launch_spec import LaunchSpec, Volume
+from dlc.executor.launch_spec import LaunchSpec, TaskPolicy, Volume
 
 IDENTITY = TaskIdentity("fw-1", "dlc-executor.t1", "t1", "job-7")
 
@@ -42,13 +42,39 @@ def test_limits_labels_and_security():
     }
     assert kw["privileged"] is False
     assert kw["security_opt"] == ["no-new-privileges"]
-    assert kw["cap_drop"] == list(CAP_DROP)
+    assert kw["cap_drop"] == ["ALL"]
+    assert set(kw["cap_add"]) == set(CAP_ADD) and "SYS_ADMIN" not in CAP_ADD
+    assert kw["user"] == "65534:65534"  # nobody, unless the operator says otherwise
     assert kw["working_dir"] == "/tmp"
     assert kw["command"] == ["sh", "-c", "env"]
-    assert kw["volumes"] == {
-        "/data": {"bind": "/data", "mode": "ro"},
-        "/scratch": {"bind": "/scratch", "mode": "rw"},
-    }
+    assert "volumes" not in kw  # `-v` would create a missing host path; mounts do not
+
+
+def test_volumes_are_bind_mounts_read_only_by_default():
+    gpu = render(GpuReservation(), GpuStyle.NONE)
+    kw = create_kwargs(spec(), IDENTITY, gpu)
+    assert kw["mounts"] == [
+        {
+            "Type": "bind",
+            "Source": "/data",
+            "Target": "/data",
+            "ReadOnly": True,
+            "BindOptions": {"Propagation": "rprivate"},
+        },
+        {
+            "Type": "bind",
+            "Source": "/scratch",
+            "Target": "/scratch",
+            "ReadOnly": False,
+            "BindOptions": {"Propagation": "rprivate"},
+        },
+    ]
+
+
+def test_operator_user_reaches_the_container():
+    gpu = render(GpuReservation(), GpuStyle.NONE)
+    policy = TaskPolicy(container_user="1000:100")
+    assert create_kwargs(spec(policy=policy), IDENTITY, gpu)["user"] == "1000:100"
 
 
 def test_gpu_env_wins_over_job_env():

@@ -1,0 +1,217 @@
+"""Host paths of a task's volumes, decided on the agent where the filesystem is.
+
+The scheduler's submit-time check compares strings; Docker follows symlinks on the host. A job
+with a read-write mount could plant ``hostroot -> /`` inside it and a second job mounting
+``.../hostroot`` would get the host's root. So, before the container is created, the executor
+walks every host path component by component from ``/``, each opened with
+``O_PATH | O_NOFOLLOW`` relative to its parent's descriptor, and refuses when:
+
+* a component is a symbolic link (anywhere: in the allowed prefix or below it);
+* a component is ``..`` or ``.`` (no lexical tricks either);
+* the path does not exist (Docker must never create host paths: volumes become
+  ``type=bind`` mounts, which the engine refuses for a missing source);
+* the path is not a directory or a regular file (no device nodes, sockets, FIFOs);
+* the path is not under an allowed prefix, or that prefix itself is not a real directory
+  (a prefix with a symlink in it is unusable until the operator lists its real path).
+
+With no symlink anywhere, the walked path *is* the resolved path, so the string that reaches the
+engine names the same directory the walk checked.
+
+Remaining race (why it is narrow, and what is left): between this walk and the moment runc
+mounts the source at container start, someone who can write into a directory on the path (a
+concurrently running job with a read-write mount of a parent directory) could rename a component
+and put a symlink in its place; the engine would follow it. The window is the time from the
+walk to ``start`` (milliseconds: the image is pulled before the walk). Neither the Docker API nor
+runc take a mount source as a descriptor, so it cannot be closed here; operators who grant
+read-write mounts should give each job its own directory rather than a shared parent of other
+jobs' mounts (see ``docs/executor.md``, "Volumes and container security").
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from dlc.errors import ContainerError
+from dlc.executor.launch_spec import LaunchSpec, Volume, parse_user
+from dlc.images.reference import ImageReferenceError, registry_allowed
+
+_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class MountRefused(ContainerError):
+    """A volume's host path is unsafe or not allowed on this agent (the task fails)."""
+
+
+class TaskRefused(ContainerError):
+    """A task asks for something this agent's policy forbids (root, a registry)."""
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """Why a walk stopped: the offending path prefix and what it is."""
+
+    at: str
+    what: str  # "symlink", "missing", "not a directory", "unreadable"
+
+
+def split_path(path: str) -> list[str]:
+    """The components of an absolute path; ``//`` and a trailing ``/`` are tolerated.
+
+    Raises:
+        ValueError: not absolute, a NUL byte, or a ``.``/``..`` component.
+    """
+    if not path.startswith("/") or "\0" in path:
+        raise ValueError("must be an absolute path without NUL bytes")
+    parts = [p for p in path.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise ValueError("must not contain '.' or '..' components")
+    return parts
+
+
+def _join(parts: Iterable[str]) -> str:
+    return "/" + "/".join(parts)
+
+
+def walk(path: str) -> tuple[os.stat_result | None, _Problem | None]:
+    """Open ``path`` component by component without following any symlink.
+
+    Returns:
+        ``(stat of the last component, None)``, or ``(None, problem)`` naming the first
+        component that is a symlink, missing, not a directory, or unreadable.
+    """
+    parts = split_path(path)
+    fd = os.open("/", _FLAGS | os.O_DIRECTORY)
+    try:
+        info = os.fstat(fd)
+        for depth, name in enumerate(parts, 1):
+            here = _join(parts[:depth])
+            if not stat.S_ISDIR(info.st_mode):
+                return None, _Problem(_join(parts[: depth - 1]), "not a directory")
+            try:
+                child = os.open(name, _FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                return None, _Problem(here, "missing")
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # O_NOFOLLOW without O_PATH reports a link so
+                    return None, _Problem(here, "symlink")
+                return None, _Problem(here, f"unreadable ({exc.strerror})")
+            os.close(fd)
+            fd = child
+            info = os.fstat(fd)
+            if stat.S_ISLNK(info.st_mode):
+                return None, _Problem(here, "symlink")
+        return info, None
+    finally:
+        os.close(fd)
+
+
+def _under(parts: list[str], prefix: list[str]) -> bool:
+    return parts[: len(prefix)] == prefix
+
+
+def check_volume(volume: Volume, allowed: tuple[str, ...]) -> Volume:
+    """The volume with its host path resolved, if it is safe to bind-mount here.
+
+    Raises:
+        MountRefused: the reason, naming the volume and the fix.
+    """
+    name = f"volume {volume.host_path}:{volume.container_path}"
+    try:
+        parts = split_path(volume.host_path)
+    except ValueError as exc:
+        raise MountRefused(f"{name}: the host path {exc}; give a plain absolute path") from None
+    prefixes = []
+    for prefix in allowed:
+        try:
+            prefixes.append((prefix, split_path(prefix)))
+        except ValueError:
+            continue  # a malformed operator entry allows nothing
+    matching = [(text, p) for text, p in prefixes if _under(parts, p)]
+    if not matching:
+        shown = ", ".join(allowed) or "none"
+        raise MountRefused(
+            f"{name}: not under a host path this cluster allows ({shown}); mount a path under "
+            "one of them (the scheduler's --allow-volume sets the list)"
+        )
+    problems = [(text, walk(_join(prefix))[1]) for text, prefix in matching]
+    if all(problem is not None for _, problem in problems):
+        text, problem = problems[0]
+        raise MountRefused(
+            f"{name}: the allowed prefix {text} is not a real directory on this agent "
+            f"({problem.at} is {problem.what}); the operator must list the real, existing "
+            "directory in --allow-volume"
+        )
+    info, problem = walk(volume.host_path)
+    if problem is not None:
+        raise MountRefused(f"{name}: {_explain(problem)}")
+    if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+        raise MountRefused(
+            f"{name}: the host path is neither a directory nor a regular file; "
+            "mount a directory or a file"
+        )
+    return replace(volume, host_path=_join(parts))
+
+
+def _explain(problem: _Problem) -> str:
+    if problem.what == "symlink":
+        return (
+            f"{problem.at} is a symbolic link on this agent and DLC mounts no path through "
+            "a symlink; mount the real directory instead"
+        )
+    if problem.what == "missing":
+        return (
+            f"{problem.at} does not exist on this agent and DLC never creates host paths; "
+            "create it first or fix the path"
+        )
+    return f"{problem.at} is {problem.what}; mount an existing directory you may read"
+
+
+def check_user(spec: LaunchSpec) -> None:
+    """Refuse a container user of uid or gid 0 unless the policy allows root.
+
+    Raises:
+        TaskRefused: malformed user, or root while the operator does not allow it.
+    """
+    try:
+        uid, gid = parse_user(spec.policy.container_user)
+    except ValueError as exc:
+        raise TaskRefused(
+            f"container user {exc}; the scheduler's --container-user takes e.g. 1000:1000"
+        ) from None
+    if 0 in (uid, gid) and not spec.policy.allow_root:
+        raise TaskRefused(
+            f"container user {spec.policy.container_user} is root, which this cluster does not "
+            "allow; use a non-zero UID:GID (the operator may pass --allow-root)"
+        )
+
+
+def check_image(spec: LaunchSpec) -> None:
+    """Refuse an image from a registry outside the allow-list (or a malformed reference).
+
+    Raises:
+        TaskRefused: the reason and the allowed registries.
+    """
+    try:
+        reason = registry_allowed(spec.image, spec.policy.allowed_registries)
+    except ImageReferenceError as exc:
+        raise TaskRefused(f"image {spec.image[:300]!r}: {exc}") from None
+    if reason:
+        raise TaskRefused(reason)
+
+
+def checked_spec(spec: LaunchSpec) -> LaunchSpec:
+    """``spec`` with every volume resolved, after the agent-side policy checks.
+
+    The executor calls it just before creating the container (to keep the race window
+    short); :func:`check_image` runs earlier, before the image is pulled.
+
+    Raises:
+        TaskRefused, MountRefused: one line naming what is refused and the fix.
+    """
+    check_user(spec)
+    allowed = spec.policy.allowed_volumes
+    return replace(spec, volumes=tuple(check_volume(v, allowed) for v in spec.volumes))

@@ -1,0 +1,48 @@
+"""`dlc jobs` stays readable whatever one job holds: long names, markup, control characters."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from click.testing import CliRunner
+
+from dlc.cli.main import cli
+from dlc.cli.submit_cmd import MESSAGE_WIDTH, cell
+from dlc.scheduler.api import ApiServer
+from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.logs import LogReader
+from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.store import JobStore
+
+#: the longest image the grammar accepts: a 255-character name and a 128-character tag
+LONGEST_IMAGE = "r.io/" + "a" * 250 + ":" + "t" * 128
+
+
+def test_cell_cuts_blanks_and_ignores_markup():
+    assert cell("x" * 50, 10).plain == "x" * 9 + "\u2026"
+    assert cell("a\0b\nc\x1b", 10).plain == "a b c "
+    assert cell("[bold]x[/]", 20).plain == "[bold]x[/]"  # shown as written, not as style
+
+
+def test_one_huge_job_does_not_break_the_listing(tmp_path):
+    store = JobStore(tmp_path / "db")
+    core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")), None)
+    server = ApiServer(core, LogReader(lambda: None), lambda actions: None)
+    server.start()
+    try:
+        env = {"DLC_API": server.url, "DLC_TOKEN": store.add_token("alice")}
+        huge = core.submit("alice", JobSpec.from_dict({"image": LONGEST_IMAGE}))
+        # container output lands in the message: markup and control characters included
+        message = "last output: [/] [bold red]boom\0\x1b[2J " + "y" * 5000
+        store.save_job(replace(huge, message=message))
+        plain = core.submit("alice", JobSpec.from_dict({"image": "busybox", "name": "plain"}))
+        result = CliRunner().invoke(cli, ["jobs"], env=env)
+    finally:
+        server.stop()
+    assert result.exit_code == 0, result.output
+    assert huge.job_id in result.output and plain.job_id in result.output
+    assert "plain" in result.output and "[/]" in result.output
+    assert "\0" not in result.output and "\x1b" not in result.output
+    widest = max(len(line) for line in result.output.splitlines())
+    assert widest <= 150 + 4 * MESSAGE_WIDTH

@@ -1,0 +1,198 @@
+"""Host escape attempts against the real engine: symlinked volumes, missing paths, root, registries.
+
+Each attack of issue 10 item 2 runs as the real TaskRunner would run it: the task ends
+TASK_FAILED with a one-line message and the engine never sees a container for it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dlc.errors import ContainerError
+from dlc.executor.container_spec import LABEL_FRAMEWORK, TaskIdentity, create_kwargs
+from dlc.executor.gpu_render import GpuReservation, GpuStyle, render
+from dlc.executor.host_gpus import ProcDriverInfo
+from dlc.executor.launch_spec import LaunchSpec, TaskPolicy, Volume
+from dlc.executor.task_runner import RunnerConfig, TaskRunner
+
+
+class Sink:
+    def __init__(self):
+        self.updates = []
+
+    def update(self, task_id, state, message=None, reason=None, labels=None):
+        self.updates.append((state, message))
+
+    def last(self):
+        return self.updates[-1]
+
+
+class CountingRuntime:
+    """The real runtime, counting the containers it is asked to create."""
+
+    def __init__(self, runtime):
+        self._runtime = runtime
+        self.created = []
+
+    def create(self, kwargs):
+        cid = self._runtime.create(kwargs)
+        self.created.append(cid)
+        return cid
+
+    def __getattr__(self, name):
+        return getattr(self._runtime, name)
+
+
+@pytest.fixture
+def prefix(tmp_path):
+    """An allowed prefix holding ``d``, a directory every job may write (mode 1777)."""
+    root = tmp_path.resolve() / "srv" / "a"
+    (root / "d").mkdir(parents=True)
+    os.chmod(root / "d", 0o1777)
+    os.chmod(tmp_path, 0o755)
+    return root
+
+
+@pytest.fixture
+def run_task(docker_runtime, framework_id, tmp_path, busybox_image):
+    counting = CountingRuntime(docker_runtime)
+
+    def run(task_id, **spec):
+        sink = Sink()
+        config = RunnerConfig(
+            gpu_style=GpuStyle.NONE,
+            sandbox=str(tmp_path),
+            driver_info=ProcDriverInfo(tmp_path / "no-driver"),
+        )
+        runner = TaskRunner(counting, sink, framework_id, f"ex-{task_id}", config)
+        spec.setdefault("image", busybox_image)
+        runner.launch(task_id, LaunchSpec(job_id=task_id, **spec).encode())
+        runner.join(60)
+        return sink.last()
+
+    run.runtime = counting
+    return run
+
+
+def test_symlink_to_host_root_planted_by_one_job_is_refused_for_the_next(run_task, prefix):
+    policy = TaskPolicy(allowed_volumes=(str(prefix),))
+    # job 1: a legitimate read-write mount, in which it plants a link to the host's root
+    state, message = run_task(
+        "plant",
+        command=("sh", "-c", "ln -s / /w/hostroot && echo planted"),
+        volumes=(Volume(f"{prefix}/d", "/w", read_only=False),),
+        policy=policy,
+    )
+    assert state == "TASK_FINISHED", message
+    assert os.readlink(prefix / "d" / "hostroot") == "/"
+    created = len(run_task.runtime.created)
+    # job 2: mounts the link and would read the host's /etc/shadow
+    state, message = run_task(
+        "escape",
+        command=("cat", "/h/etc/shadow"),
+        volumes=(Volume(f"{prefix}/d/hostroot", "/h"),),
+        policy=policy,
+    )
+    assert state == "TASK_FAILED"
+    assert f"{prefix}/d/hostroot is a symbolic link" in message and "\n" not in message
+    assert len(run_task.runtime.created) == created  # the engine never saw a container
+
+
+def test_missing_path_fails_and_is_not_created_on_the_host(run_task, prefix):
+    missing = prefix / "d" / "new"
+    state, message = run_task(
+        "missing",
+        command=("true",),
+        volumes=(Volume(str(missing), "/w", read_only=False),),
+        policy=TaskPolicy(allowed_volumes=(str(prefix),)),
+    )
+    assert state == "TASK_FAILED"
+    assert "does not exist on this agent and DLC never creates host paths" in message
+    assert not missing.exists()
+    assert run_task.runtime.created == []
+
+
+def test_dotdot_and_symlinked_prefix_are_refused(run_task, prefix, tmp_path):
+    link = tmp_path / "link"
+    os.symlink(prefix, link)
+    cases = [
+        (Volume(f"{prefix}/d/../../..", "/w"), (str(prefix),), "'.' or '..'"),
+        (Volume(f"{link}/d", "/w"), (str(link),), f"allowed prefix {link} is not a real"),
+    ]
+    for volume, allowed, expected in cases:
+        state, message = run_task(
+            "refused", volumes=(volume,), policy=TaskPolicy(allowed_volumes=allowed)
+        )
+        assert state == "TASK_FAILED" and expected in message, message
+    assert run_task.runtime.created == []
+
+
+def test_root_user_is_refused_by_default(run_task):
+    state, message = run_task("root", command=("id",), policy=TaskPolicy(container_user="0:0"))
+    assert state == "TASK_FAILED"
+    assert "is root, which this cluster does not allow" in message
+    assert run_task.runtime.created == []
+
+
+def test_disallowed_registry_is_refused_before_any_pull(run_task, local_registry):
+    policy = TaskPolicy(allowed_registries=(local_registry,))
+    state, message = run_task("registry", image="busybox:1.36", policy=policy)
+    assert state == "TASK_FAILED"
+    assert "registry docker.io, which is not allowed" in message
+    assert run_task.runtime.created == []
+
+
+def test_job_runs_as_nobody_without_capabilities_and_reads_its_mount(
+    docker_runtime, run_task, prefix, framework_id
+):
+    (prefix / "d" / "in.txt").write_text("data\n")
+    state, message = run_task(
+        "nobody",
+        command=("sh", "-c", "id; grep CapEff /proc/self/status; cat /r/in.txt; touch /r/x"),
+        volumes=(Volume(f"{prefix}/d", "/r"),),  # read-only by default
+        policy=TaskPolicy(allowed_volumes=(str(prefix),)),
+    )
+    assert state == "TASK_FAILED", message  # touch on the read-only mount fails
+    assert "uid=65534 gid=65534" in message
+    assert "CapEff:\t0000000000000000" in message or "CapEff: 0000000000000000" in message
+    assert "data" in message and "Read-only file system" in message
+    assert not (prefix / "d" / "x").exists()
+
+
+def test_engine_view_of_the_container(docker_runtime, busybox_image, framework_id, prefix):
+    spec = LaunchSpec(
+        job_id="j",
+        image=busybox_image,
+        volumes=(Volume(f"{prefix}/d", "/r"), Volume(f"{prefix}/d", "/w", read_only=False)),
+    )
+    identity = TaskIdentity(framework_id, "ex-inspect", "t-inspect", "j")
+    kwargs = create_kwargs(spec, identity, render(GpuReservation(), GpuStyle.NONE))
+    cid = docker_runtime.create(kwargs)
+    inspect = docker_runtime.client.api.inspect_container(cid)
+    host = inspect["HostConfig"]
+    assert inspect["Config"]["User"] == "65534:65534"
+    assert host["CapDrop"] == ["ALL"]
+    assert set(host["CapAdd"]) == {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}
+    assert host["SecurityOpt"] == ["no-new-privileges"] and host["Privileged"] is False
+    assert host["Binds"] in (None, [])  # `-v` would create a missing source; mounts do not
+    mounts = {m["Destination"]: m for m in inspect["Mounts"]}
+    assert mounts["/r"]["Type"] == "bind" and mounts["/r"]["RW"] is False
+    assert mounts["/w"]["Type"] == "bind" and mounts["/w"]["RW"] is True
+    assert mounts["/r"]["Source"] == f"{prefix}/d"
+
+
+def test_engine_refuses_a_missing_bind_source_itself(
+    docker_runtime, busybox_image, framework_id, tmp_path
+):
+    # even without the agent-side check, type=bind never lets the engine create the path
+    missing = tmp_path / "never-created"
+    spec = LaunchSpec(job_id="j", image=busybox_image, volumes=(Volume(str(missing), "/x"),))
+    identity = TaskIdentity(framework_id, "ex-missing", "t-missing", "j")
+    with pytest.raises(ContainerError, match="bind source path does not exist"):
+        docker_runtime.create(
+            create_kwargs(spec, identity, render(GpuReservation(), GpuStyle.NONE))
+        )
+    assert not missing.exists()
+    assert docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id}) == []
