@@ -205,7 +205,8 @@ class TaskRunner:
         self.sink.update(task.task_id, "TASK_STARTING", "preparing container")
         spec = LaunchSpec.decode(data)
         identity = TaskIdentity(self.framework_id, self.executor_id, task.task_id, spec.job_id)
-        gpu_args = render(self._reservation(spec), self._style(spec), self.config.device_root)
+        style = self._style(spec)
+        gpu_args = render(self._reservation(spec), style, self.config.device_root)
         image_env = self.runtime.ensure_image(
             spec.image, lambda msg: self.sink.update(task.task_id, "TASK_STARTING", msg)
         )
@@ -223,7 +224,9 @@ class TaskRunner:
             LABEL_EXECUTOR_PID: executor_pid_label(),
         }
         with self._gpu_claim_lock():
-            self._claim_gpus(task, spec.gpu_ids)
+            # simulated GPUs (style none) are only this framework's; real ones the host's
+            scope = self.framework_id if style is GpuStyle.NONE else None
+            self._claim_gpus(task, spec.gpu_ids, scope)
             with task.lock:
                 if task.killed:
                     return None
@@ -289,11 +292,12 @@ class TaskRunner:
         finally:
             handle.close()  # closing releases the lock
 
-    def _claim_gpus(self, task: _Task, gpu_ids) -> None:
+    def _claim_gpus(self, task: _Task, gpu_ids, framework_scope: str | None = None) -> None:
         """Make sure no other container on this engine holds one of ``gpu_ids``.
 
         Orphans (their executor is gone) are stopped and removed, and the claim returns only
-        once Docker no longer lists them; a live executor's container fails the task.
+        once Docker no longer lists them; a live executor's container fails the task. With
+        ``framework_scope`` only that framework's containers count (simulated GPUs).
 
         Raises:
             ContainerError: a double assignment, or an orphan that would not go away.
@@ -303,7 +307,10 @@ class TaskRunner:
         deadline = time.monotonic() + self.config.claim_timeout_s
         while True:
             plan = plan_claim(
-                gpu_ids, self._held_gpus(), process_start_time, self._own_container_ids()
+                gpu_ids,
+                self._held_gpus(framework_scope),
+                process_start_time,
+                self._own_container_ids(),
             )
             if plan.conflicts:
                 raise ContainerError(plan.conflict_message(gpu_ids))
@@ -325,8 +332,11 @@ class TaskRunner:
                     f"{self.config.claim_timeout_s:g} s; remove them with `dlc cleanup`"
                 )
 
-    def _held_gpus(self) -> list[HeldGpus]:
-        found = self.runtime.list_containers({LABEL_GPUS: None})
+    def _held_gpus(self, framework_scope: str | None) -> list[HeldGpus]:
+        labels: dict[str, str | None] = {LABEL_GPUS: None}
+        if framework_scope:
+            labels[LABEL_FRAMEWORK] = framework_scope
+        found = self.runtime.list_containers(labels)
         return [
             HeldGpus(
                 c.id,
