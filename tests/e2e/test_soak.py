@@ -2,8 +2,8 @@
 
 Before executors ended by themselves, each finished job left its executor alive holding 0.1 CPU
 and 64 MiB: on a 2-CPU agent the queue stopped after about 20 jobs. Here ``DLC_SOAK_JOBS``
-(default 150; ``make soak`` runs 300) jobs go through the REAL Mesos master + an agent with
-2 CPUs, and ``DLC_SOAK_EMULATOR_JOBS`` (default 40) through the emulator (`dlc local`'s path).
+(default 120, about 3 minutes here; ``make soak`` runs 300) jobs go through the REAL Mesos master + an agent with
+2 CPUs, and ``DLC_SOAK_EMULATOR_JOBS`` (default 30) through the emulator (`dlc local`'s path).
 Afterwards: every job finished, no executor process of the framework remains, and the agent's
 used resources are back to zero. The run's figures are printed (``-s`` shows them).
 """
@@ -143,7 +143,7 @@ def test_soak_on_the_real_master(docker_ready, tmp_path):
     try:
         svc = _service(address, (), tmp_path / "db")
         try:
-            soak(svc, address, _count("DLC_SOAK_JOBS", 150), "real master")
+            soak(svc, address, _count("DLC_SOAK_JOBS", 120), "real master")
         finally:
             svc.stop()
     finally:
@@ -157,6 +157,6 @@ def test_soak_on_the_emulator(docker_ready, tmp_path):
     with MesosEmulator(agents=[AgentSpec(resources=RESOURCES)], work_dir=work) as emulator:
         svc = _service(emulator.address, (str(work),), tmp_path / "db")
         try:
-            soak(svc, emulator.address, _count("DLC_SOAK_EMULATOR_JOBS", 40), "emulator")
+            soak(svc, emulator.address, _count("DLC_SOAK_EMULATOR_JOBS", 30), "emulator")
         finally:
             svc.stop()
