@@ -118,9 +118,9 @@ def previous_framework_id(db_path: Path) -> str | None:
     """The framework id a previous ``dlc local`` run saved in its job database, if any."""
     if not db_path.is_file():
         return None
-    from dlc.scheduler.store import Store
+    from dlc.scheduler.store import JobStore
 
-    store = Store(db_path)
+    store = JobStore(db_path)
     try:
         return store.framework_id
     finally:

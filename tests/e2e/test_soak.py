@@ -2,8 +2,9 @@
 
 Before executors ended by themselves, each finished job left its executor alive holding 0.1 CPU
 and 64 MiB: on a 2-CPU agent the queue stopped after about 20 jobs. Here ``DLC_SOAK_JOBS``
-(default 120, about 3 minutes here; ``make soak`` runs 300) jobs go through the REAL Mesos master + an agent with
-2 CPUs, and ``DLC_SOAK_EMULATOR_JOBS`` (default 30) through the emulator (`dlc local`'s path).
+(default 120, about 3 minutes here; ``make soak`` runs 300) jobs go through the REAL Mesos
+master + an agent with 2 CPUs, and ``DLC_SOAK_EMULATOR_JOBS`` (default 30) through the emulator
+(`dlc local`'s path).
 Afterwards: every job finished, no executor process of the framework remains, and the agent's
 used resources are back to zero. The run's figures are printed (``-s`` shows them).
 """
@@ -116,7 +117,9 @@ def soak(svc, address: str, jobs: int, label: str) -> None:
         sorted({svc.store.get_job(i).state.value for i in ids})
     )
     not_finished = [
-        (i, s, svc.store.get_job(i).message) for i, s in zip(ids, states) if s != "finished"
+        (i, s, svc.store.get_job(i).message)
+        for i, s in zip(ids, states, strict=True)
+        if s != "finished"
     ]
     assert not_finished == [], not_finished[:5]
     framework_id = svc.core.framework_id
