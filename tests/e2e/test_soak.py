@@ -2,7 +2,7 @@
 
 Before executors ended by themselves, each finished job left its executor alive holding 0.1 CPU
 and 64 MiB: on a 2-CPU agent the queue stopped after about 20 jobs. Here ``DLC_SOAK_JOBS``
-(default 120, about 3 minutes here; ``make soak`` runs 300) jobs go through the REAL Mesos
+(default 100, about 3 minutes here; ``make soak`` runs 300) jobs go through the REAL Mesos
 master + an agent with 2 CPUs, and ``DLC_SOAK_EMULATOR_JOBS`` (default 30) through the emulator
 (`dlc local`'s path).
 Afterwards: every job finished, no executor process of the framework remains, and the agent's
@@ -146,7 +146,7 @@ def test_soak_on_the_real_master(docker_ready, tmp_path):
     try:
         svc = _service(address, (), tmp_path / "db")
         try:
-            soak(svc, address, _count("DLC_SOAK_JOBS", 120), "real master")
+            soak(svc, address, _count("DLC_SOAK_JOBS", 100), "real master")
         finally:
             svc.stop()
     finally:
