@@ -1,6 +1,8 @@
 # DLC developer entry points. Every target installs what it needs (Debian, as root).
 #   make demo   - set up and run the main job on the embedded default
 #   make test   - set up and run the whole test suite (what CI runs)
+#   make soak   - 300 short jobs through a 2-CPU agent on the real Mesos (and 100 on the
+#                  emulator): all finish, no executor left, agent resources back to zero
 #   make e2e-pytorch - build a CPU PyTorch image locally and run a real training step through
 #                  dlc submit -> scheduler -> real Mesos -> executor -> Docker (~1 GB; not in CI)
 PYTHON ?= python3
@@ -9,7 +11,7 @@ PY     := $(VENV)/bin/python
 DLC    := $(VENV)/bin/dlc
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch gpu-check
+.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch gpu-check soak
 
 $(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup-python.sh
@@ -50,6 +52,9 @@ demo: setup
 bench: setup
 	$(PY) bench/allocator.py
 	$(PY) bench/scheduler.py
+
+soak: setup services
+	DLC_SOAK_JOBS=300 DLC_SOAK_EMULATOR_JOBS=100 $(PY) -m pytest -q -s tests/e2e/test_soak.py
 
 e2e-pytorch: setup
 	VENV=$(VENV) bash scripts/e2e-pytorch.sh

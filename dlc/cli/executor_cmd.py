@@ -63,10 +63,34 @@ from dlc.executor.gpu_render import GpuStyle
     show_default=True,
     help="Start a watcher that removes this executor's containers if the executor is killed.",
 )
-def command(gpu_style, device_root, driver_version, grace, network_mode, memlock_unlimited, reaper):
+@click.option(
+    "--ack-timeout",
+    type=float,
+    default=20.0,
+    show_default=True,
+    help="Seconds to wait for the agent to acknowledge the last terminal update before exiting.",
+)
+def command(
+    gpu_style,
+    device_root,
+    driver_version,
+    grace,
+    network_mode,
+    memlock_unlimited,
+    reaper,
+    ack_timeout,
+):
     """Run the DLC Mesos executor (reads MESOS_* variables set by the agent)."""
     from dlc.executor import reaper as reaper_mod
-    from dlc.executor.executor import DriverSink, grace_from_env, make_driver, make_executor_class
+    from dlc.executor.executor import (
+        DriverSink,
+        grace_from_env,
+        make_driver,
+        make_executor_class,
+        recovery_timeout_from_env,
+        serve,
+    )
+    from dlc.executor.lifecycle import ExecutorLifecycle
     from dlc.executor.runtime import DockerRuntime
     from dlc.executor.task_runner import RunnerConfig, TaskRunner
 
@@ -95,13 +119,19 @@ def command(gpu_style, device_root, driver_version, grace, network_mode, memlock
         memlock_unlimited=memlock_unlimited,
         sandbox=sandbox,
     )
-    sink = DriverSink()
+    lifecycle = ExecutorLifecycle(
+        ack_timeout_s=ack_timeout, recovery_timeout_s=recovery_timeout_from_env()
+    )
+    sink = DriverSink(lifecycle)
     runner = TaskRunner(DockerRuntime(), sink, framework_id, executor_id, config)
     if reaper:
         reaper_mod.spawn(framework_id, executor_id, os.path.join(sandbox, "dlc-reaper.log"))
-    driver = make_driver(make_executor_class()(runner, sink))
+    executor = make_executor_class()(runner, sink, lifecycle)
+    driver = make_driver(executor)
     sink.driver = driver
-    driver.run()  # returns when the agent shuts the executor down or the connection ends
+    # returns when the last task ended and was acknowledged, the agent shut the executor
+    # down, or the agent stayed unreachable past the recovery timeout
+    serve(driver, executor)
 
 
 def _configure_logging(path: str) -> None:

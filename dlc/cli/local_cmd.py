@@ -73,6 +73,12 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, all
         what = f"simulated from {simulate}" if simulate else "this host"
         click.echo(f"Mesos:     {cluster.emulator.url}/ (DLC's Mesos emulator, no Mesos web UI;")
         click.echo(f"           agent GPUs {gpus}, {what})")
+        if cluster.ended_leftovers:
+            click.echo(
+                f"Ended {cluster.ended_leftovers} container(s) the previous dlc local left "
+                "running; their jobs are retried if they have retries left.",
+                err=True,
+            )
         print_login(service.api_url, token, token_file)
         click.echo("Press Ctrl-C to stop.", err=True)
         wait_for_signal()

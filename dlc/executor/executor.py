@@ -9,16 +9,25 @@ Environment read by :func:`run_executor` (set by the Mesos agent):
 * ``MESOS_SLAVE_PID`` (its id part names the agent's executor API path, ``/<id>/api/v1/executor``);
 * ``MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD`` (e.g. ``5secs``): the default container stop grace;
 * ``MESOS_DIRECTORY`` / ``MESOS_SANDBOX``: the sandbox receiving container ``stdout``/``stderr``;
-* ``MESOS_LOCAL``: stops pymesos from killing its own process group on SHUTDOWN (tests).
+* ``MESOS_LOCAL``: stops pymesos from killing its own process group on SHUTDOWN (tests);
+* ``MESOS_CHECKPOINT`` (``1``: the framework checkpoints, so the executor waits for a restarting
+  agent) and then ``MESOS_RECOVERY_TIMEOUT`` (default 15mins): how long it waits before it kills
+  its containers and exits. Without checkpointing it ends as soon as the connection ends.
+
+The process ends once its last task is terminal and the agent acknowledged the terminal update
+(:mod:`dlc.executor.lifecycle`), so the agent gets the executor's resources back.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import threading
+import uuid
 
 from dlc.errors import DlcError
+from dlc.executor.lifecycle import ExecutorLifecycle, Verdict
 from dlc.executor.task_runner import CONTAINER_ID_LABEL, TaskRunner, encode_labels, status_data
 
 log = logging.getLogger(__name__)
@@ -27,17 +36,30 @@ log = logging.getLogger(__name__)
 DEFAULT_GRACE_S = 10.0
 #: time kept back from the agent's shutdown grace period for removing containers
 _SHUTDOWN_MARGIN_S = 1.0
+#: how long a checkpointing executor waits for its agent to come back (Mesos's default)
+DEFAULT_RECOVERY_TIMEOUT_S = 15 * 60.0
 
 
 class DriverSink:
-    """A :class:`~dlc.executor.task_runner.StatusSink` that sends through the pymesos driver."""
+    """A :class:`~dlc.executor.task_runner.StatusSink` that sends through the pymesos driver.
 
-    def __init__(self):
+    Args:
+        lifecycle: told of every update before it is sent (terminal ones are awaited).
+    """
+
+    def __init__(self, lifecycle: ExecutorLifecycle | None = None):
         self.driver = None
+        self.lifecycle = lifecycle
 
     def update(self, task_id, state, message=None, reason=None, labels=None) -> None:
-        """Send one TaskStatus; a failure to send is logged (the agent retries nothing)."""
-        status = {"task_id": {"value": task_id}, "state": state}
+        """Send one TaskStatus; a failure to send is logged (the driver re-sends it on
+        re-subscribing)."""
+        raw_uuid = uuid.uuid4().bytes
+        status = {
+            "task_id": {"value": task_id},
+            "state": state,
+            "uuid": base64.b64encode(raw_uuid).decode(),
+        }
         if message:
             status["message"] = message
         if reason:
@@ -46,6 +68,8 @@ class DriverSink:
             status["labels"] = encode_labels(labels)
             status["data"] = status_data(labels)
         log.info("task %s: %s %s", task_id, state, message or "")
+        if self.lifecycle is not None:
+            self.lifecycle.update_sent(task_id, state, raw_uuid)
         try:
             self.driver.sendStatusUpdate(status)
         except Exception:
@@ -78,11 +102,32 @@ _UNITS = {
 }
 
 
-def parse_mesos_duration(text: str) -> float:
+def recovery_timeout_from_env(env: dict | None = None) -> float | None:
+    """How long the executor waits for an unreachable agent before giving up.
+
+    Returns:
+        ``MESOS_RECOVERY_TIMEOUT`` (or 15 minutes) when ``MESOS_CHECKPOINT=1``, else ``None``:
+        a non-checkpointing framework's executor ends as soon as its connection ends.
+
+    Raises:
+        DlcError: the variable is not a Mesos duration.
+    """
+    env = os.environ if env is None else env
+    if env.get("MESOS_CHECKPOINT", "").strip() != "1":
+        return None
+    text = env.get("MESOS_RECOVERY_TIMEOUT")
+    if not text:
+        return DEFAULT_RECOVERY_TIMEOUT_S
+    return parse_mesos_duration(text, "MESOS_RECOVERY_TIMEOUT")
+
+
+def parse_mesos_duration(
+    text: str, variable: str = "MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD"
+) -> float:
     """Seconds in a Mesos duration string (``5secs``, ``500ms``, ``1mins``).
 
     Raises:
-        DlcError: not a number followed by one of Mesos's units.
+        DlcError: not a number followed by one of Mesos's units (names ``variable``).
     """
     text = text.strip()
     for unit in sorted(_UNITS, key=len, reverse=True):
@@ -91,9 +136,7 @@ def parse_mesos_duration(text: str) -> float:
                 return float(text[: -len(unit)]) * _UNITS[unit]
             except ValueError:
                 break
-    raise DlcError(
-        f"MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD: {text!r} is not a Mesos duration (e.g. 5secs)"
-    )
+    raise DlcError(f"{variable}: {text!r} is not a Mesos duration (e.g. 5secs)")
 
 
 def make_executor_class():
@@ -105,20 +148,34 @@ def make_executor_class():
     class DlcExecutor(pymesos.Executor):
         """pymesos callbacks -> :class:`TaskRunner`."""
 
-        def __init__(self, runner: TaskRunner, sink: DriverSink):
+        def __init__(
+            self, runner: TaskRunner, sink: DriverSink, lifecycle: ExecutorLifecycle | None = None
+        ):
             self.runner = runner
             self.sink = sink
+            self.lifecycle = lifecycle or sink.lifecycle or ExecutorLifecycle()
             self._shutdown_done = threading.Event()
 
         def registered(self, driver, executorInfo, frameworkInfo, agentInfo):  # noqa: N802, N803
             self.sink.driver = driver
+            self.lifecycle.connected()
             self._guard("registered", self._sweep)
 
         def reregistered(self, driver, agentInfo):  # noqa: N802, N803
             self.sink.driver = driver
+            self.lifecycle.connected()
+
+        def connection_lost(self):
+            """The agent connection ended (pymesos retries it when checkpointing)."""
+            self.lifecycle.disconnected()
+
+        def acknowledged(self, task_id, raw_uuid):
+            """The agent acknowledged one of this executor's updates."""
+            self.lifecycle.acknowledged(raw_uuid)
 
         def launchTask(self, driver, task):  # noqa: N802
             self.sink.driver = driver
+            self.lifecycle.task_launched(task["task_id"]["value"])
             self._guard(
                 "launchTask", self.runner.launch, task["task_id"]["value"], task.get("data", "")
             )
@@ -158,6 +215,34 @@ def make_driver(executor):
     return make_executor_driver(executor)
 
 
+def serve(driver, executor, poll_s: float = 1.0) -> Verdict | None:
+    """Run the driver until the executor should end, then stop it; returns why it ended.
+
+    Ends when the lifecycle says so (last task done and acknowledged, an ack timed out, or the
+    agent was gone past the recovery timeout: then every container is stopped and removed
+    first), or when the driver stops by itself (SHUTDOWN from the agent; returns None).
+    """
+    lifecycle = executor.lifecycle
+    driver.start()
+    verdict = None
+    try:
+        while not driver.aborted:
+            verdict = lifecycle.verdict()
+            if verdict is not None:
+                break
+            lifecycle.changed.wait(poll_s)
+            lifecycle.changed.clear()
+    finally:
+        if verdict is Verdict.AGENT_GONE:
+            log.warning("agent unreachable past the recovery timeout: removing containers")
+            executor.shutdown(driver)
+        if verdict is not None:
+            log.info("executor ends: %s", verdict.value)
+            driver.stop_quietly()
+        driver.join()
+    return verdict
+
+
 __all__ = [
     "CONTAINER_ID_LABEL",
     "DriverSink",
@@ -165,4 +250,6 @@ __all__ = [
     "make_driver",
     "make_executor_class",
     "parse_mesos_duration",
+    "recovery_timeout_from_env",
+    "serve",
 ]

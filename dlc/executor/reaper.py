@@ -15,29 +15,62 @@ Run as ``python -m dlc.executor.reaper --pid PID --framework-id F --executor-id 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
 import subprocess
 import sys
 import time
 
 from dlc.executor.container_spec import LABEL_EXECUTOR, LABEL_FRAMEWORK
+from dlc.executor.gpu_claim import LABEL_EXECUTOR_PID, owner_alive, process_start_time
+
+log = logging.getLogger(__name__)
 
 
-def process_start_time(pid: int) -> str | None:
-    """Field 22 of ``/proc/<pid>/stat`` (start time), or ``None`` if there is no such process.
+def end_framework_containers(runtime, framework_id: str, grace_s=5.0, timeout_s=60.0) -> int:
+    """End everything a previous run of a framework left on this engine (``dlc local``).
 
-    Comparing it guards against the pid being reused by another process.
+    Each container's executor process (its ``dlc.executor_pid`` label, checked against the
+    process start time) gets SIGTERM, each container is stopped and removed, and the call
+    returns only once Docker lists none of the framework's containers any more.
+
+    Returns:
+        How many containers were removed.
+
+    Raises:
+        ContainerError: the engine failed, or containers were still listed after ``timeout_s``.
     """
+    from dlc.errors import ContainerError
+
+    removed = 0
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = runtime.list_containers({LABEL_FRAMEWORK: framework_id})
+        if not found:
+            return removed
+        if time.monotonic() > deadline:
+            raise ContainerError(
+                f"{len(found)} container(s) of framework {framework_id} still present after "
+                f"{timeout_s:g} s; remove them with `dlc cleanup`"
+            )
+        for info in found:
+            _terminate_owner(info.labels.get(LABEL_EXECUTOR_PID))
+        removed += len(runtime.remove_all(found, grace_s))
+
+
+def _terminate_owner(label: str | None) -> None:
+    """SIGTERM the executor named by a ``dlc.executor_pid`` label if it is that live process."""
+    if not label or not owner_alive(label, process_start_time):
+        return
+    pid = int(label.partition(":")[0])
+    if pid == os.getpid():
+        return
     try:
-        with open(f"/proc/{pid}/stat") as handle:
-            stat = handle.read()
+        os.kill(pid, signal.SIGTERM)
+        log.info("sent SIGTERM to left-over executor process %d", pid)
     except OSError:
-        return None
-    # the command name (field 2) may contain spaces: split after its closing parenthesis
-    fields = stat.rpartition(")")[2].split()
-    if fields and fields[0] == "Z":  # a zombie has exited already
-        return None
-    return fields[19] if len(fields) > 19 else None
+        pass
 
 
 def watch(pid: int, framework_id: str, executor_id: str, poll_s=0.5, grace_s=5.0) -> int:

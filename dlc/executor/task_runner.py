@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import base64
 import collections
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -21,8 +24,19 @@ from dlc.errors import ContainerError, DlcError
 from dlc.executor.container_spec import (
     LABEL_EXECUTOR,
     LABEL_FRAMEWORK,
+    LABEL_TASK,
     TaskIdentity,
     create_kwargs,
+)
+from dlc.executor.gpu_claim import (
+    LABEL_EXECUTOR_PID,
+    LABEL_GPUS,
+    HeldGpus,
+    executor_pid_label,
+    gpus_label,
+    parse_gpus_label,
+    plan_claim,
+    process_start_time,
 )
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, driver_volume_name, pick_style, render
 from dlc.executor.host_gpus import ProcDriverInfo
@@ -65,6 +79,9 @@ class RunnerConfig:
         driver_info: host driver facts (minors, driver version).
         driver_version: driver version to assume when the task does not carry one (overrides
             ``driver_info``; for hosts whose /proc lacks the driver, e.g. tests).
+        claim_lock_path: host file locked while GPUs are checked and the container created, so
+            that two executors on one host never claim the same GPU at the same moment.
+        claim_timeout_s: how long to wait for Docker to confirm an orphan container is gone.
     """
 
     gpu_style: GpuStyle = GpuStyle.AUTO
@@ -76,6 +93,8 @@ class RunnerConfig:
     tail_lines: int = 20
     driver_info: ProcDriverInfo = field(default_factory=ProcDriverInfo)
     driver_version: str | None = None
+    claim_lock_path: str = "/tmp/dlc-gpu-claim.lock"
+    claim_timeout_s: float = 60.0
 
 
 @dataclass
@@ -167,24 +186,29 @@ class TaskRunner:
 
     # task life ------------------------------------------------------------------------------
     def _run_guarded(self, task: _Task, data: str) -> None:
+        # The container is removed BEFORE the terminal update: a terminal state tells the
+        # scheduler that the task's GPUs are free (a retry never overlaps the old container).
+        outcome = None
         try:
-            self._run(task, data)
+            outcome = self._run(task, data)
         except DlcError as exc:
-            self._terminal(task, "TASK_FAILED", str(exc), "REASON_CONTAINER_LAUNCH_FAILED")
+            outcome = ("TASK_FAILED", str(exc), "REASON_CONTAINER_LAUNCH_FAILED")
         except Exception as exc:  # a bug must still end the task, not hang it
             log.exception("task %s crashed", task.task_id)
-            self._terminal(
-                task, "TASK_FAILED", f"executor error: {exc!r}", "REASON_EXECUTOR_TERMINATED"
-            )
+            outcome = ("TASK_FAILED", f"executor error: {exc!r}", "REASON_EXECUTOR_TERMINATED")
         finally:
             self._remove_container(task)
+            if outcome is not None:
+                self._terminal(task, *outcome)
 
-    def _run(self, task: _Task, data: str) -> None:
+    def _run(self, task: _Task, data: str) -> tuple | None:
+        """Runs the task; returns its terminal (state, message, reason), None when killed."""
         self.sink.update(task.task_id, "TASK_STARTING", "preparing container")
         spec = LaunchSpec.decode(data)
         check_image(spec)  # the registry allow-list, before anything is pulled
         identity = TaskIdentity(self.framework_id, self.executor_id, task.task_id, spec.job_id)
-        gpu_args = render(self._reservation(spec), self._style(spec), self.config.device_root)
+        style = self._style(spec)
+        gpu_args = render(self._reservation(spec), style, self.config.device_root)
         image_env = self.runtime.ensure_image(
             spec.image, lambda msg: self.sink.update(task.task_id, "TASK_STARTING", msg)
         )
@@ -197,10 +221,19 @@ class TaskRunner:
             self.config.network_mode,
             self.config.memlock_unlimited,
         )
-        with task.lock:
-            if task.killed:
-                return
-            task.container_id = self.runtime.create(kwargs)
+        kwargs["labels"] = {
+            **kwargs.get("labels", {}),
+            LABEL_GPUS: gpus_label(spec.gpu_ids),
+            LABEL_EXECUTOR_PID: executor_pid_label(),
+        }
+        with self._gpu_claim_lock():
+            # simulated GPUs (style none) are only this framework's; real ones the host's
+            scope = self.framework_id if style is GpuStyle.NONE else None
+            self._claim_gpus(task, spec.gpu_ids, scope)
+            with task.lock:
+                if task.killed:
+                    return None
+                task.container_id = self.runtime.create(kwargs)
         tail: collections.deque = collections.deque(maxlen=self.config.tail_lines)
         self.runtime.start(task.container_id, spec.image)
         readers = self.runtime.follow_logs(
@@ -215,21 +248,7 @@ class TaskRunner:
         result = self.runtime.wait(task.container_id)
         for reader in readers:
             reader.join(timeout=5)
-        self._report_exit(task, result, list(tail))
-
-    def _report_exit(self, task: _Task, result, tail: list[str]) -> None:
-        output = " | ".join(line for line in tail if line.strip())[-1500:]
-        if result.exit_code == 0:
-            self._terminal(task, "TASK_FINISHED", f"exit code 0; last output: {output}")
-            return
-        reason = "REASON_CONTAINER_LIMITATION_MEMORY" if result.oom_killed else None
-        cause = " (killed: out of memory)" if result.oom_killed else ""
-        self._terminal(
-            task,
-            "TASK_FAILED",
-            f"exit code {result.exit_code}{cause}; last output: {output}",
-            reason,
-        )
+        return exit_outcome(result, list(tail))
 
     def _kill_guarded(self, task: _Task) -> None:
         try:
@@ -259,6 +278,83 @@ class TaskRunner:
                 self.runtime.remove(task.container_id)
             except ContainerError as exc:
                 log.warning("task %s: %s", task.task_id, exc)
+
+    # GPU exclusivity --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _gpu_claim_lock(self):
+        """Host-wide lock (``flock``) around GPU check + create; no lock if the file cannot be."""
+        try:
+            handle = open(self.config.claim_lock_path, "a")  # noqa: SIM115
+        except OSError as exc:
+            log.warning("GPU claim lock %s unusable (%s)", self.config.claim_lock_path, exc)
+            yield
+            return
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            handle.close()  # closing releases the lock
+
+    def _claim_gpus(self, task: _Task, gpu_ids, framework_scope: str | None = None) -> None:
+        """Make sure no other container on this engine holds one of ``gpu_ids``.
+
+        Orphans (their executor is gone) are stopped and removed, and the claim returns only
+        once Docker no longer lists them; a live executor's container fails the task. With
+        ``framework_scope`` only that framework's containers count (simulated GPUs).
+
+        Raises:
+            ContainerError: a double assignment, or an orphan that would not go away.
+        """
+        if not gpu_ids:
+            return
+        deadline = time.monotonic() + self.config.claim_timeout_s
+        while True:
+            plan = plan_claim(
+                gpu_ids,
+                self._held_gpus(framework_scope),
+                process_start_time,
+                self._own_container_ids(),
+            )
+            if plan.conflicts:
+                raise ContainerError(plan.conflict_message(gpu_ids))
+            if not plan.remove:
+                return
+            for held in plan.remove:
+                self.sink.update(
+                    task.task_id,
+                    "TASK_STARTING",
+                    f"removing orphan container {held.name} on GPUs {sorted(held.gpu_ids)}",
+                )
+                log.warning("task %s: removing orphan container %s", task.task_id, held.name)
+                if held.state == "running":
+                    self.runtime.stop(held.container_id, self.config.grace_s)
+                self.runtime.remove(held.container_id)
+            if time.monotonic() > deadline:
+                raise ContainerError(
+                    f"orphan containers on GPUs {list(gpu_ids)} still present after "
+                    f"{self.config.claim_timeout_s:g} s; remove them with `dlc cleanup`"
+                )
+
+    def _held_gpus(self, framework_scope: str | None) -> list[HeldGpus]:
+        labels: dict[str, str | None] = {LABEL_GPUS: None}
+        if framework_scope:
+            labels[LABEL_FRAMEWORK] = framework_scope
+        found = self.runtime.list_containers(labels)
+        return [
+            HeldGpus(
+                c.id,
+                c.name,
+                c.status,
+                parse_gpus_label(c.labels.get(LABEL_GPUS)),
+                c.labels.get(LABEL_EXECUTOR_PID),
+                c.labels.get(LABEL_TASK, ""),
+            )
+            for c in found
+        ]
+
+    def _own_container_ids(self) -> list[str]:
+        with self._lock:
+            return [t.container_id for t in self._tasks.values() if t.container_id]
 
     # facts ----------------------------------------------------------------------------------
     def _reservation(self, spec: LaunchSpec) -> GpuReservation:
@@ -305,6 +401,16 @@ class TaskRunner:
 
     def _sandbox(self, name: str) -> str:
         return os.path.join(self.config.sandbox, name)
+
+
+def exit_outcome(result, tail: list[str]) -> tuple[str, str, str | None]:
+    """The terminal (state, message, reason) of a container that exited."""
+    output = " | ".join(line for line in tail if line.strip())[-1500:]
+    if result.exit_code == 0:
+        return "TASK_FINISHED", f"exit code 0; last output: {output}", None
+    reason = "REASON_CONTAINER_LIMITATION_MEMORY" if result.oom_killed else None
+    cause = " (killed: out of memory)" if result.oom_killed else ""
+    return "TASK_FAILED", f"exit code {result.exit_code}{cause}; last output: {output}", reason
 
 
 def encode_labels(labels: dict[str, str]) -> dict:

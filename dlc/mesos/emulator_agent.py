@@ -159,6 +159,8 @@ class AgentRuntime:
             MESOS_DIRECTORY=str(run.sandbox),
             MESOS_SANDBOX=str(run.sandbox),
             MESOS_CHECKPOINT="0",
+            # the emulator dies with its process: an executor never waits long for it
+            MESOS_RECOVERY_TIMEOUT="5secs",
             MESOS_HTTP_COMMAND_EXECUTOR="0",
             MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD=f"{SHUTDOWN_GRACE_SECONDS:g}secs",
         )

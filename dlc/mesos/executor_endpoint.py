@@ -6,16 +6,35 @@ agent) the delegate is the master, so the executor API lives at ``/slave(1)/api/
 The agent always answers on ``/<id>/api/v1/executor`` where ``<id>`` is the part of
 ``MESOS_SLAVE_PID`` (``slave(1)@127.0.0.1:5051``) before the ``@``, so DLC always uses that path
 when the agent provides ``MESOS_SLAVE_PID``. DLC's emulator serves both paths.
+
+The subclass also fixes what pymesos 0.3.15 gets wrong for an executor that must end:
+
+* ``MESOS_CHECKPOINT`` is ``"0"`` or ``"1"`` (the agent always sets it); pymesos tests the
+  string's truth, so a non-checkpointing executor never noticed its agent was gone and retried
+  it for a day. Here only ``"1"`` means checkpointing.
+* pymesos never records sent updates, so a re-SUBSCRIBE carries no unacknowledged updates and
+  an update sent while the agent was away was lost. Here every update is kept until the agent
+  acknowledges it and is re-sent with the next SUBSCRIBE.
+* the executor hears of acknowledgements and of the connection ending (``acknowledged`` and
+  ``connection_lost`` hooks, called when the executor object has them).
+* :meth:`stop_quietly` ends the driver without pymesos's ``on_close`` shutdown path (which
+  would SIGKILL the executor's process group).
 """
 
 from __future__ import annotations
 
+import base64
+import logging
 import os
 import re
+import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from dlc.errors import DlcError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_EXECUTOR_API_PATH = "/api/v1/executor"
 _PID_ID = re.compile(r"^[A-Za-z0-9_.()-]+$")
@@ -96,6 +115,40 @@ def _driver_class() -> type:
         def __init__(self, executor: Any, api_path: str, **kwargs: Any) -> None:
             super().__init__(executor, **kwargs)
             self.api_path = api_path
+            self.checkpoint = os.environ.get("MESOS_CHECKPOINT", "").strip() == "1"
+            self._quiet_stop = False
+
+        def stop_quietly(self) -> None:
+            """Stop the driver for an orderly executor exit (no shutdown callback, no kill)."""
+            self._quiet_stop = True
+            self.stop()
+
+        def on_close(self) -> None:
+            hook = getattr(self.executor, "connection_lost", None)
+            if hook is not None:
+                hook()
+            if self._quiet_stop:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                return
+            super().on_close()
+
+        def on_acknowledged(self, event: Any) -> None:
+            super().on_acknowledged(event)
+            raw = base64.b64decode(event["uuid"])
+            self.updates.pop(raw, None)
+            hook = getattr(self.executor, "acknowledged", None)
+            if hook is not None:
+                hook(event["task_id"]["value"], raw)
+
+        def sendStatusUpdate(self, status: dict[str, Any]) -> None:  # noqa: N802 (pymesos)
+            """Send an update and keep it until acknowledged (re-sent on re-SUBSCRIBE)."""
+            status.setdefault("timestamp", time.time())
+            status.setdefault("uuid", base64.b64encode(uuid.uuid4().bytes).decode())
+            status.setdefault("source", "SOURCE_EXECUTOR")
+            self.updates[base64.b64decode(status["uuid"])] = {"status": status}
+            super().sendStatusUpdate(status)
 
         def gen_request(self) -> bytes:
             request = super().gen_request()

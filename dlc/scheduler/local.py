@@ -8,11 +8,18 @@ new user can submit jobs on a laptop with no Mesos installed.
 Simulated GPUs do not exist, so their tasks' executors run with
 ``DLC_GPU_STYLE=none``: containers start without GPU devices while the scheduler
 still places them by topology.
+
+The emulator lives in this process, so after a crash (SIGKILL) of ``dlc local`` its executors
+and containers are orphans. A restart ends them (executor processes get SIGTERM, containers are
+stopped and removed, and it waits until Docker no longer lists them) BEFORE the agent offers
+any GPU; the scheduler's reconciliation then finds those tasks unknown (TASK_LOST) and retries
+them without two containers ever sharing a GPU.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -22,6 +29,8 @@ from dlc.errors import DiscoveryError, DlcError
 from dlc.scheduler.placement import check_policy
 from dlc.scheduler.service import SchedulerService, ServiceConfig, private_dir
 from dlc.scheduler.task_info import ExecutorConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -105,6 +114,48 @@ def local_os_error(exc: OSError, config: LocalConfig) -> DlcError:
     )
 
 
+def previous_framework_id(db_path: Path) -> str | None:
+    """The framework id a previous ``dlc local`` run saved in its job database, if any."""
+    if not db_path.is_file():
+        return None
+    from dlc.scheduler.store import JobStore
+
+    store = JobStore(db_path)
+    try:
+        return store.framework_id
+    finally:
+        store.close()
+
+
+def end_previous_run(db_path: Path) -> int:
+    """End the executors and containers a previous run left (see the module docstring).
+
+    Returns:
+        How many containers were removed (0 when there was no previous run).
+
+    Raises:
+        ContainerError: Docker is unreachable while a previous run's containers may exist, or
+            they would not go away.
+    """
+    framework_id = previous_framework_id(db_path)
+    if not framework_id:
+        return 0
+    from dlc.errors import ContainerError
+    from dlc.executor.reaper import end_framework_containers
+    from dlc.executor.runtime import DockerRuntime
+
+    try:
+        runtime = DockerRuntime()
+    except ContainerError as exc:
+        # no engine answering: no container of the previous run can run on it either
+        log.warning("not checking for containers of the previous run: %s", exc)
+        return 0
+    removed = end_framework_containers(runtime, framework_id)
+    if removed:
+        log.warning("ended %d container(s) left running by the previous dlc local", removed)
+    return removed
+
+
 class LocalCluster:
     """A running ``dlc local`` (emulator + scheduler + API)."""
 
@@ -114,6 +165,7 @@ class LocalCluster:
         self.service: SchedulerService | None = None
         self.topology = None
         self.admin_token: str | None = None
+        self.ended_leftovers = 0
 
     def start(self, timeout_s: float = 30.0) -> LocalCluster:
         """Start everything and wait until the framework is registered.
@@ -139,6 +191,7 @@ class LocalCluster:
 
         work = private_dir(Path(self.config.work_dir).resolve())
         spec, self.topology = agent_spec(self.config)
+        self.ended_leftovers = end_previous_run(work / "scheduler.db")
         self.emulator = MesosEmulator(
             agents=[spec], work_dir=work / "mesos", port=self.config.mesos_port
         ).start()

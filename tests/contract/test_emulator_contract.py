@@ -8,11 +8,14 @@ is a bug in the emulator.
 from __future__ import annotations
 
 import textwrap
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.contract.conftest import EVENT_TIMEOUT
 
 GPU_TASK = {"gpus": 2, "gpu_ids": ["0", "2"]}
 
@@ -322,3 +325,40 @@ def test_invalid_task_is_refused_with_task_error(harness, second, why) -> None:
             break
     assert states["TASK_ERROR"]["reason"] == "REASON_TASK_INVALID"
     assert states["TASK_ERROR"]["source"] == "SOURCE_MASTER"
+
+
+def agent_used_resources(master: str) -> dict[str, Any]:
+    """The only agent's ``used_resources`` from ``/master/state``."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{master}/master/state", timeout=10) as response:
+        state = json.load(response)
+    (agent,) = state["slaves"]
+    return agent["used_resources"]
+
+
+def nothing_used(used: dict[str, Any]) -> bool:
+    """True when every scalar is zero and no set or range is held (Mesos lists zeros)."""
+    return all(value == 0 for value in used.values())
+
+
+def test_executor_exit_gives_the_agent_its_resources_back(
+    harness, executor_script, mesos_master
+) -> None:
+    framework = harness()
+    offer = framework.offer()
+    task_id = new_id("exits")
+    executor = executor_info(executor_script)
+    info = task_info(offer, task_id, executor=executor, **GPU_TASK)
+    framework.driver.launchTasks(offer["id"], [info], NO_FILTER)
+    assert framework.update(task_id, timeout=30)["state"] == "TASK_RUNNING"
+    assert framework.update(task_id)["state"] == "TASK_FINISHED"
+    kind, (executor_id, _status) = framework.other(("executor_lost",))
+    assert executor_id == executor["executor_id"]["value"]
+    deadline = time.monotonic() + EVENT_TIMEOUT
+    used = agent_used_resources(mesos_master)
+    while not nothing_used(used) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        used = agent_used_resources(mesos_master)
+    assert nothing_used(used), used

@@ -65,6 +65,7 @@ def test_driver_sink_builds_task_status_with_labels_and_data():
     sink.driver = RecordingDriver()
     sink.update("t1", "TASK_RUNNING", "up", labels={"dlc.container_id": "abc"})
     (status,) = sink.driver.sent
+    assert len(base64.b64decode(status.pop("uuid"))) == 16  # a fresh UUID per update
     assert status == {
         "task_id": {"value": "t1"},
         "state": "TASK_RUNNING",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 
 import pytest
 
@@ -227,3 +229,43 @@ def test_driver_version_from_config_when_task_lacks_it(tmp_path):
     runtime.finish(cid, 0)
     runner.join(5)
     assert sink.last()[1] == "TASK_FINISHED"
+
+
+class OrderSink(ListSink):
+    """Records, with each update, which containers the runtime still holds."""
+
+    def __init__(self, runtime):
+        super().__init__()
+        self.runtime = runtime
+        self.live_at_terminal = None
+
+    def update(self, task_id, state, message=None, reason=None, labels=None):
+        if state in ("TASK_FINISHED", "TASK_FAILED", "TASK_KILLED"):
+            self.live_at_terminal = dict(self.runtime.containers)
+        super().update(task_id, state, message, reason, labels)
+
+
+@pytest.mark.parametrize("exit_code", [0, 3])
+def test_container_is_removed_before_the_terminal_update(tmp_path, exit_code):
+    runtime = FakeRuntime()
+    runtime.exit_code = exit_code
+    sink = OrderSink(runtime)
+    config = RunnerConfig(sandbox=str(tmp_path), driver_info=ProcDriverInfo(tmp_path / "x"))
+    runner = TaskRunner(runtime, sink, "fw", "ex", config)
+    runner.launch("t1", data(command=("true",)))
+    runner.join(5)
+    assert sink.live_at_terminal == {}  # a terminal state means the GPUs are free
+
+
+def test_containers_carry_gpu_and_executor_pid_labels(tmp_path):
+    runner, runtime, sink = make(tmp_path, gpu_style=GpuStyle.NONE)
+    runtime.auto_exit = False
+    runner.launch("t1", data(command=("sleep", "9"), gpu_ids=(2, 0)))
+    deadline = time.monotonic() + 5
+    while not runtime.containers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (box,) = runtime.containers.values()
+    labels = box["kwargs"]["labels"]
+    assert labels["dlc.gpus"] == "2,0"
+    assert labels["dlc.executor_pid"].startswith(f"{os.getpid()}:")
+    runner.shutdown()

@@ -1,0 +1,118 @@
+"""One container per GPU on the real engine: orphans of a SIGKILLed executor are removed before a
+new container on the same GPUs starts (checked with ``docker events``); a live executor's
+container on the same GPU makes the new task fail instead of overlapping."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from dlc.executor.container_spec import LABEL_FRAMEWORK
+from dlc.executor.gpu_claim import LABEL_EXECUTOR_PID, LABEL_GPUS
+from dlc.executor.gpu_render import GpuStyle
+from dlc.executor.launch_spec import LaunchSpec
+from dlc.executor.task_runner import RunnerConfig, TaskRunner
+from tests.docker.test_docker_task_runner import Sink
+
+#: a stand-alone "executor": one TaskRunner running `sleep 300` on GPUs 1 and 2, no reaper
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from dlc.executor.gpu_render import GpuStyle
+    from dlc.executor.launch_spec import LaunchSpec
+    from dlc.executor.runtime import DockerRuntime
+    from dlc.executor.task_runner import RunnerConfig, TaskRunner
+
+    class Print:
+        def update(self, task_id, state, message=None, reason=None, labels=None):
+            print(state, message, flush=True)
+
+    framework_id, image, sandbox = sys.argv[1:4]
+    config = RunnerConfig(gpu_style=GpuStyle.NONE, sandbox=sandbox, grace_s=0)
+    runner = TaskRunner(DockerRuntime(), Print(), framework_id, "ex-old", config)
+    spec = LaunchSpec(image=image, job_id="old", command=("sleep", "300"), gpu_ids=(1, 2))
+    runner.launch("task-old", spec.encode())
+    time.sleep(600)
+    """
+)
+
+
+def _runner(docker_runtime, framework_id, tmp_path, executor_id):
+    sink = Sink()
+    config = RunnerConfig(gpu_style=GpuStyle.NONE, sandbox=str(tmp_path), grace_s=0)
+    return TaskRunner(docker_runtime, sink, framework_id, executor_id, config), sink
+
+
+def _wait_running(docker_runtime, framework_id, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id})
+        if found and found[0].status == "running":
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError("the old container never ran")
+
+
+def _events(docker_runtime, framework_id, since):
+    """(time_nano, action, container id) of the framework's container events, in order."""
+    events = docker_runtime.client.events(
+        since=since,
+        until=int(time.time()) + 1,
+        filters={"label": f"{LABEL_FRAMEWORK}={framework_id}", "type": "container"},
+        decode=True,
+    )
+    return [(e["timeNano"], e["Action"], e["id"]) for e in events]
+
+
+def test_orphan_of_a_killed_executor_is_gone_before_the_new_container_starts(
+    docker_runtime, busybox_image, framework_id, tmp_path
+):
+    since = int(time.time()) - 1
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, framework_id, busybox_image, str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        old = _wait_running(docker_runtime, framework_id)
+        assert old.labels[LABEL_GPUS] == "1,2"
+        assert old.labels[LABEL_EXECUTOR_PID].startswith(f"{child.pid}:")
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    # the executor is gone, its container still runs: an orphan holding GPUs 1 and 2
+    runner, sink = _runner(docker_runtime, framework_id, tmp_path, "ex-new")
+    spec = LaunchSpec(image=busybox_image, job_id="new", command=("true",), gpu_ids=(2, 3))
+    runner.launch("task-new", spec.encode())
+    sink.wait_for("TASK_FINISHED", timeout=90)
+    runner.join(30)
+    messages = [u[2] or "" for u in sink.updates]
+    assert any("removing orphan container" in m for m in messages), messages
+    events = _events(docker_runtime, framework_id, since)
+    old_gone = [t for t, action, cid in events if cid == old.id and action == "destroy"]
+    new_started = [t for t, action, cid in events if cid != old.id and action == "start"]
+    assert old_gone and new_started, events
+    assert max(old_gone) < min(new_started), events  # never two containers on GPU 2
+
+
+def test_live_executors_container_on_the_same_gpu_fails_the_new_task(
+    docker_runtime, busybox_image, framework_id, tmp_path
+):
+    first, first_sink = _runner(docker_runtime, framework_id, tmp_path, "ex-a")
+    busy = LaunchSpec(image=busybox_image, job_id="a", command=("sleep", "300"), gpu_ids=(0, 1))
+    first.launch("task-a", busy.encode())
+    first_sink.wait_for("TASK_RUNNING", timeout=60)
+    second, sink = _runner(docker_runtime, framework_id, tmp_path, "ex-b")
+    spec = LaunchSpec(image=busybox_image, job_id="b", command=("true",), gpu_ids=(1,))
+    second.launch("task-b", spec.encode())
+    sink.wait_for("TASK_FAILED", timeout=60)
+    (failed,) = sink.terminal()
+    assert "GPU double assignment refused" in failed[2] and "GPUs [1]" in failed[2], failed
+    assert "\n" not in failed[2]
+    (still,) = docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id})
+    assert still.status == "running"  # the first task was left alone
+    first.shutdown()
+    assert docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id}) == []

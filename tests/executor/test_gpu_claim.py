@@ -1,0 +1,73 @@
+"""The GPU claim decision: orphans removed, live double assignments refused."""
+
+from __future__ import annotations
+
+import os
+
+from dlc.executor.gpu_claim import (
+    HeldGpus,
+    executor_pid_label,
+    gpus_label,
+    owner_alive,
+    parse_gpus_label,
+    plan_claim,
+    process_start_time,
+)
+
+ALIVE = {10: "500", 11: "700"}
+
+
+def start_time_of(pid):
+    return ALIVE.get(pid)
+
+
+def held(cid, gpus, owner, state="running"):
+    return HeldGpus(cid, f"dlc-{cid}", state, frozenset(gpus), owner, f"task-{cid}")
+
+
+def test_labels_round_trip():
+    assert gpus_label((3, 0)) == "3,0"
+    assert parse_gpus_label("3,0") == {0, 3}
+    assert parse_gpus_label("") == frozenset()
+    assert parse_gpus_label("1,x, 2") == {1, 2}
+
+
+def test_own_pid_label_is_alive():
+    label = executor_pid_label()
+    assert label == f"{os.getpid()}:{process_start_time(os.getpid())}"
+    assert owner_alive(label, process_start_time)
+
+
+def test_reused_pid_is_not_the_owner():
+    assert not owner_alive("10:499", start_time_of)
+    assert owner_alive("10:500", start_time_of)
+    assert not owner_alive("12:1", start_time_of)
+
+
+def test_unlabelled_owner_counts_as_alive():
+    assert owner_alive(None, start_time_of)
+    assert owner_alive("garbage", start_time_of)
+
+
+def test_orphan_on_a_wanted_gpu_is_removed_live_one_conflicts():
+    containers = [
+        held("a", {0, 1}, "12:1"),  # executor gone
+        held("b", {2}, "10:500"),  # executor alive
+        held("c", {5}, "12:1"),  # other GPUs: untouched
+        held("d", {3}, "11:700", state="exited"),  # live executor cleaning up
+    ]
+    plan = plan_claim([1, 2, 3], containers, start_time_of)
+    assert [h.container_id for h in plan.remove] == ["a"]
+    assert [h.container_id for h in plan.conflicts] == ["b"]
+    message = plan.conflict_message([1, 2, 3])
+    assert "container dlc-b (task task-b) holds GPUs [2]" in message
+
+
+def test_no_gpus_wanted_means_nothing_to_do():
+    plan = plan_claim([], [held("a", {0}, "12:1")], start_time_of)
+    assert plan.remove == [] and plan.conflicts == []
+
+
+def test_own_container_is_never_an_orphan():
+    plan = plan_claim([0], [held("a", {0}, "12:1")], start_time_of, own_container_ids=["a"])
+    assert plan.remove == [] and [h.container_id for h in plan.conflicts] == ["a"]
