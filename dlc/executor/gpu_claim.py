@@ -18,6 +18,8 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from dlc.mesos.states import DOUBLE_ASSIGNMENT_PREFIX
+
 #: host GPU ids a container holds, comma-separated
 LABEL_GPUS = "dlc.gpus"
 #: ``<pid>:<start time>`` of the executor process owning the container
@@ -107,7 +109,7 @@ class ClaimPlan:
             for c in self.conflicts
         )
         return (
-            f"GPU double assignment refused: {held} and its executor is still running; "
+            f"{DOUBLE_ASSIGNMENT_PREFIX}: {held} and its executor is still running; "
             "the task was not started (the scheduler will place it again)"
         )
 

@@ -29,6 +29,12 @@ TASK_UNKNOWN = "TASK_UNKNOWN"
 NOT_RUNNING_STATES = TERMINAL_STATES | {TASK_UNKNOWN}
 
 
+#: How an executor's TASK_FAILED message starts when it refused to start a container because
+#: another live task's container holds one of its GPUs. The scheduler retries such a task
+#: without counting a failure, on other GPUs (the refused ones drain first).
+DOUBLE_ASSIGNMENT_PREFIX = "GPU double assignment refused"
+
+
 def is_terminal(state: str) -> bool:
     """Whether Mesos sends no further update after ``state``."""
     return state in TERMINAL_STATES

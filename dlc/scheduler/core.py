@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from dlc.errors import JobNotFound, JobSpecError
-from dlc.mesos.states import NOT_RUNNING_STATES
+from dlc.mesos.states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
 from dlc.scheduler.draining import Drains, confirms_gone, may_still_run
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import (
@@ -533,7 +533,8 @@ class SchedulerCore:
             and state in _TERMINAL_TASK
             and prior == "TASK_STAGING"
         )
-        if task is not None and may_still_run(status) and not never_seen:
+        refused = state == "TASK_FAILED" and message.startswith(DOUBLE_ASSIGNMENT_PREFIX)
+        if task is not None and (refused or (may_still_run(status) and not never_seen)):
             self._drains.hold(task_id, task.agent_id, task.gpu_ids, self._clock())
         elif confirms_gone(status):
             self._drains.confirm(task_id)
@@ -546,6 +547,10 @@ class SchedulerCore:
             actions.kills = [(task_id, task.agent_id)]  # a live task of a killed job: again
         if job.kill_requested and new_state.terminal and not actions.kills:
             new_state = JobState.KILLED
+        elif refused and not actions.kills and not job.kill_requested:
+            # Another live container holds these GPUs (the node refused to share them): the
+            # job did nothing wrong. Retry without a failure; its GPUs drain meanwhile.
+            return self._requeue(job, f"relaunching elsewhere: {message}", 0)
         elif never_seen and not actions.kills:
             # The task never started (the launch was lost or refused before it reached an
             # agent): queue again without using a retry.

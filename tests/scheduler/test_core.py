@@ -525,3 +525,24 @@ def test_unreachable_task_keeps_the_job_running(core):
     core.on_status(status(tid, "TASK_RUNNING", reason="REASON_RECONCILIATION"))
     core.on_status(status(tid, "TASK_FINISHED", source="SOURCE_EXECUTOR"))
     assert core.store.get_job(job.job_id).state is JobState.FINISHED
+
+
+def test_node_refusing_a_double_assignment_costs_no_retry_and_moves_the_job(timed):
+    """The executor refused to start because a live container holds the GPUs: retry the job
+    on other GPUs without spending one of its retries."""
+    core, _ = timed
+    job = submit(core, gpus=1, retries=0)
+    core.on_offers([offer("o1", "a1", [0, 1])])
+    first = core.store.get_job(job.job_id).tasks[0]
+    refusal = (
+        "GPU double assignment refused: container dlc-x (task t) holds GPUs [0] and its "
+        "executor is still running; the task was not started"
+    )
+    core.on_status(status(first.task_id, "TASK_FAILED", source="SOURCE_EXECUTOR",
+                          message=refusal))  # fmt: skip
+    again = core.store.get_job(job.job_id)
+    assert (again.state, again.failures, again.attempt) == (JobState.QUEUED, 0, 1)
+    assert core.draining_gpus("a1") == set(first.gpu_ids)
+    [(_, [info])] = core.on_offers([offer("o2", "a1", [0, 1])]).accepts
+    ids = {int(i) for r in info["resources"] if r["name"] == "gpu_ids" for i in r["set"]["item"]}
+    assert ids.isdisjoint(first.gpu_ids)
