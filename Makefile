@@ -1,6 +1,8 @@
 # DLC developer entry points. Every target installs what it needs (Debian, as root).
 #   make demo   - set up and run the main job on the embedded default
 #   make test   - set up and run the whole test suite (what CI runs)
+#   make fault  - the full fault-injection run (FAULT_KILLS kill points over every target;
+#                  docs/fault-tolerance.md); writes bench/results/fault.json
 #   make e2e-pytorch - build a CPU PyTorch image locally and run a real training step through
 #                  dlc submit -> scheduler -> real Mesos -> executor -> Docker (~1 GB; not in CI)
 PYTHON ?= python3
@@ -9,7 +11,7 @@ PY     := $(VENV)/bin/python
 DLC    := $(VENV)/bin/dlc
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch
+.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch fault
 
 $(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup-python.sh
@@ -50,6 +52,12 @@ demo: setup
 bench: setup
 	$(PY) bench/allocator.py
 	$(PY) bench/scheduler.py
+
+FAULT_SEED  ?= 1
+FAULT_KILLS ?= 60
+fault: setup services
+	$(PY) -m tests.fault.run --seed $(FAULT_SEED) --kills $(FAULT_KILLS) --target all \
+		--json bench/results/fault.json
 
 e2e-pytorch: setup
 	VENV=$(VENV) bash scripts/e2e-pytorch.sh
