@@ -78,6 +78,10 @@ class Report:
     executor_procs: int = 0  # ``dlc executor`` processes still alive after the run settled
     reaper_procs: int = 0  # their reaper daemons still alive
     containers: int = 0  # containers the run started
+    final_states: dict[str, int] = field(default_factory=dict)  # state -> jobs
+    #: jobs a task-ending fault ended (failed/lost though their command succeeds): allowed by
+    #: the counts, but Mesos agent recovery should make it rare (issue 10: agent restarts)
+    ended_by_fault: int = 0
     wrong_state: int = 0
     over_retries: int = 0
     not_submitted: int = 0
@@ -199,6 +203,10 @@ def judge(
             report.details.append(f"{j.name}: never accepted by the API")
             continue
         state = (j.final or {}).get("state")
+        report.final_states[str(state)] = report.final_states.get(str(state), 0) + 1
+        if j.kind != "fail" and state in ("failed", "lost") and j.job_id in hit:
+            report.ended_by_fault += 1
+            report.details.append(f"job {j.job_id} ({j.name}): ended {state} by a fault")
         if state not in TERMINAL:
             report.jobs_lost += 1
             report.details.append(

@@ -86,11 +86,17 @@ class Cluster:
                 time.sleep(0.3)
         raise ClusterError(f"{self.backend}: the API did not come up in {timeout_s:g} s")
 
-    def kill_executor(self, rng, timeout_s: float = 8.0) -> tuple[str, str | None]:
-        """SIGKILL one live executor (waiting a little for one); (detail, victim job id)."""
+    def kill_executor(self, rng, busy=lambda: set(), timeout_s: float = 8.0):
+        """SIGKILL one live executor, one whose container runs if any (``busy()``: their ids);
+        returns (detail, victim job id)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             live = procs.executors(self.run_id)
+            running = busy()
+            if any(p.env.get("MESOS_EXECUTOR_ID") in running for p in live):
+                live = [p for p in live if p.env.get("MESOS_EXECUTOR_ID") in running]
+            elif time.monotonic() < deadline - timeout_s / 2:
+                live = []  # wait a little for an executor with a running container
             if live:
                 victim = rng.choice(live)
                 executor_id = victim.env.get("MESOS_EXECUTOR_ID", "?")
@@ -100,10 +106,13 @@ class Cluster:
             time.sleep(0.2)
         return "no live executor to kill", None
 
-    def inject(self, target: str, outage_s: float, rng) -> tuple[str, str | None]:
-        """Inflict ``target``'s fault, wait ``outage_s``, bring it back; (detail, victim job)."""
+    def inject(self, target: str, outage_s: float, rng, busy=lambda: set()):
+        """Inflict ``target``'s fault, wait ``outage_s``, bring it back; (detail, victim job).
+
+        ``busy()`` gives the ids of executors whose container runs (an executor target
+        prefers those)."""
         if target == "executor":
-            return self.kill_executor(rng)
+            return self.kill_executor(rng, busy)
         return self._inject(target, outage_s), None
 
     def _inject(self, target: str, outage_s: float) -> str:

@@ -14,7 +14,7 @@ import time
 
 import docker
 
-from dlc.executor.container_spec import LABEL_FRAMEWORK, LABEL_JOB, LABEL_TASK
+from dlc.executor.container_spec import LABEL_EXECUTOR, LABEL_FRAMEWORK, LABEL_JOB, LABEL_TASK
 from tests.fault.checks import Container
 
 RUN_ENV = "FAULT_RUN"  # put into every job's env: marks the run's containers
@@ -87,6 +87,11 @@ class DockerWatch:
             elif action == "die":
                 c.die = at
         return list(found.values())
+
+    def busy_executors(self) -> set[str]:
+        """Executor ids of the run's running containers."""
+        running = [c for c in self.leftovers() if c.get("State") == "running"]
+        return {c["Labels"].get(LABEL_EXECUTOR, "") for c in running}
 
     def leftovers(self) -> list[dict]:
         """The run's DLC containers still present (running or not)."""

@@ -92,7 +92,7 @@ def print_table(results: list[RunResult]) -> None:
     print(f"{'total':<16}{t['kill_points']:>5}{t['jobs']:>5}{cells}")
     for r in results:
         for line in r.report.details + [
-            f"kill at t={k.at - r.kills[0].at:+.1f}s: {k.detail}" for k in r.kills
+            f"kill at t={k.at - r.t0:.1f}s: {k.detail}" for k in r.kills
         ]:
             print(f"  [{r.backend}/{r.target}] {line}")
 

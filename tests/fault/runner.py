@@ -39,6 +39,7 @@ class RunResult:
     report: Report
     duration_s: float
     run_dir: str
+    t0: float
     errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -156,7 +157,7 @@ class FaultRun:
 
     def run(self) -> RunResult:
         started = time.monotonic()
-        watch = DockerWatch(self.run_id).start()
+        watch = self.watch = DockerWatch(self.run_id).start()
         report = Report()
         try:
             self.cluster.start()
@@ -182,6 +183,7 @@ class FaultRun:
             report,
             round(time.monotonic() - started, 1),
             str(self.run_dir),
+            self.t0,
             self.errors,
         )
 
@@ -195,7 +197,9 @@ class FaultRun:
             )
             if victim is not None:
                 self.kill_job(victim)
-        detail, victim_job = self.cluster.inject(self.target, outage, self.rng)
+        detail, victim_job = self.cluster.inject(
+            self.target, outage, self.rng, self.watch.busy_executors
+        )
         self.kills.append(KillPoint(self.target, at, outage, detail, victim_job))
 
     def _settle_and_judge(self, watch: DockerWatch) -> Report:
