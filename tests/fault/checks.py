@@ -45,7 +45,7 @@ class PlannedJob:
     """A job of the stream as the harness planned and submitted it."""
 
     name: str
-    kind: str  # ok: exits 0; fail: exits 3; kill: sleeps long and is killed through the API
+    kind: str  # ok/long: exit 0; fail: exits 3; kill: sleeps long, is killed through the API
     gpus: int
     retries: int
     sleep_s: float

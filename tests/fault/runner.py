@@ -1,10 +1,12 @@
 """One fault run: a seeded stream of short GPU jobs, seeded kill points, then the counts.
 
-The stream: every job runs ``sleep S; exit C`` in the test image with 1 or 2 (simulated) GPUs;
-``ok`` jobs exit 0 (some with retries), ``fail`` jobs exit 3 with one retry (they must end
-FAILED after at most two attempts), ``kill`` jobs sleep long and are killed through the API
-(they must end KILLED). Before every crash of the API's process (``scheduler``/``local``) the
-harness sends one such kill, so a kill accepted just before a crash is tested on every one.
+The stream: every job runs ``sleep S; exit C`` in the test image with 1 or 2 (simulated) GPUs.
+``ok`` jobs exit 0 (some with retries); ``long`` ones too, after 3-6 s, with two retries (they
+are the ones running, and retried, when a fault strikes); ``fail`` jobs exit 3 with one retry
+(they must end FAILED after at most two attempts); ``kill`` jobs sleep long and are killed
+through the API (they must end KILLED). Before every crash of the API's process
+(``scheduler``/``local``) the harness sends one such kill, so a kill accepted just before a
+crash is tested on every one.
 """
 
 from __future__ import annotations
@@ -56,9 +58,10 @@ def plan_jobs(rng: random.Random, n: int, seed: int) -> list[PlannedJob]:
     """The seeded job stream."""
     jobs = []
     for i in range(n):
-        kind = rng.choices(["ok", "fail", "kill"], weights=[7, 2, 2])[0]
-        sleep = round(rng.uniform(0.3, 1.5), 1) if kind != "kill" else 30.0
-        retries = {"ok": rng.choice([0, 1, 2]), "fail": 1, "kill": rng.choice([0, 1])}[kind]
+        kind = rng.choices(["ok", "long", "fail", "kill"], weights=[6, 3, 2, 2])[0]
+        sleep = {"kill": 30.0, "long": round(rng.uniform(3, 6), 1)}.get(kind)
+        sleep = sleep or round(rng.uniform(0.3, 1.5), 1)
+        retries = {"ok": rng.choice([0, 1, 2]), "long": 2, "fail": 1, "kill": 1}[kind]
         jobs.append(PlannedJob(f"f{seed}-{i}", kind, rng.choice([1, 1, 2]), retries, sleep))
     return jobs
 
@@ -217,7 +220,7 @@ class FaultRun:
         for job in self.jobs:
             job.final = finals.get(job.job_id) if job.job_id else None
         # containers and executors get a little time to go after their job ended
-        end_wait = time.monotonic() + 15
+        end_wait = time.monotonic() + 10
         while time.monotonic() < end_wait and (
             watch.leftovers() or self.cluster.leftover_processes()
         ):
