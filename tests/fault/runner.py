@@ -81,11 +81,16 @@ def job_body(job: PlannedJob, run_id: str) -> dict:
 
 
 class FaultRun:
-    """Drive one cluster through ``kills`` faults of ``target`` (one target per run)."""
+    """Drive one cluster through ``kills`` faults of ``target``.
+
+    ``target`` may name several targets joined by ``+`` (``scheduler+agent``): the kill points
+    then take them in turn, on one cluster (the CI slice does that to save start-ups).
+    """
 
     def __init__(self, backend: str, target: str, seed: int, kills: int, base_dir: Path):
         self.rng = random.Random(f"{seed}-{backend}-{target}")
         self.seed, self.target, self.backend = seed, target, backend
+        self.targets = target.split("+")
         self.run_id = uuid.uuid4().hex[:12]
         self.run_dir = base_dir / f"{backend}-{target}-{seed}-{self.run_id}"
         self.run_dir.mkdir(parents=True)
@@ -98,11 +103,14 @@ class FaultRun:
         self._stop = threading.Event()
         self.t0 = 0.0
 
-    def _plan_kills(self, kills: int) -> list[tuple[float, float]]:
-        """(offset s, outage s) per kill point, over the submission stream."""
+    def _plan_kills(self, kills: int) -> list[tuple[float, float, str]]:
+        """(offset s, outage s, target) per kill point, over the submission stream."""
         span = max(len(self.jobs) * JOB_INTERVAL_S, kills * KILL_SPACING_S)
         offsets = sorted(self.rng.uniform(2.0, span) for _ in range(kills))
-        return [(at, round(self.rng.uniform(0.5, 3.0), 1)) for at in offsets]
+        return [
+            (at, round(self.rng.uniform(0.5, 3.0), 1), self.targets[i % len(self.targets)])
+            for i, at in enumerate(offsets)
+        ]
 
     # -- the job stream (a thread) ---------------------------------------------
 
@@ -167,10 +175,10 @@ class FaultRun:
             self.t0 = time.time()
             stream = threading.Thread(target=self._stream, name="fault-stream", daemon=True)
             stream.start()
-            for offset, outage in self.kill_plan:
+            for offset, outage, target in self.kill_plan:
                 while time.time() - self.t0 < offset:
                     time.sleep(0.05)
-                self._fault(outage)
+                self._fault(outage, target)
             stream.join(timeout=SETTLE_S)
             report = self._settle_and_judge(watch)
         except Exception as exc:  # noqa: BLE001 - reported as a run error, counts stay
@@ -190,9 +198,9 @@ class FaultRun:
             self.errors,
         )
 
-    def _fault(self, outage: float) -> None:
+    def _fault(self, outage: float, target: str) -> None:
         at = time.time()
-        if self.target in API_CRASH_TARGETS:
+        if target in API_CRASH_TARGETS:
             # a kill accepted just before the crash must still happen afterwards
             victim = next(
                 (j for j in self.jobs if j.kind == "kill" and j.job_id and j.kill_answer is None),
@@ -201,9 +209,9 @@ class FaultRun:
             if victim is not None:
                 self.kill_job(victim)
         detail, victim_job = self.cluster.inject(
-            self.target, outage, self.rng, self.watch.busy_executors
+            target, outage, self.rng, self.watch.busy_executors
         )
-        self.kills.append(KillPoint(self.target, at, outage, detail, victim_job))
+        self.kills.append(KillPoint(target, at, outage, detail, victim_job))
 
     def _settle_and_judge(self, watch: DockerWatch) -> Report:
         deadline = time.monotonic() + SETTLE_S
