@@ -82,6 +82,9 @@ class Report:
     #: jobs a task-ending fault ended (failed/lost though their command succeeds): allowed by
     #: the counts, but Mesos agent recovery should make it rare (issue 10: agent restarts)
     ended_by_fault: int = 0
+    #: jobs the scheduler declared ended while one of their containers still ran (> 1 s): the
+    #: GPUs were free to reuse too early (information: gpu_conflicts counts actual reuse)
+    ended_while_running: int = 0
     wrong_state: int = 0
     over_retries: int = 0
     not_submitted: int = 0
@@ -198,6 +201,7 @@ def judge(
         if c.start is not None:
             attempts.setdefault(c.job_id, set()).add(c.attempt)
     for j in jobs:
+        _check_ended_while_running(j, containers, end, t0, report)
         if j.job_id is None:
             report.not_submitted += 1
             report.details.append(f"{j.name}: never accepted by the API")
@@ -228,3 +232,21 @@ def judge(
                 f"job {j.job_id} ({j.name}): {ran} attempts ran, retries allow {j.retries + 1}"
             )
     return report
+
+
+def _check_ended_while_running(
+    job: PlannedJob, containers: list[Container], end: float, t0: float, report: Report
+) -> None:
+    """Count ``job`` when the API says it ended (``ended_at``) before a container of it did."""
+    ended = (job.final or {}).get("ended_at")
+    if ended is None or job.final.get("state") not in TERMINAL:
+        return
+    late = [c for c in containers if c.job_id == job.job_id and c.span(end)]
+    late = [c for c in late if c.span(end)[1] > ended + 1.0]
+    if late:
+        report.ended_while_running += 1
+        c = max(late, key=lambda c: c.span(end)[1])
+        report.details.append(
+            f"job {job.job_id} ({job.name}): {job.final['state']} at t={ended - t0:.1f}s while "
+            f"{c.task_id} ran until t={c.span(end)[1] - t0:.1f}s"
+        )

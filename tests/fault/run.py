@@ -33,6 +33,9 @@ COLUMNS = (
     "executors_left",
     "wrong_state",
 )
+#: printed and totalled too, but allowed (see docs/fault-tolerance.md)
+INFO = ("ended_by_fault", "ended_while_running")
+WIDTH = {c: max(len(c) + 1, 6) for c in COLUMNS + INFO}
 
 
 def plan_runs(target: str, kills: int, per_run: int) -> list[tuple[str, str, int]]:
@@ -63,19 +66,21 @@ def run_all(
 
 
 def format_row(r: RunResult) -> str:
-    counts = r.report.zero_counts()
-    cells = "".join(f"{counts[c]:>18}" for c in COLUMNS)
+    counts = {**r.report.zero_counts(), **{c: getattr(r.report, c) for c in INFO}}
+    cells = "".join(f"{counts[c]:>{WIDTH[c]}}" for c in COLUMNS + INFO)
     return (
-        f"{r.backend:<6}{r.target:<10}{len(r.kills):>5}{r.report.jobs:>5}{cells}"
-        f"{'yes' if r.report.states_right else 'NO':>8}{r.duration_s:>8.0f}"
+        f"{r.backend:<6}{r.target:<12}{len(r.kills):>6}{r.report.jobs:>5}{cells}"
+        f"{'yes' if r.report.states_right else 'NO':>7}{r.duration_s:>6.0f}"
     )
 
 
 def totals(results: list[RunResult]) -> dict[str, int]:
-    out = {c: 0 for c in COLUMNS}
+    out = {c: 0 for c in COLUMNS + INFO}
     for r in results:
         for c, v in r.report.zero_counts().items():
             out[c] += v
+        for c in INFO:
+            out[c] += getattr(r.report, c)
     out["kill_points"] = sum(len(r.kills) for r in results)
     out["jobs"] = sum(r.report.jobs for r in results)
     out["run_errors"] = sum(len(r.errors) for r in results)
@@ -83,13 +88,13 @@ def totals(results: list[RunResult]) -> dict[str, int]:
 
 
 def print_table(results: list[RunResult]) -> None:
-    head = "".join(f"{c:>18}" for c in COLUMNS)
-    print(f"\n{'where':<6}{'target':<10}{'kills':>5}{'jobs':>5}{head}{'states':>8}{'secs':>8}")
+    head = "".join(f"{c:>{WIDTH[c]}}" for c in COLUMNS + INFO)
+    print(f"\n{'where':<6}{'target':<12}{'kills':>6}{'jobs':>5}{head}{'states':>7}{'secs':>6}")
     for r in results:
         print(format_row(r))
     t = totals(results)
-    cells = "".join(f"{t[c]:>18}" for c in COLUMNS)
-    print(f"{'total':<16}{t['kill_points']:>5}{t['jobs']:>5}{cells}")
+    cells = "".join(f"{t[c]:>{WIDTH[c]}}" for c in COLUMNS + INFO)
+    print(f"{'total':<18}{t['kill_points']:>6}{t['jobs']:>5}{cells}")
     for r in results:
         for line in r.report.details + [
             f"kill at t={k.at - r.t0:.1f}s: {k.detail}" for k in r.kills

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tests.fault.checks import KillPoint, PlannedJob, Report, judge
+from tests.fault.checks import TERMINAL, KillPoint, PlannedJob, Report, judge
 from tests.fault.clusters import CLUSTERS, Cluster
 from tests.fault.docker_watch import RUN_ENV, DockerWatch
 
@@ -227,6 +227,8 @@ class FaultRun:
             time.sleep(0.5)
         for job in self.jobs:
             job.final = finals.get(job.job_id) if job.job_id else None
+            if job.final and job.final["state"] in TERMINAL:
+                job.final["ended_at"] = self._ended_at(job.job_id)
         # containers and executors get a little time to go after their job ended
         end_wait = time.monotonic() + 10
         while time.monotonic() < end_wait and (
@@ -242,6 +244,15 @@ class FaultRun:
         report.executor_procs = sum(1 for p in left if p.kind == "executor")
         report.reaper_procs = sum(1 for p in left if p.kind == "reaper")
         return report
+
+    def _ended_at(self, job_id: str) -> float | None:
+        """When the job's history says it reached its terminal state."""
+        try:
+            history = self.cluster.client.show(job_id).get("history") or []
+        except Exception:  # noqa: BLE001 - unknown: the check is skipped for this job
+            return None
+        ends = [h["at"] for h in history if h.get("state") in TERMINAL]
+        return ends[-1] if ends else None
 
     def _cleanup(self, watch: DockerWatch) -> None:
         try:

@@ -83,3 +83,14 @@ def test_plan_runs_spreads_kills_over_targets_in_chunks():
         ("local", "executor"),
     }
     assert max(n for *_, n in runs) == 2
+
+
+def test_job_declared_ended_while_its_container_ran():
+    job = _job("a", state="failed")
+    job.final["ended_at"] = 2.0
+    containers = [Container("c1", "a", "a.0.0", (0,), 1.0, 5.0)]
+    report = judge([job], containers, [], 10.0, 0.0)
+    assert report.ended_while_running == 1
+    assert any("ran until t=5.0s" in d for d in report.details)
+    job.final["ended_at"] = 4.5
+    assert judge([job], containers, [], 10.0, 0.0).ended_while_running == 0
