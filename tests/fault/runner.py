@@ -115,13 +115,15 @@ class FaultRun:
     # -- the job stream (a thread) ---------------------------------------------
 
     def _retry(self, call, what: str, deadline: float):
+        """``call()``, again every 0.3 s while it fails (the API is down during an outage)."""
+        last: Exception | str = "stopped"
         while time.monotonic() < deadline and not self._stop.is_set():
             try:
                 return call()
-            except Exception as exc:  # noqa: BLE001 - the API is down during an outage
+            except Exception as exc:  # noqa: BLE001 - any failure: try again until the deadline
                 last = exc
                 time.sleep(0.3)
-        self.errors.append(f"{what}: gave up ({last if 'last' in locals() else 'stopped'})")
+        self.errors.append(f"{what}: gave up ({last})")
         return None
 
     def _stream(self) -> None:
