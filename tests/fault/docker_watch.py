@@ -94,13 +94,22 @@ class DockerWatch:
         return {c["Labels"].get(LABEL_EXECUTOR, "") for c in running}
 
     def leftovers(self) -> list[dict]:
-        """The run's DLC containers still present (running or not)."""
+        """The run's DLC containers still present (running or not): those of its frameworks,
+        and any other DLC container whose environment carries the run's marker (one created
+        after a framework change the watcher had not seen yet)."""
         out = []
-        for fid in sorted(self.framework_ids):
-            out += self.client.api.containers(
-                all=True, filters={"label": f"{LABEL_FRAMEWORK}={fid}"}
-            )
+        listed = self.client.api.containers(all=True, filters={"label": LABEL_FRAMEWORK})
+        for c in listed:
+            if c["Labels"].get(LABEL_FRAMEWORK) in self.framework_ids or self._marked(c["Id"]):
+                out.append(c)
         return out
+
+    def _marked(self, container_id: str) -> bool:
+        try:
+            env = self.client.api.inspect_container(container_id)["Config"].get("Env") or ()
+        except docker.errors.APIError:
+            return False
+        return f"{RUN_ENV}={self.run_id}" in env
 
     def remove(self, containers: list[dict]) -> None:
         """Remove the run's leftover containers (cleanup after counting)."""
