@@ -3,6 +3,8 @@
 #   make test   - set up and run the whole test suite (what CI runs)
 #   make soak   - 300 short jobs through a 2-CPU agent on the real Mesos (and 100 on the
 #                  emulator): all finish, no executor left, agent resources back to zero
+#   make fault  - the full fault-injection run (FAULT_KILLS kill points over every target;
+#                  docs/fault-tolerance.md); writes bench/results/fault.json
 #   make e2e-pytorch - build a CPU PyTorch image locally and run a real training step through
 #                  dlc submit -> scheduler -> real Mesos -> executor -> Docker (~1 GB; not in CI)
 PYTHON ?= python3
@@ -11,7 +13,7 @@ PY     := $(VENV)/bin/python
 DLC    := $(VENV)/bin/dlc
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch gpu-check soak
+.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch gpu-check soak fault
 
 $(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup-python.sh
@@ -55,6 +57,12 @@ bench: setup
 
 soak: setup services
 	DLC_SOAK_JOBS=300 DLC_SOAK_EMULATOR_JOBS=100 $(PY) -m pytest -q -s tests/e2e/test_soak.py
+
+FAULT_SEED  ?= 1
+FAULT_KILLS ?= 60
+fault: setup services
+	$(PY) -m tests.fault.run --seed $(FAULT_SEED) --kills $(FAULT_KILLS) --target all \
+		--json bench/results/fault.json
 
 e2e-pytorch: setup
 	VENV=$(VENV) bash scripts/e2e-pytorch.sh

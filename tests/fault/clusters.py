@@ -1,0 +1,307 @@
+"""The two clusters a fault run drives, and how each target is killed and brought back.
+
+* :class:`RealCluster`: the real Mesos 1.11 ``mesos-local-host`` (master AND agent in ONE
+  process, see ../shared/mesos-local) plus a ``dlc scheduler`` process.
+* :class:`LocalCluster`: one ``dlc local`` process (emulator + scheduler + API) simulating a
+  DGX-1 (8 GPUs; its executors run with ``DLC_GPU_STYLE=none``).
+
+Targets: ``scheduler`` (SIGKILL ``dlc scheduler``, restart on the same DB), ``agent`` (SIGKILL
+the mesos-local host, restart it on the same port and work dir: a combined master+agent crash,
+since both live in that process), ``master`` (SIGSTOP the host for the outage, then SIGCONT:
+the master hangs and, unavoidably, its in-process agent with it), ``local`` (SIGKILL ``dlc
+local``, restart on the same work dir and ports), ``executor`` (SIGKILL one running ``dlc
+executor``; the agent reports the task failed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dlc.scheduler.client import ApiClient
+from tests.fault import procs
+
+ROOT = Path(__file__).resolve().parents[2]
+MESOS_SCRIPT = ROOT / "scripts" / "mesos-local.sh"
+TOPOLOGY = ROOT / "examples" / "topologies" / "dgx1-v100.txt"
+GPUS = 8
+RESOURCES = (
+    f"cpus:16;mem:32768;disk:10240;ports:[31000-31100];gpus:{GPUS};gpu_ids:{{0,1,2,3,4,5,6,7}}"
+)
+TOKEN = "fault-admin-token"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ClusterError(RuntimeError):
+    """A part of the cluster did not come (back) up."""
+
+
+class Cluster:
+    """What both clusters share: the API client, process bookkeeping, executor kills."""
+
+    targets: tuple[str, ...] = ()
+    backend = ""
+
+    def __init__(self, run_dir: Path, run_id: str):
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.api_port = free_port()
+        self.client = ApiClient(f"http://127.0.0.1:{self.api_port}", TOKEN, timeout_s=5)
+        self.env = dict(os.environ, **{procs.MARKER: run_id})
+        self.env["PATH"] = f"{Path(sys.executable).parent}:{self.env.get('PATH', '')}"
+        self._starts: dict[str, int] = {}
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        n = self._starts[name] = self._starts.get(name, 0) + 1
+        log = open(self.run_dir / f"{name}.{n}.log", "wb")  # noqa: SIM115 - the child holds it
+        with log:
+            return subprocess.Popen(
+                argv,
+                env=self.env,
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def wait_api(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                self.client.jobs()
+                return
+            except Exception:  # noqa: BLE001 - not up yet
+                time.sleep(0.3)
+        raise ClusterError(f"{self.backend}: the API did not come up in {timeout_s:g} s")
+
+    def kill_executor(self, rng, busy=lambda: set(), timeout_s: float = 8.0):
+        """SIGKILL one live executor, one whose container runs if any (``busy()``: their ids);
+        returns (detail, victim job id)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            live = procs.executors(self.run_id)
+            running = busy()
+            if any(p.env.get("MESOS_EXECUTOR_ID") in running for p in live):
+                live = [p for p in live if p.env.get("MESOS_EXECUTOR_ID") in running]
+            elif time.monotonic() < deadline - timeout_s / 2:
+                live = []  # wait a little for an executor with a running container
+            if live:
+                victim = rng.choice(live)
+                executor_id = victim.env.get("MESOS_EXECUTOR_ID", "?")
+                procs.kill(victim.pid)
+                task = executor_id.removeprefix("dlc-executor.")
+                return f"SIGKILL executor pid {victim.pid} ({executor_id})", task.rsplit(".", 2)[0]
+            time.sleep(0.2)
+        return "no live executor to kill", None
+
+    def inject(self, target: str, outage_s: float, rng, busy=lambda: set()):
+        """Inflict ``target``'s fault, wait ``outage_s``, bring it back; (detail, victim job).
+
+        ``busy()`` gives the ids of executors whose container runs (an executor target
+        prefers those)."""
+        if target == "executor":
+            return self.kill_executor(rng, busy)
+        return self._inject(target, outage_s), None
+
+    def _inject(self, target: str, outage_s: float) -> str:
+        raise NotImplementedError
+
+    def leftover_processes(self) -> list[procs.Proc]:
+        """Executors and reapers of the run still alive."""
+        return [p for p in procs.run_processes(self.run_id) if p.kind in ("executor", "reaper")]
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def kill_run_processes(self) -> None:
+        """Cleanup: SIGKILL whatever of this run still lives (all carry the run's marker)."""
+        for p in procs.run_processes(self.run_id):
+            procs.kill(p.pid)
+
+
+class RealCluster(Cluster):
+    """The real Mesos master+agent process and a ``dlc scheduler`` process."""
+
+    targets = ("scheduler", "agent", "master", "executor")
+    backend = "real"
+
+    def __init__(self, run_dir: Path, run_id: str):
+        super().__init__(run_dir, run_id)
+        self.port = free_port()
+        self.mesos_dir = run_dir / "mesos"
+        executor_env = {"PATH": self.env["PATH"], "DLC_GPU_STYLE": "none", procs.MARKER: run_id}
+        self.env.update(
+            MESOS_RESOURCES=RESOURCES,
+            MESOS_EXECUTOR_ENVIRONMENT_VARIABLES=json.dumps(executor_env),
+            VENV=str(Path(sys.executable).parent.parent),
+        )
+        self.scheduler: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.start_master()
+        self.start_scheduler()
+
+    def start_master(self) -> None:
+        self.mesos_dir.mkdir(parents=True, exist_ok=True)
+        log = self.mesos_dir / "host.log"
+        if log.exists():  # keep the crashed host's log
+            log.rename(self.mesos_dir / f"host.{time.time():.0f}.log")
+        proc = subprocess.run(
+            ["bash", str(MESOS_SCRIPT), "start", str(self.port), str(self.mesos_dir)],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode != 0:
+            raise ClusterError(f"real Mesos did not start: {(proc.stderr or proc.stdout).strip()}")
+
+    def host_pid(self) -> int:
+        return int((self.mesos_dir / "host.pid").read_text())
+
+    def start_scheduler(self) -> None:
+        self.scheduler = self._spawn(
+            "scheduler",
+            [
+                sys.executable,
+                "-m",
+                "dlc",
+                "scheduler",
+                "--master",
+                self.address,
+                "--db",
+                str(self.run_dir / "scheduler.db"),
+                "--api-port",
+                str(self.api_port),
+                "--admin-token",
+                TOKEN,
+                "--sandbox-root",
+                str(self.mesos_dir / "work"),
+                "--refuse-seconds",
+                "1",
+            ],
+        )
+        self.wait_api()
+
+    def _inject(self, target: str, outage_s: float) -> str:
+        if target == "scheduler":
+            pid = self.scheduler.pid
+            procs.kill(pid)
+            self.scheduler.wait()
+            time.sleep(outage_s)
+            self.start_scheduler()
+            return f"SIGKILL dlc scheduler pid {pid}, restarted after {outage_s:.1f}s"
+        pid = self.host_pid()
+        if target == "agent":
+            procs.kill(pid)
+            _wait_gone(pid)
+            time.sleep(outage_s)
+            self.start_master()
+            return f"SIGKILL mesos-local host {pid} (master+agent), restarted after {outage_s:.1f}s"
+        if target == "master":
+            procs.kill(pid, signal.SIGSTOP)
+            time.sleep(outage_s)
+            procs.kill(pid, signal.SIGCONT)
+            return f"SIGSTOP mesos-local host pid {pid} (master+agent) for {outage_s:.1f}s"
+        raise ValueError(f"target {target!r} is not one of {self.targets}")
+
+    def stop(self) -> None:
+        if self.scheduler is not None:
+            procs.kill(self.scheduler.pid, signal.SIGTERM)
+            try:
+                self.scheduler.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                procs.kill(self.scheduler.pid)
+        if (self.mesos_dir / "host.pid").exists():
+            subprocess.run(
+                ["bash", str(MESOS_SCRIPT), "stop", str(self.mesos_dir)], env=self.env, timeout=60
+            )
+        self.kill_run_processes()
+
+
+class LocalCluster(Cluster):
+    """One ``dlc local`` process simulating a DGX-1."""
+
+    targets = ("local", "executor")
+    backend = "local"
+
+    def __init__(self, run_dir: Path, run_id: str):
+        super().__init__(run_dir, run_id)
+        self.mesos_port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = self._spawn(
+            "local",
+            [
+                sys.executable,
+                "-m",
+                "dlc",
+                "local",
+                "--simulate",
+                str(TOPOLOGY),
+                "--work-dir",
+                str(self.run_dir / "local"),
+                "--api-port",
+                str(self.api_port),
+                "--mesos-port",
+                str(self.mesos_port),
+                "--admin-token",
+                TOKEN,
+                "--cpus",
+                "16",
+                "--mem",
+                "32768",
+            ],
+        )
+        self.wait_api()
+
+    def _inject(self, target: str, outage_s: float) -> str:
+        if target != "local":
+            raise ValueError(f"target {target!r} is not one of {self.targets}")
+        pid = self.process.pid
+        procs.kill(pid)
+        self.process.wait()
+        time.sleep(outage_s)
+        self.start()
+        return f"SIGKILL dlc local pid {pid}, restarted after {outage_s:.1f}s"
+
+    def stop(self) -> None:
+        if self.process is not None:
+            procs.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                procs.kill(self.process.pid)
+        self.kill_run_processes()
+
+
+def _wait_gone(pid: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            return
+        if state == "Z":
+            return
+        time.sleep(0.05)
+
+
+CLUSTERS = {"real": RealCluster, "local": LocalCluster}
