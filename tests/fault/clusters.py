@@ -58,7 +58,7 @@ class Cluster:
         self.run_id = run_id
         self.api_port = free_port()
         self.client = ApiClient(f"http://127.0.0.1:{self.api_port}", TOKEN, timeout_s=5)
-        self.env = dict(os.environ, **{procs.MARKER: run_id})
+        self.env = dict(os.environ, **{procs.MARKER: run_id, "DLC_ADMIN_TOKEN": TOKEN})
         self.env["PATH"] = f"{Path(sys.executable).parent}:{self.env.get('PATH', '')}"
         self._starts: dict[str, int] = {}
 
@@ -189,8 +189,6 @@ class RealCluster(Cluster):
                 str(self.run_dir / "scheduler.db"),
                 "--api-port",
                 str(self.api_port),
-                "--admin-token",
-                TOKEN,
                 "--sandbox-root",
                 str(self.mesos_dir / "work"),
                 "--refuse-seconds",
@@ -262,8 +260,6 @@ class LocalCluster(Cluster):
                 str(self.api_port),
                 "--mesos-port",
                 str(self.mesos_port),
-                "--admin-token",
-                TOKEN,
                 "--cpus",
                 "16",
                 "--mem",
