@@ -25,7 +25,9 @@ class FragModel:
         self.access = mix.access(model_names)  # [model, shape]
         self.asks_gpu = mix.gpu_milli > 0
 
-    def of_states(self, model: np.ndarray, cpu_left: np.ndarray, gpu_left: np.ndarray) -> np.ndarray:
+    def of_states(
+        self, model: np.ndarray, cpu_left: np.ndarray, gpu_left: np.ndarray
+    ) -> np.ndarray:
         """Fragmentation (GPU thousandths) of K node states; ``gpu_left`` is ``[K, 8]``."""
         mix = self.mix
         total = gpu_left.sum(axis=1)

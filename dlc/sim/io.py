@@ -30,9 +30,7 @@ def trace_root(explicit: str | os.PathLike | None = None) -> Path:
     """The folder holding ``alibaba-gpu-v2023/`` (``--trace-dir``, $DLC_TRACES, or shared)."""
     root = Path(explicit or os.environ.get("DLC_TRACES") or DEFAULT_TRACE_ROOT).resolve()
     if not (root / OPENB_DIR).is_dir():
-        raise TraceNotFound(
-            f"no {OPENB_DIR}/ under {root}; pass --trace-dir DIR or set DLC_TRACES"
-        )
+        raise TraceNotFound(f"no {OPENB_DIR}/ under {root}; pass --trace-dir DIR or set DLC_TRACES")
     return root
 
 
@@ -61,7 +59,7 @@ def load_pods(root: Path, name: str) -> list[PodSpec]:
     path = root / OPENB_DIR / f"{POD_PREFIX}{name}.csv"
     if not path.is_file():
         have = ", ".join(available_traces(root)) or "none"
-        raise FieldError(f"--trace: no trace {name!r} (present: {have})")
+        raise FieldError("--trace", f"no trace {name!r} (present: {have})")
     return parse_pods(_rows(path), source=path.name)
 
 

@@ -62,7 +62,7 @@ def _int_field(row: Mapping[str, str], column: str, where: str) -> int:
         return int(float(text)) if text else 0
     except ValueError:
         raise FieldError(
-            f"{where}: column {column!r} is {text!r}, not a number; fix the trace file"
+            f"{where}", f"column {column!r} is {text!r}, not a number; fix the trace file"
         ) from None
 
 
@@ -70,7 +70,7 @@ def _check_columns(header: Iterable[str], needed: tuple[str, ...], what: str) ->
     missing = [c for c in needed if c not in set(header)]
     if missing:
         raise FieldError(
-            f"{what}: missing column(s) {', '.join(missing)}; expected {', '.join(needed)}"
+            f"{what}", f"missing column(s) {', '.join(missing)}; expected {', '.join(needed)}"
         )
 
 
@@ -83,7 +83,7 @@ def parse_nodes(rows: Iterable[Mapping[str, str]], source: str = "node list") ->
         where = f"{source} line {i + 2}"
         gpus = _int_field(row, "gpu", where)
         if gpus < 0 or gpus > MAX_GPUS_PER_NODE:
-            raise FieldError(f"{where}: gpu={gpus}; a node has 0 to {MAX_GPUS_PER_NODE} GPUs")
+            raise FieldError(f"{where}", f"gpu={gpus}; a node has 0 to {MAX_GPUS_PER_NODE} GPUs")
         if gpus == 0:
             continue
         nodes.append(
@@ -96,7 +96,7 @@ def parse_nodes(rows: Iterable[Mapping[str, str]], source: str = "node list") ->
             )
         )
     if not nodes:
-        raise FieldError(f"{source}: no node with a GPU; give an openb node list")
+        raise FieldError(f"{source}", "no node with a GPU; give an openb node list")
     return nodes
 
 
@@ -116,12 +116,14 @@ def parse_pods(rows: Iterable[Mapping[str, str]], source: str = "pod list") -> l
         where = f"{source} line {i + 2}"
         num_gpu = _int_field(row, "num_gpu", where)
         if num_gpu < 0 or num_gpu > MAX_GPUS_PER_NODE:
-            raise FieldError(f"{where}: num_gpu={num_gpu}; use 0 to {MAX_GPUS_PER_NODE}")
+            raise FieldError(f"{where}", f"num_gpu={num_gpu}; use 0 to {MAX_GPUS_PER_NODE}")
         milli = _gpu_milli(num_gpu, _int_field(row, "gpu_milli", where))
         if num_gpu and milli == 0:
-            raise FieldError(f"{where}: num_gpu={num_gpu} with gpu_milli=0; give gpu_milli > 0")
+            raise FieldError(f"{where}", f"num_gpu={num_gpu} with gpu_milli=0; give gpu_milli > 0")
         if num_gpu > 1 and milli != MILLI:
-            raise FieldError(f"{where}: a {num_gpu}-GPU pod must take whole GPUs (gpu_milli=1000)")
+            raise FieldError(
+                f"{where}", f"a {num_gpu}-GPU pod must take whole GPUs (gpu_milli=1000)"
+            )
         spec = (row.get("gpu_spec") or "").strip()
         models = frozenset(m for m in spec.split("|") if m) if num_gpu else frozenset()
         pods.append(
@@ -136,5 +138,5 @@ def parse_pods(rows: Iterable[Mapping[str, str]], source: str = "pod list") -> l
             )
         )
     if not pods:
-        raise FieldError(f"{source}: no pods")
+        raise FieldError(f"{source}", "no pods")
     return pods

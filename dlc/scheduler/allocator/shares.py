@@ -12,10 +12,10 @@ shape, the free GPU capacity of an agent that shape cannot use is fragmented;
 an agent's fragmentation is the frequency-weighted sum. FGD then takes the
 candidate that grows it least, but squashes the growth into an integer score
 (``int(100 * sigmoid(-growth / 1000))``), so that growths within about 40
-thousandths of a GPU tie and go to the first node. DLC compares exact growths,
-counts host memory as well as CPU in what a shape needs, and breaks the
-remaining ties towards the fuller agent and GPU (packing), which keeps whole
-GPUs and idle agents free for the large pods still to come.
+thousandths of a GPU tie and go to the first node. DLC buckets growths linearly (``TIE_MILLI``),
+checks host memory as well as CPU, and sends ties to the first agent and the
+fullest GPU on it. On openb this is level with FGD, not better (see
+docs/simulator.md for the figures and the variants that measured worse).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ MILLI = 1000
 #: the most GPUs the array core handles on one agent
 MAX_GPUS = 8
 #: growths closer than this (GPU thousandths) count as equal before the packing tie-break
-TIE_MILLI = 1.0
+TIE_MILLI = 40.0
 
 
 @dataclass(frozen=True)
@@ -184,11 +184,10 @@ def choose(req: ShareRequest, agents: AgentArrays, mix: MixArrays) -> SharePlace
     node, slots, cpu_left, mem_left, gpu_left = candidates(req, agents, feasible)
     model = agents.model[node]
     growth = fragmentation_dedup(mix, model, cpu_left, mem_left, gpu_left) - agents.frag[node]
-    # ties (within TIE_MILLI) go to the agent with the least GPU room left, then the
-    # GPU with the least room, then the least CPU left, then the first agent
-    gpu_room = gpu_left.sum(axis=1)
     slot_room = np.where(slots >= 0, gpu_left[np.arange(len(node)), np.maximum(slots, 0)], 0)
-    order = np.lexsort((node, cpu_left, slot_room, gpu_room, np.round(growth / TIE_MILLI)))
+    # ties (growths within TIE_MILLI) go to the first agent, then the fullest GPU on it;
+    # packing or spreading ties across agents measured worse on openb (docs/simulator.md)
+    order = np.lexsort((slot_room, node, np.round(growth / TIE_MILLI)))
     best = order[0]
     agent = int(node[best])
     if req.is_share:
