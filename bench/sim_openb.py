@@ -1,0 +1,66 @@
+"""Validate the simulator's baselines against the FGD paper's published curves.
+
+Usage::
+
+    .venv/bin/python bench/sim_openb.py [--trace default] [--policies all] [--seeds 42-51]
+        [--json bench/results/sim_openb.json] [--plot docs/images/sim-default.png]
+
+For each policy: the mean over seeds of our allocation curve at every 1% step of
+arrived demand against the mean of the published ``analysis_allo_discrete.csv``
+curves, the largest absolute difference over the steps (the issue's bar: 1 point
+on ``default``), and the wall time of one full replay on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from dlc.cli.simulate_cmd import parse_seeds
+from dlc.sim import io
+from dlc.sim.plot import plot_curves
+from dlc.sim.policies import POLICIES, label
+from dlc.sim.report import experiment, print_table, to_json
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", default="default")
+    ap.add_argument("--policies", default="all")
+    ap.add_argument("--seeds", default="42-51")
+    ap.add_argument("--json", type=Path, default=Path("bench/results/sim_openb.json"))
+    ap.add_argument("--plot", type=Path)
+    args = ap.parse_args(argv)
+    root = io.trace_root()
+    pols = list(POLICIES) if args.policies == "all" else args.policies.split(",")
+    traces = io.available_traces(root) if args.trace == "all" else args.trace.split(",")
+    results = experiment(root, traces, pols, parse_seeds(args.seeds), 1.3)
+    out = {"machine": platform.platform(), "python": sys.version.split()[0], "traces": {}}
+    for trace, res in results.items():
+        print_table(trace, res)
+        print(f"{'policy':14s} {'max |ours-published|':>22s} {'at step':>8s} {'s/replay':>9s}")
+        for name, runs in res["runs"].items():
+            pub = res["published"].get(name)
+            secs = np.mean(runs.seconds)
+            if pub is None:
+                print(f"{label(name):14s} {'-':>22s} {'-':>8s} {secs:9.1f}")
+                continue
+            diff = np.abs(runs.mean_curve() - pub)
+            worst, at = np.nanmax(diff), int(np.nanargmax(diff))
+            print(f"{label(name):14s} {worst:22.2f} {at:8d} {secs:9.1f}")
+        out["traces"][trace] = to_json(res)
+        if args.plot and len(traces) == 1:
+            curves = {label(n): r.mean_curve() for n, r in res["runs"].items()}
+            pub = {label(n): c for n, c in res["published"].items() if n in res["runs"]}
+            plot_curves(curves, args.plot, f"openb {trace}, mean of {len(runs.seeds)} seeds", pub)
+    io.write_json(args.json, out)
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

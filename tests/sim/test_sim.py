@@ -1,0 +1,180 @@
+"""Simulator invariants on a seeded slice, policy tables on tiny clusters, fidelity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlc.errors import FieldError
+from dlc.scheduler.allocator.shares import AgentView, ShareRequest, WorkloadMix, place
+from dlc.sim import io
+from dlc.sim.cluster import ClusterState, Placement
+from dlc.sim.frag import FragModel, FragState
+from dlc.sim.metrics import allocation_curve
+from dlc.sim.policies import POLICIES, get_policy
+from dlc.sim.policies.base import ClusterView
+from dlc.sim.replay import replay
+from dlc.sim.trace import NodeSpec, PodSpec, parse_pods
+from dlc.sim.workload import arrival_sequence, target_mix
+
+
+@pytest.fixture(scope="module")
+def openb():
+    root = io.trace_root()
+    return io.load_nodes(root), io.load_pods(root, "default")
+
+
+def _slice(openb, n_nodes=100, n_pods=300):
+    nodes, pods = openb
+    rng = np.random.default_rng(7)
+    sub_nodes = [nodes[i] for i in sorted(rng.choice(len(nodes), n_nodes, replace=False))]
+    sub_pods = [pods[i] for i in sorted(rng.choice(len(pods), n_pods, replace=False))]
+    return sub_nodes, sub_pods
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_invariants_on_a_seeded_slice(openb, policy):
+    nodes, pods = _slice(openb)
+    total = sum(n.gpus for n in nodes) * 1000
+    rng = np.random.default_rng(42)
+    arrivals = arrival_sequence(pods, total, 1.3, rng)
+    result = replay(nodes, arrivals, get_policy(policy), target_mix(pods), rng)
+    # every pod accounted for: placed or failed, never both
+    assert result.placed + len(result.failed) == len(arrivals)
+    assert sum(a.total_gpu_milli for a in arrivals) == result.arrived_gpu_milli[-1]
+    # never more allocated than arrived, than the cluster has; monotone while pods only arrive
+    assert np.all(result.used_gpu_milli <= result.arrived_gpu_milli)
+    assert result.used_gpu_milli[-1] <= total
+    assert np.all(np.diff(result.used_gpu_milli) >= 0)
+    curve = allocation_curve(result)
+    assert np.all(np.diff(curve[~np.isnan(curve)]) >= -1e-9)
+    # requests reach (about) 130% of the GPUs, overshooting by at most one pod
+    assert 1.3 * total - 8000 <= result.arrived_gpu_milli[-1] <= 1.3 * total + 8000
+
+
+def test_no_gpu_over_allocated_after_replay(openb):
+    nodes, pods = _slice(openb)
+    rng = np.random.default_rng(1)
+    arrivals = arrival_sequence(pods, sum(n.gpus for n in nodes) * 1000, 1.3, rng)
+    cluster = ClusterState(nodes)
+    view = ClusterView(
+        cluster, FragState(FragModel(target_mix(pods), cluster.model_names), cluster)
+    )
+    policy = get_policy("fgd")
+    for pod in arrivals:
+        where = policy(pod, view, rng)
+        if where is not None:
+            cluster.place(pod, where)
+            view.frag.update(where.node)
+    assert cluster.gpu_left.min() >= 0 and cluster.cpu_left.min() >= 0
+    assert cluster.mem_left.min() >= 0
+    assert not np.any(cluster.gpu_left[~cluster.gpu_exists])
+
+
+def test_place_refuses_over_allocation():
+    cluster = ClusterState([NodeSpec("n0", 8000, 1000, 1, "T4")])
+    share = PodSpec("p", 1000, 10, 1, 600)
+    cluster.place(share, Placement(0, (0,)))
+    with pytest.raises(ValueError, match="over-allocated"):
+        cluster.place(share, Placement(0, (0,)))
+
+
+# --- tiny hand-made clusters: (nodes, earlier pods with placements, pod) -> expected node
+TINY = [NodeSpec("a", 32000, 64000, 2, "T4"), NodeSpec("b", 32000, 64000, 2, "T4")]
+
+
+def _tiny_view(placed):
+    cluster = ClusterState(TINY)
+    mix_pods = [PodSpec("m1", 4000, 0, 1, 500), PodSpec("m2", 4000, 0, 1, 1000)]
+    view = ClusterView(
+        cluster, FragState(FragModel(target_mix(mix_pods), cluster.model_names), cluster)
+    )
+    for pod, where in placed:
+        cluster.place(pod, where)
+        view.frag.update(where.node)
+    return view
+
+
+HALF = PodSpec("h", 4000, 1000, 1, 500)
+WHOLE = PodSpec("w", 4000, 1000, 1, 1000)
+
+
+@pytest.mark.parametrize(
+    ("policy", "placed", "pod", "node", "gpus"),
+    [
+        # node b already holds a half share: packers put the next half beside it
+        ("packing", [(HALF, Placement(1, (1,)))], HALF, 1, (1,)),
+        ("bestfit", [(HALF, Placement(1, (1,)))], HALF, 1, (1,)),
+        ("fgd", [(HALF, Placement(1, (1,)))], HALF, 1, (1,)),
+        ("dlc", [(HALF, Placement(1, (1,)))], HALF, 1, (1,)),
+        ("clustering", [(HALF, Placement(1, (1,)))], HALF, 1, (1,)),
+        # a whole GPU: both nodes grow fragmentation by 0, the tie goes to the first
+        ("fgd", [(HALF, Placement(1, (1,)))], WHOLE, 0, (0,)),
+        ("dlc", [(HALF, Placement(1, (1,)))], WHOLE, 0, (0,)),
+        # empty cluster: ties go to the first node by name
+        ("bestfit", [], WHOLE, 0, (0,)),
+        ("dotprod", [], WHOLE, 0, (0,)),
+    ],
+)
+def test_policy_tables(policy, placed, pod, node, gpus):
+    where = get_policy(policy)(pod, _tiny_view(placed), np.random.default_rng(0))
+    assert where == Placement(node, gpus)
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_policies_fail_a_pod_that_fits_nowhere(policy):
+    big = PodSpec("big", 4000, 0, 4, 1000)
+    assert get_policy(policy)(big, _tiny_view([]), np.random.default_rng(0)) is None
+
+
+def test_gpu_model_constraint():
+    cluster_nodes = [
+        NodeSpec("a", 32000, 64000, 1, "T4"),
+        NodeSpec("b", 32000, 64000, 1, "V100M32"),
+    ]
+    cluster = ClusterState(cluster_nodes)
+    pod = PodSpec("p", 1000, 0, 1, 300, frozenset({"V100M32"}))
+    assert list(cluster.feasible(pod)) == [False, True]
+
+
+def test_shares_place_on_plain_agent_views():
+    views = [
+        AgentView("a", 32000, 64000, "A100", (1000, 1000)),
+        AgentView("b", 32000, 64000, "A100", (1000, 400)),
+    ]
+    # whole GPUs are expected next: the share goes onto the GPU already shared
+    mix = WorkloadMix(shapes=(ShareRequest(4000, 0, 1, 1000),), weights=(1.0,))
+    got = place(ShareRequest(cpu_milli=1000, mem_mib=100, num_gpus=1, gpu_milli=300), views, mix)
+    assert (got.agent, got.gpus) == (1, (1,))
+    assert place(ShareRequest(1000, 100, 2, 1000, frozenset({"T4"})), views) is None
+
+
+def test_bad_rows_are_one_line_field_errors():
+    with pytest.raises(FieldError, match="num_gpu"):
+        parse_pods(
+            [{"name": "p", "cpu_milli": "1", "memory_mib": "1", "num_gpu": "9", "gpu_milli": "1"}]
+        )
+    with pytest.raises(FieldError, match="missing column"):
+        parse_pods([{"name": "p"}])
+
+
+def test_baselines_track_published_curves_on_a_prefix(openb):
+    """Short seeded prefix: our mean curve up to 60% demand within 1 point of the paper's."""
+    nodes, pods = openb
+    expected = io.load_expected(io.trace_root(), "default")
+    total = sum(n.gpus for n in nodes) * 1000
+    mix = target_mix(pods)
+    for name in ("bestfit", "fgd"):
+        rng = np.random.default_rng(42)
+        arrivals = arrival_sequence(pods, total, 1.3, rng)
+        prefix = []
+        asked = 0
+        for p in arrivals:
+            if asked > 0.6 * total:
+                break
+            prefix.append(p)
+            asked += p.total_gpu_milli
+        curve = allocation_curve(replay(nodes, prefix, get_policy(name), mix, rng))
+        published = np.nanmean(np.array(list(expected[name].values())), axis=0)
+        steps = np.arange(5, 60)
+        assert np.nanmax(np.abs(curve[steps] - published[steps])) < 1.0
