@@ -31,6 +31,7 @@ probe:
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 unit: setup
 	$(PY) -m pytest -q -m "not docker and not mesos and not browser"

@@ -30,10 +30,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def serve(db: str) -> None:
     """Child process: run the API and print ``URL TOKEN`` once it listens."""
-    from dlc.scheduler.api import ApiServer
+    from dlc.api.logs import LogReader
+    from dlc.api.server import ApiServer
     from dlc.scheduler.core import SchedulerCore
-    from dlc.scheduler.logs import LogReader
-    from dlc.scheduler.store import JobStore
+    from dlc.store.sqlite import JobStore
 
     store = JobStore(db)
     core = SchedulerCore(store, resolver=lambda spec: (spec.image, None))

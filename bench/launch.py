@@ -103,7 +103,7 @@ def fake_gpu_host(runtime: DockerRuntime, work: Path) -> tuple[Path, str, str]:
 def mesos_master(kind: str, work: Path):
     """Yields (master address, sandbox roots) for the real Mesos or the emulator."""
     if kind == "emulator":
-        from dlc.mesos.emulator import AgentSpec, MesosEmulator
+        from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
 
         with MesosEmulator(agents=[AgentSpec(resources=RESOURCES)], work_dir=work) as emulator:
             yield emulator.address, (str(work),)
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
 
-    from dlc.scheduler.service import SchedulerService, ServiceConfig
+    from dlc.app.service import SchedulerService, ServiceConfig
     from dlc.scheduler.task_info import ExecutorConfig
 
     runtime = DockerRuntime()

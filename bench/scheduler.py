@@ -51,7 +51,7 @@ class Agent:
 
 def agent_attributes(topology_file: Path) -> dict[str, str]:
     """The DLC attributes node-config would give an agent of this machine."""
-    from dlc.topology.discover import discover
+    from dlc.topology.discovery.discover import discover
     from dlc.topology.node_config import node_config
 
     return node_config(discover(from_file=topology_file)).attributes
@@ -149,7 +149,7 @@ def offer_round(queued: int, finished: int, rounds: int = 20, agents: int = 10) 
     import tempfile
 
     from dlc.scheduler.core import CoreConfig, SchedulerCore
-    from dlc.scheduler.store import JobStore
+    from dlc.store.sqlite import JobStore
 
     spec = JobSpec(image="bench", gpus=8, cpus=4, mem_mib=16384)
     with tempfile.TemporaryDirectory() as tmp:

@@ -94,9 +94,9 @@ def smi_truth(out: Path) -> dict[int, dict]:
 
 
 def check_discovery(out: Path, truth: dict[int, dict]) -> dict:
-    from dlc.topology.discover import discover
-    from dlc.topology.jsonio import topology_to_json
-    from dlc.topology.smi import topology_from_smi
+    from dlc.topology.discovery.discover import discover
+    from dlc.topology.discovery.smi import topology_from_smi
+    from dlc.topology.render.jsonio import topology_to_json
 
     found = {}
     for source, read in (("NVML", discover), ("nvidia-smi", topology_from_smi)):

@@ -40,8 +40,8 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, all
     The agent offers this host's GPUs, or with --simulate FILE the GPUs and
     topology of the machine an `nvidia-smi topo -m` output describes.
     """
-    from dlc.scheduler.local import LocalCluster, LocalConfig
-    from dlc.scheduler.service import write_token_file
+    from dlc.app.local import LocalCluster, LocalConfig
+    from dlc.app.service import write_token_file
 
     configure_logging(verbose, logging.WARNING)
     config = LocalConfig(

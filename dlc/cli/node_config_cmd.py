@@ -63,7 +63,7 @@ def command(
 ) -> None:
     """Print mesos-agent --resources (gpus, gpu_ids) and --attributes (dlc_topo, model ...)."""
     # Imported here: live discovery may load pynvml, which `dlc --help` must not need.
-    from dlc.topology.discover import discover
+    from dlc.topology.discovery.discover import discover
 
     topo = discover(from_file=from_file, p2p_file=p2p_file)
     if probe or probe_json is not None:

@@ -105,7 +105,7 @@ def parse_gpu_list(text: str) -> list[int]:
 
 def load_topology(from_file: str | None) -> Topology:
     """The topology of the probed machine: ``--from-file`` text, else this host's."""
-    from dlc.topology.discover import discover  # lazy: NVML/nvidia-smi adapters
+    from dlc.topology.discovery.discover import discover  # lazy: NVML/nvidia-smi adapters
 
     return discover(from_file=from_file)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 
 from dlc.errors import DlcError
+from dlc.mesos.framework import WEEK_S, FrameworkConfig
 from dlc.scheduler.allocator import POLICY_MODULES
-from dlc.scheduler.framework import WEEK_S, FrameworkConfig
 
 #: click types shared with ``dlc local``
 PORT = click.IntRange(0, 65535)
@@ -153,8 +153,8 @@ def command(master, db, api_host, api_port, policy, allow_volume, allow_registry
     Stopping it never tears the framework down: tasks keep running and a
     restart with the same --db reconnects to them.
     """
-    from dlc.scheduler.service import SchedulerService, ServiceConfig, write_token_file
-    from dlc.scheduler.store import JobStore
+    from dlc.app.service import SchedulerService, ServiceConfig, write_token_file
+    from dlc.store.sqlite import JobStore
 
     configure_logging(verbose, logging.INFO)
     admin_token = admin_token_from(admin_token_file)

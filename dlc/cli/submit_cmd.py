@@ -17,9 +17,9 @@ from typing import Any
 import click
 import yaml
 
+from dlc.api.client import ApiClient
 from dlc.errors import ApiError, JobSpecError
 from dlc.images.catalog import yaml_problem
-from dlc.scheduler.client import ApiClient
 from dlc.scheduler.jobs import JobSpec
 
 

@@ -15,11 +15,11 @@ import click
 from rich.console import Console
 
 from dlc.errors import DiscoveryError, DlcError, TopologyParseError
-from dlc.topology.discover import discover
-from dlc.topology.jsonio import topology_from_json, topology_to_json
+from dlc.topology.discovery.discover import discover
 from dlc.topology.model import Topology
-from dlc.topology.picture import render_svg, svg_to_png, write_svg
-from dlc.topology.report import analyze, render_report
+from dlc.topology.render.jsonio import topology_from_json, topology_to_json
+from dlc.topology.render.picture import render_svg, svg_to_png, write_svg
+from dlc.topology.render.report import analyze, render_report
 
 
 @click.command(name="topology")

@@ -36,8 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from dlc.errors import ContainerError
-from dlc.executor.launch_spec import LaunchSpec, Volume, parse_user
 from dlc.images.reference import ImageReferenceError, registry_allowed
+from dlc.scheduler.launch_spec import LaunchSpec, Volume, parse_user
 
 _FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -41,7 +41,7 @@ from dlc.executor.gpu_claim import (
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, driver_volume_name, pick_style, render
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.host_paths import check_image, checked_spec
-from dlc.executor.launch_spec import LaunchSpec
+from dlc.scheduler.launch_spec import LaunchSpec
 
 log = logging.getLogger(__name__)
 

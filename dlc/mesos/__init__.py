@@ -6,7 +6,7 @@
   v1 JSON Resource helpers.
 * :mod:`dlc.mesos.executor_endpoint` - points pymesos's executor driver at the agent's real
   executor API path.
-* :mod:`dlc.mesos.emulator` - the in-process Mesos master + agent emulator.
+* :mod:`dlc.mesos.emulator.cluster` - the in-process Mesos master + agent emulator.
 """
 
 from __future__ import annotations

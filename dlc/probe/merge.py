@@ -14,8 +14,8 @@ from pathlib import Path
 from dlc.errors import ProbeError
 from dlc.probe.result import ProbeResult, parse_probe_json
 from dlc.topology.bandwidth import estimate_gbps
+from dlc.topology.discovery.nvml import normalize_bus_id
 from dlc.topology.model import P2PStatus, Topology, pair_key
-from dlc.topology.nvml import normalize_bus_id
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from dlc.errors import JobNotFound, JobSpecError
-from dlc.mesos.states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
 from dlc.scheduler.draining import Drains, confirms_gone, may_still_run
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import (
@@ -57,12 +55,10 @@ from dlc.scheduler.placement import (
     parse_offers,
     place,
 )
+from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
-from dlc.scheduler.store import JobStore
-
-if TYPE_CHECKING:
-    from dlc.scheduler.metrics import SchedulerMetrics
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
+from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
 
 #: task states in which nothing of the task runs any more (no kill needed)
 _TERMINAL_TASK = NOT_RUNNING_STATES
@@ -152,7 +148,7 @@ class SchedulerCore:
         resolver: framework -> image lookup (default: :mod:`dlc.images`).
         topology_of, driver_ok: passed to :func:`place` (defaults there).
         clock: time source.
-        metrics: optional monitoring sink (:mod:`dlc.scheduler.metrics`).
+        metrics: optional monitoring sink (:mod:`dlc.api.metrics`).
     """
 
     def __init__(
@@ -163,7 +159,7 @@ class SchedulerCore:
         topology_of: TopologyOf | None = None,
         driver_ok: DriverCheck | None = None,
         clock: Callable[[], float] = time.time,
-        metrics: SchedulerMetrics | None = None,
+        metrics: RoundSink | None = None,
     ):
         self.store = store
         self.metrics = metrics

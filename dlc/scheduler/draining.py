@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from dlc.mesos.states import NOT_RUNNING_STATES
 from dlc.scheduler.placement import OfferView
+from dlc.scheduler.task_states import NOT_RUNNING_STATES
 
 #: ends in which Mesos lost track of the task rather than saw it stop
 _UNCERTAIN_STATES = frozenset({"TASK_LOST", "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_UNKNOWN"})

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dlc.errors import JobSpecError
-from dlc.executor.launch_spec import TaskPolicy, parse_user
 from dlc.images.reference import ImageReferenceError, parse_reference, registry_allowed
+from dlc.scheduler.launch_spec import TaskPolicy, parse_user
 
 
 class JobState(enum.StrEnum):

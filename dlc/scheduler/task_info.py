@@ -4,7 +4,7 @@ The task consumes ``cpus``/``mem`` (and ``disk`` when asked), ``gpus:k`` and
 exactly the ``gpu_ids`` items the allocator chose. It runs under DLC's own
 executor, started with the scheduler's Python (``<sys.executable> -m dlc
 executor``) so that the executor sees the same installed ``dlc``. What the
-container must run travels in ``data`` as a :class:`~dlc.executor.launch_spec.LaunchSpec`.
+container must run travels in ``data`` as a :class:`~dlc.scheduler.launch_spec.LaunchSpec`.
 
 Facts a person wants in the Mesos UI go into the task name (the only free-text
 column the UI shows): ``dlc <job> <framework> gpus 0,2``; everything else goes
@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dlc.executor.launch_spec import LaunchSpec, TaskPolicy, Volume
 from dlc.scheduler.jobs import Job
+from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy, Volume
 from dlc.scheduler.placement import Launch, PlacementConfig
 
 

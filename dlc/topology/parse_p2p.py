@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from dlc.errors import TopologyParseError
+from dlc.topology.lines import split_lines
 from dlc.topology.model import P2PStatus
-from dlc.topology.parse_topo import split_lines
 
 _STATUS_HELP = "X, OK, CNS, GNS, TNS, NS, DR or U"
 _GPU_RE = re.compile(r"GPU([0-9]{1,6})")

@@ -28,7 +28,9 @@ import re
 from dataclasses import dataclass, field, replace
 
 from dlc.errors import TopologyParseError
+from dlc.topology.lines import split_lines
 from dlc.topology.model import Gpu, Nic, PairLink, PcieLevel, Topology
+from dlc.topology.parse_p2p import parse_p2p
 
 #: the link tokens a ``topo -m`` cell may hold
 LINK_TOKENS_HELP = "X, NV#, PIX, PXB, PHB, NODE, SYS or SOC"
@@ -69,20 +71,6 @@ class _Row:
     label: str
     cells: list[str]  # one upper-cased link token per column
     affinity: dict[str, str] = field(default_factory=dict)
-
-
-#: ANSI control sequences (CSI ... final byte). nvidia-smi 580 underlines the header row of
-#: ``topo -m`` and ``topo -p2p`` with ``ESC[4m`` ... ``ESC[0m`` even when its output is a pipe or
-#: a file (seen on an H100 with driver 580.159.04), so saved tables carry them.
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-
-
-def split_lines(text: str) -> list[str]:
-    """Split on ``\\n``, ``\\r\\n`` or ``\\r`` only, so line numbers match an editor's.
-
-    ANSI control sequences are removed first: they are formatting, never table content.
-    """
-    return re.split(r"\r\n|\r|\n", _ANSI_RE.sub("", text))
 
 
 def _err(line: int, message: str, expected: str | None = None) -> TopologyParseError:
@@ -425,9 +413,6 @@ def load_topology_text(
     topo = parse_topo_m(topo_text, allow_truncated=allow_truncated)
     if p2p_text is None:
         return topo
-    # Imported here: parse_p2p imports split_lines from this module.
-    from dlc.topology.parse_p2p import parse_p2p
-
     status = parse_p2p(p2p_text)
     known = set(topo.gpu_indices)
     named = {i for pair in status for i in pair}

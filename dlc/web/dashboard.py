@@ -20,10 +20,10 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+from dlc.api.metrics import CONTENT_TYPE, AgentInfo, SchedulerMetrics, allocated_gpus
+from dlc.mesos.master import fetch_agents
 from dlc.scheduler.core import SchedulerCore
 from dlc.scheduler.jobs import JobState
-from dlc.scheduler.metrics import CONTENT_TYPE, AgentInfo, SchedulerMetrics, allocated_gpus
-from dlc.web.agents import fetch_agents
 from dlc.web.replay import replay_samples
 from dlc.web.series import Sample, Sampler, SeriesRing
 from dlc.web.snapshot import build_snapshot
@@ -188,7 +188,7 @@ def _static(name: str) -> bytes:
 def _render(agent: AgentInfo) -> str | None:
     if agent.topology is None:
         return None
-    from dlc.topology.picture import render_svg
-    from dlc.topology.report import analyze
+    from dlc.topology.render.picture import render_svg
+    from dlc.topology.render.report import analyze
 
     return render_svg(analyze(agent.topology))

@@ -10,7 +10,7 @@ it is 0 in the replayed samples.
 
 from __future__ import annotations
 
-from dlc.scheduler.store import JobStore
+from dlc.store.sqlite import JobStore
 from dlc.web.series import Sample
 
 _ACTIVE = {"staging", "running"}

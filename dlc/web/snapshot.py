@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from dlc.api.metrics import AgentInfo, allocated_gpus
 from dlc.scheduler.jobs import Job, JobState
-from dlc.scheduler.metrics import AgentInfo, allocated_gpus
 
 #: terminal jobs listed on the main page (newest first); older ones stay in `dlc jobs`
 RECENT_DONE = 20

@@ -23,8 +23,8 @@ import sys
 import cairosvg
 from rich.console import Console
 
-from dlc.topology.discover import discover
-from dlc.topology.report import analyze, render_report
+from dlc.topology.discovery.discover import discover
+from dlc.topology.render.report import analyze, render_report
 
 console = Console(width=100, record=True, force_terminal=True, color_system="truecolor",
                   file=io.StringIO())

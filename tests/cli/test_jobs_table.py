@@ -6,14 +6,14 @@ from dataclasses import replace
 
 from click.testing import CliRunner
 
+from dlc.api.logs import LogReader
+from dlc.api.server import ApiServer
 from dlc.cli.main import cli
 from dlc.cli.submit_cmd import MESSAGE_WIDTH, cell
-from dlc.scheduler.api import ApiServer
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.logs import LogReader
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.store import JobStore
+from dlc.store.sqlite import JobStore
 
 #: the longest image the grammar accepts: a 255-character name and a 128-character tag
 LONGEST_IMAGE = "r.io/" + "a" * 250 + ":" + "t" * 128

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from dlc.api.logs import LogReader
+from dlc.api.server import ApiServer
 from dlc.cli.main import cli
 from dlc.cli.submit_cmd import load_spec_file, parse_mem
 from dlc.errors import ImageNotFound, JobSpecError
-from dlc.scheduler.api import ApiServer
 from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.logs import LogReader
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.store import JobStore
+from dlc.store.sqlite import JobStore
 
 
 def _resolver(spec):

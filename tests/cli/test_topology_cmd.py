@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from dlc.cli.main import cli
-from dlc.topology.jsonio import SCHEMA
+from dlc.topology.render.jsonio import SCHEMA
 from tests.fixture_files import FIXTURE_DIR, complete_topo_files, truncated_topo_files
 
 DGX1 = FIXTURE_DIR / "dgx1-v100_nv1-nv2_mlx5_oneflow.txt"

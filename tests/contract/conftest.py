@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from dlc.mesos import import_pymesos
-from dlc.mesos.emulator import AgentSpec, MesosEmulator
+from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
 from tests.real_mesos import RealMesos, ensure_built, venv_env
 
 AGENT_RESOURCES = "cpus:4;mem:4096;disk:10240;ports:[31000-31100];gpus:4;gpu_ids:{0,1,2,3}"

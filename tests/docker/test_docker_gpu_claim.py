@@ -14,8 +14,8 @@ import time
 from dlc.executor.container_spec import LABEL_FRAMEWORK
 from dlc.executor.gpu_claim import LABEL_EXECUTOR_PID, LABEL_GPUS
 from dlc.executor.gpu_render import GpuStyle
-from dlc.executor.launch_spec import LaunchSpec
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
+from dlc.scheduler.launch_spec import LaunchSpec
 from tests.docker.test_docker_task_runner import Sink
 
 #: a stand-alone "executor": one TaskRunner running `sleep 300` on GPUs 1 and 2, no reaper
@@ -23,7 +23,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from dlc.executor.gpu_render import GpuStyle
-    from dlc.executor.launch_spec import LaunchSpec
+    from dlc.scheduler.launch_spec import LaunchSpec
     from dlc.executor.runtime import DockerRuntime
     from dlc.executor.task_runner import RunnerConfig, TaskRunner
 

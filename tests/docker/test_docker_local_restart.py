@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+from dlc.api.client import ApiClient
 from dlc.executor.container_spec import LABEL_JOB
 from dlc.executor.gpu_claim import LABEL_EXECUTOR_PID, owner_alive, process_start_time
-from dlc.scheduler.client import ApiClient
 
 ROOT = Path(__file__).resolve().parents[2]
 DGX1 = ROOT / "examples" / "topologies" / "dgx1-v100.txt"

@@ -14,8 +14,8 @@ from dlc.errors import ContainerError
 from dlc.executor.container_spec import LABEL_FRAMEWORK, TaskIdentity, create_kwargs
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, render
 from dlc.executor.host_gpus import ProcDriverInfo
-from dlc.executor.launch_spec import LaunchSpec, TaskPolicy, Volume
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
+from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy, Volume
 
 
 class Sink:

@@ -71,7 +71,7 @@ def master(request, tmp_path_factory):
     The emulator serves no /files/read, so `dlc logs` reads its sandboxes from disk.
     """
     if request.param == "emulator":
-        from dlc.mesos.emulator import AgentSpec, MesosEmulator
+        from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
 
         work = tmp_path_factory.mktemp("emulator")
         with MesosEmulator(agents=[AgentSpec(resources=RESOURCES)], work_dir=work) as emulator:
@@ -86,7 +86,7 @@ def master(request, tmp_path_factory):
 
 @pytest.fixture
 def service(master, gpu_host, docker_runtime, tmp_path):
-    from dlc.scheduler.service import SchedulerService, ServiceConfig
+    from dlc.app.service import SchedulerService, ServiceConfig
     from dlc.scheduler.task_info import ExecutorConfig
 
     dev, version = gpu_host

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from dlc.api.logs import LogReader
+from dlc.app.service import SchedulerService, ServiceConfig
 from dlc.cli.main import cli
-from dlc.scheduler.framework import FrameworkConfig
-from dlc.scheduler.logs import LogReader
-from dlc.scheduler.service import SchedulerService, ServiceConfig
+from dlc.mesos.framework import FrameworkConfig
 from dlc.scheduler.task_info import ExecutorConfig
 from tests.real_mesos import RealMesos, real_mesos_master, venv_env
 
@@ -45,7 +45,7 @@ def master(request, tmp_path):
     The real one FAILS (never skips) when it cannot start.
     """
     if request.param == "emulator":
-        from dlc.mesos.emulator import AgentSpec, MesosEmulator
+        from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
 
         agent = AgentSpec(resources=AGENT_RESOURCES)
         with MesosEmulator(agents=[agent], work_dir=tmp_path / "emulator") as emulator:
@@ -253,7 +253,7 @@ def test_principal_and_secret_authenticate_and_a_wrong_secret_does_not_kill_us(t
 
 _SCHEDULER_PROCESS = """
 import sys, time
-from dlc.scheduler.service import SchedulerService, ServiceConfig
+from dlc.app.service import SchedulerService, ServiceConfig
 from dlc.scheduler.task_info import ExecutorConfig
 master, db, stand_in = sys.argv[1:4]
 config = ServiceConfig(master=master, db=db, api_port=0, admin_token="e2e-admin-token",
@@ -285,7 +285,7 @@ def test_kill_accepted_just_before_a_scheduler_crash_is_carried_out(master, tmp_
     """SIGKILL right after `dlc kill` answered: the restarted scheduler still ends the job."""
     import signal
 
-    from dlc.scheduler.client import ApiClient
+    from dlc.api.client import ApiClient
 
     master, kind = master
     db = tmp_path / "db"

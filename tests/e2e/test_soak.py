@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dlc.scheduler.client import ApiClient
+from dlc.api.client import ApiClient
 from tests.real_mesos import RealMesos, ensure_built, venv_env
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -49,7 +49,7 @@ def docker_ready():
 
 
 def _service(address: str, sandbox_roots, db: Path):
-    from dlc.scheduler.service import SchedulerService, ServiceConfig
+    from dlc.app.service import SchedulerService, ServiceConfig
     from dlc.scheduler.task_info import ExecutorConfig
 
     command = f"{sys.executable} -m dlc executor --gpu-style none --grace 1"
@@ -154,7 +154,7 @@ def test_soak_on_the_real_master(docker_ready, tmp_path):
 
 
 def test_soak_on_the_emulator(docker_ready, tmp_path):
-    from dlc.mesos.emulator import AgentSpec, MesosEmulator
+    from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
 
     work = tmp_path / "emulator"
     with MesosEmulator(agents=[AgentSpec(resources=RESOURCES)], work_dir=work) as emulator:

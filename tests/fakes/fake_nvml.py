@@ -1,6 +1,6 @@
 """A fake NVML binding built from a real machine's topology.
 
-:class:`FakeNvml` answers the ``pynvml`` calls that :mod:`dlc.topology.nvml` makes,
+:class:`FakeNvml` answers the ``pynvml`` calls that :mod:`dlc.topology.discovery.nvml` makes,
 consistently with one :class:`~dlc.topology.model.Topology` (normally parsed from a
 real ``nvidia-smi topo -m`` fixture) so that tests can check NVML discovery against
 the text parser on real machines.

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlc.scheduler.client import ApiClient
+from dlc.api.client import ApiClient
 from tests.fault import procs
 
 ROOT = Path(__file__).resolve().parents[2]

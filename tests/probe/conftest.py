@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dlc.topology.discover import discover
+from dlc.topology.discovery.discover import discover
 from dlc.topology.model import Topology
 
 from .helpers import DGX1_TOPO, SAMPLE_PATH

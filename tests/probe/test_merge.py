@@ -17,8 +17,8 @@ from dlc.probe import (
 )
 from dlc.probe.result import ProbeDevice, ProbePair, ProbeResult
 from dlc.topology.bandwidth import STAGED_GBPS, estimate_gbps, nvlink_gbps
-from dlc.topology.jsonio import topology_to_json
 from dlc.topology.model import Gpu, P2PStatus, PairLink, PcieLevel, Topology
+from dlc.topology.render.jsonio import topology_to_json
 
 from .helpers import SAMPLE_PATH, raw_pair, sample_doc
 

@@ -8,7 +8,7 @@ from dlc.errors import ImageNotFound, JobNotFound, JobSpecError
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.store import JobStore
+from dlc.store.sqlite import JobStore
 
 from .helpers import offer, pairs_topology
 

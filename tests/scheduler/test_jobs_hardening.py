@@ -9,15 +9,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dlc.app.service import ServiceConfig
 from dlc.errors import DlcError, JobSpecError
-from dlc.executor.launch_spec import LaunchSpec, TaskPolicy
 from dlc.images.reference import ImageReferenceError, parse_reference
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import MAX_ENV_VALUE, Job, JobSpec, check_registry
+from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy
 from dlc.scheduler.placement import Launch, PlacementConfig
-from dlc.scheduler.service import ServiceConfig
-from dlc.scheduler.store import JobStore
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
+from dlc.store.sqlite import JobStore
 
 
 def _refused(body: dict, field: str) -> str:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from dlc.app.local import LocalConfig
+from dlc.app.service import ServiceConfig
 from dlc.errors import ConfigError, OfferError
 from dlc.scheduler.allocator import POLICY_MODULES
-from dlc.scheduler.local import LocalConfig
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, PlacementConfig, place
-from dlc.scheduler.service import ServiceConfig
 
 from .helpers import job, offer, pairs_topology
 
@@ -290,7 +290,7 @@ DGX1 = Path(__file__).resolve().parents[2] / "examples" / "topologies" / "dgx1-v
 def test_agent_topology_attribute_drives_the_tree_policy(free, count):
     """The offer's dlc_topo attribute (node-config's encoding) reaches the allocator."""
     from dlc.scheduler.allocator import allocate
-    from dlc.topology.discover import discover
+    from dlc.topology.discovery.discover import discover
     from dlc.topology.node_config import node_config
 
     topo = discover(from_file=DGX1)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 import json
 
-from dlc.executor.launch_spec import LaunchSpec
 from dlc.scheduler.jobs import Job, JobSpec
+from dlc.scheduler.launch_spec import LaunchSpec
 from dlc.scheduler.placement import Launch
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from dlc.cli.main import cli
 from dlc.executor.gpu_usage import process_gpu_memory
 from dlc.probe.result import parse_probe_json
-from dlc.topology.nvml import mig_mode_text
+from dlc.topology.discovery.nvml import mig_mode_text
 from dlc.topology.parse_p2p import parse_p2p
 from dlc.topology.parse_topo import load_topology_text, parse_topo_m
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from dlc.cli.main import cli
 from dlc.errors import NodeConfigError, TopologyEncodingError
 from dlc.mesos.resources import attributes_summary, parse_attributes
-from dlc.topology.discover import discover
+from dlc.topology.discovery.discover import discover
 from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
 from dlc.topology.node_config import (
     agent_resources,

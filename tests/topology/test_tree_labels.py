@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dlc.topology.discover import discover
+from dlc.topology.discovery.discover import discover
 from dlc.topology.model import PcieLevel
 from dlc.topology.tree import build_tree
 from tests.fixture_files import FIXTURE_DIR, complete_topo_files, truncated_topo_files

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from dlc.api.metrics import SchedulerMetrics
 from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.metrics import SchedulerMetrics
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.store import JobStore
+from dlc.store.sqlite import JobStore
 
 
 class FakeClock:

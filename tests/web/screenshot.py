@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dlc.scheduler.client import ApiClient
-from dlc.scheduler.local import LocalCluster, LocalConfig
+from dlc.api.client import ApiClient
+from dlc.app.local import LocalCluster, LocalConfig
 from tests.web.browser import console_errors, start_chromium
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from dlc.scheduler.client import ApiClient
+from dlc.api.client import ApiClient
 from tests.web.browser import console_errors, start_chromium
 
 pytestmark = pytest.mark.browser

@@ -9,9 +9,9 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dlc.scheduler.api import ApiServer
+from dlc.api.logs import LogReader
+from dlc.api.server import ApiServer
 from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.logs import LogReader
 from dlc.web.dashboard import Dashboard
 from tests.scheduler.helpers import offer
 

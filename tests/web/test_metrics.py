@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from dlc.api.metrics import SchedulerMetrics
 from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.metrics import SchedulerMetrics
-from dlc.scheduler.store import JobStore
+from dlc.store.sqlite import JobStore
 from dlc.topology.encoding import encode_topology
 from tests.scheduler.helpers import offer, pairs_topology
 

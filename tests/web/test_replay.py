@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from dlc.api.metrics import SchedulerMetrics
 from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.metrics import SchedulerMetrics
-from dlc.scheduler.store import JobStore
+from dlc.store.sqlite import JobStore
 from dlc.web.dashboard import Dashboard
 from dlc.web.replay import replay_samples
 

@@ -1,0 +1,1 @@
+"""The scheduler's HTTP API: server, CLI client, sandbox logs, Prometheus metrics."""

@@ -1,0 +1,338 @@
+"""The API's routes: a FastAPI app whose OpenAPI document comes from :mod:`api_models`.
+
+:class:`~dlc.api.server.ApiServer` wraps this app in
+:class:`~dlc.api.guard.ApiGuard` (auth before body, limits) and serves
+it with uvicorn. Routes read the caller from ``scope["dlc.auth"]`` (set by the guard).
+Handlers are plain ``def`` functions: FastAPI runs them in worker threads, so the
+SQLite store never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException
+
+from dlc import __version__
+from dlc.api.guard import SESSION_COOKIE, request_token
+from dlc.api.models import (
+    ERRORS,
+    ErrorOut,
+    Health,
+    JobOut,
+    JobPage,
+    JobSpecIn,
+    LogChunk,
+    SessionIn,
+    SessionOut,
+)
+from dlc.errors import DlcError, ImageNotFound, JobNotFound, JobSpecError
+from dlc.scheduler.core import Actions
+from dlc.scheduler.jobs import Job, JobSpec, JobState
+
+log = logging.getLogger(__name__)
+
+#: jobs per page of ``GET /v1/jobs`` when ``limit`` is not given, and the most allowed
+DEFAULT_PAGE, MAX_PAGE = 100, 1000
+_JOB_ID = r"^[A-Za-z0-9_.-]+$"
+
+
+def job_to_dict(job: Job, history: list | None = None) -> dict[str, Any]:
+    """The API's JSON view of a job (:class:`~dlc.api.models.JobOut`)."""
+    spec = job.spec
+    body: dict[str, Any] = {
+        "id": job.job_id,
+        "user": job.user,
+        "state": job.state.value,
+        "name": spec.name or spec.label,
+        "framework": spec.framework,
+        "image": spec.image,
+        "gpus": spec.gpus,
+        "nodes": spec.nodes,
+        "gpu_model": spec.gpu_model,
+        "cpus": spec.cpus,
+        "mem_mib": spec.mem_mib,
+        "priority": spec.priority,
+        "retries": spec.retries,
+        "command": list(spec.command),
+        "attempt": job.attempt,
+        "failures": job.failures,
+        "submitted_at": job.submitted_at,
+        "message": job.message,
+        "kill_requested": job.kill_requested,
+        "tasks": [t.to_dict() for t in job.tasks],
+    }
+    if history is not None:
+        body["history"] = [{"at": at, "state": st, "message": msg} for at, st, msg in history]
+    return body
+
+
+def build_app(api: Any) -> FastAPI:
+    """The FastAPI app of one :class:`~dlc.api.server.ApiServer` (``api`` holds the
+    core, log reader, dispatcher, dashboard and framework facts)."""
+    app = FastAPI(
+        title="DLC scheduler API",
+        version=__version__,
+        description=(
+            "Submit, list, show, kill deep-learning jobs and read their logs. Every /v1 call "
+            "needs a bearer token (or the dashboard's session cookie); users see only their "
+            "own jobs, admin tokens see all. Errors are {error, field} with one-line messages."
+        ),
+        docs_url=None,
+        redoc_url=None,
+        responses={400: {"model": ErrorOut}},
+    )
+    _add_error_handlers(app)
+    _add_job_routes(app, api)
+    _add_session_routes(app, api)
+    _add_pages(app, api)
+    return app
+
+
+def _auth(request: Request) -> tuple[str, bool]:
+    user, admin, _ = request.scope["dlc.auth"]
+    return user, admin
+
+
+def _max_priority(request: Request) -> int | None:
+    """The caller's priority ceiling granted with their token (``None``: unlimited)."""
+    return request.scope["dlc.auth"][2]
+
+
+def _add_job_routes(app: FastAPI, api: Any) -> None:
+    core = api.core
+
+    @app.post("/v1/jobs", status_code=201, response_model=JobOut, responses=ERRORS)
+    def submit(spec: JobSpecIn, request: Request) -> Response:
+        """Submit a job; it is queued (the reply links the framework in the Mesos UI)."""
+        user, admin = _auth(request)
+        job = core.submit(
+            user,
+            JobSpec.from_dict(spec.model_dump(exclude_unset=True)),
+            max_priority=_max_priority(request),
+            admin=admin,
+        )
+        api.dispatch(Actions(revive=True))
+        out = job_to_dict(job)
+        out["framework_url"] = api.framework_url()
+        out["master_kind"] = api.master_kind()
+        return JSONResponse(out, 201)
+
+    @app.get("/v1/jobs", response_model=JobPage, responses=ERRORS)
+    def list_jobs(
+        request: Request,
+        limit: int = Query(DEFAULT_PAGE, ge=1, le=MAX_PAGE, description="jobs per page"),
+        cursor: str | None = Query(None, pattern=_JOB_ID, description="from `next`"),
+    ) -> Response:
+        """The caller's jobs (all for an admin), newest first, a page at a time."""
+        user, admin = _auth(request)
+        try:
+            jobs = core.jobs_page(user, admin, limit + 1, cursor)
+        except JobNotFound:
+            msg = f"no job {cursor}; pass the `next` URL as given"
+            raise DlcRequestError(400, msg, "cursor") from None
+        more = len(jobs) > limit
+        jobs = jobs[:limit]
+        nxt = f"/v1/jobs?limit={limit}&cursor={jobs[-1].job_id}" if more else None
+        # A Response skips re-validating the output against JobPage (the model documents it).
+        return JSONResponse({"jobs": [job_to_dict(j) for j in jobs], "next": nxt})
+
+    @app.get("/v1/jobs/{job_id}", response_model=JobOut, responses=ERRORS)
+    def show(job_id: str, request: Request) -> dict:
+        """One job with its state history."""
+        job = core.visible_job(job_id, *_auth(request))
+        out = job_to_dict(job, core.store.history(job_id))
+        # A queued job's position changes every round: computed on demand, never stored.
+        out["message"] = core.queue_reason(job_id) or out["message"]
+        return out
+
+    @app.post("/v1/jobs/{job_id}/kill", response_model=JobOut, responses=ERRORS)
+    def kill(job_id: str, request: Request) -> dict:
+        """Kill a job (queued: at once; running: its tasks are killed)."""
+        job, actions = core.kill(job_id, *_auth(request))
+        api.dispatch(actions)
+        return job_to_dict(job)
+
+    @app.get("/v1/jobs/{job_id}/logs", response_model=LogChunk, responses=ERRORS)
+    def logs(
+        job_id: str,
+        request: Request,
+        stream: str = "stdout",
+        offset: int = Query(0, ge=0),
+        length: int = Query(65536, ge=1, le=1 << 20),
+        rank: int = Query(0, ge=0),
+    ) -> dict:
+        """A chunk of a job's container output from ``offset``."""
+        job = core.visible_job(job_id, *_auth(request))
+        out = api.logs.read(job, stream, offset, length, rank)
+        out["state"] = job.state.value
+        out["done"] = job.state.terminal
+        return out
+
+
+def _add_session_routes(app: FastAPI, api: Any) -> None:
+    @app.post("/v1/session", response_model=SessionOut, responses=ERRORS)
+    def sign_in(body: SessionIn, request: Request, response: Response) -> dict:
+        """Dashboard sign-in: exchange an API token for an HttpOnly, SameSite=Strict cookie
+        (so the token never appears in a URL or in the page's script)."""
+        found = api.core.store.user_for_token(body.token)
+        if found is None:
+            raise DlcRequestError(
+                401,
+                "unknown API token; paste the one `dlc local` printed "
+                "or make one with `dlc scheduler --create-token USER`",
+                "token",
+            )
+        response.set_cookie(
+            SESSION_COOKIE,
+            body.token,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+        return {"user": found[0], "admin": found[1]}
+
+    @app.get("/v1/session", response_model=SessionOut)
+    def whoami(request: Request) -> dict:
+        """Who the session cookie (or bearer token) belongs to; ``user`` is null when
+        signed out (answered with 200, so the page can ask without an error)."""
+        token, _ = request_token(request.scope["headers"])
+        found = api.core.store.user_for_token(token) if token else None
+        return {"user": found[0], "admin": found[1]} if found else {"user": None, "admin": False}
+
+    @app.delete("/v1/session", status_code=204)
+    def sign_out() -> Response:
+        """Forget the dashboard's session cookie."""
+        response = Response(status_code=204)
+        response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+        return response
+
+
+def _add_pages(app: FastAPI, api: Any) -> None:
+    web = api.web
+
+    @app.get("/healthz", response_model=Health)
+    def healthz() -> dict:
+        """Liveness."""
+        return {"ok": True, "version": __version__}
+
+    @app.get("/", include_in_schema=False)
+    @app.get("/index.html", include_in_schema=False)
+    def index(request: Request) -> Response:
+        if web is not None:
+            return _page(web.page(request.url.path))
+        return HTMLResponse(_status_page(api.core))
+
+    if web is None:
+        return
+
+    @app.get("/metrics", include_in_schema=False)
+    @app.get("/static/{name:path}", include_in_schema=False)
+    def web_page(request: Request) -> Response:
+        return _page(web.page(request.url.path))
+
+    @app.api_route(
+        "/v1/dashboard{rest:path}", methods=["GET", "POST", "PUT", "DELETE"], responses=ERRORS
+    )
+    def dashboard(request: Request, rest: str) -> JSONResponse:
+        """The dashboard's live snapshot (``/v1/dashboard``) and agent topology drawings
+        (``/v1/dashboard/agents/{agent_id}/topology``)."""
+        user, admin = _auth(request)
+        status, body = web.route(request.method, request.url.path, user, admin)
+        return JSONResponse(body, status_code=status)
+
+
+def _page(page: tuple[int, bytes, str] | None) -> Response:
+    if page is None:
+        return Response(b"no such page\n", 404, media_type="text/plain; charset=utf-8")
+    status, body, ctype = page
+    return Response(body, status, headers={"content-type": ctype})
+
+
+def _status_page(core: Any) -> str:
+    counts: dict[str, int] = {s.value: 0 for s in JobState}
+    for job in core.store.list_jobs():
+        counts[job.state.value] += 1
+    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in counts.items())
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>DLC scheduler</title></head>"
+        f"<body><h1>DLC scheduler {__version__}</h1><table>{rows}</table>"
+        "<p>Use <code>dlc jobs</code>; API description: <a href='/openapi.json'>"
+        "/openapi.json</a></p></body></html>"
+    )
+
+
+class DlcRequestError(Exception):
+    """A refusal from a route: status, one-line message, field."""
+
+    def __init__(self, status: int, message: str, field: str | None = None):
+        super().__init__(message)
+        self.status, self.field = status, field
+
+
+def _error(status: int, message: str, field: str | None = None, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": message, "field": field}, status, headers=headers or None)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(DlcRequestError)
+    def request_error(request: Request, exc: DlcRequestError) -> JSONResponse:
+        return _error(exc.status, str(exc), exc.field)
+
+    @app.exception_handler(JobSpecError)
+    @app.exception_handler(ImageNotFound)
+    def bad_spec(request: Request, exc: DlcError) -> JSONResponse:
+        return _error(400, str(exc), getattr(exc, "field", None))
+
+    @app.exception_handler(JobNotFound)
+    def not_found(request: Request, exc: JobNotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(DlcError)
+    def conflict(request: Request, exc: DlcError) -> JSONResponse:
+        return _error(409, str(exc))
+
+    @app.exception_handler(HTTPException)
+    def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        method, path = request.method, request.url.path
+        if exc.status_code == 404:
+            return _error(404, f"no endpoint {method} {path}; see /openapi.json")
+        if exc.status_code == 405:
+            return _error(405, f"{method} is not allowed on {path}")
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    def bug(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette re-raises after answering: the guard logs it once, with the traceback.
+        return _error(500, "internal error; see the scheduler log")
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(400, *validation_message(request, exc))
+
+
+def validation_message(request: Request, exc: RequestValidationError) -> tuple[str, str | None]:
+    """One line for a request that does not fit the models.
+
+    A submitted spec is re-checked by :meth:`JobSpec.from_dict` first, so the domain's
+    message (with its fix) wins over pydantic's wording whenever the domain has one.
+    """
+    first = exc.errors()[0]
+    if first.get("type") == "json_invalid":
+        return f"request body is not JSON: {first.get('msg', 'invalid')}", "body"
+    if request.method == "POST" and request.url.path == "/v1/jobs":
+        try:
+            JobSpec.from_dict(exc.body if exc.body is not None else {})
+        except JobSpecError as err:
+            return str(err), err.field
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+    field = next((p for p in loc if not p.isdigit()), None) if loc else None
+    name = ".".join(loc) or "body"
+    msg = str(first.get("msg", "invalid")).replace("\n", " ")
+    return f"{name}: {msg[:1].lower()}{msg[1:]}", field or (None if name == "body" else name)

@@ -1,0 +1,283 @@
+"""Prometheus metrics of one scheduler, and the agents it has seen.
+
+Each :class:`SchedulerMetrics` owns its own ``CollectorRegistry`` (never the
+process-wide default), so tests and several schedulers in one process do not
+clash. Event metrics (offers, placement latency, queue waits, P2P quality) are
+counted as :class:`~dlc.scheduler.core.SchedulerCore` reports them; state
+metrics (GPUs per agent, jobs by state) are read from the job store at scrape
+time, so they can never drift from what the store says.
+
+Exposed at ``/metrics`` without authentication (Prometheus scrapes it), so no
+metric carries a user name, job id or command.
+
+Metric names (Prometheus conventions: base units, ``_total`` only on counters):
+
+* ``dlc_agent_gpus{agent,hostname,model}`` GPUs an agent has;
+* ``dlc_agent_gpus_allocated{agent,hostname,model}`` of those held by DLC tasks;
+* ``dlc_jobs{state}`` jobs in each state;
+* ``dlc_queue_wait_seconds`` histogram: submit (or re-queue) to launch;
+* ``dlc_placement_latency_seconds`` histogram: one placement round on a batch of offers;
+* ``dlc_offers_received_total``, ``dlc_offers_declined_total``;
+* ``dlc_multi_gpu_placements_total{p2p}``: multi-GPU tasks placed, ``p2p="true"`` when
+  every pair of the chosen GPUs is P2P-capable;
+* ``dlc_placement_p2p_ratio``: the share of those on P2P-capable sets (absent until one);
+* ``dlc_build_info{version}``: always 1.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from dlc import __version__
+from dlc.scheduler.jobs import Job, JobState, job_state_from_task_state
+from dlc.scheduler.placement import Launch, OfferView, agent_text, default_topology_of
+from dlc.store.sqlite import JobStore
+from dlc.topology.model import Topology
+
+#: Prometheus text exposition content type (format 0.0.4)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_WAIT_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600)
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+@dataclass
+class AgentInfo:
+    """What the scheduler knows about one agent (from its offers).
+
+    Attributes:
+        agent_id, hostname: identities.
+        attributes: agent attributes as text.
+        gpu_ids: every GPU index the agent has (its topology's, else all ever offered).
+        topology: decoded ``dlc_topo`` attribute, or ``None``.
+        last_offer_at: time of the last offer (clock seconds).
+    """
+
+    agent_id: str
+    hostname: str
+    attributes: dict[str, str] = field(default_factory=dict)
+    gpu_ids: set[int] = field(default_factory=set)
+    topology: Topology | None = None
+    last_offer_at: float = 0.0
+
+    @property
+    def model(self) -> str:
+        """The GPU model as advertised (``unknown`` when not)."""
+        return agent_text(self.attributes, "gpu_model") or "unknown"
+
+
+def p2p_capable_set(topology: Topology | None, gpu_ids: Iterable[int]) -> bool | None:
+    """Whether every pair of ``gpu_ids`` can do P2P (``None``: topology unknown)."""
+    if topology is None:
+        return None
+    ids = set(gpu_ids)
+    try:
+        return all(link.p2p_capable for link in topology.pairs(ids))
+    except KeyError:  # the offer named a GPU the topology does not have
+        return None
+
+
+class SchedulerMetrics:
+    """Metrics registry and agent registry of one scheduler.
+
+    Args:
+        store: the job store (read at scrape time for state metrics).
+        clock: wall-clock time source (tests pass a fake).
+    """
+
+    def __init__(self, store: JobStore, clock: Callable[[], float] = time.time):
+        self.store = store
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._agents: dict[str, AgentInfo] = {}
+        self._recent_waits: list[float] = []
+        self._p2p = {True: 0, False: 0}  # multi-GPU tasks by P2P capability (for the ratio)
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.offers_received = Counter(
+            "dlc_offers_received", "Resource offers received from Mesos.", registry=self.registry
+        )
+        self.offers_declined = Counter(
+            "dlc_offers_declined", "Resource offers declined.", registry=self.registry
+        )
+        self.queue_wait = Histogram(
+            "dlc_queue_wait_seconds",
+            "Time a job waited in the queue before its launch.",
+            buckets=_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.placement_latency = Histogram(
+            "dlc_placement_latency_seconds",
+            "Time of one placement round on a batch of offers.",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.multi_gpu = Counter(
+            "dlc_multi_gpu_placements",
+            "Multi-GPU tasks placed, by whether all chosen GPU pairs are P2P-capable.",
+            ["p2p"],
+            registry=self.registry,
+        )
+        self.registry.register(_StateCollector(self))
+
+    # -- events (called by SchedulerCore under its lock) -----------------------
+
+    def record_round(
+        self,
+        views: Sequence[OfferView],
+        received: int,
+        declined: int,
+        latency_s: float,
+        placed: Sequence[tuple[Job, Sequence[Launch]]],
+    ) -> None:
+        """Count one offer batch and what was placed on it.
+
+        Args:
+            views: the well-formed offers (they update the agent registry).
+            received, declined: offer counts of the batch.
+            latency_s: seconds the placement round took.
+            placed: each launched job (as it was while queued) with its launches.
+        """
+        now = self._clock()
+        self.offers_received.inc(received)
+        self.offers_declined.inc(declined)
+        self.placement_latency.observe(latency_s)
+        for view in views:
+            self._note_agent(view, now)
+        for job, launches in placed:
+            wait = max(0.0, now - self.queued_since(job))
+            self.queue_wait.observe(wait)
+            with self._lock:
+                self._recent_waits.append(wait)
+            for launch in launches:
+                if len(launch.gpu_ids) < 2:
+                    continue
+                agent = self.agent(launch.agent_id)
+                ok = bool(p2p_capable_set(agent.topology if agent else None, launch.gpu_ids))
+                self.multi_gpu.labels(p2p="true" if ok else "false").inc()
+                with self._lock:
+                    self._p2p[ok] += 1
+
+    def queued_since(self, job: Job) -> float:
+        """When ``job`` last entered the queue (submit, or its last re-queue)."""
+        if job.attempt == 0:
+            return job.submitted_at
+        queued = [at for at, state, _ in self.store.history(job.job_id) if state == "queued"]
+        return queued[-1] if queued else job.submitted_at
+
+    def _note_agent(self, view: OfferView, now: float) -> None:
+        self.note_agent(view.agent_id, view.hostname, view.attributes, view.gpu_ids)
+        with self._lock:
+            self._agents[view.agent_id].last_offer_at = now
+
+    def note_agent(
+        self, agent_id: str, hostname: str, attributes: dict[str, str], gpu_ids: Iterable[int]
+    ) -> None:
+        """Record an agent seen in an offer or in the master's agent list."""
+        with self._lock:
+            info = self._agents.get(agent_id)
+            if info is None or info.attributes != attributes:
+                topo = _safe_topology(attributes)
+                info = AgentInfo(agent_id, hostname, dict(attributes), topology=topo)
+                if topo is not None:
+                    info.gpu_ids.update(topo.gpu_indices)
+                self._agents[agent_id] = info
+            info.hostname = hostname or info.hostname
+            info.gpu_ids.update(gpu_ids)
+
+    # -- reads -----------------------------------------------------------------
+
+    def agent(self, agent_id: str) -> AgentInfo | None:
+        """The agent with this id, if an offer has shown it."""
+        with self._lock:
+            return self._agents.get(agent_id)
+
+    def agents(self) -> list[AgentInfo]:
+        """Known agents, by hostname."""
+        with self._lock:
+            return sorted(self._agents.values(), key=lambda a: (a.hostname, a.agent_id))
+
+    def take_recent_waits(self) -> list[float]:
+        """Queue waits of jobs launched since the last call (for the dashboard's sampler)."""
+        with self._lock:
+            waits, self._recent_waits = self._recent_waits, []
+        return waits
+
+    def p2p_ratio(self) -> float | None:
+        """Share of multi-GPU tasks placed on P2P-capable sets (``None`` before the first)."""
+        with self._lock:
+            good, bad = self._p2p[True], self._p2p[False]
+        return good / (good + bad) if good + bad else None
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus text format."""
+        return generate_latest(self.registry)
+
+
+def allocated_gpus(jobs: Iterable[Job]) -> dict[str, dict[int, Job]]:
+    """agent id -> {GPU index -> job} for tasks of active (staging/running) jobs."""
+    held: dict[str, dict[int, Job]] = {}
+    for job in jobs:
+        if not job.state.active:
+            continue
+        for task in job.tasks:
+            if task.state and job_state_from_task_state(task.state).terminal:
+                continue
+            for gpu in task.gpu_ids:
+                held.setdefault(task.agent_id, {})[gpu] = job
+    return held
+
+
+def _safe_topology(attributes: dict[str, str]) -> Topology | None:
+    try:
+        return default_topology_of(attributes)
+    except Exception:  # a bad attribute only costs the drawing, never the scheduler
+        return None
+
+
+class _StateCollector:
+    """Scrape-time gauges read from the store and the agent registry."""
+
+    def __init__(self, metrics: SchedulerMetrics):
+        self._metrics = metrics
+
+    def describe(self) -> list:
+        return []  # unchecked collector: its families depend on the agents seen
+
+    def collect(self):
+        metrics = self._metrics
+        jobs = metrics.store.list_jobs()
+        held = allocated_gpus(jobs)
+        labels = ["agent", "hostname", "model"]
+        total = GaugeMetricFamily("dlc_agent_gpus", "GPUs an agent has.", labels=labels)
+        used = GaugeMetricFamily(
+            "dlc_agent_gpus_allocated", "GPUs of an agent held by DLC tasks.", labels=labels
+        )
+        for agent in metrics.agents():
+            values = [agent.agent_id, agent.hostname, agent.model]
+            total.add_metric(values, len(agent.gpu_ids))
+            used.add_metric(values, len(held.get(agent.agent_id, {})))
+        yield total
+        yield used
+        states = GaugeMetricFamily("dlc_jobs", "Jobs by state.", labels=["state"])
+        counts = {state.value: 0 for state in JobState}
+        for job in jobs:
+            counts[job.state.value] += 1
+        for state, count in counts.items():
+            states.add_metric([state], count)
+        yield states
+        ratio = metrics.p2p_ratio()
+        if ratio is not None:
+            yield GaugeMetricFamily(
+                "dlc_placement_p2p_ratio",
+                "Share of multi-GPU tasks placed on P2P-capable GPU sets.",
+                value=ratio,
+            )
+        info = GaugeMetricFamily("dlc_build_info", "DLC version.", labels=["version"])
+        info.add_metric([__version__], 1)
+        yield info

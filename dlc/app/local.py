@@ -1,0 +1,237 @@
+"""``dlc local``: Mesos emulator + one agent + the DLC scheduler and API, in one process.
+
+The agent offers this host's GPUs (NVML, then ``nvidia-smi``) or, with a topology
+file, a simulated machine, advertised exactly as ``dlc node-config`` would make a
+real agent do (``gpus``, ``gpu_ids`` and the ``dlc_topo``/GPU attributes). So a
+new user can submit jobs on a laptop with no Mesos installed.
+
+Simulated GPUs do not exist, so their tasks' executors run with
+``DLC_GPU_STYLE=none``: containers start without GPU devices while the scheduler
+still places them by topology.
+
+The emulator lives in this process, so after a crash (SIGKILL) of ``dlc local`` its executors
+and containers are orphans. A restart ends them (executor processes get SIGTERM, containers are
+stopped and removed, and it waits until Docker no longer lists them) BEFORE the agent offers
+any GPU; the scheduler's reconciliation then finds those tasks unknown (TASK_LOST) and retries
+them without two containers ever sharing a GPU.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlc.app.service import SchedulerService, ServiceConfig, private_dir
+from dlc.errors import DiscoveryError, DlcError
+from dlc.scheduler.placement import check_policy
+from dlc.scheduler.task_info import ExecutorConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LocalConfig:
+    """What ``dlc local`` takes.
+
+    Attributes:
+        simulate: ``nvidia-smi topo -m`` file of a machine to simulate (None: this host).
+        work_dir: state directory (job DB, sandboxes).
+        api_port: API port (0: any free port).
+        mesos_port: emulator port (0: any free port).
+        policy: allocator policy.
+        cpus, mem_mib: what the agent offers besides GPUs (default: this host's).
+        executor_command: replaces ``<python> -m dlc executor`` (tests, debugging).
+        allowed_volumes: host path prefixes jobs may mount.
+    """
+
+    simulate: str | None = None
+    work_dir: str = ".dlc-local"
+    api_port: int = 8642
+    mesos_port: int = 0
+    policy: str = "tree"
+    cpus: float | None = None
+    mem_mib: int | None = None
+    executor_command: str | None = None
+    allowed_volumes: tuple[str, ...] = field(default_factory=tuple)
+    admin_token: str | None = None
+
+    def __post_init__(self) -> None:
+        check_policy(self.policy)
+
+
+def host_memory_mib() -> int:
+    """Total memory of this host in MiB (4 GiB when unknown)."""
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        return max(1024, pages * size // (1 << 20))
+    except (ValueError, OSError):
+        return 4096
+
+
+def agent_spec(config: LocalConfig):
+    """The emulated agent: resources and attributes as ``dlc node-config`` prints them.
+
+    Raises:
+        DiscoveryError: no topology file and no GPUs found on this host.
+        TopologyParseError: the topology file is malformed.
+    """
+    from dlc.mesos.emulator.cluster import AgentSpec
+    from dlc.topology.discovery.discover import discover
+    from dlc.topology.node_config import node_config
+
+    if config.simulate:
+        topo = discover(from_file=config.simulate)
+    else:
+        try:
+            topo = discover()
+        except DiscoveryError as exc:
+            text = str(exc).replace("--from-file FILE", "--simulate FILE")
+            raise DiscoveryError(f"{text} (e.g. examples/topologies/dgx1-v100.txt)") from None
+    cpus = config.cpus or float(os.cpu_count() or 2)
+    mem = config.mem_mib or host_memory_mib()
+    agent = node_config(topo, cpus=cpus, mem_mib=mem)
+    return AgentSpec(
+        resources=agent.resources + ";disk:65536", attributes=agent.attributes_text
+    ), topo
+
+
+def local_os_error(exc: OSError, config: LocalConfig) -> DlcError:
+    """One line for an OSError of ``dlc local``, naming the option that fixes it."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES) and not exc.filename:
+        return DlcError(
+            f"--api-port {config.api_port}: cannot listen ({reason}); "
+            "pick another port, or 0 for any"
+        )
+    where = f" ({exc.filename})" if exc.filename else ""
+    return DlcError(
+        f"--work-dir {config.work_dir}: cannot use it: {reason}{where}; "
+        "pass a writable directory with --work-dir DIR"
+    )
+
+
+def previous_framework_id(db_path: Path) -> str | None:
+    """The framework id a previous ``dlc local`` run saved in its job database, if any."""
+    if not db_path.is_file():
+        return None
+    from dlc.store.sqlite import JobStore
+
+    store = JobStore(db_path)
+    try:
+        return store.framework_id
+    finally:
+        store.close()
+
+
+def end_previous_run(db_path: Path) -> int:
+    """End the executors and containers a previous run left (see the module docstring).
+
+    Returns:
+        How many containers were removed (0 when there was no previous run).
+
+    Raises:
+        ContainerError: Docker is unreachable while a previous run's containers may exist, or
+            they would not go away.
+    """
+    framework_id = previous_framework_id(db_path)
+    if not framework_id:
+        return 0
+    from dlc.errors import ContainerError
+    from dlc.executor.reaper import end_framework_containers
+    from dlc.executor.runtime import DockerRuntime
+
+    try:
+        runtime = DockerRuntime()
+    except ContainerError as exc:
+        # no engine answering: no container of the previous run can run on it either
+        log.warning("not checking for containers of the previous run: %s", exc)
+        return 0
+    removed = end_framework_containers(runtime, framework_id)
+    if removed:
+        log.warning("ended %d container(s) left running by the previous dlc local", removed)
+    return removed
+
+
+class LocalCluster:
+    """A running ``dlc local`` (emulator + scheduler + API)."""
+
+    def __init__(self, config: LocalConfig):
+        self.config = config
+        self.emulator = None
+        self.service: SchedulerService | None = None
+        self.topology = None
+        self.admin_token: str | None = None
+        self.ended_leftovers = 0
+
+    def start(self, timeout_s: float = 30.0) -> LocalCluster:
+        """Start everything and wait until the framework is registered.
+
+        Whatever fails, whatever was already started (emulator threads and executor
+        processes, the API, the job database) is stopped before the error is raised.
+
+        Raises:
+            DlcError: something did not come up in time, or a port or the work
+                directory cannot be used (the message names the option to change).
+        """
+        try:
+            self._start(timeout_s)
+        except BaseException as exc:  # Ctrl-C included: nothing half-started may linger
+            self.stop()
+            if isinstance(exc, OSError):
+                raise local_os_error(exc, self.config) from None
+            raise
+        return self
+
+    def _start(self, timeout_s: float) -> None:
+        from dlc.mesos.emulator.cluster import MesosEmulator
+
+        work = private_dir(Path(self.config.work_dir).resolve())
+        spec, self.topology = agent_spec(self.config)
+        self.ended_leftovers = end_previous_run(work / "scheduler.db")
+        self.emulator = MesosEmulator(
+            agents=[spec], work_dir=work / "mesos", port=self.config.mesos_port
+        ).start()
+        env = (("DLC_GPU_STYLE", "none"),) if self.config.simulate else ()
+        service_config = ServiceConfig(
+            master=self.emulator.address,
+            db=str(work / "scheduler.db"),
+            api_port=self.config.api_port,
+            policy=self.config.policy,
+            allowed_volumes=self.config.allowed_volumes,
+            sandbox_roots=(str(work / "mesos"),),
+            admin_token=self.config.admin_token,
+            executor=ExecutorConfig(env=env, command=self.config.executor_command),
+        )
+        self.service = SchedulerService(service_config)
+        self.service.start()
+        if not self.service.framework.registered.wait(timeout_s):
+            raise DlcError(f"the scheduler did not register with the emulator in {timeout_s:g} s")
+        self.admin_token = self._remember_token(work / "admin.token")
+
+    def _remember_token(self, path: Path) -> str | None:
+        """The admin token: new ones are saved in the work dir, later runs read it back."""
+        from dlc.app.service import write_token_file
+
+        token = self.service.admin_token
+        if token:
+            write_token_file(path, token)
+            return token
+        return path.read_text().strip() if path.is_file() else None
+
+    def stop(self) -> None:
+        """Stop the scheduler (no teardown) and the emulator (kills its processes)."""
+        if self.service is not None:
+            self.service.stop()
+            self.service = None
+        if self.emulator is not None:
+            self.emulator.stop()
+            self.emulator = None
+
+    def wait(self, interval_s: float = 1.0) -> None:
+        """Sleep until interrupted (the work happens in background threads)."""
+        while True:
+            time.sleep(interval_s)

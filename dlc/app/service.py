@@ -1,0 +1,199 @@
+"""Wiring of one running scheduler: store + core + Mesos framework + HTTP API.
+
+``dlc scheduler`` and ``dlc local`` both build a :class:`SchedulerService`;
+tests build one against the emulator or the real master.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from dlc import __version__
+from dlc.api.logs import LogReader
+from dlc.api.metrics import SchedulerMetrics
+from dlc.api.server import ApiServer
+from dlc.mesos.framework import FrameworkConfig, MesosFramework
+from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
+from dlc.scheduler.placement import PlacementConfig, check_policy
+from dlc.scheduler.task_info import ExecutorConfig
+from dlc.store.lock import DbLock
+from dlc.store.sqlite import JobStore
+from dlc.web.dashboard import Dashboard
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServiceConfig:
+    """Everything ``dlc scheduler`` takes.
+
+    Attributes:
+        master: Mesos master ``host:port`` or ``zk://...``.
+        db: SQLite file of the job store.
+        api_host, api_port: where the API listens (port 0: any free port).
+        policy: allocator policy.
+        allowed_volumes: host path prefixes jobs may mount.
+        sandbox_roots: local agent work dirs to read logs from.
+        admin_token: admin token to register (else one is made on first start).
+        framework: registration settings (master is filled from ``master``).
+        executor: how executors start (e.g. extra environment).
+        container_user, allow_root, allowed_registries, allow_job_user: container security
+            settings (``--container-user``, ``--allow-root``, ``--allow-registry``,
+            ``--allow-job-user``), carried to and enforced on agents.
+    """
+
+    master: str
+    db: str = "dlc-scheduler.db"
+    api_host: str = "127.0.0.1"
+    api_port: int = 8642
+    policy: str = "tree"
+    allowed_volumes: tuple[str, ...] = ()
+    sandbox_roots: tuple[str, ...] = ()
+    admin_token: str | None = None
+    framework: FrameworkConfig | None = None
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    max_skips: int = 20
+    container_user: str = DEFAULT_CONTAINER_USER
+    allow_root: bool = False
+    allowed_registries: tuple[str, ...] = ()
+    allow_job_user: bool = False
+
+    def __post_init__(self) -> None:
+        check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
+        self.task_policy().check()
+
+    def task_policy(self) -> TaskPolicy:
+        """The security settings every task carries to its agent, which enforces them."""
+        return TaskPolicy(
+            self.allowed_volumes,
+            self.container_user,
+            self.allow_root,
+            self.allowed_registries,
+            self.allow_job_user,
+        )
+
+
+class SchedulerService:
+    """A running DLC scheduler (call :meth:`start`, then :meth:`stop`)."""
+
+    def __init__(self, config: ServiceConfig, resolver=None, driver_factory=None):
+        self.config = config
+        # One scheduler per DB: a second one exits here, before touching anything.
+        self._db_lock = DbLock(config.db).acquire() if config.db != ":memory:" else None
+        try:
+            self.store = JobStore(config.db)
+        except BaseException:
+            self._release_lock()
+            raise
+        self.admin_token = self._bootstrap_token(config.admin_token)
+        core_config = CoreConfig(
+            placement=PlacementConfig(policy=config.policy),
+            executor=replace(config.executor, policy=config.task_policy()),
+            allowed_volumes=config.allowed_volumes,
+            max_skips=config.max_skips,
+        )
+        self.metrics = SchedulerMetrics(self.store)
+        self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)
+        fw_config = config.framework or FrameworkConfig(master=config.master)
+        self.dashboard = Dashboard(self.core, self.metrics, self._dashboard_info)
+        try:
+            self.api = ApiServer(
+                self.core,
+                LogReader(lambda: self.core.framework_id, self._master_url, config.sandbox_roots),
+                self._dispatch,
+                config.api_host,
+                config.api_port,
+                framework_url=lambda: self.framework.framework_url(),
+                master_kind=lambda: self.framework.master_kind,
+                web=self.dashboard,
+            )
+        except BaseException:  # the port is taken: do not leave the database open
+            self.store.close()
+            self._release_lock()
+            raise
+        if fw_config.webui_url is None:
+            fw_config = _with_webui(fw_config, self.api.url + "/")
+        self.framework = MesosFramework(self.core, fw_config, driver_factory)
+
+    def _release_lock(self) -> None:
+        if self._db_lock is not None:
+            self._db_lock.release()
+
+    def _bootstrap_token(self, token: str | None) -> str | None:
+        """Register the given admin token; on an empty store make one so someone can log in."""
+        if token:
+            self.store.add_token("admin", admin=True, token=token)
+            self.store.set_meta("bootstrapped", "1")
+            return token
+        if self.store.get_meta("bootstrapped"):
+            return None
+        self.store.set_meta("bootstrapped", "1")
+        return self.store.add_token("admin", admin=True)
+
+    def _dashboard_info(self) -> dict:
+        return {
+            "version": __version__,
+            "framework_name": self.framework.config.name,
+            "framework_id": self.core.framework_id,
+            "framework_url": self.framework.framework_url(),
+            "master_url": self.framework.master_url,
+            "master_kind": self.framework.master_kind,
+            "registered": self.framework.registered.is_set(),
+        }
+
+    def _master_url(self) -> str | None:
+        return self.framework.master_url
+
+    def _dispatch(self, actions) -> None:
+        self.framework.dispatch(actions)
+
+    @property
+    def api_url(self) -> str:
+        """Where the API answers."""
+        return self.api.url
+
+    def start(self) -> None:
+        """Start the API and the framework (both in background threads)."""
+        self.api.start()
+        self.dashboard.start()
+        self.framework.start()
+
+    def stop(self) -> None:
+        """Stop without tearing down the framework (tasks keep running)."""
+        self.framework.stop()
+        self.dashboard.stop()
+        self.api.stop()
+        self.store.close()
+        self._release_lock()
+
+
+def _with_webui(config: FrameworkConfig, url: str) -> FrameworkConfig:
+    from dataclasses import replace
+
+    return replace(config, webui_url=url)
+
+
+def write_token_file(path: str | Path, token: str) -> None:
+    """Write a token readable only by the owner (an existing file is made private first)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and path.stat().st_mode & 0o077:
+        log.warning("%s was readable by other users; making it private (mode 600)", path)
+    # Created 0600 from the start: no moment in which another user could open it.
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    path.chmod(0o600)
+    path.write_text(token + "\n")
+
+
+def private_dir(path: str | Path) -> Path:
+    """Create ``path`` mode 0700 (or tighten it): it holds the job DB, tokens and sandboxes."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o077:
+        log.info("making %s private (mode 700): it holds the job database and tokens", path)
+        path.chmod(0o700)
+    return path

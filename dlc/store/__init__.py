@@ -1,0 +1,1 @@
+"""Job persistence behind a small protocol: SQLite (``sqlite``) and in-memory."""

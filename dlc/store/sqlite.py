@@ -1,0 +1,585 @@
+"""The job store: one SQLite file in WAL mode.
+
+It holds everything a restarted scheduler needs to lose nothing: jobs (spec,
+state, attempt, tasks with agent and GPUs, last message), the history of state
+changes with timestamps, the Mesos framework id, and the API's users and tokens.
+
+WAL lets the API threads read while the framework thread writes. One
+connection guarded by a lock is enough at DLC's write rates (a few per task
+state change) and keeps SQLite's threading rules simple.
+
+State that cannot wedge the scheduler:
+
+* the file is versioned and migrated on open (:mod:`dlc.store.schema`);
+  a file from a newer DLC is refused at once;
+* a job row that cannot be read is moved to the ``quarantine`` table, logged once
+  and listed by :meth:`JobStore.quarantined`; everything else keeps working;
+* every SQLite failure is a one-line :class:`~dlc.errors.StoreError`, and each write
+  is one transaction, so a failed write leaves nothing half-saved;
+* the file (and its ``-wal``/``-shm``) is readable by its owner only: it holds job
+  environments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from dlc.errors import DlcError, JobNotFound, StoreError
+from dlc.scheduler.jobs import Job, JobState
+from dlc.store.errors import store_error
+from dlc.store.rows import BadRow, decode_job, encode_job
+from dlc.store.schema import SCHEMA_VERSION, file_version, migrate
+
+log = logging.getLogger(__name__)
+
+#: priority ceiling of a non-admin token the operator granted nothing more
+DEFAULT_MAX_PRIORITY = 0
+
+_JOB_COLUMNS = (
+    "job_id, user, spec, state, submitted_at, attempt, tasks, message, kill_requested,"
+    " failures, updated_at"
+)
+
+
+def _hash(token: str) -> str:
+    # Tokens are stored hashed: a copied DB file does not hand out API access.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _ceiling(max_priority: int | None) -> int:
+    return DEFAULT_MAX_PRIORITY if max_priority is None else max_priority
+
+
+@dataclass(frozen=True)
+class QuarantinedJob:
+    """A job row that could not be read, kept aside.
+
+    Attributes:
+        job_id: the row's job id.
+        reason: why it could not be read (one line).
+        at: UNIX time it was quarantined.
+        row: the raw column values.
+        in_memory_only: the move could not be written (the file refused it); the row
+            stays in ``jobs`` and is skipped until the next restart finds it again.
+    """
+
+    job_id: str
+    reason: str
+    at: float
+    row: dict[str, Any]
+    in_memory_only: bool = False
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A stored API token, without the token itself.
+
+    Attributes:
+        token_id: first 12 hex digits of the token's hash (names it for revocation).
+        user: who it authenticates.
+        admin: admin rights (no priority ceiling).
+        max_priority: highest ``--priority`` it may submit (``None``: admin, unlimited).
+        created_at, expires_at: UNIX times (``expires_at`` ``None``: never).
+        revoked: refused from now on.
+    """
+
+    token_id: str
+    user: str
+    admin: bool
+    max_priority: int | None
+    created_at: float
+    expires_at: float | None
+    revoked: bool
+
+
+def make_private(path: Path) -> None:
+    """Create ``path`` mode 0600 if missing; tighten an existing file (with a warning)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        return
+    except FileExistsError:
+        pass
+    for item in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if item.exists() and item.stat().st_mode & 0o077:
+            log.warning("%s was readable by other users; making it private (mode 600)", item)
+            item.chmod(0o600)
+
+
+class JobStore:
+    """SQLite-backed persistence of jobs, their history, the framework id and tokens.
+
+    Args:
+        path: database file (``":memory:"`` for tests that need no restart).
+        clock: time source (tests pass a fake).
+
+    Raises:
+        StoreError: the file cannot be opened, is damaged, is not a DLC database, or
+            was written by a newer DLC (the message names the file and the fix).
+    """
+
+    def __init__(self, path: str | Path, clock=time.time):
+        self.path = str(path)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._unreadable: dict[str, QuarantinedJob] = {}
+        self._warned: set[str] = set()
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                make_private(Path(self.path))  # SQLite gives -wal/-shm the file's mode
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(
+                f"cannot open the job database {self.path}: {exc}; pass a writable --db PATH",
+                path=self.path,
+                kind="io",
+            ) from None
+        self._db.row_factory = sqlite3.Row
+        try:
+            self._open()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _open(self) -> None:
+        try:
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            check = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"database disk image is malformed: {check}")
+            self._refuse_foreign_or_newer()
+            old, new = migrate(self._db)
+        except sqlite3.Error as exc:
+            raise store_error(exc, self.path, "opening it") from None
+        if 0 < old < new:
+            log.info("migrated the job database %s from schema %d to %d", self.path, old, new)
+
+    def _refuse_foreign_or_newer(self) -> None:
+        version = file_version(self._db)
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} is schema {version}, this DLC knows up to {SCHEMA_VERSION}; "
+                "upgrade DLC or use another --db",
+                path=self.path,
+                kind="schema",
+            )
+        tables = [
+            r[0]
+            for r in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        if version == 0 and tables:
+            raise StoreError(
+                f"{self.path} is not a DLC job database (it has tables {', '.join(tables)}); "
+                "pass another --db",
+                path=self.path,
+                kind="other",
+            )
+
+    def close(self) -> None:
+        """Close the database (a second call does nothing)."""
+        with self._lock:
+            self._db.close()
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open file (always :data:`SCHEMA_VERSION`)."""
+        with self._read("reading the schema version"):
+            return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    # -- transactions ---------------------------------------------------------
+
+    @contextmanager
+    def _tx(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction; any SQLite failure rolls it back as a :class:`StoreError`."""
+        with self._lock:
+            if self._db.in_transaction:  # nested: part of the caller's transaction
+                yield self._db
+                return
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._rollback()
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise store_error(exc, self.path, action) from None
+
+    @contextmanager
+    def _read(self, action: str) -> Iterator[None]:
+        with self._lock:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise store_error(exc, self.path, action) from None
+
+    def _rollback(self) -> None:
+        try:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+        except sqlite3.Error:  # SQLite already rolled back (e.g. after SQLITE_FULL)
+            pass
+
+    # -- jobs -----------------------------------------------------------------
+
+    def new_job_id(self) -> str:
+        """A fresh, unused job id (``j`` + 8 hex digits)."""
+        while True:
+            job_id = "j" + secrets.token_hex(4)
+            if self._row(job_id) is None and not self._quarantine_reason(job_id):
+                return job_id
+
+    def add_job(self, job: Job) -> Job:
+        """Insert a new job (its first history entry is its state), in one transaction."""
+        now = self._clock()
+        job = replace(job, submitted_at=job.submitted_at or now)
+        values = {**encode_job(job), "updated_at": now}
+        with self._tx(f"adding job {job.job_id}") as db:
+            db.execute(
+                f"INSERT INTO jobs ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
+                tuple(values.values()),
+            )
+            self._event(job.job_id, job.state, job.message or "submitted", now)
+        return job
+
+    def save_job(self, job: Job, event: str | None = None) -> Job:
+        """Update a job; a state change (or an explicit ``event``) adds a history entry.
+
+        Raises:
+            JobNotFound: no such job.
+            StoreError: the write failed; nothing of it was saved.
+        """
+        now = self._clock()
+        values = {**encode_job(job), "updated_at": now}
+        del values["job_id"]
+        with self._tx(f"saving job {job.job_id}") as db:
+            row = self._row(job.job_id)
+            if row is None:
+                raise JobNotFound(f"no job {job.job_id}")
+            db.execute(
+                f"UPDATE jobs SET {', '.join(f'{k}=?' for k in values)} WHERE job_id=?",
+                (*values.values(), job.job_id),
+            )
+            if row["state"] != job.state.value or event is not None:
+                self._event(job.job_id, job.state, event or job.message, now)
+        return job
+
+    def get_job(self, job_id: str) -> Job:
+        """The job with ``job_id``.
+
+        Raises:
+            JobNotFound: no such job, or its row cannot be read (it is then quarantined).
+        """
+        row = self._row(job_id)
+        jobs = self._decode([row]) if row is not None else []
+        if jobs:
+            return jobs[0]
+        if row is not None or self._quarantine_reason(job_id):
+            raise JobNotFound(
+                f"job {job_id} cannot be read and is quarantined; "
+                "the scheduler log says why (ask the operator)"
+            )
+        raise JobNotFound(f"no job {job_id}; list your jobs with `dlc jobs`")
+
+    def list_jobs(
+        self,
+        user: str | None = None,
+        states: set[JobState] | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[Job]:
+        """Jobs (of ``user`` when given, in ``states`` when given), oldest first.
+
+        ``newest_first`` reverses the order and ``limit`` caps the count; both are
+        served by indexes. Rows that cannot be read are quarantined and left out.
+        """
+        if states is not None and not states:
+            return []
+        while True:
+            sql, args = self.list_sql(user, states, limit, newest_first)
+            with self._read("listing jobs"):
+                rows = self._db.execute(sql, args).fetchall()
+            jobs = self._decode(rows)
+            if limit is None or len(jobs) == len(rows):
+                return jobs  # else quarantined rows left the page: fill it again
+
+    def list_sql(
+        self,
+        user: str | None = None,
+        states: set[JobState] | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> tuple[str, list]:
+        """The SELECT :meth:`list_jobs` runs (tests check its query plan uses indexes)."""
+        where, args = [], []
+        if user is not None:
+            where.append("user=?")
+            args.append(user)
+        if states is not None:
+            where.append(f"state IN ({', '.join('?' * len(states))})")
+            args.extend(sorted(s.value for s in states))
+        if self._unreadable:
+            where.append(f"job_id NOT IN ({', '.join('?' * len(self._unreadable))})")
+            args.extend(self._unreadable)
+        order = " DESC" if newest_first else ""
+        sql = f"SELECT {_JOB_COLUMNS} FROM jobs"
+        sql += f" WHERE {' AND '.join(where)}" if where else ""
+        sql += f" ORDER BY submitted_at{order}, job_id{order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        return sql, args
+
+    def list_jobs_page(self, user: str | None, limit: int, before: str | None = None) -> list[Job]:
+        """Up to ``limit`` jobs (of ``user`` when given), newest first, older than job ``before``.
+
+        Walks the ``jobs_time``/``jobs_user_time`` indexes backwards, so a page costs
+        ``limit`` rows however many jobs the store holds. Unreadable rows are quarantined
+        and left out, like :meth:`list_jobs`.
+        """
+        where, args = ["1=1"], []
+        if user is not None:
+            where.append("user=?")
+            args.append(user)
+        if before is not None:
+            where.append(
+                "(submitted_at, job_id) < (SELECT submitted_at, job_id FROM jobs WHERE job_id=?)"
+            )
+            args.append(before)
+        sql = (
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {' AND '.join(where)}"
+            " ORDER BY submitted_at DESC, job_id DESC LIMIT ?"
+        )
+        while True:
+            with self._read("listing jobs"):
+                rows = self._db.execute(sql, [*args, limit]).fetchall()
+            jobs = self._decode(rows)
+            if len(jobs) == len(rows):
+                return jobs  # else quarantined rows left the page: read it again
+
+    def history(self, job_id: str) -> list[tuple[float, str, str]]:
+        """``(time, state, message)`` entries of a job, oldest first."""
+        with self._read(f"reading the history of job {job_id}"):
+            rows = self._db.execute(
+                "SELECT at, state, message FROM job_events WHERE job_id=? ORDER BY id", (job_id,)
+            ).fetchall()
+        return [(at, state, msg) for at, state, msg in rows]
+
+    def state_events(self) -> list[tuple[str, float, str]]:
+        """``(job_id, time, state)`` of every job's history, in time order."""
+        with self._read("reading job history"):
+            rows = self._db.execute(
+                "SELECT job_id, at, state FROM job_events ORDER BY at, id"
+            ).fetchall()
+        return [(job_id, at, state) for job_id, at, state in rows]
+
+    # -- quarantine -----------------------------------------------------------
+
+    def quarantined(self) -> list[QuarantinedJob]:
+        """Job rows that could not be read, oldest first (each was logged once)."""
+        with self._read("listing quarantined jobs"):
+            rows = self._db.execute(
+                "SELECT job_id, reason, at, row FROM quarantine ORDER BY id"
+            ).fetchall()
+        stored = [
+            QuarantinedJob(r["job_id"], r["reason"], r["at"], json.loads(r["row"])) for r in rows
+        ]
+        return stored + list(self._unreadable.values())
+
+    def _decode(self, rows) -> list[Job]:
+        jobs = []
+        for row in rows:
+            try:
+                job, warnings = decode_job(row)
+            except BadRow as exc:
+                self._quarantine(row, str(exc))
+                continue
+            if warnings and job.job_id not in self._warned:
+                self._warned.add(job.job_id)
+                log.warning("job %s in %s: %s", job.job_id, self.path, "; ".join(warnings))
+            jobs.append(job)
+        return jobs
+
+    def _quarantine(self, row: sqlite3.Row, reason: str) -> None:
+        raw = {key: row[key] for key in row.keys()}  # noqa: SIM118 (iterating a Row gives values)
+        job_id = str(raw.get("job_id"))
+        entry = QuarantinedJob(job_id, reason, self._clock(), raw)
+        try:
+            with self._tx(f"quarantining job {job_id}") as db:
+                db.execute(
+                    "INSERT INTO quarantine (job_id, row, reason, at) VALUES (?,?,?,?)",
+                    (job_id, json.dumps(raw, default=repr), reason, entry.at),
+                )
+                db.execute("DELETE FROM jobs WHERE job_id=?", (row["job_id"],))
+        except StoreError as exc:
+            self._unreadable[job_id] = replace(entry, in_memory_only=True)
+            log.warning("job %s cannot be read (%s); skipping it: %s", job_id, reason, exc)
+            return
+        log.warning(
+            "job %s in %s cannot be read and was moved to its quarantine table: %s",
+            job_id,
+            self.path,
+            reason,
+        )
+
+    def _quarantine_reason(self, job_id: str) -> str | None:
+        if job_id in self._unreadable:
+            return self._unreadable[job_id].reason
+        with self._read(f"looking up job {job_id}"):
+            row = self._db.execute(
+                "SELECT reason FROM quarantine WHERE job_id=?", (job_id,)
+            ).fetchone()
+        return row[0] if row else None
+
+    # -- meta: framework id ---------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        """A stored setting, or ``None``."""
+        with self._read(f"reading {key}"):
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Store (or with ``None`` delete) a setting, durably before returning."""
+        with self._tx(f"saving {key}") as db:
+            if value is None:
+                db.execute("DELETE FROM meta WHERE key=?", (key,))
+            else:
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?,?)", (key, value))
+
+    @property
+    def framework_id(self) -> str | None:
+        """The Mesos framework id from the last registration."""
+        return self.get_meta("framework_id")
+
+    @framework_id.setter
+    def framework_id(self, value: str | None) -> None:
+        self.set_meta("framework_id", value)
+
+    # -- users and tokens -----------------------------------------------------
+
+    def add_token(
+        self,
+        user: str,
+        admin: bool = False,
+        token: str | None = None,
+        max_priority: int | None = None,
+        expires_at: float | None = None,
+    ) -> str:
+        """Create (or register the given) bearer token for ``user``; returns the token.
+
+        ``max_priority`` is the highest priority its jobs may ask for (ignored for
+        admins, who have none; default :data:`DEFAULT_MAX_PRIORITY`); ``expires_at`` a
+        UNIX time after which it is refused.
+        """
+        token = token or secrets.token_urlsafe(24)
+        with self._tx(f"adding a token for {user}") as db:
+            db.execute(
+                "INSERT OR REPLACE INTO tokens"
+                " (token_hash, user, admin, created_at, max_priority, expires_at, revoked)"
+                " VALUES (?,?,?,?,?,?,0)",
+                (_hash(token), user, int(admin), self._clock(), max_priority, expires_at),
+            )
+        return token
+
+    def authenticate(self, token: str) -> tuple[str, bool, int | None] | None:
+        """``(user, is_admin, max_priority)`` for a valid token, else ``None``.
+
+        Expired and revoked tokens are refused. ``max_priority`` is ``None`` for admins
+        (unlimited) and an int for everyone else.
+        """
+        with self._read("checking a token"):
+            row = self._db.execute(
+                "SELECT user, admin, max_priority, expires_at, revoked FROM tokens"
+                " WHERE token_hash=?",
+                (_hash(token),),
+            ).fetchone()
+        if row is None or row["revoked"]:
+            return None
+        if row["expires_at"] is not None and row["expires_at"] <= self._clock():
+            return None
+        if row["admin"]:
+            return row["user"], True, None
+        return row["user"], False, _ceiling(row["max_priority"])
+
+    def user_for_token(self, token: str) -> tuple[str, bool] | None:
+        """``(user, is_admin)`` for a valid (unexpired, unrevoked) token, else ``None``."""
+        found = self.authenticate(token)
+        return (found[0], found[1]) if found else None
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """Every stored token (without the token), oldest first."""
+        with self._read("listing tokens"):
+            rows = self._db.execute(
+                "SELECT token_hash, user, admin, max_priority, created_at, expires_at, revoked"
+                " FROM tokens ORDER BY created_at, token_hash"
+            ).fetchall()
+        return [
+            TokenInfo(
+                token_id=r["token_hash"][:12],
+                user=r["user"],
+                admin=bool(r["admin"]),
+                max_priority=None if r["admin"] else _ceiling(r["max_priority"]),
+                created_at=r["created_at"],
+                expires_at=r["expires_at"],
+                revoked=bool(r["revoked"]),
+            )
+            for r in rows
+        ]
+
+    def revoke_token(self, token_or_id: str) -> TokenInfo:
+        """Refuse a token from now on, named by itself or its ``token_id`` (8+ hex digits).
+
+        Raises:
+            DlcError: no token, or an id prefix that matches more than one.
+        """
+        matches = [
+            t
+            for t in self.list_tokens()
+            if _hash(token_or_id).startswith(t.token_id)
+            or (len(token_or_id) >= 8 and t.token_id.startswith(token_or_id.lower()))
+        ]
+        if len(matches) != 1:
+            what = "no token" if not matches else f"{len(matches)} tokens"
+            raise DlcError(
+                f"token {token_or_id!r}: {what} match; give a token id from the token list "
+                "(8 or more of its hex digits)"
+            )
+        with self._tx(f"revoking token {matches[0].token_id}") as db:
+            db.execute(
+                "UPDATE tokens SET revoked=1 WHERE substr(token_hash, 1, 12)=?",
+                (matches[0].token_id,),
+            )
+        return replace(matches[0], revoked=True)
+
+    # -- helpers --------------------------------------------------------------
+
+    def _row(self, job_id: str) -> sqlite3.Row | None:
+        with self._read(f"reading job {job_id}"):
+            return self._db.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id=?", (job_id,)
+            ).fetchone()
+
+    def _event(self, job_id: str, state: JobState, message: str, at: float) -> None:
+        self._db.execute(
+            "INSERT INTO job_events (job_id, at, state, message) VALUES (?,?,?,?)",
+            (job_id, at, state.value, message or ""),
+        )

@@ -1,0 +1,1 @@
+"""Topology for people and files: text report, SVG/PNG picture, JSON."""

@@ -1,0 +1,89 @@
+"""`dlc scheduler`: token creation and one-line errors (the running service is tested in e2e)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from dlc.cli.main import cli
+from dlc.cli.scheduler_cmd import admin_token_from, print_login
+from dlc.store.sqlite import JobStore
+
+
+@pytest.mark.parametrize("admin, flag", [(False, []), (True, ["--admin"])])
+def test_create_token_registers_a_working_token(tmp_path, admin, flag):
+    db = tmp_path / "jobs.db"
+    result = CliRunner().invoke(cli, ["scheduler", "--db", str(db), "--create-token", "bob", *flag])
+    assert result.exit_code == 0, result.output
+    token = result.output.strip()
+    assert JobStore(db).user_for_token(token) == ("bob", admin)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        pytest.param([], "--master is required", id="no-master"),
+        pytest.param(
+            ["--master", "m:5050", "--principal", "p"],
+            "both --principal and --secret",
+            id="principal-without-secret",
+        ),  # fmt: skip
+    ],
+)
+def test_bad_options_are_one_line(tmp_path, args, message):
+    result = CliRunner().invoke(cli, ["scheduler", "--db", str(tmp_path / "db"), *args])
+    assert result.exit_code == 1
+    assert result.output.strip().startswith("Error: ") and message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_admin_token_flag_is_refused_with_the_safe_ways(tmp_path):
+    # a token on the command line shows in `ps` to every user of the host
+    result = CliRunner().invoke(
+        cli, ["scheduler", "--db", str(tmp_path / "db"), "--admin-token", "s3cret"]
+    )
+    assert result.exit_code == 1
+    assert "DLC_ADMIN_TOKEN" in result.output and "--admin-token-file" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        pytest.param(None, "cannot read it", id="missing"),
+        pytest.param("", "one token on one line", id="empty"),
+        pytest.param("a b\n", "one token on one line", id="two-words"),
+    ],
+)
+def test_bad_admin_token_file_is_one_line(tmp_path, content, message):
+    path = tmp_path / "admin.token"
+    if content is not None:
+        path.write_text(content)
+    args = ["scheduler", "--db", str(tmp_path / "db"), "--admin-token-file", str(path)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1 and message in result.output
+    assert result.output.startswith(f"Error: --admin-token-file {path}")
+
+
+def test_admin_token_comes_from_file_or_environment(tmp_path, monkeypatch):
+    path = tmp_path / "admin.token"
+    path.write_text("from-file\n")
+    monkeypatch.setenv("DLC_ADMIN_TOKEN", "from-env")
+    assert admin_token_from(str(path)) == "from-file"
+    assert admin_token_from(None) == "from-env"
+    monkeypatch.delenv("DLC_ADMIN_TOKEN")
+    assert admin_token_from(None) is None
+
+
+def test_help_says_how_to_pass_the_admin_token(tmp_path):
+    result = CliRunner().invoke(cli, ["scheduler", "--help"])
+    text = " ".join(result.output.split())
+    assert "--admin-token-file" in text and "DLC_ADMIN_TOKEN" in text and "`ps`" in text
+
+
+def test_printed_urls_carry_no_token(capsys):
+    print_login("http://127.0.0.1:8642", "tok-123", None)
+    out = capsys.readouterr().out
+    urls = [word for word in out.split() if "://" in word]
+    assert urls and all("tok-123" not in url for url in urls)
+    assert "export DLC_TOKEN=tok-123" in out
