@@ -13,7 +13,7 @@ PY     := $(VENV)/bin/python
 DLC    := $(VENV)/bin/dlc
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch gpu-check soak fault
+.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch gpu-check soak fault ha-fault
 
 $(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup-python.sh
@@ -37,7 +37,8 @@ unit: setup
 	$(PY) -m pytest -q -m "not docker and not mesos and not browser"
 
 # What the docker-, mesos- and browser-marked tests need: the Docker engine with a local
-# registry and test image, the real Apache Mesos 1.11 from ../shared/mesos-local (the tests
+# registry and test image, ZooKeeper and PostgreSQL (Debian packages; the HA and store tests
+# start private servers on free loopback ports), the real Apache Mesos 1.11 from ../shared/mesos-local (the tests
 # start it on a free port), Debian's chromium, and nvcc for the native P2P probe. Each script installs what is missing and
 # fails loudly when it cannot.
 services:
@@ -45,6 +46,8 @@ services:
 	bash scripts/mesos-local.sh build
 	bash scripts/browser.sh
 	bash scripts/cuda.sh
+	bash scripts/zookeeper.sh install
+	bash scripts/postgres.sh install
 
 test: setup lint services
 	bash scripts/test.sh
@@ -64,6 +67,13 @@ FAULT_KILLS ?= 60
 fault: setup services
 	$(PY) -m tests.fault.run --seed $(FAULT_SEED) --kills $(FAULT_KILLS) --target all \
 		--json bench/results/fault.json
+
+# HA fault run (docs/ha.md): HA_KILLS leader kills (SIGKILL-like session drop and session
+# expiry) over scheduler instances on ZooKeeper + PostgreSQL; writes bench/results/ha.json
+HA_SEED  ?= 1
+HA_KILLS ?= 40
+ha-fault: setup services
+	$(PY) -m tests.ha.run --seed $(HA_SEED) --kills $(HA_KILLS) --json bench/results/ha.json
 
 e2e-pytorch: setup
 	VENV=$(VENV) bash scripts/e2e-pytorch.sh

@@ -190,7 +190,8 @@ class StoreError(DlcError):
         path: the database file.
         kind: ``"damaged"``, ``"full"``, ``"locked"``, ``"read_only"``, ``"io"``,
             ``"schema"`` (written by a newer DLC), ``"in_use"`` (another scheduler holds
-            it) or ``"other"``.
+            it), ``"unavailable"`` (the database server cannot be reached: PostgreSQL),
+            ``"fenced"`` (this scheduler lost its leadership: HA) or ``"other"``.
     """
 
     def __init__(self, message: str, path: str = "", kind: str = "other"):
@@ -201,4 +202,4 @@ class StoreError(DlcError):
     @property
     def transient(self) -> bool:
         """True when retrying later may succeed (full disk, lock, I/O error)."""
-        return self.kind in ("full", "locked", "io")
+        return self.kind in ("full", "locked", "io", "unavailable")

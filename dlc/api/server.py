@@ -36,6 +36,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from dlc.api.app import build_app, job_to_dict
+from dlc.api.leadership import LeaderRedirect
 from dlc.api.guard import ApiGuard, Limits
 from dlc.api.logs import LogReader
 from dlc.errors import DlcError
@@ -100,6 +101,8 @@ class ApiServer:
         self.web = web
         self.limits = limits or ServerLimits()
         self.app = build_app(self)
+        #: HA role callable (dlc.api.leadership.RoleOf), set by the service with --zk
+        self.leadership = None
         self._socket = _listen(host, port, self.limits.backlog)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -113,6 +116,8 @@ class ApiServer:
     def start(self, timeout_s: float = 30.0) -> str:
         """Serve in a daemon thread; returns :attr:`url` once the server accepts."""
         guard = ApiGuard(self.app, self.core.store.authenticate, self.limits)
+        if self.leadership is not None:  # HA (--zk): standbys redirect to the leader
+            guard = LeaderRedirect(guard, self.leadership)
         config = uvicorn.Config(
             guard,
             http=_protocol(self.limits.header_timeout_s),

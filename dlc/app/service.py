@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
 from dlc.scheduler.placement import PlacementConfig, check_policy
 from dlc.scheduler.task_info import ExecutorConfig
 from dlc.store.lock import DbLock
-from dlc.store.sqlite import JobStore
+from dlc.store.select import is_postgres_url, open_store
 from dlc.web.dashboard import Dashboard
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ class ServiceConfig:
     allow_root: bool = False
     allowed_registries: tuple[str, ...] = ()
     allow_job_user: bool = False
+    #: HA: ``zk://HOSTS/PATH`` of the leader election (``None``: this instance always leads)
+    zk: str | None = None
 
     def __post_init__(self) -> None:
         check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
@@ -82,10 +85,13 @@ class SchedulerService:
 
     def __init__(self, config: ServiceConfig, resolver=None, driver_factory=None):
         self.config = config
-        # One scheduler per DB: a second one exits here, before touching anything.
-        self._db_lock = DbLock(config.db).acquire() if config.db != ":memory:" else None
+        # One scheduler per DB: a second one exits here, before touching anything. With
+        # --zk several instances share the DB and the leader epoch fences them instead.
+        local = config.db != ":memory:" and not is_postgres_url(config.db) and not config.zk
+        self._db_lock = DbLock(config.db).acquire() if local else None
+        self.election = None
         try:
-            self.store = JobStore(config.db)
+            self.store = open_store(config.db)
         except BaseException:
             self._release_lock()
             raise
@@ -118,6 +124,8 @@ class SchedulerService:
         if fw_config.webui_url is None:
             fw_config = _with_webui(fw_config, self.api.url + "/")
         self.framework = MesosFramework(self.core, fw_config, driver_factory)
+        #: called once when this instance loses its leadership (the CLI exits then)
+        self.on_step_down = lambda why: None
 
     def _release_lock(self) -> None:
         if self._db_lock is not None:
@@ -157,14 +165,65 @@ class SchedulerService:
         return self.api.url
 
     def start(self) -> None:
-        """Start the API and the framework (both in background threads)."""
+        """Start the API and the framework (both in background threads).
+
+        With ``zk`` the framework starts only once this instance wins the election
+        (:mod:`dlc.app.leader`); until then it stands by and its API redirects.
+        """
+        if self.config.zk:
+            from dlc.app.leader import LeaderElection
+
+            self.election = LeaderElection(
+                self.config.zk, self.api.url, self._elected, self._lost_leadership
+            )
+            self.api.leadership = self.role
         self.api.start()
         self.dashboard.start()
+        if self.election is None:
+            self.framework.start()
+        else:
+            self.election.start()
+
+    # -- HA (docs/ha.md) -------------------------------------------------------
+
+    def role(self) -> dict:
+        """Who leads: this instance or which other one (``/v1/health``, the dashboard)."""
+        if self.election is None:
+            return {"leading": True, "leader_url": self.api.url, "instance": "single"}
+        leading = self.election.leading.is_set()
+        leader = None if leading else self.election.leader()
+        return {
+            "leading": leading,
+            "leader_url": self.api.url if leading else (leader or {}).get("api_url"),
+            "leader": self.election.instance_id if leading else (leader or {}).get("id"),
+            "instance": self.election.instance_id,
+            "epoch": getattr(self.store, "_fence", None),
+        }
+
+    def _elected(self) -> None:
+        """Won the election: fence out older leaders, re-read the store, register."""
+        epoch = self.store.claim_epoch()
+        log.info("leading with epoch %d; registering as framework %s", epoch,
+                 self.store.framework_id or "(new)")  # fmt: skip
+        self.core.reload()
         self.framework.start()
+
+    def _lost_leadership(self, why: str) -> None:
+        """The ZooKeeper session is suspended or lost: stop acting at once."""
+        self.store.fence()  # no write from here on, whatever thread tries
+        threading.Thread(target=self._step_down, args=(why,), daemon=True).start()
+
+    def _step_down(self, why: str) -> None:
+        self.framework.stop()
+        self.on_step_down(why)
 
     def stop(self) -> None:
         """Stop without tearing down the framework (tasks keep running)."""
+        if self.election is not None:
+            self.store.fence()
         self.framework.stop()
+        if self.election is not None:  # after the driver: the next leader finds it gone
+            self.election.stop()
         self.dashboard.stop()
         self.api.stop()
         self.store.close()

@@ -20,9 +20,9 @@ PORT = click.IntRange(0, 65535)
 POLICY = click.Choice(sorted(POLICY_MODULES))
 
 
-def wait_for_signal() -> None:
-    """Block until SIGINT/SIGTERM (the service threads do the work)."""
-    done = threading.Event()
+def wait_for_signal(done: threading.Event | None = None) -> None:
+    """Block until SIGINT/SIGTERM or ``done`` (the service threads do the work)."""
+    done = done or threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
     done.wait()
@@ -117,7 +117,17 @@ def admin_token_from(token_file: str | None) -> str | None:
 
 @click.command("scheduler")
 @click.option("--master", help="Mesos master HOST:PORT or zk://HOST:PORT/mesos (required).")
-@click.option("--db", default="dlc-scheduler.db", show_default=True, help="SQLite job store.")
+@click.option(
+    "--db",
+    default="dlc-scheduler.db",
+    show_default=True,
+    help="Job store: a SQLite file, or postgresql://USER@HOST:PORT/DB (HA, docs/ha.md).",
+)
+@click.option(
+    "--zk",
+    metavar="zk://HOST:PORT[,...]/PATH",
+    help="HA: stand by until elected leader through this ZooKeeper (docs/ha.md).",
+)
 @click.option("--api-host", default="127.0.0.1", show_default=True, help="API listen address.")
 @click.option("--api-port", type=PORT, default=8642, show_default=True, help="API port (0: any).")
 @click.option("--policy", type=POLICY, default="tree", show_default=True, help="GPU placement.")
@@ -144,7 +154,7 @@ def admin_token_from(token_file: str | None) -> str | None:
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
-def command(master, db, api_host, api_port, policy, allow_volume, allow_registry, container_user,
+def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_registry, container_user,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, role, failover_timeout,
             refuse_seconds, verbose):  # fmt: skip
@@ -154,12 +164,16 @@ def command(master, db, api_host, api_port, policy, allow_volume, allow_registry
     restart with the same --db reconnects to them.
     """
     from dlc.app.service import SchedulerService, ServiceConfig, write_token_file
-    from dlc.store.sqlite import JobStore
+    from dlc.store.select import open_store
 
     configure_logging(verbose, logging.INFO)
     admin_token = admin_token_from(admin_token_file)
+    if zk:
+        from dlc.app.leader import ZkUrl
+
+        ZkUrl.parse(zk)  # a typo is one line now, not a hang at the election
     if create_token:
-        store = JobStore(db)
+        store = open_store(db)
         click.echo(store.add_token(create_token, admin=admin, max_priority=max_priority))
         store.close()
         return
@@ -189,9 +203,14 @@ def command(master, db, api_host, api_port, policy, allow_volume, allow_registry
         sandbox_roots=tuple(sandbox_root),
         admin_token=admin_token,
         framework=framework,
+        zk=zk,
     )
+    done = threading.Event()
     try:
         service = SchedulerService(config)
+        # Fencing: a leader that lost its ZooKeeper session has stopped its driver and
+        # its store refuses writes; it exits so its supervisor restarts it as a standby.
+        service.on_step_down = lambda why: done.set()
         service.start()
     except OSError as exc:
         raise port_in_use_error(exc, api_port) from None
@@ -199,7 +218,11 @@ def command(master, db, api_host, api_port, policy, allow_volume, allow_registry
         write_token_file(token_file, service.admin_token)
     print_login(service.api_url, None if admin_token else service.admin_token, token_file)
     click.echo(f"Mesos:     {master} (framework id {service.core.framework_id or 'pending'})")
+    if zk:
+        click.echo(f"HA:        standing by until elected through {zk} ({service.role()['instance']})")
     try:
-        wait_for_signal()
+        wait_for_signal(done)
     finally:
         service.stop()
+    if service.election is not None and service.election.lost.is_set():
+        raise DlcError("lost the ZooKeeper session while leading: stepped down; restart to stand by")

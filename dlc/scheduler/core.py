@@ -187,6 +187,17 @@ class SchedulerCore:
         self.offers_suppressed = False
         self._load()
 
+    def reload(self) -> None:
+        """Forget the in-memory queue and active set and read them again (a standby that
+        has just been elected leader: another instance wrote the store meanwhile)."""
+        with self._lock:
+            self._queued.clear()
+            self._active.clear()
+            self._order = None
+            self._reasons.clear()
+            self.framework_id = self.store.framework_id
+            self._load()
+
     def _load(self) -> None:
         """Read the queued and active jobs once (the only full read of the store)."""
         for job in self.store.list_jobs(

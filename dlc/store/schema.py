@@ -1,6 +1,17 @@
 """The job database's schema: its version, and the migrations that reach it.
 
-The version lives in SQLite's ``PRAGMA user_version``. Version 0 with no tables is
+Both engines run the SAME ordered list, :data:`MIGRATIONS`: SQLite (the embedded default,
+:mod:`dlc.store.sqlite`) and PostgreSQL (HA deployments, :mod:`dlc.store.postgres`). A
+migration is a function of a connection with ``execute(sql, args)`` written in plain
+SQLite-flavoured SQL (``?`` placeholders, ``REAL``, ``INTEGER PRIMARY KEY AUTOINCREMENT``,
+``INSERT OR REPLACE``); the PostgreSQL connection translates those few forms
+(:func:`dlc.store.postgres.translate`). To inspect the schema a migration uses
+:func:`table_columns` / :func:`has_table`, never ``PRAGMA`` or ``sqlite_master`` directly.
+Add a migration by appending a function to :data:`MIGRATIONS` (never reorder or edit a
+released one); :data:`SCHEMA_VERSION` follows.
+
+In SQLite the version lives in ``PRAGMA user_version``; in PostgreSQL in the one-row
+table ``dlc_schema``. Version 0 with no tables is
 a new file; version 0 *with* a ``jobs`` table is a file from a DLC before schema
 versioning (treated as version 1, whatever order its columns are in). Opening a
 file runs every missing migration, in order, in one transaction: a migration
@@ -58,9 +69,24 @@ def _v1_base(db: sqlite3.Connection) -> None:
             db.execute(statement)
 
 
+def table_columns(db, table: str) -> set[str]:
+    """The column names of ``table`` (either engine)."""
+    if hasattr(db, "table_columns"):  # the PostgreSQL connection
+        return db.table_columns(table)
+    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+
+
+def has_table(db, table: str) -> bool:
+    """Whether ``table`` exists (either engine)."""
+    if hasattr(db, "has_table"):
+        return db.has_table(table)
+    sql = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
+    return db.execute(sql, (table,)).fetchone() is not None
+
+
 def _fill_job_columns(db: sqlite3.Connection) -> None:
     """Add the jobs columns a pre-versioning file lacks (with their defaults)."""
-    have = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+    have = table_columns(db, "jobs")
     for name, decl in JOB_COLUMNS.items():
         if name not in have:  # ADD COLUMN cannot add a key; job_id is always there
             db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
@@ -91,7 +117,8 @@ def _v3_token_limits(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE tokens ADD COLUMN revoked INTEGER NOT NULL DEFAULT 0")
 
 
-#: migration ``i`` brings a file from version ``i`` to ``i + 1``
+#: migration ``i`` brings a database from version ``i`` to ``i + 1``; both engines run
+#: this list (append only: see the module docstring)
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _v1_base,
     _v2_quarantine_and_indexes,
@@ -103,30 +130,40 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def file_version(db: sqlite3.Connection) -> int:
-    """The schema version of an open file (1 for a file from before versioning)."""
+    """The schema version of an open database (1 for a file from before versioning)."""
+    if hasattr(db, "schema_version"):  # the PostgreSQL connection
+        return db.schema_version()
     version = db.execute("PRAGMA user_version").fetchone()[0]
-    if (
-        version == 0
-        and db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='jobs'").fetchone()
-    ):
+    if version == 0 and has_table(db, "jobs"):
         return 1
     return version
+
+
+def _set_version(db, version: int) -> None:
+    if hasattr(db, "set_schema_version"):
+        db.set_schema_version(version)
+    else:
+        db.execute(f"PRAGMA user_version = {int(version)}")
 
 
 def migrate(db: sqlite3.Connection, migrations=None) -> tuple[int, int]:
     """Run the missing migrations in one transaction; returns ``(from, to)`` versions.
 
-    ``db`` must be in autocommit mode (``isolation_level=None``). A newer file is not
+    ``db`` must be in autocommit mode (SQLite: ``isolation_level=None``). A newer file is not
     touched: the caller compares the returned ``from`` with :data:`SCHEMA_VERSION`.
     """
     migrations = MIGRATIONS if migrations is None else migrations
-    db.execute("BEGIN IMMEDIATE")  # no other writer may see a half-migrated file
+    # No other writer may see a half-migrated database (PostgreSQL: an advisory lock too,
+    # so two schedulers opening one new database do not both create it).
+    db.execute("BEGIN IMMEDIATE")
     try:
+        if hasattr(db, "lock_schema"):
+            db.lock_schema()
         start = file_version(db)
         if start < len(migrations):
             for step in migrations[start:]:
                 step(db)
-            db.execute(f"PRAGMA user_version = {len(migrations)}")
+            _set_version(db, len(migrations))
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")

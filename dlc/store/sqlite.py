@@ -214,29 +214,82 @@ class JobStore:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
+                    self._check_fence(action)
                     yield self._db
                 except BaseException:
                     self._rollback()
                     raise
                 self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except self._DB_ERRORS as exc:
                 self._rollback()
-                raise store_error(exc, self.path, action) from None
+                raise self._error(exc, action) from None
 
     @contextmanager
     def _read(self, action: str) -> Iterator[None]:
         with self._lock:
             try:
                 yield
-            except sqlite3.Error as exc:
-                raise store_error(exc, self.path, action) from None
+            except self._DB_ERRORS as exc:
+                raise self._error(exc, action) from None
 
     def _rollback(self) -> None:
         try:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
-        except sqlite3.Error:  # SQLite already rolled back (e.g. after SQLITE_FULL)
+        except self._DB_ERRORS:  # SQLite already rolled back (e.g. after SQLITE_FULL)
             pass
+
+    #: the driver's exception classes (the PostgreSQL store names psycopg's)
+    _DB_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error,)
+
+    def _error(self, exc: BaseException, action: str) -> StoreError:
+        """The one-line :class:`StoreError` for a driver failure while ``action``."""
+        return store_error(exc, self.path, action)
+
+    # -- fencing (HA: docs/ha.md) ----------------------------------------------
+
+    #: the leader epoch this store writes under (``None``: unfenced, one scheduler)
+    _fence: int | None = None
+    #: appended to the epoch read so it locks the row until commit (PostgreSQL)
+    _FOR_UPDATE = ""
+
+    def claim_epoch(self) -> int:
+        """Bump the leader epoch and write under it from now on; returns the new epoch.
+
+        A new leader calls this once it has won the election: every write of an older
+        leader (which checks its own epoch in the same transaction) is refused from the
+        moment this commits, so two leaders never both write.
+        """
+        self._fence = None
+        with self._tx("claiming the leader epoch") as db:
+            row = db.execute(
+                f"SELECT value FROM meta WHERE key='leader_epoch'{self._FOR_UPDATE}"
+            ).fetchone()
+            epoch = int(row[0]) + 1 if row else 1
+            db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('leader_epoch', ?)", (str(epoch),)
+            )
+        self._fence = epoch
+        return epoch
+
+    def fence(self) -> None:
+        """Refuse every write from now on (this instance lost its leadership)."""
+        self._fence = -1
+
+    def _check_fence(self, action: str) -> None:
+        if self._fence is None:
+            return
+        row = self._db.execute(
+            f"SELECT value FROM meta WHERE key='leader_epoch'{self._FOR_UPDATE}"
+        ).fetchone()
+        current = int(row[0]) if row else 0
+        if current != self._fence:
+            raise StoreError(
+                f"job database {self.path}: {action} refused: this scheduler is no longer the"
+                f" leader (epoch {self._fence}, the store is at {current}); it stands by",
+                path=self.path,
+                kind="fenced",
+            )
 
     # -- jobs -----------------------------------------------------------------
 

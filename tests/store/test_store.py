@@ -1,4 +1,7 @@
-"""The SQLite job store: restart semantics, history, framework id, tokens."""
+"""The job store: restart semantics, history, framework id, tokens.
+
+Tests taking ``make_store`` run on both engines (SQLite and PostgreSQL, tests/store/conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from dlc.errors import DlcError, JobNotFound
 from dlc.scheduler.jobs import JobState, TaskPlacement
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import job
+from tests.store.conftest import reopen
 
 
 class Clock:
@@ -22,9 +26,8 @@ class Clock:
         return self.now
 
 
-def test_everything_survives_a_restart(tmp_path):
-    path = tmp_path / "dlc.db"
-    store = JobStore(path, clock=Clock())
+def test_everything_survives_a_restart(make_store):
+    store = make_store(clock=Clock())
     queued = store.add_job(job("j1", gpus=2, command=["python", "x.py"]))
     running = store.add_job(job("j2"))
     task = TaskPlacement("j2.0.0", "agent-1", "h1", (0, 3), "o1", 0, "TASK_RUNNING")
@@ -33,7 +36,7 @@ def test_everything_survives_a_restart(tmp_path):
     token = store.add_token("alice")
     store.close()
 
-    again = JobStore(path)
+    again = reopen(store)
     assert again.get_job("j1") == queued
     got = again.get_job("j2")
     assert got.state is JobState.RUNNING and got.tasks == (task,) and got.message == "ok"
@@ -48,8 +51,8 @@ def test_wal_mode(tmp_path):
     assert mode == "wal"
 
 
-def test_history_has_increasing_timestamps_and_messages():
-    store = JobStore(":memory:", clock=Clock())
+def test_history_has_increasing_timestamps_and_messages(make_store):
+    store = make_store(clock=Clock())
     j = store.add_job(job("j1"))
     store.save_job(j.with_state(JobState.STAGING, "launching"))
     store.save_job(j.with_state(JobState.STAGING, "same state, no entry"))
@@ -64,8 +67,8 @@ def test_history_has_increasing_timestamps_and_messages():
     assert times == sorted(times) and len(set(times)) == 3
 
 
-def test_list_filters_by_user_and_state():
-    store = JobStore(":memory:")
+def test_list_filters_by_user_and_state(make_store):
+    store = make_store()
     store.add_job(job("j1"))
     store.add_job(replace(job("j2"), user="bob"))
     store.add_job(replace(job("j3"), state=JobState.RUNNING))
@@ -73,8 +76,8 @@ def test_list_filters_by_user_and_state():
     assert [j.job_id for j in store.list_jobs(states={JobState.QUEUED})] == ["j1", "j2"]
 
 
-def test_missing_job_and_bad_token():
-    store = JobStore(":memory:")
+def test_missing_job_and_bad_token(make_store):
+    store = make_store()
     with pytest.raises(JobNotFound, match="no job nope"):
         store.get_job("nope")
     with pytest.raises(JobNotFound):
@@ -136,9 +139,9 @@ def test_token_files_and_the_local_work_dir_are_private(tmp_path, caplog):
     assert mode(private_dir(work)) == 0o700
 
 
-def test_tokens_carry_a_priority_ceiling_expiry_and_revocation():
+def test_tokens_carry_a_priority_ceiling_expiry_and_revocation(make_store):
     clock = Clock()
-    store = JobStore(":memory:", clock=clock)
+    store = make_store(clock=clock)
     plain = store.add_token("alice")
     granted = store.add_token("bob", max_priority=50)
     admin = store.add_token("root", admin=True, max_priority=3)
@@ -206,8 +209,8 @@ def test_the_queue_read_per_offer_round_touches_only_queued_rows(tmp_path):
     assert len(steps) < 20  # a scan of 300 finished rows takes far more VM steps
 
 
-def test_newest_first_with_a_limit(tmp_path):
-    store = JobStore(tmp_path / "scheduler.db", clock=Clock())
+def test_newest_first_with_a_limit(make_store):
+    store = make_store(clock=Clock())
     for i in range(5):
         store.add_job(replace(job(f"j{i}"), submitted_at=float(i + 1)))
     got = store.list_jobs(user="alice", newest_first=True, limit=2)
