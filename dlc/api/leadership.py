@@ -44,7 +44,7 @@ class LeaderRedirect:
             await _json(
                 send,
                 503,
-                {"detail": "no DLC scheduler leads yet (election under way); retry in a few seconds"},
+                {"detail": "no DLC scheduler leads yet (election under way); retry shortly"},
                 [(b"retry-after", b"2")],
             )
             return

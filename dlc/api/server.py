@@ -36,8 +36,8 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from dlc.api.app import build_app, job_to_dict
-from dlc.api.leadership import LeaderRedirect
 from dlc.api.guard import ApiGuard, Limits
+from dlc.api.leadership import LeaderRedirect
 from dlc.api.logs import LogReader
 from dlc.errors import DlcError
 from dlc.scheduler.core import Actions, SchedulerCore

@@ -154,7 +154,8 @@ def admin_token_from(token_file: str | None) -> str | None:
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
-def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_registry, container_user,
+def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_registry,
+            container_user,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, role, failover_timeout,
             refuse_seconds, verbose):  # fmt: skip
@@ -219,10 +220,14 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
     print_login(service.api_url, None if admin_token else service.admin_token, token_file)
     click.echo(f"Mesos:     {master} (framework id {service.core.framework_id or 'pending'})")
     if zk:
-        click.echo(f"HA:        standing by until elected through {zk} ({service.role()['instance']})")
+        click.echo(
+            f"HA:        standing by until elected through {zk} ({service.role()['instance']})"
+        )
     try:
         wait_for_signal(done)
     finally:
         service.stop()
     if service.election is not None and service.election.lost.is_set():
-        raise DlcError("lost the ZooKeeper session while leading: stepped down; restart to stand by")
+        raise DlcError(
+            "lost the ZooKeeper session while leading: stepped down; restart to stand by"
+        )

@@ -18,6 +18,7 @@ The password, if any, never appears in messages: they name ``host:port/db`` only
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
@@ -57,7 +58,11 @@ def translate(sql: str) -> str:
     sql = re.sub(r'(?<!["\w])user(?![\w"])', '"user"', sql)
 
     def upsert(match: re.Match) -> str:
-        table, cols, values = match.group(1), [c.strip() for c in match.group(2).split(",")], match.group(3)
+        table, cols, values = (
+            match.group(1),
+            [c.strip() for c in match.group(2).split(",")],
+            match.group(3),
+        )
         rest = ", ".join(f"{c}=EXCLUDED.{c}" for c in cols[1:])
         return (
             f"INSERT INTO {table} ({', '.join(cols)}) VALUES {values}"
@@ -128,10 +133,8 @@ class PgConnection:
     def close(self) -> None:
         """Close the connection (errors while closing a broken one are ignored)."""
         if self._conn is not None:
-            try:
+            with contextlib.suppress(psycopg.Error):  # closing a broken connection
                 self._conn.close()
-            except psycopg.Error:
-                pass
             self._conn = None
 
     # -- what dlc.store.schema asks of a non-SQLite engine --------------------------
@@ -250,11 +253,8 @@ class JobStore(_sqlite.JobStore):
             log.info("migrated the job database %s from schema %d to %d", self.path, old, new)
 
     def _reconnect(self) -> None:
-        with self._lock:
-            try:
-                self._db.connect()
-            except psycopg.Error:
-                pass  # the next try says so
+        with self._lock, contextlib.suppress(psycopg.Error):  # the next try says so
+            self._db.connect()
 
     def _error(self, exc: BaseException, action: str) -> StoreError:
         detail = " ".join(str(exc).split())
@@ -304,4 +304,3 @@ class JobStore(_sqlite.JobStore):
     list_tokens = _retrying(_sqlite.JobStore.list_tokens)
     revoke_token = _retrying(_sqlite.JobStore.revoke_token)
     claim_epoch = _retrying(_sqlite.JobStore.claim_epoch)
-
