@@ -90,7 +90,9 @@ def run(seed: int, kills: int) -> dict:
             kinds.append(kind)
             t0 = time.monotonic()
             leader.send_signal(signal.SIGKILL if kind == "sigkill" else signal.SIGSTOP)
+            waited = time.monotonic() + 60
             while _epoch(store) == epoch:
+                assert time.monotonic() < waited, f"no new leader 60 s after the {kind}"
                 time.sleep(0.02)
             takeovers.append(time.monotonic() - t0)
             if kind == "expire":
