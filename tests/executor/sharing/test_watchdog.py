@@ -1,0 +1,102 @@
+"""The memory watchdog against a fake NVML carrying the real H100's readings."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlc.executor.sharing.watchdog import (
+    MemoryWatchdog,
+    exceeded_message,
+    gib_text,
+    pids_from_cgroups,
+    pids_from_top,
+)
+from dlc.scheduler.launch_spec import GpuShare
+
+from .h100 import CLIENT_1GIB_MIB, MPS_CLIENT_1GIB_MIB, MPS_SERVER_MIB, FakeH100Nvml
+
+UUID = FakeH100Nvml().uuid
+
+
+def _watchdog(nvml, pids):
+    seen = []
+    dog = MemoryWatchdog(nvml, lambda cid: pids[cid], seen.append)
+    return dog, seen
+
+
+def test_a_share_that_counts_the_context_is_not_exceeded_by_1gib_of_data():
+    # 1 GiB allocated reads as 1,542 MiB on the H100: within a 2 GiB share.
+    nvml = FakeH100Nvml()
+    nvml.procs = [(750, CLIENT_1GIB_MIB)]
+    dog, seen = _watchdog(nvml, {"c1": {750}})
+    dog.watch("t1", "c1", GpuShare(0, UUID, 2048, 0, "watchdog"))
+    assert dog.check_once() == dog.check_once() == [] and seen == []
+
+
+def test_over_its_share_for_two_samples_ends_the_task_with_a_readable_message():
+    nvml = FakeH100Nvml()
+    nvml.procs = [(750, CLIENT_1GIB_MIB), (751, 3885), (999, 20000)]  # 999: another container
+    dog, seen = _watchdog(nvml, {"c1": {750, 751}})
+    dog.watch("t1", "c1", GpuShare(0, UUID, 4096, 0, "watchdog"))
+    assert dog.check_once() == []  # one sample over is a strike, not a kill
+    (violation,) = dog.check_once()
+    assert violation.used_mib == CLIENT_1GIB_MIB + 3885
+    assert violation.message.startswith("used 5.3 GiB of its 4 GiB share on GPU 0")
+    assert seen == [violation] and dog.watching() == []
+
+
+def test_a_dip_between_samples_resets_the_strikes():
+    nvml = FakeH100Nvml()
+    dog, seen = _watchdog(nvml, {"c1": {750}})
+    dog.watch("t1", "c1", GpuShare(0, UUID, 1024, 0, "watchdog"))
+    for used in (CLIENT_1GIB_MIB, 600, CLIENT_1GIB_MIB, 600):
+        nvml.procs = [(750, used)]
+        assert dog.check_once() == []
+
+
+def test_mps_server_memory_is_not_charged_to_a_tenant():
+    nvml = FakeH100Nvml()
+    nvml.procs = [(559, MPS_SERVER_MIB), (538, MPS_CLIENT_1GIB_MIB)]
+    nvml.mps = {538}
+    dog, seen = _watchdog(nvml, {"c1": {538}})
+    dog.watch("t1", "c1", GpuShare(0, UUID, 1600, 0, "watchdog"))
+    assert dog.used_mib([], dog._watched["t1"]) == 0
+    dog.check_once()
+    dog.check_once()
+    assert seen == []
+
+
+def test_no_sample_is_taken_when_nothing_is_watched_and_memoryless_shares_are_not_watched():
+    nvml = FakeH100Nvml()
+    dog, _ = _watchdog(nvml, {})
+    dog.watch("t1", "c1", GpuShare(0, UUID, 0, 500, "watchdog"))
+    assert dog.check_once() == [] and nvml.calls == []
+
+
+@pytest.mark.parametrize("mib, text", [(4096, "4 GiB"), (5427, "5.3 GiB"), (512, "0.5 GiB")])
+def test_gib_text(mib, text):
+    assert gib_text(mib) == text
+
+
+def test_message_names_gpu_and_fix():
+    message = exceeded_message(5427, GpuShare(2, None, 4096, 0, "watchdog"))
+    assert message.startswith("used 5.3 GiB of its 4 GiB share on GPU 2")
+    assert "--gpu-memory" in message and "\n" not in message
+
+
+def test_pids_from_docker_top():
+    top = {
+        "Titles": ["UID", "PID", "PPID", "C", "STIME", "TTY", "TIME", "CMD"],
+        "Processes": [["65534", "4242", "4200", "0", "10:00", "?", "00:00:01", "python"]],
+    }
+    assert pids_from_top(top) == {4242}
+    assert pids_from_top({"Titles": ["CMD"], "Processes": [["x"]]}) == set()
+
+
+def test_pids_from_cgroups(tmp_path):
+    cid = "0123456789ab" * 5
+    for pid, text in [(10, f"0::/system.slice/docker-{cid}.scope\n"), (11, "0::/init.scope\n")]:
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "cgroup").write_text(text)
+    (tmp_path / "self").mkdir()
+    assert pids_from_cgroups(cid, str(tmp_path)) == {10}
