@@ -100,3 +100,23 @@ def test_pids_from_cgroups(tmp_path):
         (tmp_path / str(pid) / "cgroup").write_text(text)
     (tmp_path / "self").mkdir()
     assert pids_from_cgroups(cid, str(tmp_path)) == {10}
+
+
+def test_the_run_of_dlc_backends_on_the_real_h100_reads_as_documented():
+    """scripts/gpu_share_check.py's output on the H100: DLC's MpsManager, MPS env, watchdog."""
+    import json  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    run = json.loads((Path(__file__).parent / "data" / "h100-dlc-share-check.json").read_text())
+    assert run["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert run["env_a"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4096M"
+    assert run["env_a"]["CUDA_VISIBLE_DEVICES"].startswith("GPU-")
+    assert run["a_over"]["refused"] and run["a_over"]["got_mib"] < 4096
+    assert run["b_over"]["refused"] and run["b_over"]["got_mib"] < 2048
+    assert run["b_within"]["got_mib"] == 1024 and not run["b_within"]["refused"]
+    assert run["a_sms"]["sms_used"] == 32  # of 132, under a 25 % cap
+    ((task, used, message),) = run["watchdog"]
+    assert task == "share-1024" and used > 1024 + 64
+    assert message == exceeded_message(used, GpuShare(0, None, 1024, 0, "watchdog"))
+    assert run["daemons_after_two_shares"] and run["after_first_release"]
+    assert run["quit_sent"] and run["after_last_release"] == []
