@@ -409,7 +409,8 @@ class TaskRunner:
         style = pick_style(configured, self.runtime.engine_runtimes(), volume)
         if style is GpuStyle.NONE:
             raise ContainerError(
-                f"task wants GPUs {list(spec.gpu_ids)} but this agent's Docker engine has no "
+                f"task wants GPUs {list(spec.gpu_ids) or [spec.share.gpu_index]} but this "
+                "agent's Docker engine has no "
                 "'nvidia' runtime and no nvidia_driver_<version> volume; install the NVIDIA "
                 "container toolkit or start the executor with --gpu-style"
             )

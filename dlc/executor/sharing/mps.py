@@ -141,9 +141,10 @@ class MpsManager:
             os.makedirs(path, mode=0o755, exist_ok=True)
         code, output = self.runner([CONTROL, "-d"], self.env(daemon, gpu_uuid), None)
         if code != 0:
+            said = " | ".join(line for line in output[-300:].splitlines() if line.strip())
             raise ContainerError(
                 f"MPS daemon for GPU {daemon.gpu_index} did not start (exit {code}): "
-                f"{output[-300:] or 'no output'}; is {CONTROL} installed on this agent?"
+                f"{said or 'no output'}; is {CONTROL} installed on this agent?"
             )
         log.info("MPS daemon for GPU %s started (pipe %s)", daemon.gpu_index, daemon.pipe_dir)
 

@@ -126,3 +126,47 @@ def test_share_labels_reach_the_container(tmp_path, backend):
     runtime.finish(next(iter(runtime.containers)), 0)
     task_runner.join(5)
     hook.close()
+
+
+def test_mps_daemon_that_will_not_start_fails_the_task_in_one_line(tmp_path):
+    def broken(argv, env, stdin):
+        return 127, "sh: 1: nvidia-cuda-mps-control:\nnot found"
+
+    hook = ShareHook(mps=MpsManager(str(tmp_path / "mps"), broken, base_env={}))
+    fake = FakeRuntime(runtimes=("runc", "nvidia"))
+    task_runner, runtime, sink = make(tmp_path, fake, shares=hook, gpu_style=GpuStyle.TOOLKIT)
+    task_runner.launch("t1", _data(GpuShare(0, UUID, 4096, 250, "mps")))
+    task_runner.join(5)
+    _, state, message, _, _ = sink.last()
+    assert state == "TASK_FAILED" and "\n" not in message
+    assert message.startswith("MPS daemon for GPU 0 did not start (exit 127)")
+    assert runtime.containers == {} and hook.mps.users(0) == frozenset()
+
+
+def test_share_on_an_engine_without_gpu_support_names_the_shared_gpu(tmp_path):
+    hook, _ = _hook(tmp_path)
+    task_runner, _, sink = make(tmp_path, FakeRuntime(), shares=hook)  # auto style, runc only
+    task_runner.launch("t1", _data(GpuShare(3, UUID, 4096, 0, "watchdog")))
+    task_runner.join(5)
+    _, state, message, _, _ = sink.last()
+    assert state == "TASK_FAILED" and message.startswith("task wants GPUs [3]")
+
+
+def test_bind_lists_container_pids_through_docker_top(tmp_path):
+    class Api:
+        def top(self, cid):
+            assert cid == "c1"
+            return {"Titles": ["UID", "PID", "CMD"], "Processes": [["0", "77", "python"]]}
+
+    class Runtime:
+        client = type("Client", (), {"api": Api()})()
+
+        def stop(self, cid, grace_s):
+            self.stopped = (cid, grace_s)
+
+    runtime = Runtime()
+    hook = ShareHook()
+    hook.bind(runtime, 3.0)
+    assert hook.pids_of("c1") == {77}
+    hook.stop_container("c9")
+    assert runtime.stopped == ("c9", 3.0)
