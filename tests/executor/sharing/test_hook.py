@@ -13,11 +13,16 @@ from dlc.executor.sharing.render import LABEL_SHARING
 from dlc.scheduler.launch_spec import GpuShare, LaunchSpec
 
 from ..fake_runtime import FakeRuntime
-from ..test_task_runner import make
+from ..test_task_runner import make as make_runner
 from .h100 import CLIENT_1GIB_MIB, FakeH100Nvml
 from .test_mps import FakeRunner
 
 UUID = FakeH100Nvml().uuid
+
+
+def make(tmp_path, runtime=None, **config):
+    # a lock file of the test's own: the host-wide default is shared with other test runs
+    return make_runner(tmp_path, runtime, claim_lock_path=str(tmp_path / "claim.lock"), **config)
 
 
 def _data(share: GpuShare, job: str = "j1") -> str:
@@ -35,7 +40,7 @@ def _hook(tmp_path, nvml=None, pids=None):
     return hook, runner
 
 
-def _wait_for(predicate, seconds=5.0):
+def _wait_for(predicate, seconds=20.0):
     deadline = time.monotonic() + seconds
     while not predicate() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -58,12 +63,13 @@ def test_two_mps_shares_share_one_daemon_stopped_after_the_last(tmp_path):
     assert kwargs["environment"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4096M"
     assert kwargs["ipc_mode"] == "host" and kwargs["mounts"][-1]["Source"] == pipe
     assert kwargs["device_requests"][0]["DeviceIDs"] == [UUID]
-    first, second = list(runtime.containers)
+    by_task = {box["kwargs"]["labels"]["dlc.task"]: cid for cid, box in runtime.containers.items()}
+    first, second = by_task["a"], by_task["b"]
     runtime.finish(first, 0)
     assert _wait_for(lambda: "a" in [u[0] for u in sink.updates if u[1] == "TASK_FINISHED"])
     assert [c[2] for c in runner.calls].count("quit\n") == 0  # b still holds GPU 0
     runtime.finish(second, 0)
-    task_runner.join(5)
+    task_runner.join(20)
     assert [c[2] for c in runner.calls].count("quit\n") == 1
     assert hook.mps.users(0) == frozenset()
 
@@ -80,8 +86,8 @@ def test_watchdog_ends_a_task_over_its_share_with_task_failed(tmp_path):
     (cid,) = runtime.containers
     pids[cid] = {750, 751}
     nvml.procs = [(750, CLIENT_1GIB_MIB), (751, 3885)]  # 5.3 GiB on the only GPU (its UUID)
-    assert sink.terminal.wait(5)
-    task_runner.join(5)
+    assert sink.terminal.wait(20)
+    task_runner.join(20)
     hook.close()
     _, state, message, reason, _ = sink.last()
     assert (state, reason) == ("TASK_FAILED", "REASON_CONTAINER_LIMITATION")
@@ -94,7 +100,7 @@ def test_mig_share_whose_instance_is_gone_fails_with_a_clear_message(tmp_path):
     fake = FakeRuntime(runtimes=("runc", "nvidia"))
     task_runner, runtime, sink = make(tmp_path, fake, shares=hook, gpu_style=GpuStyle.TOOLKIT)
     task_runner.launch("t1", _data(GpuShare(0, "MIG-aaaa", 10240, 0, "mig")))
-    task_runner.join(5)
+    task_runner.join(20)
     _, state, message, _, _ = sink.last()
     assert state == "TASK_FAILED"
     assert "MIG device MIG-aaaa does not exist on this agent" in message
@@ -105,7 +111,7 @@ def test_simulated_gpus_start_nothing_and_say_so(tmp_path):
     hook, runner = _hook(tmp_path)
     task_runner, runtime, sink = make(tmp_path, shares=hook, gpu_style=GpuStyle.NONE)
     task_runner.launch("t1", _data(GpuShare(0, None, 4096, 250, "mps")))
-    task_runner.join(5)
+    task_runner.join(20)
     assert sink.states()[-1] == "TASK_FINISHED" and runner.calls == []
     create = next(c for c in runtime.calls if c[0] == "create")
     assert create  # the container was created with the share labels
@@ -124,7 +130,7 @@ def test_share_labels_reach_the_container(tmp_path, backend):
     assert box["kwargs"]["labels"][LABEL_SHARING] == backend
     assert box["kwargs"]["environment"]["DLC_GPU_MEMORY_MIB"] == "2048"
     runtime.finish(next(iter(runtime.containers)), 0)
-    task_runner.join(5)
+    task_runner.join(20)
     hook.close()
 
 
@@ -136,7 +142,7 @@ def test_mps_daemon_that_will_not_start_fails_the_task_in_one_line(tmp_path):
     fake = FakeRuntime(runtimes=("runc", "nvidia"))
     task_runner, runtime, sink = make(tmp_path, fake, shares=hook, gpu_style=GpuStyle.TOOLKIT)
     task_runner.launch("t1", _data(GpuShare(0, UUID, 4096, 250, "mps")))
-    task_runner.join(5)
+    task_runner.join(20)
     _, state, message, _, _ = sink.last()
     assert state == "TASK_FAILED" and "\n" not in message
     assert message.startswith("MPS daemon for GPU 0 did not start (exit 127)")
@@ -147,7 +153,7 @@ def test_share_on_an_engine_without_gpu_support_names_the_shared_gpu(tmp_path):
     hook, _ = _hook(tmp_path)
     task_runner, _, sink = make(tmp_path, FakeRuntime(), shares=hook)  # auto style, runc only
     task_runner.launch("t1", _data(GpuShare(3, UUID, 4096, 0, "watchdog")))
-    task_runner.join(5)
+    task_runner.join(20)
     _, state, message, _, _ = sink.last()
     assert state == "TASK_FAILED" and message.startswith("task wants GPUs [3]")
 
