@@ -44,6 +44,20 @@ from dlc.topology.node_config import node_config
 @click.option("--cpus", type=float, metavar="N", help="Also declare cpus:N.")
 @click.option("--mem", "mem_mib", type=int, metavar="MIB", help="Also declare mem:MIB.")
 @click.option(
+    "--sharing",
+    type=click.Choice(["mps", "watchdog", "mig", "none"]),
+    help="How this node enforces GPU shares, carried as the dlc_sharing attribute "
+    "[default: mps where every GPU is Volta or later, else watchdog].",
+)
+@click.option(
+    "--gpu-mem",
+    "gpu_mem_mib",
+    type=int,
+    metavar="MIB",
+    help="Memory of each GPU where the source does not say (a saved topo -m), for the "
+    "gpu_mem ranges.",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["flags", "args", "env", "json"]),
@@ -59,9 +73,11 @@ def command(
     probe_json: str | None,
     cpus: float | None,
     mem_mib: int | None,
+    sharing: str | None,
+    gpu_mem_mib: int | None,
     fmt: str,
 ) -> None:
-    """Print mesos-agent --resources (gpus, gpu_ids) and --attributes (dlc_topo, model ...)."""
+    """Print mesos-agent --resources (gpus, gpu_ids, gpu_mem, gpu_core) and --attributes."""
     # Imported here: live discovery may load pynvml, which `dlc --help` must not need.
     from dlc.topology.discovery.discover import discover
 
@@ -70,13 +86,20 @@ def command(
         from dlc.probe.merge import measured_topology  # the probe runs processes: lazy
 
         topo = measured_topology(topo, probe_json)
-    config = node_config(topo, cpus=cpus, mem_mib=mem_mib)
+    config = node_config(topo, cpus=cpus, mem_mib=mem_mib, sharing=sharing, gpu_mem_mib=gpu_mem_mib)
+    notes = []
+    if topo.gpus and "gpu_mem:" not in config.resources:
+        notes.append(
+            "gpu_mem/gpu_core left out (GPU memory unknown), so this agent takes no GPU "
+            "shares; pass --gpu-mem MIB"
+        )
     if fmt == "json":
         doc = {
             "resources": config.resources,
             "attributes": config.attributes,
             "flags": config.flags(),
             "env": config.env(),
+            "notes": notes,
         }
         click.echo(json.dumps(doc, indent=2))
     elif fmt == "env":
@@ -89,3 +112,5 @@ def command(
         for flag in config.flags():
             name, _, value = flag.partition("=")
             click.echo(f"{name}={shlex.quote(value)}")
+        for note in notes:  # after the flags; the machine-read formats stay clean
+            click.echo(f"note: {note}", err=True)

@@ -41,6 +41,8 @@ from dlc.executor.gpu_claim import (
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, driver_volume_name, pick_style, render
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.host_paths import check_image, checked_spec
+from dlc.executor.sharing.hook import ShareHook
+from dlc.executor.sharing.render import apply_share
 from dlc.scheduler.launch_spec import LaunchSpec
 
 log = logging.getLogger(__name__)
@@ -82,6 +84,7 @@ class RunnerConfig:
         claim_lock_path: host file locked while GPUs are checked and the container created, so
             that two executors on one host never claim the same GPU at the same moment.
         claim_timeout_s: how long to wait for Docker to confirm an orphan container is gone.
+        shares: GPU-share enforcement (MPS daemons, watchdog, MIG); a default one if None.
     """
 
     gpu_style: GpuStyle = GpuStyle.AUTO
@@ -95,6 +98,7 @@ class RunnerConfig:
     driver_version: str | None = None
     claim_lock_path: str = "/tmp/dlc-gpu-claim.lock"
     claim_timeout_s: float = 60.0
+    shares: ShareHook | None = None
 
 
 @dataclass
@@ -127,6 +131,8 @@ class TaskRunner:
         self._tasks: dict[str, _Task] = {}
         self._lock = threading.Lock()
         self._shut_down = False
+        self.shares = self.config.shares or ShareHook()
+        self.shares.bind(runtime, self.config.grace_s)
 
     # callbacks (each returns quickly) -----------------------------------------------------------
     def launch(self, task_id: str, data: str) -> None:
@@ -198,6 +204,7 @@ class TaskRunner:
             outcome = ("TASK_FAILED", f"executor error: {exc!r}", "REASON_EXECUTOR_TERMINATED")
         finally:
             self._remove_container(task)
+            self.shares.finished(task.task_id)  # after removal: the last share stops MPS
             if outcome is not None:
                 self._terminal(task, *outcome)
 
@@ -209,6 +216,12 @@ class TaskRunner:
         identity = TaskIdentity(self.framework_id, self.executor_id, task.task_id, spec.job_id)
         style = self._style(spec)
         gpu_args = render(self._reservation(spec), style, self.config.device_root)
+        share_args = None
+        if spec.share is not None:  # a share of one GPU: its backend renders the device
+            share_args = self.shares.prepare(
+                task.task_id, spec.share, style, self._driver_version(spec), self.config.device_root
+            )
+            gpu_args = share_args.gpu
         image_env = self.runtime.ensure_image(
             spec.image, lambda msg: self.sink.update(task.task_id, "TASK_STARTING", msg)
         )
@@ -221,6 +234,8 @@ class TaskRunner:
             self.config.network_mode,
             self.config.memlock_unlimited,
         )
+        if share_args is not None:
+            kwargs = apply_share(kwargs, share_args)
         kwargs["labels"] = {
             **kwargs.get("labels", {}),
             LABEL_GPUS: gpus_label(spec.gpu_ids),
@@ -245,10 +260,11 @@ class TaskRunner:
             f"container {task.container_id[:12]} running {spec.image}",
             labels={CONTAINER_ID_LABEL: task.container_id},
         )
+        self.shares.started(task.task_id, task.container_id)
         result = self.runtime.wait(task.container_id)
         for reader in readers:
             reader.join(timeout=5)
-        return exit_outcome(result, list(tail))
+        return self.shares.outcome(task.task_id) or exit_outcome(result, list(tail))
 
     def _kill_guarded(self, task: _Task) -> None:
         try:
@@ -377,7 +393,7 @@ class TaskRunner:
 
     def _style(self, spec: LaunchSpec) -> GpuStyle:
         configured = self.config.gpu_style
-        if not spec.gpu_ids:
+        if not spec.gpu_ids and spec.share is None:
             return GpuStyle.NONE
         driver = self._driver_version(spec)
         volume = bool(driver) and self.runtime.volume_exists(driver_volume_name(driver))
@@ -393,7 +409,8 @@ class TaskRunner:
         style = pick_style(configured, self.runtime.engine_runtimes(), volume)
         if style is GpuStyle.NONE:
             raise ContainerError(
-                f"task wants GPUs {list(spec.gpu_ids)} but this agent's Docker engine has no "
+                f"task wants GPUs {list(spec.gpu_ids) or [spec.share.gpu_index]} but this "
+                "agent's Docker engine has no "
                 "'nvidia' runtime and no nvidia_driver_<version> volume; install the NVIDIA "
                 "container toolkit or start the executor with --gpu-style"
             )

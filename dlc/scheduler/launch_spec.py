@@ -102,6 +102,59 @@ class TaskPolicy:
         )
 
 
+#: enforcement backends a share can name (``dlc_sharing`` agent attribute)
+SHARE_BACKENDS = ("mps", "watchdog", "mig", "none")
+
+
+@dataclass(frozen=True)
+class GpuShare:
+    """A share of ONE GPU (the task holds no whole GPU: ``gpu_ids`` stays empty).
+
+    Attributes:
+        gpu_index: host index of the GPU.
+        gpu_uuid: its UUID (``GPU-...``), or a MIG device's (``MIG-...``) for ``mig``.
+        memory_mib: the memory share in MiB (0: no memory floor or limit).
+        core_milli: the compute share in thousandths of the GPU (0: shared without a floor).
+        backend: how the agent enforces it: ``mps``, ``watchdog``, ``mig`` or ``none``.
+        gpu_minor: ``/dev/nvidia<minor>`` of the GPU when known (legacy GPU style).
+    """
+
+    gpu_index: int
+    gpu_uuid: str | None = None
+    memory_mib: int = 0
+    core_milli: int = 0
+    backend: str = "mps"
+    gpu_minor: int | None = None
+
+    def __post_init__(self):
+        if (
+            isinstance(self.gpu_index, bool)
+            or not isinstance(self.gpu_index, int)
+            or self.gpu_index < 0
+        ):
+            raise DlcError(f"share.gpu_index: {self.gpu_index!r} is not a GPU index")
+        if not isinstance(self.memory_mib, int) or self.memory_mib < 0:
+            raise DlcError(f"share.memory_mib: {self.memory_mib!r} is not a whole MiB >= 0")
+        if not isinstance(self.core_milli, int) or not 0 <= self.core_milli <= 1000:
+            raise DlcError(f"share.core_milli: {self.core_milli!r} is not in 0..1000")
+        if self.backend not in SHARE_BACKENDS:
+            raise DlcError(
+                f"share.backend: {self.backend!r} is not one of {', '.join(SHARE_BACKENDS)}"
+            )
+
+    @classmethod
+    def from_dict(cls, body: dict) -> GpuShare:
+        """Inverse of ``asdict`` (unknown keys ignored).
+
+        Raises:
+            DlcError: a missing or malformed field.
+        """
+        if not isinstance(body, dict) or "gpu_index" not in body:
+            raise DlcError("task data: share must be a JSON object with gpu_index")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in body.items() if k in known})
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """Everything the executor needs to start one job's container.
@@ -126,6 +179,7 @@ class LaunchSpec:
             them (agent attributes); empty: the executor reads them on the host.
         driver_version: the agent's NVIDIA driver when known; empty: read on the host.
         policy: the operator's security settings (volumes, container user, registries).
+        share: a share of one GPU instead of whole GPUs (``None``: whole GPUs or none).
     """
 
     job_id: str
@@ -144,6 +198,7 @@ class LaunchSpec:
     gpu_minors: tuple[int, ...] = ()
     driver_version: str | None = None
     policy: TaskPolicy = field(default_factory=TaskPolicy)
+    share: GpuShare | None = None
 
     def to_json(self) -> str:
         """Compact JSON text of this spec (with its version)."""
@@ -184,6 +239,8 @@ class LaunchSpec:
         if not isinstance(policy, dict):
             raise DlcError("task data: policy must be a JSON object")
         body["policy"] = TaskPolicy.from_dict(policy)
+        share = body.get("share")
+        body["share"] = None if share is None else GpuShare.from_dict(share)
         return cls(**body)
 
     @classmethod

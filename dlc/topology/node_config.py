@@ -5,11 +5,14 @@ command prints what :func:`node_config` returns.
 
 Resources (see ``../shared/DESIGN.md``): ``gpus:N`` keeps Mesos's own GPU filtering
 and ``gpu_ids:{0,1,...}`` is the SET of GPU indices DLC's allocator picks from,
-optionally preceded by the host's ``cpus`` and ``mem``.
+optionally preceded by the host's ``cpus`` and ``mem``. When every GPU's memory is known,
+``gpu_mem`` and ``gpu_core`` follow: one RANGES block per GPU at a fixed stride
+(:mod:`dlc.topology.gpu_shares`), which the master splits between GPU shares.
 
 Attributes: ``dlc_topo`` carries the whole topology (:mod:`dlc.topology.encoding`);
 ``gpu_model``, ``gpu_mem_mib``, ``nvidia_driver`` and ``cuda`` are there for people
-and simple constraints. Mesos makes numeric-looking attribute values SCALAR and only
+and simple constraints; ``dlc_sharing`` names how the node enforces shares (``mps``,
+``watchdog``, ``mig`` or ``none``). Mesos makes numeric-looking attribute values SCALAR and only
 allows ``[a-zA-Z0-9_/.-]`` in text, so DLC writes every one of these four values as
 ``v`` + the value with each other character replaced by ``_`` (``gpu_mem_mib:v16384``,
 ``nvidia_driver:v535.129.03``, ``gpu_model:vTesla_V100-SXM2-16GB``). Reading strips
@@ -22,8 +25,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dlc.errors import NodeConfigError, TopologyEncodingError
+from dlc.errors import DlcError, NodeConfigError, TopologyEncodingError
 from dlc.topology.encoding import decode_topology, encode_topology
+from dlc.topology.gpu_shares import (
+    ATTR_SHARING,
+    GPU_CORE,
+    GPU_MEM,
+    SharingMode,
+    core_ranges,
+    default_sharing,
+    mem_ranges,
+    parse_sharing,
+    ranges_text,
+)
 from dlc.topology.model import Topology
 
 ATTR_TOPOLOGY = "dlc_topo"
@@ -73,6 +87,7 @@ class AgentGpuInfo:
     gpu_mem_mib: int | None
     driver_version: str | None
     cuda_version: str | None
+    sharing: SharingMode | None = None
 
 
 def attribute_value(text: str) -> str:
@@ -98,11 +113,22 @@ def _fixed(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
-def agent_resources(topo: Topology, cpus: float | None = None, mem_mib: int | None = None) -> str:
-    """The ``--resources`` value: ``[cpus:C;][mem:M;]gpus:N;gpu_ids:{i,...}``.
+def agent_resources(
+    topo: Topology,
+    cpus: float | None = None,
+    mem_mib: int | None = None,
+    gpu_mem_mib: int | None = None,
+) -> str:
+    """The ``--resources`` value: ``[cpus:C;][mem:M;]gpus:N;gpu_ids:{i,...}[;gpu_mem;gpu_core]``.
+
+    Args:
+        topo: the machine.
+        cpus, mem_mib: the host's CPUs and memory to declare, if any.
+        gpu_mem_mib: memory of each GPU where ``topo`` does not know it (``--gpu-mem``, for
+            a saved ``topo -m``). Without a memory for every GPU the ranges are left out.
 
     Raises:
-        NodeConfigError: ``cpus`` or ``mem_mib`` is not a positive number.
+        NodeConfigError: ``cpus``, ``mem_mib`` or ``gpu_mem_mib`` is not a positive number.
     """
     parts = []
     if cpus is not None:
@@ -120,11 +146,40 @@ def agent_resources(topo: Topology, cpus: float | None = None, mem_mib: int | No
     if topo.gpus:
         ids = ",".join(str(i) for i in sorted(topo.gpu_indices))
         parts += [f"gpus:{len(topo.gpus)}", f"gpu_ids:{{{ids}}}"]
+        memories = gpu_memories(topo, gpu_mem_mib)
+        if memories:
+            parts.append(f"{GPU_MEM}:{ranges_text(mem_ranges(memories))}")
+            parts.append(f"{GPU_CORE}:{ranges_text(core_ranges(memories))}")
     return ";".join(parts)
 
 
-def agent_attributes(topo: Topology) -> dict[str, str]:
-    """The agent attributes for ``topo`` (the facts it does not know are left out)."""
+def gpu_memories(topo: Topology, default_mib: int | None = None) -> dict[int, int] | None:
+    """GPU index -> memory in MiB (``default_mib`` where unknown); ``None`` if any is unknown.
+
+    Raises:
+        NodeConfigError: ``default_mib`` is not a positive whole number below 2**20.
+    """
+    if default_mib is not None and (
+        isinstance(default_mib, bool)
+        or not isinstance(default_mib, int)
+        or not 0 < default_mib < (1 << 20)
+    ):
+        raise NodeConfigError(
+            "gpu-mem", f"{default_mib!r} is not a GPU memory in MiB; pass e.g. --gpu-mem 16384"
+        )
+    memories = {g.index: g.memory_mib or default_mib for g in topo.gpus}
+    return None if None in memories.values() else memories  # type: ignore[return-value]
+
+
+def agent_attributes(topo: Topology, sharing: SharingMode | str | None = None) -> dict[str, str]:
+    """The agent attributes for ``topo`` (the facts it does not know are left out).
+
+    ``sharing`` (default: :func:`~dlc.topology.gpu_shares.default_sharing` of the models)
+    becomes ``dlc_sharing`` on a machine with GPUs.
+
+    Raises:
+        FieldError: ``sharing`` is not a mode.
+    """
     attrs = {ATTR_TOPOLOGY: encode_topology(topo)}
     models = list(dict.fromkeys(g.model for g in topo.gpus if g.model))
     if models:
@@ -137,14 +192,23 @@ def agent_attributes(topo: Topology) -> dict[str, str]:
         attrs[ATTR_DRIVER] = attribute_value(topo.driver_version)
     if topo.cuda_version:
         attrs[ATTR_CUDA] = attribute_value(topo.cuda_version)
+    if topo.gpus:
+        mode = default_sharing(g.model for g in topo.gpus) if sharing is None else sharing
+        attrs[ATTR_SHARING] = parse_sharing(mode).value
     return attrs
 
 
 def node_config(
-    topo: Topology, cpus: float | None = None, mem_mib: int | None = None
+    topo: Topology,
+    cpus: float | None = None,
+    mem_mib: int | None = None,
+    sharing: SharingMode | str | None = None,
+    gpu_mem_mib: int | None = None,
 ) -> AgentConfig:
     """Resources and attributes for the agent of the machine ``topo`` describes."""
-    return AgentConfig(agent_resources(topo, cpus, mem_mib), agent_attributes(topo))
+    return AgentConfig(
+        agent_resources(topo, cpus, mem_mib, gpu_mem_mib), agent_attributes(topo, sharing)
+    )
 
 
 def parse_agent_attributes(attributes: Mapping[str, str]) -> AgentGpuInfo:
@@ -164,12 +228,19 @@ def parse_agent_attributes(attributes: Mapping[str, str]) -> AgentGpuInfo:
         name: _read_value(name, attributes[name]) if name in attributes else None
         for name in (ATTR_MODEL, ATTR_DRIVER, ATTR_CUDA)
     }
+    sharing = attributes.get(ATTR_SHARING)
+    if sharing is not None:
+        try:
+            sharing = parse_sharing(sharing)
+        except DlcError as exc:
+            raise TopologyEncodingError(f"attribute {ATTR_SHARING}: {exc}") from None
     return AgentGpuInfo(
         topology=topology_from_attributes(attributes),
         gpu_model=optional[ATTR_MODEL],
         gpu_mem_mib=mem_mib,
         driver_version=optional[ATTR_DRIVER],
         cuda_version=optional[ATTR_CUDA],
+        sharing=sharing,
     )
 
 

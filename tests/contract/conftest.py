@@ -2,9 +2,9 @@
 
 ``mesos_master`` is parametrised: ``emulator`` (DLC's in-process emulator) and ``real`` (the real
 Apache Mesos 1.11.0 master + agent from ../shared/mesos-local, marked ``mesos``). Both are
-session-scoped and configured alike: one agent offering ``gpus:4`` and ``gpu_ids:{0,1,2,3}``
-with TEXT attributes. The real one FAILS the test run (never skips) when it cannot be built or
-started.
+session-scoped and configured alike: one agent offering ``gpus:4``, ``gpu_ids:{0,1,2,3}`` and
+the GPU-share RANGES ``gpu_mem``/``gpu_core`` (one block per GPU), with TEXT attributes. The
+real one FAILS the test run (never skips) when it cannot be built or started.
 """
 
 from __future__ import annotations
@@ -20,7 +20,15 @@ from dlc.mesos import import_pymesos
 from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
 from tests.real_mesos import RealMesos, ensure_built, venv_env
 
-AGENT_RESOURCES = "cpus:4;mem:4096;disk:10240;ports:[31000-31100];gpus:4;gpu_ids:{0,1,2,3}"
+#: GPU i's 16 GiB and 1000 compute thousandths as RANGES blocks at stride 2^20 (DESIGN.md)
+GPU_MEM_MIB = 16384
+SHARE_RANGES = (
+    "gpu_mem:[" + ",".join(f"{i << 20}-{(i << 20) + GPU_MEM_MIB - 1}" for i in range(4)) + "];"
+    "gpu_core:[" + ",".join(f"{i << 20}-{(i << 20) + 999}" for i in range(4)) + "]"
+)
+AGENT_RESOURCES = (
+    "cpus:4;mem:4096;disk:10240;ports:[31000-31100];gpus:4;gpu_ids:{0,1,2,3};" + SHARE_RANGES
+)
 AGENT_ATTRIBUTES = "gpu_model:Tesla_V100;dlc_topo:t1.n4"
 EVENT_TIMEOUT = 15.0
 
