@@ -163,7 +163,7 @@ def _add_job_routes(app: FastAPI, api: Any) -> None:
         job_id: str,
         request: Request,
         stream: str = "stdout",
-        offset: int = Query(0, ge=0),
+        offset: int = Query(0, ge=0, le=2**62),
         length: int = Query(65536, ge=1, le=1 << 20),
         rank: int = Query(0, ge=0),
     ) -> dict:
@@ -180,6 +180,15 @@ def _add_session_routes(app: FastAPI, api: Any) -> None:
     def sign_in(body: SessionIn, request: Request, response: Response) -> dict:
         """Dashboard sign-in: exchange an API token for an HttpOnly, SameSite=Strict cookie
         (so the token never appears in a URL or in the page's script)."""
+        # A cross-site form can POST text/plain without a preflight and sign the victim's
+        # browser in as the attacker; it cannot set a custom header or a JSON content type.
+        ctype = request.scope.get("dlc.content_type", "").split(";")[0].strip().lower()
+        if ctype != "application/json" or "x-requested-with" not in request.headers:
+            raise DlcRequestError(
+                403,
+                "sign in from the dashboard (a JSON body with an X-Requested-With header)",
+                "X-Requested-With",
+            )
         found = api.core.store.user_for_token(body.token)
         if found is None:
             raise DlcRequestError(

@@ -128,6 +128,8 @@ class ApiGuard:
         if method in _BODY_METHODS:
             body = await read_body(receive, cap, self.limits.body_timeout_s)
             check_depth(body, self.limits.max_depth)
+            # what the client declared, for routes that must tell a form from a script
+            scope["dlc.content_type"] = (_header(headers, b"content-type") or b"").decode("latin-1")
             scope["headers"] = _as_json(headers)
             receive = _replay(body, receive)
         await self.app(scope, receive, send)

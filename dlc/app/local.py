@@ -165,6 +165,7 @@ class LocalCluster:
         self.service: SchedulerService | None = None
         self.topology = None
         self.admin_token: str | None = None
+        self.token_is_new = False
         self.ended_leftovers = 0
 
     def start(self, timeout_s: float = 30.0) -> LocalCluster:
@@ -217,6 +218,9 @@ class LocalCluster:
         from dlc.app.service import write_token_file
 
         token = self.service.admin_token
+        #: whether this start made the admin token (only then is it printed: a token the
+        #: operator passed, or one an earlier start saved, stays out of service logs)
+        self.token_is_new = bool(token) and self.config.admin_token is None
         if token:
             write_token_file(path, token)
             return token

@@ -79,7 +79,10 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, all
                 "running; their jobs are retried if they have retries left.",
                 err=True,
             )
-        print_login(service.api_url, token, token_file)
+        print_login(service.api_url, token if cluster.token_is_new else None, token_file)
+        if token and not cluster.token_is_new and admin_token_from(admin_token_file) is None:
+            saved = Path(work_dir) / "admin.token"
+            click.echo(f"  export DLC_TOKEN=$(cat {saved})   # the admin token saved earlier")
         click.echo("Press Ctrl-C to stop.", err=True)
         wait_for_signal()
     finally:

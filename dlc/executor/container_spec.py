@@ -60,6 +60,12 @@ class TaskIdentity:
         return f"dlc-{safe}"[:200]
 
 
+#: most processes (threads count) one task's container may hold
+PIDS_LIMIT = 4096
+#: the engine's json-file log of a task: at most two 64 MiB files
+ENGINE_LOG = (("max-size", "64m"), ("max-file", "2"))
+
+
 def env_list_to_dict(env: Sequence[str] | None) -> dict[str, str]:
     """``["K=V", ...]`` (image ``Config.Env``) -> dict."""
     out = {}
@@ -126,6 +132,10 @@ def create_kwargs(
         "cap_add": list(CAP_ADD),
         "security_opt": ["no-new-privileges"],
         "ulimits": [{"Name": "memlock", "Soft": -1, "Hard": -1}] if memlock_unlimited else None,
+        # A fork bomb in one job must not exhaust the host's pids (red-team: 1,504 processes).
+        "pids_limit": PIDS_LIMIT,
+        # The engine's own copy of the output is bounded too (the sandbox copy has its cap).
+        "log_config": {"Type": "json-file", "Config": dict(ENGINE_LOG)},
         "network_mode": network_mode,
         "detach": True,
     }

@@ -8,6 +8,7 @@ or :class:`~dlc.errors.ImageNotFound` with a reason a person understands.
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -79,6 +80,11 @@ def explain_engine_error(image: str, text: str) -> Exception:
     if "unauthorized" in lowered or "denied" in lowered:
         return ContainerError(f"registry {registry} refused access to {image}: {text}")
     return ContainerError(f"docker: {text}")
+
+
+#: bytes of output kept per sandbox file (stdout, stderr) of one executor
+SANDBOX_LOG_CAP = 1 << 30
+_TRUNCATED_NOTE = b"\n[dlc: output truncated here: the sandbox keeps at most 1 GiB per stream]\n"
 
 
 class DockerRuntime:
@@ -231,9 +237,16 @@ class DockerRuntime:
                 container_id, stdout=stdout, stderr=stderr, stream=True, follow=True
             )
             partial = b""
+            written = os.path.getsize(path) if os.path.exists(path) else 0
             with open(path, "ab", buffering=0) as sink:
                 for chunk in stream:
-                    sink.write(chunk)
+                    # Past the cap the output is dropped (one note), never the disk filled;
+                    # the tail keeps the last lines for the terminal message all the same.
+                    if written < SANDBOX_LOG_CAP:
+                        sink.write(chunk[: SANDBOX_LOG_CAP - written])
+                        if written + len(chunk) >= SANDBOX_LOG_CAP:
+                            sink.write(_TRUNCATED_NOTE)
+                    written += len(chunk)
                     *lines, partial = (partial + chunk).split(b"\n")
                     tail.extend(line.decode(errors="replace") for line in lines)
             if partial:

@@ -62,6 +62,8 @@ def test_legacy_style_devices_volume_env_and_limits(
     assert host["Memory"] == 96 * 1024 * 1024
     assert "no-new-privileges" in host["SecurityOpt"]
     assert host["CapDrop"] == ["ALL"]
+    assert host["PidsLimit"] == 4096  # no fork bomb reaches the host's pid limit
+    assert host["LogConfig"] == {"Type": "json-file", "Config": {"max-size": "64m", "max-file": "2"}}
     assert host["DeviceRequests"] in (None, [])
     assert inspect["Config"]["Labels"]["dlc.framework_id"] == framework_id
     assert inspect["Config"]["Labels"]["dlc.user"] == "alice"

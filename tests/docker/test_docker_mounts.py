@@ -196,3 +196,61 @@ def test_engine_refuses_a_missing_bind_source_itself(
         )
     assert not missing.exists()
     assert docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id}) == []
+
+
+def _swap_to_symlink(directory, target):
+    """What a racing job does: move the checked directory away and plant a symlink there."""
+    directory.rename(directory.with_name(directory.name + ".moved"))
+    directory.symlink_to(target)
+
+
+@pytest.mark.parametrize("when", ["after-pin", "between-check-and-pin"])
+def test_swapping_a_checked_path_for_a_symlink_never_redirects_the_mount(
+    docker_runtime, framework_id, tmp_path, busybox_image, prefix, when
+):
+    """The red-team race (11 of 40 escapes before): a component of a checked path is swapped
+    for a symlink before the container starts. Pinned mounts keep the checked directory; a
+    swap before the pin is caught and the task fails."""
+    real = prefix / "d" / "x"
+    real.mkdir()
+    (real / "who").write_text("checked directory\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "who").write_text("OUTSIDE THE ALLOWED PREFIX\n")
+    sink = Sink()
+    config = RunnerConfig(
+        gpu_style=GpuStyle.NONE, sandbox=str(tmp_path), driver_info=ProcDriverInfo(tmp_path / "nd")
+    )
+    runner = TaskRunner(docker_runtime, sink, framework_id, f"ex-race-{when}", config)
+    pin = runner.pin_volumes
+
+    def racing_pin(spec, staging):
+        if when == "between-check-and-pin":
+            _swap_to_symlink(real, outside)
+            return pin(spec, staging)
+        pinned = pin(spec, staging)
+        _swap_to_symlink(real, outside)
+        return pinned
+
+    runner.pin_volumes = racing_pin
+    spec = LaunchSpec(
+        job_id=f"race-{when}",
+        image=busybox_image,
+        command=("cat", "/r/who"),
+        volumes=(Volume(f"{prefix}/d/x", "/r"),),
+        policy=TaskPolicy(allowed_volumes=(str(prefix),)),
+    )
+    runner.launch(f"race-{when}", spec.encode())
+    runner.join(60)
+    state, message = sink.last()
+    assert "OUTSIDE" not in message
+    if when == "after-pin":
+        assert state == "TASK_FINISHED", message
+        assert "checked directory" in message or "checked directory" in (
+            tmp_path / "stdout"
+        ).read_text()
+    else:
+        assert state == "TASK_FAILED"
+        assert "symbolic link" in message and "changed after it was checked" in message
+    staging = tmp_path / ".dlc-volumes" / f"race-{when}"
+    assert not staging.exists() or not any(staging.iterdir())  # unmounted and removed

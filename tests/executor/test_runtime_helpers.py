@@ -87,3 +87,32 @@ def test_pull_progress_text():
     layers = {"l1": (6 * mb, 10 * mb), "l2": (6 * mb, 17 * mb)}
     assert pull_progress_text("img:1", layers) == "pulling img:1: 44% (12/27 MB)"
     assert pull_progress_text("img:1", {}) is None
+
+
+def test_sandbox_copy_of_output_is_capped_and_says_so(tmp_path, monkeypatch):
+    """One job printing without end must not fill the agent's disk (red-team finding)."""
+    import collections
+
+    from dlc.executor import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "SANDBOX_LOG_CAP", 100)
+
+    class Api:
+        def logs(self, *args, **kwargs):
+            return iter([b"x" * 60 + b"\n", b"y" * 60 + b"\n", b"last line\n"])
+
+    class Client:
+        api = Api()
+
+    rt = runtime_module.DockerRuntime.__new__(runtime_module.DockerRuntime)
+    rt.client = Client()
+    import docker
+
+    rt._docker = docker
+    tail = collections.deque(maxlen=5)
+    out = tmp_path / "stdout"
+    rt._copy_stream("c1", str(out), True, False, tail)
+    data = out.read_bytes()
+    assert data.startswith(b"x" * 60 + b"\n" + b"y" * 39)
+    assert b"output truncated here" in data and b"last line" not in data
+    assert list(tail)[-1] == "last line"  # the terminal message still shows the real end

@@ -108,12 +108,15 @@ def test_snapshot_and_topology_with_token(server):
     assert status == 200 and json.loads(body) == {"agent_id": "agent-1", "svg": None}
 
 
-def _sign_in(api, token: str):
+def _sign_in(api, token: str, content_type="application/json", csrf=True):
     """``(status, Set-Cookie header, JSON)`` of the dashboard's sign-in."""
+    headers = {"Content-Type": content_type}
+    if csrf:
+        headers["X-Requested-With"] = "dlc-dashboard"
     req = urllib.request.Request(
         api.url + "/v1/session",
         data=json.dumps({"token": token}).encode(),
-        headers={"Content-Type": "application/json"},
+        headers=headers,
         method="POST",
     )
     try:
@@ -169,3 +172,15 @@ def test_wrong_token_does_not_sign_in_and_sign_out_clears(server):
     req = urllib.request.Request(api.url + "/v1/session", method="DELETE")
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert resp.status == 204 and 'dlc_session=""' in resp.headers["Set-Cookie"]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "csrf"), [("text/plain", True), ("application/json", False)]
+)
+def test_cross_site_form_cannot_sign_a_browser_in(server, content_type, csrf):
+    """A cross-site page could POST text/plain (no preflight) and sign the victim's browser in
+    as the attacker (red-team): sign-in needs JSON and the X-Requested-With header."""
+    api, tokens = server
+    status, cookie, body = _sign_in(api, tokens["alice"], content_type, csrf)
+    assert status == 403 and cookie is None
+    assert body["field"] == "X-Requested-With"

@@ -65,6 +65,10 @@ def _wait_status(returncode: int) -> int:
     return -returncode if returncode < 0 else returncode << 8
 
 
+#: variables that hold DLC credentials: never inherited by executors
+_CREDENTIAL_VARS = frozenset({"DLC_ADMIN_TOKEN", "DLC_TOKEN"})
+
+
 class AgentRuntime:
     """Processes and executor connections of all emulated agents.
 
@@ -142,7 +146,13 @@ class AgentRuntime:
         return ExecutorRun(agent, framework_id, executor_id, info, resources, sandbox, container_id)
 
     def _environment(self, run: ExecutorRun, command: dict[str, Any]) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MESOS_", "LIBPROCESS_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            # executors get no Mesos leftovers and no DLC credentials: they need neither,
+            # and /proc/<pid>/environ would show them (red-team finding)
+            if not k.startswith(("MESOS_", "LIBPROCESS_")) and k not in _CREDENTIAL_VARS
+        }
         # The interpreter running the emulator comes first on PATH, so that an executor started
         # as `python3 ...` has the same packages (pymesos, dlc) as the process that launched it.
         python_bin = os.path.dirname(sys.executable)

@@ -88,7 +88,7 @@ async function signIn(token) {
   const resp = await fetch("/v1/session", {
     method: "POST",
     credentials: "same-origin",
-    headers: { "Content-Type": "application/json" },
+    headers: { "Content-Type": "application/json", "X-Requested-With": "dlc-dashboard" },
     body: JSON.stringify({ token }),
   });
   const body = await resp.json().catch(() => ({}));
