@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 from dlc.errors import ContainerError
 from dlc.images.reference import ImageReferenceError, registry_allowed
+from dlc.scheduler.jobs import user_prefixes
 from dlc.scheduler.launch_spec import LaunchSpec, Volume, parse_user
 
 _FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -235,5 +236,5 @@ def checked_spec(spec: LaunchSpec) -> LaunchSpec:
         TaskRefused, MountRefused: one line naming what is refused and the fix.
     """
     check_user(spec)
-    allowed = spec.policy.allowed_volumes
+    allowed = user_prefixes(spec.policy.allowed_volumes, spec.user)
     return replace(spec, volumes=tuple(check_volume(v, allowed) for v in spec.volumes))

@@ -243,7 +243,7 @@ class SchedulerCore:
         Raises:
             JobSpecError, ImageNotFound: the spec cannot run here; the message says why.
         """
-        check_volumes(spec, self.config.allowed_volumes)
+        check_volumes(spec, self.config.allowed_volumes, user)
         self._check_priority(spec, max_priority, admin)
         check_container_user(spec, self.config.executor.policy)
         image, cuda = self._resolver(spec)

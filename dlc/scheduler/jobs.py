@@ -461,7 +461,26 @@ def _volumes(value: Any) -> tuple[VolumeSpec, ...]:
     return tuple(result)
 
 
-def check_volumes(spec: JobSpec, allowed_prefixes: tuple[str, ...]) -> None:
+#: in an ``--allow-volume`` prefix, the submitting user's name: ``/data/{user}`` gives each
+#: user their own tree, so one user's job cannot mount (read or rewrite) another's files
+USER_PLACEHOLDER = "{user}"
+
+
+def user_prefixes(allowed_prefixes: tuple[str, ...], user: str) -> tuple[str, ...]:
+    """The allow-list as it applies to ``user`` (``{user}`` replaced by their name).
+
+    A user name that could change the path's meaning (``/``, ``..``, NUL) gets no
+    per-user prefix at all.
+    """
+    safe = bool(user) and "/" not in user and "\0" not in user and user not in (".", "..")
+    return tuple(
+        p.replace(USER_PLACEHOLDER, user)
+        for p in allowed_prefixes
+        if USER_PLACEHOLDER not in p or safe
+    )
+
+
+def check_volumes(spec: JobSpec, allowed_prefixes: tuple[str, ...], user: str = "") -> None:
     """Refuse host paths outside the scheduler's allow-list (an early, friendly error).
 
     This compares strings only; the authoritative check runs on the agent, where the
@@ -470,9 +489,10 @@ def check_volumes(spec: JobSpec, allowed_prefixes: tuple[str, ...]) -> None:
     Raises:
         JobSpecError: a volume's host path is not under an allowed prefix.
     """
+    allowed_prefixes = user_prefixes(allowed_prefixes, user)
     for vol in spec.volumes:
         norm = vol.host_path.rstrip("/") or "/"
-        if ".." in norm.split("/") or not any(
+        if any(p in (".", "..") for p in norm.split("/")) or not any(
             norm == p.rstrip("/") or norm.startswith(p.rstrip("/") + "/") for p in allowed_prefixes
         ):
             allowed = ", ".join(allowed_prefixes) or "none (the scheduler allows no volumes)"

@@ -254,3 +254,22 @@ def test_swapping_a_checked_path_for_a_symlink_never_redirects_the_mount(
         assert "symbolic link" in message and "changed after it was checked" in message
     staging = tmp_path / ".dlc-volumes" / f"race-{when}"
     assert not staging.exists() or not any(staging.iterdir())  # unmounted and removed
+
+
+def test_user_placeholder_keeps_each_user_in_their_own_tree(run_task, prefix):
+    """`--allow-volume /data/{user}`: mallory cannot mount alice's directory (red-team)."""
+    (prefix / "alice").mkdir()
+    (prefix / "alice" / "secret").write_text("alice's\n")
+    (prefix / "mallory").mkdir()
+    policy = TaskPolicy(allowed_volumes=(f"{prefix}/{{user}}",))
+    state, message = run_task(
+        "steal", user="mallory", command=("cat", "/r/secret"),
+        volumes=(Volume(f"{prefix}/alice", "/r"),), policy=policy,
+    )  # fmt: skip
+    assert state == "TASK_FAILED" and "not under a host path" in message
+    assert f"{prefix}/mallory" in message  # the allow-list as it applies to mallory
+    state, message = run_task(
+        "own", user="alice", command=("cat", "/r/secret"),
+        volumes=(Volume(f"{prefix}/alice", "/r"),), policy=policy,
+    )  # fmt: skip
+    assert state == "TASK_FINISHED" and "alice's" in message

@@ -219,3 +219,27 @@ def test_job_asking_for_root_is_refused_without_allow_root(tmp_path):
 
 def test_job_user_must_be_numeric():
     _refused({"container_user": "root"}, "container_user")
+
+
+@pytest.mark.parametrize(
+    ("user", "path", "ok"),
+    [
+        ("alice", "/data/alice/run1", True),
+        ("mallory", "/data/alice/run1", False),
+        ("mallory", "/data/mallory", True),
+        ("..", "/data/x", False),  # a user name that would change the path gets no prefix
+        ("alice", "/data/alice/./x", False),
+        ("alice", "/shared/x", True),
+    ],
+)
+def test_per_user_volume_prefixes_at_submit(user, path, ok):
+    from dlc.errors import JobSpecError
+    from dlc.scheduler.jobs import JobSpec, check_volumes
+
+    spec = JobSpec.from_dict({"image": "busybox", "volumes": [f"{path}:/d"]})
+    allowed = ("/data/{user}", "/shared")
+    if ok:
+        check_volumes(spec, allowed, user)
+    else:
+        with pytest.raises(JobSpecError, match="not under an allowed host path"):
+            check_volumes(spec, allowed, user)
