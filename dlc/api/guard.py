@@ -55,6 +55,8 @@ class Limits:
         max_public_body: bytes of a body without a token (the sign-in form).
         max_depth: JSON nesting levels.
         max_in_flight: requests handled at once; more get 503 + Retry-After.
+        max_in_flight_per_user: requests one user may have in flight; more get 429, so
+            one token holding slow bodies open cannot take every slot (red-team finding).
         body_timeout_s: seconds a client has to send the whole body (408 after).
     """
 
@@ -62,6 +64,7 @@ class Limits:
     max_public_body: int = 4096
     max_depth: int = 32
     max_in_flight: int = 1024
+    max_in_flight_per_user: int = 64
     body_timeout_s: float = 30.0
 
 
@@ -85,6 +88,7 @@ class ApiGuard:
     def __init__(self, app: Any, authenticate: Authenticate, limits: Limits = Limits()):
         self.app, self.authenticate, self.limits = app, authenticate, limits
         self.in_flight = 0
+        self.per_user: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -122,6 +126,20 @@ class ApiGuard:
         cap = self.limits.max_public_body if public else self.limits.max_body
         if not public:  # a stranger learns nothing, not even the body limit
             scope["dlc.auth"] = await self._auth(method, headers)
+            user = scope["dlc.auth"][0]
+            if self.per_user.get(user, 0) >= self.limits.max_in_flight_per_user:
+                raise Refusal(429, f"{user} has too many requests in flight; retry in a second")
+            self.per_user[user] = self.per_user.get(user, 0) + 1
+            try:
+                await self._bounded(scope, receive, send, declared, cap, method, headers)
+            finally:
+                self.per_user[user] -= 1
+                if not self.per_user[user]:
+                    del self.per_user[user]
+            return
+        await self._bounded(scope, receive, send, declared, cap, method, headers)
+
+    async def _bounded(self, scope, receive, send, declared, cap, method, headers) -> None:
         if declared is not None and declared > cap:
             too_big = f"request body too large: {declared} bytes, at most {cap}"
             raise Refusal(413, too_big, "Content-Length")

@@ -11,6 +11,7 @@ import json
 import logging
 import socket
 import threading
+import time
 import urllib.parse
 
 import pytest
@@ -220,6 +221,28 @@ def test_past_the_in_flight_bound_is_503_with_retry_after(tmp_path):
             )
         assert status == 503 and headers["retry-after"] == "1"
         assert "too many requests" in _one_line_error(payload)
+    finally:
+        server.stop()
+        core.store.close()
+
+
+def test_one_user_holding_requests_open_does_not_lock_out_others(tmp_path):
+    """A valid token opening slow bodies took every slot for everyone (red-team): now one
+    user is capped (429) while another user is still served."""
+    server, core, token = _server(tmp_path, max_in_flight_per_user=2)
+    bob = core.store.add_token("bob")
+    try:
+        with _connect(server) as one, _connect(server) as two:
+            one.sendall(_post(token, "10"))  # two requests waiting for bodies never sent
+            two.sendall(_post(token, "10"))
+            time.sleep(0.3)
+            status, _, payload = _exchange(server, _post(token, "2", b"{}"))
+            assert status == 429 and "alice has too many requests" in _one_line_error(payload)
+            status, _, _ = _exchange(
+                server,
+                f"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {bob}\r\n\r\n".encode(),
+            )
+            assert status == 200
     finally:
         server.stop()
         core.store.close()

@@ -63,7 +63,8 @@ def test_legacy_style_devices_volume_env_and_limits(
     assert "no-new-privileges" in host["SecurityOpt"]
     assert host["CapDrop"] == ["ALL"]
     assert host["PidsLimit"] == 4096  # no fork bomb reaches the host's pid limit
-    assert host["LogConfig"] == {"Type": "json-file", "Config": {"max-size": "64m", "max-file": "2"}}
+    engine_log = {"max-size": "64m", "max-file": "2"}
+    assert host["LogConfig"] == {"Type": "json-file", "Config": engine_log}
     assert host["DeviceRequests"] in (None, [])
     assert inspect["Config"]["Labels"]["dlc.framework_id"] == framework_id
     assert inspect["Config"]["Labels"]["dlc.user"] == "alice"

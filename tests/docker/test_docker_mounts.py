@@ -246,9 +246,10 @@ def test_swapping_a_checked_path_for_a_symlink_never_redirects_the_mount(
     assert "OUTSIDE" not in message
     if when == "after-pin":
         assert state == "TASK_FINISHED", message
-        assert "checked directory" in message or "checked directory" in (
-            tmp_path / "stdout"
-        ).read_text()
+        assert (
+            "checked directory" in message
+            or "checked directory" in (tmp_path / "stdout").read_text()
+        )
     else:
         assert state == "TASK_FAILED"
         assert "symbolic link" in message and "changed after it was checked" in message
