@@ -100,7 +100,8 @@ def create_kwargs(
         identity: the task (labels, name).
         gpu: rendered GPU arguments.
         image_env: the image's own environment (to extend its ``PATH``).
-        network_mode: Docker network mode (``bridge``, ``host`` or ``none``).
+        network_mode: Docker network mode (``bridge``, ``host`` or ``none``) unless the task
+            names its own (``spec.network``: ``host`` for multi-node gangs).
         memlock_unlimited: set ``ulimit -l unlimited`` (RDMA hosts).
     """
     volumes = dict(gpu.volumes)  # named driver volumes only; host paths go through mounts
@@ -126,7 +127,7 @@ def create_kwargs(
         "cap_add": list(CAP_ADD),
         "security_opt": ["no-new-privileges"],
         "ulimits": [{"Name": "memlock", "Soft": -1, "Hard": -1}] if memlock_unlimited else None,
-        "network_mode": network_mode,
+        "network_mode": spec.network or network_mode,
         "detach": True,
     }
     return {k: v for k, v in kwargs.items() if v is not None}

@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 #: TaskStatus label carrying the Docker container id (on TASK_RUNNING and after)
 CONTAINER_ID_LABEL = "dlc.container_id"
+#: simulated GPUs belong to one agent of one framework: two agents on one host (mesos-local
+#: with MESOS_NUM_SLAVES=2, the emulator) each have their own GPU 0
+LABEL_SIM_AGENT = "dlc.sim_agent"
 
 
 class StatusSink(Protocol):
@@ -226,8 +229,10 @@ class TaskRunner:
             LABEL_GPUS: gpus_label(spec.gpu_ids),
             LABEL_EXECUTOR_PID: executor_pid_label(),
         }
+        if style is GpuStyle.NONE and os.environ.get("MESOS_SLAVE_ID"):
+            kwargs["labels"][LABEL_SIM_AGENT] = os.environ["MESOS_SLAVE_ID"]
         with self._gpu_claim_lock():
-            # simulated GPUs (style none) are only this framework's; real ones the host's
+            # simulated GPUs (style none) are only this framework's agent's; real ones the host's
             scope = self.framework_id if style is GpuStyle.NONE else None
             self._claim_gpus(task, spec.gpu_ids, scope)
             with task.lock:
@@ -339,6 +344,8 @@ class TaskRunner:
         labels: dict[str, str | None] = {LABEL_GPUS: None}
         if framework_scope:
             labels[LABEL_FRAMEWORK] = framework_scope
+            if os.environ.get("MESOS_SLAVE_ID"):
+                labels[LABEL_SIM_AGENT] = os.environ["MESOS_SLAVE_ID"]
         found = self.runtime.list_containers(labels)
         return [
             HeldGpus(

@@ -126,6 +126,9 @@ class LaunchSpec:
             them (agent attributes); empty: the executor reads them on the host.
         driver_version: the agent's NVIDIA driver when known; empty: read on the host.
         policy: the operator's security settings (volumes, container user, registries).
+        network: Docker network mode the task needs (``host`` for multi-node gangs); empty:
+            the executor's own ``--network``.
+        ports: host ports the task took from its offer (``DLC_PORTS`` in its environment).
     """
 
     job_id: str
@@ -144,6 +147,8 @@ class LaunchSpec:
     gpu_minors: tuple[int, ...] = ()
     driver_version: str | None = None
     policy: TaskPolicy = field(default_factory=TaskPolicy)
+    network: str = ""
+    ports: tuple[int, ...] = ()
 
     def to_json(self) -> str:
         """Compact JSON text of this spec (with its version)."""
@@ -179,6 +184,9 @@ class LaunchSpec:
         body["gpu_ids"] = tuple(int(i) for i in body.get("gpu_ids", ()))
         body["gpu_uuids"] = tuple(body.get("gpu_uuids", ()))
         body["gpu_minors"] = tuple(int(i) for i in body.get("gpu_minors", ()))
+        body["ports"] = tuple(int(p) for p in body.get("ports", ()))
+        if body.get("network", "") not in ("", "host", "bridge", "none"):
+            raise DlcError("task data: network must be host, bridge, none or empty")
         body["volumes"] = tuple(Volume(**v) for v in body.get("volumes", ()))
         policy = body.get("policy") or {}
         if not isinstance(policy, dict):

@@ -21,6 +21,7 @@ from typing import Any
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy, Volume
 from dlc.scheduler.placement import Launch, PlacementConfig
+from dlc.scheduler.rendezvous import gang_env, ports_resource
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,10 @@ def launch_spec(job: Job, launch: Launch, policy: TaskPolicy | None = None) -> L
     if spec.nodes > 1:
         # Distributed jobs find their place in the gang from these.
         env.update({"DLC_NODE_RANK": str(launch.rank), "DLC_NUM_NODES": str(spec.nodes)})
+        if launch.peers:
+            env.update(gang_env(launch.rank, spec.gpus, launch.peers))
+    if launch.ports:
+        env["DLC_PORTS"] = ",".join(str(p) for p in launch.ports)
     policy = policy or TaskPolicy()
     if spec.container_user and policy.allow_job_user:
         # the job's choice (checked at submit); the agent still refuses root unless allowed
@@ -91,6 +96,10 @@ def launch_spec(job: Job, launch: Launch, policy: TaskPolicy | None = None) -> L
         user=job.user,
         cuda_version=spec.cuda_version,
         policy=policy,
+        # gang nodes share the host's network: the rendezvous port and NCCL/gloo's own
+        # connections must be reachable from the peers' hosts
+        network="host" if spec.nodes > 1 else "",
+        ports=launch.ports,
     )
 
 
@@ -153,6 +162,8 @@ def build_task_info(
     if spec.disk_mib:
         resources.append(scalar("disk", float(spec.disk_mib)))
     resources += [scalar("gpus", float(len(launch.gpu_ids))), gpu_ids_set(launch.gpu_ids)]
+    if launch.ports:
+        resources.append(ports_resource(launch.ports))
     return {
         "name": task_name(job, launch.gpu_ids, launch.rank),
         "task_id": {"value": launch.task_id},
