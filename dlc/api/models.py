@@ -49,6 +49,7 @@ class JobSpecIn(BaseModel):
     name: StrictStr | None = None
     cuda_version: StrictStr | None = None
     container_user: StrictStr | None = None
+    workdir: StrictStr | None = None
 
 
 class TaskOut(BaseModel):

@@ -130,10 +130,13 @@ def build_spec(file: str | None, flags: dict[str, Any], command: tuple[str, ...]
 @click.option("--user", "as_me", is_flag=True,
               help="Run as your own UID:GID (files in rw volumes stay yours); the scheduler "
                    "must run with --allow-job-user.")  # fmt: skip
+@click.option("--workdir", type=click.Path(file_okay=False),
+              help="Upload this directory (minus .dlcignore/.gitignore, at most 64 MiB) to "
+                   "/workspace, the job's working directory.")  # fmt: skip
 @api_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, volume, priority,
-           retries, name, container_user, as_me, api, token, command):  # fmt: skip
+           retries, name, container_user, as_me, workdir, api, token, command):  # fmt: skip
     """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py"""
     container_user = _own_user(container_user) if as_me else container_user
     flags = {
@@ -155,7 +158,12 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
     # The scheduler checks again; checking here answers bad specs without a round trip
     # (and when no scheduler is running yet).
     JobSpec.from_dict(spec)
-    job = ApiClient(api, token).submit(spec)
+    client = ApiClient(api, token)
+    if workdir:
+        from dlc.cli.snapshot import make_snapshot, upload_snapshot
+
+        spec["workdir"] = upload_snapshot(client, make_snapshot(workdir))
+    job = client.submit(spec)
     click.echo(job["id"])
     if job.get("framework_url"):
         where = "Mesos emulator" if job.get("master_kind") == "emulator" else "Mesos UI"

@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from dlc.errors import ContainerError, DlcError
@@ -41,6 +42,7 @@ from dlc.executor.gpu_claim import (
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, driver_volume_name, pick_style, render
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.host_paths import check_image, checked_spec
+from dlc.executor.workdir import prepare as prepare_job_folders
 from dlc.scheduler.launch_spec import LaunchSpec
 
 log = logging.getLogger(__name__)
@@ -216,6 +218,8 @@ class TaskRunner:
             spec.image, lambda msg: self.sink.update(task.task_id, "TASK_STARTING", msg)
         )
         spec = checked_spec(spec)  # volumes resolved on this host, user policy; last before create
+        # /workspace (the --workdir snapshot) and /outputs live in the sandbox (dlc cp reads it)
+        folders = prepare_job_folders(Path(self.config.sandbox), spec.workdir_url, spec.job_secret)
         kwargs = create_kwargs(
             spec,
             identity,
@@ -223,6 +227,7 @@ class TaskRunner:
             image_env,
             self.config.network_mode,
             self.config.memlock_unlimited,
+            folders,
         )
         kwargs["labels"] = {
             **kwargs.get("labels", {}),

@@ -175,6 +175,10 @@ class VolumeSpec:
         return cls(parts[0], parts[1], mode == "ro")
 
 
+#: snapshot ids as :mod:`dlc.store.blobs` makes them
+_WORKDIR_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """What a user asks for.
@@ -198,6 +202,8 @@ class JobSpec:
         cuda_version: CUDA version of the image (filled from the catalog).
         container_user: ``UID[:GID]`` the container should run as; only where the operator
             lets jobs choose (``--allow-job-user``); ``None``: the cluster's default user.
+        workdir: id of an uploaded working-directory snapshot (``dlc submit --workdir``),
+            unpacked at ``/workspace``, the job's working directory; ``None``: none.
     """
 
     framework: str | None = None
@@ -216,6 +222,7 @@ class JobSpec:
     name: str | None = None
     cuda_version: str | None = None
     container_user: str | None = None
+    workdir: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the inverse of :meth:`from_dict`)."""
@@ -265,6 +272,7 @@ class JobSpec:
             name=_opt_str(data, "name"),
             cuda_version=_opt_str(data, "cuda_version"),
             container_user=_opt_str(data, "container_user"),
+            workdir=_opt_str(data, "workdir"),
         )
         spec.check()
         size = len(json.dumps(spec.to_dict()))
@@ -287,6 +295,12 @@ class JobSpec:
                 "framework",
                 "give a framework (e.g. pytorch:2.3) or an image; "
                 f"{_fix('framework')} (`dlc images` lists them) or {_HOW['image']}",
+            )
+        if self.workdir is not None and not _WORKDIR_RE.match(self.workdir):
+            raise JobSpecError(
+                "workdir",
+                f"{_short(self.workdir)} is not a snapshot id; pass a directory with "
+                "`dlc submit --workdir DIR`, which uploads it",
             )
         if self.framework and not _FRAMEWORK_RE.match(self.framework):
             raise JobSpecError(

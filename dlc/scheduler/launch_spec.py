@@ -129,6 +129,8 @@ class LaunchSpec:
         network: Docker network mode the task needs (``host`` for multi-node gangs); empty:
             the executor's own ``--network``.
         ports: host ports the task took from its offer (``DLC_PORTS`` in its environment).
+        workdir_url: where the executor fetches the job's ``--workdir`` snapshot (empty: none).
+        job_secret: the job's secret for the scheduler API's agent routes.
     """
 
     job_id: str
@@ -149,6 +151,8 @@ class LaunchSpec:
     policy: TaskPolicy = field(default_factory=TaskPolicy)
     network: str = ""
     ports: tuple[int, ...] = ()
+    workdir_url: str = ""
+    job_secret: str = ""
 
     def to_json(self) -> str:
         """Compact JSON text of this spec (with its version)."""

@@ -13,6 +13,8 @@ into labels, which ``/master/state`` carries.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import shlex
 import sys
 from dataclasses import dataclass, replace
@@ -37,6 +39,10 @@ class ExecutorConfig:
             (tests use a stand-in executor; sites may wrap it).
         policy: the operator's security settings every task carries to its agent
             (allowed volume prefixes, container user, root, registries).
+        api_url: the scheduler API as agents reach it (the executor fetches ``--workdir``
+            snapshots from there).
+        job_key: the scheduler's secret from which each job's secret is derived
+            (:func:`job_secret`); empty: jobs get no secret.
     """
 
     python: str = sys.executable
@@ -45,6 +51,19 @@ class ExecutorConfig:
     env: tuple[tuple[str, str], ...] = ()
     command: str | None = None
     policy: TaskPolicy = TaskPolicy()
+    api_url: str = ""
+    job_key: str = ""
+
+
+def job_secret(job_key: str, job_id: str) -> str:
+    """The per-job secret (HMAC-SHA256 of the job id under the scheduler's key): the API
+    recomputes it to check the executor's requests, so it is never stored."""
+    return hmac.new(job_key.encode(), job_id.encode(), hashlib.sha256).hexdigest()
+
+
+def workdir_url(api_url: str, job_id: str) -> str:
+    """Where the executor fetches the job's snapshot (outside ``/v1``: no user token)."""
+    return f"{api_url.rstrip('/')}/agent/v1/jobs/{job_id}/workdir"
 
 
 def scalar(name: str, value: float) -> dict[str, Any]:
@@ -66,9 +85,12 @@ def task_name(job: Job, gpu_ids: tuple[int, ...], rank: int = 0) -> str:
     return name
 
 
-def launch_spec(job: Job, launch: Launch, policy: TaskPolicy | None = None) -> LaunchSpec:
+def launch_spec(
+    job: Job, launch: Launch, policy: TaskPolicy | None = None, config: ExecutorConfig | None = None
+) -> LaunchSpec:
     """The executor's instructions for one task of ``job`` (under the operator's ``policy``)."""
     spec = job.spec
+    config = config or ExecutorConfig()
     env = dict(spec.env)
     # The host GPU ids, for logs and people; CUDA itself sees the GPUs renumbered from 0.
     env["DLC_GPU_IDS"] = ",".join(str(i) for i in launch.gpu_ids)
@@ -100,6 +122,9 @@ def launch_spec(job: Job, launch: Launch, policy: TaskPolicy | None = None) -> L
         # connections must be reachable from the peers' hosts
         network="host" if spec.nodes > 1 else "",
         ports=launch.ports,
+        workdir="/workspace" if spec.workdir else None,
+        workdir_url=workdir_url(config.api_url, job.job_id) if spec.workdir else "",
+        job_secret=job_secret(config.job_key, job.job_id) if config.job_key else "",
     )
 
 
@@ -171,5 +196,5 @@ def build_task_info(
         "resources": resources,
         "executor": executor_info(launch, framework_id, config),
         "labels": labels(job, launch),
-        "data": launch_spec(job, launch, config.policy).encode(),
+        "data": launch_spec(job, launch, config.policy, config).encode(),
     }
