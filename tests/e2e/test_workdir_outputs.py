@@ -26,7 +26,7 @@ from tests.real_mesos import RealMesos, ensure_built, venv_env
 pytestmark = pytest.mark.docker
 
 IMAGE = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
-RESOURCES = "cpus:4;mem:4096;disk:10240;ports:[31000-31100];gpus:2;gpu_ids:{0,1}"
+RESOURCES = "cpus:4;mem:4096;disk:10240;ports:[31000-31100];gpus:4;gpu_ids:{0,1,2,3}"
 ADMIN = "workdir-admin-token"
 
 
@@ -153,3 +153,28 @@ def test_job_on_another_users_snapshot_is_refused_by_the_api(service, tmp_path):
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(request, timeout=10)
     assert err.value.code == 409  # bob cannot append to alice's snapshot either
+
+
+def _readme_submit_line() -> list[str]:
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if "dlc submit --image dlc-test/busybox:1" in x)
+    return shlex.split(line.strip())[1:]  # as written, without the leading `dlc`
+
+
+def test_the_readme_laptop_example_runs_as_written(service, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])  # the README runs from the checkout
+    submitted = _cli(service, ADMIN, *_readme_submit_line())
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.output.split()[0]
+    job = _wait(service, job_id)
+    logs = _cli(service, ADMIN, "logs", job_id).output
+    assert job.state.value == "finished", (job.message, logs)
+    assert "trained on awk for 200 epochs: w=3.000 b=1.000" in logs
+    monkeypatch.chdir(tmp_path)
+    assert _cli(service, ADMIN, "cp", f"{job_id}:model.txt", ".").exit_code == 0
+    assert (tmp_path / "model.txt").read_text() == "w=3.000 b=1.000\n"
