@@ -18,7 +18,7 @@ try:
     ys = torch.tensor([[y] for _, y in data])
     model = torch.nn.Linear(1, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for epoch in range(EPOCHS):
+    for _ in range(EPOCHS):
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(xs), ys)
         loss.backward()
@@ -28,7 +28,7 @@ try:
 except ImportError:
     random.seed(0)
     w, b, device = random.random(), random.random(), "python"
-    for epoch in range(EPOCHS):
+    for _ in range(EPOCHS):
         gw = sum(2 * (w * x + b - y) * x for x, y in data) / len(data)
         gb = sum(2 * (w * x + b - y) for x, y in data) / len(data)
         w, b = w - 0.1 * gw, b - 0.1 * gb
