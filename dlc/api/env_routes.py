@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import json
 import os
 import posixpath
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, StrictStr
 from starlette.exceptions import HTTPException
 
 from dlc.errors import DlcError
-from dlc.scheduler.task_info import job_secret
+from dlc.scheduler.task_info import env_secret, job_secret
 from dlc.store.blobs import BlobStore
 
 SECRET_HEADER = "x-dlc-job-secret"
@@ -66,6 +67,7 @@ def _auth(request: Request) -> tuple[str, bool]:
 def add_env_routes(app: FastAPI, api: Any) -> None:
     """Register the routes above on ``app``."""
     core = api.core
+    add_open_route(app, api)
 
     @app.post("/v1/workdirs")
     def upload(chunk: WorkdirChunk, request: Request) -> dict:
@@ -124,6 +126,31 @@ def add_env_routes(app: FastAPI, api: Any) -> None:
             "eof": len(data) < length if size is None else offset + len(data) >= size,
             "state": job.state.value,
         }
+
+
+def add_open_route(app: FastAPI, api: Any) -> None:
+    """``GET /v1/jobs/{id}/env``: the URL of an interactive job's server (owner or admin)."""
+    core = api.core
+
+    @app.get("/v1/jobs/{job_id}/env")
+    def open_env(job_id: str, request: Request) -> dict:
+        """``{"url", "state"}``; ``url`` is empty until the server's port is known."""
+        job = core.visible_job(job_id, *_auth(request))
+        if not job.spec.interactive:
+            raise HTTPException(409, f"job {job_id} is not interactive (dlc submit --interactive)")
+        task = next((t for t in job.tasks if t.rank == 0), None)
+        url = ""
+        if task is not None and job.state.value == "running":
+            sandbox = _local_sandbox(api.logs, task)
+            if sandbox is not None and (sandbox / "dlc-env.json").is_file():
+                port = int(json.loads((sandbox / "dlc-env.json").read_text())["port"])
+            else:
+                body = api.logs._read_remote(task, "dlc-env.json", 0, 4096)["data"]
+                port = int(json.loads(body)["port"]) if body else 0
+            if port:
+                token = env_secret(_context(api).job_key, job_id)
+                url = f"http://{task.hostname}:{port}/lab?token={token}"
+        return {"url": url, "state": job.state.value}
 
 
 def safe_output_path(path: str) -> str:

@@ -50,6 +50,8 @@ class JobSpecIn(BaseModel):
     cuda_version: StrictStr | None = None
     container_user: StrictStr | None = None
     workdir: StrictStr | None = None
+    interactive: bool | None = None
+    idle_timeout_s: int | None = None
 
 
 class TaskOut(BaseModel):

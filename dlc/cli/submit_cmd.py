@@ -133,10 +133,20 @@ def build_spec(file: str | None, flags: dict[str, Any], command: tuple[str, ...]
 @click.option("--workdir", type=click.Path(file_okay=False),
               help="Upload this directory (minus .dlcignore/.gitignore, at most 64 MiB) to "
                    "/workspace, the job's working directory.")  # fmt: skip
+@click.option("--interactive", is_flag=True, default=None,
+              help="Start JupyterLab (or COMMAND serving on $DLC_ENV_PORT); `dlc open JOB` "
+                   "prints its URL.")  # fmt: skip
+@click.option(
+    "--idle-timeout",
+    "idle_timeout_s",
+    type=click.IntRange(10),
+    help="Stop an interactive job after this many seconds idle (default 3600).",
+)
 @api_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, volume, priority,
-           retries, name, container_user, as_me, workdir, api, token, command):  # fmt: skip
+           retries, name, container_user, as_me, workdir, interactive, idle_timeout_s, api,
+           token, command):  # fmt: skip
     """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py"""
     container_user = _own_user(container_user) if as_me else container_user
     flags = {
@@ -153,6 +163,8 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
         "retries": retries,
         "name": name,
         "container_user": container_user,
+        "interactive": interactive,
+        "idle_timeout_s": idle_timeout_s,
     }
     spec = build_spec(spec_file, flags, tuple(command))
     # The scheduler checks again; checking here answers bad specs without a round trip
@@ -165,6 +177,8 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
         spec["workdir"] = upload_snapshot(client, make_snapshot(workdir))
     job = client.submit(spec)
     click.echo(job["id"])
+    if spec.get("interactive"):
+        click.echo(f"interactive: `dlc open {job['id']}` prints its URL once it runs", err=True)
     if job.get("framework_url"):
         where = "Mesos emulator" if job.get("master_kind") == "emulator" else "Mesos UI"
         click.echo(f"{where}: {job['framework_url']}", err=True)

@@ -131,6 +131,8 @@ def create_kwargs(
         "security_opt": ["no-new-privileges"],
         "ulimits": [{"Name": "memlock", "Soft": -1, "Hard": -1}] if memlock_unlimited else None,
         "network_mode": spec.network or network_mode,
+        # an environment's server, on the host port the task took from its offer
+        "ports": {f"{c}/tcp": h for c, h in spec.publish} or None,
         "detach": True,
     }
     return {k: v for k, v in kwargs.items() if v is not None}

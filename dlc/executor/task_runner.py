@@ -29,6 +29,7 @@ from dlc.executor.container_spec import (
     TaskIdentity,
     create_kwargs,
 )
+from dlc.executor.env_server import IdleWatch, write_env_file
 from dlc.executor.gpu_claim import (
     LABEL_EXECUTOR_PID,
     LABEL_GPUS,
@@ -255,10 +256,25 @@ class TaskRunner:
             f"container {task.container_id[:12]} running {spec.image}",
             labels={CONTAINER_ID_LABEL: task.container_id},
         )
+        watch = self._watch_idle(spec, task.container_id)
         result = self.runtime.wait(task.container_id)
         for reader in readers:
             reader.join(timeout=5)
+        if watch is not None:
+            watch.close()
+            if watch.reason:  # the environment was stopped for idleness: a normal end
+                return ("TASK_FINISHED", watch.reason, None)
         return exit_outcome(result, list(tail))
+
+    def _watch_idle(self, spec: LaunchSpec, container_id: str) -> IdleWatch | None:
+        """For an environment: say where its server is and stop it when idle."""
+        if not spec.publish:
+            return None
+        write_env_file(Path(self.config.sandbox), spec)
+        if not spec.idle_timeout_s:
+            return None
+        stop = lambda: self.runtime.stop(container_id, self.config.grace_s)  # noqa: E731
+        return IdleWatch(spec, stop, poll_s=min(5.0, spec.idle_timeout_s / 4)).start()
 
     def _kill_guarded(self, task: _Task) -> None:
         try:

@@ -131,6 +131,8 @@ class LaunchSpec:
         ports: host ports the task took from its offer (``DLC_PORTS`` in its environment).
         workdir_url: where the executor fetches the job's ``--workdir`` snapshot (empty: none).
         job_secret: the job's secret for the scheduler API's agent routes.
+        publish: ``(container port, host port)`` pairs to publish (an environment's server).
+        idle_timeout_s: stop an environment after this long without activity (0: never).
     """
 
     job_id: str
@@ -153,6 +155,8 @@ class LaunchSpec:
     ports: tuple[int, ...] = ()
     workdir_url: str = ""
     job_secret: str = ""
+    publish: tuple[tuple[int, int], ...] = ()
+    idle_timeout_s: float = 0.0
 
     def to_json(self) -> str:
         """Compact JSON text of this spec (with its version)."""
@@ -189,6 +193,7 @@ class LaunchSpec:
         body["gpu_uuids"] = tuple(body.get("gpu_uuids", ()))
         body["gpu_minors"] = tuple(int(i) for i in body.get("gpu_minors", ()))
         body["ports"] = tuple(int(p) for p in body.get("ports", ()))
+        body["publish"] = tuple((int(c), int(h)) for c, h in body.get("publish", ()))
         if body.get("network", "") not in ("", "host", "bridge", "none"):
             raise DlcError("task data: network must be host, bridge, none or empty")
         body["volumes"] = tuple(Volume(**v) for v in body.get("volumes", ()))

@@ -360,7 +360,7 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
         except AllocationError as exc:
             reason = str(exc)
             continue
-        ports = slot.take_ports(ports_needed(spec.nodes))
+        ports = slot.take_ports(ports_needed(spec.nodes, spec.interactive))
         if ports is None:
             reason = f"no offer with {spec.gpus} GPUs has a free port in its ports resource"
             continue

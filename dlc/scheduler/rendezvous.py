@@ -60,9 +60,10 @@ def ports_resource(ports: Sequence[int]) -> dict[str, Any]:
     }
 
 
-def ports_needed(nodes: int) -> int:
-    """Ports each task of a job with ``nodes`` nodes takes from its offer."""
-    return 1 if nodes > 1 else 0
+def ports_needed(nodes: int, interactive: bool = False) -> int:
+    """Ports each task takes from its offer: one for a gang's rendezvous, one for an
+    environment's web server (the last one taken)."""
+    return (1 if nodes > 1 else 0) + (1 if interactive else 0)
 
 
 def gang_env(rank: int, gpus_per_node: int, peers: Sequence[str]) -> dict[str, str]:

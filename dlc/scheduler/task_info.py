@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 import shlex
 import sys
 from dataclasses import dataclass, replace
@@ -61,6 +62,22 @@ def job_secret(job_key: str, job_id: str) -> str:
     return hmac.new(job_key.encode(), job_id.encode(), hashlib.sha256).hexdigest()
 
 
+#: the port an environment's server listens on inside the container (JupyterLab's default)
+ENV_PORT = 8888
+#: what an interactive job without a command runs (the catalog's images carry JupyterLab)
+JUPYTER_COMMAND = (
+    "sh", "-c",
+    'exec jupyter lab --ip=0.0.0.0 --port="$DLC_ENV_PORT" --no-browser '
+    '--ServerApp.token="$JUPYTER_TOKEN" --ServerApp.root_dir="${PWD:-/}"',
+)  # fmt: skip
+
+
+def env_secret(job_key: str, job_id: str) -> str:
+    """The token of an environment's URL (a different derivation from :func:`job_secret`, so
+    the URL, which a user may share, never opens the executor's routes)."""
+    return job_secret(job_key, "env:" + job_id)
+
+
 def workdir_url(api_url: str, job_id: str) -> str:
     """Where the executor fetches the job's snapshot (outside ``/v1``: no user token)."""
     return f"{api_url.rstrip('/')}/agent/v1/jobs/{job_id}/workdir"
@@ -101,6 +118,16 @@ def launch_spec(
             env.update(gang_env(launch.rank, spec.gpus, launch.peers))
     if launch.ports:
         env["DLC_PORTS"] = ",".join(str(p) for p in launch.ports)
+    publish: tuple[tuple[int, int], ...] = ()
+    command = spec.command
+    if spec.interactive and launch.ports:
+        publish = ((ENV_PORT, launch.ports[-1]),)
+        # without the scheduler's key (an in-memory DB) the token is random: never empty,
+        # which would leave the server open to anyone who finds the port
+        token = env_secret(config.job_key, job.job_id) if config.job_key else secrets.token_hex(32)
+        env.update({"DLC_ENV_PORT": str(ENV_PORT), "JUPYTER_TOKEN": token})
+        # a catalog framework runs JupyterLab; an --image of one's own serves by its own CMD
+        command = command or (JUPYTER_COMMAND if spec.framework else ())
     policy = policy or TaskPolicy()
     if spec.container_user and policy.allow_job_user:
         # the job's choice (checked at submit); the agent still refuses root unless allowed
@@ -109,7 +136,7 @@ def launch_spec(
         job_id=job.job_id,
         image=spec.image or "",
         framework=spec.framework,
-        command=spec.command,
+        command=command,
         env=env,
         gpu_ids=launch.gpu_ids,
         cpus=spec.cpus,
@@ -125,6 +152,8 @@ def launch_spec(
         workdir="/workspace" if spec.workdir else None,
         workdir_url=workdir_url(config.api_url, job.job_id) if spec.workdir else "",
         job_secret=job_secret(config.job_key, job.job_id) if config.job_key else "",
+        publish=publish,
+        idle_timeout_s=float(spec.idle_timeout_s) if spec.interactive else 0.0,
     )
 
 
