@@ -39,11 +39,12 @@ def _status(url: str) -> tuple[int, str]:
         return exc.code, ""
 
 
-def test_environment_url_answers_needs_its_token_and_stops_when_idle(service, env_image):  # noqa: F811
+def test_environment_url_answers_needs_its_token_and_stops_when_idle(service, env_image):  # noqa: F811, E501
     alice = service.store.add_token("env-alice")
     bob = service.store.add_token("env-bob")
-    submitted = _cli(service, alice, "submit", "--image", env_image, "--interactive",
-                     "--idle-timeout", "10", "--gpus", "1", "--cpus", "0.5", "--mem", "128M")  # fmt: skip
+    args = ["submit", "--image", env_image, "--interactive", "--idle-timeout", "10",
+            "--gpus", "1", "--cpus", "0.5", "--mem", "128M"]  # fmt: skip
+    submitted = _cli(service, alice, *args)
     assert submitted.exit_code == 0, submitted.output
     job_id = submitted.output.split()[0]
     assert f"dlc open {job_id}" in submitted.output  # the hint (stderr, mixed in by CliRunner)
