@@ -254,7 +254,8 @@ def jobs(api, token, limit, show_all):
 @api_options
 def status(job_id, api, token):
     """Show one job: spec, placement and state history."""
-    job = ApiClient(api, token).show(job_id)
+    client = ApiClient(api, token)
+    job = client.show(job_id)
     rows = [
         ("id", job["id"]),
         ("user", job["user"]),
@@ -267,12 +268,25 @@ def status(job_id, api, token):
         ("command", " ".join(job["command"]) or "(image default)"),
         ("message", job["message"]),
     ]
+    url = _env_url(client, job)
+    if url:
+        rows.append(("url", url))
     for key, value in rows:
         click.echo(f"{key:>10}: {value}")
     click.echo("   history:")
     for item in job.get("history", ()):
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["at"]))
         click.echo(f"    {stamp} {item['state']:<9} {item['message']}")
+
+
+def _env_url(client: ApiClient, job: dict) -> str:
+    """A running interactive job's URL (``""`` for batch jobs: the API answers 409)."""
+    if job["state"] != "running":
+        return ""
+    try:
+        return client._call("GET", f"/v1/jobs/{urllib.parse.quote(job['id'], safe='')}/env")["url"]
+    except ApiError:
+        return ""
 
 
 @click.command("kill")

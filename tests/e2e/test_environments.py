@@ -55,6 +55,7 @@ def test_environment_url_answers_needs_its_token_and_stops_when_idle(service, en
     port = int(url.split(":")[2].split("/")[0])
     assert 31000 <= port <= 31100  # from the agent's ports resource
     assert _status(url) == (200, "hello from the lab")
+    assert f"url: {url}" in _cli(service, alice, "status", job_id).output
     assert _status(url.split("?")[0])[0] == 403  # no token
     assert _status(url[:-4] + "0000")[0] == 403  # a wrong one
 
