@@ -68,6 +68,7 @@ def add_env_routes(app: FastAPI, api: Any) -> None:
     """Register the routes above on ``app``."""
     core = api.core
     add_open_route(app, api)
+    add_exec_route(app, api)
 
     @app.post("/v1/workdirs")
     def upload(chunk: WorkdirChunk, request: Request) -> dict:
@@ -151,6 +152,65 @@ def add_open_route(app: FastAPI, api: Any) -> None:
                 token = env_secret(_context(api).job_key, job_id)
                 url = f"http://{task.hostname}:{port}/lab?token={token}"
         return {"url": url, "state": job.state.value}
+
+
+class ExecIn(BaseModel):
+    """``dlc exec``: the command to run in the job's container."""
+
+    model_config = ConfigDict(extra="forbid")
+    argv: list[StrictStr]
+
+
+def _sandbox_json(api: Any, task: Any, name: str) -> dict:
+    """A small JSON file the executor wrote in the task's sandbox (``{}``: not there)."""
+    sandbox = _local_sandbox(api.logs, task)
+    if sandbox is not None:
+        path = sandbox / name
+        return json.loads(path.read_text()) if path.is_file() else {}
+    try:
+        body = api.logs._read_remote(task, name, 0, 4096)["data"]
+    except DlcError:
+        return {}
+    return json.loads(body) if body else {}
+
+
+def add_exec_route(app: FastAPI, api: Any) -> None:
+    """``POST /v1/jobs/{id}/exec``: run a command in the job's running container."""
+    core = api.core
+
+    @app.post("/v1/jobs/{job_id}/exec")
+    def exec_in_job(job_id: str, body: ExecIn, request: Request) -> dict:
+        """``{"exit_code", "output"}`` (output base64) of ``argv`` run in the container."""
+        job = core.visible_job(job_id, *_auth(request))
+        if not body.argv:
+            raise HTTPException(400, "argv: give a command, e.g. dlc exec JOB -- ls")
+        task = next((t for t in job.tasks if t.rank == 0), None)
+        port = _sandbox_json(api, task, "dlc-exec.json").get("port") if task else None
+        if job.state.value != "running" or not port:
+            raise HTTPException(409, f"job {job_id} is {job.state.value}, not running a container")
+        secret = job_secret(_context(api).job_key, job_id)
+        return _post_json(f"http://{task.hostname}:{int(port)}/exec", {"argv": body.argv}, secret)
+
+
+def _post_json(url: str, body: dict, secret: str) -> dict:
+    import urllib.error
+    import urllib.request
+
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method="POST",
+                                 headers={"X-DLC-Job-Secret": secret,
+                                          "Content-Type": "application/json"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=300) as resp:  # noqa: S310
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("error", str(exc))
+        except ValueError:
+            message = str(exc)
+        raise HTTPException(409, f"the job's executor refused: {message}") from None
+    except OSError as exc:
+        raise HTTPException(502, f"cannot reach the job's executor at {url}: {exc}") from None
 
 
 def safe_output_path(path: str) -> str:

@@ -30,6 +30,7 @@ from dlc.executor.container_spec import (
     create_kwargs,
 )
 from dlc.executor.env_server import IdleWatch, write_env_file
+from dlc.executor.exec_server import ExecServer, docker_exec
 from dlc.executor.gpu_claim import (
     LABEL_EXECUTOR_PID,
     LABEL_GPUS,
@@ -257,7 +258,10 @@ class TaskRunner:
             labels={CONTAINER_ID_LABEL: task.container_id},
         )
         watch = self._watch_idle(spec, task.container_id)
+        exec_server = self._serve_exec(spec, task.container_id)
         result = self.runtime.wait(task.container_id)
+        if exec_server is not None:
+            exec_server.close(Path(self.config.sandbox))
         for reader in readers:
             reader.join(timeout=5)
         if watch is not None:
@@ -265,6 +269,14 @@ class TaskRunner:
             if watch.reason:  # the environment was stopped for idleness: a normal end
                 return ("TASK_FINISHED", watch.reason, None)
         return exit_outcome(result, list(tail))
+
+    def _serve_exec(self, spec: LaunchSpec, container_id: str) -> ExecServer | None:
+        """``dlc exec`` into this container while it runs (needs the job's secret)."""
+        client = getattr(self.runtime, "client", None)  # the real engine only
+        if not spec.job_secret or client is None:
+            return None
+        server = ExecServer(spec.job_secret, docker_exec(client, container_id))
+        return server.start(Path(self.config.sandbox))
 
     def _watch_idle(self, spec: LaunchSpec, container_id: str) -> IdleWatch | None:
         """For an environment: say where its server is and stop it when idle."""

@@ -3,7 +3,8 @@
 `dlc submit --interactive` with a small locally built image that answers like JupyterLab
 (tests/e2e/envhttp: token required, `/api/status` with `last_activity`) on a port DLC took from
 the offer: `dlc open` prints the URL, the URL answers, the token is required, another user
-gets no URL, and the environment stops by itself once idle.
+gets no URL, `dlc exec` runs a command in the container and returns its exit code (not for
+another user), and the environment stops by itself once idle.
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ def test_environment_url_answers_needs_its_token_and_stops_when_idle(service, en
 
     refused = _cli(service, bob, "open", job_id, "--wait", "0")
     assert refused.exit_code != 0 and url not in refused.output
+
+    # dlc exec: the command runs in the container, its exit code comes back; bob is refused
+    ran = _cli(service, alice, "exec", job_id, "--", "sh", "-c", "echo in $(hostname); exit 3")
+    assert ran.exit_code == 3, ran.output
+    assert ran.output.startswith("in ")
+    assert _cli(service, alice, "exec", job_id, "--", "true").exit_code == 0
+    stranger = _cli(service, bob, "exec", job_id, "--", "true")
+    assert stranger.exit_code not in (0, 3) and "no job" in stranger.output.lower()
 
     job = _wait(service, job_id, timeout=90)  # idle stop: 10 s after the last request
     assert job.state.value == "finished", job.message
