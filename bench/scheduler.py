@@ -69,6 +69,12 @@ def offer_json(agent: Agent, n: int, attributes: dict[str, str]) -> dict:
             {"name": "mem", "type": "SCALAR", "scalar": {"value": agent.mem}},
             {"name": "gpus", "type": "SCALAR", "scalar": {"value": float(len(ids))}},
             {"name": "gpu_ids", "type": "SET", "set": {"item": [str(i) for i in ids]}},
+            # Mesos agents offer ports [31000-32000] by default; gangs take one per node
+            {
+                "name": "ports",
+                "type": "RANGES",
+                "ranges": {"range": [{"begin": 31000, "end": 32000}]},
+            },  # fmt: skip
         ],
         "attributes": [
             {"name": k, "type": "TEXT", "text": {"value": v}} for k, v in attributes.items()

@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from dlc import __version__
+from dlc.api.env_routes import add_env_routes
 from dlc.api.guard import SESSION_COOKIE, request_token
 from dlc.api.models import (
     ERRORS,
@@ -91,6 +92,7 @@ def build_app(api: Any) -> FastAPI:
     _add_job_routes(app, api)
     _add_session_routes(app, api)
     _add_pages(app, api)
+    add_env_routes(app, api)
     return app
 
 

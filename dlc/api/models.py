@@ -49,6 +49,9 @@ class JobSpecIn(BaseModel):
     name: StrictStr | None = None
     cuda_version: StrictStr | None = None
     container_user: StrictStr | None = None
+    workdir: StrictStr | None = None
+    interactive: bool | None = None
+    idle_timeout_s: int | None = None
 
 
 class TaskOut(BaseModel):

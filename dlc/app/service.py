@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -121,11 +122,28 @@ class SchedulerService:
             self.store.close()
             self._release_lock()
             raise
+        self._wire_env_routes(config)
         if fw_config.webui_url is None:
             fw_config = _with_webui(fw_config, self.api.url + "/")
         self.framework = MesosFramework(self.core, fw_config, driver_factory)
         #: called once when this instance loses its leadership (the CLI exits then)
         self.on_step_down = lambda why: None
+
+    def _wire_env_routes(self, config: ServiceConfig) -> None:
+        """Snapshots live in ``<db>.blobs``; each job's secret derives from a key kept in the
+        DB (so it survives restarts); tasks learn where the API is (docs/environments.md)."""
+        if config.db == ":memory:":
+            return
+        from dlc.api.env_routes import EnvContext
+        from dlc.store.blobs import BlobStore
+
+        key = self.store.get_meta("job_secret_key")
+        if not key:
+            key = secrets.token_hex(32)
+            self.store.set_meta("job_secret_key", key)
+        self.api.env = EnvContext(BlobStore(f"{config.db}.blobs"), key)
+        executor = replace(self.core.config.executor, api_url=self.api.url, job_key=key)
+        self.core.config = replace(self.core.config, executor=executor)
 
     def _release_lock(self) -> None:
         if self._db_lock is not None:

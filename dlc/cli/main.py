@@ -38,6 +38,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("dlc.cli.status_cmd", "Show one job with its history."),
     "kill": ("dlc.cli.kill_cmd", "Kill a job."),
     "logs": ("dlc.cli.logs_cmd", "Print a job's container output (-f to follow)."),
+    "open": ("dlc.cli.open_cmd", "Print the URL of an interactive job's JupyterLab."),
+    "exec": ("dlc.cli.exec_cmd", "Run a command in a running job's container (JOB -- CMD)."),
+    "cp": ("dlc.cli.cp_cmd", "Copy a file from a job's /outputs (JOB:PATH DEST)."),
     "simulate": ("dlc.cli.simulate_cmd", "Replay cluster traces through placement policies."),
 }
 

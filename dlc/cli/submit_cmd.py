@@ -7,6 +7,7 @@ this one expose each command to the lazy ``dlc`` group.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -119,16 +120,35 @@ def build_spec(file: str | None, flags: dict[str, Any], command: tuple[str, ...]
 @click.option("--cpus", type=float, help="CPUs per node (default 1).")
 @click.option("--mem", help="Memory per node: 4096 (MiB), 512M, 16G (default 1G).")
 @click.option("-e", "--env", multiple=True, help="KEY=VALUE environment (repeatable).")
-@click.option("-v", "--volume", multiple=True, help="/host:/ctr[:ro|rw] (allow-listed).")
+@click.option("-v", "--volume", multiple=True,
+              help="HOST:CTR[:ro|:rw] bind mount, READ-ONLY unless :rw; HOST must be under "
+                   "the scheduler's --allow-volume (repeatable).")  # fmt: skip
 @click.option("--priority", type=int, help="Higher runs first (default 0).")
 @click.option("--retries", type=int, help="Re-queue a failed or lost job this often.")
 @click.option("--name", help="Short job name.")
 @click.option("--container-user", help="UID:GID to run as (where the cluster allows it).")
+@click.option("--user", "as_me", is_flag=True,
+              help="Run as your own UID:GID (files in rw volumes stay yours); the scheduler "
+                   "must run with --allow-job-user.")  # fmt: skip
+@click.option("--workdir", type=click.Path(file_okay=False),
+              help="Upload this directory (minus .dlcignore/.gitignore, at most 64 MiB) to "
+                   "/workspace, the job's working directory.")  # fmt: skip
+@click.option("--interactive", is_flag=True, default=None,
+              help="Start JupyterLab (or COMMAND serving on $DLC_ENV_PORT); `dlc open JOB` "
+                   "prints its URL.")  # fmt: skip
+@click.option(
+    "--idle-timeout",
+    "idle_timeout_s",
+    type=click.IntRange(10),
+    help="Stop an interactive job after this many seconds idle (default 3600).",
+)
 @api_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, volume, priority,
-           retries, name, container_user, api, token, command):  # fmt: skip
+           retries, name, container_user, as_me, workdir, interactive, idle_timeout_s, api,
+           token, command):  # fmt: skip
     """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py"""
+    container_user = _own_user(container_user) if as_me else container_user
     flags = {
         "framework": framework,
         "image": image,
@@ -143,16 +163,32 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
         "retries": retries,
         "name": name,
         "container_user": container_user,
+        "interactive": interactive,
+        "idle_timeout_s": idle_timeout_s,
     }
     spec = build_spec(spec_file, flags, tuple(command))
     # The scheduler checks again; checking here answers bad specs without a round trip
     # (and when no scheduler is running yet).
     JobSpec.from_dict(spec)
-    job = ApiClient(api, token).submit(spec)
+    client = ApiClient(api, token)
+    if workdir:
+        from dlc.cli.snapshot import make_snapshot, upload_snapshot
+
+        spec["workdir"] = upload_snapshot(client, make_snapshot(workdir))
+    job = client.submit(spec)
     click.echo(job["id"])
+    if spec.get("interactive"):
+        click.echo(f"interactive: `dlc open {job['id']}` prints its URL once it runs", err=True)
     if job.get("framework_url"):
         where = "Mesos emulator" if job.get("master_kind") == "emulator" else "Mesos UI"
         click.echo(f"{where}: {job['framework_url']}", err=True)
+
+
+def _own_user(container_user: str | None) -> str:
+    """``UID:GID`` of the caller for ``--user`` (refused together with ``--container-user``)."""
+    if container_user:
+        raise click.UsageError("--user and --container-user both pick the user; pass one of them")
+    return f"{os.getuid()}:{os.getgid()}"
 
 
 def _age(submitted_at: float) -> str:
@@ -218,7 +254,8 @@ def jobs(api, token, limit, show_all):
 @api_options
 def status(job_id, api, token):
     """Show one job: spec, placement and state history."""
-    job = ApiClient(api, token).show(job_id)
+    client = ApiClient(api, token)
+    job = client.show(job_id)
     rows = [
         ("id", job["id"]),
         ("user", job["user"]),
@@ -231,12 +268,25 @@ def status(job_id, api, token):
         ("command", " ".join(job["command"]) or "(image default)"),
         ("message", job["message"]),
     ]
+    url = _env_url(client, job)
+    if url:
+        rows.append(("url", url))
     for key, value in rows:
         click.echo(f"{key:>10}: {value}")
     click.echo("   history:")
     for item in job.get("history", ()):
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["at"]))
         click.echo(f"    {stamp} {item['state']:<9} {item['message']}")
+
+
+def _env_url(client: ApiClient, job: dict) -> str:
+    """A running interactive job's URL (``""`` for batch jobs: the API answers 409)."""
+    if job["state"] != "running":
+        return ""
+    try:
+        return client._call("GET", f"/v1/jobs/{urllib.parse.quote(job['id'], safe='')}/env")["url"]
+    except ApiError:
+        return ""
 
 
 @click.command("kill")
@@ -257,12 +307,16 @@ def _done(job: dict) -> bool:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
 @click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr instead of stdout.")
 @click.option("--interval", type=float, default=1.0, show_default=True, hidden=True)
+@click.option("--tail", "tail_lines", type=click.IntRange(0),
+              help="Start with only the last N lines of what is there now.")  # fmt: skip
 @api_options
-def logs(job_id, follow, use_stderr, interval, api, token):
+def logs(job_id, follow, use_stderr, interval, tail_lines, api, token):
     """Print a job's container output (stdout, or --stderr)."""
     client = ApiClient(api, token)
     stream = "stderr" if use_stderr else "stdout"
     offset = 0
+    if tail_lines is not None:
+        offset = _print_tail(client, job_id, stream, tail_lines)
     while True:
         chunk = client.logs(job_id, stream, offset)
         if chunk["data"]:
@@ -274,6 +328,27 @@ def logs(job_id, follow, use_stderr, interval, api, token):
         if not follow or chunk["done"]:
             break
         time.sleep(interval)
+
+
+def _print_tail(client, job_id: str, stream: str, lines: int) -> int:
+    """Print the last ``lines`` lines of what the stream holds now; returns where it ended."""
+    import collections
+
+    offset, last, partial = 0, collections.deque(maxlen=lines or 1), ""
+    while True:
+        chunk = client.logs(job_id, stream, offset)
+        if not chunk["data"]:
+            break
+        offset = chunk["offset"]
+        parts = (partial + chunk["data"]).split("\n")
+        partial = parts.pop()
+        last.extend(part + "\n" for part in parts)
+    if partial:
+        last.append(partial)
+    if lines:
+        sys.stdout.write("".join(last))
+        sys.stdout.flush()
+    return offset
 
 
 command = submit

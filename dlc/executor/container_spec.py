@@ -98,6 +98,7 @@ def create_kwargs(
     image_env: Mapping[str, str] | None = None,
     network_mode: str = "bridge",
     memlock_unlimited: bool = False,
+    folders: Sequence[tuple[str, str]] = (),
 ) -> dict:
     """Keyword arguments for ``docker.client.containers.create`` (device requests as dicts).
 
@@ -106,8 +107,11 @@ def create_kwargs(
         identity: the task (labels, name).
         gpu: rendered GPU arguments.
         image_env: the image's own environment (to extend its ``PATH``).
-        network_mode: Docker network mode (``bridge``, ``host`` or ``none``).
+        network_mode: Docker network mode (``bridge``, ``host`` or ``none``) unless the task
+            names its own (``spec.network``: ``host`` for multi-node gangs).
         memlock_unlimited: set ``ulimit -l unlimited`` (RDMA hosts).
+        folders: ``(sandbox path, container path)`` read-write job folders the executor made
+            (``/workspace``, ``/outputs``: :mod:`dlc.executor.workdir`).
     """
     volumes = dict(gpu.volumes)  # named driver volumes only; host paths go through mounts
     shm_mib = max(64, spec.mem_mib // 4)  # DataLoader workers share tensors through /dev/shm
@@ -123,7 +127,7 @@ def create_kwargs(
         "memswap_limit": f"{spec.mem_mib}m",  # no swap beyond the limit: OOM is reported
         "shm_size": f"{shm_mib}m",
         "volumes": volumes or None,
-        "mounts": bind_mounts(spec) or None,
+        "mounts": bind_mounts(spec) + folder_mounts(folders) or None,
         "user": spec.policy.container_user,
         "devices": list(gpu.devices),
         "device_requests": [dict(r) for r in gpu.device_requests],
@@ -136,10 +140,21 @@ def create_kwargs(
         "pids_limit": PIDS_LIMIT,
         # The engine's own copy of the output is bounded too (the sandbox copy has its cap).
         "log_config": {"Type": "json-file", "Config": dict(ENGINE_LOG)},
-        "network_mode": network_mode,
+        "network_mode": spec.network or network_mode,
+        # an environment's server, on the host port the task took from its offer
+        "ports": {f"{c}/tcp": h for c, h in spec.publish} or None,
         "detach": True,
     }
     return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def folder_mounts(folders: Sequence[tuple[str, str]]) -> list[dict]:
+    """Read-write ``type=bind`` mounts of the executor's own sandbox folders."""
+    return [
+        {"Type": "bind", "Source": src, "Target": dst, "ReadOnly": False,
+         "BindOptions": {"Propagation": "rprivate"}}
+        for src, dst in folders
+    ]  # fmt: skip
 
 
 def bind_mounts(spec: LaunchSpec) -> list[dict]:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from dlc.errors import ContainerError, DlcError
@@ -29,6 +30,8 @@ from dlc.executor.container_spec import (
     TaskIdentity,
     create_kwargs,
 )
+from dlc.executor.env_server import IdleWatch, write_env_file
+from dlc.executor.exec_server import ExecServer, docker_exec
 from dlc.executor.gpu_claim import (
     LABEL_EXECUTOR_PID,
     LABEL_GPUS,
@@ -45,12 +48,16 @@ from dlc.executor.host_paths import check_image, checked_spec
 from dlc.executor.sharing.hook import ShareHook
 from dlc.executor.sharing.render import apply_share
 from dlc.executor.volume_pins import pin_volumes
+from dlc.executor.workdir import prepare as prepare_job_folders
 from dlc.scheduler.launch_spec import LaunchSpec
 
 log = logging.getLogger(__name__)
 
 #: TaskStatus label carrying the Docker container id (on TASK_RUNNING and after)
 CONTAINER_ID_LABEL = "dlc.container_id"
+#: simulated GPUs belong to one agent of one framework: two agents on one host (mesos-local
+#: with MESOS_NUM_SLAVES=2, the emulator) each have their own GPU 0
+LABEL_SIM_AGENT = "dlc.sim_agent"
 
 
 class StatusSink(Protocol):
@@ -238,6 +245,8 @@ class TaskRunner:
             spec.image, lambda msg: self.sink.update(task.task_id, "TASK_STARTING", msg)
         )
         spec = checked_spec(spec)  # volumes resolved on this host, user policy; last before create
+        # /workspace (the --workdir snapshot) and /outputs live in the sandbox (dlc cp reads it)
+        folders = prepare_job_folders(Path(self.config.sandbox), spec.workdir_url, spec.job_secret)
         # Docker mounts by path: pin each checked volume to the inode the check saw.
         spec, task.unpin = self.pin_volumes(spec, self._sandbox(f".dlc-volumes/{task.task_id}"))
         kwargs = create_kwargs(
@@ -247,6 +256,7 @@ class TaskRunner:
             image_env,
             self.config.network_mode,
             self.config.memlock_unlimited,
+            folders,
         )
         if share_args is not None:
             kwargs = apply_share(kwargs, share_args)
@@ -255,8 +265,10 @@ class TaskRunner:
             LABEL_GPUS: gpus_label(spec.gpu_ids),
             LABEL_EXECUTOR_PID: executor_pid_label(),
         }
+        if style is GpuStyle.NONE and os.environ.get("MESOS_SLAVE_ID"):
+            kwargs["labels"][LABEL_SIM_AGENT] = os.environ["MESOS_SLAVE_ID"]
         with self._gpu_claim_lock():
-            # simulated GPUs (style none) are only this framework's; real ones the host's
+            # simulated GPUs (style none) are only this framework's agent's; real ones the host's
             scope = self.framework_id if style is GpuStyle.NONE else None
             self._claim_gpus(task, spec.gpu_ids, scope)
             with task.lock:
@@ -275,12 +287,38 @@ class TaskRunner:
             labels={CONTAINER_ID_LABEL: task.container_id},
         )
         self.shares.started(task.task_id, task.container_id)
+        watch = self._watch_idle(spec, task.container_id)
+        exec_server = self._serve_exec(spec, task.container_id)
         result = self.runtime.wait(task.container_id)
+        if exec_server is not None:
+            exec_server.close(Path(self.config.sandbox))
         # The log stream ends once the engine has delivered everything the container wrote;
         # removing the container earlier cut a 300 MB output at 47 MB (red-team). Bounded.
         for reader in readers:
             reader.join(timeout=LOG_DRAIN_S)
+        if watch is not None:
+            watch.close()
+            if watch.reason:  # the environment was stopped for idleness: a normal end
+                return ("TASK_FINISHED", watch.reason, None)
         return self.shares.outcome(task.task_id) or exit_outcome(result, list(tail))
+
+    def _serve_exec(self, spec: LaunchSpec, container_id: str) -> ExecServer | None:
+        """``dlc exec`` into this container while it runs (needs the job's secret)."""
+        client = getattr(self.runtime, "client", None)  # the real engine only
+        if not spec.job_secret or client is None:
+            return None
+        server = ExecServer(spec.job_secret, docker_exec(client, container_id))
+        return server.start(Path(self.config.sandbox))
+
+    def _watch_idle(self, spec: LaunchSpec, container_id: str) -> IdleWatch | None:
+        """For an environment: say where its server is and stop it when idle."""
+        if not spec.publish:
+            return None
+        write_env_file(Path(self.config.sandbox), spec)
+        if not spec.idle_timeout_s:
+            return None
+        stop = lambda: self.runtime.stop(container_id, self.config.grace_s)  # noqa: E731
+        return IdleWatch(spec, stop, poll_s=min(5.0, spec.idle_timeout_s / 4)).start()
 
     def _kill_guarded(self, task: _Task) -> None:
         try:
@@ -371,6 +409,8 @@ class TaskRunner:
         labels: dict[str, str | None] = {LABEL_GPUS: None}
         if framework_scope:
             labels[LABEL_FRAMEWORK] = framework_scope
+            if os.environ.get("MESOS_SLAVE_ID"):
+                labels[LABEL_SIM_AGENT] = os.environ["MESOS_SLAVE_ID"]
         found = self.runtime.list_containers(labels)
         return [
             HeldGpus(

@@ -175,6 +175,10 @@ class VolumeSpec:
         return cls(parts[0], parts[1], mode == "ro")
 
 
+#: snapshot ids as :mod:`dlc.store.blobs` makes them
+_WORKDIR_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """What a user asks for.
@@ -198,6 +202,11 @@ class JobSpec:
         cuda_version: CUDA version of the image (filled from the catalog).
         container_user: ``UID[:GID]`` the container should run as; only where the operator
             lets jobs choose (``--allow-job-user``); ``None``: the cluster's default user.
+        workdir: id of an uploaded working-directory snapshot (``dlc submit --workdir``),
+            unpacked at ``/workspace``, the job's working directory; ``None``: none.
+        interactive: an environment (JupyterLab) reached through a port from the offer
+            (docs/environments.md), stopped when idle for ``idle_timeout_s``.
+        idle_timeout_s: seconds without activity before an interactive job stops.
     """
 
     framework: str | None = None
@@ -216,6 +225,9 @@ class JobSpec:
     name: str | None = None
     cuda_version: str | None = None
     container_user: str | None = None
+    workdir: str | None = None
+    interactive: bool = False
+    idle_timeout_s: int = 3600
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the inverse of :meth:`from_dict`)."""
@@ -265,6 +277,9 @@ class JobSpec:
             name=_opt_str(data, "name"),
             cuda_version=_opt_str(data, "cuda_version"),
             container_user=_opt_str(data, "container_user"),
+            workdir=_opt_str(data, "workdir"),
+            interactive=_flag(data, "interactive"),
+            idle_timeout_s=_int(data, "idle_timeout_s", 3600, lo=10, hi=30 * 86400),
         )
         spec.check()
         size = len(json.dumps(spec.to_dict()))
@@ -287,6 +302,16 @@ class JobSpec:
                 "framework",
                 "give a framework (e.g. pytorch:2.3) or an image; "
                 f"{_fix('framework')} (`dlc images` lists them) or {_HOW['image']}",
+            )
+        if self.workdir is not None and not _WORKDIR_RE.match(self.workdir):
+            raise JobSpecError(
+                "workdir",
+                f"{_short(self.workdir)} is not a snapshot id; pass a directory with "
+                "`dlc submit --workdir DIR`, which uploads it",
+            )
+        if self.interactive and self.nodes > 1:
+            raise JobSpecError(
+                "interactive", "an environment runs on one node; drop --nodes or --interactive"
             )
         if self.framework and not _FRAMEWORK_RE.match(self.framework):
             raise JobSpecError(
@@ -350,6 +375,13 @@ def _short(value: Any, limit: int = 60) -> str:
     """``repr`` of a user value cut to ``limit`` characters (error messages stay one line)."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-1]}"
+
+
+def _flag(data: dict, key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise JobSpecError(key, f"must be true or false, not {_short(value)}")
+    return value
 
 
 def _int(data: dict, key: str, default: int, lo: int, hi: int) -> int:

@@ -180,6 +180,13 @@ class LaunchSpec:
         driver_version: the agent's NVIDIA driver when known; empty: read on the host.
         policy: the operator's security settings (volumes, container user, registries).
         share: a share of one GPU instead of whole GPUs (``None``: whole GPUs or none).
+        network: Docker network mode the task needs (``host`` for multi-node gangs); empty:
+            the executor's own ``--network``.
+        ports: host ports the task took from its offer (``DLC_PORTS`` in its environment).
+        workdir_url: where the executor fetches the job's ``--workdir`` snapshot (empty: none).
+        job_secret: the job's secret for the scheduler API's agent routes.
+        publish: ``(container port, host port)`` pairs to publish (an environment's server).
+        idle_timeout_s: stop an environment after this long without activity (0: never).
     """
 
     job_id: str
@@ -199,6 +206,12 @@ class LaunchSpec:
     driver_version: str | None = None
     policy: TaskPolicy = field(default_factory=TaskPolicy)
     share: GpuShare | None = None
+    network: str = ""
+    ports: tuple[int, ...] = ()
+    workdir_url: str = ""
+    job_secret: str = ""
+    publish: tuple[tuple[int, int], ...] = ()
+    idle_timeout_s: float = 0.0
 
     def to_json(self) -> str:
         """Compact JSON text of this spec (with its version)."""
@@ -234,6 +247,10 @@ class LaunchSpec:
         body["gpu_ids"] = tuple(int(i) for i in body.get("gpu_ids", ()))
         body["gpu_uuids"] = tuple(body.get("gpu_uuids", ()))
         body["gpu_minors"] = tuple(int(i) for i in body.get("gpu_minors", ()))
+        body["ports"] = tuple(int(p) for p in body.get("ports", ()))
+        body["publish"] = tuple((int(c), int(h)) for c, h in body.get("publish", ()))
+        if body.get("network", "") not in ("", "host", "bridge", "none"):
+            raise DlcError("task data: network must be host, bridge, none or empty")
         body["volumes"] = tuple(Volume(**v) for v in body.get("volumes", ()))
         policy = body.get("policy") or {}
         if not isinstance(policy, dict):

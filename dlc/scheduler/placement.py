@@ -36,6 +36,7 @@ from dlc.images import driver_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.jobs import Job
+from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import parse_agent_attributes, topology_from_attributes
 
@@ -62,6 +63,9 @@ class OfferView:
         cpus, mem_mib, disk_mib, gpus: scalar resources offered.
         gpu_ids: items of the ``gpu_ids`` SET resource.
         attributes: agent attributes as text (scalars rendered without ``.0``).
+        ports: the offered ``ports`` ranges (gang tasks take one each).
+        address: the IP the agent advertises (its ``url``), else its hostname: what a
+            gang's peers connect to.
     """
 
     offer_id: str
@@ -73,6 +77,8 @@ class OfferView:
     gpus: float = 0.0
     gpu_ids: frozenset[int] = frozenset()
     attributes: dict[str, str] = field(default_factory=dict)
+    ports: Ranges = ()
+    address: str = ""
 
     @classmethod
     def from_mesos(cls, offer: dict) -> OfferView:
@@ -100,9 +106,18 @@ class OfferView:
                 gpus=scalars.get("gpus", 0.0),
                 gpu_ids=frozenset(gpu_ids),
                 attributes=_attributes(offer.get("attributes", ())),
+                ports=parse_port_ranges(offer.get("resources", ())),
+                address=_agent_address(offer),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise OfferError(f"malformed offer {offer.get('id')}: {exc!r}") from None
+
+
+def _agent_address(offer: dict) -> str:
+    """The agent's advertised IP (the one the master reaches, so peers can too; no DNS
+    needed), else the offer's hostname."""
+    address = (offer.get("url") or {}).get("address") or {}
+    return str(address.get("ip") or offer.get("hostname", ""))
 
 
 def _attributes(attrs: Iterable[dict]) -> dict[str, str]:
@@ -130,6 +145,10 @@ class Launch:
     gpu_ids: tuple[int, ...]
     #: the policy that chose ``gpu_ids`` (:data:`NO_TOPOLOGY_POLICY` for a bare agent)
     policy: str = ""
+    #: ports taken from the agent's ``ports`` offer for this task (gangs: the rendezvous)
+    ports: tuple[int, ...] = ()
+    #: ``address:port`` of every node of a gang, in rank order (empty for one node)
+    peers: tuple[str, ...] = ()
 
 
 @dataclass
@@ -208,6 +227,20 @@ class _Slot:
         self.gpus = sum(o.gpus for o in offers)
         self.free: frozenset[int] = frozenset().union(*(o.gpu_ids for o in offers))
         self.attributes = first.attributes
+        self.address = first.address or first.hostname
+        self.port_ranges: Ranges = tuple(sorted(r for o in offers for r in o.ports))
+        self.ports_taken: set[int] = set()
+
+    def take_ports(self, count: int) -> tuple[int, ...] | None:
+        """Take ``count`` free offered ports (``None``, taking nothing, when too few)."""
+        got: list[int] = []
+        for _ in range(count):
+            port = take_port(self.port_ranges, self.ports_taken | set(got))
+            if port is None:
+                return None
+            got.append(port)
+        self.ports_taken.update(got)
+        return tuple(got)
 
     def take(self, cpus: float, mem: float, disk: float, ids: tuple[int, ...], sign: int) -> None:
         self.cpus -= sign * cpus
@@ -304,7 +337,7 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
     spec = job.spec
     cpus = spec.cpus + config.executor_cpus
     mem = spec.mem_mib + config.executor_mem_mib
-    chosen: list[tuple[_Slot, tuple[int, ...], str]] = []
+    chosen: list[tuple[_Slot, tuple[int, ...], str, tuple[int, ...]]] = []
     reason = "no offers"
     # Best fit: the agent with the fewest free GPUs that can still hold the job,
     # so big holes stay open for big jobs.
@@ -327,15 +360,21 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
         except AllocationError as exc:
             reason = str(exc)
             continue
+        ports = slot.take_ports(ports_needed(spec.nodes, spec.interactive))
+        if ports is None:
+            reason = f"no offer with {spec.gpus} GPUs has a free port in its ports resource"
+            continue
         slot.take(cpus, mem, spec.disk_mib, ids, +1)
-        chosen.append((slot, ids, policy))
+        chosen.append((slot, ids, policy, ports))
     if len(chosen) < spec.nodes:
-        for slot, ids, _ in chosen:  # all or nothing: give back the partial gang
+        for slot, ids, _, ports in chosen:  # all or nothing: give back the partial gang
             slot.take(cpus, mem, spec.disk_mib, ids, -1)
+            slot.ports_taken.difference_update(ports)
         if spec.nodes > 1 and chosen:
             reason = f"only {len(chosen)} of {spec.nodes} nodes fit: {reason}"
         return reason
-    for rank, (slot, ids, policy) in enumerate(chosen):
+    peers = tuple(f"{s.address}:{p[0]}" for s, _, _, p in chosen) if spec.nodes > 1 else ()
+    for rank, (slot, ids, policy, ports) in enumerate(chosen):
         result.launches.append(
             Launch(
                 job.job_id,
@@ -346,6 +385,8 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
                 slot.offer_ids,
                 ids,
                 policy,
+                ports,
+                peers,
             )
         )
     return None

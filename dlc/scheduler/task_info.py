@@ -13,6 +13,9 @@ into labels, which ``/master/state`` carries.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 import shlex
 import sys
 from dataclasses import dataclass, replace
@@ -21,6 +24,7 @@ from typing import Any
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy, Volume
 from dlc.scheduler.placement import Launch, PlacementConfig
+from dlc.scheduler.rendezvous import gang_env, ports_resource
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,10 @@ class ExecutorConfig:
             (tests use a stand-in executor; sites may wrap it).
         policy: the operator's security settings every task carries to its agent
             (allowed volume prefixes, container user, root, registries).
+        api_url: the scheduler API as agents reach it (the executor fetches ``--workdir``
+            snapshots from there).
+        job_key: the scheduler's secret from which each job's secret is derived
+            (:func:`job_secret`); empty: jobs get no secret.
     """
 
     python: str = sys.executable
@@ -44,6 +52,35 @@ class ExecutorConfig:
     env: tuple[tuple[str, str], ...] = ()
     command: str | None = None
     policy: TaskPolicy = TaskPolicy()
+    api_url: str = ""
+    job_key: str = ""
+
+
+def job_secret(job_key: str, job_id: str) -> str:
+    """The per-job secret (HMAC-SHA256 of the job id under the scheduler's key): the API
+    recomputes it to check the executor's requests, so it is never stored."""
+    return hmac.new(job_key.encode(), job_id.encode(), hashlib.sha256).hexdigest()
+
+
+#: the port an environment's server listens on inside the container (JupyterLab's default)
+ENV_PORT = 8888
+#: what an interactive job without a command runs (the catalog's images carry JupyterLab)
+JUPYTER_COMMAND = (
+    "sh", "-c",
+    'exec jupyter lab --ip=0.0.0.0 --port="$DLC_ENV_PORT" --no-browser '
+    '--ServerApp.token="$JUPYTER_TOKEN" --ServerApp.root_dir="${PWD:-/}"',
+)  # fmt: skip
+
+
+def env_secret(job_key: str, job_id: str) -> str:
+    """The token of an environment's URL (a different derivation from :func:`job_secret`, so
+    the URL, which a user may share, never opens the executor's routes)."""
+    return job_secret(job_key, "env:" + job_id)
+
+
+def workdir_url(api_url: str, job_id: str) -> str:
+    """Where the executor fetches the job's snapshot (outside ``/v1``: no user token)."""
+    return f"{api_url.rstrip('/')}/agent/v1/jobs/{job_id}/workdir"
 
 
 def scalar(name: str, value: float) -> dict[str, Any]:
@@ -65,15 +102,32 @@ def task_name(job: Job, gpu_ids: tuple[int, ...], rank: int = 0) -> str:
     return name
 
 
-def launch_spec(job: Job, launch: Launch, policy: TaskPolicy | None = None) -> LaunchSpec:
+def launch_spec(
+    job: Job, launch: Launch, policy: TaskPolicy | None = None, config: ExecutorConfig | None = None
+) -> LaunchSpec:
     """The executor's instructions for one task of ``job`` (under the operator's ``policy``)."""
     spec = job.spec
+    config = config or ExecutorConfig()
     env = dict(spec.env)
     # The host GPU ids, for logs and people; CUDA itself sees the GPUs renumbered from 0.
     env["DLC_GPU_IDS"] = ",".join(str(i) for i in launch.gpu_ids)
     if spec.nodes > 1:
         # Distributed jobs find their place in the gang from these.
         env.update({"DLC_NODE_RANK": str(launch.rank), "DLC_NUM_NODES": str(spec.nodes)})
+        if launch.peers:
+            env.update(gang_env(launch.rank, spec.gpus, launch.peers))
+    if launch.ports:
+        env["DLC_PORTS"] = ",".join(str(p) for p in launch.ports)
+    publish: tuple[tuple[int, int], ...] = ()
+    command = spec.command
+    if spec.interactive and launch.ports:
+        publish = ((ENV_PORT, launch.ports[-1]),)
+        # without the scheduler's key (an in-memory DB) the token is random: never empty,
+        # which would leave the server open to anyone who finds the port
+        token = env_secret(config.job_key, job.job_id) if config.job_key else secrets.token_hex(32)
+        env.update({"DLC_ENV_PORT": str(ENV_PORT), "JUPYTER_TOKEN": token})
+        # a catalog framework runs JupyterLab; an --image of one's own serves by its own CMD
+        command = command or (JUPYTER_COMMAND if spec.framework else ())
     policy = policy or TaskPolicy()
     if spec.container_user and policy.allow_job_user:
         # the job's choice (checked at submit); the agent still refuses root unless allowed
@@ -82,7 +136,7 @@ def launch_spec(job: Job, launch: Launch, policy: TaskPolicy | None = None) -> L
         job_id=job.job_id,
         image=spec.image or "",
         framework=spec.framework,
-        command=spec.command,
+        command=command,
         env=env,
         gpu_ids=launch.gpu_ids,
         cpus=spec.cpus,
@@ -91,6 +145,15 @@ def launch_spec(job: Job, launch: Launch, policy: TaskPolicy | None = None) -> L
         user=job.user,
         cuda_version=spec.cuda_version,
         policy=policy,
+        # gang nodes share the host's network: the rendezvous port and NCCL/gloo's own
+        # connections must be reachable from the peers' hosts
+        network="host" if spec.nodes > 1 else "",
+        ports=launch.ports,
+        workdir="/workspace" if spec.workdir else None,
+        workdir_url=workdir_url(config.api_url, job.job_id) if spec.workdir else "",
+        job_secret=job_secret(config.job_key, job.job_id) if config.job_key else "",
+        publish=publish,
+        idle_timeout_s=float(spec.idle_timeout_s) if spec.interactive else 0.0,
     )
 
 
@@ -153,6 +216,8 @@ def build_task_info(
     if spec.disk_mib:
         resources.append(scalar("disk", float(spec.disk_mib)))
     resources += [scalar("gpus", float(len(launch.gpu_ids))), gpu_ids_set(launch.gpu_ids)]
+    if launch.ports:
+        resources.append(ports_resource(launch.ports))
     return {
         "name": task_name(job, launch.gpu_ids, launch.rank),
         "task_id": {"value": launch.task_id},
@@ -160,5 +225,5 @@ def build_task_info(
         "resources": resources,
         "executor": executor_info(launch, framework_id, config),
         "labels": labels(job, launch),
-        "data": launch_spec(job, launch, config.policy).encode(),
+        "data": launch_spec(job, launch, config.policy, config).encode(),
     }

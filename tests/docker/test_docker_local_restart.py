@@ -33,6 +33,8 @@ def start_local(work: Path) -> tuple[subprocess.Popen, ApiClient]:
     text = "".join(lines)
     api = re.search(r"export DLC_API=(\S+)", text).group(1)
     token = re.search(r"export DLC_TOKEN=(\S+)", text).group(1)
+    if token.startswith("$("):  # a restart names the saved token instead of printing it
+        token = (work / "admin.token").read_text().strip()
     return proc, ApiClient(api, token)
 
 

@@ -15,8 +15,10 @@ def offer(
     disk: float = 0,
     attrs: dict[str, str] | None = None,
     gpus_scalar: float | None = None,
+    ports: tuple[tuple[int, int], ...] = ((31000, 31009),),
 ) -> dict:
-    """A v1 Offer dict as the master sends it (gpu_ids items are strings)."""
+    """A v1 Offer dict as the master sends it (gpu_ids items are strings; ``ports`` as the
+    agents' default ``ports`` resource)."""
     ids = list(range(8)) if gpus is None else gpus
     resources = [
         {"name": "cpus", "type": "SCALAR", "scalar": {"value": cpus}, "role": "*"},
@@ -31,6 +33,9 @@ def offer(
         resources.append(
             {"name": "gpu_ids", "type": "SET", "set": {"item": [str(i) for i in ids]}, "role": "*"}
         )
+    if ports:
+        ranges = [{"begin": b, "end": e} for b, e in ports]
+        resources.append({"name": "ports", "type": "RANGES", "ranges": {"range": ranges}})
     return {
         "id": {"value": oid},
         "agent_id": {"value": agent},

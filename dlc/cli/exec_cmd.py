@@ -1,0 +1,25 @@
+"""``dlc exec JOB -- CMD``: run a command in a running job's container; exits with its code."""
+
+from __future__ import annotations
+
+import base64
+import sys
+import urllib.parse
+
+import click
+
+from dlc.api.client import ApiClient
+from dlc.cli.submit_cmd import api_options
+
+
+@click.command("exec", context_settings={"ignore_unknown_options": True})
+@click.argument("job_id")
+@api_options
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+def command(job_id, api, token, argv):
+    """Run a command in your running job's container: dlc exec JOB -- nvidia-smi"""
+    path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/exec"
+    result = ApiClient(api, token)._call("POST", path, {"argv": list(argv)})
+    sys.stdout.buffer.write(base64.b64decode(result["output"]))
+    sys.stdout.flush()
+    sys.exit(int(result["exit_code"]))

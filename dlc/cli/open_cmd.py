@@ -1,0 +1,39 @@
+"""``dlc open JOB``: the URL of an interactive job's JupyterLab (with its token)."""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+
+import click
+
+from dlc.api.client import ApiClient
+from dlc.cli.submit_cmd import api_options
+from dlc.errors import DlcError
+
+
+def env_url(client: ApiClient, job_id: str, wait_s: float, interval: float = 1.0) -> dict:
+    """``{"url", "state"}`` of the job's environment, waiting up to ``wait_s`` for the URL."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = client._call("GET", f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/env")
+        ended = found["state"] in ("finished", "failed", "killed", "lost")
+        if found["url"] or ended or time.monotonic() >= deadline:
+            return found
+        time.sleep(interval)
+
+
+@click.command("open")
+@click.argument("job_id")
+@click.option("--wait", "wait_s", type=float, default=120, show_default=True,
+              help="Seconds to wait for the environment to start.")  # fmt: skip
+@api_options
+def command(job_id, wait_s, api, token):
+    """Print the URL (with its secret token) of an interactive job: dlc open JOB."""
+    found = env_url(ApiClient(api, token), job_id, wait_s)
+    if not found["url"]:
+        raise DlcError(
+            f"job {job_id} is {found['state']} and its environment has no URL yet; "
+            "try again, or see `dlc status` / `dlc logs`"
+        )
+    click.echo(found["url"])

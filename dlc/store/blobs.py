@@ -1,0 +1,93 @@
+"""Uploaded working-directory snapshots, kept as files next to the job database.
+
+A snapshot (``dlc submit --workdir``) can be tens of MiB: it never goes into a job row. The API
+writes it here, in chunks (each API request body is capped), under a random id; the job spec
+names the id; the executor fetches it once through the API with the job's secret. Every blob
+records its owner, so a job can only use its own user's uploads.
+
+Layout: ``ROOT/<id>.tgz`` (the bytes) and ``ROOT/<id>.owner`` (the uploading user). ``ROOT`` is
+created mode 0700.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+from pathlib import Path
+
+from dlc.errors import DlcError
+
+#: the largest snapshot accepted (compressed bytes)
+MAX_BLOB_BYTES = 64 << 20
+_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+def valid_blob_id(blob_id: str) -> bool:
+    """Whether ``blob_id`` has the form :meth:`BlobStore.create` gives (32 hex digits)."""
+    return bool(_ID_RE.match(blob_id or ""))
+
+
+class BlobStore:
+    """Blob files under ``root`` (``<db>.blobs`` beside the job database)."""
+
+    def __init__(self, root: str | Path, max_bytes: int = MAX_BLOB_BYTES):
+        self.root = Path(root)
+        self.max_bytes = max_bytes
+
+    def _path(self, blob_id: str, suffix: str) -> Path:
+        if not valid_blob_id(blob_id):
+            raise DlcError(f"workdir: {blob_id[:40]!r} is not a snapshot id; upload with --workdir")
+        return self.root / f"{blob_id}{suffix}"
+
+    def create(self, owner: str) -> str:
+        """A new, empty blob of ``owner``; returns its id."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        blob_id = secrets.token_hex(16)
+        self._path(blob_id, ".owner").write_text(owner)
+        self._path(blob_id, ".tgz").touch(mode=0o600)
+        return blob_id
+
+    def owner(self, blob_id: str) -> str | None:
+        """Who uploaded ``blob_id`` (``None``: no such blob)."""
+        try:
+            return self._path(blob_id, ".owner").read_text()
+        except (OSError, DlcError):
+            return None
+
+    def append(self, blob_id: str, owner: str, data: bytes) -> int:
+        """Append a chunk to ``owner``'s blob; returns its new size.
+
+        Raises:
+            DlcError: not ``owner``'s blob, or the size would pass :attr:`max_bytes`.
+        """
+        if self.owner(blob_id) != owner:
+            raise DlcError(f"workdir: no snapshot {blob_id} of yours; upload it again")
+        path = self._path(blob_id, ".tgz")
+        size = path.stat().st_size + len(data)
+        if size > self.max_bytes:
+            raise DlcError(
+                f"workdir: the snapshot passes {self.max_bytes >> 20} MiB; add big files "
+                "(data, checkpoints) to .dlcignore and mount data with -v instead"
+            )
+        with path.open("ab") as fh:
+            fh.write(data)
+        return size
+
+    def read(self, blob_id: str) -> bytes:
+        """The whole blob.
+
+        Raises:
+            DlcError: no such blob.
+        """
+        try:
+            return self._path(blob_id, ".tgz").read_bytes()
+        except OSError:
+            raise DlcError(f"workdir: snapshot {blob_id} is gone from the scheduler") from None
+
+    def delete(self, blob_id: str) -> None:
+        """Remove a blob (no error if it is gone)."""
+        for suffix in (".tgz", ".owner"):
+            with contextlib.suppress(OSError):
+                os.unlink(self._path(blob_id, suffix))

@@ -1,0 +1,125 @@
+"""A 2-node gang on the REAL Mesos master with two agents whose containers find each other.
+
+`dlc submit --nodes 2` -> scheduler -> real Mesos (``MESOS_NUM_SLAVES=2``) -> two `dlc executor`
+processes -> two Docker containers on the host network. Node 0 listens on ``$MASTER_PORT`` (a
+port DLC took from its offer) with busybox ``nc``; node 1 connects to ``$MASTER_ADDR:$MASTER_PORT``
+and both exchange a line, so the test passes only when the variables name a reachable peer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.request
+
+import pytest
+from click.testing import CliRunner
+
+from dlc.app.service import SchedulerService, ServiceConfig
+from dlc.cli.main import cli
+from dlc.executor.container_spec import LABEL_FRAMEWORK
+from dlc.scheduler.task_info import ExecutorConfig
+from tests.real_mesos import real_mesos_master
+
+pytestmark = [pytest.mark.mesos, pytest.mark.docker]
+
+IMAGE = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
+# each agent: one GPU (simulated: --gpu-style none) and the default-like ports range
+RESOURCES = "cpus:2;mem:2048;disk:1024;ports:[31200-31210];gpus:1;gpu_ids:{0}"
+TOKEN = "gang-admin-token"
+
+# node 0 answers the first line it gets; node 1 retries until node 0 listens
+SCRIPT = (
+    'echo "rank=$RANK world=$WORLD_SIZE nproc=$NPROC_PER_NODE master=$MASTER_ADDR:$MASTER_PORT"; '
+    'echo "tf=$TF_CONFIG"; '
+    'if [ "$NODE_RANK" = 0 ]; then '
+    '  echo "hello from node 0" | nc -l -p "$MASTER_PORT" -w 30; '
+    "else "
+    "  for i in $(seq 60); do "
+    '    if echo "hello from node 1" | nc -w 5 "$MASTER_ADDR" "$MASTER_PORT"; then exit 0; fi; '
+    "    sleep 0.5; "
+    "  done; exit 1; "
+    "fi"
+)
+
+
+@pytest.fixture
+def gang_service(tmp_path):
+    from dlc.errors import ContainerError
+    from dlc.executor.runtime import DockerRuntime
+
+    try:
+        runtime = DockerRuntime()
+    except ContainerError as exc:
+        pytest.fail(f"{exc} - run `bash scripts/docker.sh start`", pytrace=False)
+    assert runtime.image_env(IMAGE) is not None, f"{IMAGE} missing: scripts/docker.sh start"
+    mesos_vars = {"MESOS_RESOURCES": RESOURCES, "MESOS_NUM_SLAVES": "2"}
+    with real_mesos_master(tmp_path / "mesos", **mesos_vars) as mesos:
+        _wait_agents(mesos.address, 2)  # admission reads the agents once at registration
+        command = f"{sys.executable} -m dlc executor --gpu-style none --grace 1"
+        config = ServiceConfig(
+            master=mesos.address,
+            db=str(tmp_path / "db"),
+            api_port=0,
+            executor=ExecutorConfig(command=command),
+            admin_token=TOKEN,
+        )
+        svc = SchedulerService(config)
+        svc.start()
+        try:
+            assert svc.framework.registered.wait(30), "framework did not register"
+            yield svc, mesos.address
+        finally:
+            framework_id = svc.core.framework_id
+            svc.stop()
+            runtime.remove_all(runtime.list_containers({LABEL_FRAMEWORK: framework_id}), 0)
+
+
+def _wait_agents(master: str, count: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    agents: list = []
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"http://{master}/master/slaves", timeout=10) as resp:
+            agents = json.loads(resp.read())["slaves"]
+        if len(agents) >= count:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"only {len(agents)} of {count} agents registered")
+
+
+def _logs(svc, job_id: str, rank: int) -> str:
+    url = f"{svc.api_url}/v1/jobs/{job_id}/logs?rank={rank}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return json.loads(resp.read())["data"]
+
+
+def test_two_node_gang_containers_reach_each_other(gang_service):
+    svc, master = gang_service
+    env = {"DLC_API": svc.api_url, "DLC_TOKEN": TOKEN}
+    args = ["submit", "--image", IMAGE, "--nodes", "2", "--gpus", "1", "--cpus", "0.5",
+            "--mem", "128M", "--", "sh", "-c", SCRIPT]  # fmt: skip
+    result = CliRunner().invoke(cli, args, env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    job_id = result.output.split()[0]
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        job = svc.store.get_job(job_id)
+        if job.state.terminal:
+            break
+        time.sleep(0.5)
+    logs = [_logs(svc, job_id, rank) for rank in (0, 1)]
+    history = svc.store.history(job_id)
+    assert job.state.value == "finished", (job.state, history, logs)
+    assert len({t.agent_id for t in job.tasks}) == 2  # two distinct agents
+    # each side got the other's line: the rendezvous variables name a reachable peer
+    assert "hello from node 1" in logs[0], logs
+    assert "hello from node 0" in logs[1], logs
+    port = int(logs[0].split("master=")[1].split()[0].rpartition(":")[2])
+    assert 31200 <= port <= 31210  # taken from node 0's offer
+    assert "rank=1 world=2 nproc=1" in logs[1]
+    tf_config = json.loads(logs[1].split("tf=")[1].splitlines()[0])
+    assert tf_config["task"] == {"type": "worker", "index": 1}
+    assert len(tf_config["cluster"]["worker"]) == 2
