@@ -15,7 +15,7 @@ sandboxes such as CI's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dlc.executor.gpu_render import GpuContainerArgs, merge_search_path
@@ -58,15 +58,6 @@ class TaskIdentity:
         """A readable, unique container name (Docker allows ``[a-zA-Z0-9][a-zA-Z0-9_.-]``)."""
         safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in self.task_id)
         return f"dlc-{safe}"[:200]
-
-
-def env_list_to_dict(env: Sequence[str] | None) -> dict[str, str]:
-    """``["K=V", ...]`` (image ``Config.Env``) -> dict."""
-    out = {}
-    for item in env or ():
-        key, _, value = item.partition("=")
-        out[key] = value
-    return out
 
 
 def container_env(

@@ -184,7 +184,6 @@ class SchedulerCore:
         self._impossible_version = -1
         self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.framework_id: str | None = store.framework_id
-        self.offers_suppressed = False
         self._load()
 
     def _load(self) -> None:
