@@ -112,7 +112,7 @@ class ApiServer:
 
     def start(self, timeout_s: float = 30.0) -> str:
         """Serve in a daemon thread; returns :attr:`url` once the server accepts."""
-        guard = ApiGuard(self.app, self.core.store.authenticate, self.limits)
+        guard = ApiGuard(self.app, self.core.authenticate, self.limits)
         config = uvicorn.Config(
             guard,
             http=_protocol(self.limits.header_timeout_s),

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from dlc.errors import JobNotFound, JobSpecError
+from dlc.scheduler.cluster import AgentView, Holder
 from dlc.scheduler.draining import Drains, confirms_gone, may_still_run
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import (
@@ -185,6 +186,9 @@ class SchedulerCore:
         self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.framework_id: str | None = store.framework_id
         self._load()
+        watch = getattr(metrics, "watch_cluster", None)
+        if watch is not None:  # the metrics read the agents from this core's inventory
+            watch(self.cluster)
 
     def _load(self) -> None:
         """Read the queued and active jobs once (the only full read of the store)."""
@@ -335,6 +339,28 @@ class SchedulerCore:
             self.visible_job(before, user, admin)
         return self.store.list_jobs_page(None if admin else user, limit, before)
 
+    # -- reads for the API and the dashboard (they never open the store) ------
+
+    def all_jobs(self) -> list[Job]:
+        """Every stored job, oldest first (the dashboard's and the metrics' view)."""
+        return self.store.list_jobs()
+
+    def job_history(self, job_id: str) -> list[tuple[float, str, str]]:
+        """``(time, state, message)`` entries of a job, oldest first."""
+        return self.store.history(job_id)
+
+    def state_events(self) -> list[tuple[str, float, str]]:
+        """``(job_id, time, state)`` of every job's history, in time order."""
+        return self.store.state_events()
+
+    def authenticate(self, token: str) -> tuple[str, bool, int | None] | None:
+        """``(user, is_admin, max_priority)`` for a valid API token, else ``None``."""
+        return self.store.authenticate(token)
+
+    def user_for_token(self, token: str) -> tuple[str, bool] | None:
+        """``(user, is_admin)`` for a valid API token, else ``None``."""
+        return self.store.user_for_token(token)
+
     # -- Mesos events ---------------------------------------------------------
 
     def on_offers(self, offers: list[dict]) -> Actions:
@@ -342,8 +368,7 @@ class SchedulerCore:
         with self._lock:
             now = self._clock()
             views, bad = parse_offers(offers)
-            for view in views:
-                self.inventory.note_offer(view)
+            self.inventory.note_offers(views, now)
             self._drains.expire(now)
             usable = [self._drains.strip(v) for v in views]
             queue, impossible = [], {}
@@ -622,6 +647,25 @@ class SchedulerCore:
             for job in self._active.values():  # keep what DLC's own tasks prove exists
                 for task in job.tasks:
                     self.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
+
+    def cluster(self) -> list[AgentView]:
+        """The cluster's one picture: every known agent, each GPU with its facts and state
+        (free, taken by which task, or draining), by hostname."""
+        with self._lock:
+            taken: dict[str, dict[int, Holder]] = {}
+            for job in self._active.values():
+                for task in job.tasks:
+                    if _done(task):
+                        continue
+                    holder = Holder(job.job_id, task.task_id, job.user)
+                    for gpu in task.gpu_ids:
+                        taken.setdefault(task.agent_id, {})[gpu] = holder
+            draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
+            return self.inventory.view(taken, draining)
+
+    def cluster_agent(self, agent_id: str) -> AgentView | None:
+        """One agent of :meth:`cluster`, or ``None``."""
+        return next((a for a in self.cluster() if a.agent_id == agent_id), None)
 
     def max_agent_gpus(self) -> int:
         """Most GPUs any known agent has (0 when no agent is known yet)."""

@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any
 
 from dlc.api.metrics import CONTENT_TYPE, AgentInfo, SchedulerMetrics, allocated_gpus
-from dlc.mesos.master import fetch_agents
+from dlc.mesos.master import fetch_slaves
 from dlc.scheduler.core import SchedulerCore
 from dlc.scheduler.jobs import JobState
 from dlc.web.replay import replay_samples
@@ -75,7 +75,7 @@ class Dashboard:
         """Seed the plots from the job store's history, then start sampling."""
         try:
             count = self.ring.capacity - 1  # leave room for the first live sample
-            seeded = replay_samples(self.core.store, self._clock(), self.sampler.interval_s, count)
+            seeded = replay_samples(self.core, self._clock(), self.sampler.interval_s, count)
         except Exception:  # empty plots are better than a dashboard that does not start
             log.exception("replaying the job history into the plots failed")
             seeded = []
@@ -126,7 +126,7 @@ class Dashboard:
         """The main page's data for this caller (see :func:`~dlc.web.snapshot.build_snapshot`)."""
         if not self.metrics.agents():
             self._refresh_agents(self._clock())  # a fresh page should not wait for the sampler
-        jobs = self.core.store.list_jobs()
+        jobs = self.core.all_jobs()
         requeued = {
             j.job_id: self.metrics.queued_since(j)
             for j in jobs
@@ -160,7 +160,7 @@ class Dashboard:
         """One point of every plotted series, now (and, now and then, the master's agents)."""
         now = self._clock()
         self._refresh_agents(now)
-        jobs = self.core.store.list_jobs()
+        jobs = self.core.all_jobs()
         queued = [j for j in jobs if j.state is JobState.QUEUED]
         waits = self.metrics.take_recent_waits()
         waits += [now - self.metrics.queued_since(j) for j in queued]
@@ -177,8 +177,9 @@ class Dashboard:
         if not master or now < self._agents_at:
             return
         self._agents_at = now + AGENT_REFRESH_S
-        for agent in fetch_agents(master):
-            self.metrics.note_agent(agent.agent_id, agent.hostname, agent.attributes, agent.gpu_ids)
+        slaves = fetch_slaves(master)
+        if slaves is not None:  # the core's inventory is the one model of the agents
+            self.core.update_agents(slaves)
 
 
 def _static(name: str) -> bytes:

@@ -9,6 +9,8 @@ nodes (stand-ins made with mknod), and the driver volume the topology names.
 
 from __future__ import annotations
 
+import itertools
+
 from dlc.executor.gpu_render import CONTROL_DEVICES, GpuStyle
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
@@ -16,12 +18,14 @@ from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.launch_spec import LaunchSpec
 from dlc.scheduler.placement import place
 from dlc.scheduler.task_info import build_task_info
-from dlc.topology.model import Gpu, Topology
+from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
 from dlc.topology.node_config import agent_attributes
 from tests.docker.test_docker_task_runner import Sink
 
-#: index -> minor: reversed, so a minor equal to its index would be a bug showing
-MINORS = {0: 7, 1: 6, 2: 5, 3: 4}
+#: index -> minor: no minor equals its index, so using an index as a minor would show.
+#: Indices 4-7: the e2e tests that share this engine hold GPUs 0-3 while they run, and the
+#: executor's host-wide GPU claim would (rightly) refuse those.
+MINORS = {4: 3, 5: 2, 6: 1, 7: 0}
 
 
 def _offer(topology: Topology) -> dict:
@@ -50,6 +54,10 @@ def test_container_devices_are_the_allocators_gpus_by_minor(
     version = driver_volume.removeprefix("nvidia_driver_")
     topology = Topology(
         gpus=tuple(Gpu(i, model="H100", uuid=f"GPU-{i:04d}", minor=m) for i, m in MINORS.items()),
+        links={
+            (a, b): PairLink(a, b, PcieLevel.SYS, nvlinks=4 if (a, b) == (5, 7) else 0)
+            for a, b in itertools.combinations(MINORS, 2)
+        },
         driver_version=version,
         source="test",
     )
@@ -60,6 +68,7 @@ def test_container_devices_are_the_allocators_gpus_by_minor(
     )
     result = place([_offer(topology)], [job])
     (launch,) = result.launches
+    assert sorted(launch.gpu_ids) == [5, 7]  # the NVLinked pair: the topology was used
     info = build_task_info(job, launch, framework_id)
     spec = LaunchSpec.decode(info["data"])
     assert spec.gpu_minors == tuple(MINORS[i] for i in launch.gpu_ids)
