@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 
 from dlc.errors import JobNotFound, JobSpecError
 from dlc.scheduler.cluster import AgentView, Holder
+from dlc.scheduler.decide import Decision, decide
 from dlc.scheduler.draining import Drains, confirms_gone, may_still_run
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import (
@@ -54,7 +55,6 @@ from dlc.scheduler.placement import (
     PlacementConfig,
     TopologyOf,
     parse_offers,
-    place,
 )
 from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
@@ -364,43 +364,40 @@ class SchedulerCore:
     # -- Mesos events ---------------------------------------------------------
 
     def on_offers(self, offers: list[dict]) -> Actions:
-        """Place queued jobs on ``offers``; persist launches before returning them."""
+        """Decide on ``offers`` (:func:`~dlc.scheduler.decide.decide`, pure), then carry the
+        decision out: persist launches before returning them, record reasons."""
         with self._lock:
             now = self._clock()
             views, bad = parse_offers(offers)
             self.inventory.note_offers(views, now)
             self._drains.expire(now)
             usable = [self._drains.strip(v) for v in views]
-            queue, impossible = [], {}
-            for job in self.queued_jobs():
-                why = self._impossible_reason(job.spec)
-                if why is None:
-                    queue.append(job)
-                else:
-                    impossible[job.job_id] = f"impossible on the current agents: {why}"
-            self._end_reservation_if_due(now, impossible)
-            started = time.perf_counter()
-            result = place(
-                usable, queue, self.config.placement, self._topology_of, self._driver_ok,
-                self._reservations.held(),
+            self._end_reservation_if_due(now)
+            queue = self.queued_jobs()
+            decision = decide(
+                queue, self.inventory, usable, self.config.placement, now,
+                self._reservations.held(), self._impossible_reason,
+                self._topology_of, self._driver_ok,
             )  # fmt: skip
-            latency = time.perf_counter() - started
-            jobs = {j.job_id: j for j in queue}
-            actions = Actions(declines=bad + result.declined)
-            actions.accepts = self._launch(jobs, result)
-            if self.metrics is not None:
-                placed = [
-                    (jobs[j], [x for x in result.launches if x.job_id == j])
-                    for j in result.placed_jobs
-                ]
-                self.metrics.record_round(
-                    views, len(offers), len(actions.declines), latency, placed
-                )
-            self._reservations.record_round(result.placed_jobs, result.waiting)
-            self._maybe_reserve(now, queue, result.waiting, usable)
-            self._note_reasons(now, {**result.waiting, **impossible}, usable)
-            actions.suppress = not self._queued
-            return actions
+            return self._carry_out(now, offers, views, usable, queue, bad, decision)
+
+    def _carry_out(self, now, offers, views, usable, queue, bad, decision: Decision) -> Actions:
+        """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons."""
+        jobs = {j.job_id: j for j in queue}
+        actions = Actions(declines=bad + decision.declines, kills=list(decision.kills))
+        actions.accepts = self._launch(jobs, decision)
+        if self.metrics is not None:
+            placed = [(jobs[j], decision.launches_of(j)) for j in decision.placed_jobs]
+            self.metrics.record_round(
+                views, len(offers), len(actions.declines), decision.placement_s, placed
+            )
+        placeable = {j: r for j, r in decision.waiting.items() if j not in decision.impossible}
+        self._reservations.record_round(decision.placed_jobs, placeable)
+        runnable = [j for j in queue if j.job_id not in decision.impossible]
+        self._maybe_reserve(now, runnable, placeable, usable)
+        self._note_reasons(now, decision.waiting, usable)
+        actions.suppress = not self._queued
+        return actions
 
     def _launch(self, jobs: dict[str, Job], result) -> list[tuple[list[str], list[dict]]]:
         per_agent: dict[str, tuple[list[str], list[dict]]] = {}
@@ -431,13 +428,15 @@ class SchedulerCore:
 
     # -- reservations and reasons ---------------------------------------------
 
-    def _end_reservation_if_due(self, now: float, impossible: dict[str, str]) -> None:
+    def _end_reservation_if_due(self, now: float) -> None:
         active = self._reservations.active
         if active is None:
             return
         gone = [a for a in active.agent_ids if self.inventory.get(a) is None]
-        if active.job_id in impossible:
-            why = impossible[active.job_id]
+        holder = self._queued.get(active.job_id)
+        impossible = self._impossible_reason(holder.spec) if holder is not None else None
+        if impossible is not None:
+            why = f"impossible on the current agents: {impossible}"
         elif gone:
             why = f"agent {', '.join(gone)} left the cluster"
         elif self._reservations.expired(now):
