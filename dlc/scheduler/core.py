@@ -164,7 +164,14 @@ class SchedulerCore:
     ):
         self.store = store
         self.metrics = metrics
-        self.config = config or CoreConfig()
+        config = config or CoreConfig()
+        placement = config.placement
+        # One source for the executor's overhead: what placement reserves per task is what
+        # each ExecutorInfo asks for.
+        executor = replace(
+            config.executor, cpus=placement.executor_cpus, mem_mib=placement.executor_mem_mib
+        )
+        self.config = replace(config, executor=executor)
         self._resolver = resolver or default_resolver
         self._topology_of = topology_of
         self._driver_ok = driver_ok

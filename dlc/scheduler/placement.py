@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from dlc.errors import AllocationError, ConfigError, DlcError, OfferError
 from dlc.images import driver_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
-from dlc.scheduler.allocator.base import model_matches
+from dlc.scheduler.allocator.base import model_matches, unknown_policy
 from dlc.scheduler.jobs import Job
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
@@ -189,11 +189,10 @@ def check_policy(name: str) -> str:
     Raises:
         ConfigError: unknown name, naming ``--policy`` and the known policies.
     """
-    if name not in POLICY_MODULES:
+    problem = unknown_policy(name)
+    if problem:
         known = ", ".join(sorted(POLICY_MODULES))
-        raise ConfigError(
-            "policy", f"unknown placement policy {name!r}; pass --policy one of {known}"
-        )
+        raise ConfigError("policy", f"{problem.split(';')[0]}; pass --policy one of {known}")
     return name
 
 

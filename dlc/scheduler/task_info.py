@@ -29,8 +29,9 @@ class ExecutorConfig:
 
     Attributes:
         python: interpreter that runs ``-m dlc executor`` (default: this one).
-        cpus, mem_mib: resources of each executor (must match
-            :class:`~dlc.scheduler.placement.PlacementConfig`).
+        cpus, mem_mib: resources of each executor; the core sets them from
+            :class:`~dlc.scheduler.placement.PlacementConfig` (``executor_cpus``,
+            ``executor_mem_mib``), the one source of the overhead.
         env: extra environment for the executor process.
         command: a whole executor command line replacing ``<python> -m dlc executor``
             (tests use a stand-in executor; sites may wrap it).
@@ -102,7 +103,8 @@ def labels(job: Job, launch: Launch) -> dict[str, list[dict[str, str]]]:
     pairs = {
         "dlc.job_id": job.job_id,
         "dlc.user": job.user,
-        "dlc.framework": job.spec.framework or "",
+        # the ML framework (pytorch:2.3); "framework" alone means the Mesos framework
+        "dlc.ml_framework": job.spec.framework or "",
         "dlc.image": job.spec.image or "",
         "dlc.gpu_ids": ",".join(str(i) for i in launch.gpu_ids),
         "dlc.attempt": str(job.attempt),
