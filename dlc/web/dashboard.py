@@ -20,8 +20,9 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from dlc.api.metrics import CONTENT_TYPE, AgentInfo, SchedulerMetrics, allocated_gpus
+from dlc.api.metrics import CONTENT_TYPE, SchedulerMetrics
 from dlc.mesos.master import fetch_slaves
+from dlc.scheduler.cluster import GPU_TAKEN, AgentView
 from dlc.scheduler.core import SchedulerCore
 from dlc.scheduler.jobs import JobState
 from dlc.web.replay import replay_samples
@@ -116,7 +117,7 @@ class Dashboard:
         if path == "/v1/dashboard":
             return 200, self.snapshot(user, admin)
         match = _TOPOLOGY_PATH.fullmatch(path)
-        agent = self.metrics.agent(match.group(1)) if match else None
+        agent = self.core.cluster_agent(match.group(1)) if match else None
         if agent is None:
             what = f"no agent {match.group(1)}" if match else f"no endpoint GET {path}"
             return 404, {"error": f"{what}; see /v1/dashboard", "field": None}
@@ -124,7 +125,7 @@ class Dashboard:
 
     def snapshot(self, user: str, admin: bool) -> dict[str, Any]:
         """The main page's data for this caller (see :func:`~dlc.web.snapshot.build_snapshot`)."""
-        if not self.metrics.agents():
+        if not self.core.cluster():
             self._refresh_agents(self._clock())  # a fresh page should not wait for the sampler
         jobs = self.core.all_jobs()
         requeued = {
@@ -137,7 +138,7 @@ class Dashboard:
         info["sample_interval_s"] = self.sampler.interval_s
         return build_snapshot(
             jobs,
-            self.metrics.agents(),
+            self.core.cluster(),
             user,
             admin,
             self._clock(),
@@ -146,7 +147,7 @@ class Dashboard:
             requeued,
         )
 
-    def topology_svg(self, agent: AgentInfo) -> str | None:
+    def topology_svg(self, agent: AgentView) -> str | None:
         """The agent's topology picture (``None`` when it advertises no ``dlc_topo``)."""
         key = (agent.agent_id, agent.attributes.get("dlc_topo", ""))
         with self._svg_lock:
@@ -164,10 +165,11 @@ class Dashboard:
         queued = [j for j in jobs if j.state is JobState.QUEUED]
         waits = self.metrics.take_recent_waits()
         waits += [now - self.metrics.queued_since(j) for j in queued]
+        agents = self.core.cluster()
         return Sample(
             at=now,
-            gpus_allocated=sum(len(g) for g in allocated_gpus(jobs).values()),
-            gpus_total=sum(len(a.gpu_ids) for a in self.metrics.agents()),
+            gpus_allocated=sum(len(a.in_state(GPU_TAKEN)) for a in agents),
+            gpus_total=sum(len(a.gpu_ids) for a in agents),
             jobs_waiting=len(queued),
             queue_wait_s=round(max(waits, default=0.0), 3),
         )
@@ -186,7 +188,7 @@ def _static(name: str) -> bytes:
     return resources.files("dlc.web").joinpath("static", name).read_bytes()
 
 
-def _render(agent: AgentInfo) -> str | None:
+def _render(agent: AgentView) -> str | None:
     if agent.topology is None:
         return None
     from dlc.topology.render.picture import render_svg
