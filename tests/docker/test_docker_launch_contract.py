@@ -10,6 +10,7 @@ nodes (stand-ins made with mknod), and the driver volume the topology names.
 from __future__ import annotations
 
 import itertools
+import time
 
 from dlc.executor.gpu_render import CONTROL_DEVICES, GpuStyle
 from dlc.executor.host_gpus import ProcDriverInfo
@@ -18,6 +19,7 @@ from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.launch_spec import LaunchSpec
 from dlc.scheduler.placement import place
 from dlc.scheduler.task_info import build_task_info
+from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX
 from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
 from dlc.topology.node_config import agent_attributes
 from tests.docker.test_docker_task_runner import Sink
@@ -75,16 +77,24 @@ def test_container_devices_are_the_allocators_gpus_by_minor(
     assert spec.gpu_uuids == tuple(f"GPU-{i:04d}" for i in launch.gpu_ids)
     assert spec.driver_version == version
 
-    sink = Sink()
     config = RunnerConfig(
         gpu_style=GpuStyle.LEGACY,
         device_root=str(fake_dev),
         sandbox=str(tmp_path),
         driver_info=ProcDriverInfo(tmp_path / "no-driver"),  # no fallback: the spec must say
     )
-    runner = TaskRunner(docker_runtime, sink, framework_id, "ex-1", config)
-    runner.launch(launch.task_id, info["data"])
-    runner.join(30)
+    # The GPU claim is host-wide: other sessions' tests on this shared engine may hold the
+    # same stand-in GPUs for a few seconds. Such a refusal is the node doing its job, not
+    # this contract failing: try again, a bounded number of times.
+    for _ in range(20):
+        sink = Sink()
+        runner = TaskRunner(docker_runtime, sink, framework_id, "ex-1", config)
+        runner.launch(launch.task_id, info["data"])
+        runner.join(30)
+        last = sink.updates[-1]
+        if not (last[1] == "TASK_FAILED" and (last[2] or "").startswith(DOUBLE_ASSIGNMENT_PREFIX)):
+            break
+        time.sleep(3)
     assert sink.states()[-1] == "TASK_FINISHED", sink.updates
     devices = [line for line in (tmp_path / "stdout").read_text().split() if "nvidia" in line]
     expected = set(CONTROL_DEVICES) | {f"nvidia{MINORS[i]}" for i in launch.gpu_ids}
