@@ -37,7 +37,8 @@ from dlc.scheduler.allocator import get_policy  # noqa: E402
 from dlc.scheduler.allocator.base import AllocationRequest  # noqa: E402
 from dlc.scheduler.allocator.best_effort import BestEffortPolicy  # noqa: E402
 from dlc.scheduler.allocator.cliques import best_threshold, iter_cliques  # noqa: E402
-from dlc.scheduler.allocator.tables import MachineTables, tables_for  # noqa: E402
+from dlc.scheduler.allocator.prepared import tables_for  # noqa: E402
+from dlc.scheduler.allocator.tables import MachineTables  # noqa: E402
 from dlc.topology.model import Topology  # noqa: E402
 from dlc.topology.parse_topo import load_topology_text  # noqa: E402
 

@@ -13,8 +13,13 @@ multi-node) are placed; running jobs finish after a few rounds and free their GP
 ``--mode rounds`` drives :class:`~dlc.scheduler.core.SchedulerCore` (with its SQLite
 store) instead: the time of one offer round with 5,000 queued jobs, and with 20,000
 finished ones, so that history and queue length show up if a round reads them. It
-only uses APIs older versions have too: run it with another checkout's Python for a
-"before" figure (``cd ../main && .venv/bin/python ../wt/bench/scheduler.py --mode rounds``).
+only uses APIs older versions have too: run it on another checkout's code for a
+"before" figure, then pass that JSON as ``--before`` so one file holds both::
+
+    git archive 0a8079c^ dlc | tar -x -C /tmp/before      # the code before the in-memory queue
+    PYTHONPATH=/tmp/before python bench/scheduler.py --mode rounds --json /tmp/before.json
+    python bench/scheduler.py --mode rounds --before /tmp/before.json \\
+        --before-how "..." --json bench/results/scheduler-rounds.json
 
 Agents carry the DGX-1 topology from examples/topologies in ``dlc_topo``, so the
 ``tree`` policy works on real link data (decoding is cached per attribute value,
@@ -28,7 +33,6 @@ import json
 import random
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,13 +44,8 @@ except ImportError:
 from dlc.scheduler.jobs import Job, JobSpec, JobState  # noqa: E402
 from dlc.scheduler.placement import OfferView, PlacementConfig, place  # noqa: E402
 
-
-@dataclass
-class Agent:
-    agent_id: str
-    free: set[int]
-    cpus: float = 64.0
-    mem: float = 512 * 1024.0
+#: what every simulated agent offers besides its GPUs
+AGENT_CPUS, AGENT_MEM_MIB = 64.0, 512 * 1024.0
 
 
 def agent_attributes(topology_file: Path) -> dict[str, str]:
@@ -57,16 +56,17 @@ def agent_attributes(topology_file: Path) -> dict[str, str]:
     return node_config(discover(from_file=topology_file)).attributes
 
 
-def offer_json(agent: Agent, n: int, attributes: dict[str, str]) -> dict:
-    """A v1 Offer dict for what the agent has free."""
-    ids = sorted(agent.free)
+def offer_json(agent_id: str, free: set[int], n: int, attributes: dict[str, str]) -> dict:
+    """A v1 Offer dict for what the (simulated) agent has free: the Mesos side's data,
+    which the scheduler's inventory learns from like any other offer."""
+    ids = sorted(free)
     return {
         "id": {"value": f"o{n}"},
-        "agent_id": {"value": agent.agent_id},
-        "hostname": agent.agent_id,
+        "agent_id": {"value": agent_id},
+        "hostname": agent_id,
         "resources": [
-            {"name": "cpus", "type": "SCALAR", "scalar": {"value": agent.cpus}},
-            {"name": "mem", "type": "SCALAR", "scalar": {"value": agent.mem}},
+            {"name": "cpus", "type": "SCALAR", "scalar": {"value": AGENT_CPUS}},
+            {"name": "mem", "type": "SCALAR", "scalar": {"value": AGENT_MEM_MIB}},
             {"name": "gpus", "type": "SCALAR", "scalar": {"value": float(len(ids))}},
             {"name": "gpu_ids", "type": "SET", "set": {"item": [str(i) for i in ids]}},
             # Mesos agents offer ports [31000-32000] by default; gangs take one per node
@@ -93,8 +93,9 @@ def run(agents: int, rounds: int, arrivals: int, policy: str, seed: int) -> dict
     """Simulate ``rounds`` offer rounds; returns the figures."""
     rng = random.Random(seed)
     attributes = agent_attributes(ROOT / "examples" / "topologies" / "dgx1-v100.txt")
-    cluster = [Agent(f"agent-{i:04d}", set(range(8))) for i in range(agents)]
-    by_id = {a.agent_id: a for a in cluster}
+    # The Mesos side: what each agent has free (agent id -> GPU indices)
+    free = {f"agent-{i:04d}": set(range(8)) for i in range(agents)}
+    names = list(free)
     queue: list[Job] = []
     running: list[tuple[int, str, tuple[int, ...]]] = []  # (ends at round, agent, ids)
     from dlc.scheduler.queue import Reservations, queue_order
@@ -109,9 +110,9 @@ def run(agents: int, rounds: int, arrivals: int, policy: str, seed: int) -> dict
             queue.append(new_job(rng, job_no, float(job_no)))
             job_no += 1
         offers = []
-        for agent in cluster:
-            if agent.free:
-                offers.append(offer_json(agent, offer_no, attributes))
+        for agent_id, ids in free.items():
+            if ids:
+                offers.append(offer_json(agent_id, ids, offer_no, attributes))
                 offer_no += 1
         started = time.perf_counter()
         views = [OfferView.from_mesos(o) for o in offers]
@@ -120,19 +121,19 @@ def run(agents: int, rounds: int, arrivals: int, policy: str, seed: int) -> dict
         head.record_round(result.placed_jobs, result.waiting)
         for job in queue_order(queue):  # the core's rule: the first due job reserves
             if job.job_id in result.waiting and head.may_reserve(job.job_id, rnd):
-                head.reserve(job.job_id, [cluster[rnd % agents].agent_id], rnd)
+                head.reserve(job.job_id, [names[rnd % agents]], rnd)
                 break
         offers_total += len(offers)
         placed = set(result.placed_jobs)
         launched += len(placed)
         queue = [j for j in queue if j.job_id not in placed]
         for launch in result.launches:
-            by_id[launch.agent_id].free -= set(launch.gpu_ids)
+            free[launch.agent_id] -= set(launch.gpu_ids)
             running.append((rnd + rng.randint(2, 12), launch.agent_id, launch.gpu_ids))
         for item in [r for r in running if r[0] <= rnd]:
-            by_id[item[1]].free |= set(item[2])
+            free[item[1]] |= set(item[2])
         running = [r for r in running if r[0] > rnd]
-        gpus_busy_sum += sum(8 - len(a.free) for a in cluster)
+        gpus_busy_sum += sum(8 - len(ids) for ids in free.values())
     return {
         "agents": agents,
         "gpus_per_agent": 8,
@@ -155,7 +156,11 @@ def offer_round(queued: int, finished: int, rounds: int = 20, agents: int = 10) 
     import tempfile
 
     from dlc.scheduler.core import CoreConfig, SchedulerCore
-    from dlc.store.sqlite import JobStore
+
+    try:
+        from dlc.store.sqlite import JobStore
+    except ImportError:  # a checkout from before the re-layer ("before" figures)
+        from dlc.scheduler.store import JobStore
 
     spec = JobSpec(image="bench", gpus=8, cpus=4, mem_mib=16384)
     with tempfile.TemporaryDirectory() as tmp:
@@ -170,8 +175,7 @@ def offer_round(queued: int, finished: int, rounds: int = 20, agents: int = 10) 
         times = []
         for rnd in range(rounds):
             offers = [
-                offer_json(Agent(f"agent-{a}", {rnd % 8}), rnd * agents + a, {})
-                for a in range(agents)
+                offer_json(f"agent-{a}", {rnd % 8}, rnd * agents + a, {}) for a in range(agents)
             ]
             started = time.perf_counter()
             core.on_offers(offers)
@@ -204,7 +208,15 @@ def main_rounds(args) -> int:
     for res in results:
         print(" | ".join(f"{res[c]!s:>16}" for c in cols))
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        body: object = results
+        if args.before:  # one file with both figures: this code ("after") and the old one
+            before = json.loads(Path(args.before).read_text())
+            body = {
+                "after": results,
+                "before": before.get("after", before) if isinstance(before, dict) else before,
+                "before_how": args.before_how,
+            }
+        Path(args.json).write_text(json.dumps(body, indent=2) + "\n")
     return 0
 
 
@@ -219,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", action="append", help="allocator policies (repeatable)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="write the results to this file")
+    parser.add_argument(
+        "--before", help="rounds mode: a JSON this script wrote with an older checkout's code"
+    )
+    parser.add_argument("--before-how", default="", help="rounds mode: how --before was measured")
     args = parser.parse_args(argv)
     if args.mode == "rounds":
         return main_rounds(args)

@@ -97,10 +97,6 @@ class OfferError(DlcError):
     """A Mesos offer is malformed or cannot be used."""
 
 
-class MesosUnavailable(DlcError):
-    """The Mesos master (or agent) cannot be reached."""
-
-
 class ResourceSyntaxError(DlcError):
     """A mesos-agent ``--resources``/``--attributes`` string is malformed.
 

@@ -43,3 +43,18 @@ def complete_topo_paths(fixture_dir: Path) -> list[Path]:
 def truncated_topo_paths(fixture_dir: Path) -> list[Path]:
     """All truncated ``topo -m`` fixture files."""
     return truncated_topo_files()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_state_left_in_the_repo():
+    """Fail the run when a test leaves `dlc local`'s default state directory in the repo root
+    (tests must pass --work-dir or run in a temporary directory)."""
+
+    state = REPO_ROOT / ".dlc-local"
+    existed = state.exists()
+    yield
+    if state.exists() and not existed:
+        import shutil
+
+        shutil.rmtree(state, ignore_errors=True)
+        pytest.fail(f"a test left {state}; give it --work-dir under tmp_path", pytrace=False)

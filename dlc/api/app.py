@@ -148,7 +148,7 @@ def _add_job_routes(app: FastAPI, api: Any) -> None:
     def show(job_id: str, request: Request) -> dict:
         """One job with its state history."""
         job = core.visible_job(job_id, *_auth(request))
-        out = job_to_dict(job, core.store.history(job_id))
+        out = job_to_dict(job, core.job_history(job_id))
         # A queued job's position changes every round: computed on demand, never stored.
         out["message"] = core.queue_reason(job_id) or out["message"]
         return out
@@ -191,7 +191,7 @@ def _add_session_routes(app: FastAPI, api: Any) -> None:
                 "sign in from the dashboard (a JSON body with an X-Requested-With header)",
                 "X-Requested-With",
             )
-        found = api.core.store.user_for_token(body.token)
+        found = api.core.user_for_token(body.token)
         if found is None:
             raise DlcRequestError(
                 401,
@@ -214,7 +214,7 @@ def _add_session_routes(app: FastAPI, api: Any) -> None:
         """Who the session cookie (or bearer token) belongs to; ``user`` is null when
         signed out (answered with 200, so the page can ask without an error)."""
         token, _ = request_token(request.scope["headers"])
-        found = api.core.store.user_for_token(token) if token else None
+        found = api.core.user_for_token(token) if token else None
         return {"user": found[0], "admin": found[1]} if found else {"user": None, "admin": False}
 
     @app.delete("/v1/session", status_code=204)
@@ -268,7 +268,7 @@ def _page(page: tuple[int, bytes, str] | None) -> Response:
 
 def _status_page(core: Any) -> str:
     counts: dict[str, int] = {s.value: 0 for s in JobState}
-    for job in core.store.list_jobs():
+    for job in core.all_jobs():
         counts[job.state.value] += 1
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in counts.items())
     return (

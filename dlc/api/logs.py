@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dlc.errors import DlcError
+from dlc.mesos.master import fetch_slaves
 from dlc.scheduler.jobs import Job, TaskPlacement
 
 STREAMS = ("stdout", "stderr")
@@ -110,7 +111,10 @@ class LogReader:
         return {"data": data, "offset": offset + len(data.encode()), "source": f"{agent}{virtual}"}
 
     def _agent_address(self, master: str, agent_id: str) -> str:
-        for agent in self._get_json(f"{master.rstrip('/')}/master/slaves").get("slaves", ()):
+        slaves = fetch_slaves(master.rstrip("/"), self._timeout)  # the one master client
+        if slaves is None:
+            raise DlcError(f"cannot read the master's agent list at {master}/master/slaves")
+        for agent in slaves:
             if agent.get("id") == agent_id:
                 return agent["pid"].split("@", 1)[1]  # "slave(1)@127.0.0.1:5051"
         raise DlcError(f"agent {agent_id} is not known to the master any more; its logs are gone")

@@ -4,8 +4,9 @@ Each :class:`SchedulerMetrics` owns its own ``CollectorRegistry`` (never the
 process-wide default), so tests and several schedulers in one process do not
 clash. Event metrics (offers, placement latency, queue waits, P2P quality) are
 counted as :class:`~dlc.scheduler.core.SchedulerCore` reports them; state
-metrics (GPUs per agent, jobs by state) are read from the job store at scrape
-time, so they can never drift from what the store says.
+metrics are read at scrape time: jobs by state from the job store, GPUs per agent
+from the core's cluster inventory (:meth:`~dlc.scheduler.core.SchedulerCore.cluster`,
+attached through :meth:`SchedulerMetrics.watch_cluster`), so they never drift.
 
 Exposed at ``/metrics`` without authentication (Prometheus scrapes it), so no
 metric carries a user name, job id or command.
@@ -29,15 +30,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from dlc import __version__
+from dlc.scheduler.cluster import GPU_TAKEN, AgentView
 from dlc.scheduler.jobs import Job, JobState, job_state_from_task_state
-from dlc.scheduler.placement import Launch, OfferView, agent_text, default_topology_of
-from dlc.store.sqlite import JobStore
+from dlc.scheduler.placement import Launch, OfferView, default_topology_of
+from dlc.scheduler.ports import JobStore
 from dlc.topology.model import Topology
 
 #: Prometheus text exposition content type (format 0.0.4)
@@ -47,29 +48,8 @@ _WAIT_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 
-@dataclass
-class AgentInfo:
-    """What the scheduler knows about one agent (from its offers).
-
-    Attributes:
-        agent_id, hostname: identities.
-        attributes: agent attributes as text.
-        gpu_ids: every GPU index the agent has (its topology's, else all ever offered).
-        topology: decoded ``dlc_topo`` attribute, or ``None``.
-        last_offer_at: time of the last offer (clock seconds).
-    """
-
-    agent_id: str
-    hostname: str
-    attributes: dict[str, str] = field(default_factory=dict)
-    gpu_ids: set[int] = field(default_factory=set)
-    topology: Topology | None = None
-    last_offer_at: float = 0.0
-
-    @property
-    def model(self) -> str:
-        """The GPU model as advertised (``unknown`` when not)."""
-        return agent_text(self.attributes, "gpu_model") or "unknown"
+#: the agents the metrics count are the core's inventory's (one model of the cluster)
+AgentInfo = AgentView
 
 
 def p2p_capable_set(topology: Topology | None, gpu_ids: Iterable[int]) -> bool | None:
@@ -95,7 +75,7 @@ class SchedulerMetrics:
         self.store = store
         self._clock = clock
         self._lock = threading.Lock()
-        self._agents: dict[str, AgentInfo] = {}
+        self._cluster: Callable[[], list[AgentView]] | None = None
         self._recent_waits: list[float] = []
         self._p2p = {True: 0, False: 0}  # multi-GPU tasks by P2P capability (for the ratio)
         self.registry = CollectorRegistry(auto_describe=True)
@@ -138,7 +118,7 @@ class SchedulerMetrics:
         """Count one offer batch and what was placed on it.
 
         Args:
-            views: the well-formed offers (they update the agent registry).
+            views: the well-formed offers (their topologies judge P2P of the placements).
             received, declined: offer counts of the batch.
             latency_s: seconds the placement round took.
             placed: each launched job (as it was while queued) with its launches.
@@ -147,8 +127,7 @@ class SchedulerMetrics:
         self.offers_received.inc(received)
         self.offers_declined.inc(declined)
         self.placement_latency.observe(latency_s)
-        for view in views:
-            self._note_agent(view, now)
+        attributes = {view.agent_id: view.attributes for view in views}
         for job, launches in placed:
             wait = max(0.0, now - self.queued_since(job))
             self.queue_wait.observe(wait)
@@ -157,8 +136,8 @@ class SchedulerMetrics:
             for launch in launches:
                 if len(launch.gpu_ids) < 2:
                     continue
-                agent = self.agent(launch.agent_id)
-                ok = bool(p2p_capable_set(agent.topology if agent else None, launch.gpu_ids))
+                topology = _safe_topology(attributes.get(launch.agent_id, {}))
+                ok = bool(p2p_capable_set(topology, launch.gpu_ids))
                 self.multi_gpu.labels(p2p="true" if ok else "false").inc()
                 with self._lock:
                     self._p2p[ok] += 1
@@ -170,37 +149,20 @@ class SchedulerMetrics:
         queued = [at for at, state, _ in self.store.history(job.job_id) if state == "queued"]
         return queued[-1] if queued else job.submitted_at
 
-    def _note_agent(self, view: OfferView, now: float) -> None:
-        self.note_agent(view.agent_id, view.hostname, view.attributes, view.gpu_ids)
-        with self._lock:
-            self._agents[view.agent_id].last_offer_at = now
-
-    def note_agent(
-        self, agent_id: str, hostname: str, attributes: dict[str, str], gpu_ids: Iterable[int]
-    ) -> None:
-        """Record an agent seen in an offer or in the master's agent list."""
-        with self._lock:
-            info = self._agents.get(agent_id)
-            if info is None or info.attributes != attributes:
-                topo = _safe_topology(attributes)
-                info = AgentInfo(agent_id, hostname, dict(attributes), topology=topo)
-                if topo is not None:
-                    info.gpu_ids.update(topo.gpu_indices)
-                self._agents[agent_id] = info
-            info.hostname = hostname or info.hostname
-            info.gpu_ids.update(gpu_ids)
+    def watch_cluster(self, source: Callable[[], list[AgentView]]) -> None:
+        """Read the agents from ``source`` (the core's :meth:`cluster`), the one model of
+        the cluster; the core calls this when it is given these metrics."""
+        self._cluster = source
 
     # -- reads -----------------------------------------------------------------
 
-    def agent(self, agent_id: str) -> AgentInfo | None:
-        """The agent with this id, if an offer has shown it."""
-        with self._lock:
-            return self._agents.get(agent_id)
+    def agent(self, agent_id: str) -> AgentView | None:
+        """The agent with this id, if the cluster inventory knows it."""
+        return next((a for a in self.agents() if a.agent_id == agent_id), None)
 
-    def agents(self) -> list[AgentInfo]:
-        """Known agents, by hostname."""
-        with self._lock:
-            return sorted(self._agents.values(), key=lambda a: (a.hostname, a.agent_id))
+    def agents(self) -> list[AgentView]:
+        """Known agents, by hostname (none before a core is watched)."""
+        return self._cluster() if self._cluster is not None else []
 
     def take_recent_waits(self) -> list[float]:
         """Queue waits of jobs launched since the last call (for the dashboard's sampler)."""
@@ -252,7 +214,6 @@ class _StateCollector:
     def collect(self):
         metrics = self._metrics
         jobs = metrics.store.list_jobs()
-        held = allocated_gpus(jobs)
         labels = ["agent", "hostname", "model"]
         total = GaugeMetricFamily("dlc_agent_gpus", "GPUs an agent has.", labels=labels)
         used = GaugeMetricFamily(
@@ -261,7 +222,7 @@ class _StateCollector:
         for agent in metrics.agents():
             values = [agent.agent_id, agent.hostname, agent.model]
             total.add_metric(values, len(agent.gpu_ids))
-            used.add_metric(values, len(held.get(agent.agent_id, {})))
+            used.add_metric(values, len(agent.in_state(GPU_TAKEN)))
         yield total
         yield used
         states = GaugeMetricFamily("dlc_jobs", "Jobs by state.", labels=["state"])

@@ -115,7 +115,7 @@ class ApiServer:
 
     def start(self, timeout_s: float = 30.0) -> str:
         """Serve in a daemon thread; returns :attr:`url` once the server accepts."""
-        guard = ApiGuard(self.app, self.core.store.authenticate, self.limits)
+        guard = ApiGuard(self.app, self.core.authenticate, self.limits)
         if self.leadership is not None:  # HA (--zk): standbys redirect to the leader
             guard = LeaderRedirect(guard, self.leadership)
         config = uvicorn.Config(

@@ -8,11 +8,14 @@ command or group called ``command`` and add one line to :data:`COMMANDS`.
 Every :class:`~dlc.errors.DlcError` escaping a command becomes ``Error: <message>``
 on stderr with the error's exit code; click's usage errors become one such line too
 (exit code 2). Anything else is a bug: it is reported on one line as well (exit code
-70), and ``DLC_DEBUG=1`` shows its traceback.
+70), and ``DLC_DEBUG=1`` shows its traceback. A reader that stops early
+(``dlc images list | head -2``) is no error: the command ends quietly with exit code 1,
+as click does for a closed pipe.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -84,16 +87,38 @@ class LazyGroup(click.Group):
             _fail_usage(ctx, exc)
         except (click.exceptions.Exit, click.Abort):
             raise
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                _closed_pipe()
+            _internal_error(ctx, exc)
         except Exception as exc:
-            # A bug, not a user mistake: still one line, with the way to get the details.
-            if os.environ.get("DLC_DEBUG"):
-                raise
-            click.echo(
-                f"Error: internal error {type(exc).__name__}: {exc} "
-                "(a DLC bug; rerun with DLC_DEBUG=1 for the traceback and report it)",
-                err=True,
-            )
-            ctx.exit(70)  # EX_SOFTWARE
+            _internal_error(ctx, exc)
+
+
+def _internal_error(ctx: click.Context, exc: Exception) -> NoReturn:
+    """A bug, not a user mistake: still one line, with the way to get the details."""
+    if os.environ.get("DLC_DEBUG"):
+        raise exc
+    click.echo(
+        f"Error: internal error {type(exc).__name__}: {exc} "
+        "(a DLC bug; rerun with DLC_DEBUG=1 for the traceback and report it)",
+        err=True,
+    )
+    ctx.exit(70)  # EX_SOFTWARE
+
+
+def _closed_pipe() -> NoReturn:
+    """The reader of our stdout went away: stop quietly (no message, no traceback).
+
+    stdout is pointed at /dev/null first, so the interpreter's last flush of what is still
+    buffered cannot fail again at exit.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout has no descriptor (a test's capture): nothing to do
+        pass
+    sys.exit(1)
 
 
 def _fail_usage(ctx: click.Context, exc: click.UsageError) -> NoReturn:
@@ -119,7 +144,14 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the ``dlc`` command (console-script entry point)."""
-    cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="dlc")
+    try:
+        cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="dlc")
+    finally:
+        # what is still buffered goes out now, where a closed pipe can be told apart
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _closed_pipe()
 
 
 if __name__ == "__main__":  # pragma: no cover

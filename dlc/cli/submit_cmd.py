@@ -18,7 +18,7 @@ from typing import Any
 import click
 import yaml
 
-from dlc.api.client import ApiClient
+from dlc.api.client import ApiClient, checked_api_url
 from dlc.errors import ApiError, JobSpecError
 from dlc.images.catalog import yaml_problem
 from dlc.scheduler.jobs import JobSpec
@@ -30,18 +30,7 @@ def check_api_url(ctx: click.Context | None, param: Any, value: str | None) -> s
     Raises:
         ApiError: anything else (checked before any request is made).
     """
-    if value is None:
-        return None
-    parts = urllib.parse.urlsplit(value)
-    try:
-        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
-    except ValueError:
-        parts = parts._replace(netloc="")
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ApiError(
-            f"--api/DLC_API: {value!r} is not an http(s) URL; use e.g. http://127.0.0.1:8642"
-        )
-    return value
+    return None if value is None else checked_api_url(value)  # the client's one rule
 
 
 def api_options(func):

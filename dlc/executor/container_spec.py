@@ -66,15 +66,6 @@ PIDS_LIMIT = 4096
 ENGINE_LOG = (("max-size", "64m"), ("max-file", "2"))
 
 
-def env_list_to_dict(env: Sequence[str] | None) -> dict[str, str]:
-    """``["K=V", ...]`` (image ``Config.Env``) -> dict."""
-    out = {}
-    for item in env or ():
-        key, _, value = item.partition("=")
-        out[key] = value
-    return out
-
-
 def container_env(
     spec: LaunchSpec, gpu: GpuContainerArgs, image_env: Mapping[str, str]
 ) -> dict[str, str]:

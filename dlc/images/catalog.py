@@ -147,12 +147,6 @@ class Catalog:
             )
         return version_key(driver_version) >= version_key(floor)
 
-    def runnable(self, driver_version: str, minor_compat=False) -> list[ImageEntry]:
-        """Entries whose CUDA version the driver supports."""
-        return [
-            e for e in self.entries() if self.driver_supports(driver_version, e.cuda, minor_compat)
-        ]
-
 
 def _read_yaml(path: Path) -> dict:
     try:

@@ -33,19 +33,18 @@ Robustness rules carried out here:
 from __future__ import annotations
 
 import getpass
-import json
 import logging
 import queue
 import socket
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from dlc.errors import DlcError
 from dlc.mesos.emulator.model import EMULATOR_BUILD_USER
+from dlc.mesos.master import fetch_slaves, fetch_version
 from dlc.scheduler.core import Actions, SchedulerCore
 
 log = logging.getLogger(__name__)
@@ -443,25 +442,9 @@ def _pymesos_driver(callbacks, info, master, principal, secret):
     )
 
 
-def fetch_master_version(master_url: str, timeout_s: float = 2.0) -> dict | None:
-    """``GET <master>/version`` as JSON, or ``None`` when it does not answer with JSON."""
-    try:
-        with urllib.request.urlopen(f"{master_url}/version", timeout=timeout_s) as resp:  # noqa: S310
-            body = json.loads(resp.read())
-    except (OSError, ValueError):
-        return None
-    return body if isinstance(body, dict) else None
-
-
-def fetch_master_agents(master_url: str, timeout_s: float = 2.0) -> list[dict] | None:
-    """``GET <master>/master/slaves`` -> its ``slaves`` list, or ``None`` on no good answer."""
-    try:
-        with urllib.request.urlopen(f"{master_url}/master/slaves", timeout=timeout_s) as resp:  # noqa: S310
-            body = json.loads(resp.read())
-    except (OSError, ValueError):
-        return None
-    slaves = body.get("slaves") if isinstance(body, dict) else None
-    return slaves if isinstance(slaves, list) else None
+# The master-state readers live in the one master client; these names stay for callers.
+fetch_master_version = fetch_version
+fetch_master_agents = fetch_slaves
 
 
 def _kind_of(version: dict | None) -> str:

@@ -1,9 +1,11 @@
-"""The cluster's agents as the Mesos master lists them (``GET /master/slaves``).
+"""The one client of the Mesos master's state endpoints (``/master/slaves``, ``/version``).
 
-The scheduler suppresses offers while its queue is empty, so offers alone would
-leave an idle cluster blank on the dashboard. The dashboard's sampler therefore
-also reads the master's agent list now and then (the real master and DLC's
-emulator serve the same JSON) and feeds it to the metrics' agent registry.
+The framework reads the agents' totals after each (re)registration and now and then
+(:func:`fetch_slaves`, fed to the core's inventory); the dashboard's sampler reads them
+too, since the scheduler suppresses offers while its queue is empty and offers alone would
+leave an idle cluster blank. The real master and DLC's emulator serve the same JSON.
+Every reader answers "nothing" (``None`` or ``[]``) rather than raising: nothing in DLC
+stops because the master's state cannot be read for a moment.
 """
 
 from __future__ import annotations
@@ -50,12 +52,31 @@ def _attr_text(value: object) -> str:
     return str(value)
 
 
-def fetch_agents(master_url: str, timeout_s: float = 3.0) -> list[MasterAgent]:
-    """The master's agents, or ``[]`` when it cannot be read (the dashboard then waits
-    for offers; nothing else depends on this)."""
+def _get_json(url: str, timeout_s: float) -> object | None:
     try:
-        with urllib.request.urlopen(f"{master_url}/master/slaves", timeout=timeout_s) as resp:
-            return parse_slaves(json.loads(resp.read()))
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310
+            return json.loads(resp.read())
     except (OSError, ValueError) as exc:
-        log.debug("cannot list agents at %s: %s", master_url, exc)
-        return []
+        log.debug("cannot read %s: %s", url, exc)
+        return None
+
+
+def fetch_slaves(master_url: str, timeout_s: float = 2.0) -> list[dict] | None:
+    """``GET <master>/master/slaves`` -> its raw ``slaves`` list (what
+    :meth:`~dlc.scheduler.inventory.Inventory.update_from_master` reads), or ``None``
+    on no good answer."""
+    body = _get_json(f"{master_url}/master/slaves", timeout_s)
+    slaves = body.get("slaves") if isinstance(body, dict) else None
+    return slaves if isinstance(slaves, list) else None
+
+
+def fetch_version(master_url: str, timeout_s: float = 2.0) -> dict | None:
+    """``GET <master>/version`` as JSON, or ``None`` when it does not answer with JSON."""
+    body = _get_json(f"{master_url}/version", timeout_s)
+    return body if isinstance(body, dict) else None
+
+
+def fetch_agents(master_url: str, timeout_s: float = 3.0) -> list[MasterAgent]:
+    """The master's agents parsed, or ``[]`` when they cannot be read."""
+    slaves = fetch_slaves(master_url, timeout_s)
+    return parse_slaves({"slaves": slaves or []})

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from dlc.errors import JobNotFound, JobSpecError
+from dlc.scheduler.cluster import AgentView, Holder
+from dlc.scheduler.decide import Decision, decide
 from dlc.scheduler.draining import Drains, confirms_gone, may_still_run
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import (
@@ -53,7 +55,6 @@ from dlc.scheduler.placement import (
     PlacementConfig,
     TopologyOf,
     parse_offers,
-    place,
 )
 from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
@@ -163,7 +164,14 @@ class SchedulerCore:
     ):
         self.store = store
         self.metrics = metrics
-        self.config = config or CoreConfig()
+        config = config or CoreConfig()
+        placement = config.placement
+        # One source for the executor's overhead: what placement reserves per task is what
+        # each ExecutorInfo asks for.
+        executor = replace(
+            config.executor, cpus=placement.executor_cpus, mem_mib=placement.executor_mem_mib
+        )
+        self.config = replace(config, executor=executor)
         self._resolver = resolver or default_resolver
         self._topology_of = topology_of
         self._driver_ok = driver_ok
@@ -184,8 +192,10 @@ class SchedulerCore:
         self._impossible_version = -1
         self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.framework_id: str | None = store.framework_id
-        self.offers_suppressed = False
         self._load()
+        watch = getattr(metrics, "watch_cluster", None)
+        if watch is not None:  # the metrics read the agents from this core's inventory
+            watch(self.cluster)
 
     def reload(self) -> None:
         """Forget the in-memory queue and active set and read them again (a standby that
@@ -347,47 +357,65 @@ class SchedulerCore:
             self.visible_job(before, user, admin)
         return self.store.list_jobs_page(None if admin else user, limit, before)
 
+    # -- reads for the API and the dashboard (they never open the store) ------
+
+    def all_jobs(self) -> list[Job]:
+        """Every stored job, oldest first (the dashboard's and the metrics' view)."""
+        return self.store.list_jobs()
+
+    def job_history(self, job_id: str) -> list[tuple[float, str, str]]:
+        """``(time, state, message)`` entries of a job, oldest first."""
+        return self.store.history(job_id)
+
+    def state_events(self) -> list[tuple[str, float, str]]:
+        """``(job_id, time, state)`` of every job's history, in time order."""
+        return self.store.state_events()
+
+    def authenticate(self, token: str) -> tuple[str, bool, int | None] | None:
+        """``(user, is_admin, max_priority)`` for a valid API token, else ``None``."""
+        return self.store.authenticate(token)
+
+    def user_for_token(self, token: str) -> tuple[str, bool] | None:
+        """``(user, is_admin)`` for a valid API token, else ``None``."""
+        return self.store.user_for_token(token)
+
     # -- Mesos events ---------------------------------------------------------
 
     def on_offers(self, offers: list[dict]) -> Actions:
-        """Place queued jobs on ``offers``; persist launches before returning them."""
+        """Decide on ``offers`` (:func:`~dlc.scheduler.decide.decide`, pure), then carry the
+        decision out: persist launches before returning them, record reasons."""
         with self._lock:
             now = self._clock()
             views, bad = parse_offers(offers)
-            for view in views:
-                self.inventory.note_offer(view)
+            self.inventory.note_offers(views, now)
             self._drains.expire(now)
             usable = [self._drains.strip(v) for v in views]
-            queue, impossible = [], {}
-            for job in self.queued_jobs():
-                why = self._impossible_reason(job.spec)
-                if why is None:
-                    queue.append(job)
-                else:
-                    impossible[job.job_id] = f"impossible on the current agents: {why}"
-            self._end_reservation_if_due(now, impossible)
-            started = time.perf_counter()
-            result = place(
-                usable, queue, self.config.placement, self._topology_of, self._driver_ok,
-                self._reservations.held(),
+            self._end_reservation_if_due(now)
+            queue = self.queued_jobs()
+            decision = decide(
+                queue, self.inventory, usable, self.config.placement, now,
+                self._reservations.held(), self._impossible_reason,
+                self._topology_of, self._driver_ok,
             )  # fmt: skip
-            latency = time.perf_counter() - started
-            jobs = {j.job_id: j for j in queue}
-            actions = Actions(declines=bad + result.declined)
-            actions.accepts = self._launch(jobs, result)
-            if self.metrics is not None:
-                placed = [
-                    (jobs[j], [x for x in result.launches if x.job_id == j])
-                    for j in result.placed_jobs
-                ]
-                self.metrics.record_round(
-                    views, len(offers), len(actions.declines), latency, placed
-                )
-            self._reservations.record_round(result.placed_jobs, result.waiting)
-            self._maybe_reserve(now, queue, result.waiting, usable)
-            self._note_reasons(now, {**result.waiting, **impossible}, usable)
-            actions.suppress = not self._queued
-            return actions
+            return self._carry_out(now, offers, views, usable, queue, bad, decision)
+
+    def _carry_out(self, now, offers, views, usable, queue, bad, decision: Decision) -> Actions:
+        """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons."""
+        jobs = {j.job_id: j for j in queue}
+        actions = Actions(declines=bad + decision.declines, kills=list(decision.kills))
+        actions.accepts = self._launch(jobs, decision)
+        if self.metrics is not None:
+            placed = [(jobs[j], decision.launches_of(j)) for j in decision.placed_jobs]
+            self.metrics.record_round(
+                views, len(offers), len(actions.declines), decision.placement_s, placed
+            )
+        placeable = {j: r for j, r in decision.waiting.items() if j not in decision.impossible}
+        self._reservations.record_round(decision.placed_jobs, placeable)
+        runnable = [j for j in queue if j.job_id not in decision.impossible]
+        self._maybe_reserve(now, runnable, placeable, usable)
+        self._note_reasons(now, decision.waiting, usable)
+        actions.suppress = not self._queued
+        return actions
 
     def _launch(self, jobs: dict[str, Job], result) -> list[tuple[list[str], list[dict]]]:
         per_agent: dict[str, tuple[list[str], list[dict]]] = {}
@@ -418,13 +446,15 @@ class SchedulerCore:
 
     # -- reservations and reasons ---------------------------------------------
 
-    def _end_reservation_if_due(self, now: float, impossible: dict[str, str]) -> None:
+    def _end_reservation_if_due(self, now: float) -> None:
         active = self._reservations.active
         if active is None:
             return
         gone = [a for a in active.agent_ids if self.inventory.get(a) is None]
-        if active.job_id in impossible:
-            why = impossible[active.job_id]
+        holder = self._queued.get(active.job_id)
+        impossible = self._impossible_reason(holder.spec) if holder is not None else None
+        if impossible is not None:
+            why = f"impossible on the current agents: {impossible}"
         elif gone:
             why = f"agent {', '.join(gone)} left the cluster"
         elif self._reservations.expired(now):
@@ -634,6 +664,25 @@ class SchedulerCore:
             for job in self._active.values():  # keep what DLC's own tasks prove exists
                 for task in job.tasks:
                     self.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
+
+    def cluster(self) -> list[AgentView]:
+        """The cluster's one picture: every known agent, each GPU with its facts and state
+        (free, taken by which task, or draining), by hostname."""
+        with self._lock:
+            taken: dict[str, dict[int, Holder]] = {}
+            for job in self._active.values():
+                for task in job.tasks:
+                    if _done(task):
+                        continue
+                    holder = Holder(job.job_id, task.task_id, job.user)
+                    for gpu in task.gpu_ids:
+                        taken.setdefault(task.agent_id, {})[gpu] = holder
+            draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
+            return self.inventory.view(taken, draining)
+
+    def cluster_agent(self, agent_id: str) -> AgentView | None:
+        """One agent of :meth:`cluster`, or ``None``."""
+        return next((a for a in self.cluster() if a.agent_id == agent_id), None)
 
     def max_agent_gpus(self) -> int:
         """Most GPUs any known agent has (0 when no agent is known yet)."""

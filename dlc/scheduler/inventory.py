@@ -9,6 +9,10 @@ Offers and DLC's own running tasks are a fallback that gives lower bounds: an
 agent known only that way is checked on what cannot shrink (GPU ids seen,
 model, driver), never on CPU/memory amounts it may simply be using now.
 
+It is also the cluster's one picture (:meth:`Inventory.view`): per agent what its latest
+offers left free, per GPU its facts from ``dlc_topo`` and who holds it
+(:mod:`~dlc.scheduler.cluster`), read by the metrics, the dashboard and the benchmark.
+
 Pure: no I/O, no clock; the core owns one and tests drive it with dicts.
 """
 
@@ -20,6 +24,7 @@ from typing import Any
 
 from dlc.errors import JobSpecError
 from dlc.scheduler.allocator.base import model_matches
+from dlc.scheduler.cluster import AgentView, Holder, gpu_views
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import (
     ATTR_DRIVER,
@@ -94,6 +99,8 @@ class Inventory:
         self._topology_of = topology_of or default_topology_of
         self._driver_ok = driver_ok or default_driver_ok
         self._agents: dict[str, AgentTotals] = {}
+        #: agent id -> (cpus, mem, disk, at) its latest offers held
+        self._offered: dict[str, tuple[float, float, float, float | None]] = {}
         #: bumped whenever an agent's totals change (callers cache answers per version)
         self.version = 0
 
@@ -113,6 +120,17 @@ class Inventory:
         if agents != self._agents:
             self._agents = agents
             self.version += 1
+        self._offered = {a: o for a, o in self._offered.items() if a in agents}
+
+    def note_offers(self, views: Iterable[OfferView], at: float | None = None) -> None:
+        """Learn from one batch of offers: totals (:meth:`note_offer`) and what each
+        agent's offers hold free now (several offers of one agent add up)."""
+        batch: dict[str, tuple[float, float, float, float | None]] = {}
+        for view in views:
+            self.note_offer(view)
+            cpus, mem, disk, _ = batch.get(view.agent_id, (0.0, 0.0, 0.0, at))
+            batch[view.agent_id] = (cpus + view.cpus, mem + view.mem_mib, disk + view.disk_mib, at)
+        self._offered.update(batch)
 
     def note_offer(self, view: OfferView) -> None:
         """Learn from an offer (lower bounds; exact agents only gain GPU ids)."""
@@ -155,6 +173,49 @@ class Inventory:
 
     def __len__(self) -> int:
         return len(self._agents)
+
+    def view(
+        self,
+        taken: Mapping[str, Mapping[int, Holder]] | None = None,
+        draining: Mapping[str, frozenset[int]] | None = None,
+    ) -> list[AgentView]:
+        """Every known agent with its GPUs' facts and states, by hostname.
+
+        Args:
+            taken: agent id -> GPU index -> the task holding it.
+            draining: agent id -> GPUs kept out of offers until a task is confirmed gone.
+        """
+        taken, draining = taken or {}, draining or {}
+        out = []
+        for totals in self._agents.values():
+            agent_id = totals.agent_id
+            topology = self._topology_of(totals.attributes)
+            offered = self._offered.get(agent_id)
+            model = totals.gpu_model
+            out.append(
+                AgentView(
+                    agent_id=agent_id,
+                    hostname=totals.hostname,
+                    attributes=dict(totals.attributes),
+                    cpus=totals.cpus,
+                    mem_mib=totals.mem_mib,
+                    disk_mib=totals.disk_mib,
+                    exact=totals.exact,
+                    free_cpus=offered[0] if offered else None,
+                    free_mem_mib=offered[1] if offered else None,
+                    free_disk_mib=offered[2] if offered else None,
+                    offered_at=offered[3] if offered else None,
+                    topology=topology,
+                    model=model or "unknown",
+                    gpus=gpu_views(
+                        totals.gpu_ids,
+                        topology,
+                        taken.get(agent_id, {}),
+                        draining.get(agent_id, frozenset()),
+                    ),
+                )
+            )
+        return sorted(out, key=lambda a: (a.hostname, a.agent_id))
 
     def max_gpus(self) -> int:
         """Most GPUs any known agent has (0 when none is known)."""

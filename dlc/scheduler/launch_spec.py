@@ -162,8 +162,9 @@ class LaunchSpec:
     Attributes:
         job_id: DLC job id (also in the container's labels).
         image: full image reference, e.g. ``pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime``.
-        framework: ``name:version`` the user asked for (``"pytorch:2.3"``), or
-            ``None`` when the user gave an image directly.
+        framework: the ML framework ``name:version`` the user asked for (``"pytorch:2.3"``),
+            or ``None`` when the user gave an image directly (not the Mesos framework; the
+            task label says ``dlc.ml_framework``; the field keeps its name for stored specs).
         command: argv of the process to run in the container (empty: image default).
         env: extra environment variables.
         gpu_ids: host GPU indices chosen by the allocator, in the order the

@@ -34,16 +34,20 @@ from dataclasses import dataclass, field
 from dlc.errors import AllocationError, ConfigError, DlcError, OfferError
 from dlc.images import driver_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
-from dlc.scheduler.allocator.base import model_matches
+from dlc.scheduler.allocator.base import model_matches, unknown_policy
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
 from dlc.topology.model import Gpu, Topology
-from dlc.topology.node_config import parse_agent_attributes, topology_from_attributes
+from dlc.topology.node_config import (
+    ATTR_DRIVER,
+    ATTR_TOPOLOGY,
+    parse_agent_attributes,
+    topology_from_attributes,
+)
+from dlc.topology.node_config import ATTR_MODEL as ATTR_GPU_MODEL
 
-#: agent attribute names DLC's node-config publishes
-ATTR_TOPOLOGY = "dlc_topo"
-ATTR_GPU_MODEL = "gpu_model"
-ATTR_DRIVER = "nvidia_driver"
+# The agent attribute names (ATTR_*) are node-config's: one source, imported by the callers
+# of this module from here as before.
 
 #: what :attr:`Launch.policy` says when an agent without ``dlc_topo`` got first-fit
 NO_TOPOLOGY_POLICY = "first-fit (agent has no dlc_topo attribute)"
@@ -149,6 +153,12 @@ class Launch:
     ports: tuple[int, ...] = ()
     #: ``address:port`` of every node of a gang, in rank order (empty for one node)
     peers: tuple[str, ...] = ()
+    #: the chosen GPUs' UUIDs and ``/dev/nvidia<minor>`` numbers, in ``gpu_ids`` order, from
+    #: the agent's decoded ``dlc_topo`` (empty when it lacks them: the executor reads the host)
+    gpu_uuids: tuple[str, ...] = ()
+    gpu_minors: tuple[int, ...] = ()
+    #: the agent's NVIDIA driver version (topology, else the ``nvidia_driver`` attribute)
+    driver_version: str | None = None
 
 
 @dataclass
@@ -156,7 +166,7 @@ class PlacementResult:
     """What :func:`place` decided.
 
     Attributes:
-        launches: tasks to launch (grouped per agent by :meth:`by_agent`).
+        launches: tasks to launch, in order.
         declined: offer ids to decline (no task landed on their agent).
         waiting: job id -> why it was not placed this round (never empty).
     """
@@ -164,13 +174,6 @@ class PlacementResult:
     launches: list[Launch] = field(default_factory=list)
     declined: list[str] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)
-
-    def by_agent(self) -> dict[str, list[Launch]]:
-        """Launches grouped by agent (one ACCEPT per agent), in launch order."""
-        groups: dict[str, list[Launch]] = {}
-        for launch in self.launches:
-            groups.setdefault(launch.agent_id, []).append(launch)
-        return groups
 
     @property
     def placed_jobs(self) -> list[str]:
@@ -205,11 +208,10 @@ def check_policy(name: str) -> str:
     Raises:
         ConfigError: unknown name, naming ``--policy`` and the known policies.
     """
-    if name not in POLICY_MODULES:
+    problem = unknown_policy(name)
+    if problem:
         known = ", ".join(sorted(POLICY_MODULES))
-        raise ConfigError(
-            "policy", f"unknown placement policy {name!r}; pass --policy one of {known}"
-        )
+        raise ConfigError("policy", f"{problem.split(';')[0]}; pass --policy one of {known}")
     return name
 
 
@@ -337,7 +339,7 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
     spec = job.spec
     cpus = spec.cpus + config.executor_cpus
     mem = spec.mem_mib + config.executor_mem_mib
-    chosen: list[tuple[_Slot, tuple[int, ...], str, tuple[int, ...]]] = []
+    chosen: list[tuple[_Slot, tuple[int, ...], str, tuple[int, ...], Topology | None]] = []
     reason = "no offers"
     # Best fit: the agent with the fewest free GPUs that can still hold the job,
     # so big holes stay open for big jobs.
@@ -356,7 +358,7 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
             reason = f"no offer has gpus:{spec.gpus}"
             continue
         try:
-            ids, policy = _pick_gpus(slot, job, config.policy, topology_of, driver_ok)
+            ids, policy, topology = _pick_gpus(slot, job, config.policy, topology_of, driver_ok)
         except AllocationError as exc:
             reason = str(exc)
             continue
@@ -365,16 +367,17 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
             reason = f"no offer with {spec.gpus} GPUs has a free port in its ports resource"
             continue
         slot.take(cpus, mem, spec.disk_mib, ids, +1)
-        chosen.append((slot, ids, policy, ports))
+        chosen.append((slot, ids, policy, ports, topology))
     if len(chosen) < spec.nodes:
-        for slot, ids, _, ports in chosen:  # all or nothing: give back the partial gang
+        for slot, ids, _, ports, _ in chosen:  # all or nothing: give back the partial gang
             slot.take(cpus, mem, spec.disk_mib, ids, -1)
             slot.ports_taken.difference_update(ports)
         if spec.nodes > 1 and chosen:
             reason = f"only {len(chosen)} of {spec.nodes} nodes fit: {reason}"
         return reason
-    peers = tuple(f"{s.address}:{p[0]}" for s, _, _, p in chosen) if spec.nodes > 1 else ()
-    for rank, (slot, ids, policy, ports) in enumerate(chosen):
+    peers = tuple(f"{s.address}:{p[0]}" for s, _, _, p, _ in chosen) if spec.nodes > 1 else ()
+    for rank, (slot, ids, policy, ports, topology) in enumerate(chosen):
+        uuids, minors = gpu_facts(topology, ids)
         result.launches.append(
             Launch(
                 job.job_id,
@@ -387,13 +390,38 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
                 policy,
                 ports,
                 peers,
+                uuids,
+                minors,
+                (topology.driver_version if topology else None)
+                or agent_text(slot.attributes, ATTR_DRIVER),
             )
         )
     return None
 
 
-def _pick_gpus(slot, job, policy, topology_of, driver_ok) -> tuple[tuple[int, ...], str]:
-    """Choose GPUs on one agent (and say with which policy), or raise AllocationError."""
+def gpu_facts(
+    topology: Topology | None, ids: tuple[int, ...]
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The UUIDs and device minors of GPUs ``ids`` (in that order) from a decoded topology.
+
+    Each list is all-or-nothing: one GPU without the fact empties it, so the executor
+    never mixes scheduler facts with its own ``/proc`` reading.
+    """
+    if topology is None:
+        return (), ()
+    by_index = {g.index: g for g in topology.gpus}
+    gpus = [by_index.get(i) for i in ids]
+    uuids = tuple(g.uuid for g in gpus if g is not None and g.uuid)
+    minors = tuple(g.minor for g in gpus if g is not None and g.minor is not None)
+    return (uuids if len(uuids) == len(ids) else ()), (minors if len(minors) == len(ids) else ())
+
+
+def _pick_gpus(slot, job, policy, topology_of, driver_ok):
+    """Choose GPUs on one agent: ``(ids, policy name, decoded topology or None)``.
+
+    Raises:
+        AllocationError: the agent cannot take the job (driver, model, too few GPUs).
+    """
     spec = job.spec
     attrs = slot.attributes
     driver = agent_text(attrs, ATTR_DRIVER)
@@ -407,19 +435,27 @@ def _pick_gpus(slot, job, policy, topology_of, driver_ok) -> tuple[tuple[int, ..
     if spec.gpu_model and not has_models and not model_matches(spec.gpu_model, agent_model):
         raise AllocationError(f"no {spec.gpu_model} GPUs on {slot.hostname}", "model_mismatch")
     free = slot.free
-    if spec.gpu_model and has_models:
-        matching = {g.index for g in topology.gpus if model_matches(spec.gpu_model, g.model or "")}
-        free = frozenset(matching) & free
-        if len(free) < spec.gpus:
-            raise AllocationError(
-                f"only {len(free)} free {spec.gpu_model} GPUs on {slot.hostname}", "model_mismatch"
-            )
+    model = spec.gpu_model if has_models else None
+    if model:  # a GPU the topology does not list has no known model: it cannot match
+        free = free & frozenset(topology.gpu_indices)
     if topology is None or not set(free) <= set(topology.gpu_indices):
         # Unknown layout: links are unknown, so only first-fit makes sense.
         _note_bare_agent(slot.agent_id, slot.hostname)
         ids = allocate(_bare_topology(frozenset(free)), free, spec.gpus, policy="first-fit")
-        return ids, NO_TOPOLOGY_POLICY
-    return allocate(topology, free, spec.gpus, policy=policy), policy
+        return ids, NO_TOPOLOGY_POLICY, topology
+    # The per-GPU model filter is the allocator's (AllocationRequest.gpu_model), so every
+    # policy sees the same eligible GPUs; only the refusal is worded for the queue here.
+    try:
+        return allocate(topology, free, spec.gpus, policy=policy, gpu_model=model), policy, topology
+    except AllocationError as exc:
+        if exc.reason != "model_mismatch":
+            raise
+        matching = sum(
+            1 for g in topology.gpus if g.index in free and model_matches(model, g.model or "")
+        )
+        raise AllocationError(
+            f"only {matching} free {spec.gpu_model} GPUs on {slot.hostname}", "model_mismatch"
+        ) from None
 
 
 _bare_agents_logged: set[str] = set()

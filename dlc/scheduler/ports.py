@@ -44,6 +44,18 @@ class JobStore(Protocol):
     def list_jobs_page(self, user: str | None, limit: int, before: str | None = None) -> list[Job]:
         """Up to ``limit`` jobs of ``user``, newest first, older than job ``before``."""
 
+    def history(self, job_id: str) -> list[tuple[float, str, str]]:
+        """``(time, state, message)`` entries of a job, oldest first."""
+
+    def state_events(self) -> list[tuple[str, float, str]]:
+        """``(job_id, time, state)`` of every job's history, in time order."""
+
+    def authenticate(self, token: str) -> tuple[str, bool, int | None] | None:
+        """``(user, is_admin, max_priority)`` for a valid API token, else ``None``."""
+
+    def user_for_token(self, token: str) -> tuple[str, bool] | None:
+        """``(user, is_admin)`` for a valid API token, else ``None``."""
+
 
 class RoundSink(Protocol):
     """Observes each offer round (monitoring)."""

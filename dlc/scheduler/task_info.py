@@ -33,8 +33,9 @@ class ExecutorConfig:
 
     Attributes:
         python: interpreter that runs ``-m dlc executor`` (default: this one).
-        cpus, mem_mib: resources of each executor (must match
-            :class:`~dlc.scheduler.placement.PlacementConfig`).
+        cpus, mem_mib: resources of each executor; the core sets them from
+            :class:`~dlc.scheduler.placement.PlacementConfig` (``executor_cpus``,
+            ``executor_mem_mib``), the one source of the overhead.
         env: extra environment for the executor process.
         command: a whole executor command line replacing ``<python> -m dlc executor``
             (tests use a stand-in executor; sites may wrap it).
@@ -139,6 +140,9 @@ def launch_spec(
         command=command,
         env=env,
         gpu_ids=launch.gpu_ids,
+        gpu_uuids=launch.gpu_uuids,
+        gpu_minors=launch.gpu_minors,
+        driver_version=launch.driver_version,
         cpus=spec.cpus,
         mem_mib=spec.mem_mib,
         volumes=tuple(Volume(v.host_path, v.container_path, v.read_only) for v in spec.volumes),
@@ -162,7 +166,8 @@ def labels(job: Job, launch: Launch) -> dict[str, list[dict[str, str]]]:
     pairs = {
         "dlc.job_id": job.job_id,
         "dlc.user": job.user,
-        "dlc.framework": job.spec.framework or "",
+        # the ML framework (pytorch:2.3); "framework" alone means the Mesos framework
+        "dlc.ml_framework": job.spec.framework or "",
         "dlc.image": job.spec.image or "",
         "dlc.gpu_ids": ",".join(str(i) for i in launch.gpu_ids),
         "dlc.attempt": str(job.attempt),

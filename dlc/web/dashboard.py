@@ -20,8 +20,9 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from dlc.api.metrics import CONTENT_TYPE, AgentInfo, SchedulerMetrics, allocated_gpus
-from dlc.mesos.master import fetch_agents
+from dlc.api.metrics import CONTENT_TYPE, SchedulerMetrics
+from dlc.mesos.master import fetch_slaves
+from dlc.scheduler.cluster import GPU_TAKEN, AgentView
 from dlc.scheduler.core import SchedulerCore
 from dlc.scheduler.jobs import JobState
 from dlc.web.replay import replay_samples
@@ -75,7 +76,7 @@ class Dashboard:
         """Seed the plots from the job store's history, then start sampling."""
         try:
             count = self.ring.capacity - 1  # leave room for the first live sample
-            seeded = replay_samples(self.core.store, self._clock(), self.sampler.interval_s, count)
+            seeded = replay_samples(self.core, self._clock(), self.sampler.interval_s, count)
         except Exception:  # empty plots are better than a dashboard that does not start
             log.exception("replaying the job history into the plots failed")
             seeded = []
@@ -116,7 +117,7 @@ class Dashboard:
         if path == "/v1/dashboard":
             return 200, self.snapshot(user, admin)
         match = _TOPOLOGY_PATH.fullmatch(path)
-        agent = self.metrics.agent(match.group(1)) if match else None
+        agent = self.core.cluster_agent(match.group(1)) if match else None
         if agent is None:
             what = f"no agent {match.group(1)}" if match else f"no endpoint GET {path}"
             return 404, {"error": f"{what}; see /v1/dashboard", "field": None}
@@ -124,9 +125,9 @@ class Dashboard:
 
     def snapshot(self, user: str, admin: bool) -> dict[str, Any]:
         """The main page's data for this caller (see :func:`~dlc.web.snapshot.build_snapshot`)."""
-        if not self.metrics.agents():
+        if not self.core.cluster():
             self._refresh_agents(self._clock())  # a fresh page should not wait for the sampler
-        jobs = self.core.store.list_jobs()
+        jobs = self.core.all_jobs()
         requeued = {
             j.job_id: self.metrics.queued_since(j)
             for j in jobs
@@ -137,7 +138,7 @@ class Dashboard:
         info["sample_interval_s"] = self.sampler.interval_s
         return build_snapshot(
             jobs,
-            self.metrics.agents(),
+            self.core.cluster(),
             user,
             admin,
             self._clock(),
@@ -146,7 +147,7 @@ class Dashboard:
             requeued,
         )
 
-    def topology_svg(self, agent: AgentInfo) -> str | None:
+    def topology_svg(self, agent: AgentView) -> str | None:
         """The agent's topology picture (``None`` when it advertises no ``dlc_topo``)."""
         key = (agent.agent_id, agent.attributes.get("dlc_topo", ""))
         with self._svg_lock:
@@ -160,14 +161,15 @@ class Dashboard:
         """One point of every plotted series, now (and, now and then, the master's agents)."""
         now = self._clock()
         self._refresh_agents(now)
-        jobs = self.core.store.list_jobs()
+        jobs = self.core.all_jobs()
         queued = [j for j in jobs if j.state is JobState.QUEUED]
         waits = self.metrics.take_recent_waits()
         waits += [now - self.metrics.queued_since(j) for j in queued]
+        agents = self.core.cluster()
         return Sample(
             at=now,
-            gpus_allocated=sum(len(g) for g in allocated_gpus(jobs).values()),
-            gpus_total=sum(len(a.gpu_ids) for a in self.metrics.agents()),
+            gpus_allocated=sum(len(a.in_state(GPU_TAKEN)) for a in agents),
+            gpus_total=sum(len(a.gpu_ids) for a in agents),
             jobs_waiting=len(queued),
             queue_wait_s=round(max(waits, default=0.0), 3),
         )
@@ -177,15 +179,16 @@ class Dashboard:
         if not master or now < self._agents_at:
             return
         self._agents_at = now + AGENT_REFRESH_S
-        for agent in fetch_agents(master):
-            self.metrics.note_agent(agent.agent_id, agent.hostname, agent.attributes, agent.gpu_ids)
+        slaves = fetch_slaves(master)
+        if slaves is not None:  # the core's inventory is the one model of the agents
+            self.core.update_agents(slaves)
 
 
 def _static(name: str) -> bytes:
     return resources.files("dlc.web").joinpath("static", name).read_bytes()
 
 
-def _render(agent: AgentInfo) -> str | None:
+def _render(agent: AgentView) -> str | None:
     if agent.topology is None:
         return None
     from dlc.topology.render.picture import render_svg

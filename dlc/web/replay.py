@@ -10,19 +10,23 @@ it is 0 in the replayed samples.
 
 from __future__ import annotations
 
-from dlc.store.sqlite import JobStore
+from collections.abc import Callable
+
 from dlc.web.series import Sample
 
 _ACTIVE = {"staging", "running"}
 
 
-def replay_samples(store: JobStore, now: float, interval_s: float, count: int) -> list[Sample]:
+def replay_samples(source, now: float, interval_s: float, count: int) -> list[Sample]:
     """Samples at ``now - k * interval_s`` for ``k = count .. 1`` (none before the first event).
 
-    One sweep over the events in time order, so the cost is events + samples.
+    ``source`` is the scheduler core (``all_jobs``, ``state_events``); a job store
+    (``list_jobs``) answers too. One sweep over the events in time order, so the cost is
+    events + samples.
     """
-    gpus = {job.job_id: job.spec.total_gpus for job in store.list_jobs()}
-    events = store.state_events()
+    jobs: Callable = getattr(source, "all_jobs", None) or source.list_jobs
+    gpus = {job.job_id: job.spec.total_gpus for job in jobs()}
+    events = source.state_events()
     active: set[str] = set()
     queued: dict[str, float] = {}  # job id -> when it entered the queue
     samples: list[Sample] = []

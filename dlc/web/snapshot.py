@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from dlc.api.metrics import AgentInfo, allocated_gpus
+from dlc.scheduler.cluster import AgentView
 from dlc.scheduler.jobs import Job, JobState
 
 #: terminal jobs listed on the main page (newest first); older ones stay in `dlc jobs`
@@ -50,18 +50,30 @@ def job_summary(job: Job, now: float, queued_since: float | None = None) -> dict
     }
 
 
-def agent_view(agent: AgentInfo, held: dict[int, Job], user: str, admin: bool) -> dict[str, Any]:
-    """One agent with each GPU's holder as the caller may see it."""
+def agent_view(
+    agent: AgentView, held: dict[int, Job] | None, user: str, admin: bool
+) -> dict[str, Any]:
+    """One agent with each GPU's holder as the caller may see it.
+
+    The holders come from the core's cluster inventory (``agent.gpus``); ``held`` is only
+    a fallback for agents built without GPU states.
+    """
     gpus = []
+    states = {g.index: g for g in agent.gpus}
     for index in sorted(agent.gpu_ids):
-        job = held.get(index)
+        gpu = states.get(index)
+        owner = None
+        if gpu is not None and gpu.holder is not None:
+            owner = (gpu.holder.job_id, gpu.holder.user)
+        elif gpu is None and held and index in held:
+            owner = (held[index].job_id, held[index].user)
         holder = None
-        if job is not None:
-            visible = admin or job.user == user
+        if owner is not None:
+            visible = admin or owner[1] == user
             holder = {
-                "job": job.job_id if visible else None,
-                "user": job.user if visible else None,
-                "mine": job.user == user,
+                "job": owner[0] if visible else None,
+                "user": owner[1] if visible else None,
+                "mine": owner[1] == user,
             }
         gpus.append({"index": index, "holder": holder})
     return {
@@ -77,7 +89,7 @@ def agent_view(agent: AgentInfo, held: dict[int, Job], user: str, admin: bool) -
 
 def build_snapshot(
     jobs: Sequence[Job],
-    agents: Iterable[AgentInfo],
+    agents: Iterable[AgentView],
     user: str,
     admin: bool,
     now: float,
@@ -89,7 +101,7 @@ def build_snapshot(
 
     Args:
         jobs: every job in the store.
-        agents: agents known from offers.
+        agents: the core's cluster inventory (:meth:`~dlc.scheduler.core.SchedulerCore.cluster`).
         user, admin: the caller.
         now: wall-clock seconds.
         series: :meth:`~dlc.web.series.SeriesRing.to_dict`.
@@ -97,14 +109,13 @@ def build_snapshot(
         queued_since: job id -> when it last entered the queue (re-queued jobs).
     """
     queued_since = queued_since or {}
-    held = allocated_gpus(jobs)
     counts = {state.value: 0 for state in JobState}
     for job in jobs:
         counts[job.state.value] += 1
     visible = [j for j in jobs if admin or j.user == user]
     live = [j for j in visible if not j.state.terminal]
     done = sorted((j for j in visible if j.state.terminal), key=lambda j: -j.submitted_at)
-    agent_views = [agent_view(a, held.get(a.agent_id, {}), user, admin) for a in agents]
+    agent_views = [agent_view(a, None, user, admin) for a in agents]
     return {
         "me": {"user": user, "admin": admin},
         "now": now,

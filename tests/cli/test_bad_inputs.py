@@ -370,7 +370,8 @@ OFFLINE = [
     "args, fragments, exit_code",
     [pytest.param(a, f, c, id=i) for i, a, f, c in OFFLINE],
 )
-def test_bad_input_is_one_error_line(files, monkeypatch, args, fragments, exit_code):
+def test_bad_input_is_one_error_line(files, monkeypatch, tmp_path, args, fragments, exit_code):
+    monkeypatch.chdir(tmp_path)  # `dlc local`'s default --work-dir must not land in the repo
     for name in ("DLC_API", "DLC_TOKEN", "MESOS_FRAMEWORK_ID", "MESOS_EXECUTOR_ID"):
         monkeypatch.delenv(name, raising=False)
     assert_one_line_error(invoke(args, files), fragments, exit_code)

@@ -57,7 +57,7 @@ def test_task_info_exact_body():
             "labels": [
                 {"key": "dlc.job_id", "value": "j1"},
                 {"key": "dlc.user", "value": "alice"},
-                {"key": "dlc.framework", "value": "pytorch:2.3"},
+                {"key": "dlc.ml_framework", "value": "pytorch:2.3"},
                 {"key": "dlc.image", "value": "pytorch/pytorch:2.3.1"},
                 {"key": "dlc.gpu_ids", "value": "0,2"},
                 {"key": "dlc.attempt", "value": "1"},

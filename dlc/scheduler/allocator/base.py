@@ -62,15 +62,23 @@ POLICY_MODULES: dict[str, str] = {
 DEFAULT_POLICY = "tree"
 
 
+def unknown_policy(name: str) -> str | None:
+    """``None`` for a known policy name, else what is wrong (the one rule every check uses:
+    :func:`get_policy` here, ``check_policy`` for the ``--policy`` flag)."""
+    if name in POLICY_MODULES:
+        return None
+    return f"unknown placement policy {name!r}; known: {', '.join(sorted(POLICY_MODULES))}"
+
+
 def get_policy(name: str) -> Policy:
     """The policy called ``name``.
 
     Raises:
         AllocationError: unknown policy name (lists the known ones).
     """
-    if name not in POLICY_MODULES:
-        known = ", ".join(sorted(POLICY_MODULES))
-        raise AllocationError(f"unknown allocation policy {name!r}; known: {known}", "bad_policy")
+    problem = unknown_policy(name)
+    if problem:
+        raise AllocationError(problem, "bad_policy")
     return importlib.import_module(POLICY_MODULES[name]).POLICY
 
 

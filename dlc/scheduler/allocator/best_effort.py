@@ -29,7 +29,8 @@ from collections.abc import Iterator
 
 from dlc.errors import AllocationError
 from dlc.scheduler.allocator.base import AllocationRequest, eligible_gpus
-from dlc.scheduler.allocator.tables import MachineTables, tables_for
+from dlc.scheduler.allocator.prepared import tables_for
+from dlc.scheduler.allocator.tables import MachineTables
 from dlc.topology.model import Topology
 
 Slot = int | None  # a GPU position or a padding slot

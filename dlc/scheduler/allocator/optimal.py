@@ -11,7 +11,8 @@ from __future__ import annotations
 import itertools
 
 from dlc.scheduler.allocator.base import AllocationRequest, eligible_gpus
-from dlc.scheduler.allocator.tables import MachineTables, tables_for
+from dlc.scheduler.allocator.prepared import tables_for
+from dlc.scheduler.allocator.tables import MachineTables
 from dlc.topology.model import Topology
 
 

@@ -28,7 +28,6 @@ GO_LEVEL_POINTS = {
 }
 #: its NVLink points stop at this many links (``TwelveNVLINKLinks`` in the version read)
 GO_MAX_NVLINKS = 12
-_CACHE_SIZE = 128
 
 
 @dataclass
@@ -116,7 +115,6 @@ class MachineTables:
 
 
 _PAIRS = [n * (n - 1) // 2 for n in range(257)]
-_cache: dict[int, tuple[Topology, MachineTables]] = {}
 
 
 def positions(mask: int) -> list[int]:
@@ -129,22 +127,10 @@ def positions(mask: int) -> list[int]:
     return out
 
 
-def tables_for(topo: Topology) -> MachineTables:
-    """The tables of ``topo``, built on first use and cached by object identity."""
-    hit = _cache.get(id(topo))
-    if hit is not None and hit[0] is topo:
-        return hit[1]
-    tables = _build(topo)
-    # Imported here: cliques.py builds on this module. The best-class cliques of
-    # every request size are part of the one-time table build, not of a decision.
-    from dlc.scheduler.allocator.cliques import ideal_sets
-
-    for size in range(2, len(tables.indices) + 1):
-        ideal_sets(tables, size)
-    if len(_cache) >= _CACHE_SIZE:
-        _cache.pop(next(iter(_cache)))
-    _cache[id(topo)] = (topo, tables)
-    return tables
+def build_tables(topo: Topology) -> MachineTables:
+    """The raw tables of ``topo`` (no cache; :func:`~dlc.scheduler.allocator.prepared.tables_for`
+    caches them and warms the clique tables)."""
+    return _build(topo)
 
 
 def _build(topo: Topology) -> MachineTables:

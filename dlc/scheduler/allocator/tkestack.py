@@ -15,7 +15,7 @@ must hold them, and they are taken first.
 from __future__ import annotations
 
 from dlc.scheduler.allocator.base import AllocationRequest, eligible_gpus
-from dlc.scheduler.allocator.tables import tables_for
+from dlc.scheduler.allocator.prepared import tables_for
 from dlc.topology.model import Topology
 from dlc.topology.tree import TopologyTree
 

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 from dlc.scheduler.allocator.base import AllocationRequest, eligible_gpus
 from dlc.scheduler.allocator.cliques import best_threshold, candidates, future_packing
-from dlc.scheduler.allocator.tables import MachineTables, positions, tables_for
+from dlc.scheduler.allocator.prepared import tables_for
+from dlc.scheduler.allocator.tables import MachineTables, positions
 from dlc.topology.model import Topology
 
 #: stop enumerating after this many sets of the best class and keep the best so far

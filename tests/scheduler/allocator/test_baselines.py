@@ -11,7 +11,7 @@ from dlc.errors import AllocationError
 from dlc.scheduler.allocator import allocate
 from dlc.scheduler.allocator.base import AllocationRequest
 from dlc.scheduler.allocator.best_effort import BestEffortPolicy, _partitions
-from dlc.scheduler.allocator.tables import tables_for
+from dlc.scheduler.allocator.prepared import tables_for
 
 ALL8 = frozenset(range(8))
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from dlc.errors import AllocationError
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.optimal import set_quality
-from dlc.scheduler.allocator.tables import tables_for
+from dlc.scheduler.allocator.prepared import tables_for
 
 REASONS = {
     "bad_count",

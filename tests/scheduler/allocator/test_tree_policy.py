@@ -15,7 +15,7 @@ from alloc_machines import (
 
 from dlc.scheduler.allocator import DEFAULT_POLICY, allocate
 from dlc.scheduler.allocator.cliques import future_packing
-from dlc.scheduler.allocator.tables import tables_for
+from dlc.scheduler.allocator.prepared import tables_for
 from dlc.topology.tree import slowest_link
 
 ALL8 = frozenset(range(8))

@@ -1,0 +1,108 @@
+"""The pure decision of one offer round: queue + inventory + offers + config -> Decision.
+
+:func:`decide` reads only its arguments: no store, no clock of its own, no Mesos. The
+scheduler core calls it on every batch of offers and then carries the decision out
+(stores the launched jobs as staging, builds TaskInfos, records reasons and reservations);
+a simulator drives exactly this function with a virtual clock and no Mesos.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dlc.scheduler.inventory import Inventory
+from dlc.scheduler.jobs import Job, JobSpec
+from dlc.scheduler.placement import (
+    DriverCheck,
+    Launch,
+    OfferView,
+    PlacementConfig,
+    TopologyOf,
+    place,
+)
+
+
+@dataclass
+class Decision:
+    """What one offer round decided.
+
+    Attributes:
+        launches: tasks to launch, in order (several per job for a gang).
+        placed_jobs: ids of the jobs launched, in order.
+        declines: offer ids to decline (no task landed on their agent).
+        kills: ``(task_id, agent_id)`` to kill (none today: kills come from status updates).
+        waiting: job id -> why it waits (every queued job not launched has one).
+        impossible: the subset of ``waiting`` no known agent could ever run.
+        placement_s: seconds placement took (for the metrics; not a decision input).
+    """
+
+    launches: list[Launch] = field(default_factory=list)
+    placed_jobs: list[str] = field(default_factory=list)
+    declines: list[str] = field(default_factory=list)
+    kills: list[tuple[str, str]] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)
+    impossible: dict[str, str] = field(default_factory=dict)
+    placement_s: float = 0.0
+
+    def launches_of(self, job_id: str) -> list[Launch]:
+        """The launches of one placed job, by rank."""
+        return [x for x in self.launches if x.job_id == job_id]
+
+
+def decide(
+    queue: Sequence[Job],
+    inventory: Inventory,
+    offers: Sequence[OfferView],
+    config: PlacementConfig,
+    now: float,
+    reserved: Mapping[str, str] | None = None,
+    impossible_of: Callable[[JobSpec], str | None] | None = None,
+    topology_of: TopologyOf | None = None,
+    driver_ok: DriverCheck | None = None,
+) -> Decision:
+    """Decide one offer round.
+
+    Args:
+        queue: queued jobs in queue order (:func:`~dlc.scheduler.queue.queue_order`).
+        inventory: what the cluster has (jobs no agent could ever run are set aside).
+        offers: the usable offers (draining GPUs already taken out).
+        config: allocator policy and executor overheads.
+        now: the decision's time (real or virtual); unused by placement today, kept so
+            time-dependent rules need no new signature.
+        reserved: agent id -> the job holding it (:class:`~dlc.scheduler.queue.Reservations`).
+        impossible_of: why a spec can never run (default: ``inventory.impossible``; the core
+            passes a cached one).
+        topology_of, driver_ok: as in :func:`~dlc.scheduler.placement.place`.
+
+    Returns:
+        The launches, declines and every waiting job's reason.
+    """
+    del now  # see Args
+    impossible_of = impossible_of or _uncached(inventory)
+    runnable, impossible = [], {}
+    for job in queue:
+        why = impossible_of(job.spec)
+        if why is None:
+            runnable.append(job)
+        else:
+            impossible[job.job_id] = f"impossible on the current agents: {why}"
+    started = time.perf_counter()
+    result = place(offers, runnable, config, topology_of, driver_ok, reserved)
+    return Decision(
+        launches=list(result.launches),
+        placed_jobs=result.placed_jobs,
+        declines=list(result.declined),
+        waiting={**result.waiting, **impossible},
+        impossible=impossible,
+        placement_s=time.perf_counter() - started,
+    )
+
+
+def _uncached(inventory: Inventory) -> Callable[[JobSpec], str | None]:
+    def why(spec: JobSpec) -> str | None:
+        error = inventory.impossible(spec)
+        return None if error is None else str(error)
+
+    return why
