@@ -19,6 +19,11 @@ The subclass also fixes what pymesos 0.3.15 gets wrong for an executor that must
   ``connection_lost`` hooks, called when the executor object has them).
 * :meth:`stop_quietly` ends the driver without pymesos's ``on_close`` shutdown path (which
   would SIGKILL the executor's process group).
+* pymesos backs off 2, 4, 8, 15 s between connection attempts. A restarted agent waits only
+  ``executor_reregistration_timeout`` (Mesos default 2 s) for its executors to re-subscribe
+  and then destroys them, so an executor that sleeps 4 s misses its agent's recovery and its
+  tasks end ``TASK_LOST``. The agent is on the same host: retry every
+  :data:`RECONNECT_S` instead.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from dlc.errors import DlcError
 log = logging.getLogger(__name__)
 
 DEFAULT_EXECUTOR_API_PATH = "/api/v1/executor"
+#: seconds between attempts to reach the (local) agent; well inside its 2 s re-registration window
+RECONNECT_S = 0.5
 _PID_ID = re.compile(r"^[A-Za-z0-9_.()-]+$")
 
 
@@ -133,6 +140,9 @@ def _driver_class() -> type:
                     self._conn = None
                 return
             super().on_close()
+
+        def _backoff(self, num_conn_retry: int) -> float:
+            return RECONNECT_S
 
         def on_acknowledged(self, event: Any) -> None:
             super().on_acknowledged(event)

@@ -347,13 +347,16 @@ class SchedulerCore:
                 self.inventory.note_offer(view)
             self._drains.expire(now)
             usable = [self._drains.strip(v) for v in views]
-            queue, impossible = [], {}
+            queue, impossible, held = [], {}, {}
             for job in self.queued_jobs():
                 why = self._impossible_reason(job.spec)
-                if why is None:
-                    queue.append(job)
-                else:
+                wait = self._drains.job_wait(job.job_id, now)  # no second run at once
+                if why is not None:
                     impossible[job.job_id] = f"impossible on the current agents: {why}"
+                elif wait is not None:
+                    held[job.job_id] = wait
+                else:
+                    queue.append(job)
             self._end_reservation_if_due(now, impossible)
             started = time.perf_counter()
             result = place(
@@ -374,7 +377,7 @@ class SchedulerCore:
                 )
             self._reservations.record_round(result.placed_jobs, result.waiting)
             self._maybe_reserve(now, queue, result.waiting, usable)
-            self._note_reasons(now, {**result.waiting, **impossible}, usable)
+            self._note_reasons(now, {**result.waiting, **impossible, **held}, usable)
             actions.suppress = not self._queued
             return actions
 
@@ -504,7 +507,7 @@ class SchedulerCore:
         """An update of a task that is not the job's current attempt: make sure it ends,
         and keep its GPUs out of offers until it has."""
         if confirms_gone(status):
-            self._drains.confirm(task_id)
+            self._drains.confirm(task_id, status)
             return Actions()
         if state in _TERMINAL_TASK:
             return Actions()
@@ -531,9 +534,9 @@ class SchedulerCore:
         )
         refused = state == "TASK_FAILED" and message.startswith(DOUBLE_ASSIGNMENT_PREFIX)
         if task is not None and (refused or (may_still_run(status) and not never_seen)):
-            self._drains.hold(task_id, task.agent_id, task.gpu_ids, self._clock())
+            self._drains.hold(task_id, task.agent_id, task.gpu_ids, self._clock(), not refused)
         elif confirms_gone(status):
-            self._drains.confirm(task_id)
+            self._drains.confirm(task_id, status)
         job = replace(job, tasks=tasks)
         new_state = _job_state(job)
         actions = Actions()
