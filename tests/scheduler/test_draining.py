@@ -59,7 +59,8 @@ def test_a_reconciliation_answer_does_not_release_the_job(timed):
     core, clock = timed
     job, old = _run_then_lose(core, **EXECUTOR_KILLED)
     # the master only repeats what it knows; it never saw the container stop
-    core.on_status(status(old, "TASK_FAILED", reason="REASON_RECONCILIATION", source="SOURCE_MASTER"))
+    answer = {"reason": "REASON_RECONCILIATION", "source": "SOURCE_MASTER"}
+    core.on_status(status(old, "TASK_FAILED", **answer))
     assert core.on_offers([offer("o2", "a2", [0])]).accepts == []
     assert core.store.get_job(job.job_id).state is JobState.QUEUED
 
