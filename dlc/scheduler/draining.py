@@ -96,9 +96,7 @@ class Drains:
         #: task id -> (job id, attempt, until): attempts that may still run
         self._attempts: dict[str, tuple[str, int, float]] = {}
 
-    def hold(
-        self, task_id: str, agent_id: str, gpu_ids, now: float, started: bool = True
-    ) -> None:
+    def hold(self, task_id: str, agent_id: str, gpu_ids, now: float, started: bool = True) -> None:
         """Hold ``gpu_ids`` on ``agent_id`` until ``task_id`` is confirmed gone; its job
         waits for that too (at most :attr:`job_wait_s`) unless the task never ``started``
         a container (a refused launch)."""
