@@ -24,6 +24,12 @@ The subclass also fixes what pymesos 0.3.15 gets wrong for an executor that must
   and then destroys them, so an executor that sleeps 4 s misses its agent's recovery and its
   tasks end ``TASK_LOST``. The agent is on the same host: retry every
   :data:`RECONNECT_S` instead.
+* pymesos aborts on any answer to SUBSCRIBE but 200, 307 and 503. A restarting agent's port
+  answers ``404`` until the agent's HTTP routes are installed (in ``mesos-local`` the master
+  comes up first), which is not a refusal: it is retried like a refused connection. A ``400``
+  (``Executor cannot be found``: the agent did not recover this executor) still aborts the
+  driver, and the executor then removes its containers at once
+  (:func:`dlc.executor.executor.serve`).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ log = logging.getLogger(__name__)
 DEFAULT_EXECUTOR_API_PATH = "/api/v1/executor"
 #: seconds between attempts to reach the (local) agent; well inside its 2 s re-registration window
 RECONNECT_S = 0.5
+_NOT_YET = "Failed with HTTP 404"
 _PID_ID = re.compile(r"^[A-Za-z0-9_.()-]+$")
 
 
@@ -115,6 +122,23 @@ def _driver_class() -> type:
     from dlc.mesos import import_pymesos
 
     pymesos = import_pymesos()
+
+    class AgentStartingConnection(pymesos.process.Connection):
+        """A SUBSCRIBE answered ``404`` (agent routes not up yet) is retried, not fatal."""
+
+        def read(self) -> bool:
+            try:
+                return super().read()
+            except RuntimeError as exc:
+                if not str(exc).startswith(_NOT_YET):
+                    raise
+                log.info("agent not serving its executor API yet (404); retrying")
+                time.sleep(RECONNECT_S)
+                return False
+
+    # pymesos's I/O loop creates its connections by this module-level name; only executor
+    # processes build this class, so the scheduler's driver is untouched.
+    pymesos.process.Connection = AgentStartingConnection
 
     class AgentPathExecutorDriver(pymesos.MesosExecutorDriver):
         """``MesosExecutorDriver`` using a configurable executor API path."""

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from dlc.errors import JobNotFound, JobSpecError
-from dlc.scheduler.draining import Drains, confirms_gone, may_still_run
+from dlc.scheduler.draining import DRAIN_TIMEOUT_S, Drains, confirms_gone, may_still_run
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import (
     Job,
@@ -120,7 +120,7 @@ class CoreConfig:
     allowed_volumes: tuple[str, ...] = ()
     max_skips: int = 20
     reservation_s: float = 1800.0
-    drain_timeout_s: float = 120.0
+    drain_timeout_s: float = DRAIN_TIMEOUT_S
     default_max_priority: int | None = 0
     admin_max_priority: int | None = None
 

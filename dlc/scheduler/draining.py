@@ -35,6 +35,13 @@ from dlc.scheduler.task_states import NOT_RUNNING_STATES
 #: with a 5 s SIGTERM grace and removes them; the rest is margin for a loaded engine.
 ORPHAN_STOP_BOUND_S = 20.0
 
+#: how long GPUs stay out of offers without news. Safety does not rest on it: before it
+#: creates a container the executor on the node removes every container on its GPUs whose
+#: executor is dead and refuses GPUs a live executor's container holds (the GPU claim,
+#: dlc/executor/gpu_claim.py). Draining only spares retries that refusal; held longer, GPUs
+#: lost in an agent restart sat idle for two minutes while jobs queued for them.
+DRAIN_TIMEOUT_S = 30.0
+
 #: ends in which Mesos lost track of the task rather than saw it stop
 _UNCERTAIN_STATES = frozenset({"TASK_LOST", "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_UNKNOWN"})
 
@@ -89,7 +96,7 @@ class Drains:
         timeout_s: the longest GPUs are held without news.
     """
 
-    def __init__(self, timeout_s: float = 120.0, job_wait_s: float = ORPHAN_STOP_BOUND_S):
+    def __init__(self, timeout_s: float = DRAIN_TIMEOUT_S, job_wait_s: float = ORPHAN_STOP_BOUND_S):
         self.timeout_s = timeout_s
         self.job_wait_s = min(job_wait_s, timeout_s)
         self._by_task: dict[str, Drain] = {}
