@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 DEFAULT_EXECUTOR_API_PATH = "/api/v1/executor"
 #: seconds between attempts to reach the (local) agent; well inside its 2 s re-registration window
 RECONNECT_S = 0.5
-_NOT_YET = "Failed with HTTP 404"
 _PID_ID = re.compile(r"^[A-Za-z0-9_.()-]+$")
 
 
@@ -129,12 +128,25 @@ def _driver_class() -> type:
         def read(self) -> bool:
             try:
                 return super().read()
-            except RuntimeError as exc:
-                if not str(exc).startswith(_NOT_YET):
-                    raise
-                log.info("agent not serving its executor API yet (404); retrying")
-                time.sleep(RECONNECT_S)
-                return False
+            except (RuntimeError, TypeError):
+                # TypeError: pymesos's own error path fails (bytes + str) when the error's
+                # body came in a later packet than its headers
+                code = self._answer_code()
+                if code == 404:
+                    log.info("agent not serving its executor API yet (404); retrying")
+                    time.sleep(RECONNECT_S)
+                    return False
+                if code is not None and code >= 400:
+                    raise RuntimeError(f"Failed with HTTP {code}") from None
+                raise
+
+        def _answer_code(self) -> int | None:
+            parser = self._parser
+            if self._stream_id is not None or parser is None:
+                return None
+            if not parser.is_headers_complete():
+                return None
+            return parser.get_status_code()
 
     # pymesos's I/O loop creates its connections by this module-level name; only executor
     # processes build this class, so the scheduler's driver is untouched.
