@@ -5,7 +5,8 @@ its containers running. ``dlc executor`` therefore starts this small watcher as 
 its own session and re-parented away from the executor (a double fork), so that neither a kill
 of the executor's process group nor the agent's kill of the executor's process tree (Mesos's
 posix launcher) reaches it. It polls the executor's pid; once the executor is gone it stops and
-removes every container labelled with that framework and executor id, then exits. On an
+removes every container labelled with that framework and executor id (looking again for a few
+seconds, for a create the executor sent just before it died), then exits. On an
 orderly exit the executor has removed them already and the reaper finds nothing. Where the
 agent kills the whole cgroup (cgroups isolation), ``dlc cleanup`` removes them instead.
 
@@ -73,16 +74,38 @@ def _terminate_owner(label: str | None) -> None:
         pass
 
 
-def watch(pid: int, framework_id: str, executor_id: str, poll_s=0.5, grace_s=5.0) -> int:
-    """Wait for ``pid`` to exit, then remove its containers; returns how many were removed."""
+#: how long after the executor's death the reaper keeps looking: a ``docker create`` the
+#: executor sent just before it died completes in dockerd afterwards (seen in the fault suite:
+#: a container left in state ``created``)
+LATE_CREATE_S = 8.0
+
+
+def watch(
+    pid: int,
+    framework_id: str,
+    executor_id: str,
+    poll_s=0.5,
+    grace_s=5.0,
+    late_s=LATE_CREATE_S,
+    runtime=None,
+) -> int:
+    """Wait for ``pid`` to exit, then remove its containers, looking again for ``late_s``;
+    returns how many were removed."""
     started = process_start_time(pid)
     while started is not None and process_start_time(pid) == started:
         time.sleep(poll_s)
-    from dlc.executor.runtime import DockerRuntime
+    if runtime is None:
+        from dlc.executor.runtime import DockerRuntime
 
-    runtime = DockerRuntime()
-    found = runtime.list_containers({LABEL_FRAMEWORK: framework_id, LABEL_EXECUTOR: executor_id})
-    return len(runtime.remove_all(found, grace_s))
+        runtime = DockerRuntime()
+    labels = {LABEL_FRAMEWORK: framework_id, LABEL_EXECUTOR: executor_id}
+    removed = 0
+    until = time.monotonic() + late_s
+    while True:
+        removed += len(runtime.remove_all(runtime.list_containers(labels), grace_s))
+        if time.monotonic() >= until:
+            return removed
+        time.sleep(1.0)
 
 
 def spawn(framework_id: str, executor_id: str, log_path: str | None = None) -> None:

@@ -66,7 +66,13 @@ _TERMINAL_TASK = NOT_RUNNING_STATES
 #: reasons meaning a launch never reached an agent: the job may run again for free
 #: (only with a terminal state while DLC still saw the task as staging: a task the
 #: master knew answers reconciliation with its real state, never with these)
-_NEVER_LAUNCHED = {"REASON_RECONCILIATION", "REASON_INVALID_OFFERS"}
+_NEVER_LAUNCHED = {
+    "REASON_RECONCILIATION",
+    "REASON_INVALID_OFFERS",
+    # "Task launched during agent restart": the recovering agent dropped a queued launch
+    "REASON_SLAVE_RESTARTED",
+    "REASON_AGENT_RESTARTED",
+}
 
 #: not an end: the agent is partitioned away; the task may well still run
 _UNREACHABLE = "TASK_UNREACHABLE"

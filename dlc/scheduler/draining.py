@@ -32,7 +32,8 @@ from dlc.scheduler.task_states import NOT_RUNNING_STATES
 
 #: how long a job waits for an uncertain previous attempt: the orphan reaper
 #: (dlc/executor/reaper.py) polls its executor every 0.5 s, then stops the containers
-#: with a 5 s SIGTERM grace and removes them; the rest is margin for a loaded engine.
+#: with a 5 s SIGTERM grace and removes them, looking again for 8 s for a late create;
+#: the rest is margin for a loaded engine.
 ORPHAN_STOP_BOUND_S = 20.0
 
 #: how long GPUs stay out of offers without news. Safety does not rest on it: before it

@@ -105,3 +105,16 @@ def test_a_late_running_update_of_an_old_attempt_holds_the_job_again():
 
 def test_the_job_wait_never_outlasts_the_gpu_drain():
     assert Drains(timeout_s=5.0, job_wait_s=20.0).job_wait_s == 5.0
+
+
+def test_a_launch_dropped_by_a_restarting_agent_is_queued_again_for_free(timed):
+    core, _ = timed
+    job = core.submit("alice", JobSpec.from_dict({"framework": "pytorch:2.3", "retries": 0}))
+    core.on_offers([offer("o1", "a1", [0])])
+    dropped = {"reason": "REASON_AGENT_RESTARTED", "source": "SOURCE_AGENT",
+               "message": "Task launched during agent restart"}  # fmt: skip
+    core.on_status(status(f"{job.job_id}.0.0", "TASK_LOST", **dropped))
+    again = core.store.get_job(job.job_id)
+    assert again.state is JobState.QUEUED and again.failures == 0
+    [(_, [info])] = core.on_offers([offer("o2", "a1", [0])]).accepts
+    assert info["task_id"]["value"] == f"{job.job_id}.1.0"
