@@ -253,6 +253,9 @@ def serve(driver, executor, poll_s: float = 1.0) -> Verdict | None:
             log.info("executor ends: %s", verdict.value)
             driver.stop_quietly()
         driver.join()
+    from dlc.executor import reaper
+
+    reaper.mark_done()  # every container is gone: the reaper need not look again
     return verdict
 
 

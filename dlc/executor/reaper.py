@@ -16,6 +16,7 @@ Run as ``python -m dlc.executor.reaper --pid PID --framework-id F --executor-id 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -80,6 +81,18 @@ def _terminate_owner(label: str | None) -> None:
 LATE_CREATE_S = 8.0
 
 
+#: written by the executor when it ends in order (its containers are gone): no second look
+DONE_FILE = "dlc-executor.done"
+_done_path: str | None = None
+
+
+def mark_done() -> None:
+    """Tell this process's reaper that the executor ended in order (see :func:`spawn`)."""
+    if _done_path is not None:
+        with contextlib.suppress(OSError), open(_done_path, "w"):
+            pass
+
+
 def watch(
     pid: int,
     framework_id: str,
@@ -88,12 +101,16 @@ def watch(
     grace_s=5.0,
     late_s=LATE_CREATE_S,
     runtime=None,
+    done_path: str | None = None,
 ) -> int:
-    """Wait for ``pid`` to exit, then remove its containers, looking again for ``late_s``;
-    returns how many were removed."""
+    """Wait for ``pid`` to exit, then remove its containers, looking again for ``late_s``
+    unless the executor marked an orderly end in ``done_path``; returns how many were
+    removed."""
     started = process_start_time(pid)
     while started is not None and process_start_time(pid) == started:
         time.sleep(poll_s)
+    if done_path is not None and os.path.exists(done_path):
+        late_s = 0.0
     if runtime is None:
         from dlc.executor.runtime import DockerRuntime
 
@@ -109,8 +126,15 @@ def watch(
 
 
 def spawn(framework_id: str, executor_id: str, log_path: str | None = None) -> None:
-    """Start a reaper daemon for the current process (returns once it is detached)."""
+    """Start a reaper daemon for the current process (returns once it is detached).
+
+    With ``log_path``, :func:`mark_done` later writes :data:`DONE_FILE` beside it."""
+    global _done_path
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    done = []
+    if log_path:
+        _done_path = os.path.join(os.path.dirname(log_path), DONE_FILE)
+        done = ["--done-file", _done_path]
     try:
         launcher = subprocess.Popen(
             [
@@ -124,6 +148,7 @@ def spawn(framework_id: str, executor_id: str, log_path: str | None = None) -> N
                 framework_id,
                 "--executor-id",
                 executor_id,
+                *done,
             ],
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -144,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework-id", required=True)
     parser.add_argument("--executor-id", required=True)
     parser.add_argument("--grace", type=float, default=5.0)
+    parser.add_argument("--done-file", help="an orderly end of the executor writes this file")
     parser.add_argument("--daemonize", action="store_true", help="fork; the parent exits at once")
     args = parser.parse_args(argv)
     if args.daemonize and os.fork() > 0:
@@ -151,7 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     from dlc.errors import DlcError
 
     try:
-        removed = watch(args.pid, args.framework_id, args.executor_id, grace_s=args.grace)
+        removed = watch(
+            args.pid,
+            args.framework_id,
+            args.executor_id,
+            grace_s=args.grace,
+            done_path=args.done_file,
+        )
     except DlcError as exc:
         print(f"dlc reaper: {exc}", file=sys.stderr)
         return 1

@@ -29,3 +29,11 @@ def test_a_container_created_after_the_executor_died_is_removed_too():
     dead_pid = 2**22 + 12345  # above pid_max: no such process
     assert watch(dead_pid, "fw", "ex", late_s=1.5, runtime=engine) == 1
     assert engine.removed == ["c1"] and engine.looks >= 2
+
+
+def test_an_orderly_end_needs_no_second_look(tmp_path):
+    engine = LateEngine()
+    done = tmp_path / "dlc-executor.done"
+    done.write_text("")
+    assert watch(2**22 + 12345, "fw", "ex", late_s=30, runtime=engine, done_path=str(done)) == 0
+    assert engine.looks == 1
