@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import signal
 import threading
 import uuid
 
@@ -221,8 +222,16 @@ def serve(driver, executor, poll_s: float = 1.0) -> Verdict | None:
     Ends when the lifecycle says so (last task done and acknowledged, an ack timed out, or the
     agent was gone past the recovery timeout: then every container is stopped and removed
     first), or when the driver stops by itself (SHUTDOWN from the agent; returns None).
+
+    A driver that aborts on its own (pymesos raises in its I/O thread and interrupts the main
+    thread) means the agent refused this executor, typically a restarted agent that did not
+    recover it (``400 Executor cannot be found``) or no longer knows its framework. Nobody will
+    ever shut this executor down then, and its tasks are already reported lost: its containers
+    are stopped (SIGTERM, grace, SIGKILL) and removed at once, so that the GPUs they hold are
+    free before the scheduler's retry arrives, rather than after the recovery timeout.
     """
     lifecycle = executor.lifecycle
+    restore = _catch_driver_abort(lifecycle)
     driver.start()
     verdict = None
     try:
@@ -233,14 +242,37 @@ def serve(driver, executor, poll_s: float = 1.0) -> Verdict | None:
             lifecycle.changed.wait(poll_s)
             lifecycle.changed.clear()
     finally:
+        restore()
         if verdict is Verdict.AGENT_GONE:
             log.warning("agent unreachable past the recovery timeout: removing containers")
             executor.shutdown(driver)
+        elif verdict is None:
+            log.warning("the driver stopped without a shutdown: removing containers")
+            executor.shutdown(driver)  # idempotent: a SHUTDOWN from the agent did it already
         if verdict is not None:
             log.info("executor ends: %s", verdict.value)
             driver.stop_quietly()
         driver.join()
+    from dlc.executor import reaper
+
+    reaper.mark_done()  # every container is gone: the reaper need not look again
     return verdict
+
+
+def _catch_driver_abort(lifecycle: ExecutorLifecycle):
+    """pymesos reports an I/O thread failure with ``interrupt_main()`` (a SIGINT): take it
+    as a wake-up of the main loop, which then sees ``driver.aborted``, instead of a
+    KeyboardInterrupt that could cut the removal of the containers short. Returns the
+    function that puts the previous handler back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def on_interrupt(signum, frame):
+        log.warning("the executor driver aborted (did the agent refuse this executor?)")
+        lifecycle.changed.set()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    return lambda: signal.signal(signal.SIGINT, previous)
 
 
 __all__ = [

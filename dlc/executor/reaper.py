@@ -5,7 +5,8 @@ its containers running. ``dlc executor`` therefore starts this small watcher as 
 its own session and re-parented away from the executor (a double fork), so that neither a kill
 of the executor's process group nor the agent's kill of the executor's process tree (Mesos's
 posix launcher) reaches it. It polls the executor's pid; once the executor is gone it stops and
-removes every container labelled with that framework and executor id, then exits. On an
+removes every container labelled with that framework and executor id (looking again for a few
+seconds, for a create the executor sent just before it died), then exits. On an
 orderly exit the executor has removed them already and the reaper finds nothing. Where the
 agent kills the whole cgroup (cgroups isolation), ``dlc cleanup`` removes them instead.
 
@@ -15,6 +16,7 @@ Run as ``python -m dlc.executor.reaper --pid PID --framework-id F --executor-id 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -73,21 +75,66 @@ def _terminate_owner(label: str | None) -> None:
         pass
 
 
-def watch(pid: int, framework_id: str, executor_id: str, poll_s=0.5, grace_s=5.0) -> int:
-    """Wait for ``pid`` to exit, then remove its containers; returns how many were removed."""
+#: how long after the executor's death the reaper keeps looking: a ``docker create`` the
+#: executor sent just before it died completes in dockerd afterwards (seen in the fault suite:
+#: a container left in state ``created``)
+LATE_CREATE_S = 8.0
+
+
+#: written by the executor when it ends in order (its containers are gone): no second look
+DONE_FILE = "dlc-executor.done"
+_done_path: str | None = None
+
+
+def mark_done() -> None:
+    """Tell this process's reaper that the executor ended in order (see :func:`spawn`)."""
+    if _done_path is not None:
+        with contextlib.suppress(OSError), open(_done_path, "w"):
+            pass
+
+
+def watch(
+    pid: int,
+    framework_id: str,
+    executor_id: str,
+    poll_s=0.5,
+    grace_s=5.0,
+    late_s=LATE_CREATE_S,
+    runtime=None,
+    done_path: str | None = None,
+) -> int:
+    """Wait for ``pid`` to exit, then remove its containers, looking again for ``late_s``
+    unless the executor marked an orderly end in ``done_path``; returns how many were
+    removed."""
     started = process_start_time(pid)
     while started is not None and process_start_time(pid) == started:
         time.sleep(poll_s)
-    from dlc.executor.runtime import DockerRuntime
+    if done_path is not None and os.path.exists(done_path):
+        late_s = 0.0
+    if runtime is None:
+        from dlc.executor.runtime import DockerRuntime
 
-    runtime = DockerRuntime()
-    found = runtime.list_containers({LABEL_FRAMEWORK: framework_id, LABEL_EXECUTOR: executor_id})
-    return len(runtime.remove_all(found, grace_s))
+        runtime = DockerRuntime()
+    labels = {LABEL_FRAMEWORK: framework_id, LABEL_EXECUTOR: executor_id}
+    removed = 0
+    until = time.monotonic() + late_s
+    while True:
+        removed += len(runtime.remove_all(runtime.list_containers(labels), grace_s))
+        if time.monotonic() >= until:
+            return removed
+        time.sleep(1.0)
 
 
 def spawn(framework_id: str, executor_id: str, log_path: str | None = None) -> None:
-    """Start a reaper daemon for the current process (returns once it is detached)."""
+    """Start a reaper daemon for the current process (returns once it is detached).
+
+    With ``log_path``, :func:`mark_done` later writes :data:`DONE_FILE` beside it."""
+    global _done_path
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    done = []
+    if log_path:
+        _done_path = os.path.join(os.path.dirname(log_path), DONE_FILE)
+        done = ["--done-file", _done_path]
     try:
         launcher = subprocess.Popen(
             [
@@ -101,6 +148,7 @@ def spawn(framework_id: str, executor_id: str, log_path: str | None = None) -> N
                 framework_id,
                 "--executor-id",
                 executor_id,
+                *done,
             ],
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -121,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework-id", required=True)
     parser.add_argument("--executor-id", required=True)
     parser.add_argument("--grace", type=float, default=5.0)
+    parser.add_argument("--done-file", help="an orderly end of the executor writes this file")
     parser.add_argument("--daemonize", action="store_true", help="fork; the parent exits at once")
     args = parser.parse_args(argv)
     if args.daemonize and os.fork() > 0:
@@ -128,7 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     from dlc.errors import DlcError
 
     try:
-        removed = watch(args.pid, args.framework_id, args.executor_id, grace_s=args.grace)
+        removed = watch(
+            args.pid,
+            args.framework_id,
+            args.executor_id,
+            grace_s=args.grace,
+            done_path=args.done_file,
+        )
     except DlcError as exc:
         print(f"dlc reaper: {exc}", file=sys.stderr)
         return 1

@@ -19,6 +19,17 @@ The subclass also fixes what pymesos 0.3.15 gets wrong for an executor that must
   ``connection_lost`` hooks, called when the executor object has them).
 * :meth:`stop_quietly` ends the driver without pymesos's ``on_close`` shutdown path (which
   would SIGKILL the executor's process group).
+* pymesos backs off 2, 4, 8, 15 s between connection attempts. A restarted agent waits only
+  ``executor_reregistration_timeout`` (Mesos default 2 s) for its executors to re-subscribe
+  and then destroys them, so an executor that sleeps 4 s misses its agent's recovery and its
+  tasks end ``TASK_LOST``. The agent is on the same host: retry every
+  :data:`RECONNECT_S` instead.
+* pymesos aborts on any answer to SUBSCRIBE but 200, 307 and 503. A restarting agent's port
+  answers ``404`` until the agent's HTTP routes are installed (in ``mesos-local`` the master
+  comes up first), which is not a refusal: it is retried like a refused connection. A ``400``
+  (``Executor cannot be found``: the agent did not recover this executor) still aborts the
+  driver, and the executor then removes its containers at once
+  (:func:`dlc.executor.executor.serve`).
 """
 
 from __future__ import annotations
@@ -37,6 +48,8 @@ from dlc.errors import DlcError
 log = logging.getLogger(__name__)
 
 DEFAULT_EXECUTOR_API_PATH = "/api/v1/executor"
+#: seconds between attempts to reach the (local) agent; well inside its 2 s re-registration window
+RECONNECT_S = 0.5
 _PID_ID = re.compile(r"^[A-Za-z0-9_.()-]+$")
 
 
@@ -109,6 +122,36 @@ def _driver_class() -> type:
 
     pymesos = import_pymesos()
 
+    class AgentStartingConnection(pymesos.process.Connection):
+        """A SUBSCRIBE answered ``404`` (agent routes not up yet) is retried, not fatal."""
+
+        def read(self) -> bool:
+            try:
+                return super().read()
+            except (RuntimeError, TypeError):
+                # TypeError: pymesos's own error path fails (bytes + str) when the error's
+                # body came in a later packet than its headers
+                code = self._answer_code()
+                if code == 404:
+                    log.info("agent not serving its executor API yet (404); retrying")
+                    time.sleep(RECONNECT_S)
+                    return False
+                if code is not None and code >= 400:
+                    raise RuntimeError(f"Failed with HTTP {code}") from None
+                raise
+
+        def _answer_code(self) -> int | None:
+            parser = self._parser
+            if self._stream_id is not None or parser is None:
+                return None
+            if not parser.is_headers_complete():
+                return None
+            return parser.get_status_code()
+
+    # pymesos's I/O loop creates its connections by this module-level name; only executor
+    # processes build this class, so the scheduler's driver is untouched.
+    pymesos.process.Connection = AgentStartingConnection
+
     class AgentPathExecutorDriver(pymesos.MesosExecutorDriver):
         """``MesosExecutorDriver`` using a configurable executor API path."""
 
@@ -133,6 +176,9 @@ def _driver_class() -> type:
                     self._conn = None
                 return
             super().on_close()
+
+        def _backoff(self, num_conn_retry: int) -> float:
+            return RECONNECT_S
 
         def on_acknowledged(self, event: Any) -> None:
             super().on_acknowledged(event)

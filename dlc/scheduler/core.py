@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from dlc.errors import JobNotFound, JobSpecError
 from dlc.scheduler.cluster import AgentView, Holder
 from dlc.scheduler.decide import Decision, decide
-from dlc.scheduler.draining import Drains, confirms_gone, may_still_run
+from dlc.scheduler.draining import DRAIN_TIMEOUT_S, Drains, confirms_gone, may_still_run
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import (
     Job,
@@ -67,7 +67,13 @@ _TERMINAL_TASK = NOT_RUNNING_STATES
 #: reasons meaning a launch never reached an agent: the job may run again for free
 #: (only with a terminal state while DLC still saw the task as staging: a task the
 #: master knew answers reconciliation with its real state, never with these)
-_NEVER_LAUNCHED = {"REASON_RECONCILIATION", "REASON_INVALID_OFFERS"}
+_NEVER_LAUNCHED = {
+    "REASON_RECONCILIATION",
+    "REASON_INVALID_OFFERS",
+    # "Task launched during agent restart": the recovering agent dropped a queued launch
+    "REASON_SLAVE_RESTARTED",
+    "REASON_AGENT_RESTARTED",
+}
 
 #: not an end: the agent is partitioned away; the task may well still run
 _UNREACHABLE = "TASK_UNREACHABLE"
@@ -121,7 +127,7 @@ class CoreConfig:
     allowed_volumes: tuple[str, ...] = ()
     max_skips: int = 20
     reservation_s: float = 1800.0
-    drain_timeout_s: float = 120.0
+    drain_timeout_s: float = DRAIN_TIMEOUT_S
     default_max_priority: int | None = 0
     admin_max_priority: int | None = None
 
@@ -391,15 +397,23 @@ class SchedulerCore:
             self._drains.expire(now)
             usable = [self._drains.strip(v) for v in views]
             self._end_reservation_if_due(now)
-            queue = self.queued_jobs()
+            queue, held = [], {}
+            for job in self.queued_jobs():
+                wait = self._drains.job_wait(job.job_id, now)  # never two attempts at once
+                if wait is None:
+                    queue.append(job)
+                else:
+                    held[job.job_id] = wait
             decision = decide(
                 queue, self.inventory, usable, self.config.placement, now,
                 self._reservations.held(), self._impossible_reason,
                 self._topology_of, self._driver_ok,
             )  # fmt: skip
-            return self._carry_out(now, offers, views, usable, queue, bad, decision)
+            return self._carry_out(now, offers, views, usable, queue, bad, decision, held)
 
-    def _carry_out(self, now, offers, views, usable, queue, bad, decision: Decision) -> Actions:
+    def _carry_out(
+        self, now, offers, views, usable, queue, bad, decision: Decision, held: dict[str, str]
+    ) -> Actions:
         """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons."""
         jobs = {j.job_id: j for j in queue}
         actions = Actions(declines=bad + decision.declines, kills=list(decision.kills))
@@ -413,7 +427,7 @@ class SchedulerCore:
         self._reservations.record_round(decision.placed_jobs, placeable)
         runnable = [j for j in queue if j.job_id not in decision.impossible]
         self._maybe_reserve(now, runnable, placeable, usable)
-        self._note_reasons(now, decision.waiting, usable)
+        self._note_reasons(now, {**decision.waiting, **held}, usable)
         actions.suppress = not self._queued
         return actions
 
@@ -545,7 +559,7 @@ class SchedulerCore:
         """An update of a task that is not the job's current attempt: make sure it ends,
         and keep its GPUs out of offers until it has."""
         if confirms_gone(status):
-            self._drains.confirm(task_id)
+            self._drains.confirm(task_id, status)
             return Actions()
         if state in _TERMINAL_TASK:
             return Actions()
@@ -572,9 +586,9 @@ class SchedulerCore:
         )
         refused = state == "TASK_FAILED" and message.startswith(DOUBLE_ASSIGNMENT_PREFIX)
         if task is not None and (refused or (may_still_run(status) and not never_seen)):
-            self._drains.hold(task_id, task.agent_id, task.gpu_ids, self._clock())
+            self._drains.hold(task_id, task.agent_id, task.gpu_ids, self._clock(), not refused)
         elif confirms_gone(status):
-            self._drains.confirm(task_id)
+            self._drains.confirm(task_id, status)
         job = replace(job, tasks=tasks)
         new_state = _job_state(job)
         actions = Actions()

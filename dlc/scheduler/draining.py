@@ -10,6 +10,15 @@ offers until a terminal update that confirms the end arrives for the old task
 a bounded timeout (the executor also removes orphan containers holding its GPUs
 before it starts, so the timeout only bounds how long DLC waits for news).
 
+The same uncertainty holds the *job*: its next attempt must not start anywhere
+while the previous attempt's container may still run, or the job runs twice at
+once (two writers of one checkpoint). :meth:`Drains.job_wait` names such a job's
+waiting reason until the old attempt is confirmed gone: a terminal update from
+its own executor (which removes the container before it reports), or a bounded
+wait of :data:`ORPHAN_STOP_BOUND_S`, the longest the orphan reaper needs to stop
+the container of a dead executor. A reconciliation answer does not count: the
+master only repeats the state it knows, it never saw the container.
+
 Pure: time is passed in.
 """
 
@@ -17,8 +26,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from dlc.scheduler.jobs import job_id_of_task
 from dlc.scheduler.placement import OfferView
 from dlc.scheduler.task_states import NOT_RUNNING_STATES
+
+#: how long a job waits for an uncertain previous attempt: the orphan reaper
+#: (dlc/executor/reaper.py) polls its executor every 0.5 s, then stops the containers
+#: with a 5 s SIGTERM grace and removes them, looking again for 8 s for a late create;
+#: the rest is margin for a loaded engine.
+ORPHAN_STOP_BOUND_S = 20.0
+
+#: how long GPUs stay out of offers without news. Safety does not rest on it: before it
+#: creates a container the executor on the node removes every container on its GPUs whose
+#: executor is dead and refuses GPUs a live executor's container holds (the GPU claim,
+#: dlc/executor/gpu_claim.py). Draining only spares retries that refusal; held longer, GPUs
+#: lost in an agent restart sat idle for two minutes while jobs queued for them.
+DRAIN_TIMEOUT_S = 30.0
 
 #: ends in which Mesos lost track of the task rather than saw it stop
 _UNCERTAIN_STATES = frozenset({"TASK_LOST", "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_UNKNOWN"})
@@ -74,26 +97,52 @@ class Drains:
         timeout_s: the longest GPUs are held without news.
     """
 
-    def __init__(self, timeout_s: float = 120.0):
+    def __init__(self, timeout_s: float = DRAIN_TIMEOUT_S, job_wait_s: float = ORPHAN_STOP_BOUND_S):
         self.timeout_s = timeout_s
+        self.job_wait_s = min(job_wait_s, timeout_s)
         self._by_task: dict[str, Drain] = {}
+        #: task id -> (job id, attempt, until): attempts that may still run
+        self._attempts: dict[str, tuple[str, int, float]] = {}
 
-    def hold(self, task_id: str, agent_id: str, gpu_ids, now: float) -> None:
-        """Hold ``gpu_ids`` on ``agent_id`` until ``task_id`` is confirmed gone."""
+    def hold(self, task_id: str, agent_id: str, gpu_ids, now: float, started: bool = True) -> None:
+        """Hold ``gpu_ids`` on ``agent_id`` until ``task_id`` is confirmed gone; its job
+        waits for that too (at most :attr:`job_wait_s`) unless the task never ``started``
+        a container (a refused launch)."""
         if gpu_ids:
             self._by_task[task_id] = Drain(
                 task_id, agent_id, frozenset(gpu_ids), now + self.timeout_s
             )
+        parsed = job_id_of_task(task_id)
+        if parsed is not None and started:
+            self._attempts[task_id] = (parsed[0], parsed[1], now + self.job_wait_s)
 
-    def confirm(self, task_id: str) -> bool:
-        """The task is gone: free its GPUs. Returns whether it was draining."""
+    def confirm(self, task_id: str, status: dict | None = None) -> bool:
+        """The task is gone: free its GPUs. Returns whether it was draining.
+
+        Its job stops waiting only when ``status`` comes from the task's own executor
+        (``None``: the caller knows it is gone)."""
+        if status is None or status.get("source") == "SOURCE_EXECUTOR":
+            self._attempts.pop(task_id, None)
         return self._by_task.pop(task_id, None) is not None
+
+    def job_wait(self, job_id: str, now: float) -> str | None:
+        """Why ``job_id`` must not be placed now (an earlier attempt may still run), or None."""
+        waits = [a for j, a, until in self._attempts.values() if j == job_id and until > now]
+        if not waits:
+            return None
+        return (
+            f"attempt {max(waits) + 1} may still run (its executor or agent went away): "
+            f"not started again until its container is confirmed gone, "
+            f"at most {self.job_wait_s:g} s"
+        )
 
     def expire(self, now: float) -> list[Drain]:
         """Drop (and return) drains whose time is up."""
         done = [d for d in self._by_task.values() if d.until <= now]
         for drain in done:
             del self._by_task[drain.task_id]
+        for task_id in [t for t, (_, _, until) in self._attempts.items() if until <= now]:
+            del self._attempts[task_id]
         return done
 
     def held(self, agent_id: str) -> frozenset[int]:

@@ -55,4 +55,29 @@ def test_a_driver_stopped_by_the_agent_ends_the_loop():
     driver = FakeDriver()
     driver.aborted = True  # SHUTDOWN from the agent: pymesos aborted the driver
     assert serve(driver, FakeExecutor(life, driver), poll_s=0.01) is None
-    assert driver.calls == ["start", "join"]
+    # shutdown is asked again (the real one returns at once after the agent's SHUTDOWN)
+    assert driver.calls == ["start", "shutdown", "join"]
+
+
+class RefusedDriver(FakeDriver):
+    """pymesos's I/O thread raised (``Failed with HTTP 400: Executor cannot be found``)
+    and interrupted the main thread."""
+
+    def start(self):
+        super().start()
+        threading.Timer(0.05, self._abort).start()
+
+    def _abort(self):
+        self.aborted = True
+        import _thread
+
+        _thread.interrupt_main()
+
+
+def test_an_executor_refused_by_its_agent_removes_its_containers_at_once():
+    life = ExecutorLifecycle(recovery_timeout_s=900.0)
+    life.connected()
+    life.task_launched("t")  # still running: nobody else will ever stop it
+    driver = RefusedDriver()
+    assert serve(driver, FakeExecutor(life, driver), poll_s=0.01) is None
+    assert driver.calls == ["start", "shutdown", "join"]

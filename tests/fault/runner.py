@@ -26,7 +26,8 @@ from tests.fault.docker_watch import RUN_ENV, DockerWatch
 IMAGE = "dlc-test/busybox:1"
 JOB_INTERVAL_S = 1.2  # between submissions
 KILL_SPACING_S = 5.0  # planned time per kill point
-SETTLE_S = 90.0  # how long the jobs get to end after the last fault
+SETTLE_S = 90.0  # how long the jobs get to end after the last fault, or after the last progress
+SETTLE_MAX_S = 300.0  # ... but never longer (a loaded machine is slow, a stuck queue stays stuck)
 API_CRASH_TARGETS = {"scheduler", "local"}
 
 
@@ -216,9 +217,13 @@ class FaultRun:
         self.kills.append(KillPoint(target, at, outage, detail, victim_job))
 
     def _settle_and_judge(self, watch: DockerWatch) -> Report:
-        deadline = time.monotonic() + SETTLE_S
+        # "lost" must mean stuck, not slow: on a loaded machine a launch takes 10-25 s, so
+        # the wait restarts whenever a job changes state (bounded by SETTLE_MAX_S)
+        started = time.monotonic()
+        deadline = started + SETTLE_S
         ids = {j.job_id for j in self.jobs if j.job_id}
         finals: dict[str, dict] = {}
+        seen: dict[str, str] = {}
         while time.monotonic() < deadline:
             with contextlib.suppress(Exception):  # the API may still be coming up: poll again
                 finals = {j["id"]: j for j in self.cluster.client.jobs() if j["id"] in ids}
@@ -226,6 +231,10 @@ class FaultRun:
                 j["state"] in ("finished", "failed", "killed", "lost") for j in finals.values()
             ):
                 break
+            states = {i: j["state"] for i, j in finals.items()}
+            if states != seen:
+                seen = states
+                deadline = min(time.monotonic() + SETTLE_S, started + SETTLE_MAX_S)
             time.sleep(0.5)
         for job in self.jobs:
             job.final = finals.get(job.job_id) if job.job_id else None

@@ -85,3 +85,67 @@ def test_calls_use_the_agent_path_and_fresh_headers(executor_env: None) -> None:
     driver.sendFrameworkMessage("aGk=")
     assert [r[1] for r in connection.requests] == ["/slave(1)/api/v1/executor"] * 2
     assert all("X-Leak" not in r[2] for r in connection.requests)
+
+
+class _RestartingAgent:
+    """An HTTP server answering SUBSCRIBE like an agent that is coming back up: ``404``
+    (routes not installed yet) a few times, then ``400 Executor cannot be found`` (it did
+    not recover this executor)."""
+
+    def __init__(self, not_yet: int):
+        import http.server
+        import threading
+
+        answers = [404] * not_yet + [400]
+        self.seen: list[int] = []
+        agent = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server)
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                code = answers[min(len(agent.seen), len(answers) - 1)]
+                agent.seen.append(code)
+                body = b"Executor cannot be found" if code == 400 else b"404 Not Found."
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+
+def test_a_restarting_agent_is_retried_until_it_refuses_the_executor(monkeypatch) -> None:
+    import signal
+    import time
+
+    agent = _RestartingAgent(not_yet=3)
+    monkeypatch.setenv("MESOS_AGENT_ENDPOINT", agent.endpoint)
+    monkeypatch.setenv("MESOS_FRAMEWORK_ID", "fw-1")
+    monkeypatch.setenv("MESOS_EXECUTOR_ID", "ex-1")
+    monkeypatch.setenv("MESOS_SLAVE_PID", f"slave(1)@{agent.endpoint}")
+    monkeypatch.setenv("MESOS_CHECKPOINT", "1")
+    monkeypatch.setenv("MESOS_LOCAL", "1")
+    interrupted = []  # pymesos ends an aborted driver with interrupt_main()
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
+    from dlc.mesos import import_pymesos
+
+    driver = make_executor_driver(import_pymesos().Executor())
+    try:
+        driver.start()
+        deadline = time.monotonic() + 20
+        while not driver.aborted and time.monotonic() < deadline:
+            time.sleep(0.05)
+        driver.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        agent.server.shutdown()
+    assert agent.seen == [404, 404, 404, 400]  # 404s were retried, the 400 was final
+    assert driver.aborted and interrupted
