@@ -13,6 +13,7 @@ on stderr with the error's exit code; click's usage errors become one such line 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -39,6 +40,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kill": ("dlc.cli.kill_cmd", "Kill a job."),
     "logs": ("dlc.cli.logs_cmd", "Print a job's container output (-f to follow)."),
     "simulate": ("dlc.cli.simulate_cmd", "Replay cluster traces through placement policies."),
+    "login": ("dlc.cli.login_cmd", "Save an API address and token as a named context."),
+    "config": ("dlc.cli.config_cmd", "Show the config file's contexts; switch between them."),
 }
 
 
@@ -81,6 +84,14 @@ class LazyGroup(click.Group):
             _fail_usage(ctx, exc)
         except (click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError:
+            _quiet_closed_pipe()  # `dlc topology | head`: the reader had enough
+            ctx.exit(0)
+        except SystemExit as exc:
+            # rich answers a closed pipe by pointing stdout at /dev/null and exiting 1
+            if exc.code == 1 and _stdout_is_devnull():
+                ctx.exit(0)
+            raise
         except Exception as exc:
             # A bug, not a user mistake: still one line, with the way to get the details.
             if os.environ.get("DLC_DEBUG"):
@@ -91,6 +102,21 @@ class LazyGroup(click.Group):
                 err=True,
             )
             ctx.exit(70)  # EX_SOFTWARE
+
+
+def _quiet_closed_pipe() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    # ValueError: no real file descriptor (a test runner's buffer)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _stdout_is_devnull() -> bool:
+    try:
+        out, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError):
+        return False
+    return (out.st_dev, out.st_ino) == (null.st_dev, null.st_ino)
 
 
 def _fail_usage(ctx: click.Context, exc: click.UsageError) -> NoReturn:

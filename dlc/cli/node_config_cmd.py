@@ -10,11 +10,11 @@ and pass the output to ``mesos-agent``::
 
 from __future__ import annotations
 
-import json
 import shlex
 
 import click
 
+from dlc.cli.output import emit
 from dlc.topology.node_config import node_config
 
 
@@ -44,13 +44,14 @@ from dlc.topology.node_config import node_config
 @click.option("--cpus", type=float, metavar="N", help="Also declare cpus:N.")
 @click.option("--mem", "mem_mib", type=int, metavar="MIB", help="Also declare mem:MIB.")
 @click.option(
+    "-o",
     "--format",
     "fmt",
-    type=click.Choice(["flags", "args", "env", "json"]),
+    type=click.Choice(["flags", "args", "env", "json", "yaml"]),
     default="flags",
     show_default=True,
     help="flags: shell-quoted, one per line; args: unquoted, for $(...); "
-    "env: MESOS_RESOURCES=/MESOS_ATTRIBUTES= lines to eval or source; json: for programs.",
+    "env: MESOS_RESOURCES=/MESOS_ATTRIBUTES= lines to eval or source; json/yaml: for programs.",
 )
 def command(
     from_file: str | None,
@@ -71,14 +72,14 @@ def command(
 
         topo = measured_topology(topo, probe_json)
     config = node_config(topo, cpus=cpus, mem_mib=mem_mib)
-    if fmt == "json":
+    if fmt in ("json", "yaml"):
         doc = {
             "resources": config.resources,
             "attributes": config.attributes,
             "flags": config.flags(),
             "env": config.env(),
         }
-        click.echo(json.dumps(doc, indent=2))
+        emit(doc, fmt)
     elif fmt == "env":
         for name, value in config.env().items():
             click.echo(f"{name}={shlex.quote(value)}")
