@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dlc.errors import NodeConfigError, TopologyEncodingError
 from dlc.topology.encoding import decode_topology, encode_topology
@@ -125,7 +125,9 @@ def agent_resources(topo: Topology, cpus: float | None = None, mem_mib: int | No
 
 def agent_attributes(topo: Topology) -> dict[str, str]:
     """The agent attributes for ``topo`` (the facts it does not know are left out)."""
-    attrs = {ATTR_TOPOLOGY: encode_topology(topo)}
+    # A saved file's name is the operator's business, not the cluster's: "file" only.
+    source = "file" if topo.source.startswith("file:") else topo.source
+    attrs = {ATTR_TOPOLOGY: encode_topology(replace(topo, source=source))}
     models = list(dict.fromkeys(g.model for g in topo.gpus if g.model))
     if models:
         # Mixed machines list each model once, in GPU order; dlc_topo has them per GPU.
