@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("dlc.cli.simulate_cmd", "Replay cluster traces through placement policies."),
     "login": ("dlc.cli.login_cmd", "Save an API address and token as a named context."),
     "config": ("dlc.cli.config_cmd", "Show the config file's contexts; switch between them."),
+    "tokens": ("dlc.cli.tokens_cmd", "List, create, expire and revoke API tokens (admin)."),
 }
 
 
