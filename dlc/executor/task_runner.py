@@ -395,7 +395,8 @@ class TaskRunner:
             raise ContainerError(
                 f"task wants GPUs {list(spec.gpu_ids)} but this agent's Docker engine has no "
                 "'nvidia' runtime and no nvidia_driver_<version> volume; install the NVIDIA "
-                "container toolkit or start the executor with --gpu-style"
+                "container toolkit, or pick a style: `dlc scheduler --executor-gpu-style legacy` "
+                "(or DLC_GPU_STYLE=legacy in the executor's environment)"
             )
         return style
 
