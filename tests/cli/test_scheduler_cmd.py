@@ -12,8 +12,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from dlc.cli.main import cli
 from dlc.cli.executor_cmd import command as executor
+from dlc.cli.main import cli
 from dlc.cli.scheduler_cmd import admin_token_from, executor_config, print_login
 from dlc.executor.gpu_render import GpuStyle
 from dlc.store.sqlite import JobStore
