@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "login": ("dlc.cli.login_cmd", "Save an API address and token as a named context."),
     "config": ("dlc.cli.config_cmd", "Show the config file's contexts; switch between them."),
     "tokens": ("dlc.cli.tokens_cmd", "List, create, expire and revoke API tokens (admin)."),
+    "doctor": ("dlc.cli.doctor_cmd", "Check an agent host: driver, Docker, GPU runtime, flags."),
 }
 
 
