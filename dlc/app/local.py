@@ -21,13 +21,14 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dlc.app.service import SchedulerService, ServiceConfig, private_dir
 from dlc.errors import DiscoveryError, DlcError
-from dlc.scheduler.placement import check_policy
+from dlc.scheduler.placement import PlacementConfig, check_policy
 from dlc.scheduler.task_info import ExecutorConfig
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,10 @@ class LocalConfig:
         api_port: API port (0: any free port).
         mesos_port: emulator port (0: any free port).
         policy: allocator policy.
-        cpus, mem_mib: what the agent offers besides GPUs (default: this host's).
+        cpus, mem_mib: what the agent offers besides GPUs (default: this host's; a simulated
+            machine at least 4 CPUs and 16 GiB per GPU, see :func:`default_resources`).
+        gpu_model: the model every GPU advertises (a ``topo -m`` file names none); default:
+            a model named in the ``--simulate`` file's name (``dgx1-v100.txt``: ``V100``).
         executor_command: replaces ``<python> -m dlc executor`` (tests, debugging).
         allowed_volumes: host path prefixes jobs may mount.
     """
@@ -55,6 +59,7 @@ class LocalConfig:
     policy: str = "tree"
     cpus: float | None = None
     mem_mib: int | None = None
+    gpu_model: str | None = None
     executor_command: str | None = None
     allowed_volumes: tuple[str, ...] = field(default_factory=tuple)
     admin_token: str | None = None
@@ -70,6 +75,45 @@ def host_memory_mib() -> int:
         return max(1024, pages * size // (1 << 20))
     except (ValueError, OSError):
         return 4096
+
+
+#: a GPU model named in a file name: v100, a100, h100, p40, t4, l40s ... (not rtx4090)
+_MODEL_IN_NAME = re.compile(r"(?<![a-z0-9])([kmptvalh]\d{1,3}s?)(?![a-z0-9])", re.IGNORECASE)
+
+
+def model_from_file_name(path: str) -> str | None:
+    """``V100`` for ``examples/topologies/dgx1-v100.txt``; ``None`` when none is named."""
+    match = _MODEL_IN_NAME.search(Path(path).name.rsplit(".", 1)[0])
+    return match.group(1).upper() if match else None
+
+
+#: what a simulated machine offers per GPU at least: the shipped examples' share
+#: (tensorflow-v100.yaml: 8 CPUs and 32 GiB for 2 GPUs), plus each executor's own
+SIMULATED_PER_GPU = (4.0, 16384)
+
+
+def default_resources(
+    gpus: int, host_cpus: float, host_mem_mib: int, simulated: bool
+) -> tuple[float, int]:
+    """CPUs and MiB a local agent offers when ``--cpus``/``--mem`` are not given.
+
+    This host: its own (a container cannot get more than the host has). A simulated
+    machine: at least :data:`SIMULATED_PER_GPU` per GPU plus the executors' share, so
+    that jobs asking for the examples' numbers fill all its GPUs, not just a few.
+    """
+    if not simulated:
+        return host_cpus, host_mem_mib
+    extra = PlacementConfig()
+    cpus = max(host_cpus, gpus * (SIMULATED_PER_GPU[0] + extra.executor_cpus))
+    mem = max(host_mem_mib, int(gpus * (SIMULATED_PER_GPU[1] + extra.executor_mem_mib)))
+    return round(cpus, 2), mem
+
+
+def with_model(topo, model: str | None):
+    """``topo`` with ``model`` on every GPU that has none."""
+    if not model:
+        return topo
+    return replace(topo, gpus=tuple(replace(g, model=g.model or model) for g in topo.gpus))
 
 
 def agent_spec(config: LocalConfig):
@@ -91,9 +135,12 @@ def agent_spec(config: LocalConfig):
         except DiscoveryError as exc:
             text = str(exc).replace("--from-file FILE", "--simulate FILE")
             raise DiscoveryError(f"{text} (e.g. examples/topologies/dgx1-v100.txt)") from None
-    cpus = config.cpus or float(os.cpu_count() or 2)
-    mem = config.mem_mib or host_memory_mib()
-    agent = node_config(topo, cpus=cpus, mem_mib=mem)
+    model = config.gpu_model or (model_from_file_name(config.simulate) if config.simulate else None)
+    topo = with_model(topo, model)
+    cpus, mem = default_resources(
+        len(topo.gpus), float(os.cpu_count() or 2), host_memory_mib(), bool(config.simulate)
+    )
+    agent = node_config(topo, cpus=config.cpus or cpus, mem_mib=config.mem_mib or mem)
     return AgentSpec(
         resources=agent.resources + ";disk:65536", attributes=agent.attributes_text
     ), topo

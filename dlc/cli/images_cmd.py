@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from dlc.cli.output import emit, output_option
 from dlc.errors import DlcError
 from dlc.images.catalog import load_catalog, site_catalog_path, version_key
 
@@ -25,16 +24,17 @@ def command():
 
 @command.command(name="list")
 @click.option("--framework", metavar="NAME", help="Only this framework (e.g. pytorch).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
+@output_option
 @_catalog_option
-def list_images(framework, as_json, catalog_path):
+def list_images(framework, as_json, output, catalog_path):
     """List framework versions, their images, CUDA versions and minimum drivers."""
     catalog = load_catalog(catalog_path)
     if framework:
         catalog.resolve(framework)  # unknown name -> ImageNotFound listing the known ones
     entries = catalog.entries(framework.lower() if framework else None)
-    if as_json:
-        click.echo(json.dumps([_row(e) for e in entries], indent=2))
+    if as_json or output in ("json", "yaml"):
+        emit([_row(e) for e in entries], "json" if as_json else output)
         return
     _table(
         ["framework", "version", "cuda", "min driver", "image"],
@@ -70,17 +70,18 @@ def _check_driver(ctx: click.Context, param: click.Parameter, value: str) -> str
     is_flag=True,
     help="Also accept CUDA minor-version compatibility (limited: no PTX JIT).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
+@output_option
 @_catalog_option
-def check_images(driver_version, minor_compat, as_json, catalog_path):
+def check_images(driver_version, minor_compat, as_json, output, catalog_path):
     """Which catalog entries run on an agent with driver VERSION."""
     catalog = load_catalog(catalog_path)
     rows = [
         (e, catalog.driver_supports(driver_version, e.cuda, minor_compat))
         for e in catalog.entries()
     ]
-    if as_json:
-        click.echo(json.dumps([{**_row(e), "runs": ok} for e, ok in rows], indent=2))
+    if as_json or output in ("json", "yaml"):
+        emit([{**_row(e), "runs": ok} for e, ok in rows], "json" if as_json else output)
         return
     _table(
         ["framework", "version", "cuda", "min driver", "runs"],

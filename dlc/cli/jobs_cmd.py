@@ -1,5 +1,107 @@
-"""``dlc jobs`` (implemented with its siblings in :mod:`dlc.cli.submit_cmd`)."""
+"""``dlc jobs``: list jobs, filter them by state and user, watch them change."""
 
-from dlc.cli.submit_cmd import jobs as command
+from __future__ import annotations
 
-__all__ = ["command"]
+import time
+
+import click
+
+from dlc.api.client import ApiClient
+from dlc.cli.client_opts import api_options
+from dlc.cli.job_view import STATES, age, gpus, placement
+from dlc.cli.output import emit, emit_line, format_table, output_option, terminal_width
+
+HEADERS = ("ID", "USER", "STATE", "NAME", "GPUS", "PLACED ON", "AGE", "MESSAGE")
+#: widest a cell gets in the default table: one job's long name never pushes the rest away
+WIDTHS = (24, 20, 9, 32, 8, 40, 5, None)
+WIDE_HEADERS = ("ID", "USER", "STATE", "NAME", "GPUS", "MODEL", "CPUS", "MEM", "PRIO",
+                "ATTEMPT", "PLACED ON", "AGE", "MESSAGE")  # fmt: skip
+
+
+def rows(jobs: list[dict], wide: bool) -> list[tuple]:
+    """Table rows for ``jobs`` (the wide set of columns with ``wide``)."""
+    out = []
+    for job in jobs:
+        if wide:
+            out.append((job["id"], job["user"], job["state"], job["name"], gpus(job),
+                        job.get("gpu_model") or "-", f"{job['cpus']:g}", f"{job['mem_mib']}M",
+                        job["priority"], job["attempt"], placement(job),
+                        age(job["submitted_at"]), job["message"]))  # fmt: skip
+        else:
+            out.append((job["id"], job["user"], job["state"], job["name"], gpus(job),
+                        placement(job), age(job["submitted_at"]), job["message"]))  # fmt: skip
+    return out
+
+
+def table(jobs: list[dict], output: str) -> list[str]:
+    """The listing as lines: cut to the terminal, or whole with ``-o wide``."""
+    if output == "wide":
+        return format_table(WIDE_HEADERS, rows(jobs, True))
+    return format_table(HEADERS, rows(jobs, False), WIDTHS, total=terminal_width())
+
+
+def fetch(client: ApiClient, limit: int | None, states: tuple[str, ...], users: tuple[str, ...]):
+    """The newest jobs matching the filters (all pages are read when filtering)."""
+    if not states and not users:
+        return client.jobs(limit=limit)
+    found = [
+        j for j in client.jobs(limit=None)
+        if (not states or j["state"] in states) and (not users or j["user"] in users)
+    ]  # fmt: skip
+    return found[:limit] if limit is not None else found
+
+
+@click.command("jobs")
+@click.option("--limit", "-n", type=click.IntRange(1), default=50, show_default=True,
+              help="Show the newest N jobs.")  # fmt: skip
+@click.option("--all", "show_all", is_flag=True, help="Show every job (pages through the API).")
+@click.option("--state", "states", multiple=True, type=click.Choice(STATES),
+              help="Only jobs in this state (repeatable).")  # fmt: skip
+@click.option("--user", "users", multiple=True,
+              help="Only this user's jobs (repeatable; others' need an admin token).")  # fmt: skip
+@click.option("-w", "--watch", is_flag=True,
+              help="Then print each job again when it changes (Ctrl-C stops).")  # fmt: skip
+@click.option("--interval", type=click.FloatRange(0.1), default=2.0, show_default=True,
+              help="Seconds between polls with --watch.")  # fmt: skip
+@click.option("--rounds", type=int, hidden=True)  # bounds --watch in tests
+@output_option
+@api_options
+def command(api, token, limit, show_all, states, users, watch, interval, rounds, output):
+    """List your jobs, newest first (all users' jobs with an admin token)."""
+    client = ApiClient(api, token)
+    limit = None if show_all else limit
+    jobs = fetch(client, limit, states, users)
+    if output in ("json", "yaml") and not watch:
+        emit(jobs, output)
+        return
+    if output in ("json", "yaml"):
+        for job in jobs:
+            emit_line(job, output)
+    else:
+        for line in table(jobs, output):
+            click.echo(line)
+    if watch:
+        _watch(client, jobs, limit, states, users, interval, rounds, output)
+
+
+def _watch(client, jobs, limit, states, users, interval, rounds, output) -> None:
+    """kubectl-style ``--watch``: one line (or JSON object) per job that changed."""
+    seen = {j["id"]: (j["state"], j["message"]) for j in jobs}
+    count = 0
+    try:
+        while rounds is None or count < rounds:
+            count += 1
+            time.sleep(interval)
+            changed = []
+            for job in fetch(client, limit, states, users):
+                key = (job["state"], job["message"])
+                if seen.get(job["id"]) != key:
+                    seen[job["id"]] = key
+                    changed.append(job)
+            for job in reversed(changed):  # oldest change first, like a log
+                if output in ("json", "yaml"):
+                    emit_line(job, output)
+                else:
+                    click.echo(table([job], output)[1])
+    except KeyboardInterrupt:
+        pass

@@ -26,15 +26,22 @@ from dlc.errors import DlcError
 @click.option("--api-port", type=PORT, default=8642, show_default=True, help="API port (0: any).")
 @click.option("--mesos-port", type=PORT, default=0, help="Emulator port (default: any free).")
 @click.option("--policy", type=POLICY, default="tree", show_default=True, help="GPU placement.")
-@click.option("--cpus", type=float, help="CPUs the agent offers (default: this host's).")
-@click.option("--mem", "mem_mib", type=int, help="MiB the agent offers (default: this host's).")
+@click.option(
+    "--cpus", type=float, help="Agent CPUs [default: this host's; simulated: >= 4.1 per GPU]."
+)
+@click.option(
+    "--mem", "mem_mib", type=int, help="Agent MiB [default: host's; simulated: >= 16448 per GPU]."
+)
+@click.option("--gpu-model", metavar="MODEL",
+              help="Model the GPUs advertise (for --gpu-model jobs) [default: one named in "
+              "the --simulate file's name, e.g. V100 for dgx1-v100.txt].")  # fmt: skip
 @click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
 @click.option("--token-file", help="Also write the admin token to this file (mode 600).")
 @admin_token_options
 @click.option("--executor-command", hidden=True, help="Replace `python -m dlc executor`.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
-def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, allow_volume,
-            token_file, admin_token_file, executor_command, verbose):  # fmt: skip
+def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu_model,
+            allow_volume, token_file, admin_token_file, executor_command, verbose):  # fmt: skip
     """Run a Mesos emulator, one agent and the DLC scheduler here, until interrupted.
 
     The agent offers this host's GPUs, or with --simulate FILE the GPUs and
@@ -52,6 +59,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, all
         policy=policy,
         cpus=cpus,
         mem_mib=mem_mib,
+        gpu_model=gpu_model,
         executor_command=executor_command,
         allowed_volumes=tuple(allow_volume),
         admin_token=admin_token_from(admin_token_file),
@@ -71,6 +79,8 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, all
             write_token_file(token_file, token)
         gpus = ",".join(str(i) for i in cluster.topology.gpu_indices)
         what = f"simulated from {simulate}" if simulate else "this host"
+        models = sorted({g.model for g in cluster.topology.gpus if g.model})
+        what += f", model {'/'.join(models)}" if models else ", no GPU model (see --gpu-model)"
         click.echo(f"Mesos:     {cluster.emulator.url}/ (DLC's Mesos emulator, no Mesos web UI;")
         click.echo(f"           agent GPUs {gpus}, {what})")
         if cluster.ended_leftovers:

@@ -1,5 +1,85 @@
-"""``dlc logs`` (implemented with its siblings in :mod:`dlc.cli.submit_cmd`)."""
+"""``dlc logs``: a job's container output; a clear word when there is none yet."""
 
-from dlc.cli.submit_cmd import logs as command
+from __future__ import annotations
 
-__all__ = ["command"]
+import sys
+import time
+
+import click
+
+from dlc.api.client import ApiClient
+from dlc.cli.client_opts import api_options, complete_job_ids
+from dlc.errors import ApiError
+
+
+class NoLogsYet(ApiError):
+    """The job has not started, so it has no output to show (exit code 3)."""
+
+    exit_code = 3
+
+
+@click.command("logs")
+@click.argument("job_id", metavar="JOB", shell_complete=complete_job_ids)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
+@click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr instead of stdout.")
+@click.option("--interval", type=float, default=1.0, show_default=True, hidden=True)
+@click.option("--tail", "tail_lines", type=click.IntRange(0),
+              help="Start with only the last N lines of what is there now.")  # fmt: skip
+@api_options
+def command(job_id, follow, use_stderr, interval, tail_lines, api, token):
+    """Print a job's container output (stdout, or --stderr).
+
+    A queued job has no output yet: without -f that is an error (exit code 3); with -f
+    the command says so and waits. A job that ran and printed nothing says so on stderr.
+    """
+    client = ApiClient(api, token)
+    stream = "stderr" if use_stderr else "stdout"
+    offset, printed, waiting_said = 0, False, False
+    if tail_lines is not None:
+        offset = _print_tail(client, job_id, stream, tail_lines)
+        printed = offset > 0
+    while True:
+        chunk = client.logs(job_id, stream, offset)
+        if chunk["data"]:
+            sys.stdout.write(chunk["data"])
+            sys.stdout.flush()
+            printed = True
+        offset = chunk["offset"]
+        if chunk["data"]:
+            continue  # more may be waiting beyond this chunk
+        state = chunk.get("state", "")
+        if not printed and state in ("queued", "staging"):
+            if not follow:
+                raise NoLogsYet(
+                    f"job {job_id} is {state}: no logs yet (dlc logs -f {job_id} waits for them)"
+                )
+            if not waiting_said:
+                click.echo(f"job {job_id} is {state}: no logs yet, waiting", err=True)
+                waiting_said = True
+        if not follow or chunk["done"]:
+            break
+        time.sleep(interval)
+    if not printed:
+        verb = "has printed" if not chunk["done"] else f"ended ({state}) with"
+        click.echo(f"job {job_id} {verb} no {stream} output", err=True)
+
+
+def _print_tail(client, job_id: str, stream: str, lines: int) -> int:
+    """Print the last ``lines`` lines of what the stream holds now; returns where it ended."""
+    import collections
+
+    offset, last, partial = 0, collections.deque(maxlen=lines or 1), ""
+    while True:
+        chunk = client.logs(job_id, stream, offset)
+        if not chunk["data"]:
+            break
+        offset = chunk["offset"]
+        parts = (partial + chunk["data"]).split("\n")
+        partial = parts.pop()
+        last.extend(part + "\n" for part in parts)
+    if partial:
+        last.append(partial)
+    if lines:
+        sys.stdout.write("".join(last))
+        sys.stdout.flush()
+    return offset

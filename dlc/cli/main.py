@@ -15,7 +15,7 @@ as click does for a closed pipe.
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import importlib
 import os
 import sys
@@ -45,6 +45,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exec": ("dlc.cli.exec_cmd", "Run a command in a running job's container (JOB -- CMD)."),
     "cp": ("dlc.cli.cp_cmd", "Copy a file from a job's /outputs (JOB:PATH DEST)."),
     "simulate": ("dlc.cli.simulate_cmd", "Replay cluster traces through placement policies."),
+    "login": ("dlc.cli.login_cmd", "Save an API address and token as a named context."),
+    "config": ("dlc.cli.config_cmd", "Show the config file's contexts; switch between them."),
+    "tokens": ("dlc.cli.tokens_cmd", "List, create, expire and revoke API tokens (admin)."),
+    "doctor": ("dlc.cli.doctor_cmd", "Check an agent host: driver, Docker, GPU runtime, flags."),
 }
 
 
@@ -87,10 +91,14 @@ class LazyGroup(click.Group):
             _fail_usage(ctx, exc)
         except (click.exceptions.Exit, click.Abort):
             raise
-        except OSError as exc:
-            if exc.errno == errno.EPIPE:
-                _closed_pipe()
-            _internal_error(ctx, exc)
+        except BrokenPipeError:
+            _quiet_closed_pipe()  # `dlc topology | head`: the reader had enough
+            ctx.exit(0)
+        except SystemExit as exc:
+            # rich answers a closed pipe by pointing stdout at /dev/null and exiting 1
+            if exc.code == 1 and _stdout_is_devnull():
+                ctx.exit(0)
+            raise
         except Exception as exc:
             _internal_error(ctx, exc)
 
@@ -107,18 +115,19 @@ def _internal_error(ctx: click.Context, exc: Exception) -> NoReturn:
     ctx.exit(70)  # EX_SOFTWARE
 
 
-def _closed_pipe() -> NoReturn:
-    """The reader of our stdout went away: stop quietly (no message, no traceback).
+def _quiet_closed_pipe() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    # ValueError: no real file descriptor (a test runner's buffer)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
-    stdout is pointed at /dev/null first, so the interpreter's last flush of what is still
-    buffered cannot fail again at exit.
-    """
+
+def _stdout_is_devnull() -> bool:
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout has no descriptor (a test's capture): nothing to do
-        pass
-    sys.exit(1)
+        out, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError):
+        return False
+    return (out.st_dev, out.st_ino) == (null.st_dev, null.st_ino)
 
 
 def _fail_usage(ctx: click.Context, exc: click.UsageError) -> NoReturn:
@@ -151,7 +160,8 @@ def main(argv: list[str] | None = None) -> None:
         try:
             sys.stdout.flush()
         except BrokenPipeError:
-            _closed_pipe()
+            _quiet_closed_pipe()  # `dlc images list | head -2`: a quiet, successful end
+            sys.exit(0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,11 +10,11 @@ and pass the output to ``mesos-agent``::
 
 from __future__ import annotations
 
-import json
 import shlex
 
 import click
 
+from dlc.cli.output import emit
 from dlc.topology.node_config import node_config
 
 
@@ -58,13 +58,14 @@ from dlc.topology.node_config import node_config
     "gpu_mem ranges.",
 )
 @click.option(
+    "-o",
     "--format",
     "fmt",
-    type=click.Choice(["flags", "args", "env", "json"]),
+    type=click.Choice(["flags", "args", "env", "json", "yaml"]),
     default="flags",
     show_default=True,
     help="flags: shell-quoted, one per line; args: unquoted, for $(...); "
-    "env: MESOS_RESOURCES=/MESOS_ATTRIBUTES= lines to eval or source; json: for programs.",
+    "env: MESOS_RESOURCES=/MESOS_ATTRIBUTES= lines to eval or source; json/yaml: for programs.",
 )
 def command(
     from_file: str | None,
@@ -93,7 +94,7 @@ def command(
             "gpu_mem/gpu_core left out (GPU memory unknown), so this agent takes no GPU "
             "shares; pass --gpu-mem MIB"
         )
-    if fmt == "json":
+    if fmt in ("json", "yaml"):
         doc = {
             "resources": config.resources,
             "attributes": config.attributes,
@@ -101,7 +102,7 @@ def command(
             "env": config.env(),
             "notes": notes,
         }
-        click.echo(json.dumps(doc, indent=2))
+        emit(doc, fmt)
     elif fmt == "env":
         for name, value in config.env().items():
             click.echo(f"{name}={shlex.quote(value)}")

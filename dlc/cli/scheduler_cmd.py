@@ -5,15 +5,19 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shlex
 import signal
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from dlc.errors import DlcError
+from dlc.executor.gpu_render import GpuStyle
 from dlc.mesos.framework import WEEK_S, FrameworkConfig
 from dlc.scheduler.allocator import POLICY_MODULES
+from dlc.scheduler.task_info import ExecutorConfig
 
 #: click types shared with ``dlc local``
 PORT = click.IntRange(0, 65535)
@@ -35,12 +39,75 @@ def port_in_use_error(exc: OSError, api_port: int) -> DlcError:
     return DlcError(f"cannot start: {exc.strerror or exc}")
 
 
+class OneLineMesosErrors(logging.Filter):
+    """pymesos logs a 20-line traceback each time the master cannot be reached: one line
+    instead, naming the cause and what to check (``-v`` keeps the traceback)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite pymesos records that carry a traceback; pass everything."""
+        if record.name.startswith("pymesos") and record.exc_info and record.exc_info[1]:
+            exc = record.exc_info[1]
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            record.msg = "cannot reach the Mesos master (%s); retrying - check --master"
+            record.args = (reason,)
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def configure_logging(verbose: bool, level: int) -> None:
     """Log to stderr at ``level`` (DEBUG with ``-v``), one line per record."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not verbose:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(OneLineMesosErrors())
+
+
+def executor_options(func):
+    """How agents start the executor: command, environment, GPU style, network, memlock."""
+    options = [
+        click.option("--executor-command", metavar="CMD",
+                     help="Executor command line on the agents [default: this scheduler's "
+                     "`PYTHON -m dlc executor`; e.g. '/opt/dlc/bin/dlc executor']."),
+        click.option("--executor-env", multiple=True, metavar="KEY=VALUE",
+                     help="Environment of the executor process (repeatable)."),
+        click.option("--executor-gpu-style", type=click.Choice([s.value for s in GpuStyle]),
+                     help="How containers get GPUs (the executor's --gpu-style; default auto: "
+                     "what each engine supports)."),
+        click.option("--executor-network", type=click.Choice(["bridge", "host", "none"]),
+                     help="Docker network of task containers [default: bridge; host for "
+                     "multi-node NCCL]."),
+        click.option("--executor-memlock-unlimited", is_flag=True,
+                     help="Containers get `ulimit -l unlimited` (NCCL over RDMA)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def executor_config(command, env, gpu_style, network, memlock) -> ExecutorConfig:
+    """The :class:`ExecutorConfig` the ``--executor-*`` options describe.
+
+    Raises:
+        DlcError: an ``--executor-env`` item that is not ``KEY=VALUE``.
+    """
+    variables = []
+    for item in env:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not key.replace("_", "a").isalnum():
+            raise DlcError(f"--executor-env {item!r}: give KEY=VALUE, e.g. DLC_DEVICE_ROOT=/dev")
+        variables.append((key, value))
+    if gpu_style:
+        variables.append(("DLC_GPU_STYLE", gpu_style))
+    if network:
+        variables.append(("DLC_NETWORK_MODE", network))
+    config = ExecutorConfig(env=tuple(variables), command=command or None)
+    if memlock:
+        base = command or f"{shlex.quote(config.python)} -m dlc executor"
+        config = replace(config, command=f"{base} --memlock-unlimited")
+    return config
 
 
 def print_login(api_url: str, token: str | None, token_file: str | None) -> None:
@@ -153,12 +220,14 @@ def admin_token_from(token_file: str | None) -> str | None:
 @click.option("--role", default="*", show_default=True, help="Mesos role.")
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
+@executor_options
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_registry,
             container_user,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, role, failover_timeout,
-            refuse_seconds, verbose):  # fmt: skip
+            refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
+            executor_memlock_unlimited, verbose):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
 
     Stopping it never tears the framework down: tasks keep running and a
@@ -205,6 +274,13 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
         admin_token=admin_token,
         framework=framework,
         zk=zk,
+        executor=executor_config(
+            executor_command,
+            executor_env,
+            executor_gpu_style,
+            executor_network,
+            executor_memlock_unlimited,
+        ),  # fmt: skip
     )
     done = threading.Event()
     try:

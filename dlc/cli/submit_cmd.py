@@ -1,51 +1,27 @@
-"""``dlc submit``, ``dlc jobs``, ``dlc status``, ``dlc kill``, ``dlc logs``: the API's clients.
+"""``dlc submit``: send a job spec to the scheduler API (``--wait``: and wait for its end).
 
-All five talk to a running ``dlc scheduler`` or ``dlc local`` at ``--api``
-(``$DLC_API``) with ``--token`` (``$DLC_TOKEN``). The ``*_cmd`` modules beside
-this one expose each command to the lazy ``dlc`` group.
+``jobs``, ``status``, ``kill`` and ``logs`` have their own ``*_cmd`` modules; all of them
+talk to ``dlc scheduler``/``dlc local`` through :mod:`dlc.cli.client_opts` (flags, env,
+config-file contexts).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
-import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import click
 import yaml
 
-from dlc.api.client import ApiClient, checked_api_url
-from dlc.errors import ApiError, JobSpecError
+from dlc.api.client import ApiClient
+from dlc.cli.client_opts import api_options, check_api_url
+from dlc.cli.job_view import exit_code, follow
+from dlc.cli.output import emit, output_option
+from dlc.errors import JobSpecError
 from dlc.images.catalog import yaml_problem
 from dlc.scheduler.jobs import JobSpec
-
-
-def check_api_url(ctx: click.Context | None, param: Any, value: str | None) -> str | None:
-    """Click callback: ``--api`` must be an ``http(s)://HOST[:PORT]`` URL.
-
-    Raises:
-        ApiError: anything else (checked before any request is made).
-    """
-    return None if value is None else checked_api_url(value)  # the client's one rule
-
-
-def api_options(func):
-    """Add ``--api``/``--token`` (with their environment variables) to a command."""
-    func = click.option(
-        "--token", envvar="DLC_TOKEN", help="API token (env DLC_TOKEN).", metavar="TOKEN"
-    )(func)
-    return click.option(
-        "--api",
-        envvar="DLC_API",
-        help="Scheduler API URL (env DLC_API; default http://127.0.0.1:8642).",
-        metavar="URL",
-        callback=check_api_url,
-    )(func)
-
 
 _MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]i?[bB]?)?\s*$")
 _MEM_UNITS = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
@@ -99,7 +75,24 @@ def build_spec(file: str | None, flags: dict[str, Any], command: tuple[str, ...]
     return spec
 
 
-@click.command("submit", context_settings={"ignore_unknown_options": False})
+class SubmitCommand(click.Command):
+    """``dlc submit`` whose unknown-option error says where the job's command goes."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse; ``dlc submit --image x ls -la`` suggests ``-- ls -la``."""
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            if exc.possibilities:
+                raise  # a misspelt dlc option: click's "Did you mean" is the better hint
+            raise click.UsageError(
+                f"No such option: {exc.option_name}; if it belongs to the job's command, "
+                "put the command after --, e.g. dlc submit --image IMG -- ls -la",
+                ctx,
+            ) from None
+
+
+@click.command("submit", cls=SubmitCommand)
 @click.option("-f", "--file", "spec_file", help="YAML job spec; flags override it.")
 @click.option("--framework", help="Framework and version, e.g. pytorch:2.3.")
 @click.option("--image", help="Run this image instead of a catalog framework.")
@@ -131,12 +124,20 @@ def build_spec(file: str | None, flags: dict[str, Any], command: tuple[str, ...]
     type=click.IntRange(10),
     help="Stop an interactive job after this many seconds idle (default 3600).",
 )
+@click.option("--wait", is_flag=True,
+              help="Wait for the job to end; exit with its exit code (killed: 137).")  # fmt: skip
+@click.option("--interval", type=click.FloatRange(0.1), default=2.0, hidden=True)
+@output_option
 @api_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, volume, priority,
-           retries, name, container_user, as_me, workdir, interactive, idle_timeout_s, api,
-           token, command):  # fmt: skip
-    """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py"""
+           retries, name, container_user, as_me, workdir, interactive, idle_timeout_s, wait,
+           interval, output, api, token, command):  # fmt: skip
+    """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py
+
+    Prints the job id (-o json|yaml: the job). With --wait, state changes go to stderr
+    and the command exits with the job's exit code.
+    """
     container_user = _own_user(container_user) if as_me else container_user
     flags = {
         "framework": framework,
@@ -165,12 +166,19 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
 
         spec["workdir"] = upload_snapshot(client, make_snapshot(workdir))
     job = client.submit(spec)
-    click.echo(job["id"])
+    if output in ("json", "yaml"):
+        emit(job, output)
+    else:
+        click.echo(job["id"])
     if spec.get("interactive"):
         click.echo(f"interactive: `dlc open {job['id']}` prints its URL once it runs", err=True)
     if job.get("framework_url"):
         where = "Mesos emulator" if job.get("master_kind") == "emulator" else "Mesos UI"
         click.echo(f"{where}: {job['framework_url']}", err=True)
+    if wait:
+        for now in follow(client, job["id"], interval):
+            click.echo(f"{now['id']} {now['state']}: {now['message']}", err=True)
+        click.get_current_context().exit(exit_code(now))
 
 
 def _own_user(container_user: str | None) -> str:
@@ -180,164 +188,6 @@ def _own_user(container_user: str | None) -> str:
     return f"{os.getuid()}:{os.getgid()}"
 
 
-def _age(submitted_at: float) -> str:
-    seconds = max(0, int(time.time() - submitted_at))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
-def _placement(job: dict) -> str:
-    return " ".join(
-        f"{t['hostname']}:{','.join(str(i) for i in t['gpu_ids'])}" for t in job["tasks"]
-    )
-
-
-#: widest a ``dlc jobs`` cell gets: one job's long name or message never pushes the rest away
-CELL_WIDTHS = {"ID": 24, "USER": 20, "STATE": 9, "NAME": 32, "GPUS": 8, "PLACED ON": 40}
-MESSAGE_WIDTH = 50
-
-
-def cell(value, width: int):
-    """A table cell: plain text (no rich markup), control characters blanked, cut to ``width``.
-
-    Job fields come from users and container output; ``[bold]`` or a NUL in one of them must
-    not restyle, break or widen the listing of everyone's jobs.
-    """
-    from rich.text import Text
-
-    text = "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in str(value))
-    if len(text) > width:
-        text = text[: width - 1] + "\u2026"
-    return Text(text)
-
-
-@click.command("jobs")
-@click.option("--limit", "-n", type=click.IntRange(1), default=50, show_default=True,
-              help="Show the newest N jobs.")  # fmt: skip
-@click.option("--all", "show_all", is_flag=True, help="Show every job (pages through the API).")
-@api_options
-def jobs(api, token, limit, show_all):
-    """List your jobs, newest first (all users' jobs with an admin token)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False)
-    for col in (*CELL_WIDTHS, "AGE"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("MESSAGE", no_wrap=True, overflow="ellipsis", max_width=MESSAGE_WIDTH)
-    for job in ApiClient(api, token).jobs(limit=None if show_all else limit):
-        gpus = str(job["gpus"]) if job["nodes"] == 1 else f"{job['nodes']}x{job['gpus']}"
-        values = (job["id"], job["user"], job["state"], job["name"], gpus, _placement(job))
-        table.add_row(
-            *(cell(v, w) for v, w in zip(values, CELL_WIDTHS.values(), strict=True)),
-            _age(job["submitted_at"]),
-            cell(job["message"], 4 * MESSAGE_WIDTH),
-        )
-    Console(width=max(150, Console().width)).print(table)
-
-
-@click.command("status")
-@click.argument("job_id")
-@api_options
-def status(job_id, api, token):
-    """Show one job: spec, placement and state history."""
-    client = ApiClient(api, token)
-    job = client.show(job_id)
-    rows = [
-        ("id", job["id"]),
-        ("user", job["user"]),
-        ("state", job["state"]),
-        ("what", job["framework"] or job["image"]),
-        ("image", job["image"]),
-        ("gpus", f"{job['gpus']} x {job['nodes']} node(s)"),
-        ("placed on", _placement(job) or "-"),
-        ("attempt", f"{job['attempt']} (failures {job['failures']}, retries {job['retries']})"),
-        ("command", " ".join(job["command"]) or "(image default)"),
-        ("message", job["message"]),
-    ]
-    url = _env_url(client, job)
-    if url:
-        rows.append(("url", url))
-    for key, value in rows:
-        click.echo(f"{key:>10}: {value}")
-    click.echo("   history:")
-    for item in job.get("history", ()):
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["at"]))
-        click.echo(f"    {stamp} {item['state']:<9} {item['message']}")
-
-
-def _env_url(client: ApiClient, job: dict) -> str:
-    """A running interactive job's URL (``""`` for batch jobs: the API answers 409)."""
-    if job["state"] != "running":
-        return ""
-    try:
-        return client._call("GET", f"/v1/jobs/{urllib.parse.quote(job['id'], safe='')}/env")["url"]
-    except ApiError:
-        return ""
-
-
-@click.command("kill")
-@click.argument("job_id")
-@api_options
-def kill(job_id, api, token):
-    """Kill a job (its container is stopped; a queued job never starts)."""
-    job = ApiClient(api, token).kill(job_id)
-    click.echo(f"{job['id']} {job['state']}{' (kill requested)' if not _done(job) else ''}")
-
-
-def _done(job: dict) -> bool:
-    return job["state"] in ("finished", "failed", "killed", "lost")
-
-
-@click.command("logs")
-@click.argument("job_id")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing until the job ends.")
-@click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr instead of stdout.")
-@click.option("--interval", type=float, default=1.0, show_default=True, hidden=True)
-@click.option("--tail", "tail_lines", type=click.IntRange(0),
-              help="Start with only the last N lines of what is there now.")  # fmt: skip
-@api_options
-def logs(job_id, follow, use_stderr, interval, tail_lines, api, token):
-    """Print a job's container output (stdout, or --stderr)."""
-    client = ApiClient(api, token)
-    stream = "stderr" if use_stderr else "stdout"
-    offset = 0
-    if tail_lines is not None:
-        offset = _print_tail(client, job_id, stream, tail_lines)
-    while True:
-        chunk = client.logs(job_id, stream, offset)
-        if chunk["data"]:
-            sys.stdout.write(chunk["data"])
-            sys.stdout.flush()
-        offset = chunk["offset"]
-        if chunk["data"]:
-            continue  # more may be waiting beyond this chunk
-        if not follow or chunk["done"]:
-            break
-        time.sleep(interval)
-
-
-def _print_tail(client, job_id: str, stream: str, lines: int) -> int:
-    """Print the last ``lines`` lines of what the stream holds now; returns where it ended."""
-    import collections
-
-    offset, last, partial = 0, collections.deque(maxlen=lines or 1), ""
-    while True:
-        chunk = client.logs(job_id, stream, offset)
-        if not chunk["data"]:
-            break
-        offset = chunk["offset"]
-        parts = (partial + chunk["data"]).split("\n")
-        partial = parts.pop()
-        last.extend(part + "\n" for part in parts)
-    if partial:
-        last.append(partial)
-    if lines:
-        sys.stdout.write("".join(last))
-        sys.stdout.flush()
-    return offset
-
-
 command = submit
+
+__all__ = ["api_options", "check_api_url", "command", "submit"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from dlc.cli.output import emit
 from dlc.errors import DiscoveryError, DlcError, TopologyParseError
 from dlc.topology.discovery.discover import discover
 from dlc.topology.model import Topology
@@ -39,7 +40,11 @@ from dlc.topology.render.report import analyze, render_report
     is_flag=True,
     help="Accept a topo -m table cut off mid-way (only the complete rows are used).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the dlc-topology/1 JSON document.")
+@click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
+@click.option(
+    "-o", "--output", type=click.Choice(["report", "json", "yaml"]), default="report",
+    show_default=True, help="json/yaml: the dlc-topology/1 document; report: for a person.",
+)  # fmt: skip
 @click.option("--svg", metavar="OUT.svg", help="Also draw the topology as an SVG picture.")
 @click.option("--png", metavar="OUT.png", help="Also draw the topology as a PNG picture.")
 @click.option(
@@ -53,6 +58,7 @@ def command(
     p2p_file: str | None,
     allow_truncated: bool,
     as_json: bool,
+    output: str,
     svg: str | None,
     png: str | None,
     bandwidth: bool,
@@ -68,8 +74,8 @@ def command(
         if png:
             svg_to_png(picture, png)
             click.echo(f"wrote {png}", err=True)
-    if as_json:
-        click.echo(json.dumps(topology_to_json(topo, facts), indent=2))
+    if as_json or output in ("json", "yaml"):
+        emit(topology_to_json(topo, facts), "json" if as_json else output)
     else:
         render_report(facts, Console(highlight=False), bandwidth=bandwidth)
 

@@ -78,3 +78,99 @@ def _optional(nvml: Any, name: str, *args: Any) -> Any:
         return function(*args)
     except nvml.NVMLError:
         return None
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One reading of one GPU: how busy it was and how much memory it held.
+
+    Attributes:
+        gpu_index: NVML index.
+        util_percent: percent of the last sample period a kernel ran (``None``: not told).
+        memory_used_mib, memory_total_mib: device memory in use and in all.
+    """
+
+    gpu_index: int
+    util_percent: int | None
+    memory_used_mib: int
+    memory_total_mib: int
+
+
+def sample_gpus(nvml: Any, indices: list[int] | tuple[int, ...]) -> list[GpuSample]:
+    """Read utilisation and memory of the GPUs ``indices`` (``nvml`` is initialised).
+
+    A GPU NVML cannot read (lost, no permission) is left out of this sample; a binding
+    without utilisation rates gives ``util_percent=None`` rather than no sample.
+    """
+    found = []
+    for index in indices:
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+        except nvml.NVMLError:
+            continue
+        rates = _optional(nvml, "nvmlDeviceGetUtilizationRates", handle)
+        util = int(rates.gpu) if rates is not None else None
+        found.append(GpuSample(index, util, int(memory.used) // _MIB, int(memory.total) // _MIB))
+    return found
+
+
+class UsageTracker:
+    """What a task's GPUs did while it ran: mean utilisation and peak memory per GPU.
+
+    The executor feeds it a :func:`sample_gpus` reading every few seconds and puts
+    :meth:`labels` on its status updates, so the scheduler can show allocated versus used.
+    """
+
+    def __init__(self) -> None:
+        self._util: dict[int, list[int]] = {}
+        self._peak: dict[int, int] = {}
+        self._total: dict[int, int] = {}
+
+    def add(self, samples: list[GpuSample]) -> None:
+        """Take one reading into account."""
+        for s in samples:
+            if s.util_percent is not None:
+                self._util.setdefault(s.gpu_index, []).append(s.util_percent)
+            self._peak[s.gpu_index] = max(self._peak.get(s.gpu_index, 0), s.memory_used_mib)
+            self._total[s.gpu_index] = s.memory_total_mib
+
+    def summary(self) -> dict[int, tuple[float | None, int, int]]:
+        """GPU index -> (mean utilisation %, peak MiB used, MiB in all)."""
+        return {
+            i: (
+                round(sum(self._util[i]) / len(self._util[i]), 1) if self._util.get(i) else None,
+                self._peak[i],
+                self._total[i],
+            )
+            for i in sorted(self._peak)
+        }
+
+    def labels(self) -> dict[str, str]:
+        """``{"dlc.gpu_usage": "0:37.5%:1540/81559MiB,1:-:0/81559MiB"}`` (empty when unread)."""
+        if not self._peak:
+            return {}
+        parts = [
+            f"{i}:{'-' if util is None else f'{util:g}%'}:{peak}/{total}MiB"
+            for i, (util, peak, total) in self.summary().items()
+        ]
+        return {USAGE_LABEL: ",".join(parts)}
+
+
+#: the status-update label carrying :meth:`UsageTracker.labels`
+USAGE_LABEL = "dlc.gpu_usage"
+
+
+def parse_usage_label(text: str) -> dict[int, tuple[float | None, int, int]]:
+    """The inverse of :meth:`UsageTracker.labels` (malformed parts are skipped: a label
+    from an older or newer executor must not break the scheduler)."""
+    found: dict[int, tuple[float | None, int, int]] = {}
+    for part in text.split(","):
+        try:
+            index, util, memory = part.split(":")
+            used, total = memory.removesuffix("MiB").split("/")
+            found[int(index)] = (None if util == "-" else float(util.rstrip("%")), int(used),
+                                 int(total))  # fmt: skip
+        except ValueError:
+            continue
+    return found

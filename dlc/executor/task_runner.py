@@ -468,7 +468,8 @@ class TaskRunner:
                 f"task wants GPUs {list(spec.gpu_ids) or [spec.share.gpu_index]} but this "
                 "agent's Docker engine has no "
                 "'nvidia' runtime and no nvidia_driver_<version> volume; install the NVIDIA "
-                "container toolkit or start the executor with --gpu-style"
+                "container toolkit, or pick a style: `dlc scheduler --executor-gpu-style legacy` "
+                "(or DLC_GPU_STYLE=legacy in the executor's environment)"
             )
         return style
 

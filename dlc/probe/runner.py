@@ -1,8 +1,10 @@
 """Build and run the native P2P probe (the only part of :mod:`dlc.probe` with side effects).
 
 The probe is built from ``native/p2p_probe`` of a DLC source checkout with its own
-Makefile; the binary lands in ``native/p2p_probe/build/``. ``DLC_P2P_PROBE`` may
-name a prebuilt binary instead (e.g. one built with a CUDA 12 ``nvcc`` for V100).
+Makefile; the binary lands in ``native/p2p_probe/build/``. An installed package (a wheel,
+no checkout) carries the same two files as package data (``dlc/probe/native/``) and builds
+them in the user's cache, ``~/.cache/dlc/p2p_probe-<version>/build/``. ``DLC_P2P_PROBE``
+may name a prebuilt binary instead (e.g. one built with a CUDA 12 ``nvcc`` for V100).
 """
 
 from __future__ import annotations
@@ -28,9 +30,52 @@ _MAKE_NOISE = re.compile(r"^make(\[\d+\])?: \*\*\*")
 _SCALE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
-def probe_source_dir() -> Path:
+#: the probe's sources as package data (in a checkout: links to ``native/p2p_probe``)
+PACKAGED_SOURCES = Path(__file__).resolve().parent / "native"
+_SOURCE_FILES = ("Makefile", "p2p_probe.cu")
+
+
+def checkout_source_dir() -> Path:
     """``native/p2p_probe`` of the source checkout this package was imported from."""
     return Path(__file__).resolve().parents[2] / "native" / "p2p_probe"
+
+
+def probe_source_dir() -> Path:
+    """Where the probe is built: the checkout's sources, else a cache copy of the packaged ones.
+
+    Raises:
+        ProbeError: neither a checkout nor packaged sources (a broken install).
+    """
+    checkout = checkout_source_dir()
+    if (checkout / "Makefile").is_file():
+        return checkout
+    return cached_sources()
+
+
+def cached_sources() -> Path:
+    """The packaged sources copied to ``$XDG_CACHE_HOME/dlc/p2p_probe-<version>`` (built there:
+    site-packages may be read-only and is shared by every user)."""
+    from dlc import __version__
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    target = cache / "dlc" / f"p2p_probe-{__version__}"
+    if not all((PACKAGED_SOURCES / name).is_file() for name in _SOURCE_FILES):
+        raise ProbeError(
+            f"probe sources not found in {PACKAGED_SOURCES}: reinstall dlc, "
+            "or pass --probe-json FILE"
+        )
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name in _SOURCE_FILES:
+            data = (PACKAGED_SOURCES / name).read_bytes()
+            if not (target / name).is_file() or (target / name).read_bytes() != data:
+                (target / name).write_bytes(data)
+    except OSError as exc:
+        raise ProbeError(
+            f"cannot prepare the probe build in {target} ({exc.strerror}); set XDG_CACHE_HOME "
+            "to a writable directory"
+        ) from None
+    return target
 
 
 def default_binary() -> Path:

@@ -352,7 +352,12 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
         if len(chosen) == spec.nodes:
             break
         if slot.cpus < cpus - 1e-9 or slot.mem < mem - 1e-9 or slot.disk < spec.disk_mib - 1e-9:
-            reason = f"no offer with {spec.gpus} GPUs has {cpus:g} cpus/{mem:g} MiB free"
+            # the user's own numbers: the executor's share is named, not silently added
+            reason = (
+                f"no offer with {spec.gpus} GPUs has {spec.cpus:g} cpus/{spec.mem_mib:g} MiB "
+                f"free (+{config.executor_cpus:g} cpus/{config.executor_mem_mib:g} MiB "
+                "for DLC's executor)"
+            )
             continue
         if slot.gpus < spec.gpus - 1e-9:
             reason = f"no offer has gpus:{spec.gpus}"

@@ -598,12 +598,36 @@ class JobStore:
             for r in rows
         ]
 
+    def expire_token(self, token_or_id: str, at: float | None) -> TokenInfo:
+        """Set when a token stops working (``at`` ``None``: never), named as for
+        :meth:`revoke_token`.
+
+        Raises:
+            DlcError: no token, or an id prefix that matches more than one.
+        """
+        found = self._one_token(token_or_id)
+        with self._tx(f"setting the expiry of token {found.token_id}") as db:
+            db.execute(
+                "UPDATE tokens SET expires_at=? WHERE substr(token_hash, 1, 12)=?",
+                (at, found.token_id),
+            )
+        return replace(found, expires_at=at)
+
     def revoke_token(self, token_or_id: str) -> TokenInfo:
         """Refuse a token from now on, named by itself or its ``token_id`` (8+ hex digits).
 
         Raises:
             DlcError: no token, or an id prefix that matches more than one.
         """
+        found = self._one_token(token_or_id)
+        with self._tx(f"revoking token {found.token_id}") as db:
+            db.execute(
+                "UPDATE tokens SET revoked=1 WHERE substr(token_hash, 1, 12)=?",
+                (found.token_id,),
+            )
+        return replace(found, revoked=True)
+
+    def _one_token(self, token_or_id: str) -> TokenInfo:
         matches = [
             t
             for t in self.list_tokens()
@@ -616,12 +640,7 @@ class JobStore:
                 f"token {token_or_id!r}: {what} match; give a token id from the token list "
                 "(8 or more of its hex digits)"
             )
-        with self._tx(f"revoking token {matches[0].token_id}") as db:
-            db.execute(
-                "UPDATE tokens SET revoked=1 WHERE substr(token_hash, 1, 12)=?",
-                (matches[0].token_id,),
-            )
-        return replace(matches[0], revoked=True)
+        return matches[0]
 
     # -- helpers --------------------------------------------------------------
 

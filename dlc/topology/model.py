@@ -267,3 +267,26 @@ def parse_cpu_list(text: str) -> frozenset[int]:
             start, end = end, start
         cpus.update(range(start, end + 1))
     return frozenset(cpus)
+
+
+def format_cpu_list(cpus: frozenset[int] | set[int] | str) -> str:
+    """A CPU list as a person reads it: ``0-11,24-35``; ``0,8,16,...`` with a stride when long.
+
+    ``nvidia-smi`` on POWER prints every CPU as its own range (``0-0,8-8,16-16,...``);
+    those become ``0,8,16``, and five or more equally spaced CPUs become ``0,8,16,...,152``.
+    Text that is not a CPU list comes back as it was.
+    """
+    numbers = sorted(parse_cpu_list(cpus) if isinstance(cpus, str) else cpus)
+    if not numbers:
+        return cpus if isinstance(cpus, str) else ""
+    runs: list[list[int]] = []
+    for cpu in numbers:
+        if runs and cpu == runs[-1][-1] + 1:
+            runs[-1].append(cpu)
+        else:
+            runs.append([cpu])
+    singles = [r[0] for r in runs]
+    strides = {b - a for a, b in zip(singles, singles[1:], strict=False)}
+    if len(runs) >= 5 and all(len(r) == 1 for r in runs) and len(strides) == 1:
+        return f"{singles[0]},{singles[1]},{singles[2]},...,{singles[-1]}"
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dlc.errors import DlcError, NodeConfigError, TopologyEncodingError
 from dlc.topology.encoding import decode_topology, encode_topology
@@ -180,7 +180,9 @@ def agent_attributes(topo: Topology, sharing: SharingMode | str | None = None) -
     Raises:
         FieldError: ``sharing`` is not a mode.
     """
-    attrs = {ATTR_TOPOLOGY: encode_topology(topo)}
+    # A saved file's name is the operator's business, not the cluster's: "file" only.
+    source = "file" if topo.source.startswith("file:") else topo.source
+    attrs = {ATTR_TOPOLOGY: encode_topology(replace(topo, source=source))}
     models = list(dict.fromkeys(g.model for g in topo.gpus if g.model))
     if models:
         # Mixed machines list each model once, in GPU order; dlc_topo has them per GPU.

@@ -35,7 +35,7 @@ import networkx as nx
 from dlc.errors import TopologyQueryError
 from dlc.topology.bandwidth import estimate_gbps
 from dlc.topology.levels import level_matrix
-from dlc.topology.model import PairLink, PcieLevel, Topology
+from dlc.topology.model import PairLink, PcieLevel, Topology, format_cpu_list
 
 #: levels below the root at which the tree groups devices, outermost first
 _GROUP_LEVELS = (PcieLevel.NODE, PcieLevel.PHB, PcieLevel.PXB, PcieLevel.PIX)
@@ -165,12 +165,16 @@ def build_tree(topo: Topology) -> TopologyTree:
     graph.add_node("root", kind="root", label="machine", level=PcieLevel.SYS, inferred=False)
     numa_groups = _sorted_groups(_clusters(range(len(devices)), matrix, PcieLevel.NODE), devices)
     gpu_groups = [g for g in numa_groups if min(g) < len(topo.gpus)]
-    labels = _numa_labels(topo, [[devices[i] for i in g] for g in gpu_groups])
-    for n, (members, label) in enumerate(zip(gpu_groups, labels, strict=True)):
-        node = f"numa{n}"
-        graph.add_node(node, kind="numa", label=label, level=PcieLevel.NODE, inferred=False)
-        graph.add_edge("root", node)
-        _add_groups(graph, node, str(n), members, 1, matrix, devices)
+    keys = numa_keys(topo)
+    if keys is None:
+        labels = _numa_labels(topo, [[devices[i] for i in g] for g in gpu_groups])
+        for n, (members, label) in enumerate(zip(gpu_groups, labels, strict=True)):
+            node = f"numa{n}"
+            graph.add_node(node, kind="numa", label=label, level=PcieLevel.NODE, inferred=False)
+            graph.add_edge("root", node)
+            _add_groups(graph, node, str(n), members, 1, matrix, devices)
+    else:
+        _add_numa_by_affinity(graph, topo, keys, gpu_groups, matrix, devices)
     _add_nic_only_groups(graph, numa_groups[len(gpu_groups) :], matrix, devices)
     for device in devices:
         _add_leaf(graph, topo, device)
@@ -199,6 +203,76 @@ def build_tree(topo: Topology) -> TopologyTree:
     for i, j in inferred:
         graph.nodes[_lca_of_nodes(tree, devices[i], devices[j])]["inferred"] = True
     return tree
+
+
+def numa_keys(topo: Topology) -> list[object] | None:
+    """Each GPU's NUMA node as its affinity columns give it, or ``None`` when they do not.
+
+    The NUMA Affinity column when every GPU has one, else the CPU list when every GPU has
+    one (GPUs with the same CPUs share a NUMA node), else ``None``: the ``topo -m`` matrix
+    then decides. The tree, the report's NUMA count and the picture all follow this.
+    """
+    if topo.gpus and all(g.numa_node is not None for g in topo.gpus):
+        return [g.numa_node for g in topo.gpus]
+    cpu_sets = [g.cpus() for g in topo.gpus]
+    if cpu_sets and all(cpu_sets):
+        return list(cpu_sets)
+    return None
+
+
+def _add_numa_by_affinity(
+    graph: nx.DiGraph,
+    topo: Topology,
+    keys: list[object],
+    gpu_groups: list[list[int]],
+    matrix: list[list[int]],
+    devices: list[str],
+) -> None:
+    """One ``numa`` node per affinity key, holding the matrix's groups of its GPUs.
+
+    A matrix group whose GPUs name two NUMA nodes is split (a NIC goes with its nearest
+    GPU); groups that ``topo -m`` prints ``SYS`` apart but that name the same NUMA node
+    share it, and that node's level is ``SYS`` (what the matrix says between them).
+    """
+    parts: dict[object, list[list[int]]] = {}
+    for group in gpu_groups:
+        gpus = [m for m in group if m < len(keys)]
+        split: dict[object, list[int]] = {}
+        for m in group:
+            nearest = m if m < len(keys) else min(gpus, key=lambda g: (matrix[m][g], g))
+            split.setdefault(keys[nearest], []).append(m)
+        for key, members in split.items():
+            parts.setdefault(key, []).append(sorted(members))
+    order = sorted(parts, key=lambda k: min(min(g) for g in parts[k]))
+    for n, key in enumerate(order):
+        groups = sorted(parts[key], key=min)
+        node = f"numa{n}"
+        label = _affinity_label(topo, key, n)
+        level = PcieLevel.NODE if len(groups) == 1 else PcieLevel.SYS
+        graph.add_node(node, kind="numa", label=label, level=level, inferred=False)
+        graph.add_edge("root", node)
+        if len(groups) == 1:
+            _add_groups(graph, node, str(n), groups[0], 1, matrix, devices)
+            continue
+        for k, group in enumerate(groups):
+            path = f"{n}{chr(ord('a') + k % 26)}"
+            parent = node
+            if len(group) > 1:  # the matrix's own NUMA-level group keeps its node
+                parent = f"group{path}"
+                name = f"{label.split(' (')[0]}, group {path[-1]}"
+                graph.add_node(parent, kind="host_bridge", label=name, level=PcieLevel.NODE,
+                               inferred=False)  # fmt: skip
+                graph.add_edge(node, parent)
+            _add_groups(graph, parent, path, group, 1, matrix, devices)
+
+
+def _affinity_label(topo: Topology, key: object, position: int) -> str:
+    """``NUMA node 1 (CPUs 24-47)``: the printed node number, else the position."""
+    gpus = [g for g, k in zip(topo.gpus, numa_keys(topo) or [], strict=False) if k == key]
+    number = key if isinstance(key, int) else position
+    cpu_sets = {g.cpus() for g in gpus if g.cpus()}
+    cpus = f" (CPUs {format_cpu_list(cpu_sets.pop())})" if len(cpu_sets) == 1 else ""
+    return f"NUMA node {number}{cpus}"
 
 
 def _clusters(members: Iterable[int], matrix: list[list[int]], level: PcieLevel) -> list[list[int]]:
@@ -332,9 +406,11 @@ def _numa_name(topo: Topology, members: list[str], position: int) -> tuple[str, 
     """``("NUMA node N", cpu affinity or None)`` for one top-level group."""
     gpus = [topo.gpu(int(m.removeprefix("gpu"))) for m in members if m.startswith("gpu")]
     numa_ids = {g.numa_node for g in gpus}
-    affinities = {g.cpu_affinity for g in gpus if g.cpu_affinity}
+    affinities = {g.cpus() for g in gpus if g.cpus()}
     number = numa_ids.pop() if len(numa_ids) == 1 and None not in numa_ids else position
-    return f"NUMA node {number}", affinities.pop() if len(affinities) == 1 else None
+    return f"NUMA node {number}", format_cpu_list(affinities.pop()) if len(
+        affinities
+    ) == 1 else None
 
 
 def _gpus_under(graph: nx.DiGraph) -> dict[str, frozenset[int]]:

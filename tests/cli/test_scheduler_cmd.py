@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import click
 import pytest
 from click.testing import CliRunner
 
+from dlc.cli.executor_cmd import command as executor
 from dlc.cli.main import cli
-from dlc.cli.scheduler_cmd import admin_token_from, print_login
+from dlc.cli.scheduler_cmd import admin_token_from, executor_config, print_login
+from dlc.executor.gpu_render import GpuStyle
 from dlc.store.sqlite import JobStore
 
 
@@ -87,3 +96,50 @@ def test_printed_urls_carry_no_token(capsys):
     urls = [word for word in out.split() if "://" in word]
     assert urls and all("tok-123" not in url for url in urls)
     assert "export DLC_TOKEN=tok-123" in out
+
+
+def test_executor_options_become_the_executor_command_and_environment():
+    config = executor_config("/opt/dlc/bin/dlc executor", ("DLC_DEVICE_ROOT=/host/dev",),
+                             "legacy", "host", True)  # fmt: skip
+    assert config.command == "/opt/dlc/bin/dlc executor --memlock-unlimited"
+    assert dict(config.env) == {"DLC_DEVICE_ROOT": "/host/dev", "DLC_GPU_STYLE": "legacy",
+                                "DLC_NETWORK_MODE": "host"}  # fmt: skip
+    default = executor_config(None, (), None, None, False)
+    assert default.command is None and default.env == ()
+
+
+def test_executor_options_reach_the_agents_executor_info():
+    config = executor_config(None, (), "toolkit", None, False)
+    # the executor reads exactly these variables as its --gpu-style/--network defaults
+    assert dict(config.env)["DLC_GPU_STYLE"] in [s.value for s in GpuStyle]
+    names = {p.name: p for p in executor.params}
+    ctx = click.Context(executor)
+    os.environ["DLC_GPU_STYLE"] = "toolkit"
+    try:
+        assert names["gpu_style"].get_default(ctx) == "toolkit"
+    finally:
+        del os.environ["DLC_GPU_STYLE"]
+
+
+def test_bad_executor_env_is_one_line(tmp_path):
+    result = CliRunner().invoke(cli, ["scheduler", "--db", str(tmp_path / "db"), "--master",
+                                      "m:5050", "--executor-env", "NOEQUALS"])  # fmt: skip
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        "Error: --executor-env 'NOEQUALS': give KEY=VALUE, e.g. DLC_DEVICE_ROOT=/dev"
+    )
+
+
+def test_unreachable_master_logs_one_line_not_a_traceback(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlc", "scheduler", "--master", "127.0.0.1:1", "--db",
+         str(tmp_path / "db"), "--api-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(6)  # pymesos's first connection attempts fail within this
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err
+    assert "cannot reach the Mesos master (Connection refused); retrying - check --master" in err

@@ -131,7 +131,10 @@ def test_jobs_status_kill_logs(env):
     status = run(e, "status", job_id)
     assert status.exit_code == 0 and "queued" in status.output and "busybox" in status.output
     logs = run(e, "logs", job_id)
-    assert logs.exit_code == 0 and logs.output == ""
+    assert logs.exit_code == 3 and logs.stdout == ""
+    assert logs.stderr.strip() == (
+        f"Error: job {job_id} is queued: no logs yet (dlc logs -f {job_id} waits for them)"
+    )
     killed = run(e, "kill", job_id)
     assert killed.exit_code == 0 and killed.output.strip() == f"{job_id} killed"
     assert "killed" in run(e, "status", job_id).output

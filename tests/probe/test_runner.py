@@ -168,3 +168,19 @@ def test_find_nvcc_searches_path_then_the_cuda_prefix(
     fallback.parent.mkdir(parents=True)
     fallback.write_text("#!/bin/sh\n")
     assert runner.find_nvcc() == str(fallback)
+
+
+def test_without_a_checkout_the_packaged_sources_are_built_in_the_user_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    checkout = runner.checkout_source_dir()
+    monkeypatch.setattr(runner, "checkout_source_dir", lambda: tmp_path / "no-checkout")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    source = runner.probe_source_dir()
+    assert source.parent == tmp_path / "cache" / "dlc"
+    for name in ("Makefile", "p2p_probe.cu"):
+        assert (source / name).read_bytes() == (checkout / name).read_bytes()
+    assert runner.default_binary() == source / "build" / "p2p_probe"
+    monkeypatch.setattr(runner, "PACKAGED_SOURCES", tmp_path / "missing")
+    with pytest.raises(ProbeError, match="probe sources not found in .*reinstall dlc"):
+        runner.probe_source_dir()

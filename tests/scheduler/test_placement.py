@@ -301,3 +301,11 @@ def test_agent_topology_attribute_drives_the_tree_policy(free, count):
     [launch] = result.launches
     assert launch.gpu_ids == tuple(allocate(topo, set(free), count, policy="tree"))
     assert all(link.nvlinks > 0 for link in topo.pairs(set(launch.gpu_ids)))
+
+
+def test_waiting_reason_speaks_in_the_users_numbers():
+    # 64 cpus asked: the message says 64 (not 64.1) and names the executor's share apart
+    result = place([offer("o1", "a1", [0, 1], cpus=32)], [job("j1", gpus=1, cpus=64)], FF)
+    reason = result.waiting["j1"]
+    assert "has 64 cpus/" in reason and "64.1" not in reason
+    assert "+0.1 cpus/64 MiB for DLC's executor" in reason

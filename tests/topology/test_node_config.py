@@ -6,6 +6,7 @@ import json
 import re
 import shlex
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from dlc.cli.main import cli
 from dlc.errors import NodeConfigError, TopologyEncodingError
 from dlc.mesos.resources import attributes_summary, parse_attributes
 from dlc.topology.discovery.discover import discover
+from dlc.topology.encoding import decode_topology
 from dlc.topology.gpu_shares import SharingMode, amounts, parse_ranges_text
 from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
 from dlc.topology.node_config import (
@@ -58,7 +60,7 @@ def test_cli_env_output_round_trips_to_same_topology(path: Path):
     attrs = attributes_summary(parse_attributes(shlex.split(env["MESOS_ATTRIBUTES"])[0]))
     assert all(MESOS_TEXT.fullmatch(v) for v in attrs.values())
     topo = discover(from_file=path)
-    assert topology_from_attributes(attrs) == topo
+    assert topology_from_attributes(attrs) == replace(topo, source="file")  # no file name
     n = len(topo.gpus)
     ids = ",".join(map(str, range(n)))
     assert shlex.split(env["MESOS_RESOURCES"]) == [f"gpus:{n};gpu_ids:{{{ids}}}"]
@@ -97,7 +99,7 @@ def test_cli_p2p_file_is_carried():
     [
         (["--cpus", "0"], "cpus: 0.0 is not a positive number"),
         (["--mem", "-5"], "mem: -5 is not a positive whole number"),
-        (["--format", "yaml"], "Invalid value for '--format'"),
+        (["--format", "xml"], "Invalid value for '-o' / '--format'"),
     ],
     ids=["zero-cpus", "negative-mem", "bad-format"],
 )
@@ -223,7 +225,9 @@ def test_real_mesos_accepts_the_flags(tmp_path: Path):
         url = f"http://{mesos.address}/master/slaves"
         agent = json.loads(urllib.request.urlopen(url, timeout=10).read())["slaves"][0]
     assert agent["attributes"]["dlc_topo"] == config.attributes["dlc_topo"]
-    assert topology_from_attributes(agent["attributes"]) == discover(from_file=DGX1)
+    assert topology_from_attributes(agent["attributes"]) == replace(
+        discover(from_file=DGX1), source="file"
+    )
     assert agent["resources"]["gpus"] == 8
     items = agent["resources"]["gpu_ids"].strip("{}").split(",")  # Mesos prints "{0, 1, ...}"
     assert [item.strip() for item in items] == [str(i) for i in range(8)]
@@ -318,3 +322,11 @@ def test_bad_sharing_options_are_one_line_errors(args, message):
 def test_bad_sharing_attribute_is_an_encoding_error():
     with pytest.raises(TopologyEncodingError, match="dlc_sharing"):
         parse_agent_attributes({"dlc_sharing": "hami"})
+
+
+def test_from_file_keeps_the_file_name_out_of_the_attributes():
+    result = CliRunner().invoke(cli, ["node-config", "--from-file", str(DGX1), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert DGX1.name not in result.stdout
+    assert decode_topology(doc["attributes"]["dlc_topo"]).source == "file"

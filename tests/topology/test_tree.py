@@ -235,12 +235,16 @@ def test_lone_gpus_hang_off_their_numa_node():
     assert parents(tree, range(4, 8)) == {"numa1"}
 
 
-def test_printed_sys_inside_one_numa_node_splits_it():
-    # k8s-device-plugin #546: GPU0-GPU1 print SYS though both sit on NUMA node 0;
-    # the matrix wins, and each hidden bridge pair joins on its own NUMA-level group.
+def test_printed_sys_inside_one_numa_node_keeps_the_node_and_splits_below_it():
+    # k8s-device-plugin #546: GPU0-GPU1 print SYS though both sit on NUMA node 0: the
+    # affinity column names the NUMA node; each hidden bridge pair is a group inside it,
+    # and the NUMA node's own level is SYS, as the matrix says between the pairs.
     tree = build_tree(BRIDGE_PAIRS)
     groups = sorted(tree.gpus_under(n) for n in tree.graph.successors("root"))
-    assert sorted(map(sorted, groups)) == [[0, 2], [1, 3], [4, 5], [6, 7]]
+    assert sorted(map(sorted, groups)) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    inner = sorted(sorted(tree.gpus_under(n)) for n in tree.graph.successors("numa0"))
+    assert inner == [[0, 2], [1, 3]]
+    assert tree.level_of(0, 1) == PcieLevel.SYS
 
 
 @pytest.mark.parametrize(

@@ -45,12 +45,14 @@ def test_top_level_labels_are_unique_and_at_most_one_group_lacks_gpus(path):
 def test_bridge_pairs_name_their_numa_node_and_tell_groups_apart():
     tree = tree_of(BRIDGE_PAIRS)
     by_gpus = {tuple(sorted(tree.gpus_under(n))): a["label"] for n, a in top_groups(tree).items()}
-    assert set(by_gpus) == {(0, 2), (1, 3), (4, 5), (6, 7)}
-    for gpus, label in by_gpus.items():
-        numa = {tree.topology.gpu(i).numa_node for i in gpus}
-        assert len(numa) == 1
-        assert label.startswith(f"NUMA node {numa.pop()}, group "), label
-    assert by_gpus[(0, 2)] != by_gpus[(1, 3)] and by_gpus[(4, 5)] != by_gpus[(6, 7)]
+    assert by_gpus == {(0, 1, 2, 3): "NUMA node 0 (CPUs 0-31)",
+                       (4, 5, 6, 7): "NUMA node 1 (CPUs 32-63)"}  # fmt: skip
+    pairs = {
+        tuple(sorted(tree.gpus_under(n))): tree.graph.nodes[n]["label"]
+        for top in top_groups(tree) for n in tree.graph.successors(top)
+    }  # fmt: skip
+    assert pairs == {(0, 2): "NUMA node 0, group a", (1, 3): "NUMA node 0, group b",
+                     (4, 5): "NUMA node 1, group a", (6, 7): "NUMA node 1, group b"}  # fmt: skip
 
 
 def test_nics_sys_from_every_gpu_share_one_other_numa_group():

@@ -20,9 +20,10 @@ from xml.sax.saxutils import escape
 import networkx as nx
 
 from dlc.topology.discovery.discover import describe_source
-from dlc.topology.model import Topology
+from dlc.topology.model import Topology, format_cpu_list
 from dlc.topology.render.report import TopologyFacts, is_complete, nvlink_graph
 from dlc.topology.render.svg import (
+    BOX_GAP,
     BOX_STYLE,
     CROSS_COLOUR,
     EDGE_GREY,
@@ -148,27 +149,54 @@ class _Layout:
                 order.append(child)
         return depth
 
-    def _place(self) -> None:
-        depth = self._depth()
-        slot = [0.0]
+    def _box_size(self, node: str, lines: tuple[str, ...]) -> tuple[float, float]:
+        """A box wide enough for its own text (a leaf at least the standard size)."""
+        kind = self.graph.nodes[node].get("kind", "")
+        sizes = [13 if i == 0 and kind == "gpu" else 11 for i in range(len(lines))]
+        text = max(
+            text_width(line, s, i == 0)
+            for i, (line, s) in enumerate(zip(lines, sizes, strict=True))
+        )
+        if self.facts.children(node):
+            return text + 16, 15 * len(lines) + 11
+        w, h = (LEAF_W, LEAF_H) if kind == "gpu" else (NIC_W, NIC_H)
+        return max(w, text + 12), h
 
-        def place(node: str) -> float:
-            kind = self.graph.nodes[node].get("kind", "")
+    def _place(self) -> None:
+        """Give every subtree a band as wide as its leaves or its own box, whichever is wider.
+
+        Bands never overlap, and each box is centred in its band, so no two boxes (or
+        their labels) can overlap however long a label or CPU list is.
+        """
+        depth = self._depth()
+        band: dict[str, float] = {}
+        sizes: dict[str, tuple[float, float]] = {}
+        lines_of: dict[str, tuple[str, ...]] = {}
+
+        def measure(node: str) -> float:
+            lines_of[node] = self._lines(node)
+            sizes[node] = self._box_size(node, lines_of[node])
             children = self.facts.children(node)
-            lines = self._lines(node)
-            if not children:
-                x = slot[0] + SLOT / 2
-                slot[0] += SLOT
-                w, h = (LEAF_W, LEAF_H) if kind == "gpu" else (NIC_W, NIC_H)
-                self.boxes[node] = _Box(node, kind, x, 0.0, w, h, lines)
-                return x
-            xs = [place(child) for child in children]
-            x = (xs[0] + xs[-1]) / 2
-            w = max(text_width(line, 11, i == 0) for i, line in enumerate(lines)) + 16
-            self.boxes[node] = _Box(node, kind, x, 0.0, w, 15 * len(lines) + 11, lines)
+            own = max(SLOT, sizes[node][0] + SLOT - LEAF_W) if not children else sizes[node][0]
+            band[node] = max(own + (0 if not children else BOX_GAP),
+                             sum(measure(c) for c in children))  # fmt: skip
+            return band[node]
+
+        def assign(node: str, left: float) -> float:
+            children = self.facts.children(node)
+            x = left + band[node] / 2
+            start = left + (band[node] - sum(band[c] for c in children)) / 2
+            for child in children:
+                assign(child, start)
+                start += band[child]
+            kind = self.graph.nodes[node].get("kind", "")
+            w, h = sizes[node]
+            self.boxes[node] = _Box(node, kind, x, 0.0, w, h, lines_of[node])
             return x
 
-        place("root")
+        measure("root")
+        assign("root", 0.0)
+
         # Rows top-down, each as tall as its tallest box plus room for the edges.
         inner = [n for n in self.boxes if self.graph.out_degree(n) > 0]
         rows = max(depth[n] for n in inner) + 1
@@ -179,7 +207,7 @@ class _Layout:
         self.leaf_y = tops[-1]
         for node, box in self.boxes.items():
             box.y = tops[depth[node]] if node in inner else self.leaf_y
-        content = slot[0]
+        content = band["root"]
         self.width = max(content + 2 * MARGIN, 760.0)
         # Small machines: centre the drawing on the canvas (the legend needs its width).
         shift = (self.width - content) / 2
@@ -213,7 +241,7 @@ class _Layout:
         if gpu.numa_node is not None:
             detail.append(f"NUMA {gpu.numa_node}")
         elif gpu.cpu_affinity and not gpu.model:
-            detail.append(f"CPU {gpu.cpu_affinity}")
+            detail.append(f"CPU {format_cpu_list(gpu.cpu_affinity)}")
         if detail:
             lines.append(" · ".join(detail))
         return tuple(lines)

@@ -23,7 +23,7 @@ from rich.tree import Tree
 
 from dlc.topology.bandwidth import estimate_gbps
 from dlc.topology.discovery.discover import describe_source
-from dlc.topology.model import PairLink, PcieLevel, Topology
+from dlc.topology.model import PairLink, PcieLevel, Topology, format_cpu_list
 from dlc.topology.tree import TopologyTree, build_tree, nvlink_groups, p2p_groups
 
 #: order of node kinds among siblings (devices after the bridges above them)
@@ -90,15 +90,12 @@ def analyze(topo: Topology) -> TopologyFacts:
 
 
 def _count_numa_nodes(topo: Topology, tree: TopologyTree) -> int:
-    """NUMA nodes holding GPUs: by the GPUs' printed affinity, else the tree's ``numa`` nodes.
+    """NUMA nodes holding GPUs: the tree's ``numa`` nodes, so summary, tree and picture agree.
 
-    The affinity is preferred because the tree splits GPUs that ``topo -m`` shows as
-    ``SYS`` apart even when they share a NUMA node (PCIe boxes with bridged pairs).
+    The tree follows the affinity columns where they are complete
+    (:func:`~dlc.topology.tree.numa_keys`), else the ``topo -m`` matrix.
     """
-    for key in (lambda g: g.numa_node, lambda g: g.cpu_affinity):
-        values = {key(g) for g in topo.gpus}
-        if None not in values:
-            return len(values)
+    del topo
     numa = [n for n, kind in tree.graph.nodes(data="kind") if kind == "numa"]
     return max(1, sum(1 for n in numa if tree.gpus_under(n)))
 
@@ -315,7 +312,7 @@ def gpu_details(topo: Topology, index: int) -> Text:
     if gpu.memory_mib:
         bits.append(f"{gpu.memory_mib / 1024:.0f} GiB")
     if gpu.cpu_affinity:
-        bits.append(f"CPU {gpu.cpu_affinity}")
+        bits.append(f"CPU {format_cpu_list(gpu.cpu_affinity)}")
     if gpu.numa_node is not None:
         bits.append(f"NUMA {gpu.numa_node}")
     if gpu.mig_mode == "enabled":

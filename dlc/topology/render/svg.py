@@ -22,6 +22,7 @@ FONT = "DejaVu Sans, Verdana, Arial, sans-serif"
 LEAF_W, LEAF_H = 112, 50  # GPU box
 NIC_W, NIC_H = 92, 34
 SLOT = 124  # horizontal room per leaf
+BOX_GAP = 12  # least room between two inner boxes side by side
 ROW_GAP = 44  # vertical room for the edges between two tree levels
 MARGIN = 24
 #: groups with more GPUs than this, fully NVLinked, are drawn as an NVSwitch fabric

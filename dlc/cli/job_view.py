@@ -1,0 +1,78 @@
+"""What the job commands share: how a job reads in a table, its exit code, waiting on it."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+
+from dlc.api.client import ApiClient
+
+TERMINAL = ("finished", "failed", "killed", "lost")
+STATES = ("queued", "staging", "running", *TERMINAL)
+
+
+def age(submitted_at: float, now: float | None = None) -> str:
+    """``42s``, ``5m``, ``3h``, ``2d`` since ``submitted_at``."""
+    seconds = max(0, int((now or time.time()) - submitted_at))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def placement(job: dict) -> str:
+    """``host:0,1 host2:4,5``: where the job's tasks run."""
+    return " ".join(
+        f"{t['hostname']}:{','.join(str(i) for i in t['gpu_ids'])}" for t in job["tasks"]
+    )
+
+
+def gpus(job: dict) -> str:
+    """``4`` for one node, ``2x8`` for a gang of two 8-GPU tasks."""
+    return str(job["gpus"]) if job["nodes"] == 1 else f"{job['nodes']}x{job['gpus']}"
+
+
+def done(job: dict) -> bool:
+    """Whether the job has ended (it will not change state again)."""
+    return job["state"] in TERMINAL
+
+
+_EXIT = re.compile(r"\bexit code (\d+)")
+
+
+def exit_code(job: dict) -> int:
+    """The exit code ``dlc submit --wait`` ends with: the container's own where known.
+
+    finished: 0; failed: the code in its message (``exit code 3; ...``), else 1;
+    killed: 137 (what a shell shows for SIGKILL); lost: 1.
+    """
+    if job["state"] == "finished":
+        return 0
+    if job["state"] == "killed":
+        return 137
+    match = _EXIT.search(job.get("message") or "")
+    code = int(match.group(1)) if match else 1
+    return code if 0 < code < 256 else 1
+
+
+def follow(
+    client: ApiClient,
+    job_id: str,
+    interval: float,
+    sleep: Callable[[float], None] = time.sleep,
+    rounds: int | None = None,
+) -> Iterator[dict]:
+    """Yield the job each time its state or message changes, until it ends."""
+    last = None
+    count = 0
+    while True:
+        job = client.show(job_id)
+        key = (job["state"], job["message"])
+        if key != last:
+            last = key
+            yield job
+        count += 1
+        if done(job) or (rounds is not None and count >= rounds):
+            return
+        sleep(interval)

@@ -1,0 +1,1 @@
+../../../native/p2p_probe/p2p_probe.cu
