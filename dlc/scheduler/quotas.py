@@ -58,6 +58,19 @@ def pool_capacity(agents: Iterable) -> dict[str, Resources]:
     return out
 
 
+def split_by_pool(views: Sequence, jobs: Sequence[Job], policy: Policy) -> list[tuple[list, list]]:
+    """``[(offer views, jobs)]`` per pool: a pool's agents take only that pool's jobs.
+    One batch of everything when no policy applies and no job names a pool."""
+    if not policy.enabled and not any(j.spec.pool for j in jobs):
+        return [(list(views), list(jobs))]
+    batches: dict[str, tuple[list, list]] = {}
+    for view in views:
+        batches.setdefault(agent_pool(view.attributes), ([], []))[0].append(view)
+    for job in jobs:
+        batches.setdefault(policy.pool_of(job.user, job.spec.pool), ([], []))[1].append(job)
+    return list(batches.values()) or [([], [])]
+
+
 @dataclass(frozen=True)
 class QueueRow:
     """One waiting job as ``dlc queue`` shows it."""
@@ -318,10 +331,8 @@ class _Planner:
         ]  # fmt: skip
         victims = pick_victims(candidates, excess, lambda j: demand(j.spec), borrows, take)
         if not victims:
-            names = ""
             self.out.notes[job.job_id] = (
-                f"{group} is within its quota in pool {pool}, waiting for running jobs to end"
-                + names
+                f"{group} is within its quota in pool {pool}; waiting for running jobs to end"
             )
             return
         why = f"preempted: {group} reclaims its guarantee in pool {pool} for job {job.job_id}"
