@@ -31,7 +31,7 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 def check_name(kind: str, value: str) -> str:
     """A group or pool name (``team-a``, ``train``); raises JobSpecError naming ``kind``."""
     if not isinstance(value, str) or not _NAME_RE.match(value):
-        raise JobSpecError(
+        raise TenancyError(
             kind,
             f"{str(value)[:40]!r} is not a valid {kind} name; use up to 63 lower-case "
             "letters, digits, '_', '.', '-', starting with a letter or digit",
@@ -204,3 +204,33 @@ class Policy:
     def pools(self) -> set[str]:
         """Pools named by quotas or as group defaults."""
         return {p for _, p in self.quotas} | {g.default_pool for g in self.groups.values()}
+
+
+class TenancyError(JobSpecError):
+    """A bad group, quota or limit setting (names the field and the fix)."""
+
+
+def parse_mem(text: str | float | int, field: str = "mem") -> float:
+    """``256G``, ``512M``, ``1T`` or a number of MiB -> MiB."""
+    if isinstance(text, int | float):
+        return float(text)
+    raw = str(text).strip()
+    units = {"T": 1024 * 1024, "G": 1024, "M": 1}
+    try:
+        if raw and raw[-1].upper() in units:
+            value = float(raw[:-1]) * units[raw[-1].upper()]
+        else:
+            value = float(raw)
+    except ValueError:
+        raise TenancyError(field, f"{raw[:20]!r} is not a size; write e.g. 256G or 4096 (MiB)")
+    if value < 0:
+        raise TenancyError(field, f"{raw} is negative; give 0 or more")
+    return value
+
+
+def check_amounts(res: Resources, field: str = "quota") -> Resources:
+    """Refuse negative or absurd amounts."""
+    for name, value in (("gpus", res.gpus), ("cpus", res.cpus), ("mem", res.mem_mib)):
+        if value < 0 or value != value or (value > 1e9 and value != float("inf")):
+            raise TenancyError(f"{field}.{name}", f"{value:g} is out of range; give 0 or more")
+    return res
