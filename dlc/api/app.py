@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from dlc import __version__
+from dlc.api import tenancy_routes
 from dlc.api.guard import SESSION_COOKIE, request_token
 from dlc.api.models import (
     ERRORS,
@@ -90,6 +91,7 @@ def build_app(api: Any) -> FastAPI:
     _add_error_handlers(app)
     _add_job_routes(app, api)
     _add_session_routes(app, api)
+    app.include_router(tenancy_routes.router(api))
     _add_pages(app, api)
     return app
 

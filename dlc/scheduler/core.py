@@ -395,6 +395,11 @@ class SchedulerCore:
         with self._lock:
             self.tenancy = policy
 
+    def active_jobs(self) -> list[Job]:
+        """Jobs whose tasks may hold resources (staging, running, preempted)."""
+        with self._lock:
+            return list(self._active.values())
+
     def pool_capacity(self) -> dict:
         """Pool -> totals of the known agents."""
         return pool_capacity(self.inventory.agents())

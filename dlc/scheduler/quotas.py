@@ -248,8 +248,9 @@ class _Planner:
         name = (used + need).first_excess(ceiling)
         if name is None:
             return None
-        return (f"{key[0]} at its ceiling in pool {key[1]}: {fmt(used.amount(name), name)} of "
-                f"{fmt(ceiling.amount(name), name)} {name} held")  # fmt: skip
+        return (f"{key[0]} at its ceiling in pool {key[1]}: holds {fmt(used.amount(name), name)}"
+                f" of {fmt(ceiling.amount(name), name)} {name}, this job needs "
+                f"{fmt(need.amount(name), name)}")  # fmt: skip
 
     def _borrow(self, key: Key, job: Job, need: Resources) -> str | None:
         """Admit beyond the guarantee only from what nobody holds or claims back."""
