@@ -2,7 +2,9 @@
 agents by pool (``dlc queue``/``quota``/``groups``/``nodes`` and the dashboard's section).
 
 Reading is open to every signed-in user (like ``squeue``/``sinfo``); changing groups,
-quotas and limits needs an admin token and is audited in the store. A change takes effect
+quotas and limits needs an admin token and is audited in the store. A bad setting raises
+:class:`~dlc.scheduler.tenancy.TenancyError` (a ``JobSpecError``: a 400 naming the
+field). A change takes effect
 in the core's next round (:meth:`~dlc.scheduler.core.SchedulerCore.set_tenancy`).
 """
 
@@ -11,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
+from starlette.exceptions import HTTPException
 
 from dlc.api.models import ERRORS, GroupIn, LimitsIn, MemberIn, QuotaIn
-from dlc.errors import FieldError
 from dlc.scheduler.quotas import agent_pool, demand, key_of
 from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
 
@@ -24,18 +26,10 @@ def _caller(request: Request) -> tuple[str, bool]:
 
 
 def _admin(request: Request) -> str:
-    from dlc.api.app import DlcRequestError
-
     user, admin = _caller(request)
     if not admin:
-        raise DlcRequestError(403, "changing groups, quotas or limits needs an admin token")
+        raise HTTPException(403, "changing groups, quotas or limits needs an admin token")
     return user
-
-
-def _bad(exc: FieldError):
-    from dlc.api.app import DlcRequestError
-
-    return DlcRequestError(400, str(exc), exc.field)
 
 
 def queue_view(core: Any) -> list[dict]:
@@ -87,8 +81,9 @@ def nodes_view(core: Any) -> list[dict]:
         for task in job.tasks:
             taken.setdefault(task.agent_id, set()).update(task.gpu_ids)
     out = []
-    for agent in sorted(core.inventory.agents(), key=lambda a: (agent_pool(a.attributes),
-                                                                a.hostname or a.agent_id)):
+    for agent in sorted(
+        core.inventory.agents(), key=lambda a: (agent_pool(a.attributes), a.hostname or a.agent_id)
+    ):
         used = taken.get(agent.agent_id, set()) & agent.gpu_ids
         draining = set(core.draining_gpus(agent.agent_id)) - used
         out.append({
@@ -139,19 +134,16 @@ def router(api: Any) -> APIRouter:
     def set_quota(group: str, body: QuotaIn, request: Request) -> dict:
         """Set a group's guarantee (and optional ceiling) in a pool (admin; audited)."""
         actor = _admin(request)
-        try:
-            guaranteed = Resources(body.gpus, body.cpus, parse_mem(body.mem))
-            ceiling = None
-            if (body.ceiling_gpus, body.ceiling_cpus, body.ceiling_mem) != (None, None, None):
-                inf = float("inf")
-                ceiling = Resources(
-                    inf if body.ceiling_gpus is None else body.ceiling_gpus,
-                    inf if body.ceiling_cpus is None else body.ceiling_cpus,
-                    inf if body.ceiling_mem is None else parse_mem(body.ceiling_mem, "ceiling"),
-                )
-            store.set_quota(group, body.pool, guaranteed, actor, ceiling=ceiling)
-        except FieldError as exc:
-            raise _bad(exc) from None
+        guaranteed = Resources(body.gpus, body.cpus, parse_mem(body.mem))
+        ceiling = None
+        if (body.ceiling_gpus, body.ceiling_cpus, body.ceiling_mem) != (None, None, None):
+            inf = float("inf")
+            ceiling = Resources(
+                inf if body.ceiling_gpus is None else body.ceiling_gpus,
+                inf if body.ceiling_cpus is None else body.ceiling_cpus,
+                inf if body.ceiling_mem is None else parse_mem(body.ceiling_mem, "ceiling"),
+            )
+        store.set_quota(group, body.pool, guaranteed, actor, ceiling=ceiling)
         reload()
         return quota_view(core)
 
@@ -171,10 +163,7 @@ def router(api: Any) -> APIRouter:
     def create_group(body: GroupIn, request: Request) -> dict:
         """Create a group or change its settings (admin; audited)."""
         actor = _admin(request)
-        try:
-            store.create_group(body.name, actor, body.default_pool, body.preempt_within)
-        except FieldError as exc:
-            raise _bad(exc) from None
+        store.create_group(body.name, actor, body.default_pool, body.preempt_within)
         reload()
         return {"groups": groups_view(core)}
 
@@ -182,10 +171,7 @@ def router(api: Any) -> APIRouter:
     def add_member(group: str, body: MemberIn, request: Request) -> dict:
         """Put a user in a group (a user is in one group; admin; audited)."""
         actor = _admin(request)
-        try:
-            store.add_member(group, body.user, actor)
-        except FieldError as exc:
-            raise _bad(exc) from None
+        store.add_member(group, body.user, actor)
         reload()
         return {"groups": groups_view(core)}
 
@@ -193,10 +179,7 @@ def router(api: Any) -> APIRouter:
     def remove_member(group: str, user: str, request: Request) -> dict:
         """Take a user out of a group (admin; audited)."""
         actor = _admin(request)
-        try:
-            store.remove_member(group, user, actor)
-        except FieldError as exc:
-            raise _bad(exc) from None
+        store.remove_member(group, user, actor)
         reload()
         return {"groups": groups_view(core)}
 
@@ -205,10 +188,7 @@ def router(api: Any) -> APIRouter:
         """Per-user caps: running jobs, GPUs held, longest interactive run (admin; audited)."""
         actor = _admin(request)
         limits = UserLimits(user, body.max_running, body.max_gpus, body.max_interactive_s)
-        try:
-            store.set_user_limits(limits, actor)
-        except FieldError as exc:
-            raise _bad(exc) from None
+        store.set_user_limits(limits, actor)
         reload()
         return {"user": user, **{k: v for k, v in limits.__dict__.items() if k != "user"}}
 

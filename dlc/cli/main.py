@@ -38,6 +38,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("dlc.cli.status_cmd", "Show one job with its history."),
     "kill": ("dlc.cli.kill_cmd", "Kill a job."),
     "logs": ("dlc.cli.logs_cmd", "Print a job's container output (-f to follow)."),
+    "queue": ("dlc.cli.queue_cmd", "Waiting jobs in run order with group, pool and reason."),
+    "quota": ("dlc.cli.quota_cmd", "Group usage against guarantees; set quotas (admin)."),
+    "groups": ("dlc.cli.groups_cmd", "Groups and members; create, add, limit (admin)."),
+    "nodes": ("dlc.cli.nodes_cmd", "Agents by pool: GPUs free, taken, draining."),
     "simulate": ("dlc.cli.simulate_cmd", "Replay cluster traces through placement policies."),
 }
 

@@ -43,6 +43,7 @@ from dlc.topology.node_config import node_config
 )
 @click.option("--cpus", type=float, metavar="N", help="Also declare cpus:N.")
 @click.option("--mem", "mem_mib", type=int, metavar="MIB", help="Also declare mem:MIB.")
+@click.option("--pool", metavar="NAME", help="Resource pool of this agent (dlc_pool): dev, train.")
 @click.option(
     "--format",
     "fmt",
@@ -60,6 +61,7 @@ def command(
     cpus: float | None,
     mem_mib: int | None,
     fmt: str,
+    pool: str | None = None,
 ) -> None:
     """Print mesos-agent --resources (gpus, gpu_ids) and --attributes (dlc_topo, model ...)."""
     # Imported here: live discovery may load pynvml, which `dlc --help` must not need.
@@ -71,6 +73,10 @@ def command(
 
         topo = measured_topology(topo, probe_json)
     config = node_config(topo, cpus=cpus, mem_mib=mem_mib)
+    if pool is not None:  # quotas are per pool (docs/quotas.md)
+        from dlc.scheduler.tenancy import POOL_ATTRIBUTE, check_name
+
+        config.attributes[POOL_ATTRIBUTE] = check_name("pool", pool)
     if fmt == "json":
         doc = {
             "resources": config.resources,

@@ -124,10 +124,13 @@ def build_spec(file: str | None, flags: dict[str, Any], command: tuple[str, ...]
 @click.option("--retries", type=int, help="Re-queue a failed or lost job this often.")
 @click.option("--name", help="Short job name.")
 @click.option("--container-user", help="UID:GID to run as (where the cluster allows it).")
+@click.option("--pool", help="Resource pool to run in (default: your group's).")
+@click.option("--priority-class", help="low, normal, high or urgent (sets --priority).")
 @api_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, volume, priority,
-           retries, name, container_user, api, token, command):  # fmt: skip
+           retries, name, container_user, pool, priority_class, api, token,
+           command):  # fmt: skip
     """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py"""
     flags = {
         "framework": framework,
@@ -143,6 +146,8 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
         "retries": retries,
         "name": name,
         "container_user": container_user,
+        "pool": pool,
+        "priority_class": priority_class,
     }
     spec = build_spec(spec_file, flags, tuple(command))
     # The scheduler checks again; checking here answers bad specs without a round trip

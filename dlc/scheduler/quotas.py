@@ -52,9 +52,7 @@ def pool_capacity(agents: Iterable) -> dict[str, Resources]:
     out: dict[str, Resources] = {}
     for agent in agents:
         pool = agent_pool(agent.attributes)
-        out[pool] = out.get(pool, ZERO) + Resources(
-            len(agent.gpu_ids), agent.cpus, agent.mem_mib
-        )
+        out[pool] = out.get(pool, ZERO) + Resources(len(agent.gpu_ids), agent.cpus, agent.mem_mib)
     return out
 
 

@@ -222,7 +222,9 @@ def parse_mem(text: str | float | int, field: str = "mem") -> float:
         else:
             value = float(raw)
     except ValueError:
-        raise TenancyError(field, f"{raw[:20]!r} is not a size; write e.g. 256G or 4096 (MiB)")
+        raise TenancyError(
+            field, f"{raw[:20]!r} is not a size; write e.g. 256G or 4096 (MiB)"
+        ) from None
     if value < 0:
         raise TenancyError(field, f"{raw} is negative; give 0 or more")
     return value

@@ -101,8 +101,7 @@ def _v4_tenancy(db: sqlite3.Connection) -> None:
     )
     # a user is in one group (the primary key), so a job's group is never ambiguous
     db.execute(
-        "CREATE TABLE IF NOT EXISTS group_members (user TEXT PRIMARY KEY,"
-        " group_name TEXT NOT NULL)"
+        "CREATE TABLE IF NOT EXISTS group_members (user TEXT PRIMARY KEY, group_name TEXT NOT NULL)"
     )
     db.execute(
         "CREATE TABLE IF NOT EXISTS quotas (group_name TEXT NOT NULL, pool TEXT NOT NULL,"

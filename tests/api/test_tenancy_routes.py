@@ -45,8 +45,13 @@ def configure(server, admin):
     call(server, admin, "POST", "/v1/groups/team-a/members", {"user": "alice"})
     call(server, admin, "POST", "/v1/groups/team-b/members", {"user": "bob"})
     for group in ("team-a", "team-b"):
-        call(server, admin, "PUT", f"/v1/quota/{group}",
-             {"pool": "train", "gpus": 6, "cpus": 40, "mem": "256G", "ceiling_gpus": 12})
+        call(
+            server,
+            admin,
+            "PUT",
+            f"/v1/quota/{group}",
+            {"pool": "train", "gpus": 6, "cpus": 40, "mem": "256G", "ceiling_gpus": 12},
+        )
 
 
 def test_admin_configures_groups_and_quotas_and_it_is_audited(api):
@@ -88,9 +93,15 @@ def test_queue_shows_run_order_group_pool_and_reason(api):
     rows = call(server, tokens["alice"], "GET", "/v1/queue")["queue"]
     assert [r["id"] for r in rows] == [second["id"]]
     row = rows[0]
-    assert (row["position"], row["group"], row["pool"], row["admitted"]) == (1, "team-a",
-                                                                           "train", False)
-    assert row["reason"] == "team-a at its ceiling in pool train: holds 6 of 12 GPUs, this job needs 8"
+    assert (row["position"], row["group"], row["pool"], row["admitted"]) == (
+        1,
+        "team-a",
+        "train",
+        False,
+    )
+    assert row["reason"] == (
+        "team-a at its ceiling in pool train: holds 6 of 12 GPUs, this job needs 8"
+    )
     nodes = call(server, tokens["alice"], "GET", "/v1/nodes")["nodes"]
     by_id = {n["agent_id"]: n for n in nodes}
     assert (by_id["a1"]["taken"], by_id["a1"]["free"], by_id["a1"]["pool"]) == (6, 2, "train")

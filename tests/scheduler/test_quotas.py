@@ -132,14 +132,16 @@ SCENARIOS = {
     "user limit on running jobs holds only that user": dict(
         pol=policy({"a": 8}, members={"a": ["alice", "bob"]},
                    limits={"alice": UserLimits("alice", max_running=1)}),
-        queued=[job("x1", "alice", 1, at=1), job("x2", "alice", 1, at=2), job("y1", "bob", 1, at=3)],
+        queued=[job("x1", "alice", 1, at=1), job("x2", "alice", 1, at=2),
+                job("y1", "bob", 1, at=3)],
         active=[],
         runnable=["x1", "y1"], preempted=[],
     ),
     "user limit on GPUs held": dict(
         pol=policy({"a": 8}, members={"a": ["alice"]},
                    limits={"alice": UserLimits("alice", max_gpus=3)}),
-        queued=[job("x1", "alice", 2, at=1), job("x2", "alice", 2, at=2), job("x3", "alice", 1, at=3)],
+        queued=[job("x1", "alice", 2, at=1), job("x2", "alice", 2, at=2),
+                job("x3", "alice", 1, at=3)],
         active=[],
         runnable=["x1", "x3"], preempted=[],
     ),
