@@ -171,6 +171,19 @@ class _Planner:
         for key in set(self.queues) | set(self.usage):
             self.keys_in_pool.setdefault(key[1], []).append(key)
         self.positions: dict[str, int] = {}
+        # each key's claim (fairness.claim) and their sum per pool, kept up to date so that a
+        # borrowing check costs O(1) instead of a pass over every group
+        self.claims: dict[Key, Resources] = {}
+        self.claim_total: dict[str, Resources] = {}
+        for key in set(self.queues) | set(self.usage):
+            self._refresh(key)
+
+    def _refresh(self, key: Key) -> None:
+        quota = self.policy.quota(*key)
+        new = claim(self.usage.get(key, ZERO), quota.guaranteed, self.pending.get(key, ZERO))
+        old = self.claims.get(key, ZERO)
+        self.claims[key] = new
+        self.claim_total[key[1]] = self.claim_total.get(key[1], ZERO) + new - old
 
     def run(self) -> QueuePlan:
         heap: list = []
@@ -207,6 +220,7 @@ class _Planner:
         group, pool = key
         need = demand(job.spec)
         self.pending[key] = self.pending[key] - need
+        self._refresh(key)
         position = self.positions[group] = self.positions.get(group, 0) + 1
         why = self._user_limit(job) or self._ceiling(key, need)
         if why is None and not (self.usage.get(key, ZERO) + need).fits(
@@ -219,6 +233,7 @@ class _Planner:
             self.out.rows.append(QueueRow(job, group, pool, position, False, why))
             return
         self.usage[key] = self.usage.get(key, ZERO) + need
+        self._refresh(key)
         self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
         self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + job.spec.total_gpus
         self.out.runnable.append(job)
@@ -257,13 +272,7 @@ class _Planner:
         guaranteed = self.policy.quota(*key).guaranteed
         if not self._known(pool):
             return None
-        others = ZERO
-        for other in self.keys_in_pool.get(pool, ()):
-            if other != key:
-                quota = self.policy.quota(*other)
-                others = others + claim(
-                    self.usage.get(other, ZERO), quota.guaranteed, self.pending.get(other, ZERO)
-                )
+        others = self.claim_total.get(pool, ZERO) - self.claims.get(key, ZERO)
         room = self._cap(pool) - others
         if (used + need).fits(room):
             return None
@@ -346,6 +355,7 @@ class _Planner:
             vkey = key_of(self.policy, victim)
             self.running[vkey] = [j for j in self.running[vkey] if j.job_id != victim.job_id]
             self.usage[vkey] = self.usage.get(vkey, ZERO) - demand(victim.spec)
+            self._refresh(vkey)
             self.out.preemptions.append(Preemption(victim.job_id, reason(victim)))
 
     def _grace(self) -> str:
