@@ -192,6 +192,12 @@ def router(api: Any) -> APIRouter:
         reload()
         return {"user": user, **{k: v for k, v in limits.__dict__.items() if k != "user"}}
 
+    @routes.get("/v1/tenancy", responses=ERRORS)
+    def tenancy(request: Request) -> dict:
+        """The dashboard's section: quotas with usage and the queue in run order."""
+        _caller(request)
+        return {"quota": quota_view(core), "queue": queue_view(core)}
+
     @routes.get("/v1/nodes", responses=ERRORS)
     def nodes(request: Request) -> dict:
         """Agents by pool: GPUs in all, taken, draining, free."""

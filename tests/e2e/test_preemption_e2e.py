@@ -58,7 +58,7 @@ def wait_until(check, timeout=60.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_borrowed_job_is_preempted_with_grace_and_runs_again(service, docker_runtime):
+def test_borrowed_job_is_preempted_with_grace_and_runs_again(service, docker_runtime):  # noqa: F811
     svc = service
     alice, bob = svc.store.add_token("alice"), svc.store.add_token("bob")
     run(svc, TOKEN, "groups", "create", "team-a")
