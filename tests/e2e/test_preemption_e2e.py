@@ -58,6 +58,18 @@ def wait_until(check, timeout=60.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_running(svc, job_id, *others):
+    """Wait for a job to run; on a timeout say what the scheduler knew (histories, pools)."""
+    try:
+        return _wait(svc, job_id, {"running"}, timeout=SLOW)
+    except AssertionError:
+        facts = {j: svc.store.history(j)[-4:] for j in (job_id, *others)}
+        raise AssertionError(
+            f"{job_id} never ran: {facts}; pools {svc.core.pool_capacity()}; "
+            f"drains {[svc.core.draining_gpus(a.agent_id) for a in svc.core.inventory.agents()]}"
+        ) from None
+
+
 def test_borrowed_job_is_preempted_with_grace_and_runs_again(service, docker_runtime):  # noqa: F811
     svc = service
     alice, bob = svc.store.add_token("alice"), svc.store.add_token("bob")
@@ -69,9 +81,9 @@ def test_borrowed_job_is_preempted_with_grace_and_runs_again(service, docker_run
         run(svc, TOKEN, "quota", "set", group, "--pool", "default", "--gpus", "2", "--cpus",
             "2", "--mem", "2G")  # fmt: skip
     first = submit(svc, alice, 2)
-    _wait(svc, first, {"running"}, timeout=SLOW)
+    wait_running(svc, first)
     borrowed = submit(svc, alice, 2)  # team-b's idle guarantee
-    attempt = _wait(svc, borrowed, {"running"}, timeout=SLOW).attempt
+    attempt = wait_running(svc, borrowed, first).attempt
     old_executor = svc.store.get_job(borrowed).tasks[0].executor_id
     container = wait_until(
         lambda: _containers(docker_runtime, svc, **{LABEL_EXECUTOR: old_executor}), 30, "container"
@@ -88,7 +100,7 @@ def test_borrowed_job_is_preempted_with_grace_and_runs_again(service, docker_run
     assert "team-a" in run(svc, TOKEN, "quota")
 
     lender = submit(svc, bob, 2)
-    _wait(svc, lender, {"running"}, timeout=SLOW)
+    wait_running(svc, lender, borrowed)
     history = svc.store.history(borrowed)
     preempted = [m for _, state, m in history if state == "preempted"]
     assert preempted and preempted[0].startswith("preempted: team-b reclaims its guarantee")
@@ -104,7 +116,7 @@ def test_borrowed_job_is_preempted_with_grace_and_runs_again(service, docker_run
     assert borrowed in queue and "team-a at its quota" in queue
 
     run(svc, bob, "kill", lender)
-    job = _wait(svc, borrowed, {"running"}, timeout=SLOW)
+    job = wait_running(svc, borrowed, lender)
     assert job.attempt == attempt + 1 and job.failures == 0
     first_job = svc.store.get_job(first)
     live = _containers(docker_runtime, svc)
