@@ -150,6 +150,7 @@ class _Planner:
         self.usage = usage_of(policy, active)
         self.out = QueuePlan(usage=dict(self.usage), capacity=self.capacity)
         self.freeing: dict[str, Resources] = {}
+        self.freeing_key: dict[Key, Resources] = {}
         self.running: dict[Key, list[Job]] = {}
         self.user_jobs: dict[str, int] = {}
         self.user_gpus: dict[str, float] = {}
@@ -157,6 +158,7 @@ class _Planner:
             key = key_of(policy, job)
             if job.state is JobState.PREEMPTED:
                 self.freeing[key[1]] = self.freeing.get(key[1], ZERO) + demand(job.spec)
+                self.freeing_key[key] = self.freeing_key.get(key, ZERO) + demand(job.spec)
             else:
                 self.running.setdefault(key, []).append(job)
             self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
@@ -298,7 +300,11 @@ class _Planner:
             max(quota.guaranteed.cpus, room.cpus),
             max(quota.guaranteed.mem_mib, room.mem_mib),
         )
-        excess = (self.usage.get(key, ZERO) + need).over(limit)
+        # jobs already stopping free their share soon: never stop more for the same need
+        held = self.usage.get(key, ZERO) - self.freeing_key.get(key, ZERO)
+        excess = (held + need).over(limit)
+        if excess.fits(ZERO):
+            return f"waiting for preempted jobs of {key[0]} to stop ({self._grace()})"
         lower = [j for j in self.running.get(key, ()) if j.spec.priority < job.spec.priority]
         victims = pick_victims(lower, excess, lambda j: demand(j.spec))
         if not victims:

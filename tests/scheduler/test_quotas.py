@@ -116,6 +116,15 @@ SCENARIOS = {
         runnable=[], preempted=["young", "old"],
         gpus=4,
     ),
+    "no more within-group preemption while victims stop": dict(
+        pol=policy({"a": 4}, preempt_within=True),
+        queued=[job("urgent", "a", 4, at=5, prio=20)],
+        active=[running(job("old", "a", 2, at=1)),
+                replace(job("young", "a", 2, at=2), state=JobState.PREEMPTED),
+                replace(job("mid", "a", 2, at=1.5), state=JobState.PREEMPTED)],
+        runnable=[], preempted=[],
+        gpus=6,
+    ),
     "no preemption within a group unless configured": dict(
         pol=policy({"a": 4}),
         queued=[job("urgent", "a", 4, at=5, prio=20)],
