@@ -59,6 +59,8 @@ def job_to_dict(job: Job, history: list | None = None) -> dict[str, Any]:
         "cpus": spec.cpus,
         "mem_mib": spec.mem_mib,
         "priority": spec.priority,
+        "priority_class": spec.priority_class,
+        "pool": spec.pool,
         "retries": spec.retries,
         "command": list(spec.command),
         "attempt": job.attempt,
