@@ -21,11 +21,15 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], width: in
     from rich.console import Console
     from rich.table import Table
 
+    texts = [[cell("-" if v is None else v, width) for v in row] for row in rows]
     table = Table(box=None, pad_edge=False)
-    for name in columns:
-        table.add_column(name, no_wrap=True)
-    for row in rows:
-        table.add_row(*(cell("-" if v is None else v, width) for v in row))
+    for index, name in enumerate(columns):
+        # every column but the last keeps its widest cell whole; the last one gives way
+        widest = max([len(name)] + [len(r[index]) for r in texts])
+        last = index == len(columns) - 1
+        table.add_column(name, no_wrap=True, min_width=None if last else widest)
+    for row in texts:
+        table.add_row(*row)
     Console(width=max(150, Console().width)).print(table)
 
 
