@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from dlc import __version__
+from dlc.api import tenancy_routes
 from dlc.api.env_routes import add_env_routes
 from dlc.api.guard import SESSION_COOKIE, request_token
 from dlc.api.models import (
@@ -59,6 +60,8 @@ def job_to_dict(job: Job, history: list | None = None) -> dict[str, Any]:
         "cpus": spec.cpus,
         "mem_mib": spec.mem_mib,
         "priority": spec.priority,
+        "priority_class": spec.priority_class,
+        "pool": spec.pool,
         "retries": spec.retries,
         "command": list(spec.command),
         "attempt": job.attempt,
@@ -91,6 +94,7 @@ def build_app(api: Any) -> FastAPI:
     _add_error_handlers(app)
     _add_job_routes(app, api)
     _add_session_routes(app, api)
+    app.include_router(tenancy_routes.router(api))
     _add_pages(app, api)
     add_env_routes(app, api)
     return app

@@ -52,6 +52,49 @@ class JobSpecIn(BaseModel):
     workdir: StrictStr | None = None
     interactive: bool | None = None
     idle_timeout_s: int | None = None
+    pool: StrictStr | None = Field(None, description="resource pool (default: the group's)")
+    priority_class: StrictStr | None = Field(None, examples=["high"])
+
+
+Amount = StrictFloat | StrictInt | StrictStr
+
+
+class QuotaIn(BaseModel):
+    """``PUT /v1/quota/{group}``: a group's guarantee (and ceiling) in one pool."""
+
+    model_config = ConfigDict(extra="forbid")
+    pool: StrictStr
+    gpus: StrictFloat | StrictInt = 0
+    cpus: StrictFloat | StrictInt = 0
+    mem: Amount = Field(0, description="MiB, or text like 256G")
+    ceiling_gpus: StrictFloat | StrictInt | None = None
+    ceiling_cpus: StrictFloat | StrictInt | None = None
+    ceiling_mem: Amount | None = None
+
+
+class GroupIn(BaseModel):
+    """``POST /v1/groups``: create a group or change its settings."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: StrictStr
+    default_pool: StrictStr = "default"
+    preempt_within: StrictBool = False
+
+
+class MemberIn(BaseModel):
+    """``POST /v1/groups/{group}/members``."""
+
+    model_config = ConfigDict(extra="forbid")
+    user: StrictStr
+
+
+class LimitsIn(BaseModel):
+    """``PUT /v1/limits/{user}``: per-user caps (absent: no cap)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_running: StrictInt | None = None
+    max_gpus: StrictFloat | StrictInt | None = None
+    max_interactive_s: StrictFloat | StrictInt | None = None
 
 
 class TaskOut(BaseModel):

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from dlc.api.client import ApiClient
-from dlc.cli.submit_cmd import api_options
+from dlc.cli.client_opts import api_options
 
 
 def fetch_output(client: ApiClient, job_id: str, path: str, out, rank: int = 0) -> int:

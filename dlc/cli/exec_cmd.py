@@ -9,7 +9,7 @@ import urllib.parse
 import click
 
 from dlc.api.client import ApiClient
-from dlc.cli.submit_cmd import api_options
+from dlc.cli.client_opts import api_options
 
 
 @click.command("exec", context_settings={"ignore_unknown_options": True})

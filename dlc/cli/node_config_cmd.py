@@ -43,6 +43,7 @@ from dlc.topology.node_config import node_config
 )
 @click.option("--cpus", type=float, metavar="N", help="Also declare cpus:N.")
 @click.option("--mem", "mem_mib", type=int, metavar="MIB", help="Also declare mem:MIB.")
+@click.option("--pool", metavar="NAME", help="Resource pool of this agent (dlc_pool): dev, train.")
 @click.option(
     "--sharing",
     type=click.Choice(["mps", "watchdog", "mig", "none"]),
@@ -77,6 +78,7 @@ def command(
     sharing: str | None,
     gpu_mem_mib: int | None,
     fmt: str,
+    pool: str | None = None,
 ) -> None:
     """Print mesos-agent --resources (gpus, gpu_ids, gpu_mem, gpu_core) and --attributes."""
     # Imported here: live discovery may load pynvml, which `dlc --help` must not need.
@@ -94,6 +96,10 @@ def command(
             "gpu_mem/gpu_core left out (GPU memory unknown), so this agent takes no GPU "
             "shares; pass --gpu-mem MIB"
         )
+    if pool is not None:  # quotas are per pool (docs/quotas.md)
+        from dlc.scheduler.tenancy import POOL_ATTRIBUTE, check_name
+
+        config.attributes[POOL_ATTRIBUTE] = check_name("pool", pool)
     if fmt in ("json", "yaml"):
         doc = {
             "resources": config.resources,

@@ -124,6 +124,8 @@ class SubmitCommand(click.Command):
     type=click.IntRange(10),
     help="Stop an interactive job after this many seconds idle (default 3600).",
 )
+@click.option("--pool", help="Resource pool to run in (default: your group's).")
+@click.option("--priority-class", help="low, normal, high or urgent (sets --priority).")
 @click.option("--wait", is_flag=True,
               help="Wait for the job to end; exit with its exit code (killed: 137).")  # fmt: skip
 @click.option("--interval", type=click.FloatRange(0.1), default=2.0, hidden=True)
@@ -131,8 +133,8 @@ class SubmitCommand(click.Command):
 @api_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, volume, priority,
-           retries, name, container_user, as_me, workdir, interactive, idle_timeout_s, wait,
-           interval, output, api, token, command):  # fmt: skip
+           retries, name, container_user, as_me, workdir, interactive, idle_timeout_s, pool,
+           priority_class, wait, interval, output, api, token, command):  # fmt: skip
     """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py
 
     Prints the job id (-o json|yaml: the job). With --wait, state changes go to stderr
@@ -155,6 +157,8 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
         "container_user": container_user,
         "interactive": interactive,
         "idle_timeout_s": idle_timeout_s,
+        "pool": pool,
+        "priority_class": priority_class,
     }
     spec = build_spec(spec_file, flags, tuple(command))
     # The scheduler checks again; checking here answers bad specs without a round trip

@@ -58,8 +58,10 @@ from dlc.scheduler.placement import (
 )
 from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
+from dlc.scheduler.quotas import QueuePlan, check_submit, plan, pool_capacity, split_by_pool
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
+from dlc.scheduler.tenancy import Policy
 
 #: task states in which nothing of the task runs any more (no kill needed)
 _TERMINAL_TASK = NOT_RUNNING_STATES
@@ -198,6 +200,10 @@ class SchedulerCore:
         self._impossible_version = -1
         self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.framework_id: str | None = store.framework_id
+        # Groups, quotas and limits (docs/quotas.md); a store without tenancy tables (or an
+        # empty policy) keeps the plain priority queue.
+        loader = getattr(store, "tenancy_policy", None)
+        self.tenancy: Policy = loader() if callable(loader) else Policy()
         self._load()
         watch = getattr(metrics, "watch_cluster", None)
         if watch is not None:  # the metrics read the agents from this core's inventory
@@ -217,7 +223,7 @@ class SchedulerCore:
     def _load(self) -> None:
         """Read the queued and active jobs once (the only full read of the store)."""
         for job in self.store.list_jobs(
-            states={JobState.QUEUED, JobState.STAGING, JobState.RUNNING}
+            states={JobState.QUEUED, JobState.STAGING, JobState.RUNNING, JobState.PREEMPTED}
         ):
             self._track(job)
 
@@ -267,6 +273,7 @@ class SchedulerCore:
         spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
         with self._lock:
             self.inventory.check(spec)
+            check_submit(self.tenancy, user, spec, self.pool_capacity())
             job = Job(self.store.new_job_id(), user, spec, submitted_at=self._clock())
             return self._track(self.store.add_job(job))
 
@@ -404,20 +411,30 @@ class SchedulerCore:
                     queue.append(job)
                 else:
                     held[job.job_id] = wait
+            tenancy = self.plan_queue(queue)  # quotas, fair order, user limits
             decision = decide(
-                queue, self.inventory, usable, self.config.placement, now,
+                tenancy.runnable, self.inventory, usable, self.config.placement, now,
                 self._reservations.held(), self._impossible_reason,
                 self._topology_of, self._driver_ok,
+                lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
             )  # fmt: skip
-            return self._carry_out(now, offers, views, usable, queue, bad, decision, held)
+            held.update(tenancy.held)
+            return self._carry_out(now, offers, views, usable, queue, bad, decision, held, tenancy)
 
     def _carry_out(
-        self, now, offers, views, usable, queue, bad, decision: Decision, held: dict[str, str]
-    ) -> Actions:
-        """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons."""
+        self, now, offers, views, usable, queue, bad, decision: Decision, held: dict[str, str],
+        tenancy: QueuePlan,
+    ) -> Actions:  # fmt: skip
+        """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons,
+        and the preemptions the tenancy plan asks for."""
         jobs = {j.job_id: j for j in queue}
         actions = Actions(declines=bad + decision.declines, kills=list(decision.kills))
         actions.accepts = self._launch(jobs, decision)
+        actions.kills += self._preempt(tenancy)
+        waiting = dict(decision.waiting)
+        for job_id, note in tenancy.notes.items():
+            if job_id in waiting and job_id not in decision.impossible:
+                waiting[job_id] = note
         if self.metrics is not None:
             placed = [(jobs[j], decision.launches_of(j)) for j in decision.placed_jobs]
             self.metrics.record_round(
@@ -425,11 +442,47 @@ class SchedulerCore:
             )
         placeable = {j: r for j, r in decision.waiting.items() if j not in decision.impossible}
         self._reservations.record_round(decision.placed_jobs, placeable)
-        runnable = [j for j in queue if j.job_id not in decision.impossible]
+        set_aside = set(decision.impossible) | set(held)
+        runnable = [j for j in queue if j.job_id not in set_aside]
         self._maybe_reserve(now, runnable, placeable, usable)
-        self._note_reasons(now, {**decision.waiting, **held}, usable)
+        self._note_reasons(now, {**waiting, **held}, usable)
         actions.suppress = not self._queued
         return actions
+
+    # -- tenancy hooks (dlc/scheduler/quotas.py) --------------------------------
+
+    def set_tenancy(self, policy: Policy) -> None:
+        """Use new groups, quotas and limits from the next round on (admin changes)."""
+        with self._lock:
+            self.tenancy = policy
+
+    def active_jobs(self) -> list[Job]:
+        """Jobs whose tasks may hold resources (staging, running, preempted)."""
+        with self._lock:
+            return list(self._active.values())
+
+    def pool_capacity(self) -> dict:
+        """Pool -> totals of the known agents."""
+        return pool_capacity(self.inventory.agents())
+
+    def plan_queue(self, queue: list[Job] | None = None) -> QueuePlan:
+        """Order, admit or hold the queued jobs by the tenancy policy (``dlc queue``)."""
+        with self._lock:
+            if queue is None:
+                queue = [j for j in self.queued_jobs() if self._impossible_reason(j.spec) is None]
+            return plan(queue, self._active.values(), self.tenancy, self.pool_capacity())
+
+    def _preempt(self, tenancy: QueuePlan) -> list[tuple[str, str]]:
+        """Mark planned victims preempted and kill their tasks (the executor stops each
+        container with SIGTERM and its grace period)."""
+        kills = []
+        for victim in tenancy.preemptions:
+            job = self._active.get(victim.job_id)
+            if job is None or job.kill_requested or job.state is JobState.PREEMPTED:
+                continue
+            job = self._save(job.with_state(JobState.PREEMPTED, victim.reason), event=victim.reason)
+            kills += [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
+        return kills
 
     def _launch(self, jobs: dict[str, Job], result) -> list[tuple[list[str], list[dict]]]:
         per_agent: dict[str, tuple[list[str], list[dict]]] = {}
@@ -590,6 +643,8 @@ class SchedulerCore:
         elif confirms_gone(status):
             self._drains.confirm(task_id, status)
         job = replace(job, tasks=tasks)
+        if job.state is JobState.PREEMPTED and not job.kill_requested:
+            return self._preempted_update(job)
         new_state = _job_state(job)
         actions = Actions()
         if new_state in (JobState.FAILED, JobState.LOST, JobState.KILLED):
@@ -616,6 +671,15 @@ class SchedulerCore:
             new_state = JobState.RUNNING if job.state is JobState.RUNNING else job.state
         self._save(job.with_state(new_state, message))
         return actions
+
+    def _preempted_update(self, job: Job) -> Actions:
+        """A task of a preempted job changed: once every task is over, queue the job again
+        without using a retry (it did nothing wrong), keeping the reason."""
+        if all(_done(t) for t in job.tasks):
+            reason = job.message.split("; queued again")[0]
+            return self._requeue(job, f"{reason}; queued again (no retry used)", 0)
+        self._save(job)
+        return Actions()
 
     def _requeue(self, job: Job, message: str, failure: int) -> Actions:
         for task in job.tasks:
@@ -653,13 +717,16 @@ class SchedulerCore:
         framework sends them after each (re)registration and periodically until the
         tasks are over, so a kill accepted just before a crash is carried out."""
         with self._lock:
+            # Reclaim needs no offer: a full cluster sends none, yet a lender may wait.
+            fresh = self._preempt(self.plan_queue()) if self.tenancy.enabled else []
             return Actions(
-                kills=[
+                kills=fresh
+                + [
                     (t.task_id, t.agent_id)
                     for job in self._active.values()
-                    if job.kill_requested
+                    if job.kill_requested or job.state is JobState.PREEMPTED
                     for t in job.tasks
-                    if not _done(t)
+                    if not _done(t) and (t.task_id, t.agent_id) not in fresh
                 ]
             )
 

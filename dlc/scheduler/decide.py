@@ -19,6 +19,7 @@ from dlc.scheduler.placement import (
     Launch,
     OfferView,
     PlacementConfig,
+    PlacementResult,
     TopologyOf,
     place,
 )
@@ -61,6 +62,7 @@ def decide(
     impossible_of: Callable[[JobSpec], str | None] | None = None,
     topology_of: TopologyOf | None = None,
     driver_ok: DriverCheck | None = None,
+    split: Splitter | None = None,
 ) -> Decision:
     """Decide one offer round.
 
@@ -75,6 +77,8 @@ def decide(
         impossible_of: why a spec can never run (default: ``inventory.impossible``; the core
             passes a cached one).
         topology_of, driver_ok: as in :func:`~dlc.scheduler.placement.place`.
+        split: offers and jobs -> batches placed separately (resource pools: a pool's agents
+            take only that pool's jobs; :func:`~dlc.scheduler.quotas.split_by_pool`).
 
     Returns:
         The launches, declines and every waiting job's reason.
@@ -89,7 +93,13 @@ def decide(
         else:
             impossible[job.job_id] = f"impossible on the current agents: {why}"
     started = time.perf_counter()
-    result = place(offers, runnable, config, topology_of, driver_ok, reserved)
+    batches = split(offers, runnable) if split is not None else [(list(offers), runnable)]
+    result = PlacementResult()
+    for batch_offers, batch_jobs in batches:
+        part = place(batch_offers, batch_jobs, config, topology_of, driver_ok, reserved)
+        result.launches += part.launches
+        result.declined += part.declined
+        result.waiting.update(part.waiting)
     return Decision(
         launches=list(result.launches),
         placed_jobs=result.placed_jobs,
@@ -98,6 +108,10 @@ def decide(
         impossible=impossible,
         placement_s=time.perf_counter() - started,
     )
+
+
+#: ``(offers, jobs) -> [(offers, jobs), ...]``: how one round is cut into placement batches
+Splitter = Callable[[Sequence[OfferView], list[Job]], list[tuple[list[OfferView], list[Job]]]]
 
 
 def _uncached(inventory: Inventory) -> Callable[[JobSpec], str | None]:

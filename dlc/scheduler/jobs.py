@@ -21,6 +21,7 @@ from typing import Any
 from dlc.errors import JobSpecError
 from dlc.images.reference import ImageReferenceError, parse_reference, registry_allowed
 from dlc.scheduler.launch_spec import TaskPolicy, parse_user
+from dlc.scheduler.tenancy import check_name, priority_of_class
 
 
 class JobState(enum.StrEnum):
@@ -33,6 +34,9 @@ class JobState(enum.StrEnum):
     FAILED = "failed"
     KILLED = "killed"
     LOST = "lost"
+    #: borrowed (or lower-priority) work being stopped for another group's guarantee; its
+    #: tasks get SIGTERM and a grace period, then it is queued again without using a retry
+    PREEMPTED = "preempted"
 
     @property
     def terminal(self) -> bool:
@@ -42,7 +46,7 @@ class JobState(enum.StrEnum):
     @property
     def active(self) -> bool:
         """True while tasks of the job may exist on agents."""
-        return self in (JobState.STAGING, JobState.RUNNING)
+        return self in (JobState.STAGING, JobState.RUNNING, JobState.PREEMPTED)
 
 
 #: Mesos TaskState -> job state. KILLING keeps the job running until KILLED arrives.
@@ -107,6 +111,8 @@ _HOW: dict[str, str] = {
     "name": "--name NAME",
     "cuda_version": "cuda_version: X.Y",
     "container_user": "--container-user UID:GID",
+    "pool": "--pool NAME",
+    "priority_class": "--priority-class low|normal|high|urgent",
 }
 
 
@@ -228,6 +234,8 @@ class JobSpec:
     workdir: str | None = None
     interactive: bool = False
     idle_timeout_s: int = 3600
+    pool: str | None = None
+    priority_class: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the inverse of :meth:`from_dict`)."""
@@ -280,7 +288,11 @@ class JobSpec:
             workdir=_opt_str(data, "workdir"),
             interactive=_flag(data, "interactive"),
             idle_timeout_s=_int(data, "idle_timeout_s", 3600, lo=10, hi=30 * 86400),
+            pool=_opt_str(data, "pool"),
+            priority_class=_opt_str(data, "priority_class"),
         )
+        if spec.priority_class is not None and data.get("priority") is None:
+            spec = replace(spec, priority=priority_of_class(spec.priority_class))
         spec.check()
         size = len(json.dumps(spec.to_dict()))
         if size > MAX_SPEC_BYTES:
@@ -336,6 +348,10 @@ class JobSpec:
                 parse_user(self.container_user)
             except ValueError as exc:
                 raise JobSpecError("container_user", f"{exc}; {_fix('container_user')}") from None
+        if self.pool is not None:
+            check_name("pool", self.pool)
+        if self.priority_class is not None:
+            priority_of_class(self.priority_class)
         if self.name is not None and not _NAME_RE.match(self.name):
             raise JobSpecError(
                 "name",

@@ -117,12 +117,41 @@ def _v3_token_limits(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE tokens ADD COLUMN revoked INTEGER NOT NULL DEFAULT 0")
 
 
+def _v4_tenancy(db: sqlite3.Connection) -> None:
+    """Groups, members, quotas per pool, user limits and the quota audit log (issue 13).
+    Additive: no existing table changes."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS tenancy_groups (name TEXT PRIMARY KEY,"
+        " default_pool TEXT NOT NULL DEFAULT 'default',"
+        " preempt_within INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL DEFAULT 0)"
+    )
+    # a user is in one group (the primary key), so a job's group is never ambiguous
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS group_members (user TEXT PRIMARY KEY, group_name TEXT NOT NULL)"
+    )
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS quotas (group_name TEXT NOT NULL, pool TEXT NOT NULL,"
+        " gpus REAL NOT NULL DEFAULT 0, cpus REAL NOT NULL DEFAULT 0,"
+        " mem_mib REAL NOT NULL DEFAULT 0, ceil_gpus REAL, ceil_cpus REAL, ceil_mem_mib REAL,"
+        " PRIMARY KEY (group_name, pool))"
+    )
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS user_limits (user TEXT PRIMARY KEY, max_running INTEGER,"
+        " max_gpus REAL, max_interactive_s REAL)"
+    )
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS quota_audit (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " at REAL NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, detail TEXT NOT NULL)"
+    )
+
+
 #: migration ``i`` brings a database from version ``i`` to ``i + 1``; both engines run
 #: this list (append only: see the module docstring)
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _v1_base,
     _v2_quarantine_and_indexes,
     _v3_token_limits,
+    _v4_tenancy,
 ]
 
 #: the newest schema this DLC knows

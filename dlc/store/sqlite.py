@@ -41,6 +41,7 @@ from dlc.scheduler.jobs import Job, JobState
 from dlc.store.errors import store_error
 from dlc.store.rows import BadRow, decode_job, encode_job
 from dlc.store.schema import SCHEMA_VERSION, file_version, migrate
+from dlc.store.tenancy import TenancyStore
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def make_private(path: Path) -> None:
             item.chmod(0o600)
 
 
-class JobStore:
+class JobStore(TenancyStore):
     """SQLite-backed persistence of jobs, their history, the framework id and tokens.
 
     Args:

@@ -1,0 +1,207 @@
+"""Routes of the multi-tenant policy: the queue in run order, quotas, groups, user limits,
+agents by pool (``dlc queue``/``quota``/``groups``/``nodes`` and the dashboard's section).
+
+Reading is open to every signed-in user (like ``squeue``/``sinfo``); changing groups,
+quotas and limits needs an admin token and is audited in the store. A bad setting raises
+:class:`~dlc.scheduler.tenancy.TenancyError` (a ``JobSpecError``: a 400 naming the
+field). A change takes effect
+in the core's next round (:meth:`~dlc.scheduler.core.SchedulerCore.set_tenancy`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from starlette.exceptions import HTTPException
+
+from dlc.api.models import ERRORS, GroupIn, LimitsIn, MemberIn, QuotaIn
+from dlc.scheduler.quotas import agent_pool, demand, key_of
+from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
+
+
+def _caller(request: Request) -> tuple[str, bool]:
+    user, admin, _ = request.scope["dlc.auth"]
+    return user, admin
+
+
+def _admin(request: Request) -> str:
+    user, admin = _caller(request)
+    if not admin:
+        raise HTTPException(403, "changing groups, quotas or limits needs an admin token")
+    return user
+
+
+def queue_view(core: Any) -> list[dict]:
+    """Every waiting job in run order with its group, pool, priority and reason."""
+    tenancy = core.plan_queue(core.queued_jobs())
+    out = []
+    for index, row in enumerate(tenancy.rows, 1):
+        job = row.job
+        reason = row.reason or core.queue_reason(job.job_id) or ""
+        out.append({
+            "position": index, "group_position": row.position, "id": job.job_id,
+            "user": job.user, "group": row.group, "pool": row.pool,
+            "priority": job.spec.priority, "priority_class": job.spec.priority_class,
+            "gpus": job.spec.total_gpus, "admitted": row.admitted,
+            "preempted_before": job.message.startswith("preempted"),
+            "reason": reason.split("; ", 1)[1] if reason.startswith("position ") else reason,
+        })  # fmt: skip
+    return out
+
+
+def quota_view(core: Any) -> dict:
+    """Usage against guarantees per group and pool, with what is borrowed and waiting."""
+    policy = core.tenancy
+    capacity = core.pool_capacity()
+    tenancy = core.plan_queue(core.queued_jobs())
+    waiting: dict = {}
+    for job in core.queued_jobs():
+        key = key_of(policy, job)
+        waiting[key] = waiting.get(key, ZERO) + demand(job.spec)
+    keys = set(policy.quotas) | set(tenancy.usage) | set(waiting)
+    rows = []
+    for group, pool in sorted(keys):
+        quota = policy.quota(group, pool)
+        used = tenancy.usage.get((group, pool), ZERO)
+        rows.append({
+            "group": group, "pool": pool, "guaranteed": quota.guaranteed.to_dict(),
+            "ceiling": _finite(quota.ceiling.to_dict()) if quota.ceiling else None,
+            "used": used.to_dict(), "borrowed": used.over(quota.guaranteed).to_dict(),
+            "waiting": waiting.get((group, pool), ZERO).to_dict(),
+        })  # fmt: skip
+    pools = {p: c.to_dict() for p, c in sorted(capacity.items())}
+    return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s}
+
+
+def nodes_view(core: Any) -> list[dict]:
+    """Agents by pool: GPUs in all, taken by DLC's tasks, draining, free."""
+    taken: dict[str, set[int]] = {}
+    for job in core.active_jobs():
+        for task in job.tasks:
+            taken.setdefault(task.agent_id, set()).update(task.gpu_ids)
+    out = []
+    for agent in sorted(
+        core.inventory.agents(), key=lambda a: (agent_pool(a.attributes), a.hostname or a.agent_id)
+    ):
+        used = taken.get(agent.agent_id, set()) & agent.gpu_ids
+        draining = set(core.draining_gpus(agent.agent_id)) - used
+        out.append({
+            "agent_id": agent.agent_id, "hostname": agent.hostname,
+            "pool": agent_pool(agent.attributes), "gpu_model": agent.gpu_model,
+            "gpus": len(agent.gpu_ids), "taken": len(used), "draining": len(draining),
+            "free": len(agent.gpu_ids) - len(used) - len(draining),
+            "cpus": agent.cpus, "mem_mib": agent.mem_mib,
+        })  # fmt: skip
+    return out
+
+
+def groups_view(core: Any) -> list[dict]:
+    """Groups with members, default pool and preemption setting."""
+    return [
+        {"name": g.name, "members": sorted(g.members), "default_pool": g.default_pool,
+         "preempt_within": g.preempt_within}
+        for g in sorted(core.tenancy.groups.values(), key=lambda g: g.name)
+    ]  # fmt: skip
+
+
+def _finite(body: dict) -> dict:
+    return {k: (None if v == float("inf") else v) for k, v in body.items()}
+
+
+def router(api: Any) -> APIRouter:
+    """The tenancy routes bound to one API server (``api.core``)."""
+    core = api.core
+    store = core.store
+    routes = APIRouter()
+
+    def reload() -> None:
+        core.set_tenancy(store.tenancy_policy())
+
+    @routes.get("/v1/queue", responses=ERRORS)
+    def queue(request: Request) -> dict:
+        """Every waiting job in run order: position, priority, group, pool, reason."""
+        _caller(request)
+        return {"queue": queue_view(core)}
+
+    @routes.get("/v1/quota", responses=ERRORS)
+    def quota(request: Request) -> dict:
+        """Each group's usage against its guarantee per pool, and what it borrows."""
+        _caller(request)
+        return quota_view(core)
+
+    @routes.put("/v1/quota/{group}", responses=ERRORS)
+    def set_quota(group: str, body: QuotaIn, request: Request) -> dict:
+        """Set a group's guarantee (and optional ceiling) in a pool (admin; audited)."""
+        actor = _admin(request)
+        guaranteed = Resources(body.gpus, body.cpus, parse_mem(body.mem))
+        ceiling = None
+        if (body.ceiling_gpus, body.ceiling_cpus, body.ceiling_mem) != (None, None, None):
+            inf = float("inf")
+            ceiling = Resources(
+                inf if body.ceiling_gpus is None else body.ceiling_gpus,
+                inf if body.ceiling_cpus is None else body.ceiling_cpus,
+                inf if body.ceiling_mem is None else parse_mem(body.ceiling_mem, "ceiling"),
+            )
+        store.set_quota(group, body.pool, guaranteed, actor, ceiling=ceiling)
+        reload()
+        return quota_view(core)
+
+    @routes.get("/v1/quota/audit", responses=ERRORS)
+    def audit(request: Request, limit: int = Query(100, ge=1, le=1000)) -> dict:
+        """The latest quota, group and limit changes (admin)."""
+        _admin(request)
+        return {"audit": [e.__dict__ for e in store.quota_audit(limit)]}
+
+    @routes.get("/v1/groups", responses=ERRORS)
+    def groups(request: Request) -> dict:
+        """Groups and their members."""
+        _caller(request)
+        return {"groups": groups_view(core)}
+
+    @routes.post("/v1/groups", status_code=201, responses=ERRORS)
+    def create_group(body: GroupIn, request: Request) -> dict:
+        """Create a group or change its settings (admin; audited)."""
+        actor = _admin(request)
+        store.create_group(body.name, actor, body.default_pool, body.preempt_within)
+        reload()
+        return {"groups": groups_view(core)}
+
+    @routes.post("/v1/groups/{group}/members", responses=ERRORS)
+    def add_member(group: str, body: MemberIn, request: Request) -> dict:
+        """Put a user in a group (a user is in one group; admin; audited)."""
+        actor = _admin(request)
+        store.add_member(group, body.user, actor)
+        reload()
+        return {"groups": groups_view(core)}
+
+    @routes.delete("/v1/groups/{group}/members/{user}", responses=ERRORS)
+    def remove_member(group: str, user: str, request: Request) -> dict:
+        """Take a user out of a group (admin; audited)."""
+        actor = _admin(request)
+        store.remove_member(group, user, actor)
+        reload()
+        return {"groups": groups_view(core)}
+
+    @routes.put("/v1/limits/{user}", responses=ERRORS)
+    def set_limits(user: str, body: LimitsIn, request: Request) -> dict:
+        """Per-user caps: running jobs, GPUs held, longest interactive run (admin; audited)."""
+        actor = _admin(request)
+        limits = UserLimits(user, body.max_running, body.max_gpus, body.max_interactive_s)
+        store.set_user_limits(limits, actor)
+        reload()
+        return {"user": user, **{k: v for k, v in limits.__dict__.items() if k != "user"}}
+
+    @routes.get("/v1/tenancy", responses=ERRORS)
+    def tenancy(request: Request) -> dict:
+        """The dashboard's section: quotas with usage and the queue in run order."""
+        _caller(request)
+        return {"quota": quota_view(core), "queue": queue_view(core)}
+
+    @routes.get("/v1/nodes", responses=ERRORS)
+    def nodes(request: Request) -> dict:
+        """Agents by pool: GPUs in all, taken, draining, free."""
+        _caller(request)
+        return {"nodes": nodes_view(core)}
+
+    return routes

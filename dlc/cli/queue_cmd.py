@@ -1,0 +1,81 @@
+"""``dlc queue``: every waiting job in run order, with its group, pool and reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import click
+
+from dlc.api.client import ApiClient
+from dlc.cli.client_opts import api_options
+from dlc.cli.output import clean, cut
+
+
+def cell(value: Any, width: int):
+    """A table cell: plain text (no rich markup), control characters blanked, cut to ``width``."""
+    from rich.text import Text
+
+    return Text(cut(clean(value), width))
+
+
+def call(api: str | None, token: str | None, method: str, path: str, body: Any = None) -> Any:
+    """One API call (one-line errors come from the client)."""
+    return ApiClient(api, token)._call(method, path, body)
+
+
+def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], width: int = 60) -> None:
+    """A plain table (cells cut to ``width``; user text cannot restyle it)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    texts = [[cell("-" if v is None else v, width) for v in row] for row in rows]
+    table = Table(box=None, pad_edge=False)
+    for index, name in enumerate(columns):
+        # every column but the last keeps its widest cell whole; the last one gives way
+        widest = max([len(name)] + [len(r[index]) for r in texts])
+        last = index == len(columns) - 1
+        table.add_column(name, no_wrap=True, min_width=None if last else widest)
+    for row in texts:
+        table.add_row(*row)
+    Console(width=max(150, Console().width)).print(table)
+
+
+def num(value: float | None) -> str:
+    """``6``, ``2.5``, ``-`` for none."""
+    if value is None:
+        return "-"
+    return f"{round(value, 3):g}"
+
+
+@click.command("queue")
+@click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
+@api_options
+def command(as_json, api, token):
+    """Waiting jobs in run order: position, priority, group, pool, reason."""
+    rows = call(api, token, "GET", "/v1/queue")["queue"]
+    if as_json:
+        import json
+
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no job is waiting")
+        return
+    print_table(
+        ("POS", "ID", "USER", "GROUP", "POOL", "PRIO", "GPUS", "REASON"),
+        (
+            (
+                r["position"],
+                r["id"],
+                r["user"],
+                f"{r['group']} #{r['group_position']}",
+                r["pool"],
+                r["priority_class"] or r["priority"],
+                num(r["gpus"]),
+                ("next to run; " if r["admitted"] else "") + r["reason"],
+            )
+            for r in rows
+        ),  # fmt: skip
+        width=120,
+    )

@@ -1,0 +1,92 @@
+"""``dlc quota``: usage against guarantees per group and pool; ``dlc quota set`` (admin)."""
+
+from __future__ import annotations
+
+import click
+
+from dlc.cli.client_opts import api_options
+from dlc.cli.queue_cmd import call, num, print_table
+
+
+def _mem(mib: float | None) -> str:
+    if mib is None:
+        return "-"
+    return f"{mib / 1024:g}G"
+
+
+def _of(used: dict, limit: dict | None, key: str, fmt=num) -> str:
+    return f"{fmt(used[key])}/{fmt(limit[key]) if limit else '-'}"
+
+
+@click.group("quota", invoke_without_command=True)
+@api_options
+@click.pass_context
+def command(ctx, api, token):
+    """Each group's usage against its guarantee per pool, and what it borrows."""
+    if ctx.invoked_subcommand is not None:
+        return
+    body = call(api, token, "GET", "/v1/quota")
+    pools = ", ".join(f"{p} {num(c['gpus'])} GPUs" for p, c in body["pools"].items())
+    click.echo(f"pools: {pools or 'none known yet'}; preemption grace {num(body['grace_s'])} s")
+    if not body["quotas"]:
+        click.echo("no quota set; `dlc quota set GROUP --pool P --gpus N` (admin)")
+        return
+    print_table(
+        (
+            "GROUP",
+            "POOL",
+            "GPUS used/guar",
+            "CPUS used/guar",
+            "MEM used/guar",
+            "BORROWED GPUS",
+            "CEILING GPUS",
+            "WAITING GPUS",
+        ),
+        (
+            (
+                q["group"],
+                q["pool"],
+                _of(q["used"], q["guaranteed"], "gpus"),
+                _of(q["used"], q["guaranteed"], "cpus"),
+                _of(q["used"], q["guaranteed"], "mem_mib", _mem),
+                num(q["borrowed"]["gpus"]),
+                num((q["ceiling"] or {}).get("gpus")),
+                num(q["waiting"]["gpus"]),
+            )
+            for q in body["quotas"]
+        ),  # fmt: skip
+    )
+
+
+@command.command("set")
+@click.argument("group")
+@click.option("--pool", required=True, help="The pool the quota is for (dev, train ...).")
+@click.option("--gpus", type=float, default=0, help="Guaranteed GPUs (shares count as fractions).")
+@click.option("--cpus", type=float, default=0, help="Guaranteed CPUs.")
+@click.option("--mem", default="0", help="Guaranteed memory: 256G, 4096 (MiB).")
+@click.option("--ceiling-gpus", type=float, help="Most GPUs the group may hold (borrowing too).")
+@click.option("--ceiling-cpus", type=float, help="Most CPUs the group may hold.")
+@click.option("--ceiling-mem", help="Most memory the group may hold.")
+@api_options
+def set_quota(group, pool, gpus, cpus, mem, ceiling_gpus, ceiling_cpus, ceiling_mem, api, token):
+    """Set GROUP's guarantee (and ceiling) in a pool (admin; audited)."""
+    body = {"pool": pool, "gpus": gpus, "cpus": cpus, "mem": mem, "ceiling_gpus": ceiling_gpus,
+            "ceiling_cpus": ceiling_cpus, "ceiling_mem": ceiling_mem}  # fmt: skip
+    call(api, token, "PUT", f"/v1/quota/{group}", {k: v for k, v in body.items() if v is not None})
+    click.echo(f"{group} in pool {pool}: {num(gpus)} GPUs, {num(cpus)} CPUs, {mem} guaranteed")
+
+
+@command.command("audit")
+@click.option("--limit", "-n", type=click.IntRange(1, 1000), default=20, show_default=True)
+@api_options
+def audit(limit, api, token):
+    """The latest changes to groups, quotas and limits (admin)."""
+    import datetime
+
+    rows = call(api, token, "GET", f"/v1/quota/audit?limit={limit}")["audit"]
+    print_table(
+        ("WHEN", "WHO", "WHAT", "DETAIL"),
+        ((datetime.datetime.fromtimestamp(e["at"]).isoformat(timespec="seconds"), e["actor"],
+          e["action"], " ".join(f"{k}={v}" for k, v in e["detail"].items())) for e in rows),
+        width=120,
+    )  # fmt: skip

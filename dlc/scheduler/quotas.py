@@ -1,0 +1,413 @@
+"""Quotas with borrowing and reclaim, per-user limits, and the fair run order.
+
+:func:`plan` is the one call the core makes per offer round (pure: jobs, a
+:class:`~dlc.scheduler.tenancy.Policy` and pool totals in, a :class:`QueuePlan` out):
+
+* each queued job is charged to ``(group, pool)``; a job that fits in the group's guarantee
+  is admitted (the quota is held for it, as Kueue does, so a big job is not starved by
+  small ones behind it);
+* beyond the guarantee a job *borrows*: admitted only if the pool has that much that no
+  other group holds or claims back for its own waiting jobs, and never past the ceiling;
+* groups take turns by dominant-resource fairness on what they borrow
+  (:mod:`dlc.scheduler.fairness`);
+* per-user limits (running jobs, GPUs held) hold a user's job without blocking others;
+* when a lender's admitted job does not fit because borrowers fill the pool, borrowed jobs
+  are picked for preemption (:mod:`dlc.scheduler.preemption`), lowest priority and
+  youngest first; with ``preempt_within`` a group's higher-priority job may stop its
+  lower-priority ones;
+* every job not admitted gets a true reason (``team-a at its quota in pool train, 6 of 6
+  GPUs; ...``) and its position in its group.
+
+An empty policy admits the queue unchanged (the plain priority queue of ``queue.py``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dlc.errors import JobSpecError
+from dlc.scheduler.fairness import claim, group_key
+from dlc.scheduler.jobs import Job, JobSpec, JobState
+from dlc.scheduler.preemption import Preemption, pick_victims
+from dlc.scheduler.tenancy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Policy, Resources, fmt
+
+Key = tuple[str, str]  # (group, pool)
+
+
+def demand(spec: JobSpec) -> Resources:
+    """What a job holds while it runs, over all its nodes."""
+    return Resources(spec.gpus * spec.nodes, spec.cpus * spec.nodes, spec.mem_mib * spec.nodes)
+
+
+def agent_pool(attributes: Mapping[str, str]) -> str:
+    """The pool an agent is in (its ``dlc_pool`` attribute, else ``default``)."""
+    return attributes.get(POOL_ATTRIBUTE) or DEFAULT_POOL
+
+
+def pool_capacity(agents: Iterable) -> dict[str, Resources]:
+    """Pool -> totals over agents (anything with ``attributes``, ``gpu_ids``, ``cpus``,
+    ``mem_mib``, e.g. :class:`~dlc.scheduler.inventory.AgentTotals`)."""
+    out: dict[str, Resources] = {}
+    for agent in agents:
+        pool = agent_pool(agent.attributes)
+        out[pool] = out.get(pool, ZERO) + Resources(len(agent.gpu_ids), agent.cpus, agent.mem_mib)
+    return out
+
+
+def split_by_pool(views: Sequence, jobs: Sequence[Job], policy: Policy) -> list[tuple[list, list]]:
+    """``[(offer views, jobs)]`` per pool: a pool's agents take only that pool's jobs.
+    One batch of everything when no policy applies and no job names a pool."""
+    if not policy.enabled and not any(j.spec.pool for j in jobs):
+        return [(list(views), list(jobs))]
+    batches: dict[str, tuple[list, list]] = {}
+    for view in views:
+        batches.setdefault(agent_pool(view.attributes), ([], []))[0].append(view)
+    for job in jobs:
+        batches.setdefault(policy.pool_of(job.user, job.spec.pool), ([], []))[1].append(job)
+    return list(batches.values()) or [([], [])]
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One waiting job as ``dlc queue`` shows it."""
+
+    job: Job
+    group: str
+    pool: str
+    position: int  # 1-based, within its group
+    admitted: bool
+    reason: str  # why it is not admitted ("" when admitted)
+
+
+@dataclass
+class QueuePlan:
+    """What :func:`plan` decided for one round.
+
+    Attributes:
+        runnable: admitted jobs in run order (what placement should try, in this order).
+        held: job id -> why it may not run now (quota, ceiling, user limit).
+        rows: every queued job in run order.
+        preemptions: running jobs to stop now.
+        notes: job id -> what an admitted job waits for (a reclaim under way).
+        usage: (group, pool) -> held by running jobs (before this round's admissions).
+        capacity: pool -> totals.
+    """
+
+    runnable: list[Job] = field(default_factory=list)
+    held: dict[str, str] = field(default_factory=dict)
+    rows: list[QueueRow] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+    usage: dict[Key, Resources] = field(default_factory=dict)
+    capacity: dict[str, Resources] = field(default_factory=dict)
+
+
+def key_of(policy: Policy, job: Job) -> Key:
+    """The (group, pool) a job is charged to."""
+    return policy.group_of(job.user), policy.pool_of(job.user, job.spec.pool)
+
+
+def usage_of(policy: Policy, active: Iterable[Job]) -> dict[Key, Resources]:
+    """(group, pool) -> what active jobs hold."""
+    usage: dict[Key, Resources] = {}
+    for job in active:
+        key = key_of(policy, job)
+        usage[key] = usage.get(key, ZERO) + demand(job.spec)
+    return usage
+
+
+def plan(
+    queue: Sequence[Job],
+    active: Iterable[Job],
+    policy: Policy,
+    capacity: Mapping[str, Resources],
+) -> QueuePlan:
+    """Order, admit or hold every queued job and pick preemptions (see the module doc).
+
+    Args:
+        queue: queued jobs in queue order (priority, submission time).
+        active: jobs whose tasks may hold resources (staging, running, preempted).
+        policy: groups, quotas, limits.
+        capacity: pool -> totals (a pool missing or all zero: not known yet, so borrowing
+            and reclaim are not limited by it).
+    """
+    active = list(active)
+    if not policy.enabled:
+        rows = [QueueRow(j, "-", j.spec.pool or DEFAULT_POOL, i + 1, True, "")
+                for i, j in enumerate(queue)]  # fmt: skip
+        return QueuePlan(runnable=list(queue), rows=rows, capacity=dict(capacity))
+    return _Planner(queue, active, policy, capacity).run()
+
+
+class _Planner:
+    """The state of one :func:`plan` call."""
+
+    def __init__(self, queue, active, policy: Policy, capacity):
+        self.policy = policy
+        self.capacity = dict(capacity)
+        self.usage = usage_of(policy, active)
+        self.out = QueuePlan(usage=dict(self.usage), capacity=self.capacity)
+        self.freeing: dict[str, Resources] = {}
+        self.freeing_key: dict[Key, Resources] = {}
+        self.running: dict[Key, list[Job]] = {}
+        self.user_jobs: dict[str, int] = {}
+        self.user_gpus: dict[str, float] = {}
+        for job in active:
+            key = key_of(policy, job)
+            if job.state is JobState.PREEMPTED:
+                self.freeing[key[1]] = self.freeing.get(key[1], ZERO) + demand(job.spec)
+                self.freeing_key[key] = self.freeing_key.get(key, ZERO) + demand(job.spec)
+            else:
+                self.running.setdefault(key, []).append(job)
+            self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
+            self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + job.spec.total_gpus
+        self.queues: dict[Key, list[Job]] = {}
+        self.pending: dict[Key, Resources] = {}
+        for job in queue:
+            key = key_of(policy, job)
+            self.queues.setdefault(key, []).append(job)
+            self.pending[key] = self.pending.get(key, ZERO) + demand(job.spec)
+        self.keys_in_pool: dict[str, list[Key]] = {}
+        for key in set(self.queues) | set(self.usage):
+            self.keys_in_pool.setdefault(key[1], []).append(key)
+        self.positions: dict[str, int] = {}
+        # each key's claim (fairness.claim) and their sum per pool, kept up to date so that a
+        # borrowing check costs O(1) instead of a pass over every group
+        self.claims: dict[Key, Resources] = {}
+        self.claim_total: dict[str, Resources] = {}
+        for key in set(self.queues) | set(self.usage):
+            self._refresh(key)
+
+    def _refresh(self, key: Key) -> None:
+        quota = self.policy.quota(*key)
+        new = claim(self.usage.get(key, ZERO), quota.guaranteed, self.pending.get(key, ZERO))
+        old = self.claims.get(key, ZERO)
+        self.claims[key] = new
+        self.claim_total[key[1]] = self.claim_total.get(key[1], ZERO) + new - old
+
+    def run(self) -> QueuePlan:
+        heap: list = []
+        heads = {key: 0 for key in self.queues}
+        for key in self.queues:
+            self._push(heap, key, 0)
+        while heap:
+            _, key = heapq.heappop(heap)
+            job = self.queues[key][heads[key]]
+            heads[key] += 1
+            self._decide(key, job)
+            if heads[key] < len(self.queues[key]):
+                self._push(heap, key, heads[key])
+        return self.out
+
+    def _push(self, heap: list, key: Key, index: int) -> None:
+        job = self.queues[key][index]
+        quota = self.policy.quota(*key)
+        fair = group_key(
+            self.usage.get(key, ZERO), quota.guaranteed, self._cap(key[1]), demand(job.spec)
+        )
+        heapq.heappush(heap, ((*fair, -job.spec.priority, job.submitted_at, job.job_id), key))
+
+    def _cap(self, pool: str) -> Resources:
+        return self.capacity.get(pool, ZERO)
+
+    def _known(self, pool: str) -> bool:
+        cap = self._cap(pool)
+        return cap.gpus > 0 or cap.cpus > 0
+
+    # -- one job ---------------------------------------------------------------
+
+    def _decide(self, key: Key, job: Job) -> None:
+        group, pool = key
+        need = demand(job.spec)
+        self.pending[key] = self.pending[key] - need
+        self._refresh(key)
+        position = self.positions[group] = self.positions.get(group, 0) + 1
+        why = self._user_limit(job) or self._ceiling(key, need)
+        if why is None and not (self.usage.get(key, ZERO) + need).fits(
+            self.policy.quota(*key).guaranteed
+        ):
+            why = self._borrow(key, job, need)
+        if why is not None:
+            where = group if group != "-" else "the queue (no group)"
+            self.out.held[job.job_id] = f"position {position} in {where}; {why}"
+            self.out.rows.append(QueueRow(job, group, pool, position, False, why))
+            return
+        self.usage[key] = self.usage.get(key, ZERO) + need
+        self._refresh(key)
+        self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
+        self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + job.spec.total_gpus
+        self.out.runnable.append(job)
+        self.out.rows.append(QueueRow(job, group, pool, position, True, ""))
+        self._reclaim_if_full(key, job)
+
+    def _user_limit(self, job: Job) -> str | None:
+        limits = self.policy.limits.get(job.user)
+        if limits is None:
+            return None
+        running = self.user_jobs.get(job.user, 0)
+        if limits.max_running is not None and running + 1 > limits.max_running:
+            return f"user {job.user} at their limit: {running} of {limits.max_running} jobs running"
+        held = self.user_gpus.get(job.user, 0.0)
+        if limits.max_gpus is not None and held + job.spec.total_gpus > limits.max_gpus + 1e-9:
+            return (f"user {job.user} holds {fmt(held)} of {fmt(limits.max_gpus)} GPUs allowed; "
+                    f"this job needs {fmt(job.spec.total_gpus)}")  # fmt: skip
+        return None
+
+    def _ceiling(self, key: Key, need: Resources) -> str | None:
+        ceiling = self.policy.quota(*key).ceiling
+        if ceiling is None:
+            return None
+        used = self.usage.get(key, ZERO)
+        name = (used + need).first_excess(ceiling)
+        if name is None:
+            return None
+        return (f"{key[0]} at its ceiling in pool {key[1]}: holds {fmt(used.amount(name), name)}"
+                f" of {fmt(ceiling.amount(name), name)} {name}, this job needs "
+                f"{fmt(need.amount(name), name)}")  # fmt: skip
+
+    def _borrow(self, key: Key, job: Job, need: Resources) -> str | None:
+        """Admit beyond the guarantee only from what nobody holds or claims back."""
+        group, pool = key
+        used = self.usage.get(key, ZERO)
+        guaranteed = self.policy.quota(*key).guaranteed
+        if not self._known(pool):
+            return None
+        others = self.claim_total.get(pool, ZERO) - self.claims.get(key, ZERO)
+        room = self._cap(pool) - others
+        if (used + need).fits(room):
+            return None
+        within = self._within_group(key, job, need, room)
+        if within is not None:
+            return within
+        name = (used + need).first_excess(guaranteed) or "GPUs"
+        idle = max(0.0, room.amount(name) - used.amount(name))
+        return (f"{group} at its quota in pool {pool}, {fmt(used.amount(name), name)} of "
+                f"{fmt(guaranteed.amount(name), name)} {name}; borrowing needs "
+                f"{fmt(need.amount(name), name)} idle, {fmt(idle, name)} are")  # fmt: skip
+
+    # -- preemption ------------------------------------------------------------
+
+    def _within_group(self, key: Key, job: Job, need: Resources, room: Resources) -> str | None:
+        """With ``preempt_within``: stop lower-priority jobs of the same group."""
+        group = self.policy.groups.get(key[0])
+        if group is None or not group.preempt_within:
+            return None
+        quota = self.policy.quota(*key)
+        limit = Resources(
+            max(quota.guaranteed.gpus, room.gpus),
+            max(quota.guaranteed.cpus, room.cpus),
+            max(quota.guaranteed.mem_mib, room.mem_mib),
+        )
+        # jobs already stopping free their share soon: never stop more for the same need
+        held = self.usage.get(key, ZERO) - self.freeing_key.get(key, ZERO)
+        excess = (held + need).over(limit)
+        if excess.fits(ZERO):
+            return f"waiting for preempted jobs of {key[0]} to stop ({self._grace()})"
+        lower = [j for j in self.running.get(key, ()) if j.spec.priority < job.spec.priority]
+        victims = pick_victims(lower, excess, lambda j: demand(j.spec))
+        if not victims:
+            return None
+        why = (f"preempted: job {job.job_id} of {key[0]} has a higher priority "
+               f"({job.spec.priority} > {{prio}})")  # fmt: skip
+        self._stop(key, victims, lambda v: why.format(prio=v.spec.priority))
+        names = ", ".join(v.job_id for v in victims)
+        return f"waiting for lower-priority job {names} to stop ({self._grace()})"
+
+    def _reclaim_if_full(self, key: Key, job: Job) -> None:
+        """An admitted job within its guarantee that the pool cannot hold: take back
+        what other groups borrow."""
+        group, pool = key
+        if not self._known(pool):
+            return
+        total = ZERO
+        for other in self.keys_in_pool.get(pool, ()):
+            total = total + self.usage.get(other, ZERO)
+        total = total - self.freeing.get(pool, ZERO)
+        excess = total.over(self._cap(pool))
+        if excess.fits(ZERO):
+            return
+        usage = dict(self.usage)
+
+        def borrows(victim: Job) -> bool:
+            vkey = key_of(self.policy, victim)
+            held = usage.get(vkey, ZERO)
+            return not held.fits(self.policy.quota(*vkey).guaranteed)
+
+        def take(victim: Job) -> None:
+            vkey = key_of(self.policy, victim)
+            usage[vkey] = usage.get(vkey, ZERO) - demand(victim.spec)
+
+        candidates = [
+            j for other, jobs in self.running.items()
+            if other[1] == pool and other[0] != group for j in jobs
+        ]  # fmt: skip
+        victims = pick_victims(candidates, excess, lambda j: demand(j.spec), borrows, take)
+        if not victims:
+            self.out.notes[job.job_id] = (
+                f"{group} is within its quota in pool {pool}; waiting for running jobs to end"
+            )
+            return
+        why = f"preempted: {group} reclaims its guarantee in pool {pool} for job {job.job_id}"
+        self._stop(None, victims, lambda v: why)
+        names = ", ".join(v.job_id for v in victims)
+        self.out.notes[job.job_id] = (
+            f"{group} reclaims its guarantee: stopping borrowed job {names} ({self._grace()})"
+        )
+
+    def _stop(self, key: Key | None, victims: list[Job], reason) -> None:
+        for victim in victims:
+            vkey = key_of(self.policy, victim)
+            self.running[vkey] = [j for j in self.running[vkey] if j.job_id != victim.job_id]
+            self.usage[vkey] = self.usage.get(vkey, ZERO) - demand(victim.spec)
+            self._refresh(vkey)
+            self.out.preemptions.append(Preemption(victim.job_id, reason(victim)))
+
+    def _grace(self) -> str:
+        return f"SIGTERM, then {fmt(self.policy.grace_s)} s grace"
+
+
+def check_submit(policy: Policy, user: str, spec: JobSpec, capacity: Mapping[str, Resources]):
+    """Refuse at once what the policy can never run: an unknown pool, more than the group's
+    ceiling, more than the pool has, more GPUs than the user may hold.
+
+    Raises:
+        JobSpecError: naming the field and the fix.
+    """
+    if not policy.enabled and spec.pool is None:
+        return
+    group = policy.group_of(user)
+    pool = policy.pool_of(user, spec.pool)
+    need = demand(spec)
+    known = {p for p, cap in capacity.items() if cap.gpus > 0 or cap.cpus > 0}
+    if known and pool not in known:
+        raise JobSpecError(
+            "pool",
+            f"no agent is in pool {pool!r} (pools: {', '.join(sorted(known))}); pass "
+            "--pool with one of them, or ask an admin to run `dlc node-config --pool "
+            f"{pool}` on some agents",
+        )
+    ceiling = policy.quota(group, pool).ceiling
+    name = need.first_excess(ceiling) if ceiling is not None else None
+    if name is not None:
+        raise JobSpecError(
+            "gpus" if name == "GPUs" else ("cpus" if name == "CPUs" else "mem_mib"),
+            f"the job needs {fmt(need.amount(name), name)} {name} but {group}'s ceiling in "
+            f"pool {pool} is {fmt(ceiling.amount(name), name)}; ask for less or ask an admin "
+            "to raise it (`dlc quota set`)",
+        )
+    if pool in known and need.gpus > capacity[pool].gpus + 1e-9:
+        raise JobSpecError(
+            "gpus",
+            f"the job needs {fmt(need.gpus)} GPUs but pool {pool} has "
+            f"{fmt(capacity[pool].gpus)} in all; ask for <= {fmt(capacity[pool].gpus)} "
+            "or pick another --pool",
+        )
+    limits = policy.limits.get(user)
+    if limits and limits.max_gpus is not None and need.gpus > limits.max_gpus + 1e-9:
+        raise JobSpecError(
+            "gpus",
+            f"the job needs {fmt(need.gpus)} GPUs but user {user} may hold at most "
+            f"{fmt(limits.max_gpus)}; ask for less or ask an admin to raise the limit",
+        )

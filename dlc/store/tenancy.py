@@ -1,0 +1,194 @@
+"""Groups, members, quotas per pool, user limits and the quota audit log in SQLite.
+
+A mixin of :class:`dlc.store.sqlite.JobStore` (tables from migration 4 in
+:mod:`dlc.store.schema`); an in-memory store mirrors these methods. Every change is one
+transaction together with its audit line (who, when, what), so the log never misses one.
+:meth:`TenancyStore.tenancy_policy` builds the core's :class:`~dlc.scheduler.tenancy.Policy`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from dlc.scheduler.tenancy import (
+    DEFAULT_GRACE_S,
+    DEFAULT_POOL,
+    Group,
+    Policy,
+    Quota,
+    Resources,
+    TenancyError,
+    UserLimits,
+    check_amounts,
+    check_name,
+)
+
+_GRACE_KEY = "preempt_grace_s"
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One audited change."""
+
+    at: float
+    actor: str
+    action: str
+    detail: dict
+
+
+def _ceiling(row) -> Resources | None:
+    if row["ceil_gpus"] is None and row["ceil_cpus"] is None and row["ceil_mem_mib"] is None:
+        return None
+    big = float("inf")
+    return Resources(
+        big if row["ceil_gpus"] is None else row["ceil_gpus"],
+        big if row["ceil_cpus"] is None else row["ceil_cpus"],
+        big if row["ceil_mem_mib"] is None else row["ceil_mem_mib"],
+    )
+
+
+class TenancyStore:
+    """Tenancy methods; needs ``_tx``, ``_read``, ``_db``, ``_clock``, ``get_meta`` and
+    ``set_meta`` of the store it is mixed into."""
+
+    def tenancy_policy(self) -> Policy:
+        """The whole policy as the core reads it."""
+        with self._read("reading groups and quotas"):
+            members: dict[str, set[str]] = {}
+            for row in self._db.execute("SELECT user, group_name FROM group_members"):
+                members.setdefault(row["group_name"], set()).add(row["user"])
+            groups = {
+                r["name"]: Group(r["name"], frozenset(members.get(r["name"], ())),
+                                 r["default_pool"], bool(r["preempt_within"]))
+                for r in self._db.execute("SELECT * FROM tenancy_groups ORDER BY name")
+            }  # fmt: skip
+            quotas = {
+                (r["group_name"], r["pool"]): Quota(
+                    r["group_name"], r["pool"], Resources(r["gpus"], r["cpus"], r["mem_mib"]),
+                    _ceiling(r),
+                )
+                for r in self._db.execute("SELECT * FROM quotas")
+            }  # fmt: skip
+            limits = {
+                r["user"]: UserLimits(r["user"], r["max_running"], r["max_gpus"],
+                                      r["max_interactive_s"])
+                for r in self._db.execute("SELECT * FROM user_limits")
+            }  # fmt: skip
+        grace = self.get_meta(_GRACE_KEY)
+        return Policy(groups, quotas, limits, float(grace) if grace else DEFAULT_GRACE_S)
+
+    def _audit(self, db, actor: str, action: str, detail: dict) -> None:
+        db.execute(
+            "INSERT INTO quota_audit (at, actor, action, detail) VALUES (?, ?, ?, ?)",
+            (self._clock(), actor, action, json.dumps(detail, sort_keys=True)),
+        )
+
+    def _need_group(self, db, name: str) -> None:
+        if db.execute("SELECT 1 FROM tenancy_groups WHERE name = ?", (name,)).fetchone() is None:
+            raise TenancyError("group", f"no group {name!r}; create it with `dlc groups create`")
+
+    def create_group(
+        self, name: str, actor: str, default_pool: str = DEFAULT_POOL, preempt_within=False
+    ) -> None:
+        """Create (or update the settings of) a group."""
+        check_name("group", name)
+        check_name("pool", default_pool)
+        with self._tx("saving a group") as db:
+            db.execute(
+                "INSERT INTO tenancy_groups (name, default_pool, preempt_within, created_at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
+                " default_pool = excluded.default_pool,"
+                " preempt_within = excluded.preempt_within",
+                (name, default_pool, int(preempt_within), self._clock()),
+            )
+            detail = {"group": name, "default_pool": default_pool,
+                      "preempt_within": bool(preempt_within)}  # fmt: skip
+            self._audit(db, actor, "group", detail)
+
+    def add_member(self, group: str, user: str, actor: str) -> None:
+        """Put ``user`` in ``group`` (a user is in one group: this moves them)."""
+        if not user or len(user) > 255:
+            raise TenancyError("user", "give a user name of 1 to 255 characters")
+        with self._tx("adding a member") as db:
+            self._need_group(db, group)
+            db.execute(
+                "INSERT INTO group_members (user, group_name) VALUES (?, ?)"
+                " ON CONFLICT(user) DO UPDATE SET group_name = excluded.group_name",
+                (user, group),
+            )
+            self._audit(db, actor, "member", {"group": group, "user": user})
+
+    def remove_member(self, group: str, user: str, actor: str) -> None:
+        """Take ``user`` out of ``group``."""
+        with self._tx("removing a member") as db:
+            gone = db.execute(
+                "DELETE FROM group_members WHERE user = ? AND group_name = ?", (user, group)
+            ).rowcount
+            if not gone:
+                raise TenancyError("user", f"{user} is not in group {group}; see `dlc groups`")
+            self._audit(db, actor, "member-removed", {"group": group, "user": user})
+
+    def set_quota(
+        self, group: str, pool: str, guaranteed: Resources, actor: str,
+        ceiling: Resources | None = None,
+    ) -> None:  # fmt: skip
+        """Set a group's guarantee (and ceiling) in a pool; audited."""
+        check_name("pool", pool)
+        check_amounts(guaranteed, "quota")
+        if ceiling is not None:
+            check_amounts(ceiling, "ceiling")
+            name = guaranteed.first_excess(ceiling)
+            if name is not None:
+                raise TenancyError("ceiling", f"{name} ceiling is below the guarantee; raise it")
+        c = ceiling
+        with self._tx("saving a quota") as db:
+            self._need_group(db, group)
+            db.execute(
+                "INSERT OR REPLACE INTO quotas (group_name, pool, gpus, cpus, mem_mib,"
+                " ceil_gpus, ceil_cpus, ceil_mem_mib) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (group, pool, guaranteed.gpus, guaranteed.cpus, guaranteed.mem_mib,
+                 _finite(c.gpus) if c else None, _finite(c.cpus) if c else None,
+                 _finite(c.mem_mib) if c else None),
+            )  # fmt: skip
+            detail = {"group": group, "pool": pool, "guaranteed": guaranteed.to_dict(),
+                      "ceiling": c.to_dict() if c else None}  # fmt: skip
+            self._audit(db, actor, "quota", detail)
+
+    def set_user_limits(self, limits: UserLimits, actor: str) -> None:
+        """Set a user's caps (``None`` fields: no cap); audited."""
+        for name in ("max_running", "max_gpus", "max_interactive_s"):
+            value = getattr(limits, name)
+            if value is not None and value < 0:
+                raise TenancyError(name, f"{value} is negative; give 0 or more, or leave it out")
+        with self._tx("saving user limits") as db:
+            db.execute(
+                "INSERT OR REPLACE INTO user_limits (user, max_running, max_gpus,"
+                " max_interactive_s) VALUES (?, ?, ?, ?)",
+                (limits.user, limits.max_running, limits.max_gpus, limits.max_interactive_s),
+            )
+            detail = {"user": limits.user, "max_running": limits.max_running,
+                      "max_gpus": limits.max_gpus,
+                      "max_interactive_s": limits.max_interactive_s}  # fmt: skip
+            self._audit(db, actor, "limits", detail)
+
+    def set_grace(self, seconds: float, actor: str) -> None:
+        """The grace period preempted jobs get (SIGTERM, then SIGKILL)."""
+        if not 0 <= seconds <= 3600:
+            raise TenancyError("grace", f"{seconds:g} s is out of range; give 0 to 3600")
+        with self._tx("saving the grace period") as db:
+            self.set_meta(_GRACE_KEY, str(float(seconds)))
+            self._audit(db, actor, "grace", {"grace_s": seconds})
+
+    def quota_audit(self, limit: int = 100) -> list[AuditEntry]:
+        """The latest changes, newest first."""
+        with self._read("reading the quota audit log"):
+            rows = self._db.execute(
+                "SELECT at, actor, action, detail FROM quota_audit ORDER BY id DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [AuditEntry(r["at"], r["actor"], r["action"], json.loads(r["detail"])) for r in rows]
+
+
+def _finite(value: float) -> float | None:
+    return None if value == float("inf") else value

@@ -1,0 +1,65 @@
+// Groups and quotas on the dashboard: each group's usage against its guarantee, what it
+// borrows, and the queue in run order with reasons. Self-contained: polls GET /v1/tenancy
+// (same-origin session cookie) and fills #tenancy; cells are set with textContent only.
+(function () {
+  "use strict";
+  const root = document.getElementById("tenancy");
+  if (!root) return;
+  const num = (v) => (v === null || v === undefined ? "-" : String(Math.round(v * 1000) / 1000));
+
+  function table(id, head, rows) {
+    const el = document.getElementById(id);
+    el.replaceChildren();
+    const tr = el.insertRow();
+    for (const h of head) {
+      const th = document.createElement("th");
+      th.textContent = h;
+      tr.appendChild(th);
+    }
+    for (const row of rows) {
+      const r = el.insertRow();
+      for (const value of row) r.insertCell().textContent = value;
+    }
+  }
+
+  function bar(used, guaranteed) {
+    if (!guaranteed) return used ? "borrowing " + num(used) : "";
+    const pct = Math.round((100 * used) / guaranteed);
+    return pct + "% of guarantee";
+  }
+
+  async function refresh() {
+    const overview = document.getElementById("overview-view");
+    if (!overview || overview.hidden) return; // signed out: nothing to ask for
+    let body;
+    try {
+      const resp = await fetch("/v1/tenancy", { credentials: "same-origin" });
+      if (!resp.ok) return;
+      body = await resp.json();
+    } catch (err) {
+      return;
+    }
+    root.hidden = false;
+    table(
+      "tenancy-quota",
+      ["group", "pool", "GPUs used / guaranteed", "borrowed", "ceiling", "waiting", ""],
+      body.quota.quotas.map((q) => [
+        q.group, q.pool, num(q.used.gpus) + " / " + num(q.guaranteed.gpus),
+        num(q.borrowed.gpus), q.ceiling ? num(q.ceiling.gpus) : "-", num(q.waiting.gpus),
+        bar(q.used.gpus, q.guaranteed.gpus),
+      ]),
+    );
+    table(
+      "tenancy-queue",
+      ["#", "job", "user", "group", "pool", "priority", "GPUs", "reason"],
+      body.queue.map((r) => [
+        r.position, r.id, r.user, r.group + " #" + r.group_position, r.pool,
+        r.priority_class || r.priority, num(r.gpus),
+        (r.admitted ? "next to run; " : "") + r.reason,
+      ]),
+    );
+  }
+
+  refresh();
+  setInterval(refresh, 5000);
+})();

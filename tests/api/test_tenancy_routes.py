@@ -1,0 +1,117 @@
+"""Tenancy routes over real loopback HTTP: admin-only changes, audit, views."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlc.api.client import ApiClient
+from dlc.api.logs import LogReader
+from dlc.api.server import ApiServer
+from dlc.errors import ApiError
+from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.placement import PlacementConfig
+from dlc.store.sqlite import JobStore
+from tests.scheduler.helpers import offer
+
+
+def slave(agent, pool, gpus=8):
+    ids = ", ".join(str(i) for i in range(gpus))
+    return {"id": agent, "hostname": f"host-{agent}", "active": True,
+            "resources": {"cpus": 64.0, "mem": 262144.0, "gpus": float(gpus),
+                          "gpu_ids": "{" + ids + "}"},
+            "attributes": {"dlc_pool": pool}}  # fmt: skip
+
+
+@pytest.fixture
+def api(tmp_path):
+    store = JobStore(tmp_path / "db")
+    core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")),
+                         lambda s: (s.image, None))  # fmt: skip
+    core.update_agents([slave("a1", "train"), slave("a2", "train"), slave("d1", "dev", 4)])
+    server = ApiServer(core, LogReader(lambda: core.framework_id), lambda a: None)
+    server.start()
+    tokens = {"alice": store.add_token("alice"), "admin": store.add_token("root", admin=True)}
+    yield server, core, tokens
+    server.stop()
+
+
+def call(server, token, method, path, body=None):
+    return ApiClient(server.url, token)._call(method, path, body)
+
+
+def configure(server, admin):
+    call(server, admin, "POST", "/v1/groups", {"name": "team-a", "default_pool": "train"})
+    call(server, admin, "POST", "/v1/groups", {"name": "team-b", "default_pool": "train"})
+    call(server, admin, "POST", "/v1/groups/team-a/members", {"user": "alice"})
+    call(server, admin, "POST", "/v1/groups/team-b/members", {"user": "bob"})
+    for group in ("team-a", "team-b"):
+        call(
+            server,
+            admin,
+            "PUT",
+            f"/v1/quota/{group}",
+            {"pool": "train", "gpus": 6, "cpus": 40, "mem": "256G", "ceiling_gpus": 12},
+        )
+
+
+def test_admin_configures_groups_and_quotas_and_it_is_audited(api):
+    server, core, tokens = api
+    configure(server, tokens["admin"])
+    quota = call(server, tokens["alice"], "GET", "/v1/quota")
+    rows = {(r["group"], r["pool"]): r for r in quota["quotas"]}
+    assert rows["team-a", "train"]["guaranteed"] == {"gpus": 6, "cpus": 40, "mem_mib": 262144}
+    assert rows["team-a", "train"]["ceiling"]["gpus"] == 12
+    assert quota["pools"]["train"]["gpus"] == 16
+    audit = call(server, tokens["admin"], "GET", "/v1/quota/audit")["audit"]
+    assert audit[0]["actor"] == "root" and audit[0]["action"] == "quota"
+    assert core.tenancy.group_of("alice") == "team-a"
+
+
+def test_users_may_not_change_quotas(api):
+    server, _, tokens = api
+    with pytest.raises(ApiError, match="needs an admin token"):
+        call(server, tokens["alice"], "PUT", "/v1/quota/team-a", {"pool": "train", "gpus": 99})
+
+
+def test_bad_quota_is_one_line_naming_the_field(api):
+    server, _, tokens = api
+    with pytest.raises(ApiError, match="group: no group 'nope'; create it with `dlc groups"):
+        call(server, tokens["admin"], "PUT", "/v1/quota/nope", {"pool": "train", "gpus": 1})
+    call(server, tokens["admin"], "POST", "/v1/groups", {"name": "g"})
+    with pytest.raises(ApiError, match="mem: '12Q' is not a size"):
+        call(server, tokens["admin"], "PUT", "/v1/quota/g", {"pool": "train", "mem": "12Q"})
+
+
+def test_queue_shows_run_order_group_pool_and_reason(api):
+    server, core, tokens = api
+    configure(server, tokens["admin"])
+    alice = ApiClient(server.url, tokens["alice"])
+    first = alice.submit({"image": "busybox", "gpus": 6})
+    second = alice.submit({"image": "busybox", "gpus": 8})
+    core.on_offers([offer("o1", "a1", list(range(8)), cpus=64, mem=262144,
+                          attrs={"dlc_pool": "train"})])  # fmt: skip
+    rows = call(server, tokens["alice"], "GET", "/v1/queue")["queue"]
+    assert [r["id"] for r in rows] == [second["id"]]
+    row = rows[0]
+    assert (row["position"], row["group"], row["pool"], row["admitted"]) == (
+        1,
+        "team-a",
+        "train",
+        False,
+    )
+    assert row["reason"] == (
+        "team-a at its ceiling in pool train: holds 6 of 12 GPUs, this job needs 8"
+    )
+    nodes = call(server, tokens["alice"], "GET", "/v1/nodes")["nodes"]
+    by_id = {n["agent_id"]: n for n in nodes}
+    assert (by_id["a1"]["taken"], by_id["a1"]["free"], by_id["a1"]["pool"]) == (6, 2, "train")
+    assert by_id["d1"]["pool"] == "dev"
+    assert first["state"] == "queued"
+
+
+def test_limits_are_stored(api):
+    server, core, tokens = api
+    out = call(server, tokens["admin"], "PUT", "/v1/limits/alice",
+               {"max_running": 2, "max_gpus": 4, "max_interactive_s": 28800})  # fmt: skip
+    assert out["max_running"] == 2
+    assert core.tenancy.limits["alice"].max_interactive_s == 28800

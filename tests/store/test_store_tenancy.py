@@ -1,0 +1,88 @@
+"""Groups, quotas, limits and their audit log in the SQLite store (migration 4)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from dlc.scheduler.tenancy import Resources, TenancyError, UserLimits
+from dlc.store.sqlite import JobStore
+
+
+@pytest.fixture
+def store(tmp_path):
+    return JobStore(tmp_path / "jobs.db", clock=lambda: 5.0)
+
+
+def test_policy_round_trips_through_a_restart(tmp_path):
+    path = tmp_path / "jobs.db"
+    store = JobStore(path)
+    store.create_group("team-a", "admin", default_pool="train", preempt_within=True)
+    store.add_member("team-a", "alice", "admin")
+    store.set_quota("team-a", "train", Resources(6, 40, 262144), "admin",
+                    ceiling=Resources(8, float("inf"), float("inf")))  # fmt: skip
+    store.set_user_limits(UserLimits("alice", 2, 4.0, 3600.0), "admin")
+    store.set_grace(45, "admin")
+    store.close()
+    policy = JobStore(path).tenancy_policy()
+    assert policy.group_of("alice") == "team-a"
+    assert policy.pool_of("alice", None) == "train"
+    quota = policy.quota("team-a", "train")
+    assert quota.guaranteed == Resources(6, 40, 262144)
+    assert quota.ceiling.gpus == 8 and quota.ceiling.cpus == float("inf")
+    assert policy.limits["alice"].max_running == 2
+    assert policy.groups["team-a"].preempt_within and policy.grace_s == 45
+
+
+def test_every_change_is_audited_newest_first(store):
+    store.create_group("team-a", "root")
+    store.set_quota("team-a", "dev", Resources(2, 8, 1024), "root")
+    log = store.quota_audit()
+    assert [e.action for e in log] == ["quota", "group"]
+    assert log[0].actor == "root" and log[0].at == 5.0
+    assert log[0].detail["guaranteed"] == {"gpus": 2, "cpus": 8, "mem_mib": 1024}
+
+
+def test_a_user_is_in_one_group(store):
+    for name in ("a", "b"):
+        store.create_group(name, "root")
+    store.add_member("a", "alice", "root")
+    store.add_member("b", "alice", "root")
+    assert store.tenancy_policy().group_of("alice") == "b"
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda s: s.add_member("nope", "x", "r"), "group: no group 'nope'; create it"),
+        (lambda s: s.set_quota("nope", "dev", Resources(1), "r"), "no group 'nope'"),
+        (lambda s: s.create_group("Team A", "r"), "group: 'Team A' is not a valid group name"),
+        (lambda s: s.set_user_limits(UserLimits("u", -1), "r"), "max_running: -1 is negative"),
+        (lambda s: s.set_grace(-1, "r"), "grace: -1 s is out of range"),
+    ],
+)
+def test_bad_settings_are_refused_and_nothing_is_written(store, call, match):
+    with pytest.raises(TenancyError, match=match):
+        call(store)
+    assert store.quota_audit() == []
+
+
+def test_ceiling_below_guarantee_is_refused(store):
+    store.create_group("a", "r")
+    with pytest.raises(TenancyError, match="ceiling: GPUs ceiling is below the guarantee"):
+        store.set_quota("a", "dev", Resources(4, 1, 1), "r", ceiling=Resources(2, 9, 9))
+
+
+def test_migration_4_adds_tables_to_a_version_3_file(tmp_path):
+    from dlc.store import schema
+
+    path = tmp_path / "v3.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    schema.migrate(db, schema.MIGRATIONS[:3])
+    db.execute("INSERT INTO meta (key, value) VALUES ('framework_id', 'fw-1')")
+    db.close()
+    store = JobStore(path)
+    assert store.schema_version == 4
+    assert store.tenancy_policy().enabled is False
+    assert store.framework_id == "fw-1"

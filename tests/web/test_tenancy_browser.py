@@ -1,0 +1,45 @@
+"""The dashboard's groups-and-quotas section in headless chromium against ``dlc local``."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlc.api.client import ApiClient
+from tests.web.browser import console_errors
+from tests.web.test_dashboard_browser import (  # noqa: F401  (fixtures)
+    _create_user_token,
+    browser,
+    dlc_local,
+    sign_in,
+    wait_for,
+)
+
+pytestmark = pytest.mark.browser
+
+
+def cells_containing(table: str, text: str) -> str:
+    """A script returning the table's rows as ``a|b|c`` lines once they contain ``text``."""
+    return (
+        f"const t = [...document.querySelectorAll('#{table} tr')]"
+        ".map(tr => [...tr.cells].map(c => c.textContent).join('|')).join('\\n');"
+        f"return t.includes({text!r}) && t;"
+    )
+
+
+def test_quota_usage_and_queue_reasons_are_shown(dlc_local, browser):  # noqa: F811
+    dashboard, api, token, db = dlc_local
+    admin = ApiClient(api, token)
+    alice_token = _create_user_token(db, "alice")
+    admin._call("POST", "/v1/groups", {"name": "team-a"})
+    admin._call("POST", "/v1/groups/team-a/members", {"user": "alice"})
+    admin._call("PUT", "/v1/quota/team-a", {"pool": "default", "gpus": 2, "cpus": 8})
+    alice = ApiClient(api, alice_token)
+    running = alice.submit({"image": "busybox", "gpus": 8, "command": "sleep 60"})
+    waiting = alice.submit({"image": "busybox", "gpus": 8, "command": "sleep 1"})
+    sign_in(browser, dashboard, alice_token)
+    quota = wait_for(browser, cells_containing("tenancy-quota", "team-a|default|8 / 2"))
+    assert "team-a|default|8 / 2|6" in quota  # 8 used of 2 guaranteed, 6 borrowed
+    queue = wait_for(browser, cells_containing("tenancy-queue", waiting["id"]))
+    assert waiting["id"] in queue and "team-a #1" in queue
+    assert running["id"] not in queue
+    assert console_errors(browser) == []
