@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dlc.topology.discovery.nvml import call_optional
+
 _MIB = 1 << 20
 
 
@@ -53,12 +55,12 @@ def process_gpu_memory(nvml: Any) -> list[ProcessGpuMemory]:
             procs = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
         except nvml.NVMLError:
             continue
-        uuid = _optional(nvml, "nvmlDeviceGetUUID", handle)
+        uuid = call_optional(nvml, "nvmlDeviceGetUUID", handle)
         if isinstance(uuid, bytes):
             uuid = uuid.decode(errors="replace")
         mps = {
             p.pid
-            for p in (_optional(nvml, "nvmlDeviceGetMPSComputeRunningProcesses", handle) or ())
+            for p in (call_optional(nvml, "nvmlDeviceGetMPSComputeRunningProcesses", handle) or ())
         }
         for proc in procs:
             used = getattr(proc, "usedGpuMemory", None)
@@ -68,16 +70,6 @@ def process_gpu_memory(nvml: Any) -> list[ProcessGpuMemory]:
                 )
             )
     return found
-
-
-def _optional(nvml: Any, name: str, *args: Any) -> Any:
-    function = getattr(nvml, name, None)
-    if function is None:
-        return None
-    try:
-        return function(*args)
-    except nvml.NVMLError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -109,7 +101,7 @@ def sample_gpus(nvml: Any, indices: list[int] | tuple[int, ...]) -> list[GpuSamp
             memory = nvml.nvmlDeviceGetMemoryInfo(handle)
         except nvml.NVMLError:
             continue
-        rates = _optional(nvml, "nvmlDeviceGetUtilizationRates", handle)
+        rates = call_optional(nvml, "nvmlDeviceGetUtilizationRates", handle)
         util = int(rates.gpu) if rates is not None else None
         found.append(GpuSample(index, util, int(memory.used) // _MIB, int(memory.total) // _MIB))
     return found

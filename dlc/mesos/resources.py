@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dlc.errors import ResourceSyntaxError
+from dlc.topology.gpu_shares import normalise, subtract
 
 Value = float | frozenset[str] | tuple[tuple[int, int], ...]
 Key = tuple[str, str]  # (name, role)
@@ -41,34 +42,6 @@ def _round(value: float) -> float:
     return round(value, 3)
 
 
-def _merge_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    merged: list[list[int]] = []
-    for begin, end in sorted(ranges):
-        if merged and begin <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([begin, end])
-    return tuple((b, e) for b, e in merged)
-
-
-def _subtract_ranges(
-    have: tuple[tuple[int, int], ...], take: tuple[tuple[int, int], ...]
-) -> tuple[tuple[int, int], ...]:
-    out = list(have)
-    for t_begin, t_end in take:
-        next_out = []
-        for begin, end in out:
-            if t_end < begin or t_begin > end:
-                next_out.append((begin, end))
-                continue
-            if begin < t_begin:
-                next_out.append((begin, t_begin - 1))
-            if t_end < end:
-                next_out.append((t_end + 1, end))
-        out = next_out
-    return _merge_ranges(out)
-
-
 def _ranges_contain(have: tuple[tuple[int, int], ...], want: tuple[tuple[int, int], ...]) -> bool:
     return all(any(b <= w_b and w_e <= e for b, e in have) for w_b, w_e in want)
 
@@ -86,7 +59,7 @@ def _parse_ranges(flag: str, item: str, text: str) -> tuple[tuple[int, int], ...
         if b > e:
             raise ResourceSyntaxError(flag, item, f"range {part!r} ends before it begins")
         ranges.append((b, e))
-    return _merge_ranges(ranges)
+    return normalise(ranges)
 
 
 def _parse_value(flag: str, item: str, text: str) -> Value | str:
@@ -164,7 +137,7 @@ def _ranges_json(ranges: tuple[tuple[int, int], ...]) -> dict[str, Any]:
 
 
 def _ranges_from_json(ranges: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
-    return _merge_ranges((int(r["begin"]), int(r["end"])) for r in ranges.get("range", []))
+    return normalise((int(r["begin"]), int(r["end"])) for r in ranges.get("range", []))
 
 
 def _ranges_text(ranges: tuple[tuple[int, int], ...]) -> str:
@@ -261,7 +234,7 @@ class Resources:
             elif isinstance(have, frozenset) and isinstance(value, frozenset):
                 items[key] = have | value
             elif isinstance(have, tuple) and isinstance(value, tuple):
-                items[key] = _merge_ranges(have + value)
+                items[key] = normalise(have + value)
             else:
                 raise ValueError(f"resource {key[0]!r} has two different types")
         return Resources(items)
@@ -277,7 +250,7 @@ class Resources:
             elif isinstance(have, frozenset) and isinstance(value, frozenset):
                 items[key] = have - value
             elif isinstance(have, tuple) and isinstance(value, tuple):
-                items[key] = _subtract_ranges(have, value)
+                items[key] = subtract(have, value)
         return Resources(items)
 
     def contains(self, other: Resources) -> bool:

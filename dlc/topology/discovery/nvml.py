@@ -78,7 +78,7 @@ def topology_from_nvml(nvml: Any) -> Topology:
     try:
         return _collect(nvml)
     finally:
-        _call_optional(nvml, "nvmlShutdown")
+        call_optional(nvml, "nvmlShutdown")
 
 
 def normalize_bus_id(text: str | bytes | None) -> str | None:
@@ -147,8 +147,8 @@ def _collect(nvml: Any) -> Topology:
         )
         for a, b in combinations(range(count), 2)
     }
-    driver = _call_optional(nvml, "nvmlSystemGetDriverVersion")
-    cuda = _call_optional(nvml, "nvmlSystemGetCudaDriverVersion")
+    driver = call_optional(nvml, "nvmlSystemGetDriverVersion")
+    cuda = call_optional(nvml, "nvmlSystemGetCudaDriverVersion")
     return Topology(
         gpus=gpus,
         links=links,
@@ -159,22 +159,22 @@ def _collect(nvml: Any) -> Topology:
 
 
 def _gpu(nvml: Any, index: int, handle: Any) -> Gpu:
-    pci = _call_optional(nvml, "nvmlDeviceGetPciInfo", handle)
-    memory = _call_optional(nvml, "nvmlDeviceGetMemoryInfo", handle)
-    cpu_words = _call_optional(nvml, "nvmlDeviceGetCpuAffinity", handle, _CPU_SET_WORDS)
+    pci = call_optional(nvml, "nvmlDeviceGetPciInfo", handle)
+    memory = call_optional(nvml, "nvmlDeviceGetMemoryInfo", handle)
+    cpu_words = call_optional(nvml, "nvmlDeviceGetCpuAffinity", handle, _CPU_SET_WORDS)
     return Gpu(
         index=index,
-        model=_text(_call_optional(nvml, "nvmlDeviceGetName", handle)),
-        uuid=_text(_call_optional(nvml, "nvmlDeviceGetUUID", handle)),
+        model=_text(call_optional(nvml, "nvmlDeviceGetName", handle)),
+        uuid=_text(call_optional(nvml, "nvmlDeviceGetUUID", handle)),
         pci_bus_id=normalize_bus_id(getattr(pci, "busId", None)),
-        minor=_call_optional(nvml, "nvmlDeviceGetMinorNumber", handle),
+        minor=call_optional(nvml, "nvmlDeviceGetMinorNumber", handle),
         memory_mib=int(memory.total) // _MIB if memory is not None else None,
         cpu_affinity=(cpu_list_text(cpu_words) or None) if cpu_words is not None else None,
         numa_node=_numa_affinity(nvml, handle),
         # nvmlDeviceGetNumaNodeId is the GPU's *own* NUMA node, which exists only
         # where GPU memory is a NUMA node (Grace-coherent systems): `GPU NUMA ID`.
-        gpu_numa_id=_call_optional(nvml, "nvmlDeviceGetNumaNodeId", handle),
-        mig_mode=mig_mode_text(_call_optional(nvml, "nvmlDeviceGetMigMode", handle)),
+        gpu_numa_id=call_optional(nvml, "nvmlDeviceGetNumaNodeId", handle),
+        mig_mode=mig_mode_text(call_optional(nvml, "nvmlDeviceGetMigMode", handle)),
     )
 
 
@@ -192,7 +192,7 @@ def mig_mode_text(modes: Any) -> str | None:
 def _numa_affinity(nvml: Any, handle: Any) -> int | None:
     """The first NUMA node of the GPU's memory affinity (``topo -m``'s NUMA Affinity)."""
     scope = getattr(nvml, "NVML_AFFINITY_SCOPE_NODE", 0)
-    words = _call_optional(nvml, "nvmlDeviceGetMemoryAffinity", handle, _NODE_SET_WORDS, scope)
+    words = call_optional(nvml, "nvmlDeviceGetMemoryAffinity", handle, _NODE_SET_WORDS, scope)
     if words is None:
         return None
     for w, word in enumerate(words):
@@ -203,7 +203,7 @@ def _numa_affinity(nvml: Any, handle: Any) -> int | None:
 
 
 def _pcie_level(nvml: Any, h1: Any, h2: Any) -> PcieLevel | None:
-    level = _call_optional(nvml, "nvmlDeviceGetTopologyCommonAncestor", h1, h2)
+    level = call_optional(nvml, "nvmlDeviceGetTopologyCommonAncestor", h1, h2)
     return _LEVELS.get(level) if level is not None else None
 
 
@@ -213,7 +213,7 @@ def _p2p_status(nvml: Any, h1: Any, h2: Any) -> P2PStatus:
     for name, default in (("NVML_P2P_CAPS_INDEX_READ", 0), ("NVML_P2P_CAPS_INDEX_WRITE", 1)):
         caps = _constant(nvml, name, default)
         for src, dst in ((h1, h2), (h2, h1)):
-            code = _call_optional(nvml, "nvmlDeviceGetP2PStatus", src, dst, caps)
+            code = call_optional(nvml, "nvmlDeviceGetP2PStatus", src, dst, caps)
             statuses.append(_P2P.get(code, P2PStatus.U) if code is not None else P2PStatus.U)
     not_ok = [s for s in statuses if s is not P2PStatus.OK]
     if not not_ok:
@@ -239,9 +239,9 @@ def _nvlink_counts(
     enabled = _constant(nvml, "NVML_FEATURE_ENABLED", 1)
     for i, handle in enumerate(handles):
         for link in range(max_links):
-            if _call_optional(nvml, "nvmlDeviceGetNvLinkState", handle, link) != enabled:
+            if call_optional(nvml, "nvmlDeviceGetNvLinkState", handle, link) != enabled:
                 continue
-            remote = _call_optional(nvml, "nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
+            remote = call_optional(nvml, "nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
             remote_bus = normalize_bus_id(getattr(remote, "busId", None))
             if remote_bus is None:
                 continue  # the far end is unknown: count nothing rather than guess
@@ -268,7 +268,7 @@ def _remote_is_switch(nvml: Any, handle: Any, link: int) -> bool:
     benefit of the doubt: a non-GPU NVLink peer on x86 is a switch. An IBM NPU
     (POWER CPU) or a GPU we cannot see is not.
     """
-    kind = _call_optional(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
+    kind = call_optional(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
     if kind is None:
         return True
     return kind == _constant(nvml, "NVML_NVLINK_DEVICE_TYPE_SWITCH", _NVLINK_TYPE_SWITCH)
@@ -293,7 +293,7 @@ def _call_required(nvml: Any, name: str, *args: Any) -> Any:
         raise DiscoveryError(f"NVML {name}({shown}) failed: {_error_text(exc)}") from exc
 
 
-def _call_optional(nvml: Any, name: str, *args: Any) -> Any:
+def call_optional(nvml: Any, name: str, *args: Any) -> Any:
     """Call an NVML function for an optional fact: ``None`` if absent or failing."""
     function = getattr(nvml, name, None)
     if function is None:
