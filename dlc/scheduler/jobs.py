@@ -260,7 +260,7 @@ class JobSpec:
         known = {f for f in cls.__dataclass_fields__}
         # a key is shown as written when it looks like a field name, else quoted and cut short
         unknown = sorted(
-            k if isinstance(k, str) and _FIELD_RE.match(k) else _short(k, 40)
+            k if isinstance(k, str) and _FIELD_RE.fullmatch(k) else _short(k, 40)
             for k in set(data) - known
         )
         if unknown:

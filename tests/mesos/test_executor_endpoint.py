@@ -148,4 +148,7 @@ def test_a_restarting_agent_is_retried_until_it_refuses_the_executor(monkeypatch
         signal.signal(signal.SIGINT, previous)
         agent.server.shutdown()
     assert agent.seen == [404, 404, 404, 400]  # 404s were retried, the 400 was final
-    assert driver.aborted and interrupted
+    # pymesos also calls interrupt_main() when it aborts; whether that reaches this test's
+    # handler depends on other tests in the process (the scheduler adapter silences it), so
+    # only the abort itself is asserted.
+    assert driver.aborted
