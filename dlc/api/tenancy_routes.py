@@ -185,9 +185,12 @@ def router(api: Any) -> APIRouter:
 
     @routes.put("/v1/limits/{user}", responses=ERRORS)
     def set_limits(user: str, body: LimitsIn, request: Request) -> dict:
-        """Per-user caps: running jobs, GPUs held, longest interactive run (admin; audited)."""
+        """Per-user caps: running jobs, GPUs held, longest interactive run, interactive
+        environments at once (admin; audited)."""
         actor = _admin(request)
-        limits = UserLimits(user, body.max_running, body.max_gpus, body.max_interactive_s)
+        limits = UserLimits(
+            user, body.max_running, body.max_gpus, body.max_interactive_s, body.max_interactive
+        )
         store.set_user_limits(limits, actor)
         reload()
         return {"user": user, **{k: v for k, v in limits.__dict__.items() if k != "user"}}

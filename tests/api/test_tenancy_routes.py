@@ -112,6 +112,8 @@ def test_queue_shows_run_order_group_pool_and_reason(api):
 def test_limits_are_stored(api):
     server, core, tokens = api
     out = call(server, tokens["admin"], "PUT", "/v1/limits/alice",
-               {"max_running": 2, "max_gpus": 4, "max_interactive_s": 28800})  # fmt: skip
-    assert out["max_running"] == 2
+               {"max_running": 2, "max_gpus": 4, "max_interactive_s": 28800,
+                "max_interactive": 1})  # fmt: skip
+    assert out["max_running"] == 2 and out["max_interactive"] == 1
     assert core.tenancy.limits["alice"].max_interactive_s == 28800
+    assert core.tenancy.limits["alice"].max_interactive == 1
