@@ -502,6 +502,8 @@ class SchedulerCore:
 
     def _launch(self, jobs: dict[str, Job], result) -> list[tuple[list[str], list[dict]]]:
         per_agent: dict[str, tuple[list[str], list[dict]]] = {}
+        # with a tenancy policy every kill (preemption above all) gets the policy's grace
+        grace = self.tenancy.grace_s if self.tenancy.enabled else None
         by_job: dict[str, list] = {}
         for launch in result.launches:
             by_job.setdefault(launch.job_id, []).append(launch)
@@ -511,7 +513,7 @@ class SchedulerCore:
             for launch in launches:
                 entry = per_agent.setdefault(launch.agent_id, (list(launch.offer_ids), []))
                 entry[1].append(
-                    build_task_info(job, launch, self.framework_id, self.config.executor)
+                    build_task_info(job, launch, self.framework_id, self.config.executor, grace)
                 )
         return list(per_agent.values())
 

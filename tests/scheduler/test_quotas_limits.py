@@ -135,3 +135,11 @@ def test_second_interactive_environment_waits_for_the_first(core_and_clock):
     assert core.queue_reason(second.job_id).endswith(
         "in a; user a at their limit: 1 of 1 interactive environments running"
     )
+
+
+def test_tasks_carry_the_policy_grace_as_their_kill_policy(core_and_clock):
+    core, _ = core_and_clock
+    submit(core, "a", 1)
+    actions = core.on_offers([train_offer("o1", list(range(8)))])
+    (info,) = [i for _, infos in actions.accepts for i in infos]
+    assert info["kill_policy"] == {"grace_period": {"nanoseconds": 30_000_000_000}}
