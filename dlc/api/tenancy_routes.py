@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from starlette.exceptions import HTTPException
 
-from dlc.api.models import ERRORS, GroupIn, LimitsIn, MemberIn, QuotaIn
+from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
 from dlc.scheduler.quotas import agent_pool, demand, key_of
 from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
 
@@ -146,6 +146,14 @@ def router(api: Any) -> APIRouter:
         store.set_quota(group, body.pool, guaranteed, actor, ceiling=ceiling)
         reload()
         return quota_view(core)
+
+    @routes.put("/v1/preemption-grace", responses=ERRORS)
+    def set_grace(body: GraceIn, request: Request) -> dict:
+        """The grace period of tasks launched from now on (admin; audited)."""
+        actor = _admin(request)
+        store.set_grace(float(body.grace_s), actor)
+        reload()
+        return {"grace_s": core.tenancy.grace_s}
 
     @routes.get("/v1/quota/audit", responses=ERRORS)
     def audit(request: Request, limit: int = Query(100, ge=1, le=1000)) -> dict:
