@@ -15,6 +15,7 @@ from dlc.scheduler.tenancy import Resources, UserLimits
 from dlc.store.memory import MemoryJobStore
 from dlc.store.sqlite import JobStore
 
+from .helpers import offer
 from .test_quotas_core import slave, status, submit, train_offer, two_groups
 
 TRAIN = {"train": Resources(8, 64, 262144)}
@@ -143,3 +144,26 @@ def test_tasks_carry_the_policy_grace_as_their_kill_policy(core_and_clock):
     actions = core.on_offers([train_offer("o1", list(range(8)))])
     (info,) = [i for _, infos in actions.accepts for i in infos]
     assert info["kill_policy"] == {"grace_period": {"nanoseconds": 30_000_000_000}}
+
+
+def test_interactive_limit_counts_from_the_launch_across_a_restart(tmp_path):
+    clock = Clock()
+    store = JobStore(tmp_path / "db", clock=clock)
+    store.set_user_limits(UserLimits("a", max_interactive_s=3600), "admin")
+    config = CoreConfig(placement=PlacementConfig("first-fit"), max_skips=1000)
+    core = SchedulerCore(store, config, lambda s: (s.image, None), clock=clock)
+    core.update_agents([slave("a1", "default")])
+    env = submit(core, "a", 1, interactive=True)
+    actions = core.on_offers([offer("o1", "a1", list(range(8)), cpus=64, mem=262144)])
+    assert [i["task_id"]["value"] for _, infos in actions.accepts for i in infos] == [
+        f"{env.job_id}.0.0"
+    ]
+    core.on_status(status(f"{env.job_id}.0.0", "TASK_RUNNING"))
+    clock.now += 3000
+    restarted = SchedulerCore(store, config, lambda s: (s.image, None), clock=clock)
+    assert restarted.pending_kills().kills == []
+    clock.now += 600  # 3600 s after the launch, not after the restart
+    assert restarted.pending_kills().kills == [(f"{env.job_id}.0.0", "a1")]
+    assert restarted.visible_job(env.job_id, "a").message == (
+        "stopped: interactive limit of 1 h for a reached"
+    )
