@@ -145,8 +145,14 @@ class TenancyStore:
         with self._tx("saving a quota") as db:
             self._need_group(db, group)
             db.execute(
-                "INSERT OR REPLACE INTO quotas (group_name, pool, gpus, cpus, mem_mib,"
-                " ceil_gpus, ceil_cpus, ceil_mem_mib) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                # the key is two columns: an explicit upsert (both engines; PostgreSQL's
+                # INSERT OR REPLACE translation keys on the first column only)
+                "INSERT INTO quotas (group_name, pool, gpus, cpus, mem_mib,"
+                " ceil_gpus, ceil_cpus, ceil_mem_mib) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT(group_name, pool) DO UPDATE SET gpus = excluded.gpus,"
+                " cpus = excluded.cpus, mem_mib = excluded.mem_mib,"
+                " ceil_gpus = excluded.ceil_gpus, ceil_cpus = excluded.ceil_cpus,"
+                " ceil_mem_mib = excluded.ceil_mem_mib",
                 (group, pool, guaranteed.gpus, guaranteed.cpus, guaranteed.mem_mib,
                  _finite(c.gpus) if c else None, _finite(c.cpus) if c else None,
                  _finite(c.mem_mib) if c else None),

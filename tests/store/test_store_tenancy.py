@@ -1,5 +1,6 @@
 """Groups, quotas, limits and their audit log in the SQLite store (migrations 4 and 5) and
-the in-memory store: the shared tests run on both (same answers, same refusals)."""
+the in-memory store and PostgreSQL: the shared tests run on all three (same answers, same
+refusals)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,19 @@ from dlc.store.memory import MemoryJobStore
 from dlc.store.sqlite import JobStore
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "memory", "postgresql"])
 def store(request, tmp_path):
     if request.param == "memory":
-        return MemoryJobStore(clock=lambda: 5.0)
-    return JobStore(tmp_path / "jobs.db", clock=lambda: 5.0)
+        yield MemoryJobStore(clock=lambda: 5.0)
+        return
+    if request.param == "postgresql":
+        from dlc.store.postgres import JobStore as PgJobStore
+
+        opened = PgJobStore(request.getfixturevalue("postgres").new_db(), clock=lambda: 5.0)
+    else:
+        opened = JobStore(tmp_path / "jobs.db", clock=lambda: 5.0)
+    yield opened
+    opened.close()
 
 
 def test_policy_reads_back_what_was_set(store):
@@ -29,9 +38,13 @@ def test_policy_reads_back_what_was_set(store):
                     ceiling=Resources(8, float("inf"), float("inf")))  # fmt: skip
     store.set_quota("team-b", "dev", Resources(1, 2, 3), "admin",
                     ceiling=Resources(float("inf"), float("inf"), float("inf")))  # fmt: skip
+    store.set_quota("team-a", "dev", Resources(1, 1, 1), "admin")
+    store.set_quota("team-a", "dev", Resources(2, 3, 4), "admin")  # replaces, per group and pool
     store.set_user_limits(UserLimits("alice", 2, 4.0, 28800.0, 1), "admin")
     store.set_grace(45, "admin")
     policy = store.tenancy_policy()
+    assert policy.quota("team-a", "dev").guaranteed == Resources(2, 3, 4)
+    assert policy.quota("team-a", "train").guaranteed == Resources(6, 40, 262144)
     assert policy.group_of("alice") == "team-a" and policy.group_of("bob") == "-"
     assert policy.groups["team-a"].preempt_within and not policy.groups["team-b"].preempt_within
     assert policy.pool_of("alice", None) == "train" and policy.pool_of("bob", None) == "default"
