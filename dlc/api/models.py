@@ -59,6 +59,13 @@ class JobSpecIn(BaseModel):
 Amount = StrictFloat | StrictInt | StrictStr
 
 
+class GraceIn(BaseModel):
+    """``PUT /v1/preemption-grace``: seconds between SIGTERM and SIGKILL of a stopped task."""
+
+    model_config = ConfigDict(extra="forbid")
+    grace_s: StrictFloat | StrictInt
+
+
 class QuotaIn(BaseModel):
     """``PUT /v1/quota/{group}``: a group's guarantee (and ceiling) in one pool."""
 
@@ -95,6 +102,7 @@ class LimitsIn(BaseModel):
     max_running: StrictInt | None = None
     max_gpus: StrictFloat | StrictInt | None = None
     max_interactive_s: StrictFloat | StrictInt | None = None
+    max_interactive: StrictInt | None = None
 
 
 class TaskOut(BaseModel):

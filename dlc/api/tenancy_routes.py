@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from starlette.exceptions import HTTPException
 
-from dlc.api.models import ERRORS, GroupIn, LimitsIn, MemberIn, QuotaIn
+from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
 from dlc.scheduler.quotas import agent_pool, demand, key_of
 from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
 
@@ -147,6 +147,14 @@ def router(api: Any) -> APIRouter:
         reload()
         return quota_view(core)
 
+    @routes.put("/v1/preemption-grace", responses=ERRORS)
+    def set_grace(body: GraceIn, request: Request) -> dict:
+        """The grace period of tasks launched from now on (admin; audited)."""
+        actor = _admin(request)
+        store.set_grace(float(body.grace_s), actor)
+        reload()
+        return {"grace_s": core.tenancy.grace_s}
+
     @routes.get("/v1/quota/audit", responses=ERRORS)
     def audit(request: Request, limit: int = Query(100, ge=1, le=1000)) -> dict:
         """The latest quota, group and limit changes (admin)."""
@@ -185,9 +193,12 @@ def router(api: Any) -> APIRouter:
 
     @routes.put("/v1/limits/{user}", responses=ERRORS)
     def set_limits(user: str, body: LimitsIn, request: Request) -> dict:
-        """Per-user caps: running jobs, GPUs held, longest interactive run (admin; audited)."""
+        """Per-user caps: running jobs, GPUs held, longest interactive run, interactive
+        environments at once (admin; audited)."""
         actor = _admin(request)
-        limits = UserLimits(user, body.max_running, body.max_gpus, body.max_interactive_s)
+        limits = UserLimits(
+            user, body.max_running, body.max_gpus, body.max_interactive_s, body.max_interactive
+        )
         store.set_user_limits(limits, actor)
         reload()
         return {"user": user, **{k: v for k, v in limits.__dict__.items() if k != "user"}}

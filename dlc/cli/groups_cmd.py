@@ -68,11 +68,14 @@ def remove(group, user, api, token):
 @click.option("--max-gpus", type=click.FloatRange(0), help="GPUs the user may hold at once.")
 @click.option("--max-interactive", "max_interactive_s", type=click.FloatRange(0),
               help="Longest an interactive environment may run, in seconds.")  # fmt: skip
+@click.option("--max-environments", "max_interactive", type=click.IntRange(0),
+              help="Interactive environments the user may run at once.")  # fmt: skip
 @api_options
-def limit(user, max_running, max_gpus, max_interactive_s, api, token):
+def limit(user, max_running, max_gpus, max_interactive_s, max_interactive, api, token):
     """Set USER's limits (absent: no cap; admin, audited)."""
     body = {"max_running": max_running, "max_gpus": max_gpus,
-            "max_interactive_s": max_interactive_s}  # fmt: skip
+            "max_interactive_s": max_interactive_s, "max_interactive": max_interactive}  # fmt: skip
     out = call(api, token, "PUT", f"/v1/limits/{user}", body)
     click.echo(f"{user}: {out['max_running'] or '-'} running jobs, {num(out['max_gpus'])} GPUs, "
-               f"interactive {num(out['max_interactive_s'])} s")  # fmt: skip
+               f"interactive {num(out['max_interactive_s'])} s, "
+               f"{out.get('max_interactive') or '-'} environments at once")  # fmt: skip

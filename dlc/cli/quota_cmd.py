@@ -76,6 +76,16 @@ def set_quota(group, pool, gpus, cpus, mem, ceiling_gpus, ceiling_cpus, ceiling_
     click.echo(f"{group} in pool {pool}: {num(gpus)} GPUs, {num(cpus)} CPUs, {mem} guaranteed")
 
 
+@command.command("grace")
+@click.argument("seconds", type=click.FloatRange(0, 3600))
+@api_options
+def grace(seconds, api, token):
+    """Set the preemption grace period: SIGTERM, SECONDS, then SIGKILL (admin; audited).
+    Tasks launched from now on get it."""
+    out = call(api, token, "PUT", "/v1/preemption-grace", {"grace_s": seconds})
+    click.echo(f"preemption grace {num(out['grace_s'])} s for tasks launched from now on")
+
+
 @command.command("audit")
 @click.option("--limit", "-n", type=click.IntRange(1, 1000), default=20, show_default=True)
 @api_options

@@ -103,6 +103,17 @@ _UNITS = {
 }
 
 
+def kill_grace_s(task: dict) -> float | None:
+    """The grace of a TaskInfo's ``kill_policy`` in seconds, or ``None`` when it has none
+    (or a malformed one: the executor's ``--grace`` applies then)."""
+    try:
+        nanos = task["kill_policy"]["grace_period"]["nanoseconds"]
+        seconds = int(nanos) / 1e9
+    except (KeyError, TypeError, ValueError):
+        return None
+    return seconds if 0 <= seconds <= 24 * 3600 else None
+
+
 def recovery_timeout_from_env(env: dict | None = None) -> float | None:
     """How long the executor waits for an unreachable agent before giving up.
 
@@ -178,8 +189,9 @@ def make_executor_class():
             self.sink.driver = driver
             self.lifecycle.task_launched(task["task_id"]["value"])
             self._guard(
-                "launchTask", self.runner.launch, task["task_id"]["value"], task.get("data", "")
-            )
+                "launchTask", self.runner.launch, task["task_id"]["value"], task.get("data", ""),
+                kill_grace_s(task),
+            )  # fmt: skip
 
         def killTask(self, driver, taskId):  # noqa: N802, N803
             self._guard("killTask", self.runner.kill, taskId["value"])
@@ -279,6 +291,7 @@ __all__ = [
     "CONTAINER_ID_LABEL",
     "DriverSink",
     "grace_from_env",
+    "kill_grace_s",
     "make_driver",
     "make_executor_class",
     "parse_mesos_duration",

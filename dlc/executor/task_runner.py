@@ -118,6 +118,8 @@ class RunnerConfig:
 class _Task:
     task_id: str
     container_id: str | None = None
+    #: the TaskInfo's kill_policy grace (None: the runner's ``grace_s``)
+    grace_s: float | None = None
     killed: bool = False
     terminal_sent: bool = False
     #: undoes the task's pinned volume mounts (after its container is removed)
@@ -152,8 +154,12 @@ class TaskRunner:
         self.shares.bind(runtime, self.config.grace_s)
 
     # callbacks (each returns quickly) -----------------------------------------------------------
-    def launch(self, task_id: str, data: str) -> None:
-        """Start running one task (LAUNCH); the work happens on a thread."""
+    def launch(self, task_id: str, data: str, grace_s: float | None = None) -> None:
+        """Start running one task (LAUNCH); the work happens on a thread.
+
+        Args:
+            grace_s: the task's own kill grace (its TaskInfo ``kill_policy``), if any.
+        """
         with self._lock:
             if task_id in self._tasks:
                 # a redelivered LAUNCH: the first one owns the task and its updates
@@ -162,7 +168,7 @@ class TaskRunner:
             if self._shut_down:
                 self.sink.update(task_id, "TASK_FAILED", "executor is shutting down")
                 return
-            task = self._tasks[task_id] = _Task(task_id)
+            task = self._tasks[task_id] = _Task(task_id, grace_s=grace_s)
         task.thread = threading.Thread(
             target=self._run_guarded, args=(task, data), name=f"task-{task_id}", daemon=True
         )
@@ -326,7 +332,8 @@ class TaskRunner:
                 task.killed = True
                 container_id = task.container_id
             if container_id:
-                self.runtime.stop(container_id, self.config.grace_s)
+                grace = self.config.grace_s if task.grace_s is None else task.grace_s
+                self.runtime.stop(container_id, grace)
                 self._remove_container(task)
             self._terminal(task, "TASK_KILLED", "killed on request (SIGTERM, then SIGKILL)")
         except Exception as exc:

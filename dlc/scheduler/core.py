@@ -61,7 +61,7 @@ from dlc.scheduler.queue import Reservations, queue_key
 from dlc.scheduler.quotas import QueuePlan, check_submit, plan, pool_capacity, split_by_pool
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
-from dlc.scheduler.tenancy import Policy
+from dlc.scheduler.tenancy import Policy, fmt_span
 
 #: task states in which nothing of the task runs any more (no kill needed)
 _TERMINAL_TASK = NOT_RUNNING_STATES
@@ -82,6 +82,8 @@ _UNREACHABLE = "TASK_UNREACHABLE"
 
 #: how many ended tasks' placements are remembered (to drain GPUs of late stale updates)
 _PREVIOUS_KEPT = 4096
+#: how a message of a job the core itself stopped begins (kept as its final message)
+_STOPPED = "stopped: "
 
 #: (framework or None, image or None) -> (image, cuda_version); raises DlcError
 ImageResolver = Callable[[JobSpec], tuple[str, str | None]]
@@ -199,6 +201,9 @@ class SchedulerCore:
         self._impossible: dict[tuple, str | None] = {}
         self._impossible_version = -1
         self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
+        #: job id -> when its current run was launched (victims youngest first; the
+        #: interactive time limit)
+        self._started: dict[str, float] = {}
         self.framework_id: str | None = store.framework_id
         # Groups, quotas and limits (docs/quotas.md); a store without tenancy tables (or an
         # empty policy) keeps the plain priority queue.
@@ -225,6 +230,11 @@ class SchedulerCore:
         for job in self.store.list_jobs(
             states={JobState.QUEUED, JobState.STAGING, JobState.RUNNING, JobState.PREEMPTED}
         ):
+            if job.state.active:  # a restart: the run started at its last launch
+                launched = [at for at, state, _ in self.store.history(job.job_id)
+                            if state == JobState.STAGING.value]  # fmt: skip
+                if launched:
+                    self._started[job.job_id] = launched[-1]
             self._track(job)
 
     def _track(self, job: Job) -> Job:
@@ -241,8 +251,12 @@ class SchedulerCore:
             self._reservations.forget(job.job_id)
         if job.state.active:
             self._active[job.job_id] = job
+            if job.job_id not in self._started:
+                self._started[job.job_id] = self._clock()
             for task in job.tasks:
                 self.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
+        else:
+            self._started.pop(job.job_id, None)
         return job
 
     def _save(self, job: Job, event: str | None = None) -> Job:
@@ -470,7 +484,9 @@ class SchedulerCore:
         with self._lock:
             if queue is None:
                 queue = [j for j in self.queued_jobs() if self._impossible_reason(j.spec) is None]
-            return plan(queue, self._active.values(), self.tenancy, self.pool_capacity())
+            return plan(
+                queue, self._active.values(), self.tenancy, self.pool_capacity(), self._started
+            )
 
     def _preempt(self, tenancy: QueuePlan) -> list[tuple[str, str]]:
         """Mark planned victims preempted and kill their tasks (the executor stops each
@@ -486,6 +502,8 @@ class SchedulerCore:
 
     def _launch(self, jobs: dict[str, Job], result) -> list[tuple[list[str], list[dict]]]:
         per_agent: dict[str, tuple[list[str], list[dict]]] = {}
+        # with a tenancy policy every kill (preemption above all) gets the policy's grace
+        grace = self.tenancy.grace_s if self.tenancy.enabled else None
         by_job: dict[str, list] = {}
         for launch in result.launches:
             by_job.setdefault(launch.job_id, []).append(launch)
@@ -495,7 +513,7 @@ class SchedulerCore:
             for launch in launches:
                 entry = per_agent.setdefault(launch.agent_id, (list(launch.offer_ids), []))
                 entry[1].append(
-                    build_task_info(job, launch, self.framework_id, self.config.executor)
+                    build_task_info(job, launch, self.framework_id, self.config.executor, grace)
                 )
         return list(per_agent.values())
 
@@ -653,6 +671,8 @@ class SchedulerCore:
             actions.kills = [(task_id, task.agent_id)]  # a live task of a killed job: again
         if job.kill_requested and new_state.terminal and not actions.kills:
             new_state = JobState.KILLED
+            if job.message.startswith(_STOPPED):  # the core stopped it: keep saying why
+                message = job.message
         elif refused and not actions.kills and not job.kill_requested:
             # Another live container holds these GPUs (the node refused to share them): the
             # job did nothing wrong. Retry without a failure; its GPUs drain meanwhile.
@@ -719,6 +739,7 @@ class SchedulerCore:
         with self._lock:
             # Reclaim needs no offer: a full cluster sends none, yet a lender may wait.
             fresh = self._preempt(self.plan_queue()) if self.tenancy.enabled else []
+            fresh += self._stop_overdue_environments()
             return Actions(
                 kills=fresh
                 + [
@@ -729,6 +750,26 @@ class SchedulerCore:
                     if not _done(t) and (t.task_id, t.agent_id) not in fresh
                 ]
             )
+
+    def _stop_overdue_environments(self) -> list[tuple[str, str]]:
+        """Kill interactive jobs that ran past their user's ``max_interactive_s``."""
+        kills: list[tuple[str, str]] = []
+        if not self.tenancy.limits:
+            return kills
+        now = self._clock()
+        for job in list(self._active.values()):
+            limits = self.tenancy.limits.get(job.user)
+            if not job.spec.interactive or job.kill_requested or limits is None:
+                continue
+            if job.state is JobState.PREEMPTED or limits.max_interactive_s is None:
+                continue
+            if now - self._started.get(job.job_id, now) < limits.max_interactive_s:
+                continue
+            why = (f"{_STOPPED}interactive limit of {fmt_span(limits.max_interactive_s)} "
+                   f"for {job.user} reached")  # fmt: skip
+            job = self._save(replace(job, kill_requested=True, message=why), event=why)
+            kills += [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
+        return kills
 
     def set_framework_id(self, framework_id: str | None) -> None:
         """Persist the framework id before anything uses it (``None`` forgets it)."""

@@ -123,6 +123,7 @@ def plan(
     active: Iterable[Job],
     policy: Policy,
     capacity: Mapping[str, Resources],
+    started: Mapping[str, float] | None = None,
 ) -> QueuePlan:
     """Order, admit or hold every queued job and pick preemptions (see the module doc).
 
@@ -132,20 +133,23 @@ def plan(
         policy: groups, quotas, limits.
         capacity: pool -> totals (a pool missing or all zero: not known yet, so borrowing
             and reclaim are not limited by it).
+        started: job id -> when its current run started (victims: youngest first); a job
+            missing counts from its submission.
     """
     active = list(active)
     if not policy.enabled:
         rows = [QueueRow(j, "-", j.spec.pool or DEFAULT_POOL, i + 1, True, "")
                 for i, j in enumerate(queue)]  # fmt: skip
         return QueuePlan(runnable=list(queue), rows=rows, capacity=dict(capacity))
-    return _Planner(queue, active, policy, capacity).run()
+    return _Planner(queue, active, policy, capacity, started or {}).run()
 
 
 class _Planner:
     """The state of one :func:`plan` call."""
 
-    def __init__(self, queue, active, policy: Policy, capacity):
+    def __init__(self, queue, active, policy: Policy, capacity, started: Mapping[str, float]):
         self.policy = policy
+        self.started_of = lambda job: started.get(job.job_id, job.submitted_at)
         self.capacity = dict(capacity)
         self.usage = usage_of(policy, active)
         self.out = QueuePlan(usage=dict(self.usage), capacity=self.capacity)
@@ -154,6 +158,7 @@ class _Planner:
         self.running: dict[Key, list[Job]] = {}
         self.user_jobs: dict[str, int] = {}
         self.user_gpus: dict[str, float] = {}
+        self.user_envs: dict[str, int] = {}
         for job in active:
             key = key_of(policy, job)
             if job.state is JobState.PREEMPTED:
@@ -163,6 +168,7 @@ class _Planner:
                 self.running.setdefault(key, []).append(job)
             self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
             self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + job.spec.total_gpus
+            self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
         self.queues: dict[Key, list[Job]] = {}
         self.pending: dict[Key, Resources] = {}
         for job in queue:
@@ -238,6 +244,7 @@ class _Planner:
         self._refresh(key)
         self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
         self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + job.spec.total_gpus
+        self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
         self.out.runnable.append(job)
         self.out.rows.append(QueueRow(job, group, pool, position, True, ""))
         self._reclaim_if_full(key, job)
@@ -253,6 +260,11 @@ class _Planner:
         if limits.max_gpus is not None and held + job.spec.total_gpus > limits.max_gpus + 1e-9:
             return (f"user {job.user} holds {fmt(held)} of {fmt(limits.max_gpus)} GPUs allowed; "
                     f"this job needs {fmt(job.spec.total_gpus)}")  # fmt: skip
+        envs = self.user_envs.get(job.user, 0)
+        if job.spec.interactive and limits.max_interactive is not None \
+                and envs + 1 > limits.max_interactive:  # fmt: skip
+            return (f"user {job.user} at their limit: {envs} of {limits.max_interactive} "
+                    "interactive environments running")  # fmt: skip
         return None
 
     def _ceiling(self, key: Key, need: Resources) -> str | None:
@@ -306,7 +318,7 @@ class _Planner:
         if excess.fits(ZERO):
             return f"waiting for preempted jobs of {key[0]} to stop ({self._grace()})"
         lower = [j for j in self.running.get(key, ()) if j.spec.priority < job.spec.priority]
-        victims = pick_victims(lower, excess, lambda j: demand(j.spec))
+        victims = pick_victims(lower, excess, lambda j: demand(j.spec), started_of=self.started_of)
         if not victims:
             return None
         why = (f"preempted: job {job.job_id} of {key[0]} has a higher priority "
@@ -343,7 +355,9 @@ class _Planner:
             j for other, jobs in self.running.items()
             if other[1] == pool and other[0] != group for j in jobs
         ]  # fmt: skip
-        victims = pick_victims(candidates, excess, lambda j: demand(j.spec), borrows, take)
+        victims = pick_victims(
+            candidates, excess, lambda j: demand(j.spec), borrows, take, self.started_of
+        )
         if not victims:
             self.out.notes[job.job_id] = (
                 f"{group} is within its quota in pool {pool}; waiting for running jobs to end"

@@ -203,6 +203,7 @@ def build_task_info(
     launch: Launch,
     framework_id: str | None = None,
     config: ExecutorConfig | None = None,
+    kill_grace_s: float | None = None,
 ) -> dict[str, Any]:
     """The v1 ``TaskInfo`` JSON for ``launch`` of ``job``.
 
@@ -211,6 +212,8 @@ def build_task_info(
         launch: where and with which GPUs the task runs.
         framework_id: our framework id, copied into the ExecutorInfo.
         config: executor command and resources.
+        kill_grace_s: SIGTERM -> SIGKILL grace of every kill of this task, sent as the
+            TaskInfo's ``kill_policy`` (the executor honours it; ``None``: its ``--grace``).
 
     Returns:
         A dict ready for ``driver.launchTasks``.
@@ -223,7 +226,7 @@ def build_task_info(
     resources += [scalar("gpus", float(len(launch.gpu_ids))), gpu_ids_set(launch.gpu_ids)]
     if launch.ports:
         resources.append(ports_resource(launch.ports))
-    return {
+    info = {
         "name": task_name(job, launch.gpu_ids, launch.rank),
         "task_id": {"value": launch.task_id},
         "agent_id": {"value": launch.agent_id},
@@ -232,3 +235,7 @@ def build_task_info(
         "labels": labels(job, launch),
         "data": launch_spec(job, launch, config.policy, config).encode(),
     }
+    if kill_grace_s is not None:
+        # TaskInfo.kill_policy (Mesos v1): both masters hand it to the executor in LAUNCH
+        info["kill_policy"] = {"grace_period": {"nanoseconds": int(kill_grace_s * 1e9)}}
+    return info

@@ -120,6 +120,15 @@ class Resources:
 ZERO = Resources()
 
 
+def fmt_span(seconds: float) -> str:
+    """``8 h``, ``90 min``, ``45 s``: a limit as people write it."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+
 def fmt(value: float, name: str = "GPUs") -> str:
     """``6``, ``2.5``, ``256G`` (memory in GiB when a whole number of them)."""
     if name == "memory":
@@ -156,13 +165,21 @@ class Group:
 
 @dataclass(frozen=True)
 class UserLimits:
-    """Per-user caps (``None``: no cap). ``max_interactive_s`` is stored here and enforced
-    by the environments feature."""
+    """Per-user caps (``None``: no cap).
+
+    Attributes:
+        max_running: jobs running at once (admission holds the next one).
+        max_gpus: GPUs held at once, shares counted as fractions.
+        max_interactive_s: the longest one interactive environment may run; the core's
+            periodic kill pass stops it after that (:meth:`SchedulerCore.pending_kills`).
+        max_interactive: interactive environments running at once.
+    """
 
     user: str
     max_running: int | None = None
     max_gpus: float | None = None
     max_interactive_s: float | None = None
+    max_interactive: int | None = None
 
 
 @dataclass(frozen=True)

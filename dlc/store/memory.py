@@ -2,9 +2,9 @@
 
 For tests and the simulator, which want the scheduler's exact behaviour without SQLite.
 It keeps what :class:`dlc.store.sqlite.JobStore` keeps (jobs, their history, settings,
-tokens) with the same answers; ``tests/store/test_store_contract.py`` runs one set of tests
-against both. Nothing survives the process; nothing is ever quarantined (a job kept as an
-object cannot be unreadable).
+tokens, tenancy) with the same answers; ``tests/store/test_store_contract.py`` and
+``tests/store/test_store_tenancy.py`` run their tests against both. Nothing survives
+the process; nothing is ever quarantined (a job kept as an object cannot be unreadable).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from dlc.errors import DlcError, JobNotFound
 from dlc.scheduler.jobs import Job, JobState
+from dlc.store.memory_tenancy import MemoryTenancy
 from dlc.store.sqlite import DEFAULT_MAX_PRIORITY, QuarantinedJob, TokenInfo
 
 
@@ -35,8 +36,8 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-class MemoryJobStore:
-    """Jobs, history, settings and tokens in dicts (thread-safe).
+class MemoryJobStore(MemoryTenancy):
+    """Jobs, history, settings, tokens and the tenancy policy in dicts (thread-safe).
 
     Args:
         clock: time source (the simulator passes its virtual clock).
@@ -49,6 +50,7 @@ class MemoryJobStore:
         self._events: list[tuple[str, float, str, str]] = []
         self._meta: dict[str, str] = {}
         self._tokens: dict[str, _Token] = {}
+        self._init_tenancy()
         self.path = ":memory:"
 
     def close(self) -> None:

@@ -145,6 +145,11 @@ def _v4_tenancy(db: sqlite3.Connection) -> None:
     )
 
 
+def _v5_interactive_cap(db: sqlite3.Connection) -> None:
+    """Per-user cap on interactive environments running at once (issue 13). Additive."""
+    db.execute("ALTER TABLE user_limits ADD COLUMN max_interactive INTEGER")
+
+
 #: migration ``i`` brings a database from version ``i`` to ``i + 1``; both engines run
 #: this list (append only: see the module docstring)
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
@@ -152,6 +157,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _v2_quarantine_and_indexes,
     _v3_token_limits,
     _v4_tenancy,
+    _v5_interactive_cap,
 ]
 
 #: the newest schema this DLC knows

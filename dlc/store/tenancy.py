@@ -72,7 +72,7 @@ class TenancyStore:
             }  # fmt: skip
             limits = {
                 r["user"]: UserLimits(r["user"], r["max_running"], r["max_gpus"],
-                                      r["max_interactive_s"])
+                                      r["max_interactive_s"], r["max_interactive"])
                 for r in self._db.execute("SELECT * FROM user_limits")
             }  # fmt: skip
         grace = self.get_meta(_GRACE_KEY)
@@ -145,8 +145,14 @@ class TenancyStore:
         with self._tx("saving a quota") as db:
             self._need_group(db, group)
             db.execute(
-                "INSERT OR REPLACE INTO quotas (group_name, pool, gpus, cpus, mem_mib,"
-                " ceil_gpus, ceil_cpus, ceil_mem_mib) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                # the key is two columns: an explicit upsert (both engines; PostgreSQL's
+                # INSERT OR REPLACE translation keys on the first column only)
+                "INSERT INTO quotas (group_name, pool, gpus, cpus, mem_mib,"
+                " ceil_gpus, ceil_cpus, ceil_mem_mib) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT(group_name, pool) DO UPDATE SET gpus = excluded.gpus,"
+                " cpus = excluded.cpus, mem_mib = excluded.mem_mib,"
+                " ceil_gpus = excluded.ceil_gpus, ceil_cpus = excluded.ceil_cpus,"
+                " ceil_mem_mib = excluded.ceil_mem_mib",
                 (group, pool, guaranteed.gpus, guaranteed.cpus, guaranteed.mem_mib,
                  _finite(c.gpus) if c else None, _finite(c.cpus) if c else None,
                  _finite(c.mem_mib) if c else None),
@@ -157,25 +163,19 @@ class TenancyStore:
 
     def set_user_limits(self, limits: UserLimits, actor: str) -> None:
         """Set a user's caps (``None`` fields: no cap); audited."""
-        for name in ("max_running", "max_gpus", "max_interactive_s"):
-            value = getattr(limits, name)
-            if value is not None and value < 0:
-                raise TenancyError(name, f"{value} is negative; give 0 or more, or leave it out")
+        check_limits(limits)
         with self._tx("saving user limits") as db:
             db.execute(
                 "INSERT OR REPLACE INTO user_limits (user, max_running, max_gpus,"
-                " max_interactive_s) VALUES (?, ?, ?, ?)",
-                (limits.user, limits.max_running, limits.max_gpus, limits.max_interactive_s),
-            )
-            detail = {"user": limits.user, "max_running": limits.max_running,
-                      "max_gpus": limits.max_gpus,
-                      "max_interactive_s": limits.max_interactive_s}  # fmt: skip
-            self._audit(db, actor, "limits", detail)
+                " max_interactive_s, max_interactive) VALUES (?, ?, ?, ?, ?)",
+                (limits.user, limits.max_running, limits.max_gpus, limits.max_interactive_s,
+                 limits.max_interactive),
+            )  # fmt: skip
+            self._audit(db, actor, "limits", limits_detail(limits))
 
     def set_grace(self, seconds: float, actor: str) -> None:
         """The grace period preempted jobs get (SIGTERM, then SIGKILL)."""
-        if not 0 <= seconds <= 3600:
-            raise TenancyError("grace", f"{seconds:g} s is out of range; give 0 to 3600")
+        check_grace(seconds)
         with self._tx("saving the grace period") as db:
             self.set_meta(_GRACE_KEY, str(float(seconds)))
             self._audit(db, actor, "grace", {"grace_s": seconds})
@@ -188,6 +188,27 @@ class TenancyStore:
                 (limit,),
             ).fetchall()
         return [AuditEntry(r["at"], r["actor"], r["action"], json.loads(r["detail"])) for r in rows]
+
+
+def check_limits(limits: UserLimits) -> None:
+    """Refuse negative caps (both stores)."""
+    for name in ("max_running", "max_gpus", "max_interactive_s", "max_interactive"):
+        value = getattr(limits, name)
+        if value is not None and value < 0:
+            raise TenancyError(name, f"{value} is negative; give 0 or more, or leave it out")
+
+
+def check_grace(seconds: float) -> None:
+    """Refuse a grace period outside 0..3600 s (both stores)."""
+    if not 0 <= seconds <= 3600:
+        raise TenancyError("grace", f"{seconds:g} s is out of range; give 0 to 3600")
+
+
+def limits_detail(limits: UserLimits) -> dict:
+    """The audit detail of a limits change."""
+    return {"user": limits.user, "max_running": limits.max_running,
+            "max_gpus": limits.max_gpus, "max_interactive_s": limits.max_interactive_s,
+            "max_interactive": limits.max_interactive}  # fmt: skip
 
 
 def _finite(value: float) -> float | None:

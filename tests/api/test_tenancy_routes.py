@@ -112,6 +112,25 @@ def test_queue_shows_run_order_group_pool_and_reason(api):
 def test_limits_are_stored(api):
     server, core, tokens = api
     out = call(server, tokens["admin"], "PUT", "/v1/limits/alice",
-               {"max_running": 2, "max_gpus": 4, "max_interactive_s": 28800})  # fmt: skip
-    assert out["max_running"] == 2
+               {"max_running": 2, "max_gpus": 4, "max_interactive_s": 28800,
+                "max_interactive": 1})  # fmt: skip
+    assert out["max_running"] == 2 and out["max_interactive"] == 1
     assert core.tenancy.limits["alice"].max_interactive_s == 28800
+    assert core.tenancy.limits["alice"].max_interactive == 1
+
+
+def test_grace_is_set_by_an_admin_and_audited(api):
+    server, core, tokens = api
+    out = call(server, tokens["admin"], "PUT", "/v1/preemption-grace", {"grace_s": 45})
+    assert out == {"grace_s": 45.0} and core.tenancy.grace_s == 45.0
+    audit = call(server, tokens["admin"], "GET", "/v1/quota/audit")["audit"]
+    assert audit[0]["action"] == "grace" and audit[0]["detail"] == {"grace_s": 45.0}
+
+
+def test_bad_grace_is_one_line_naming_the_field(api):
+    server, core, tokens = api
+    with pytest.raises(ApiError, match="grace: 7200 s is out of range; give 0 to 3600"):
+        call(server, tokens["admin"], "PUT", "/v1/preemption-grace", {"grace_s": 7200})
+    with pytest.raises(ApiError, match="needs an admin token"):
+        call(server, tokens["alice"], "PUT", "/v1/preemption-grace", {"grace_s": 5})
+    assert core.tenancy.grace_s == 30.0

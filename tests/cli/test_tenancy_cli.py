@@ -23,7 +23,11 @@ def test_admin_sets_up_groups_and_everyone_reads_them(api):  # noqa: F811
     out = dlc(server, admin, "quota", "set", "team-a", "--pool", "train", "--gpus", "6",
               "--cpus", "40", "--mem", "256G", "--ceiling-gpus", "12")  # fmt: skip
     assert "team-a in pool train: 6 GPUs, 40 CPUs, 256G guaranteed" in out
-    dlc(server, admin, "groups", "limit", "alice", "--max-running", "2")
+    out = dlc(server, admin, "groups", "limit", "alice", "--max-running", "2",
+              "--max-interactive", "28800", "--max-environments", "1")  # fmt: skip
+    assert "alice: 2 running jobs" in out and "interactive 28800 s, 1 environments" in out
+    out = dlc(server, admin, "quota", "grace", "45")
+    assert "preemption grace 45 s for tasks launched from now on" in out
     groups = dlc(server, alice, "groups")
     assert "team-a" in groups and "alice, carol" in groups and "yes" in groups
     quota = dlc(server, alice, "quota")

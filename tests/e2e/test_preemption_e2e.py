@@ -1,11 +1,17 @@
-"""Preemption end to end: quotas set with the CLI, a borrowed job stopped with SIGTERM and its
-grace period when the lender needs its guarantee, its container gone, run again later; nothing
-lost or launched twice. On DLC's emulator and the REAL Mesos 1.11.0 master (marker ``mesos``),
-with the real Docker engine (marker ``docker``), the fixtures of ``test_docker_e2e``.
+"""Preemption end to end: quotas set with the CLI, a borrowed job stopped with SIGTERM and the
+POLICY's grace period (TaskInfo.kill_policy, longer than the executor's ``--grace 1``) when the
+lender needs its guarantee, its container gone, run again later; nothing lost or launched twice.
+On DLC's emulator and the REAL Mesos 1.11.0 master (marker ``mesos``), with the real Docker
+engine (marker ``docker``).
+
+The executor runs with ``--gpu-style none``: its GPU claim counts only this framework's
+containers on this agent, so other tests' containers on the shared engine (holding the same
+stand-in GPU ids) cannot make the node refuse a launch, and the waits can stay short.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -13,26 +19,48 @@ import pytest
 from click.testing import CliRunner
 
 from dlc.cli.main import cli
-from dlc.executor.container_spec import LABEL_EXECUTOR
+from dlc.executor.container_spec import LABEL_EXECUTOR, LABEL_FRAMEWORK
 from tests.e2e.test_docker_e2e import (  # noqa: F401  (fixtures)
     IMAGE,
     TOKEN,
     _containers,
     _wait,
     docker_runtime,
-    gpu_host,
     master,
-    service,
 )
 
 pytestmark = pytest.mark.docker
 
-#: the engine is shared: another DLC's container on a stand-in GPU makes the node refuse it and
-#: DLC relaunch elsewhere while those GPUs drain (drain_timeout_s), so waits allow for that
-SLOW = 180
+#: launches are never refused (see the module doc): a job runs within seconds
+SLOW = 60
 
-#: exits on SIGTERM after writing a "checkpoint" (what a grace period is for)
-SCRIPT = "trap 'echo checkpointed; exit 0' TERM; echo started; while true; do sleep 0.2; done"
+#: the policy's grace period; the executor's own --grace is 1 s
+GRACE_S = 8
+
+#: on SIGTERM takes 2 s to write a "checkpoint", then exits: only a grace period longer than
+#: the executor's 1 s (the policy's, sent as the task's kill_policy) lets it finish
+SCRIPT = (
+    "trap 'sleep 2; echo checkpointed; exit 0' TERM; echo started; while true; do sleep 0.2; done"
+)
+
+
+@pytest.fixture
+def service(master, docker_runtime, tmp_path):  # noqa: F811
+    from dlc.app.service import SchedulerService, ServiceConfig
+    from dlc.scheduler.task_info import ExecutorConfig
+
+    address, sandbox_roots = master
+    command = f"{sys.executable} -m dlc executor --gpu-style none --grace 1"
+    config = ServiceConfig(master=address, sandbox_roots=sandbox_roots, db=str(tmp_path / "db"),
+                           api_port=0, executor=ExecutorConfig(command=command),
+                           admin_token=TOKEN)  # fmt: skip
+    svc = SchedulerService(config)
+    svc.start()
+    assert svc.framework.registered.wait(30), "framework did not register"
+    yield svc
+    framework_id = svc.core.framework_id
+    svc.stop()
+    docker_runtime.remove_all(docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id}), 0)
 
 
 def run(svc, token, *args) -> str:
@@ -73,6 +101,7 @@ def wait_running(svc, job_id, *others):
 def test_borrowed_job_is_preempted_with_grace_and_runs_again(service, docker_runtime):  # noqa: F811
     svc = service
     alice, bob = svc.store.add_token("alice"), svc.store.add_token("bob")
+    svc.store.set_grace(GRACE_S, "admin")  # read with the policy on the next admin change
     run(svc, TOKEN, "groups", "create", "team-a")
     run(svc, TOKEN, "groups", "create", "team-b")
     run(svc, TOKEN, "groups", "add", "team-a", "alice")
@@ -97,14 +126,14 @@ def test_borrowed_job_is_preempted_with_grace_and_runs_again(service, docker_run
     )
     reader.start()
     wait_until(lambda: b"started" in b"".join(output), 30, "the job to start")
-    assert "team-a" in run(svc, TOKEN, "quota")
+    assert f"preemption grace {GRACE_S} s" in run(svc, TOKEN, "quota")
 
     lender = submit(svc, bob, 2)
     wait_running(svc, lender, borrowed)
     history = svc.store.history(borrowed)
     preempted = [m for _, state, m in history if state == "preempted"]
     assert preempted and preempted[0].startswith("preempted: team-b reclaims its guarantee")
-    # SIGTERM first: the job wrote its checkpoint in the grace period
+    # SIGTERM first: the job wrote its checkpoint in the policy's grace period (2 s > --grace 1)
     reader.join(30)
     assert b"checkpointed" in b"".join(output)
     assert _containers(docker_runtime, svc, **{LABEL_EXECUTOR: old_executor}) == []

@@ -11,6 +11,7 @@ from dlc.errors import DlcError
 from dlc.executor.executor import (
     DriverSink,
     grace_from_env,
+    kill_grace_s,
     make_executor_class,
     parse_mesos_duration,
 )
@@ -85,8 +86,8 @@ class StubRunner:
     def __init__(self):
         self.calls = []
 
-    def launch(self, task_id, data):
-        self.calls.append(("launch", task_id, data))
+    def launch(self, task_id, data, grace_s=None):
+        self.calls.append(("launch", task_id, data) + ((grace_s,) if grace_s is not None else ()))
 
     def kill(self, task_id):
         raise RuntimeError("boom")  # a failing callback must not escape into pymesos
@@ -110,3 +111,28 @@ def test_callbacks_delegate_are_guarded_and_shutdown_is_idempotent():
     executor.shutdown(driver)
     assert runner.calls == [("sweep",), ("launch", "t1", "ZGF0YQ=="), ("shutdown",)]
     assert sink.driver is driver
+
+
+def test_launch_passes_the_task_kill_policy_grace():
+    runner = StubRunner()
+    executor = make_executor_class()(runner, DriverSink())
+    policy = {"grace_period": {"nanoseconds": 45_000_000_000}}
+    executor.launchTask(RecordingDriver(), {"task_id": {"value": "t1"}, "data": "",
+                                            "kill_policy": policy})  # fmt: skip
+    assert runner.calls == [("launch", "t1", "", 45.0)]
+
+
+@pytest.mark.parametrize(
+    "task, grace",
+    [
+        ({}, None),
+        ({"kill_policy": {}}, None),
+        ({"kill_policy": {"grace_period": {"nanoseconds": "2500000000"}}}, 2.5),
+        ({"kill_policy": {"grace_period": {"nanoseconds": 0}}}, 0.0),
+        ({"kill_policy": {"grace_period": {"nanoseconds": -1}}}, None),
+        ({"kill_policy": {"grace_period": {"nanoseconds": "x"}}}, None),
+        ({"kill_policy": None}, None),
+    ],
+)
+def test_kill_grace_of_a_task_info(task, grace):
+    assert kill_grace_s(task) == grace

@@ -163,6 +163,19 @@ def test_kill_stops_with_grace_and_reports_killed_once(tmp_path):
     assert runtime.containers == {}
 
 
+def test_kill_uses_the_task_kill_policy_grace_over_the_runner_default(tmp_path):
+    runtime = FakeRuntime()
+    runtime.auto_exit = False
+    runner, _, sink = make(tmp_path, runtime, grace_s=7)
+    runner.launch("t1", data(), grace_s=45.0)
+    while "TASK_RUNNING" not in sink.states():
+        threading.Event().wait(0.01)
+    runner.kill("t1")
+    runner.join(5)
+    assert sink.terminal.wait(5)
+    assert [c[2] for c in runtime.calls if c[0] == "stop"] == [45.0]
+
+
 def test_kill_of_unknown_task_is_lost(tmp_path):
     runner, _, sink = make(tmp_path)
     runner.kill("nope")

@@ -88,3 +88,9 @@ def test_multi_node_task_name_and_rank_env():
     assert {"name": "disk", "type": "SCALAR", "scalar": {"value": 100.0}} in info["resources"]
     env = LaunchSpec.decode(info["data"]).env
     assert env["DLC_NODE_RANK"] == "1" and env["DLC_NUM_NODES"] == "2"
+
+
+def test_kill_policy_carries_the_grace_only_when_given():
+    assert "kill_policy" not in build_task_info(_job(), LAUNCH, "fw-1")
+    info = build_task_info(_job(), LAUNCH, "fw-1", kill_grace_s=30.0)
+    assert info["kill_policy"] == {"grace_period": {"nanoseconds": 30_000_000_000}}

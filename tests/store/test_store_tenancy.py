@@ -1,4 +1,6 @@
-"""Groups, quotas, limits and their audit log in the SQLite store (migration 4)."""
+"""Groups, quotas, limits and their audit log in the SQLite store (migrations 4 and 5) and
+the in-memory store and PostgreSQL: the shared tests run on all three (same answers, same
+refusals)."""
 
 from __future__ import annotations
 
@@ -7,12 +9,54 @@ import sqlite3
 import pytest
 
 from dlc.scheduler.tenancy import Resources, TenancyError, UserLimits
+from dlc.store.memory import MemoryJobStore
 from dlc.store.sqlite import JobStore
 
 
-@pytest.fixture
-def store(tmp_path):
-    return JobStore(tmp_path / "jobs.db", clock=lambda: 5.0)
+@pytest.fixture(params=["sqlite", "memory", "postgresql"])
+def store(request, tmp_path):
+    if request.param == "memory":
+        yield MemoryJobStore(clock=lambda: 5.0)
+        return
+    if request.param == "postgresql":
+        from dlc.store.postgres import JobStore as PgJobStore
+
+        opened = PgJobStore(request.getfixturevalue("postgres").new_db(), clock=lambda: 5.0)
+    else:
+        opened = JobStore(tmp_path / "jobs.db", clock=lambda: 5.0)
+    yield opened
+    opened.close()
+
+
+def test_policy_reads_back_what_was_set(store):
+    store.create_group("team-a", "admin", default_pool="train", preempt_within=True)
+    store.create_group("team-b", "admin")
+    store.add_member("team-a", "alice", "admin")
+    store.add_member("team-b", "bob", "admin")
+    store.remove_member("team-b", "bob", "admin")
+    store.set_quota("team-a", "train", Resources(6, 40, 262144), "admin",
+                    ceiling=Resources(8, float("inf"), float("inf")))  # fmt: skip
+    store.set_quota("team-b", "dev", Resources(1, 2, 3), "admin",
+                    ceiling=Resources(float("inf"), float("inf"), float("inf")))  # fmt: skip
+    store.set_quota("team-a", "dev", Resources(1, 1, 1), "admin")
+    store.set_quota("team-a", "dev", Resources(2, 3, 4), "admin")  # replaces, per group and pool
+    store.set_user_limits(UserLimits("alice", 2, 4.0, 28800.0, 1), "admin")
+    store.set_grace(45, "admin")
+    policy = store.tenancy_policy()
+    assert policy.quota("team-a", "dev").guaranteed == Resources(2, 3, 4)
+    assert policy.quota("team-a", "train").guaranteed == Resources(6, 40, 262144)
+    assert policy.group_of("alice") == "team-a" and policy.group_of("bob") == "-"
+    assert policy.groups["team-a"].preempt_within and not policy.groups["team-b"].preempt_within
+    assert policy.pool_of("alice", None) == "train" and policy.pool_of("bob", None) == "default"
+    assert policy.quota("team-a", "train").ceiling == Resources(8, float("inf"), float("inf"))
+    assert policy.quota("team-b", "dev").ceiling is None
+    assert policy.limits["alice"] == UserLimits("alice", 2, 4.0, 28800.0, 1)
+    assert policy.grace_s == 45
+    log = store.quota_audit()
+    assert [e.action for e in log][:3] == ["grace", "limits", "quota"]
+    assert log[1].detail == {"user": "alice", "max_running": 2, "max_gpus": 4.0,
+                             "max_interactive_s": 28800.0, "max_interactive": 1}  # fmt: skip
+    assert len(store.quota_audit(limit=2)) == 2
 
 
 def test_policy_round_trips_through_a_restart(tmp_path):
@@ -60,6 +104,11 @@ def test_a_user_is_in_one_group(store):
         (lambda s: s.create_group("Team A", "r"), "group: 'Team A' is not a valid group name"),
         (lambda s: s.set_user_limits(UserLimits("u", -1), "r"), "max_running: -1 is negative"),
         (lambda s: s.set_grace(-1, "r"), "grace: -1 s is out of range"),
+        (
+            lambda s: s.set_user_limits(UserLimits("u", max_interactive=-2), "r"),
+            "max_interactive: -2 is negative",
+        ),
+        (lambda s: s.remove_member("a", "nobody", "r"), "user: nobody is not in group a"),
     ],
 )
 def test_bad_settings_are_refused_and_nothing_is_written(store, call, match):
@@ -74,6 +123,19 @@ def test_ceiling_below_guarantee_is_refused(store):
         store.set_quota("a", "dev", Resources(4, 1, 1), "r", ceiling=Resources(2, 9, 9))
 
 
+def test_migration_5_adds_the_interactive_cap_to_a_version_4_file(tmp_path):
+    from dlc.store import schema
+
+    path = tmp_path / "v4.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    schema.migrate(db, schema.MIGRATIONS[:4])
+    db.execute("INSERT INTO user_limits (user, max_running) VALUES ('alice', 3)")
+    db.close()
+    store = JobStore(path)
+    assert store.schema_version == 5
+    assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 3)
+
+
 def test_migration_4_adds_tables_to_a_version_3_file(tmp_path):
     from dlc.store import schema
 
@@ -83,6 +145,6 @@ def test_migration_4_adds_tables_to_a_version_3_file(tmp_path):
     db.execute("INSERT INTO meta (key, value) VALUES ('framework_id', 'fw-1')")
     db.close()
     store = JobStore(path)
-    assert store.schema_version == 4
+    assert store.schema_version == 5
     assert store.tenancy_policy().enabled is False
     assert store.framework_id == "fw-1"
