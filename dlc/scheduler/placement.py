@@ -37,6 +37,7 @@ from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches, unknown_policy
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
+from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
     ATTR_DRIVER,
@@ -83,6 +84,10 @@ class OfferView:
     attributes: dict[str, str] = field(default_factory=dict)
     ports: Ranges = ()
     address: str = ""
+    #: the ``gpu_mem`` (MiB) and ``gpu_core`` (thousandths) RANGES: one block per GPU
+    #: (:mod:`dlc.topology.gpu_shares`); empty where the agent takes no shares
+    gpu_mem: Ranges = ()
+    gpu_core: Ranges = ()
 
     @classmethod
     def from_mesos(cls, offer: dict) -> OfferView:
@@ -94,7 +99,8 @@ class OfferView:
         try:
             scalars: dict[str, float] = {}
             gpu_ids: set[int] = set()
-            for res in offer.get("resources", ()):
+            resources = offer.get("resources", ())
+            for res in resources:
                 if res.get("type") == "SCALAR":
                     name = res["name"]
                     scalars[name] = scalars.get(name, 0.0) + float(res["scalar"]["value"])
@@ -112,6 +118,8 @@ class OfferView:
                 attributes=_attributes(offer.get("attributes", ())),
                 ports=parse_port_ranges(offer.get("resources", ())),
                 address=_agent_address(offer),
+                gpu_mem=gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_MEM),
+                gpu_core=gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_CORE),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise OfferError(f"malformed offer {offer.get('id')}: {exc!r}") from None
