@@ -135,7 +135,8 @@ class SubmitCommand(click.Command):
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_file, framework, image, gpus, gpu_memory, gpu_model, nodes, cpus, mem, env,
            volume, priority, retries, name, container_user, as_me, workdir, interactive,
-           idle_timeout_s, pool, priority_class, wait, interval, output, api, token, command):  # fmt: skip
+           idle_timeout_s, pool, priority_class, wait, interval, output, api, token,
+           command):  # fmt: skip
     """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py
 
     Prints the job id (-o json|yaml: the job). With --wait, state changes go to stderr
