@@ -15,8 +15,8 @@ from dlc.scheduler.placement import place
 from dlc.scheduler.task_info import build_task_info
 from dlc.topology.gpu_shares import GPU_CORE, GPU_MEM, STRIDE, normalise, parse_ranges_text
 from tests.contract.conftest import GPU_MEM_MIB
-from tests.contract.test_gpu_shares_contract import _states, _used
 from tests.contract.test_emulator_contract import NO_FILTER, new_id
+from tests.contract.test_gpu_shares_contract import _states, _used
 
 
 def _job(job_id: str, **spec: Any) -> Job:
