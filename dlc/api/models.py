@@ -116,6 +116,9 @@ class TaskOut(BaseModel):
     rank: int = 0
     state: str = ""
     sandbox: str | None = None
+    share_gpu: int | None = None
+    share_memory_mib: int = 0
+    share_core_milli: int = 0
 
 
 class HistoryEntry(BaseModel):
@@ -137,6 +140,9 @@ class JobOut(BaseModel):
     framework: str | None
     image: str | None
     gpus: int
+    #: a share of one GPU: the fraction and/or the memory in MiB (both null: whole GPUs)
+    gpu_fraction: float | None = None
+    gpu_memory: int | None = None
     nodes: int
     gpu_model: str | None
     cpus: float

@@ -733,6 +733,8 @@ class TaskPlacement:
         rank: index of the node within a multi-node job.
         state: last Mesos task state seen.
         sandbox: sandbox directory the executor reported, if any.
+        share_gpu: the GPU a share of one GPU runs on (``gpu_ids`` is then empty).
+        share_memory_mib, share_core_milli: that share's memory and compute (thousandths).
     """
 
     task_id: str
@@ -743,6 +745,20 @@ class TaskPlacement:
     rank: int = 0
     state: str = "TASK_STAGING"
     sandbox: str = ""
+    share_gpu: int | None = None
+    share_memory_mib: int = 0
+    share_core_milli: int = 0
+
+    @property
+    def share_text(self) -> str | None:
+        """``0.5 of GPU 2`` (a fraction), ``4 GiB of GPU 2`` (memory only); None: whole GPUs."""
+        if self.share_gpu is None:
+            return None
+        if self.share_core_milli:
+            amount = f"{self.share_core_milli / 1000:g}"
+        else:
+            amount = mib_text(self.share_memory_mib) if self.share_memory_mib else "a share"
+        return f"{amount} of GPU {self.share_gpu}"
 
     @property
     def executor_id(self) -> str:

@@ -448,6 +448,15 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
     return None
 
 
+def share_fields(launch: Launch) -> dict[str, int]:
+    """The :class:`~dlc.scheduler.jobs.TaskPlacement` share fields of a launch (none: {})."""
+    if launch.share is None:
+        return {}
+    share = launch.share
+    return {"share_gpu": share.gpu_index, "share_memory_mib": share.memory_mib,
+            "share_core_milli": share.core_milli}  # fmt: skip
+
+
 def _place_share(job, slots, cpus, mem, topology_of, result) -> str | None:
     """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None."""
     from dlc.scheduler.share_placement import choose_share  # it imports jobs, not placement

@@ -44,7 +44,13 @@ def test_64_memory_shares_run_at_once_and_the_65th_queues(tmp_path):
             jobs = {j["id"]: j for j in client.jobs()}
             return all(jobs[i]["state"] == "running" for i in ids) and jobs
 
-        _wait(running, what=f"{SHARES} shares running")
+        jobs = _wait(running, what=f"{SHARES} shares running")
+        per_gpu: dict[int, int] = {}
+        for job_id in ids:
+            (task,) = jobs[job_id]["tasks"]
+            assert task["gpu_ids"] == [] and task["share_memory_mib"] == 4096
+            per_gpu[task["share_gpu"]] = per_gpu.get(task["share_gpu"], 0) + 1
+        assert per_gpu == dict.fromkeys(range(8), 8)
         last = client.submit(body)["id"]
         # the first answer is "waiting for the first offers"; the next offer tells why
         queued = _wait(

@@ -106,3 +106,23 @@ def test_a_full_gpu_set_makes_the_next_share_wait_with_a_reason():
     used = {i: (32 * GIB, 0) for i in range(8)}
     result = place([ranged_offer("o1", "a1", used=used)], [share_job("j", gpu_memory="4G")])
     assert result.launches == [] and "4 GiB" in result.waiting["j"]
+
+
+def test_jobs_and_status_show_the_share():
+    from dlc.cli.job_view import gpus, placement
+    from dlc.cli.status_cmd import describe
+    from dlc.scheduler.jobs import TaskPlacement
+
+    task = TaskPlacement("j.0.0", "a1", "h1", (), share_gpu=2, share_memory_mib=4096)
+    body = {"id": "j", "user": "u", "state": "running", "framework": None, "image": "x",
+            "gpus": 1, "nodes": 1, "gpu_memory": 4096, "priority": 0, "attempt": 1,
+            "failures": 0, "retries": 0, "command": [], "message": "",
+            "tasks": [task.to_dict()]}  # fmt: skip
+    assert gpus(body) == "4 GiB of GPU 2" and placement(body) == "h1:2"
+    assert "4 GiB of GPU 2 (4096 MiB, compute shared without a floor)" in "\n".join(describe(body))
+    half = TaskPlacement("j.0.0", "a1", "h1", (), share_gpu=2, share_memory_mib=16384,
+                         share_core_milli=500)  # fmt: skip
+    assert half.share_text == "0.5 of GPU 2"
+    assert gpus({**body, "tasks": [half.to_dict()]}) == "0.5 of GPU 2"
+    queued = {**body, "tasks": [], "gpu_memory": None, "gpu_fraction": 0.5}
+    assert gpus(queued) == "0.5"
