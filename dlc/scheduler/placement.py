@@ -258,6 +258,10 @@ class _Slot:
         """Consume ``take`` from what this agent's offers have left."""
         self.gpu_mem = gpu_shares.subtract(self.gpu_mem, take.mem)
         self.gpu_core = gpu_shares.subtract(self.gpu_core, take.core)
+        # a GPU a share now holds part of is no longer whole for the jobs after it
+        self.free = frozenset(
+            i for i in self.free if gpu_shares.is_whole(i, self.gpu_mem, self.gpu_core)
+        ) if take.mem or take.core else self.free  # fmt: skip
 
     def give_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Give ``take`` back (a gang that did not fit whole)."""

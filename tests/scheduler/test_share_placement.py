@@ -126,3 +126,12 @@ def test_jobs_and_status_show_the_share():
     assert gpus({**body, "tasks": [half.to_dict()]}) == "0.5 of GPU 2"
     queued = {**body, "tasks": [], "gpu_memory": None, "gpu_fraction": 0.5}
     assert gpus(queued) == "0.5"
+
+
+def test_a_share_and_a_whole_gpu_in_one_round_never_meet_on_a_gpu():
+    whole = Job("w", "bob", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
+    for order in ([share_job("s", gpus=0.5), whole], [whole, share_job("s", gpus=0.5)]):
+        result = place([ranged_offer("o1", "a1", gpus=2)], order)
+        share = next(x for x in result.launches if x.share is not None)
+        full = next(x for x in result.launches if x.share is None)
+        assert full.gpu_ids != (share.share.gpu_index,)
