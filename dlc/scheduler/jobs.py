@@ -449,11 +449,15 @@ def _gpus(data: dict) -> tuple[int, float | None]:
     if raw is None:
         return 1, None
     if isinstance(raw, bool) or not isinstance(raw, int | float | str):
-        raise JobSpecError("gpus", f"must be a number, got {_short(raw)}; {fix}")
+        raise JobSpecError(
+            "gpus", f"must be a whole number or a fraction below 1, got {_short(raw)}; {fix}"
+        )
     try:
         number = float(raw)
     except ValueError:
-        raise JobSpecError("gpus", f"must be a number, got {_short(raw)}; {fix}") from None
+        raise JobSpecError(
+            "gpus", f"must be a whole number or a fraction below 1, got {_short(raw)}; {fix}"
+        ) from None
     if not number > 0 or number != number:
         raise JobSpecError(
             "gpus", f"must be between 1 and {_MAX_GPUS_PER_NODE}, got {_num_text(raw)}; {fix}"

@@ -48,7 +48,7 @@ def test_share_amounts():
         ({"gpus": 1.5}, "gpus", "not a whole number"),
         ({"gpus": 0}, "gpus", "got 0"),
         ({"gpus": -0.5}, "gpus", "got -0.5"),
-        ({"gpus": "half"}, "gpus", "must be a number"),
+        ({"gpus": "half"}, "gpus", "whole number or a fraction"),
         ({"gpus": 65}, "gpus", "between 1 and 64"),
         ({"gpu_memory": "-4G"}, "gpu_memory", "more than 0"),
         ({"gpu_memory": 0}, "gpu_memory", "at least 1 MiB"),
