@@ -110,6 +110,8 @@ class Inventory:
         self._agents: dict[str, AgentTotals] = {}
         #: agent id -> (cpus, mem, disk, at) its latest offers held
         self._offered: dict[str, tuple[float, float, float, float | None]] = {}
+        #: agent id -> the gpu_mem/gpu_core ranges its latest offers held (free per GPU)
+        self._ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
         #: bumped whenever an agent's totals change (callers cache answers per version)
         self.version = 0
 
@@ -130,16 +132,24 @@ class Inventory:
             self._agents = agents
             self.version += 1
         self._offered = {a: o for a, o in self._offered.items() if a in agents}
+        self._ranges = {a: r for a, r in self._ranges.items() if a in agents}
 
     def note_offers(self, views: Iterable[OfferView], at: float | None = None) -> None:
         """Learn from one batch of offers: totals (:meth:`note_offer`) and what each
         agent's offers hold free now (several offers of one agent add up)."""
         batch: dict[str, tuple[float, float, float, float | None]] = {}
+        ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
         for view in views:
             self.note_offer(view)
+            mem, core = ranges.get(view.agent_id, ((), ()))
+            ranges[view.agent_id] = (
+                gpu_shares.normalise(mem + view.gpu_mem),
+                gpu_shares.normalise(core + view.gpu_core),
+            )
             cpus, mem, disk, _ = batch.get(view.agent_id, (0.0, 0.0, 0.0, at))
             batch[view.agent_id] = (cpus + view.cpus, mem + view.mem_mib, disk + view.disk_mib, at)
         self._offered.update(batch)
+        self._ranges.update(ranges)
 
     def note_offer(self, view: OfferView) -> None:
         """Learn from an offer (lower bounds; exact agents only gain GPU ids)."""
@@ -226,6 +236,8 @@ class Inventory:
                         topology,
                         taken.get(agent_id, {}),
                         draining.get(agent_id, frozenset()),
+                        self._ranges.get(agent_id) if totals.shareable else None,
+                        totals.gpu_memory,
                     ),
                 )
             )
