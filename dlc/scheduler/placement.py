@@ -89,6 +89,9 @@ class OfferView:
     #: (:mod:`dlc.topology.gpu_shares`); empty where the agent takes no shares
     gpu_mem: Ranges = ()
     gpu_core: Ranges = ()
+    #: the agent accounts GPU shares (its totals hold ``gpu_mem`` blocks) even when this
+    #: offer holds no ranges (shares took them all): then no GPU of it is whole
+    shares_accounted: bool = False
 
     @classmethod
     def from_mesos(cls, offer: dict) -> OfferView:
@@ -248,7 +251,7 @@ class _Slot:
         self.ports_taken: set[int] = set()
         self.gpu_mem = gpu_shares.normalise(r for o in offers for r in o.gpu_mem)
         self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
-        if self.gpu_mem or self.gpu_core:
+        if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
             # an agent that accounts shares: a GPU any share holds part of is not whole
             self.free = frozenset(
                 i for i in self.free if gpu_shares.is_whole(i, self.gpu_mem, self.gpu_core)
@@ -270,7 +273,7 @@ class _Slot:
 
     def whole_take(self, ids: tuple[int, ...]) -> gpu_shares.GpuRanges:
         """The whole blocks of GPUs ``ids`` (nothing where the agent offers no ranges)."""
-        if not (self.gpu_mem or self.gpu_core):
+        if not ids or not (self.gpu_mem or self.gpu_core):
             return gpu_shares.GpuRanges()
         return gpu_shares.whole_gpu_take(ids, self.gpu_mem, self.gpu_core)
 

@@ -135,3 +135,19 @@ def test_a_share_and_a_whole_gpu_in_one_round_never_meet_on_a_gpu():
         share = next(x for x in result.launches if x.share is not None)
         full = next(x for x in result.launches if x.share is None)
         assert full.gpu_ids != (share.share.gpu_index,)
+
+
+def test_an_agent_whose_ranges_shares_took_entirely_has_no_whole_gpu():
+    from dlc.scheduler.decide import decide
+    from dlc.scheduler.inventory import Inventory
+    from dlc.scheduler.placement import OfferView, PlacementConfig
+
+    inventory = Inventory()
+    totals = {"cpus": 16, "mem": 65536, "gpus": 1, "gpu_ids": "{0}", "gpu_mem": "[0-32767]",
+              "gpu_core": "[0-999]"}  # fmt: skip
+    inventory.update_from_master([{"id": "a1", "hostname": "h", "total_resources": totals}])
+    # shares hold all of GPU 0's memory and compute: the offer still lists gpu_ids {0}
+    view = OfferView.from_mesos(offer("o1", "a1", [0]))
+    whole = Job("w", "bob", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
+    decision = decide([whole], inventory, [view], PlacementConfig(), now=0.0)
+    assert decision.launches == [] and "w" in decision.waiting
