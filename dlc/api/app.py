@@ -55,6 +55,8 @@ def job_to_dict(job: Job, history: list | None = None) -> dict[str, Any]:
         "framework": spec.framework,
         "image": spec.image,
         "gpus": spec.gpus,
+        "gpu_fraction": spec.gpu_fraction,
+        "gpu_memory": spec.gpu_memory,
         "nodes": spec.nodes,
         "gpu_model": spec.gpu_model,
         "cpus": spec.cpus,

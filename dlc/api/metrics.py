@@ -15,6 +15,8 @@ Metric names (Prometheus conventions: base units, ``_total`` only on counters):
 
 * ``dlc_agent_gpus{agent,hostname,model}`` GPUs an agent has;
 * ``dlc_agent_gpus_allocated{agent,hostname,model}`` of those held by DLC tasks;
+* ``dlc_gpu_memory_allocated_bytes{agent,hostname,gpu}``, ``dlc_gpu_compute_allocated_ratio``
+  (0..1) and ``dlc_gpu_shares`` (count): what DLC tasks hold of each GPU, whole or shared;
 * ``dlc_jobs{state}`` jobs in each state;
 * ``dlc_queue_wait_seconds`` histogram: submit (or re-queue) to launch;
 * ``dlc_placement_latency_seconds`` histogram: one placement round on a batch of offers;
@@ -195,6 +197,47 @@ def allocated_gpus(jobs: Iterable[Job]) -> dict[str, dict[int, Job]]:
     return held
 
 
+def allocated_shares(jobs: Iterable[Job]) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """(agent id, GPU index) -> [(MiB, thousandths), ...] of the shares active jobs hold."""
+    held: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for job in jobs:
+        if not job.state.active:
+            continue
+        for task in job.tasks:
+            if task.share_gpu is None:
+                continue
+            if task.state and job_state_from_task_state(task.state).terminal:
+                continue
+            key = (task.agent_id, task.share_gpu)
+            held.setdefault(key, []).append((task.share_memory_mib, task.share_core_milli))
+    return held
+
+
+def gpu_allocation_families(agents, jobs: Sequence[Job]) -> list[GaugeMetricFamily]:
+    """Memory, compute and shares DLC holds per GPU (whole GPUs count in full)."""
+    labels = ["agent", "hostname", "gpu"]
+    memory = GaugeMetricFamily(
+        "dlc_gpu_memory_allocated_bytes", "GPU memory held by DLC tasks.", labels=labels
+    )
+    compute = GaugeMetricFamily(
+        "dlc_gpu_compute_allocated_ratio", "Share of a GPU's compute held.", labels=labels
+    )
+    count = GaugeMetricFamily("dlc_gpu_shares", "Shares running on a GPU.", labels=labels)
+    shares = allocated_shares(jobs)
+    for agent in agents:
+        for gpu in agent.gpus:
+            values = [agent.agent_id, agent.hostname, str(gpu.index)]
+            held = shares.get((agent.agent_id, gpu.index), [])
+            if gpu.state == GPU_TAKEN:
+                mib, milli = gpu.memory_mib or 0, 1000
+            else:
+                mib, milli = sum(m for m, _ in held), sum(c for _, c in held)
+            memory.add_metric(values, mib * 1024 * 1024)
+            compute.add_metric(values, milli / 1000)
+            count.add_metric(values, len(held))
+    return [memory, compute, count]
+
+
 def _safe_topology(attributes: dict[str, str]) -> Topology | None:
     try:
         return default_topology_of(attributes)
@@ -225,6 +268,7 @@ class _StateCollector:
             used.add_metric(values, len(agent.in_state(GPU_TAKEN)))
         yield total
         yield used
+        yield from gpu_allocation_families(metrics.agents(), jobs)
         states = GaugeMetricFamily("dlc_jobs", "Jobs by state.", labels=["state"])
         counts = {state.value: 0 for state in JobState}
         for job in jobs:

@@ -29,7 +29,9 @@ class JobSpecIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     framework: StrictStr | None = Field(None, examples=["pytorch:2.3"])
     image: StrictStr | None = None
-    gpus: WholeNumber | None = Field(None, description="GPUs per node (default 1)")
+    gpus: StrictFloat | StrictInt | StrictStr | None = Field(
+        None, description="GPUs per node (default 1), or a share of one GPU: 0 < F < 1"
+    )
     nodes: WholeNumber | None = Field(None, description="agents the job spans (default 1)")
     gpu_model: StrictStr | None = Field(None, examples=["V100"])
     cpus: StrictFloat | StrictInt | StrictStr | None = None
@@ -54,6 +56,12 @@ class JobSpecIn(BaseModel):
     idle_timeout_s: int | None = None
     pool: StrictStr | None = Field(None, description="resource pool (default: the group's)")
     priority_class: StrictStr | None = Field(None, examples=["high"])
+    gpu_fraction: StrictFloat | StrictInt | None = Field(
+        None, description="a share of one GPU (0 < F < 1); `gpus: 0.5` says the same"
+    )
+    gpu_memory: StrictInt | StrictStr | None = Field(
+        None, description="a memory share of one GPU: MiB, or 4G / 512M", examples=["4G"]
+    )
 
 
 Amount = StrictFloat | StrictInt | StrictStr
@@ -116,6 +124,9 @@ class TaskOut(BaseModel):
     rank: int = 0
     state: str = ""
     sandbox: str | None = None
+    share_gpu: int | None = None
+    share_memory_mib: int = 0
+    share_core_milli: int = 0
 
 
 class HistoryEntry(BaseModel):
@@ -137,6 +148,9 @@ class JobOut(BaseModel):
     framework: str | None
     image: str | None
     gpus: int
+    #: a share of one GPU: the fraction and/or the memory in MiB (both null: whole GPUs)
+    gpu_fraction: float | None = None
+    gpu_memory: int | None = None
     nodes: int
     gpu_model: str | None
     cpus: float

@@ -48,6 +48,8 @@ class LocalConfig:
             machine at least 4 CPUs and 16 GiB per GPU, see :func:`default_resources`).
         gpu_model: the model every GPU advertises (a ``topo -m`` file names none); default:
             a model named in the ``--simulate`` file's name (``dgx1-v100.txt``: ``V100``).
+        gpu_mem_mib: each simulated GPU's memory in MiB where the ``--simulate`` file does
+            not say it (a ``topo -m`` file never does): then the agent takes GPU shares.
         executor_command: replaces ``<python> -m dlc executor`` (tests, debugging).
         allowed_volumes: host path prefixes jobs may mount.
     """
@@ -60,6 +62,7 @@ class LocalConfig:
     cpus: float | None = None
     mem_mib: int | None = None
     gpu_model: str | None = None
+    gpu_mem_mib: int | None = None
     executor_command: str | None = None
     allowed_volumes: tuple[str, ...] = field(default_factory=tuple)
     admin_token: str | None = None
@@ -140,7 +143,12 @@ def agent_spec(config: LocalConfig):
     cpus, mem = default_resources(
         len(topo.gpus), float(os.cpu_count() or 2), host_memory_mib(), bool(config.simulate)
     )
-    agent = node_config(topo, cpus=config.cpus or cpus, mem_mib=config.mem_mib or mem)
+    agent = node_config(
+        topo,
+        cpus=config.cpus or cpus,
+        mem_mib=config.mem_mib or mem,
+        gpu_mem_mib=config.gpu_mem_mib,
+    )
     return AgentSpec(
         resources=agent.resources + ";disk:65536", attributes=agent.attributes_text
     ), topo

@@ -22,14 +22,43 @@ def age(submitted_at: float, now: float | None = None) -> str:
 
 
 def placement(job: dict) -> str:
-    """``host:0,1 host2:4,5``: where the job's tasks run."""
+    """``host:0,1 host2:4,5``: where the job's tasks run (a share: ``host:2``)."""
     return " ".join(
-        f"{t['hostname']}:{','.join(str(i) for i in t['gpu_ids'])}" for t in job["tasks"]
+        f"{t['hostname']}:"
+        + (
+            str(t["share_gpu"])
+            if t.get("share_gpu") is not None
+            else ",".join(str(i) for i in t["gpu_ids"])
+        )
+        for t in job["tasks"]
     )
 
 
+def share(job: dict) -> str | None:
+    """``0.5 of GPU 2``, ``4 GiB of GPU 2`` (placed) or ``4 GiB`` (queued); None: whole GPUs."""
+    for task in job.get("tasks") or ():
+        if task.get("share_gpu") is not None:
+            if task.get("share_core_milli"):
+                amount = f"{task['share_core_milli'] / 1000:g}"
+            else:
+                amount = _mib(task.get("share_memory_mib") or 0)
+            return f"{amount} of GPU {task['share_gpu']}"
+    if job.get("gpu_fraction") is not None:
+        return f"{job['gpu_fraction']:g}"
+    if job.get("gpu_memory"):
+        return _mib(job["gpu_memory"])
+    return None
+
+
+def _mib(mib: int) -> str:
+    return f"{mib / 1024:g} GiB" if mib >= 1024 else f"{mib} MiB"
+
+
 def gpus(job: dict) -> str:
-    """``4`` for one node, ``2x8`` for a gang of two 8-GPU tasks."""
+    """``4`` for one node, ``2x8`` for a gang of two 8-GPU tasks, ``0.5 of GPU 2``: a share."""
+    shared = share(job)
+    if shared is not None:
+        return shared
     return str(job["gpus"]) if job["nodes"] == 1 else f"{job['nodes']}x{job['gpus']}"
 
 

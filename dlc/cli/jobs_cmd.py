@@ -13,7 +13,7 @@ from dlc.cli.output import emit, emit_line, format_table, output_option, termina
 
 HEADERS = ("ID", "USER", "STATE", "NAME", "GPUS", "PLACED ON", "AGE", "MESSAGE")
 #: widest a cell gets in the default table: one job's long name never pushes the rest away
-WIDTHS = (24, 20, 9, 32, 8, 40, 5, None)
+WIDTHS = (24, 20, 9, 32, 16, 40, 5, None)  # GPUS: "1.5 GiB of GPU 12"
 WIDE_HEADERS = ("ID", "USER", "STATE", "NAME", "GPUS", "MODEL", "CPUS", "MEM", "PRIO",
                 "ATTEMPT", "PLACED ON", "AGE", "MESSAGE")  # fmt: skip
 

@@ -35,13 +35,17 @@ from dlc.errors import DlcError
 @click.option("--gpu-model", metavar="MODEL",
               help="Model the GPUs advertise (for --gpu-model jobs) [default: one named in "
               "the --simulate file's name, e.g. V100 for dgx1-v100.txt].")  # fmt: skip
+@click.option("--gpu-mem", "gpu_mem_mib", type=click.IntRange(1), metavar="MIB",
+              help="Each simulated GPU's memory (a topo -m file has none): the agent then "
+                   "takes GPU shares (--gpus 0.5, --gpu-memory 4G).")  # fmt: skip
 @click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
 @click.option("--token-file", help="Also write the admin token to this file (mode 600).")
 @admin_token_options
 @click.option("--executor-command", hidden=True, help="Replace `python -m dlc executor`.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu_model,
-            allow_volume, token_file, admin_token_file, executor_command, verbose):  # fmt: skip
+            gpu_mem_mib, allow_volume, token_file, admin_token_file, executor_command,
+            verbose):  # fmt: skip
     """Run a Mesos emulator, one agent and the DLC scheduler here, until interrupted.
 
     The agent offers this host's GPUs, or with --simulate FILE the GPUs and
@@ -60,6 +64,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
         cpus=cpus,
         mem_mib=mem_mib,
         gpu_model=gpu_model,
+        gpu_mem_mib=gpu_mem_mib,
         executor_command=executor_command,
         allowed_volumes=tuple(allow_volume),
         admin_token=admin_token_from(admin_token_file),

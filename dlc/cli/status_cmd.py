@@ -9,9 +9,22 @@ import click
 
 from dlc.api.client import ApiClient
 from dlc.cli.client_opts import api_options, complete_job_ids
-from dlc.cli.job_view import follow, placement
+from dlc.cli.job_view import follow, placement, share
 from dlc.cli.output import emit, emit_line, output_option
 from dlc.errors import ApiError
+
+
+def _gpus_row(job: dict) -> str:
+    """``2 x 1 node(s)``, or a share: ``4 GiB of GPU 2 (4096 MiB, compute shared)``."""
+    shared = share(job)
+    if shared is None:
+        return f"{job['gpus']} x {job['nodes']} node(s)"
+    task = next((t for t in job.get("tasks") or () if t.get("share_gpu") is not None), None)
+    if task is None:
+        return f"a share of one GPU: {shared} (not placed yet)"
+    core = task.get("share_core_milli") or 0
+    compute = f"{core / 10:g}% of its compute" if core else "compute shared without a floor"
+    return f"{shared} ({task.get('share_memory_mib') or 0} MiB, {compute})"
 
 
 def describe(job: dict, url: str = "") -> list[str]:
@@ -22,7 +35,7 @@ def describe(job: dict, url: str = "") -> list[str]:
         ("state", job["state"]),
         ("what", job["framework"] or job["image"]),
         ("image", job["image"]),
-        ("gpus", f"{job['gpus']} x {job['nodes']} node(s)"),
+        ("gpus", _gpus_row(job)),
         ("priority", job["priority"]),
         ("placed on", placement(job) or "-"),
         ("attempt", f"{job['attempt']} (failures {job['failures']}, retries {job['retries']})"),

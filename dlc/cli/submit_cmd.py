@@ -96,7 +96,8 @@ class SubmitCommand(click.Command):
 @click.option("-f", "--file", "spec_file", help="YAML job spec; flags override it.")
 @click.option("--framework", help="Framework and version, e.g. pytorch:2.3.")
 @click.option("--image", help="Run this image instead of a catalog framework.")
-@click.option("--gpus", type=int, help="GPUs per node (default 1).")
+@click.option("--gpus", help="GPUs per node (default 1), or a share of one GPU: 0.5.")
+@click.option("--gpu-memory", help="A memory share of one GPU: 4G, 512M (compute shared).")
 @click.option("--gpu-model", help="Only GPUs whose model contains this, e.g. V100.")
 @click.option("--nodes", type=int, help="Agents to span (gang-placed; default 1).")
 @click.option("--cpus", type=float, help="CPUs per node (default 1).")
@@ -132,9 +133,10 @@ class SubmitCommand(click.Command):
 @output_option
 @api_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, volume, priority,
-           retries, name, container_user, as_me, workdir, interactive, idle_timeout_s, pool,
-           priority_class, wait, interval, output, api, token, command):  # fmt: skip
+def submit(spec_file, framework, image, gpus, gpu_memory, gpu_model, nodes, cpus, mem, env,
+           volume, priority, retries, name, container_user, as_me, workdir, interactive,
+           idle_timeout_s, pool, priority_class, wait, interval, output, api, token,
+           command):  # fmt: skip
     """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py
 
     Prints the job id (-o json|yaml: the job). With --wait, state changes go to stderr
@@ -145,6 +147,7 @@ def submit(spec_file, framework, image, gpus, gpu_model, nodes, cpus, mem, env, 
         "framework": framework,
         "image": image,
         "gpus": gpus,
+        "gpu_memory": gpu_memory,
         "gpu_model": gpu_model,
         "nodes": nodes,
         "cpus": cpus,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from dlc.topology.gpu_shares import Ranges, amounts
 from dlc.topology.model import PairLink, Topology
 
 #: a GPU no task holds
@@ -124,9 +125,19 @@ def gpu_views(
     topology: Topology | None,
     taken: Mapping[int, Holder],
     draining: frozenset[int],
+    ranges: tuple[Ranges, Ranges] | None = None,
+    memories: Mapping[int, int] | None = None,
 ) -> tuple[GpuView, ...]:
-    """The GPUs ``gpu_ids`` (plus any the topology lists) with their facts and states."""
+    """The GPUs ``gpu_ids`` (plus any the topology lists) with their facts and states.
+
+    ``ranges``: the ``gpu_mem``/``gpu_core`` ranges the agent's latest offers held, where it
+    advertises them: a GPU's free memory and compute are then read from them (shares).
+    ``memories``: GPU index -> MiB from the agent's ``gpu_mem`` blocks (when the topology
+    does not say).
+    """
     known = {g.index: g for g in topology.gpus} if topology is not None else {}
+    free_mem = amounts(ranges[0]) if ranges is not None else None
+    free_core = amounts(ranges[1]) if ranges is not None else None
     out = []
     for index in sorted(set(gpu_ids) | set(known)):
         gpu = known.get(index)
@@ -139,7 +150,7 @@ def gpu_views(
             )
         holder = taken.get(index)
         state = GPU_TAKEN if holder else GPU_DRAINING if index in draining else GPU_FREE
-        memory = gpu.memory_mib if gpu else None
+        memory = (gpu.memory_mib if gpu else None) or (memories or {}).get(index)
         whole_free = state == GPU_FREE
         out.append(
             GpuView(
@@ -151,8 +162,20 @@ def gpu_views(
                 links=links,
                 state=state,
                 holder=holder,
-                free_memory_mib=(memory if whole_free else 0) if memory is not None else None,
-                free_compute_milli=WHOLE_GPU_MILLI if whole_free else 0,
+                free_memory_mib=(
+                    free_mem.get(index, 0)
+                    if free_mem is not None and whole_free
+                    else (memory if whole_free else 0)
+                    if memory is not None
+                    else None
+                ),
+                free_compute_milli=(
+                    free_core.get(index, 0)
+                    if free_core is not None and whole_free
+                    else WHOLE_GPU_MILLI
+                    if whole_free
+                    else 0
+                ),
             )
         )
     return tuple(out)

@@ -55,6 +55,7 @@ from dlc.scheduler.placement import (
     PlacementConfig,
     TopologyOf,
     parse_offers,
+    share_fields,
 )
 from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
@@ -519,10 +520,20 @@ class SchedulerCore:
 
     def _start(self, job: Job, launches) -> Job:
         tasks = tuple(
-            TaskPlacement(x.task_id, x.agent_id, x.hostname, x.gpu_ids, x.offer_ids[0], x.rank)
+            TaskPlacement(
+                x.task_id,
+                x.agent_id,
+                x.hostname,
+                x.gpu_ids,
+                x.offer_ids[0],
+                x.rank,
+                **share_fields(x),
+            )  # fmt: skip
             for x in launches
         )
-        gpus = "; ".join(f"{t.hostname} GPUs {','.join(map(str, t.gpu_ids))}" for t in tasks)
+        gpus = "; ".join(
+            f"{t.hostname} {t.share_text or 'GPUs ' + ','.join(map(str, t.gpu_ids))}" for t in tasks
+        )
         if any(x.policy == NO_TOPOLOGY_POLICY for x in launches):
             gpus += " (first-fit: the agent has no dlc_topo attribute)"
         return self._save(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.jobs import Job, JobSpec
@@ -92,6 +92,7 @@ def decide(
             runnable.append(job)
         else:
             impossible[job.job_id] = f"impossible on the current agents: {why}"
+    offers = _mark_share_agents(offers, inventory)
     started = time.perf_counter()
     batches = split(offers, runnable) if split is not None else [(list(offers), runnable)]
     result = PlacementResult()
@@ -112,6 +113,18 @@ def decide(
 
 #: ``(offers, jobs) -> [(offers, jobs), ...]``: how one round is cut into placement batches
 Splitter = Callable[[Sequence[OfferView], list[Job]], list[tuple[list[OfferView], list[Job]]]]
+
+
+def _mark_share_agents(offers: Sequence[OfferView], inventory: Inventory) -> list[OfferView]:
+    """Offers of agents whose totals hold ``gpu_mem`` blocks, marked as accounting shares
+    (so an offer whose ranges shares took entirely still shows no whole GPU)."""
+    out = []
+    for view in offers:
+        totals = inventory.get(view.agent_id)
+        if totals is not None and totals.shareable and not view.shares_accounted:
+            view = replace(view, shares_accounted=True)
+        out.append(view)
+    return out
 
 
 def _uncached(inventory: Inventory) -> Callable[[JobSpec], str | None]:

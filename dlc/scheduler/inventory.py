@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dlc.errors import JobSpecError
+from dlc.errors import FieldError, JobSpecError
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.cluster import AgentView, Holder, gpu_views
 from dlc.scheduler.jobs import JobSpec
@@ -36,9 +36,10 @@ from dlc.scheduler.placement import (
     default_driver_ok,
     default_topology_of,
 )
+from dlc.topology import gpu_shares
 
 #: the order in which a spec's needs are checked: the first field no agent meets is named
-_FIELDS = ("gpu_model", "gpus", "cpus", "mem_mib", "disk_mib", "cuda_version")
+_FIELDS = ("gpu_model", "gpus", "gpu_memory", "cpus", "mem_mib", "disk_mib", "cuda_version")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,14 @@ class AgentTotals:
     disk_mib: float = 0.0
     attributes: dict[str, str] = field(default_factory=dict)
     exact: bool = False
+    #: GPU index -> its memory in MiB, from the ``gpu_mem`` blocks (empty: the agent
+    #: advertises none and takes no shares; from offers: the largest free block seen)
+    gpu_memory: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def shareable(self) -> bool:
+        """True when the agent advertises ``gpu_mem`` blocks (it takes GPU shares)."""
+        return bool(self.gpu_memory)
 
     @property
     def gpu_model(self) -> str | None:
@@ -101,6 +110,8 @@ class Inventory:
         self._agents: dict[str, AgentTotals] = {}
         #: agent id -> (cpus, mem, disk, at) its latest offers held
         self._offered: dict[str, tuple[float, float, float, float | None]] = {}
+        #: agent id -> the gpu_mem/gpu_core ranges its latest offers held (free per GPU)
+        self._ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
         #: bumped whenever an agent's totals change (callers cache answers per version)
         self.version = 0
 
@@ -121,26 +132,39 @@ class Inventory:
             self._agents = agents
             self.version += 1
         self._offered = {a: o for a, o in self._offered.items() if a in agents}
+        self._ranges = {a: r for a, r in self._ranges.items() if a in agents}
 
     def note_offers(self, views: Iterable[OfferView], at: float | None = None) -> None:
         """Learn from one batch of offers: totals (:meth:`note_offer`) and what each
         agent's offers hold free now (several offers of one agent add up)."""
         batch: dict[str, tuple[float, float, float, float | None]] = {}
+        ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
         for view in views:
             self.note_offer(view)
+            mem, core = ranges.get(view.agent_id, ((), ()))
+            ranges[view.agent_id] = (
+                gpu_shares.normalise(mem + view.gpu_mem),
+                gpu_shares.normalise(core + view.gpu_core),
+            )
             cpus, mem, disk, _ = batch.get(view.agent_id, (0.0, 0.0, 0.0, at))
             batch[view.agent_id] = (cpus + view.cpus, mem + view.mem_mib, disk + view.disk_mib, at)
         self._offered.update(batch)
+        self._ranges.update(ranges)
 
     def note_offer(self, view: OfferView) -> None:
         """Learn from an offer (lower bounds; exact agents only gain GPU ids)."""
         known = self._agents.get(view.agent_id)
         if known is None:
             known = AgentTotals(view.agent_id, view.hostname, attributes=dict(view.attributes))
+        seen = gpu_shares.amounts(view.gpu_mem)
         grown = replace(
             known,
             gpu_ids=known.gpu_ids | view.gpu_ids,
             attributes=known.attributes or dict(view.attributes),
+            gpu_memory={
+                i: max(known.gpu_memory.get(i, 0), seen.get(i, 0))
+                for i in set(known.gpu_memory) | set(seen)
+            },
         )
         if not known.exact:
             grown = replace(
@@ -212,6 +236,8 @@ class Inventory:
                         topology,
                         taken.get(agent_id, {}),
                         draining.get(agent_id, frozenset()),
+                        self._ranges.get(agent_id) if totals.shareable else None,
+                        totals.gpu_memory,
                     ),
                 )
             )
@@ -242,7 +268,13 @@ class Inventory:
         if name == "gpu_model":
             return not spec.gpu_model or self.matching_gpus(agent, spec.gpu_model) > 0
         if name == "gpus":
+            if spec.is_share and agent.exact and not agent.shareable:
+                return False
             return self.matching_gpus(agent, spec.gpu_model) >= spec.gpus
+        if name == "gpu_memory":
+            if not spec.gpu_memory or not agent.gpu_memory:
+                return True
+            return max(agent.gpu_memory.values()) >= spec.gpu_memory
         if name == "cuda_version":
             driver = agent.driver
             return not (spec.cuda_version and driver) or self._driver_ok(driver, spec.cuda_version)
@@ -300,6 +332,17 @@ class Inventory:
             return (
                 f"no agent has a GPU matching {spec.gpu_model!r} (known: {known}); "
                 "drop --gpu-model or ask an admin"
+            )
+        if name == "gpus" and spec.is_share:
+            return (
+                "no agent takes GPU shares (their `dlc node-config` has no gpu_mem/gpu_core "
+                "ranges); ask for whole GPUs with --gpus N or ask an admin"
+            )
+        if name == "gpu_memory":
+            most = max(m for a in agents for m in a.gpu_memory.values())
+            return (
+                f"asked for {spec.gpu_memory} MiB of one GPU but no GPU has more than {most} "
+                f"MiB; use --gpu-memory {most}M or less"
             )
         if name == "gpus":
             most = max(self.matching_gpus(a, spec.gpu_model) for a in agents)
@@ -366,9 +409,20 @@ def agent_from_master(slave: Mapping[str, Any]) -> AgentTotals | None:
             disk_mib=float(totals.get("disk", 0.0)),
             attributes={str(k): _attribute_text(v) for k, v in attributes.items()},
             exact=True,
+            gpu_memory=_gpu_memory(totals.get(gpu_shares.GPU_MEM)),
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
+
+
+def _gpu_memory(value: Any) -> dict[int, int]:
+    """``"[0-32767, 1048576-1081343]"`` (the master's text for RANGES) -> GPU -> MiB."""
+    if not isinstance(value, str) or not value.strip():
+        return {}
+    try:
+        return gpu_shares.amounts(gpu_shares.parse_ranges_text(value))
+    except FieldError:
+        return {}  # a malformed resource: the agent takes no shares, it is not dropped
 
 
 def _set_items(value: Any) -> frozenset[int]:

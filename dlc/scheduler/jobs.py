@@ -99,6 +99,8 @@ _HOW: dict[str, str] = {
     "framework": "--framework NAME:VERSION",
     "image": "--image IMAGE",
     "gpus": "--gpus N",
+    "gpu_fraction": "--gpus F",
+    "gpu_memory": "--gpu-memory SIZE",
     "nodes": "--nodes N",
     "gpu_model": "--gpu-model MODEL",
     "cpus": "--cpus N",
@@ -213,6 +215,11 @@ class JobSpec:
         interactive: an environment (JupyterLab) reached through a port from the offer
             (docs/environments.md), stopped when idle for ``idle_timeout_s``.
         idle_timeout_s: seconds without activity before an interactive job stops.
+        gpu_fraction: a share of ONE GPU, ``0 < F < 1`` of its compute and (unless
+            ``gpu_memory`` is given) of its memory (``--gpus 0.5``, YAML ``gpus: 0.5``);
+            ``None``: whole GPUs.
+        gpu_memory: a memory share of ONE GPU in MiB (``--gpu-memory 4G``); without a
+            fraction, compute is shared without a floor. ``None``: none asked.
     """
 
     framework: str | None = None
@@ -236,6 +243,8 @@ class JobSpec:
     idle_timeout_s: int = 3600
     pool: str | None = None
     priority_class: str | None = None
+    gpu_fraction: float | None = None
+    gpu_memory: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the inverse of :meth:`from_dict`)."""
@@ -268,10 +277,11 @@ class JobSpec:
             raise JobSpecError(
                 unknown[0], f"unknown field; known fields: {names}; fix its spelling or remove it"
             )
+        gpus, fraction = _gpus(data)
         spec = cls(
             framework=_opt_str(data, "framework"),
             image=_opt_str(data, "image", MAX_IMAGE),
-            gpus=_int(data, "gpus", 1, lo=1, hi=_MAX_GPUS_PER_NODE),
+            gpus=gpus,
             nodes=_int(data, "nodes", 1, lo=1, hi=1024),
             gpu_model=_opt_str(data, "gpu_model"),
             cpus=_float(data, "cpus", 1.0),
@@ -290,6 +300,8 @@ class JobSpec:
             idle_timeout_s=_int(data, "idle_timeout_s", 3600, lo=10, hi=30 * 86400),
             pool=_opt_str(data, "pool"),
             priority_class=_opt_str(data, "priority_class"),
+            gpu_fraction=fraction,
+            gpu_memory=_gpu_memory(data.get("gpu_memory")),
         )
         if spec.priority_class is not None and data.get("priority") is None:
             spec = replace(spec, priority=priority_of_class(spec.priority_class))
@@ -325,6 +337,7 @@ class JobSpec:
             raise JobSpecError(
                 "interactive", "an environment runs on one node; drop --nodes or --interactive"
             )
+        self._check_share()
         if self.framework and not _FRAMEWORK_RE.match(self.framework):
             raise JobSpecError(
                 "framework",
@@ -359,6 +372,50 @@ class JobSpec:
                 "digits, '_', '.', '-', starting with a letter or digit",
             )
 
+    def _check_share(self) -> None:
+        if not self.is_share:
+            return
+        if self.gpus != 1:
+            raise JobSpecError(
+                "gpu_memory",
+                f"a share is part of ONE GPU but --gpus {self.gpus} was asked; "
+                "drop --gpu-memory or ask for whole GPUs only",
+            )
+        if self.nodes > 1:
+            raise JobSpecError(
+                "nodes",
+                f"a GPU share runs on one node, not {self.nodes}; drop --nodes "
+                "or ask for whole GPUs (--gpus N)",
+            )
+
+    @property
+    def is_share(self) -> bool:
+        """True when the job asks for part of one GPU, not whole GPUs."""
+        return self.gpu_fraction is not None or self.gpu_memory is not None
+
+    @property
+    def share_core_milli(self) -> int:
+        """The compute share in thousandths (0: shared without a floor)."""
+        return round(self.gpu_fraction * 1000) if self.gpu_fraction is not None else 0
+
+    def share_memory_mib(self, gpu_memory_mib: int) -> int:
+        """The memory share on a GPU of ``gpu_memory_mib`` MiB."""
+        if self.gpu_memory is not None:
+            return self.gpu_memory
+        return int(gpu_memory_mib * (self.gpu_fraction or 0.0))
+
+    @property
+    def share_text(self) -> str | None:
+        """``0.5 of a GPU``, ``4 GiB of a GPU``, or both; ``None`` for whole GPUs."""
+        if not self.is_share:
+            return None
+        parts = []
+        if self.gpu_fraction is not None:
+            parts.append(f"{self.gpu_fraction:g}")
+        if self.gpu_memory is not None:
+            parts.append(mib_text(self.gpu_memory))
+        return " + ".join(parts)
+
     @property
     def label(self) -> str:
         """What the job runs, for task names: the framework or the image."""
@@ -368,6 +425,82 @@ class JobSpec:
     def total_gpus(self) -> int:
         """GPUs over all nodes."""
         return self.gpus * self.nodes
+
+
+def mib_text(mib: int) -> str:
+    """``4 GiB``, ``1.5 GiB``, ``512 MiB``."""
+    return f"{mib / 1024:g} GiB" if mib >= 1024 else f"{mib} MiB"
+
+
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+_SIZE_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def _gpus(data: dict) -> tuple[int, float | None]:
+    """``gpus`` (and ``gpu_fraction``) -> (whole GPUs per node, fraction of one or None).
+
+    ``gpus: 0.5`` is a share of one GPU; whole numbers (``2``, ``2.0``) are whole GPUs.
+    """
+    fix = f"pass --gpus N with 1 <= N <= {_MAX_GPUS_PER_NODE}, or a share of one GPU 0 < F < 1"
+    raw = data.get("gpus")
+    frac_raw = data.get("gpu_fraction")
+    if frac_raw is not None:
+        raw = frac_raw if raw in (None, 1, "1") else raw
+    if raw is None:
+        return 1, None
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise JobSpecError(
+            "gpus", f"must be a whole number or a fraction below 1, got {_short(raw)}; {fix}"
+        )
+    try:
+        number = float(raw)
+    except ValueError:
+        raise JobSpecError(
+            "gpus", f"must be a whole number or a fraction below 1, got {_short(raw)}; {fix}"
+        ) from None
+    if not number > 0 or number != number:
+        raise JobSpecError(
+            "gpus", f"must be between 1 and {_MAX_GPUS_PER_NODE}, got {_num_text(raw)}; {fix}"
+        )
+    if number < 1:
+        if round(number * 1000) < 1:
+            raise JobSpecError("gpus", f"{number:g} is below 0.001 of a GPU; {fix}")
+        return 1, round(number, 3)
+    if not number.is_integer():
+        raise JobSpecError(
+            "gpus",
+            f"{number:g} is more than one GPU but not a whole number; a share is part of ONE "
+            f"GPU: {fix}",
+        )
+    if number > _MAX_GPUS_PER_NODE:
+        raise JobSpecError(
+            "gpus", f"must be between 1 and {_MAX_GPUS_PER_NODE}, got {_num_text(raw)}; {fix}"
+        )
+    return int(number), None
+
+
+def _num_text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else _num(value)
+
+
+def _gpu_memory(value: Any) -> int | None:
+    """``gpu_memory``: MiB as a number, or text ``4G``, ``512M``, ``4GiB`` -> MiB."""
+    fix = _fix("gpu_memory", "a size such as 4G or 512M (MiB without a unit)")
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise JobSpecError("gpu_memory", f"must be a size, got {_short(value)}; {fix}")
+    if str(value).strip().startswith("-"):
+        raise JobSpecError("gpu_memory", f"must be more than 0, got {_short(value)}; {fix}")
+    match = _SIZE_RE.match(str(value))
+    if not match:
+        raise JobSpecError("gpu_memory", f"{_short(value)} is not a size; {fix}")
+    mib = int(float(match.group(1)) * _SIZE_MIB[match.group(2).upper()])
+    if mib < 1:
+        raise JobSpecError("gpu_memory", f"must be at least 1 MiB, got {_short(value)}; {fix}")
+    if mib > 1 << 20:
+        raise JobSpecError("gpu_memory", f"{_short(value)} is more than any GPU has; {fix}")
+    return mib
 
 
 def _opt_str(data: dict, key: str, limit: int = MAX_SHORT) -> str | None:
@@ -604,6 +737,8 @@ class TaskPlacement:
         rank: index of the node within a multi-node job.
         state: last Mesos task state seen.
         sandbox: sandbox directory the executor reported, if any.
+        share_gpu: the GPU a share of one GPU runs on (``gpu_ids`` is then empty).
+        share_memory_mib, share_core_milli: that share's memory and compute (thousandths).
     """
 
     task_id: str
@@ -614,6 +749,20 @@ class TaskPlacement:
     rank: int = 0
     state: str = "TASK_STAGING"
     sandbox: str = ""
+    share_gpu: int | None = None
+    share_memory_mib: int = 0
+    share_core_milli: int = 0
+
+    @property
+    def share_text(self) -> str | None:
+        """``0.5 of GPU 2`` (a fraction), ``4 GiB of GPU 2`` (memory only); None: whole GPUs."""
+        if self.share_gpu is None:
+            return None
+        if self.share_core_milli:
+            amount = f"{self.share_core_milli / 1000:g}"
+        else:
+            amount = mib_text(self.share_memory_mib) if self.share_memory_mib else "a share"
+        return f"{amount} of GPU {self.share_gpu}"
 
     @property
     def executor_id(self) -> str:

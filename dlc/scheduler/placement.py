@@ -36,7 +36,9 @@ from dlc.images import driver_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches, unknown_policy
 from dlc.scheduler.jobs import Job
+from dlc.scheduler.launch_spec import GpuShare
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
+from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
     ATTR_DRIVER,
@@ -83,6 +85,13 @@ class OfferView:
     attributes: dict[str, str] = field(default_factory=dict)
     ports: Ranges = ()
     address: str = ""
+    #: the ``gpu_mem`` (MiB) and ``gpu_core`` (thousandths) RANGES: one block per GPU
+    #: (:mod:`dlc.topology.gpu_shares`); empty where the agent takes no shares
+    gpu_mem: Ranges = ()
+    gpu_core: Ranges = ()
+    #: the agent accounts GPU shares (its totals hold ``gpu_mem`` blocks) even when this
+    #: offer holds no ranges (shares took them all): then no GPU of it is whole
+    shares_accounted: bool = False
 
     @classmethod
     def from_mesos(cls, offer: dict) -> OfferView:
@@ -94,7 +103,8 @@ class OfferView:
         try:
             scalars: dict[str, float] = {}
             gpu_ids: set[int] = set()
-            for res in offer.get("resources", ()):
+            resources = offer.get("resources", ())
+            for res in resources:
                 if res.get("type") == "SCALAR":
                     name = res["name"]
                     scalars[name] = scalars.get(name, 0.0) + float(res["scalar"]["value"])
@@ -112,6 +122,8 @@ class OfferView:
                 attributes=_attributes(offer.get("attributes", ())),
                 ports=parse_port_ranges(offer.get("resources", ())),
                 address=_agent_address(offer),
+                gpu_mem=gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_MEM),
+                gpu_core=gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_CORE),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise OfferError(f"malformed offer {offer.get('id')}: {exc!r}") from None
@@ -159,6 +171,11 @@ class Launch:
     gpu_minors: tuple[int, ...] = ()
     #: the agent's NVIDIA driver version (topology, else the ``nvidia_driver`` attribute)
     driver_version: str | None = None
+    #: the ``gpu_mem``/``gpu_core`` ranges the task consumes: a share's sub-ranges of one
+    #: GPU, or the whole blocks of a whole-GPU task's GPUs (empty where none are offered)
+    gpu_take: gpu_shares.GpuRanges = gpu_shares.GpuRanges()
+    #: the share of one GPU (then ``gpu_ids`` is empty); ``None``: whole GPUs
+    share: GpuShare | None = None
 
 
 @dataclass
@@ -232,6 +249,33 @@ class _Slot:
         self.address = first.address or first.hostname
         self.port_ranges: Ranges = tuple(sorted(r for o in offers for r in o.ports))
         self.ports_taken: set[int] = set()
+        self.gpu_mem = gpu_shares.normalise(r for o in offers for r in o.gpu_mem)
+        self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
+        if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
+            # an agent that accounts shares: a GPU any share holds part of is not whole
+            self.free = frozenset(
+                i for i in self.free if gpu_shares.is_whole(i, self.gpu_mem, self.gpu_core)
+            )
+
+    def take_ranges(self, take: gpu_shares.GpuRanges) -> None:
+        """Consume ``take`` from what this agent's offers have left."""
+        self.gpu_mem = gpu_shares.subtract(self.gpu_mem, take.mem)
+        self.gpu_core = gpu_shares.subtract(self.gpu_core, take.core)
+        # a GPU a share now holds part of is no longer whole for the jobs after it
+        self.free = frozenset(
+            i for i in self.free if gpu_shares.is_whole(i, self.gpu_mem, self.gpu_core)
+        ) if take.mem or take.core else self.free  # fmt: skip
+
+    def give_ranges(self, take: gpu_shares.GpuRanges) -> None:
+        """Give ``take`` back (a gang that did not fit whole)."""
+        self.gpu_mem = gpu_shares.normalise(self.gpu_mem + take.mem)
+        self.gpu_core = gpu_shares.normalise(self.gpu_core + take.core)
+
+    def whole_take(self, ids: tuple[int, ...]) -> gpu_shares.GpuRanges:
+        """The whole blocks of GPUs ``ids`` (nothing where the agent offers no ranges)."""
+        if not ids or not (self.gpu_mem or self.gpu_core):
+            return gpu_shares.GpuRanges()
+        return gpu_shares.whole_gpu_take(ids, self.gpu_mem, self.gpu_core)
 
     def take_ports(self, count: int) -> tuple[int, ...] | None:
         """Take ``count`` free offered ports (``None``, taking nothing, when too few)."""
@@ -318,7 +362,7 @@ def _shape(job: Job) -> tuple:
     """What placement looks at in a job (jobs of one shape fit or fail alike)."""
     spec = job.spec
     return (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
-            spec.cuda_version)  # fmt: skip
+            spec.cuda_version, spec.gpu_fraction, spec.gpu_memory)  # fmt: skip
 
 
 def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | None:
@@ -339,8 +383,11 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
     spec = job.spec
     cpus = spec.cpus + config.executor_cpus
     mem = spec.mem_mib + config.executor_mem_mib
+    if spec.is_share:
+        return _place_share(job, slots, cpus, mem, topology_of, result)
     chosen: list[tuple[_Slot, tuple[int, ...], str, tuple[int, ...], Topology | None]] = []
     reason = "no offers"
+    takes: dict[str, gpu_shares.GpuRanges] = {}
     # Best fit: the agent with the fewest free GPUs that can still hold the job,
     # so big holes stay open for big jobs.
     candidates = sorted(
@@ -372,10 +419,13 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
             reason = f"no offer with {spec.gpus} GPUs has a free port in its ports resource"
             continue
         slot.take(cpus, mem, spec.disk_mib, ids, +1)
+        takes[slot.agent_id] = slot.whole_take(ids)
+        slot.take_ranges(takes[slot.agent_id])
         chosen.append((slot, ids, policy, ports, topology))
     if len(chosen) < spec.nodes:
         for slot, ids, _, ports, _ in chosen:  # all or nothing: give back the partial gang
             slot.take(cpus, mem, spec.disk_mib, ids, -1)
+            slot.give_ranges(takes[slot.agent_id])
             slot.ports_taken.difference_update(ports)
         if spec.nodes > 1 and chosen:
             reason = f"only {len(chosen)} of {spec.nodes} nodes fit: {reason}"
@@ -399,8 +449,65 @@ def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None
                 minors,
                 (topology.driver_version if topology else None)
                 or agent_text(slot.attributes, ATTR_DRIVER),
+                gpu_take=takes[slot.agent_id],
             )
         )
+    return None
+
+
+def share_fields(launch: Launch) -> dict[str, int]:
+    """The :class:`~dlc.scheduler.jobs.TaskPlacement` share fields of a launch (none: {})."""
+    if launch.share is None:
+        return {}
+    share = launch.share
+    return {"share_gpu": share.gpu_index, "share_memory_mib": share.memory_mib,
+            "share_core_milli": share.core_milli}  # fmt: skip
+
+
+def _place_share(job, slots, cpus, mem, topology_of, result) -> str | None:
+    """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None."""
+    from dlc.scheduler.share_placement import choose_share  # it imports jobs, not placement
+
+    choice = choose_share(
+        job.spec, slots, cpus, mem, topology_of,
+        lambda slot: agent_text(slot.attributes, ATTR_GPU_MODEL) or "",
+    )  # fmt: skip
+    if isinstance(choice, str):
+        return choice
+    slot = choice.slot
+    ports = slot.take_ports(ports_needed(1, job.spec.interactive))
+    if ports is None:
+        return "no offer with a GPU share free has a free port in its ports resource"
+    slot.take(cpus, mem, job.spec.disk_mib, (), +1)
+    slot.take_ranges(choice.take)
+    uuids, minors = gpu_facts(choice.topology, (choice.gpu_index,))
+    backend = agent_text(slot.attributes, gpu_shares.ATTR_SHARING) or "watchdog"
+    share = GpuShare(
+        choice.gpu_index, uuids[0] if uuids else None, choice.memory_mib, choice.core_milli,
+        backend, minors[0] if minors else None,
+    )  # fmt: skip
+    driver = (choice.topology.driver_version if choice.topology else None) or agent_text(
+        slot.attributes, ATTR_DRIVER
+    )
+    result.launches.append(
+        Launch(
+            job.job_id,
+            f"{job.task_prefix()}0",
+            0,
+            slot.agent_id,
+            slot.hostname,
+            slot.offer_ids,
+            (),
+            "share",
+            ports,
+            (),
+            (),
+            (),
+            driver,
+            choice.take,
+            share,
+        )  # fmt: skip
+    )
     return None
 
 

@@ -158,6 +158,7 @@ def launch_spec(
         job_secret=job_secret(config.job_key, job.job_id) if config.job_key else "",
         publish=publish,
         idle_timeout_s=float(spec.idle_timeout_s) if spec.interactive else 0.0,
+        share=launch.share,
     )
 
 
@@ -223,7 +224,11 @@ def build_task_info(
     resources = [scalar("cpus", spec.cpus), scalar("mem", float(spec.mem_mib))]
     if spec.disk_mib:
         resources.append(scalar("disk", float(spec.disk_mib)))
-    resources += [scalar("gpus", float(len(launch.gpu_ids))), gpu_ids_set(launch.gpu_ids)]
+    if launch.share is None:
+        resources += [scalar("gpus", float(len(launch.gpu_ids))), gpu_ids_set(launch.gpu_ids)]
+    # a share consumes sub-ranges of one GPU's blocks and no gpus/gpu_ids; a whole-GPU task
+    # also the whole blocks of its GPUs where the agent advertises them (Mesos accounts both)
+    resources += launch.gpu_take.resources_json()
     if launch.ports:
         resources.append(ports_resource(launch.ports))
     info = {

@@ -102,6 +102,9 @@ def test_metric_names_and_types_follow_prometheus_conventions(monitored):
         "dlc_multi_gpu_placements": "counter",
         "dlc_agent_gpus": "gauge",
         "dlc_agent_gpus_allocated": "gauge",
+        "dlc_gpu_memory_allocated_bytes": "gauge",
+        "dlc_gpu_compute_allocated_ratio": "gauge",
+        "dlc_gpu_shares": "gauge",
         "dlc_jobs": "gauge",
         "dlc_build_info": "gauge",
     }
