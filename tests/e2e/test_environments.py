@@ -9,6 +9,9 @@ another user), and the environment stops by itself once idle.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -38,6 +41,12 @@ def _status(url: str) -> tuple[int, str]:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, ""
+
+
+def _shell(svc, token: str, job_id: str, script: bytes) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DLC_API": svc.api_url, "DLC_TOKEN": token}
+    return subprocess.run([sys.executable, "-m", "dlc", "shell", job_id], input=script,
+                          capture_output=True, env=env, timeout=60)  # fmt: skip
 
 
 def test_environment_url_answers_needs_its_token_and_stops_when_idle(service, env_image):  # noqa: F811, E501
@@ -70,6 +79,14 @@ def test_environment_url_answers_needs_its_token_and_stops_when_idle(service, en
     assert _cli(service, alice, "exec", job_id, "--", "true").exit_code == 0
     stranger = _cli(service, bob, "exec", job_id, "--", "true")
     assert stranger.exit_code not in (0, 3) and "no job" in stranger.output.lower()
+
+    # dlc shell: a scripted session through API websocket -> executor -> docker exec -it
+    shell = _shell(service, alice, job_id, b"echo h$((40+2))i; exit 3\n")
+    assert shell.returncode == 3, shell.stderr
+    assert b"h42i" in shell.stdout  # computed in the container, not the echo of the input
+    refused = _shell(service, bob, job_id, b"echo h$((40+2))i\n")
+    assert refused.returncode == 1 and b"h42i" not in refused.stdout
+    assert "no job" in refused.stderr.decode().lower()
 
     job = _wait(service, job_id, timeout=90)  # idle stop: 10 s after the last request
     assert job.state.value == "finished", job.message
