@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import urllib.error
 import urllib.request
 
@@ -132,7 +133,12 @@ def test_shell_relays_frames_and_ends_with_the_exit_code(tmp_path):
         assert frames.read_frame(resp) == (frames.OUTPUT, b"echo:ls\n")
         sock.sendall(frames.pack(frames.INPUT, b"exit 3\n"))
         assert frames.read_frame(resp) == (frames.EXIT, b'{"exit_code": 3}')
-        assert session.resized == [(30, 100)] and session.closed
+        assert session.resized == [(30, 100)]
+        for _ in range(100):  # closed right after the exit frame is sent
+            if session.closed:
+                break
+            time.sleep(0.05)
+        assert session.closed
     finally:
         srv.close(tmp_path)
 
