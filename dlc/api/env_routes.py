@@ -74,6 +74,7 @@ def add_env_routes(app: FastAPI, api: Any) -> None:
     add_open_route(app, api)
     add_exec_route(app, api)
     add_shell_route(app, api)
+    add_since_route(app, api)
 
     @app.post("/v1/workdirs")
     def upload(chunk: WorkdirChunk, request: Request) -> dict:
@@ -232,6 +233,23 @@ def add_shell_route(app: FastAPI, api: Any) -> None:
             message = exc.detail if isinstance(exc, HTTPException) else str(exc)
             await websocket.send_json({"error": message})
             await websocket.close(code=4000 + getattr(exc, "status_code", 404) % 1000)
+
+
+def add_since_route(app: FastAPI, api: Any) -> None:
+    """``GET /v1/jobs/{id}/logs/since?t=UNIX``: where ``dlc logs --since`` starts reading."""
+    core = api.core
+
+    @app.get("/v1/jobs/{job_id}/logs/since")
+    def logs_since(
+        job_id: str,
+        request: Request,
+        t: float = Query(..., ge=0, le=1e11),
+        stream: str = "stdout",
+        rank: int = Query(0, ge=0),
+    ) -> dict:
+        """``{"offset"}``: the first byte of ``stream`` that arrived at or after ``t``."""
+        job = core.visible_job(job_id, *_auth(request))
+        return {"offset": api.logs.offset_since(job, stream, t, rank)}
 
 
 def core_job(api: Any, job_id: str, found: tuple) -> Any:
