@@ -20,7 +20,7 @@ import pytest
 
 from tests.e2e.test_workdir_outputs import _cli, _wait, service  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.browser]
 
 ENV_IMAGE = "dlc-test/envhttp:1"
 
@@ -49,7 +49,24 @@ def _shell(svc, token: str, job_id: str, script: bytes) -> subprocess.CompletedP
                           capture_output=True, env=env, timeout=60)  # fmt: skip
 
 
-def test_environment_url_answers_needs_its_token_and_stops_when_idle(service, env_image):  # noqa: F811, E501
+def _dashboard_links(svc, token: str, job_id: str, url: str, tmp_path: Path) -> None:
+    """The job page of the dashboard (headless chromium, signed in) links the environment."""
+    from tests.web.browser import start_chromium
+    from tests.web.test_dashboard_browser import sign_in, wait_for
+
+    driver = start_chromium(tmp_path / "profile", 1200, 900)
+    try:
+        sign_in(driver, svc.api_url + "/", token)
+        wait_for(driver, "return document.getElementById('login-view').hidden")
+        driver.get(f"{svc.api_url}/#/jobs/{job_id}")
+        href = wait_for(driver, "const a = document.getElementById('env-link');"
+                                " return a && a.getAttribute('href');")  # fmt: skip
+        assert href == url
+    finally:
+        driver.quit()
+
+
+def test_environment_url_answers_needs_its_token_and_stops_when_idle(service, env_image, tmp_path):  # noqa: F811, E501
     alice = service.store.add_token("env-alice")
     bob = service.store.add_token("env-bob")
     args = ["submit", "--image", env_image, "--interactive", "--idle-timeout", "10",
@@ -69,6 +86,9 @@ def test_environment_url_answers_needs_its_token_and_stops_when_idle(service, en
     assert _status(url.split("?")[0])[0] == 403  # no token
     assert _status(url[:-4] + "0000")[0] == 403  # a wrong one
 
+    _dashboard_links(service, alice, job_id, url, tmp_path)
+    assert _status(url)[0] == 200  # activity: the steps below fit well inside the idle limit
+
     refused = _cli(service, bob, "open", job_id, "--wait", "0")
     assert refused.exit_code != 0 and url not in refused.output
 
@@ -80,6 +100,7 @@ def test_environment_url_answers_needs_its_token_and_stops_when_idle(service, en
     stranger = _cli(service, bob, "exec", job_id, "--", "true")
     assert stranger.exit_code not in (0, 3) and "no job" in stranger.output.lower()
 
+    assert _status(url)[0] == 200  # activity again
     # dlc shell: a scripted session through API websocket -> executor -> docker exec -it
     shell = _shell(service, alice, job_id, b"echo h$((40+2))i; exit 3\n")
     assert shell.returncode == 3, shell.stderr
