@@ -58,5 +58,5 @@ EOF
 fi
 
 log "starting JupyterLab through dlc submit --interactive and opening it in chromium"
-DLC_JUPYTER_IMAGE=$IMAGE DLC_E2E_WORK=$WORK "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
+DLC_JUPYTER_IMAGE=$IMAGE DLC_E2E_WORK=$WORK "$VENV/bin/python" -m pytest -q -s -p no:cacheprovider \
     -m "" "$ROOT/tests/e2e/jupyter_e2e.py"
