@@ -7,13 +7,15 @@
 #                  docs/fault-tolerance.md); writes bench/results/fault.json
 #   make e2e-pytorch - build a CPU PyTorch image locally and run a real training step through
 #                  dlc submit -> scheduler -> real Mesos -> executor -> Docker (~1 GB; not in CI)
+#   make e2e-jupyter - build a JupyterLab image locally (PyPI wheels), start it with
+#                  dlc submit --interactive on the emulator, open it in headless chromium (not in CI)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 DLC    := $(VENV)/bin/dlc
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch gpu-check soak fault ha-fault
+.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch e2e-jupyter gpu-check soak fault ha-fault
 
 $(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup-python.sh
@@ -77,6 +79,9 @@ ha-fault: setup services
 
 e2e-pytorch: setup
 	VENV=$(VENV) bash scripts/e2e-pytorch.sh
+
+e2e-jupyter: setup
+	VENV=$(VENV) bash scripts/e2e-jupyter.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -23,11 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+import anyio
+from fastapi import FastAPI, Query, Request, WebSocket
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, StrictStr
 from starlette.exceptions import HTTPException
+from starlette.websockets import WebSocketDisconnect
 
+from dlc.api.guard import request_token
+from dlc.api.shell_relay import relay
 from dlc.errors import DlcError
 from dlc.scheduler.task_info import env_secret, job_secret
 from dlc.store.blobs import BlobStore
@@ -69,6 +73,8 @@ def add_env_routes(app: FastAPI, api: Any) -> None:
     core = api.core
     add_open_route(app, api)
     add_exec_route(app, api)
+    add_shell_route(app, api)
+    add_since_route(app, api)
 
     @app.post("/v1/workdirs")
     def upload(chunk: WorkdirChunk, request: Request) -> dict:
@@ -190,6 +196,69 @@ def add_exec_route(app: FastAPI, api: Any) -> None:
             raise HTTPException(409, f"job {job_id} is {job.state.value}, not running a container")
         secret = job_secret(_context(api).job_key, job_id)
         return _post_json(f"http://{task.hostname}:{int(port)}/exec", {"argv": body.argv}, secret)
+
+
+def add_shell_route(app: FastAPI, api: Any) -> None:
+    """``WS /v1/jobs/{id}/shell``: an interactive terminal in the job's running container.
+
+    The guard lets websockets through unauthenticated, so this route authenticates itself:
+    a bearer token in the handshake's headers (not the dashboard's cookie: a page of another
+    site could open a websocket with it), and only the job's user or an admin. Client to
+    server: binary messages are keystrokes, text ``{"rows", "cols"}`` a resize. Server to
+    client: binary terminal output, then text ``{"exit_code"}`` or ``{"error"}`` and close.
+    """
+
+    @app.websocket("/v1/jobs/{job_id}/shell")
+    async def shell(websocket: WebSocket, job_id: str) -> None:
+        await websocket.accept()
+        try:
+            token, cookie = request_token(websocket.scope["headers"])
+            found = None
+            if token and not cookie:  # a bearer token only (see above)
+                found = await anyio.to_thread.run_sync(api.core.user_for_token, token)
+            if found is None:
+                raise HTTPException(401, "missing or unknown API token: pass --token or DLC_TOKEN")
+            job = await anyio.to_thread.run_sync(lambda: core_job(api, job_id, found))
+            task = next((t for t in job.tasks if t.rank == 0), None)
+            port = await anyio.to_thread.run_sync(lambda: _exec_port(api, task))
+            if job.state.value != "running" or not port:
+                state = job.state.value
+                raise HTTPException(409, f"job {job_id} is {state}, not running a container")
+            secret = job_secret(_context(api).job_key, job_id)
+            first = await websocket.receive_json()
+            await relay(websocket, task.hostname, int(port), secret, first)
+        except WebSocketDisconnect:
+            return
+        except (HTTPException, DlcError) as exc:
+            message = exc.detail if isinstance(exc, HTTPException) else str(exc)
+            await websocket.send_json({"error": message})
+            await websocket.close(code=4000 + getattr(exc, "status_code", 404) % 1000)
+
+
+def add_since_route(app: FastAPI, api: Any) -> None:
+    """``GET /v1/jobs/{id}/logs/since?t=UNIX``: where ``dlc logs --since`` starts reading."""
+    core = api.core
+
+    @app.get("/v1/jobs/{job_id}/logs/since")
+    def logs_since(
+        job_id: str,
+        request: Request,
+        t: float = Query(..., ge=0, le=1e11),
+        stream: str = "stdout",
+        rank: int = Query(0, ge=0),
+    ) -> dict:
+        """``{"offset"}``: the first byte of ``stream`` that arrived at or after ``t``."""
+        job = core.visible_job(job_id, *_auth(request))
+        return {"offset": api.logs.offset_since(job, stream, t, rank)}
+
+
+def core_job(api: Any, job_id: str, found: tuple) -> Any:
+    """The job if the token's user may see it (``no job`` otherwise, like every route)."""
+    return api.core.visible_job(job_id, found[0], bool(found[1]))
+
+
+def _exec_port(api: Any, task: Any) -> int | None:
+    return _sandbox_json(api, task, "dlc-exec.json").get("port") if task else None
 
 
 def _post_json(url: str, body: dict, secret: str) -> dict:

@@ -28,6 +28,8 @@ from dlc.mesos.master import fetch_slaves
 from dlc.scheduler.jobs import Job, TaskPlacement
 
 STREAMS = ("stdout", "stderr")
+#: the executor's time index beside each stream (dlc.executor.runtime.TIME_INDEX_SUFFIX)
+TIME_SUFFIX = ".ts"
 MAX_CHUNK = 1 << 20
 
 
@@ -54,7 +56,12 @@ class LogReader:
         self._timeout = timeout_s
 
     def read(
-        self, job: Job, stream: str = "stdout", offset: int = 0, length: int = 65536, rank: int = 0
+        self,
+        job: Job,
+        stream: str = "stdout",
+        offset: int = 0,
+        length: int = 65536,
+        rank: int = 0,
     ) -> dict:
         """Read ``length`` bytes of a task's ``stream`` from ``offset``.
 
@@ -84,6 +91,42 @@ class LogReader:
                 "source": str(path),
             }
         return self._read_remote(task, stream, offset, length)
+
+    def offset_since(self, job: Job, stream: str, since: float, rank: int = 0) -> int:
+        """Where the output that arrived at or after ``since`` (Unix seconds) begins.
+
+        Reads the executor's time index ``<stream>.ts`` (``SECONDS OFFSET`` lines, one per
+        second that saw output); past its end, or with no index, the stream's end (nothing
+        is that new). Output of an older executor without an index starts at 0.
+        """
+        if stream not in STREAMS:
+            raise DlcError(f"stream must be stdout or stderr, not {stream!r}")
+        task = next((t for t in job.tasks if t.rank == rank), None)
+        if task is None:
+            return 0
+        local = self._local_file(task, stream)
+        if local is not None:
+            index = local.with_name(stream + TIME_SUFFIX)
+            text = index.read_text() if index.is_file() else ""
+            return offset_in_index(text, since, local.stat().st_size)
+        text, offset = "", 0
+        try:
+            while True:  # the index is small: a line per second that saw output
+                chunk = self._read_remote(task, stream + TIME_SUFFIX, offset, MAX_CHUNK)
+                if not chunk["data"]:
+                    break
+                text, offset = text + chunk["data"], chunk["offset"]
+            size = self._remote_size(task, stream)
+        except DlcError:
+            return 0  # no index there (an older executor): from the start
+        return offset_in_index(text, since, size)
+
+    def _remote_size(self, task: TaskPlacement, stream: str) -> int:
+        fid, master = self._framework_id(), self._master_url()
+        virtual = f"/frameworks/{fid}/executors/{task.executor_id}/runs/latest/{stream}"
+        agent = self._agent_address(str(master), task.agent_id)
+        query = urllib.parse.urlencode({"path": virtual, "offset": -1})
+        return int(self._get_json(f"http://{agent}/files/read?{query}").get("offset", 0))
 
     def _local_file(self, task: TaskPlacement, stream: str) -> Path | None:
         if task.sandbox and (Path(task.sandbox) / stream).is_file():
@@ -125,6 +168,16 @@ class LogReader:
                 return json.loads(resp.read() or b"{}")
         except (OSError, ValueError) as exc:
             raise DlcError(f"cannot read the sandbox via {url}: {exc}") from None
+
+
+def offset_in_index(text: str, since: float, end: int) -> int:
+    """The offset of the first index line at or after ``since`` (``end`` when none is)."""
+    for line in text.splitlines():
+        parts = line.split()
+        well_formed = len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit()
+        if well_formed and int(parts[0]) >= int(since):
+            return min(int(parts[1]), end) if end else int(parts[1])
+    return end
 
 
 def _newest_run(runs: Path, stream: str) -> Path | None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+import re
 import sys
 import time
+import urllib.parse
 
 import click
 
@@ -25,8 +28,11 @@ class NoLogsYet(ApiError):
 @click.option("--interval", type=float, default=1.0, show_default=True, hidden=True)
 @click.option("--tail", "tail_lines", type=click.IntRange(0),
               help="Start with only the last N lines of what is there now.")  # fmt: skip
+@click.option("--since", "since", metavar="T",
+              help="Only output from T on: an age (30s, 10m, 2h, 1d) or a time "
+                   "(2026-11-22T10:00, local unless it names a zone).")  # fmt: skip
 @api_options
-def command(job_id, follow, use_stderr, interval, tail_lines, api, token):
+def command(job_id, follow, use_stderr, interval, tail_lines, since, api, token):
     """Print a job's container output (stdout, or --stderr).
 
     A queued job has no output yet: without -f that is an error (exit code 3); with -f
@@ -35,9 +41,14 @@ def command(job_id, follow, use_stderr, interval, tail_lines, api, token):
     client = ApiClient(api, token)
     stream = "stderr" if use_stderr else "stdout"
     offset, printed, waiting_said = 0, False, False
+    if since is not None:
+        query = urllib.parse.urlencode({"t": parse_since(since), "stream": stream})
+        path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/logs/since?{query}"
+        offset = int(client._call("GET", path)["offset"])
     if tail_lines is not None:
-        offset = _print_tail(client, job_id, stream, tail_lines)
-        printed = offset > 0
+        start = offset
+        offset = _print_tail(client, job_id, stream, tail_lines, start)
+        printed = offset > start
     while True:
         chunk = client.logs(job_id, stream, offset)
         if chunk["data"]:
@@ -64,11 +75,34 @@ def command(job_id, follow, use_stderr, interval, tail_lines, api, token):
         click.echo(f"job {job_id} {verb} no {stream} output", err=True)
 
 
-def _print_tail(client, job_id: str, stream: str, lines: int) -> int:
-    """Print the last ``lines`` lines of what the stream holds now; returns where it ended."""
+def parse_since(text: str, now: float | None = None) -> float:
+    """``--since``: an age (``90s``, ``10m``, ``2h``, ``1d``) or an ISO time, as Unix seconds.
+
+    Raises:
+        click.BadParameter: neither (one line naming the forms).
+    """
+    now = time.time() if now is None else now
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
+    if match:
+        return now - float(match.group(1)) * _UNITS[match.group(2)]
+    try:
+        return datetime.datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is neither an age (30s, 10m, 2h, 1d) nor a time (2026-11-22T10:00)",
+            param_hint="--since",
+        ) from None
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _print_tail(client, job_id: str, stream: str, lines: int, start: int = 0) -> int:
+    """Print the last ``lines`` lines of what the stream holds now from ``start``; returns
+    where it ended."""
     import collections
 
-    offset, last, partial = 0, collections.deque(maxlen=lines or 1), ""
+    offset, last, partial = start, collections.deque(maxlen=lines or 1), ""
     while True:
         chunk = client.logs(job_id, stream, offset)
         if not chunk["data"]:

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("dlc.cli.logs_cmd", "Print a job's container output (-f to follow)."),
     "open": ("dlc.cli.open_cmd", "Print the URL of an interactive job's JupyterLab."),
     "exec": ("dlc.cli.exec_cmd", "Run a command in a running job's container (JOB -- CMD)."),
+    "shell": ("dlc.cli.shell_cmd", "Open an interactive shell in a running job's container."),
     "cp": ("dlc.cli.cp_cmd", "Copy a file from a job's /outputs (JOB:PATH DEST)."),
     "queue": ("dlc.cli.queue_cmd", "Waiting jobs in run order with group, pool and reason."),
     "quota": ("dlc.cli.quota_cmd", "Group usage against guarantees; set quotas (admin)."),

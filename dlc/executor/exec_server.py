@@ -7,6 +7,10 @@ own user. The endpoint checks the job's secret (``X-DLC-Job-Secret``: the same H
 spec carries, recomputed by the API), so only the scheduler can use it. It listens on an
 ephemeral port of the agent host and writes that port to ``<sandbox>/dlc-exec.json``, which
 the API reads like ``stdout``.
+
+``dlc shell`` uses the same endpoint and secret (``POST /shell``): after a ``200`` the
+connection carries :mod:`frames <dlc.executor.shell_frames>` both ways (keystrokes and resizes
+in, the terminal's output and finally the exit code out) to a ``docker exec -it`` session.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from dlc.executor import shell_frames as frames
+
 log = logging.getLogger(__name__)
 EXEC_FILE = "dlc-exec.json"
 MAX_OUTPUT = 512 << 10
@@ -29,15 +35,59 @@ MAX_REQUEST = 64 << 10
 Runner = Callable[[list[str]], tuple[int, bytes]]
 
 
-def docker_exec(client, container_id: str) -> Runner:
-    """A :data:`Runner` over the docker SDK's low-level exec API."""
+class DockerExec:
+    """A :data:`Runner` over the docker SDK's low-level exec API, plus TTY sessions."""
 
-    def run(argv: list[str]) -> tuple[int, bytes]:
-        exec_id = client.api.exec_create(container_id, argv, stdout=True, stderr=True)["Id"]
-        output = client.api.exec_start(exec_id)
-        return int(client.api.exec_inspect(exec_id)["ExitCode"] or 0), output[-MAX_OUTPUT:]
+    def __init__(self, client, container_id: str):
+        self.client, self.container_id = client, container_id
 
-    return run
+    def __call__(self, argv: list[str]) -> tuple[int, bytes]:
+        api = self.client.api
+        exec_id = api.exec_create(self.container_id, argv, stdout=True, stderr=True)["Id"]
+        output = api.exec_start(exec_id)
+        return int(api.exec_inspect(exec_id)["ExitCode"] or 0), output[-MAX_OUTPUT:]
+
+    def open_shell(self, argv: list[str], rows: int, cols: int) -> TtySession:
+        """``docker exec -it``: a session on the engine's hijacked exec socket."""
+        api = self.client.api
+        exec_id = api.exec_create(self.container_id, argv, stdin=True, tty=True,
+                                  environment={"TERM": "xterm-256color"})["Id"]  # fmt: skip
+        sock = api.exec_start(exec_id, socket=True, tty=True)
+        session = TtySession(api, exec_id, getattr(sock, "_sock", sock))
+        if rows and cols:
+            session.resize(rows, cols)
+        return session
+
+
+class TtySession:
+    """One ``docker exec -it`` session: raw bytes both ways (a TTY stream is not multiplexed)."""
+
+    def __init__(self, api, exec_id: str, sock):
+        self.api, self.exec_id, self.sock = api, exec_id, sock
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv(self) -> bytes:
+        """The next output bytes; ``b""`` once the command has ended."""
+        return self.sock.recv(65536)
+
+    def resize(self, rows: int, cols: int) -> None:
+        try:
+            self.api.exec_resize(self.exec_id, height=rows, width=cols)
+        except Exception as exc:  # the process may be gone already; a resize is optional
+            log.debug("exec resize failed: %s", exc)
+
+    def exit_code(self) -> int:
+        return int(self.api.exec_inspect(self.exec_id).get("ExitCode") or 0)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def docker_exec(client, container_id: str) -> DockerExec:
+    """The engine-backed runner (and shell opener) for ``container_id``."""
+    return DockerExec(client, container_id)
 
 
 class ExecServer:
@@ -69,23 +119,43 @@ class ExecServer:
 
     def _handle(self, req) -> None:
         given = req.headers.get("X-DLC-Job-Secret", "")
-        if req.path != "/exec" or not hmac.compare_digest(given, self.secret):
+        if req.path not in ("/exec", "/shell") or not hmac.compare_digest(given, self.secret):
             return _reply(req, 403, {"error": "wrong or missing job secret"})
         try:
             length = int(req.headers.get("Content-Length", "0"))
             if length > MAX_REQUEST:
                 raise ValueError("request too large")
-            argv = json.loads(req.rfile.read(length))["argv"]
+            body = json.loads(req.rfile.read(length))
+            argv = body["argv"]
             if not argv or not all(isinstance(a, str) for a in argv):
                 raise ValueError("argv must be a non-empty list of strings")
         except (ValueError, KeyError, TypeError) as exc:
             return _reply(req, 400, {"error": f"bad exec request: {exc}"})
+        if req.path == "/shell":
+            return self._shell(req, argv, body)
         try:
             code, output = self.runner(argv)
         except Exception as exc:  # the engine's refusal, one line back to the user
             log.warning("exec %s failed: %s", argv[:1], exc)
             return _reply(req, 409, {"error": f"exec failed: {str(exc)[:300]}"})
         _reply(req, 200, {"exit_code": code, "output": base64.b64encode(output).decode()})
+
+    def _shell(self, req, argv: list[str], body: dict) -> None:
+        opener = getattr(self.runner, "open_shell", None)
+        if opener is None:
+            return _reply(req, 409, {"error": "this executor cannot open a terminal"})
+        try:
+            size = (int(body.get("rows") or 0), int(body.get("cols") or 0))
+            session = opener(argv, *size)
+        except Exception as exc:
+            log.warning("shell %s failed: %s", argv[:1], exc)
+            return _reply(req, 409, {"error": f"shell failed: {str(exc)[:300]}"})
+        req.send_response(200)
+        req.send_header("Content-Type", "application/x-dlc-shell")
+        req.end_headers()
+        req.wfile.flush()
+        req.close_connection = True
+        frames.relay_session(session, req.rfile, req.wfile)
 
 
 def _reply(req, status: int, body: dict) -> None:

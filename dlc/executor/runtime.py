@@ -87,6 +87,35 @@ SANDBOX_LOG_CAP = 1 << 30
 _TRUNCATED_NOTE = b"\n[dlc: output truncated here: the sandbox keeps at most 1 GiB per stream]\n"
 
 
+#: ``<stream>.ts`` beside each sandbox file: ``UNIX_SECONDS OFFSET`` lines for ``--since``
+TIME_INDEX_SUFFIX = ".ts"
+
+
+class TimeIndex:
+    """When the output at each offset arrived, one line per second that saw output.
+
+    ``dlc logs --since`` reads it to find where to start. The time is the arrival from the
+    engine's follow stream (milliseconds after the container wrote it); the engine's own
+    ``timestamps=True`` would put a stamp in every line, and lines over 16 KiB come split in
+    several stamped messages that could not be told apart from the output to strip them.
+    """
+
+    def __init__(self, path: str, clock=time.time):
+        self.path, self.clock, self.last = path, clock, -1
+
+    def note(self, offset: int) -> None:
+        """Record that output from ``offset`` on arrived now (once per second)."""
+        second = int(self.clock())
+        if second == self.last:
+            return
+        self.last = second
+        try:
+            with open(self.path, "a") as fh:
+                fh.write(f"{second} {offset}\n")
+        except OSError:  # no index, no --since; the output itself matters more
+            return
+
+
 class DockerRuntime:
     """Container operations on one Docker engine.
 
@@ -238,8 +267,10 @@ class DockerRuntime:
             )
             partial = b""
             written = os.path.getsize(path) if os.path.exists(path) else 0
+            index = TimeIndex(path + TIME_INDEX_SUFFIX)
             with open(path, "ab", buffering=0) as sink:
                 for chunk in stream:
+                    index.note(min(written, SANDBOX_LOG_CAP))
                     # Past the cap the output is dropped (one note), never the disk filled;
                     # the tail keeps the last lines for the terminal message all the same.
                     if written < SANDBOX_LOG_CAP:

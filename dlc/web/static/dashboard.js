@@ -390,7 +390,7 @@ async function renderJob(jobId, snap) {
     fact("Submitted", `${new Date(job.submitted_at * 1000).toLocaleString()} ` +
       `(${duration(snap.now - job.submitted_at)} ago)`),
     fact("Attempt", `${job.attempt + 1} (retries allowed: ${job.retries})`),
-  ].join("");
+  ].join("") + await environmentFact(job, mine, ended);
   const rows = job.history.map((h) => `<tr><td>${clock(h.at)}</td>` +
     `<td><span class="state ${esc(h.state)}">${esc(h.state)}</span></td>` +
     `<td class="msg">${esc(h.message)}</td></tr>`);
@@ -401,6 +401,24 @@ async function renderJob(jobId, snap) {
   if (agents.length) await renderAgents("job-agents", agents, snap, { job: job.id, gpus });
   else $("job-agents").innerHTML = `<div class="agent"><i>No GPUs held (${esc(job.state)}).</i></div>`;
   await followLogs(job);
+}
+
+// An interactive job's server (dlc submit --interactive): the link `dlc open` prints. Only the
+// job's user or an admin gets it from the API; batch jobs answer 409 once and are remembered.
+const notEnvironments = new Set();
+async function environmentFact(job, mine, ended) {
+  if (!mine || ended || job.state !== "running" || notEnvironments.has(job.id)) return "";
+  let url = "";
+  try {
+    url = (await api(`/v1/jobs/${encodeURIComponent(job.id)}/env`)).url;
+  } catch (err) {
+    if (err instanceof AuthError) throw err;
+    notEnvironments.add(job.id);
+    return "";
+  }
+  if (!url.startsWith("http://") && !url.startsWith("https://")) return fact("Environment", "starting…");
+  return fact("Environment", `<a id="env-link" href="${esc(url)}" target="_blank" ` +
+    `rel="noopener noreferrer">open JupyterLab</a>`);
 }
 
 async function followLogs(job) {
