@@ -200,6 +200,11 @@ class SchedulerService:
         if self.election is None:
             self.framework.start()
         else:
+            # pymesos installs a signal handler when imported, which only the main thread
+            # may do; the framework starts later, in the election thread.
+            from dlc.mesos import import_pymesos
+
+            import_pymesos()
             self.election.start()
 
     # -- HA (docs/ha.md) -------------------------------------------------------
