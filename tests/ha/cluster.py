@@ -69,9 +69,15 @@ class HaCluster(Cluster):
     def start_master(self, new_port: bool = False) -> None:
         """Start the master (same work dir: its replicated log is recovered) and publish it.
 
-        ``new_port``: on another port, so a scheduler can only find it through ZooKeeper."""
+        ``new_port``: on another port, so a scheduler can only find it through ZooKeeper.
+        """
         if new_port:
             self.port = free_port()
+            # The agent lives in the same process and checkpointed its old address: on a
+            # new port its recovery refuses ("Incompatible agent info"), so it joins anew
+            # (the master's replicated log, where the registry lives, is kept).
+            for latest in self.mesos_dir.glob("work/agents/*/work/meta/slaves/latest"):
+                latest.unlink()
         self.mesos_dir.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(
             ["bash", str(MESOS_SCRIPT), "start", str(self.port), str(self.mesos_dir)],
