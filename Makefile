@@ -71,7 +71,7 @@ fault: setup services
 # HA fault run (docs/ha.md): HA_KILLS leader kills (SIGKILL-like session drop and session
 # expiry) over scheduler instances on ZooKeeper + PostgreSQL; writes bench/results/ha.json
 HA_SEED  ?= 1
-HA_KILLS ?= 40
+HA_KILLS ?= 25
 ha-fault: setup services
 	$(PY) -m tests.ha.run --seed $(HA_SEED) --kills $(HA_KILLS) --json bench/results/ha.json
 
