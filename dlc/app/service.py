@@ -194,7 +194,8 @@ class SchedulerService:
             self.election = LeaderElection(
                 self.config.zk, self.api.url, self._elected, self._lost_leadership
             )
-            self.api.leadership = self.role
+        # /v1/health answers on every instance, a single one too (the dashboard reads it)
+        self.api.leadership = self.role
         self.api.start()
         self.dashboard.start()
         if self.election is None:
