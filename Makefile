@@ -73,9 +73,13 @@ fault: setup services
 # HA fault run (docs/ha.md): HA_KILLS leader kills (SIGKILL-like session drop and session
 # expiry) over scheduler instances on ZooKeeper + PostgreSQL; writes bench/results/ha.json
 HA_SEED  ?= 1
-HA_KILLS ?= 40
+HA_KILLS ?= 25
+# ... then HA_REAL_KILLS SIGKILLs of the leading real `dlc scheduler` (master found through
+# ZooKeeper, Docker jobs); writes bench/results/ha-real.json
+HA_REAL_KILLS ?= 20
 ha-fault: setup services
 	$(PY) -m tests.ha.run --seed $(HA_SEED) --kills $(HA_KILLS) --json bench/results/ha.json
+	$(PY) -m tests.ha.real_run --seed $(HA_SEED) --kills $(HA_REAL_KILLS) --json bench/results/ha-real.json
 
 e2e-pytorch: setup
 	VENV=$(VENV) bash scripts/e2e-pytorch.sh

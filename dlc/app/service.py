@@ -194,12 +194,18 @@ class SchedulerService:
             self.election = LeaderElection(
                 self.config.zk, self.api.url, self._elected, self._lost_leadership
             )
-            self.api.leadership = self.role
+        # /v1/health answers on every instance, a single one too (the dashboard reads it)
+        self.api.leadership = self.role
         self.api.start()
         self.dashboard.start()
         if self.election is None:
             self.framework.start()
         else:
+            # pymesos installs a signal handler when imported, which only the main thread
+            # may do; the framework starts later, in the election thread.
+            from dlc.mesos import import_pymesos
+
+            import_pymesos()
             self.election.start()
 
     # -- HA (docs/ha.md) -------------------------------------------------------

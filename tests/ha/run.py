@@ -69,6 +69,16 @@ def _check_gpus(store, doubled: set) -> None:
                 held[g] = j.job_id
 
 
+def _limit_idle_transactions(db: str) -> None:
+    """A leader frozen inside a transaction holds the epoch row lock: end such sessions
+    after 3 s, as docs/ha.md tells production to (else the next claim waits forever)."""
+    import psycopg
+
+    with psycopg.connect(db, autocommit=True) as conn:
+        name = db.rsplit("/", 1)[1]
+        conn.execute(f'ALTER DATABASE "{name}" SET idle_in_transaction_session_timeout = 3000')
+
+
 def run(seed: int, kills: int) -> dict:
     rng = random.Random(seed)
     zk_server = ZooKeeper(Path(f"/tmp/dlc-ha-zk-{os.getpid()}"))
@@ -76,6 +86,7 @@ def run(seed: int, kills: int) -> dict:
     procs: list[subprocess.Popen] = []
     try:
         db = pg.new_db()
+        _limit_idle_transactions(db)
         store = JobStore(db)
         zk = f"zk://{zk_server.hosts}/dlc-ha-{seed}"
         procs = [_spawn(zk, db) for _ in range(3)]

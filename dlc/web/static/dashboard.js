@@ -442,6 +442,30 @@ async function followLogs(job) {
   state.logOffset = out.offset;
 }
 
+// HA (docs/ha.md): which instance leads. /v1/health answers on every instance without a
+// token; on a standby every other /v1 request is redirected to the leader.
+async function renderRole() {
+  const el = $("ha-role");
+  let h;
+  try {
+    h = await (await fetch("/v1/health", { credentials: "same-origin" })).json();
+  } catch (err) {
+    return;  // the status line says the scheduler cannot be reached
+  }
+  el.hidden = h.instance === "single" || h.instance === undefined;
+  if (el.hidden) return;
+  el.classList.toggle("standby", !h.leading);
+  el.textContent = h.leading ? `leader (${h.instance})` : `standby (${h.instance}) \u00b7 `;
+  if (!h.leading && h.leader_url) {
+    const a = document.createElement("a");
+    a.href = h.leader_url;
+    a.textContent = `leader: ${h.leader_url}`;
+    el.appendChild(a);
+  } else if (!h.leading) {
+    el.appendChild(document.createTextNode("no leader elected yet"));
+  }
+}
+
 // ---------------------------------------------------------------- loop
 
 function route() {
@@ -451,6 +475,7 @@ function route() {
 
 async function refresh() {
   clearTimeout(state.timer);
+  renderRole();
   try {
     const snap = await api("/v1/dashboard");
     state.snapshot = snap;
@@ -525,6 +550,7 @@ function start() {
     refresh();
   });
   dropTokenFromAddress();
+  renderRole();
   // Signed in already if the session cookie is there; else the form shows (asked without
   // a 401, so a fresh visit leaves the console clean).
   fetch("/v1/session", { credentials: "same-origin" })
