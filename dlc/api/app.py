@@ -57,6 +57,7 @@ def job_to_dict(job: Job, history: list | None = None) -> dict[str, Any]:
         "gpus": spec.gpus,
         "gpu_fraction": spec.gpu_fraction,
         "gpu_memory": spec.gpu_memory,
+        "interactive": spec.interactive,
         "nodes": spec.nodes,
         "gpu_model": spec.gpu_model,
         "cpus": spec.cpus,

@@ -151,6 +151,7 @@ class JobOut(BaseModel):
     #: a share of one GPU: the fraction and/or the memory in MiB (both null: whole GPUs)
     gpu_fraction: float | None = None
     gpu_memory: int | None = None
+    interactive: bool = False
     nodes: int
     gpu_model: str | None
     cpus: float

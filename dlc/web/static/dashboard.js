@@ -407,7 +407,9 @@ async function renderJob(jobId, snap) {
 // job's user or an admin gets it from the API; batch jobs answer 409 once and are remembered.
 const notEnvironments = new Set();
 async function environmentFact(job, mine, ended) {
-  if (!mine || ended || job.state !== "running" || notEnvironments.has(job.id)) return "";
+  // only interactive jobs have an environment: asking for a batch job's would log a 409
+  if (!job.interactive || !mine || ended || job.state !== "running") return "";
+  if (notEnvironments.has(job.id)) return "";
   let url = "";
   try {
     url = (await api(`/v1/jobs/${encodeURIComponent(job.id)}/env`)).url;
