@@ -81,12 +81,6 @@ def test_dlc_probe_prints_single_gpu_table_and_note_for_the_h100_run():
     assert "Traceback" not in out.output
 
 
-def test_every_gpu_check_row_passed_on_the_h100():
-    rows = json.loads((DATA / "gpu-check.json").read_text())
-    assert len(rows) == 12
-    assert {r["status"] for r in rows} == {"ok"}
-
-
 class _NvmlError(Exception):
     pass
 
