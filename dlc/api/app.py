@@ -79,6 +79,13 @@ def job_to_dict(job: Job, history: list | None = None) -> dict[str, Any]:
     return body
 
 
+def _with_usage(core: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """Add ``usage``: what the job's GPUs did lately (``None``: not running or no reading)."""
+    usage = core.job_usage(body["id"])
+    body["usage"] = None if usage is None else usage.to_dict()
+    return body
+
+
 def build_app(api: Any) -> FastAPI:
     """The FastAPI app of one :class:`~dlc.api.server.ApiServer` (``api`` holds the
     core, log reader, dispatcher, dashboard and framework facts)."""
@@ -149,13 +156,14 @@ def _add_job_routes(app: FastAPI, api: Any) -> None:
         jobs = jobs[:limit]
         nxt = f"/v1/jobs?limit={limit}&cursor={jobs[-1].job_id}" if more else None
         # A Response skips re-validating the output against JobPage (the model documents it).
-        return JSONResponse({"jobs": [job_to_dict(j) for j in jobs], "next": nxt})
+        body = [_with_usage(core, job_to_dict(j)) for j in jobs]
+        return JSONResponse({"jobs": body, "next": nxt})
 
     @app.get("/v1/jobs/{job_id}", response_model=JobOut, responses=ERRORS)
     def show(job_id: str, request: Request) -> dict:
         """One job with its state history."""
         job = core.visible_job(job_id, *_auth(request))
-        out = job_to_dict(job, core.job_history(job_id))
+        out = _with_usage(core, job_to_dict(job, core.job_history(job_id)))
         # A queued job's position changes every round: computed on demand, never stored.
         out["message"] = core.queue_reason(job_id) or out["message"]
         return out

@@ -8,8 +8,10 @@ metrics are read at scrape time: jobs by state from the job store, GPUs per agen
 from the core's cluster inventory (:meth:`~dlc.scheduler.core.SchedulerCore.cluster`,
 attached through :meth:`SchedulerMetrics.watch_cluster`), so they never drift.
 
-Exposed at ``/metrics`` without authentication (Prometheus scrapes it), so no
-metric carries a user name, job id or command.
+Exposed at ``/metrics`` without authentication (Prometheus scrapes it), so by default no
+metric carries a user name, job id or command; ``tenant_labels=True`` (``dlc scheduler
+--metrics-tenant-labels``, for a scraper behind the same trust boundary) adds the per-user and
+per-job usage families.
 
 Metric names (Prometheus conventions: base units, ``_total`` only on counters):
 
@@ -25,6 +27,23 @@ Metric names (Prometheus conventions: base units, ``_total`` only on counters):
   every pair of the chosen GPUs is P2P-capable;
 * ``dlc_placement_p2p_ratio``: the share of those on P2P-capable sets (absent until one);
 * ``dlc_build_info{version}``: always 1.
+
+Allocated versus used (the executors' NVML readings, :mod:`dlc.scheduler.usage`), per GPU:
+
+* ``dlc_gpu_allocated{agent,hostname,gpu}``: 1 while a DLC task holds the GPU (whole or a share);
+* ``dlc_gpu_utilization_pct``, ``dlc_gpu_memory_used_bytes`` (same labels): the latest reading,
+  only for GPUs of running tasks that reported (NVML's mean over the executor's window, device
+  memory in use);
+* ``dlc_gpu_idle`` (same labels): 1 for a GPU allocated but idle (under 5 % in every sample of
+  the window).
+
+Aggregates ``dlc_{scope}_gpus_allocated``, ``dlc_{scope}_gpus_idle``,
+``dlc_{scope}_gpu_utilization_pct`` and ``dlc_{scope}_gpu_memory_used_bytes`` with
+``scope`` = ``group`` (label ``group``; always) and, with ``tenant_labels``, ``user`` (label
+``user``) and ``job`` (label ``job``). Cardinality is bounded by what runs *now*: the
+families are rebuilt at each scrape from running jobs, so there is at most one ``job`` series
+per running job (no more than the cluster's GPUs plus CPU jobs), one ``user`` series per user
+with a running job, one ``group`` series per configured group; a finished job's series ends.
 """
 
 from __future__ import annotations
@@ -32,15 +51,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from dlc import __version__
-from dlc.scheduler.cluster import GPU_TAKEN, AgentView
+from dlc.scheduler.cluster import GPU_TAKEN, WHOLE_GPU_MILLI, AgentView
 from dlc.scheduler.jobs import Job, JobState, job_state_from_task_state
 from dlc.scheduler.placement import Launch, OfferView, default_topology_of
 from dlc.scheduler.ports import JobStore
+from dlc.scheduler.usage import GpuUsage, UsageRollup, is_idle
 from dlc.topology.model import Topology
 
 #: Prometheus text exposition content type (format 0.0.4)
@@ -73,9 +94,13 @@ class SchedulerMetrics:
         clock: wall-clock time source (tests pass a fake).
     """
 
-    def __init__(self, store: JobStore, clock: Callable[[], float] = time.time):
+    def __init__(
+        self, store: JobStore, clock: Callable[[], float] = time.time, tenant_labels: bool = False
+    ):
         self.store = store
         self._clock = clock
+        self.tenant_labels = tenant_labels
+        self._usage: UsageSource | None = None
         self._lock = threading.Lock()
         self._cluster: Callable[[], list[AgentView]] | None = None
         self._recent_waits: list[float] = []
@@ -155,6 +180,10 @@ class SchedulerMetrics:
         """Read the agents from ``source`` (the core's :meth:`cluster`), the one model of
         the cluster; the core calls this when it is given these metrics."""
         self._cluster = source
+
+    def watch_usage(self, source: UsageSource) -> None:
+        """Read GPU usage from ``source`` (the core: ``gpu_usage()``, ``usage_rollups(by)``)."""
+        self._usage = source
 
     # -- reads -----------------------------------------------------------------
 
@@ -238,6 +267,78 @@ def gpu_allocation_families(agents, jobs: Sequence[Job]) -> list[GaugeMetricFami
     return [memory, compute, count]
 
 
+class UsageSource(Protocol):
+    """What the usage metrics read (:class:`~dlc.scheduler.core.SchedulerCore`)."""
+
+    def gpu_usage(self) -> dict[tuple[str, int], GpuUsage]:
+        """(agent id, GPU index) -> latest reading."""
+        ...
+
+    def usage_rollups(self, by: str) -> list[UsageRollup]:
+        """Allocated versus used per ``user``, ``group`` or ``job``."""
+        ...
+
+
+def gpu_usage_families(
+    agents: Iterable[AgentView], readings: dict[tuple[str, int], GpuUsage]
+) -> list[GaugeMetricFamily]:
+    """Allocated, used and idle per GPU (a GPU without a reading has no used sample)."""
+    labels = ["agent", "hostname", "gpu"]
+    allocated = GaugeMetricFamily(
+        "dlc_gpu_allocated", "1 while a DLC task holds the GPU (whole or shared).", labels=labels
+    )
+    util = GaugeMetricFamily(
+        "dlc_gpu_utilization_pct",
+        "GPU utilisation (NVML, mean over the executor's window).",
+        labels=labels,
+    )
+    memory = GaugeMetricFamily(
+        "dlc_gpu_memory_used_bytes", "GPU memory in use (NVML, latest sample).", labels=labels
+    )
+    idle = GaugeMetricFamily(
+        "dlc_gpu_idle", "1 for a GPU allocated but idle over the whole window.", labels=labels
+    )
+    for agent in agents:
+        for gpu in agent.gpus:
+            values = [agent.agent_id, agent.hostname, str(gpu.index)]
+            held = gpu.state == GPU_TAKEN or gpu.free_compute_milli < WHOLE_GPU_MILLI
+            allocated.add_metric(values, 1 if held else 0)
+            reading = readings.get((agent.agent_id, gpu.index))
+            if reading is None:
+                continue
+            if reading.util_pct is not None:
+                util.add_metric(values, reading.util_pct)
+            memory.add_metric(values, reading.mem_used_mib * 1024 * 1024)
+            idle.add_metric(values, 1 if is_idle([reading]) else 0)
+    return [allocated, util, memory, idle]
+
+
+def rollup_families(scope: str, rollups: Iterable[UsageRollup]) -> list[GaugeMetricFamily]:
+    """``dlc_{scope}_gpus_allocated`` and friends, one series per key (label ``scope``)."""
+    name = f"dlc_{scope}"
+    allocated = GaugeMetricFamily(
+        f"{name}_gpus_allocated", f"GPUs held by running tasks, per {scope}.", labels=[scope]
+    )
+    idle = GaugeMetricFamily(
+        f"{name}_gpus_idle", f"GPUs allocated but idle, per {scope}.", labels=[scope]
+    )
+    util = GaugeMetricFamily(
+        f"{name}_gpu_utilization_pct", f"Mean utilisation of sampled GPUs, per {scope}.",
+        labels=[scope],
+    )  # fmt: skip
+    memory = GaugeMetricFamily(
+        f"{name}_gpu_memory_used_bytes", f"GPU memory its processes hold, per {scope}.",
+        labels=[scope],
+    )  # fmt: skip
+    for r in rollups:
+        allocated.add_metric([r.key], r.gpus_allocated)
+        idle.add_metric([r.key], r.gpus_idle)
+        if r.util_pct is not None:
+            util.add_metric([r.key], r.util_pct)
+        memory.add_metric([r.key], r.mem_used_mib * 1024 * 1024)
+    return [allocated, idle, util, memory]
+
+
 def _safe_topology(attributes: dict[str, str]) -> Topology | None:
     try:
         return default_topology_of(attributes)
@@ -269,6 +370,7 @@ class _StateCollector:
         yield total
         yield used
         yield from gpu_allocation_families(metrics.agents(), jobs)
+        yield from self._usage_families()
         states = GaugeMetricFamily("dlc_jobs", "Jobs by state.", labels=["state"])
         counts = {state.value: 0 for state in JobState}
         for job in jobs:
@@ -286,3 +388,13 @@ class _StateCollector:
         info = GaugeMetricFamily("dlc_build_info", "DLC version.", labels=["version"])
         info.add_metric([__version__], 1)
         yield info
+
+    def _usage_families(self):
+        metrics = self._metrics
+        source = metrics._usage
+        if source is None:
+            return
+        yield from gpu_usage_families(metrics.agents(), source.gpu_usage())
+        scopes = ("group", "user", "job") if metrics.tenant_labels else ("group",)
+        for scope in scopes:
+            yield from rollup_families(scope, source.usage_rollups(scope))

@@ -166,6 +166,8 @@ class JobOut(BaseModel):
     kill_requested: bool
     tasks: list[TaskOut]
     history: list[HistoryEntry] | None = None
+    #: a running job's GPUs as its executors last measured them (dlc/scheduler/usage.py)
+    usage: dict | None = None
     framework_url: str | None = None
     master_kind: str | None = None
 

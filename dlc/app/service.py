@@ -65,6 +65,8 @@ class ServiceConfig:
     allow_job_user: bool = False
     #: HA: ``zk://HOSTS/PATH`` of the leader election (``None``: this instance always leads)
     zk: str | None = None
+    #: per-user and per-job GPU usage on /metrics (dlc/api/metrics.py)
+    metrics_tenant_labels: bool = False
 
     def __post_init__(self) -> None:
         check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
@@ -103,7 +105,7 @@ class SchedulerService:
             allowed_volumes=config.allowed_volumes,
             max_skips=config.max_skips,
         )
-        self.metrics = SchedulerMetrics(self.store)
+        self.metrics = SchedulerMetrics(self.store, tenant_labels=config.metrics_tenant_labels)
         self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)
         fw_config = config.framework or FrameworkConfig(master=config.master)
         self.dashboard = Dashboard(self.core, self.metrics, self._dashboard_info)

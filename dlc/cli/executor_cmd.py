@@ -70,6 +70,15 @@ from dlc.executor.gpu_render import GpuStyle
     show_default=True,
     help="Seconds to wait for the agent to acknowledge the last terminal update before exiting.",
 )
+@click.option(
+    "--gpu-sample-interval",
+    type=click.FloatRange(min=0),
+    default=lambda: os.environ.get("DLC_GPU_SAMPLE_S") or "10",
+    show_default="10, or $DLC_GPU_SAMPLE_S",
+    help="Seconds between NVML samples of running tasks' GPUs (utilisation, memory) reported "
+    "to the scheduler; 0 turns sampling off. Nothing is sampled without NVML or with "
+    "--gpu-style none.",
+)
 def command(
     gpu_style,
     device_root,
@@ -79,6 +88,7 @@ def command(
     memlock_unlimited,
     reaper,
     ack_timeout,
+    gpu_sample_interval,
 ):
     """Run the DLC Mesos executor (reads MESOS_* variables set by the agent)."""
     from dlc.executor import reaper as reaper_mod
@@ -93,6 +103,7 @@ def command(
     from dlc.executor.lifecycle import ExecutorLifecycle
     from dlc.executor.runtime import DockerRuntime
     from dlc.executor.task_runner import RunnerConfig, TaskRunner
+    from dlc.executor.usage import UsageSampler, load_nvml
 
     missing = [
         v
@@ -118,6 +129,9 @@ def command(
         network_mode=network_mode,
         memlock_unlimited=memlock_unlimited,
         sandbox=sandbox,
+        usage=UsageSampler(load_nvml, interval_s=gpu_sample_interval)
+        if gpu_style != GpuStyle.NONE.value and gpu_sample_interval > 0
+        else None,
     )
     lifecycle = ExecutorLifecycle(
         ack_timeout_s=ack_timeout, recovery_timeout_s=recovery_timeout_from_env()

@@ -76,6 +76,14 @@ class DriverSink:
         except Exception:
             log.exception("could not send %s for task %s", state, task_id)
 
+    def message(self, data: str) -> None:
+        """Send a framework message (base64 ``data``): best effort, never queued, so a
+        usage report lost while the scheduler is away is simply replaced by the next one."""
+        try:
+            self.driver.sendFrameworkMessage(data)
+        except Exception as exc:  # not connected yet, or the agent is restarting
+            log.debug("framework message not sent: %s", exc)
+
 
 def grace_from_env(env: dict | None = None, default: float = DEFAULT_GRACE_S) -> float:
     """Container stop grace from ``MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD`` (minus a margin).

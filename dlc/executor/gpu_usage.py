@@ -1,7 +1,8 @@
 """What each process really uses on each GPU, read through NVML (node side, no Docker).
 
-The building block of the memory watchdog and of allocated-versus-used reporting: the
-executor maps the pids to its containers and compares with each task's share.
+The building block of the memory watchdog and of allocated-versus-used reporting
+(:mod:`dlc.executor.usage`): the executor maps the pids to its containers and compares with
+each task's share, or reports them.
 
 Facts from a real H100 (driver 580.159.04, see docs/gpu-check.md) that shape this code:
 
@@ -104,65 +105,4 @@ def sample_gpus(nvml: Any, indices: list[int] | tuple[int, ...]) -> list[GpuSamp
         rates = call_optional(nvml, "nvmlDeviceGetUtilizationRates", handle)
         util = int(rates.gpu) if rates is not None else None
         found.append(GpuSample(index, util, int(memory.used) // _MIB, int(memory.total) // _MIB))
-    return found
-
-
-class UsageTracker:
-    """What a task's GPUs did while it ran: mean utilisation and peak memory per GPU.
-
-    The executor feeds it a :func:`sample_gpus` reading every few seconds and puts
-    :meth:`labels` on its status updates, so the scheduler can show allocated versus used.
-    """
-
-    def __init__(self) -> None:
-        self._util: dict[int, list[int]] = {}
-        self._peak: dict[int, int] = {}
-        self._total: dict[int, int] = {}
-
-    def add(self, samples: list[GpuSample]) -> None:
-        """Take one reading into account."""
-        for s in samples:
-            if s.util_percent is not None:
-                self._util.setdefault(s.gpu_index, []).append(s.util_percent)
-            self._peak[s.gpu_index] = max(self._peak.get(s.gpu_index, 0), s.memory_used_mib)
-            self._total[s.gpu_index] = s.memory_total_mib
-
-    def summary(self) -> dict[int, tuple[float | None, int, int]]:
-        """GPU index -> (mean utilisation %, peak MiB used, MiB in all)."""
-        return {
-            i: (
-                round(sum(self._util[i]) / len(self._util[i]), 1) if self._util.get(i) else None,
-                self._peak[i],
-                self._total[i],
-            )
-            for i in sorted(self._peak)
-        }
-
-    def labels(self) -> dict[str, str]:
-        """``{"dlc.gpu_usage": "0:37.5%:1540/81559MiB,1:-:0/81559MiB"}`` (empty when unread)."""
-        if not self._peak:
-            return {}
-        parts = [
-            f"{i}:{'-' if util is None else f'{util:g}%'}:{peak}/{total}MiB"
-            for i, (util, peak, total) in self.summary().items()
-        ]
-        return {USAGE_LABEL: ",".join(parts)}
-
-
-#: the status-update label carrying :meth:`UsageTracker.labels`
-USAGE_LABEL = "dlc.gpu_usage"
-
-
-def parse_usage_label(text: str) -> dict[int, tuple[float | None, int, int]]:
-    """The inverse of :meth:`UsageTracker.labels` (malformed parts are skipped: a label
-    from an older or newer executor must not break the scheduler)."""
-    found: dict[int, tuple[float | None, int, int]] = {}
-    for part in text.split(","):
-        try:
-            index, util, memory = part.split(":")
-            used, total = memory.removesuffix("MiB").split("/")
-            found[int(index)] = (None if util == "-" else float(util.rstrip("%")), int(used),
-                                 int(total))  # fmt: skip
-        except ValueError:
-            continue
     return found

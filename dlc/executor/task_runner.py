@@ -47,6 +47,7 @@ from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.host_paths import check_image, checked_spec
 from dlc.executor.sharing.hook import ShareHook
 from dlc.executor.sharing.render import apply_share
+from dlc.executor.usage import UsageSampler
 from dlc.executor.volume_pins import pin_volumes
 from dlc.executor.workdir import prepare as prepare_job_folders
 from dlc.scheduler.launch_spec import LaunchSpec
@@ -98,6 +99,7 @@ class RunnerConfig:
             that two executors on one host never claim the same GPU at the same moment.
         claim_timeout_s: how long to wait for Docker to confirm an orphan container is gone.
         shares: GPU-share enforcement (MPS daemons, watchdog, MIG); a default one if None.
+        usage: samples the GPUs of running tasks and reports them (None: no sampling).
     """
 
     gpu_style: GpuStyle = GpuStyle.AUTO
@@ -112,6 +114,7 @@ class RunnerConfig:
     claim_lock_path: str = "/tmp/dlc-gpu-claim.lock"
     claim_timeout_s: float = 60.0
     shares: ShareHook | None = None
+    usage: UsageSampler | None = None
 
 
 @dataclass
@@ -152,6 +155,9 @@ class TaskRunner:
         #: volume pinning (tests without CAP_SYS_ADMIN swap in a fake)
         self.pin_volumes = pin_volumes
         self.shares.bind(runtime, self.config.grace_s)
+        self.usage = self.config.usage
+        if self.usage is not None:  # pids through Docker's top; reports as framework messages
+            self.usage.bind(self.shares.pids_of, getattr(sink, "message", None))
 
     # callbacks (each returns quickly) -----------------------------------------------------------
     def launch(self, task_id: str, data: str, grace_s: float | None = None) -> None:
@@ -230,6 +236,8 @@ class TaskRunner:
             if task.unpin is not None:
                 task.unpin()  # after removal: the container no longer holds the mounts
             self.shares.finished(task.task_id)  # after removal: the last share stops MPS
+            if self.usage is not None:
+                self.usage.finished(task.task_id)
             if outcome is not None:
                 self._terminal(task, *outcome)
 
@@ -293,6 +301,9 @@ class TaskRunner:
             labels={CONTAINER_ID_LABEL: task.container_id},
         )
         self.shares.started(task.task_id, task.container_id)
+        if self.usage is not None:
+            share_gpu = () if spec.share is None else (spec.share.gpu_index,)
+            self.usage.started(task.task_id, task.container_id, spec.gpu_ids or share_gpu)
         watch = self._watch_idle(spec, task.container_id)
         exec_server = self._serve_exec(spec, task.container_id)
         result = self.runtime.wait(task.container_id)

@@ -142,7 +142,8 @@ class _Callbacks:
         self._put("status", dict(status))
 
     def frameworkMessage(self, driver, executor_id, agent_id, data):  # noqa: N802
-        self._put("noop")
+        # the executors' GPU usage reports (dlc/executor/usage.py)
+        self._put("message", (agent_id or {}).get("value", ""), data)
 
     def slaveLost(self, driver, agent_id):  # noqa: N802
         self._put("noop")  # the master follows with TASK_LOST/UNREACHABLE updates
@@ -286,6 +287,8 @@ class MesosFramework:
             self._on_status(event[1])
         elif kind == "actions":
             self._carry_out(event[1])
+        elif kind == "message":
+            self.core.on_usage(event[1], event[2])
         elif kind == "error":
             self._on_error(event[1])
         elif kind == "disconnected":

@@ -63,6 +63,15 @@ from dlc.scheduler.quotas import QueuePlan, check_submit, plan, pool_capacity, s
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
 from dlc.scheduler.tenancy import Policy, fmt_span
+from dlc.scheduler.usage import (
+    GpuUsage,
+    JobUsage,
+    UsageBook,
+    UsageRollup,
+    decode_report,
+    job_usage,
+    rollup,
+)
 
 #: task states in which nothing of the task runs any more (no kill needed)
 _TERMINAL_TASK = NOT_RUNNING_STATES
@@ -205,6 +214,8 @@ class SchedulerCore:
         #: job id -> when its current run was launched (victims youngest first; the
         #: interactive time limit)
         self._started: dict[str, float] = {}
+        #: the latest GPU reading of each running task (memory only: dlc/scheduler/usage.py)
+        self._usage = UsageBook()
         self.framework_id: str | None = store.framework_id
         # Groups, quotas and limits (docs/quotas.md); a store without tenancy tables (or an
         # empty policy) keeps the plain priority queue.
@@ -214,6 +225,9 @@ class SchedulerCore:
         watch = getattr(metrics, "watch_cluster", None)
         if watch is not None:  # the metrics read the agents from this core's inventory
             watch(self.cluster)
+        watch_usage = getattr(metrics, "watch_usage", None)
+        if watch_usage is not None:  # ... and the GPU usage from its usage book
+            watch_usage(self)
 
     def reload(self) -> None:
         """Forget the in-memory queue and active set and read them again (a standby that
@@ -816,6 +830,60 @@ class SchedulerCore:
     def cluster_agent(self, agent_id: str) -> AgentView | None:
         """One agent of :meth:`cluster`, or ``None``."""
         return next((a for a in self.cluster() if a.agent_id == agent_id), None)
+
+    # -- allocated versus used ------------------------------------------------
+
+    def on_usage(self, agent_id: str, data: str | bytes) -> int:
+        """Keep an executor's usage report (a framework message); readings of tasks that
+        are not running on that agent are dropped. Returns how many tasks were kept."""
+        readings = decode_report(data, agent_id)
+        with self._lock:
+            live = self._live_tasks()
+            self._usage.prune(lambda t: t in live)
+            return self._usage.record(readings, lambda t, a: live.get(t) == a)
+
+    def _live_tasks(self) -> dict[str, str]:
+        return {
+            t.task_id: t.agent_id
+            for job in self._active.values()
+            for t in job.tasks
+            if not _done(t)
+        }
+
+    def job_usage(self, job_id: str) -> JobUsage | None:
+        """What a running job's GPUs did lately (``None``: not running or not reported)."""
+        with self._lock:
+            job = self._active.get(job_id)
+            if job is None:
+                return None
+            readings = [self._usage.of(t.task_id) for t in job.tasks if not _done(t)]
+            return job_usage(r for r in readings if r is not None)
+
+    def gpu_usage(self) -> dict[tuple[str, int], GpuUsage]:
+        """(agent id, GPU index) -> the latest reading of a running task's GPU."""
+        with self._lock:
+            live = self._live_tasks()
+            return {
+                (r.agent_id, g.gpu_index): g
+                for r in self._usage.tasks()
+                if live.get(r.task_id) == r.agent_id
+                for g in r.gpus
+            }
+
+    def usage_rollups(self, by: str) -> list[UsageRollup]:
+        """Allocated versus used per ``user``, ``group`` or ``job`` over running jobs."""
+        with self._lock:
+            held = []
+            for job in self._active.values():
+                owner = job.job_id if by == "job" else job.user
+                for t in job.tasks:
+                    if _done(t) or t.state != "TASK_RUNNING":
+                        continue
+                    gpus = len(t.gpu_ids) or (1 if t.share_gpu is not None else 0)
+                    if gpus:
+                        held.append((owner, gpus, self._usage.of(t.task_id)))
+            key_of = self.tenancy.group_of if by == "group" else (lambda owner: owner)
+            return rollup(held, key_of)
 
     def max_agent_gpus(self) -> int:
         """Most GPUs any known agent has (0 when no agent is known yet)."""

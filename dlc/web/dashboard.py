@@ -27,7 +27,7 @@ from dlc.scheduler.core import SchedulerCore
 from dlc.scheduler.jobs import JobState
 from dlc.web.replay import replay_samples
 from dlc.web.series import Sample, Sampler, SeriesRing
-from dlc.web.snapshot import build_snapshot
+from dlc.web.snapshot import add_usage, build_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class Dashboard:
         info = dict(self._info())
         info["p2p_ratio"] = self.metrics.p2p_ratio()
         info["sample_interval_s"] = self.sampler.interval_s
-        return build_snapshot(
+        snapshot = build_snapshot(
             jobs,
             self.core.cluster(),
             user,
@@ -147,6 +147,7 @@ class Dashboard:
             info,
             requeued,
         )
+        return add_usage(snapshot, self.core)  # allocated versus used (dlc/scheduler/usage.py)
 
     def topology_svg(self, agent: AgentView) -> str | None:
         """The agent's topology picture (``None`` when it advertises no ``dlc_topo``)."""

@@ -10,10 +10,11 @@ publishes them too).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from dlc.scheduler.cluster import AgentView
 from dlc.scheduler.jobs import Job, JobState
+from dlc.scheduler.usage import GpuUsage, JobUsage
 
 #: terminal jobs listed on the main page (newest first); older ones stay in `dlc jobs`
 RECENT_DONE = 20
@@ -130,3 +131,52 @@ def build_snapshot(
         + [job_summary(j, now) for j in done[:RECENT_DONE]],
         "series": series,
     }
+
+
+class UsageSource(Protocol):
+    """Where the snapshot reads GPU usage (:class:`~dlc.scheduler.core.SchedulerCore`)."""
+
+    def gpu_usage(self) -> dict[tuple[str, int], GpuUsage]:
+        """(agent id, GPU index) -> latest reading."""
+        ...
+
+    def job_usage(self, job_id: str) -> JobUsage | None:
+        """A running job's latest reading."""
+        ...
+
+
+def gpu_used(reading: GpuUsage | None) -> dict[str, Any] | None:
+    """A GPU item's ``used``: what the executor last measured (``None``: no reading)."""
+    if reading is None:
+        return None
+    return {
+        "util_pct": None if reading.util_pct is None else round(reading.util_pct),
+        "mem_used_mib": reading.mem_used_mib,
+        "mem_total_mib": reading.mem_total_mib,
+        "sampled_at": reading.sampled_at,
+    }
+
+
+def job_used(usage: JobUsage | None) -> dict[str, Any] | None:
+    """A job summary's ``usage`` (``None``: not running or not reported yet)."""
+    if usage is None:
+        return None
+    return {
+        "util_pct": usage.util_pct,
+        "mem_used_mib": usage.mem_used_mib,
+        "sampled_at": usage.sampled_at,
+    }
+
+
+def add_usage(snapshot: dict[str, Any], source: UsageSource) -> dict[str, Any]:
+    """Put allocated-versus-used on a :func:`build_snapshot` result: ``used`` on every GPU
+    item of every agent, ``usage`` on every job summary (utilisation is an aggregate, shown
+    on other users' GPUs too; job usage only on the jobs the caller sees)."""
+    readings = source.gpu_usage()
+    for agent in snapshot.get("agents", ()):
+        for gpu in agent.get("gpus", ()):
+            gpu["used"] = gpu_used(readings.get((agent["id"], gpu["index"])))
+    for job in snapshot.get("jobs", ()):
+        live = job["state"] in (JobState.RUNNING.value, JobState.STAGING.value)
+        job["usage"] = job_used(source.job_usage(job["id"])) if live else None
+    return snapshot
