@@ -50,14 +50,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from dlc import __version__
-from dlc.scheduler.cluster import GPU_TAKEN, WHOLE_GPU_MILLI, AgentView
+from dlc.scheduler.cluster import GPU_TAKEN, AgentView
 from dlc.scheduler.jobs import Job, JobState, job_state_from_task_state
 from dlc.scheduler.placement import Launch, OfferView, default_topology_of
 from dlc.scheduler.ports import JobStore
@@ -280,9 +280,12 @@ class UsageSource(Protocol):
 
 
 def gpu_usage_families(
-    agents: Iterable[AgentView], readings: dict[tuple[str, int], GpuUsage]
+    agents: Iterable[AgentView],
+    readings: dict[tuple[str, int], GpuUsage],
+    shared: Collection[tuple[str, int]] = (),
 ) -> list[GaugeMetricFamily]:
-    """Allocated, used and idle per GPU (a GPU without a reading has no used sample)."""
+    """Allocated, used and idle per GPU (a GPU without a reading has no used sample;
+    ``shared``: (agent, GPU) holding shares, :func:`allocated_shares`)."""
     labels = ["agent", "hostname", "gpu"]
     allocated = GaugeMetricFamily(
         "dlc_gpu_allocated", "1 while a DLC task holds the GPU (whole or shared).", labels=labels
@@ -301,7 +304,7 @@ def gpu_usage_families(
     for agent in agents:
         for gpu in agent.gpus:
             values = [agent.agent_id, agent.hostname, str(gpu.index)]
-            held = gpu.state == GPU_TAKEN or gpu.free_compute_milli < WHOLE_GPU_MILLI
+            held = gpu.state == GPU_TAKEN or (agent.agent_id, gpu.index) in shared
             allocated.add_metric(values, 1 if held else 0)
             reading = readings.get((agent.agent_id, gpu.index))
             if reading is None:
@@ -370,7 +373,7 @@ class _StateCollector:
         yield total
         yield used
         yield from gpu_allocation_families(metrics.agents(), jobs)
-        yield from self._usage_families()
+        yield from self._usage_families(set(allocated_shares(jobs)))
         states = GaugeMetricFamily("dlc_jobs", "Jobs by state.", labels=["state"])
         counts = {state.value: 0 for state in JobState}
         for job in jobs:
@@ -389,12 +392,12 @@ class _StateCollector:
         info.add_metric([__version__], 1)
         yield info
 
-    def _usage_families(self):
+    def _usage_families(self, shared: set[tuple[str, int]]):
         metrics = self._metrics
         source = metrics._usage
         if source is None:
             return
-        yield from gpu_usage_families(metrics.agents(), source.gpu_usage())
+        yield from gpu_usage_families(metrics.agents(), source.gpu_usage(), shared)
         scopes = ("group", "user", "job") if metrics.tenant_labels else ("group",)
         for scope in scopes:
             yield from rollup_families(scope, source.usage_rollups(scope))
