@@ -105,6 +105,15 @@ def test_metric_names_and_types_follow_prometheus_conventions(monitored):
         "dlc_gpu_memory_allocated_bytes": "gauge",
         "dlc_gpu_compute_allocated_ratio": "gauge",
         "dlc_gpu_shares": "gauge",
+        # allocated versus used (families present, empty until an executor reports)
+        "dlc_gpu_allocated": "gauge",
+        "dlc_gpu_utilization_pct": "gauge",
+        "dlc_gpu_memory_used_bytes": "gauge",
+        "dlc_gpu_idle": "gauge",
+        "dlc_group_gpus_allocated": "gauge",
+        "dlc_group_gpus_idle": "gauge",
+        "dlc_group_gpu_utilization_pct": "gauge",
+        "dlc_group_gpu_memory_used_bytes": "gauge",
         "dlc_jobs": "gauge",
         "dlc_build_info": "gauge",
     }
