@@ -62,6 +62,17 @@ def gpus(job: dict) -> str:
     return str(job["gpus"]) if job["nodes"] == 1 else f"{job['nodes']}x{job['gpus']}"
 
 
+def used(job: dict) -> str:
+    """What a running job's GPUs did lately, next to what it was given: ``63% 1.5/160 GiB``,
+    ``idle 0% 0.5/80 GiB`` (allocated but idle), ``-`` (not running or no reading yet)."""
+    usage = job.get("usage")
+    if not usage:
+        return "-"
+    util = "?%" if usage.get("util_pct") is None else f"{usage['util_pct']:.0f}%"
+    memory = f"{usage['mem_used_mib'] / 1024:.1f}/{usage['mem_total_mib'] / 1024:.0f} GiB"
+    return f"{'idle ' if usage.get('idle') else ''}{util} {memory}"
+
+
 def done(job: dict) -> bool:
     """Whether the job has ended (it will not change state again)."""
     return job["state"] in TERMINAL

@@ -8,13 +8,13 @@ import click
 
 from dlc.api.client import ApiClient
 from dlc.cli.client_opts import api_options
-from dlc.cli.job_view import STATES, age, gpus, placement
+from dlc.cli.job_view import STATES, age, gpus, placement, used
 from dlc.cli.output import emit, emit_line, format_table, output_option, terminal_width
 
 HEADERS = ("ID", "USER", "STATE", "NAME", "GPUS", "PLACED ON", "AGE", "MESSAGE")
 #: widest a cell gets in the default table: one job's long name never pushes the rest away
 WIDTHS = (24, 20, 9, 32, 16, 40, 5, None)  # GPUS: "1.5 GiB of GPU 12"
-WIDE_HEADERS = ("ID", "USER", "STATE", "NAME", "GPUS", "MODEL", "CPUS", "MEM", "PRIO",
+WIDE_HEADERS = ("ID", "USER", "STATE", "NAME", "GPUS", "USED", "MODEL", "CPUS", "MEM", "PRIO",
                 "ATTEMPT", "PLACED ON", "AGE", "MESSAGE")  # fmt: skip
 
 
@@ -23,7 +23,7 @@ def rows(jobs: list[dict], wide: bool) -> list[tuple]:
     out = []
     for job in jobs:
         if wide:
-            out.append((job["id"], job["user"], job["state"], job["name"], gpus(job),
+            out.append((job["id"], job["user"], job["state"], job["name"], gpus(job), used(job),
                         job.get("gpu_model") or "-", f"{job['cpus']:g}", f"{job['mem_mib']}M",
                         job["priority"], job["attempt"], placement(job),
                         age(job["submitted_at"]), job["message"]))  # fmt: skip

@@ -9,7 +9,7 @@ import click
 
 from dlc.api.client import ApiClient
 from dlc.cli.client_opts import api_options, complete_job_ids
-from dlc.cli.job_view import follow, placement, share
+from dlc.cli.job_view import follow, placement, share, used
 from dlc.cli.output import emit, emit_line, output_option
 from dlc.errors import ApiError
 
@@ -36,6 +36,7 @@ def describe(job: dict, url: str = "") -> list[str]:
         ("what", job["framework"] or job["image"]),
         ("image", job["image"]),
         ("gpus", _gpus_row(job)),
+        ("gpu use", used(job)),
         ("priority", job["priority"]),
         ("placed on", placement(job) or "-"),
         ("attempt", f"{job['attempt']} (failures {job['failures']}, retries {job['retries']})"),

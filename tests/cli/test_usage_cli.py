@@ -1,0 +1,61 @@
+"""`dlc jobs -o wide`, `dlc status` and `-o json` show what a job's GPUs did next to what it got."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from dlc.api.logs import LogReader
+from dlc.api.server import ApiServer
+from dlc.cli.main import cli
+from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.usage import GpuUsage, encode_report
+from dlc.store.sqlite import JobStore
+from tests.scheduler.helpers import offer
+
+TOTAL = 81559  # the real H100's MiB
+
+
+@pytest.fixture
+def served(tmp_path):
+    store = JobStore(tmp_path / "db")
+    core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")),
+                         lambda spec: (spec.image, None))  # fmt: skip
+    server = ApiServer(core, LogReader(lambda: None), lambda actions: None)
+    server.start()
+    yield core, {"DLC_API": server.url, "DLC_TOKEN": store.add_token("alice", admin=True)}
+    server.stop()
+
+
+def _running(core, util, top):
+    job = core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
+    [(_, [info])] = core.on_offers([offer(f"o-{job.job_id}", "a1", gpus=[0])]).accepts
+    task_id = info["task_id"]["value"]
+    core.on_status({"task_id": {"value": task_id}, "state": "TASK_RUNNING",
+                    "agent_id": {"value": "a1"}})  # fmt: skip
+    gpu = int(info["resources"][-1]["set"]["item"][0])
+    reading = GpuUsage(gpu, util, top, 1542, TOTAL, 1542, 6, 1000.0)
+    core.on_usage("a1", encode_report({task_id: [reading]}))
+    return job.job_id
+
+
+def test_wide_listing_status_and_json_show_used_next_to_allocated(served):
+    core, env = served
+    idle = _running(core, 0.0, 1)
+    queued = core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpus": 1})).job_id
+    wide = CliRunner().invoke(cli, ["jobs", "-o", "wide"], env=env)
+    assert wide.exit_code == 0, wide.output
+    header, *lines = wide.output.splitlines()
+    assert "USED" in header.split()
+    row = {line.split()[0]: line for line in lines}
+    assert "idle 0% 1.5/80 GiB" in row[idle]  # allocated, yet idle for the whole window
+    status = CliRunner().invoke(cli, ["status", idle], env=env)
+    assert "gpu use: idle 0% 1.5/80 GiB" in status.output
+    shown = json.loads(CliRunner().invoke(cli, ["status", idle, "-o", "json"], env=env).output)
+    assert shown["usage"]["mem_used_mib"] == 1542 and shown["usage"]["idle"] is True
+    status = CliRunner().invoke(cli, ["status", queued], env=env)
+    assert "gpu use: -" in status.output
