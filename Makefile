@@ -15,7 +15,7 @@ PY     := $(VENV)/bin/python
 DLC    := $(VENV)/bin/dlc
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch e2e-jupyter gpu-check soak fault ha-fault
+.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch e2e-jupyter gpu-check gpu-usage-check soak fault ha-fault
 
 $(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup-python.sh
@@ -98,3 +98,10 @@ gpu-check:
 	$(MAKE) -s -C native/p2p_probe NVCC=$(or $(NVCC),nvcc)
 	$(MAKE) -s -C native/share_check NVCC=$(or $(NVCC),nvcc)
 	$(GPU_PY) scripts/gpu_check.py
+
+# Allocated versus used on a real GPU: the executor's NVML sampler reads an idle GPU, a memory
+# holder and a copy loop (docs/executor.md, "GPU usage").
+gpu-usage-check:
+	$(MAKE) -s -C native/p2p_probe NVCC=$(or $(NVCC),nvcc)
+	$(MAKE) -s -C native/share_check NVCC=$(or $(NVCC),nvcc)
+	$(GPU_PY) scripts/gpu_usage_check.py
