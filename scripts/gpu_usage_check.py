@@ -1,6 +1,6 @@
 """Allocated versus used on a real GPU: DLC's executor sampler reads a real CUDA load.
 
-Run on a machine with an NVIDIA GPU after ``make -C native/share_check`` and
+Run on a machine with an NVIDIA GPU (and pynvml) after ``make -C native/share_check`` and
 ``make -C native/p2p_probe`` (``make gpu-usage-check`` does both). Three phases on GPU 0, each
 sampled once a second by :class:`dlc.executor.usage.UsageSampler` over the real pynvml, with
 a pretend "container" whose pids are the load's own:
@@ -47,9 +47,11 @@ def main() -> int:
     def phase(name: str, seconds: int) -> list[dict]:
         found = []
         for _ in range(seconds):
-            time.sleep(1)
-            data = sampler.tick()
-            (task,) = decode_report(data, "local") if data else [None]
+            seen = len(reports)
+            deadline = time.monotonic() + 5
+            while len(reports) == seen and time.monotonic() < deadline:
+                time.sleep(0.05)  # the sampler's own thread reports once a second
+            (task,) = decode_report(reports[-1], "local")
             gpu = task.gpus[0]
             found.append({"phase": name, "util_pct": gpu.util_pct, "util_max_pct": gpu.util_max_pct,
                           "mem_used_mib": gpu.mem_used_mib, "task_mem_mib": gpu.task_mem_mib,

@@ -152,7 +152,8 @@ def test_usage_reaches_core_api_metrics_and_snapshot(
         gauges = _gauges(metrics)
         busy, idle = (("a1", "gpu-host", str(g)) for g in GPUS)
         assert gauges["dlc_gpu_allocated", busy] == 1 == gauges["dlc_gpu_allocated", idle]
-        assert gauges["dlc_gpu_memory_used_bytes", busy] == ONE_GIB_PROCESS_MIB << 20
+        reserved = h100_facts()["idle_used_mib"]  # NVML counts the driver's 480 MiB as used
+        assert gauges["dlc_gpu_memory_used_bytes", busy] == (reserved + ONE_GIB_PROCESS_MIB) << 20
         assert gauges["dlc_gpu_utilization_pct", busy] == 63
         assert (gauges["dlc_gpu_idle", idle], gauges["dlc_gpu_idle", busy]) == (1, 0)
         assert gauges["dlc_user_gpus_idle", ("alice",)] == 1
@@ -162,8 +163,8 @@ def test_usage_reaches_core_api_metrics_and_snapshot(
                                             time.time(), {}, {}), core)  # fmt: skip
         (agent,) = snapshot["agents"]
         used = {g["index"]: g["used"] for g in agent["gpus"]}
-        assert used[GPUS[1]]["util_pct"] == 0 and used[GPUS[1]]["mem_used_mib"] == 700
-        assert used[GPUS[0]]["mem_used_mib"] == ONE_GIB_PROCESS_MIB
+        assert used[GPUS[1]]["util_pct"] == 0 and used[GPUS[1]]["mem_used_mib"] == reserved + 700
+        assert used[GPUS[0]]["mem_used_mib"] == reserved + ONE_GIB_PROCESS_MIB
         assert snapshot["jobs"][0]["usage"]["mem_used_mib"] == ONE_GIB_PROCESS_MIB
     finally:
         if server is not None:

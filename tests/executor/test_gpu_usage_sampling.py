@@ -1,7 +1,7 @@
 """Allocated versus used, node side: NVML readings, the window and the sampler.
 
 The fake NVML (tests/fakes/usage_nvml.py) answers with the real H100's figures: 81,559 MiB in
-all, 0 % and 0 MiB when idle, 1,542 MiB for a process that allocated 1 GiB.
+all, 0 % and 480 MiB (driver-reserved) when idle, 1,542 MiB for a process that allocated 1 GiB.
 """
 
 from __future__ import annotations
@@ -14,24 +14,26 @@ from dlc.scheduler.usage import decode_report
 from tests.fakes.usage_nvml import ONE_GIB_PROCESS_MIB, H100UsageNvml, h100_facts
 
 TOTAL = 81559
+RESERVED = 480  # NVML's "used" on the idle H100
 
 
 def test_fake_is_built_from_the_real_h100():
     facts = h100_facts()
     assert facts["memory_mib"] == TOTAL and facts["uuid"].startswith("GPU-094dfacd")
-    assert (facts["idle_used_mib"], facts["idle_util"]) == (0, 0)
+    assert (facts["idle_used_mib"], facts["idle_util"]) == (RESERVED, 0)
 
 
 def test_sample_reads_memory_and_utilisation_and_skips_a_lost_gpu():
     nvml = H100UsageNvml(gpus=2)
     nvml.run(700, 0, util=87)
     nvml.lost.add(1)
-    assert sample_gpus(nvml, [0, 1]) == [GpuSample(0, 87, ONE_GIB_PROCESS_MIB, TOTAL)]
+    used = RESERVED + ONE_GIB_PROCESS_MIB
+    assert sample_gpus(nvml, [0, 1]) == [GpuSample(0, 87, used, TOTAL)]
 
 
 def test_a_binding_without_utilisation_still_reports_memory():
     (sample,) = sample_gpus(H100UsageNvml(utilization=False), [0])
-    assert sample.util_percent is None and sample.memory_used_mib == 0
+    assert sample.util_percent is None and sample.memory_used_mib == RESERVED
 
 
 def test_window_keeps_mean_and_peak_utilisation_and_the_last_memory():
@@ -69,7 +71,7 @@ def test_sampler_reports_each_running_task_and_forgets_ended_ones():
     (t1, t2) = sorted(decode_report(sent[0], "a1"), key=lambda t: t.task_id)
     assert (t1.task_id, t1.agent_id, t1.gpus[0].gpu_index) == ("t1", "a1", 1)
     assert (t1.gpus[0].util_pct, t1.gpus[0].task_mem_mib, t1.gpus[0].mem_used_mib) == (
-        55.0, ONE_GIB_PROCESS_MIB, ONE_GIB_PROCESS_MIB)  # fmt: skip
+        55.0, ONE_GIB_PROCESS_MIB, RESERVED + ONE_GIB_PROCESS_MIB)  # fmt: skip
     assert (t2.gpus[0].util_pct, t2.gpus[0].task_mem_mib) == (0.0, 0)  # allocated, idle
     sampler.finished("t2")
     sampler.tick()

@@ -1,7 +1,10 @@
 """A fake NVML for allocated-versus-used tests, built from the real H100's readings.
 
 From tests/topology/data/h100-x1/: the UUID, the model and 81,559 MiB in all
-(``topology_NVML.json``), idle at 0 % with 0 MiB used (``smi_q.txt``). From docs/gpu-check.md:
+(``topology_NVML.json``), idle at 0 % (``smi_q.txt``); idle memory in use is the 480 MiB
+``smi_q.txt`` lists as *Reserved*: nvidia-smi shows it apart, but NVML's
+``nvmlDeviceGetMemoryInfo`` counts it as used (the real H100 read 480 MiB used when idle,
+docs/executor.md, "GPU usage"). From docs/gpu-check.md:
 a process that allocated 1,024 MiB reads 1,542 MiB through NVML (its ~520 MiB CUDA context
 included). A test starts and stops "processes" on GPUs with a utilisation each; device memory
 in use is the sum of the processes' memory, as on the real GPU.
@@ -28,13 +31,14 @@ def h100_facts() -> dict:
     """UUID, model, memory in all, idle utilisation and memory used of the real H100."""
     gpu = json.loads((DATA / "topology_NVML.json").read_text())["gpus"][0]
     smi = (DATA / "smi_q.txt").read_text()
+    reserved = int(re.search(r"FB Memory Usage.*?Reserved\s*:\s*(\d+) MiB", smi, re.S).group(1))
     used = int(re.search(r"FB Memory Usage.*?Used\s*:\s*(\d+) MiB", smi, re.S).group(1))
     util = int(re.search(r"Utilization\s*\n\s*GPU\s*:\s*(\d+) %", smi).group(1))
     return {
         "uuid": gpu["uuid"],
         "model": gpu["model"],
         "memory_mib": gpu["memory_mib"],
-        "idle_used_mib": used,
+        "idle_used_mib": reserved + used,  # what NVML's memory info reads on the idle GPU
         "idle_util": util,
     }
 
