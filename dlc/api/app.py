@@ -168,6 +168,17 @@ def _add_job_routes(app: FastAPI, api: Any) -> None:
         out["message"] = core.queue_reason(job_id) or out["message"]
         return out
 
+    @app.get("/v1/usage", responses=ERRORS)
+    def usage(
+        request: Request,
+        by: str = Query("user", pattern="^(user|group|job)$", description="user, group or job"),
+    ) -> dict:
+        """GPUs allocated and used (utilisation, memory, allocated-but-idle) per user, group
+        or running job; a non-admin sees only their own row, group or jobs."""
+        user, admin = _auth(request)
+        rows = core.usage_rollups(by, None if admin else user)
+        return {"by": by, "rows": [r.to_dict() for r in rows]}
+
     @app.post("/v1/jobs/{job_id}/kill", response_model=JobOut, responses=ERRORS)
     def kill(job_id: str, request: Request) -> dict:
         """Kill a job (queued: at once; running: its tasks are killed)."""

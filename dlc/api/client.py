@@ -60,6 +60,10 @@ class ApiClient:
         """One job with its history."""
         return self._call("GET", f"/v1/jobs/{_quote(job_id)}")
 
+    def usage(self, by: str = "user") -> dict:
+        """GPUs allocated and used per ``user``, ``group`` or ``job``: ``{"by", "rows"}``."""
+        return self._call("GET", f"/v1/usage?{urllib.parse.urlencode({'by': by})}")
+
     def kill(self, job_id: str) -> dict:
         """Kill a job."""
         return self._call("POST", f"/v1/jobs/{_quote(job_id)}/kill", {})

@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "quota": ("dlc.cli.quota_cmd", "Group usage against guarantees; set quotas (admin)."),
     "groups": ("dlc.cli.groups_cmd", "Groups and members; create, add, limit (admin)."),
     "nodes": ("dlc.cli.nodes_cmd", "Agents by pool: GPUs free, taken, draining."),
+    "usage": ("dlc.cli.usage_cmd", "GPUs allocated versus used per user, group or job."),
     "simulate": ("dlc.cli.simulate_cmd", "Replay cluster traces through placement policies."),
     "login": ("dlc.cli.login_cmd", "Save an API address and token as a named context."),
     "config": ("dlc.cli.config_cmd", "Show the config file's contexts; switch between them."),

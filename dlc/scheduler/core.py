@@ -870,11 +870,17 @@ class SchedulerCore:
                 for g in r.gpus
             }
 
-    def usage_rollups(self, by: str) -> list[UsageRollup]:
-        """Allocated versus used per ``user``, ``group`` or ``job`` over running jobs."""
+    def usage_rollups(self, by: str, viewer: str | None = None) -> list[UsageRollup]:
+        """Allocated versus used per ``user``, ``group`` or ``job`` over running jobs
+        (``viewer``: only that user's own row, group or jobs; ``None``: everything)."""
         with self._lock:
             held = []
+            group_of = self.tenancy.group_of
             for job in self._active.values():
+                if viewer is not None and (
+                    group_of(job.user) != group_of(viewer) if by == "group" else job.user != viewer
+                ):
+                    continue
                 owner = job.job_id if by == "job" else job.user
                 for t in job.tasks:
                     if _done(t) or t.state != "TASK_RUNNING":

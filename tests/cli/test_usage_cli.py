@@ -7,9 +7,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from dlc.api.client import ApiClient
 from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer
 from dlc.cli.main import cli
+from dlc.errors import ApiError
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import PlacementConfig
@@ -27,12 +29,13 @@ def served(tmp_path):
                          lambda spec: (spec.image, None))  # fmt: skip
     server = ApiServer(core, LogReader(lambda: None), lambda actions: None)
     server.start()
-    yield core, {"DLC_API": server.url, "DLC_TOKEN": store.add_token("alice", admin=True)}
+    env = {"DLC_API": server.url, "DLC_TOKEN": store.add_token("alice", admin=True)}
+    yield core, env, store
     server.stop()
 
 
-def _running(core, util, top):
-    job = core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
+def _running(core, util, top, user="alice"):
+    job = core.submit(user, JobSpec.from_dict({"image": "busybox", "gpus": 1}))
     [(_, [info])] = core.on_offers([offer(f"o-{job.job_id}", "a1", gpus=[0])]).accepts
     task_id = info["task_id"]["value"]
     core.on_status({"task_id": {"value": task_id}, "state": "TASK_RUNNING",
@@ -44,7 +47,7 @@ def _running(core, util, top):
 
 
 def test_wide_listing_status_and_json_show_used_next_to_allocated(served):
-    core, env = served
+    core, env, _ = served
     idle = _running(core, 0.0, 1)
     queued = core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpus": 1})).job_id
     wide = CliRunner().invoke(cli, ["jobs", "-o", "wide"], env=env)
@@ -59,3 +62,33 @@ def test_wide_listing_status_and_json_show_used_next_to_allocated(served):
     assert shown["usage"]["mem_used_mib"] == 1542 and shown["usage"]["idle"] is True
     status = CliRunner().invoke(cli, ["status", queued], env=env)
     assert "gpu use: -" in status.output
+
+
+def test_usage_lists_allocated_used_and_idle_gpus_per_user_and_job(served):
+    core, env, store = served
+    idle = _running(core, 0.0, 1)
+    busy = _running(core, 90.0, 100, user="bob")
+    table = CliRunner().invoke(cli, ["usage"], env=env)
+    assert table.exit_code == 0, table.output
+    header, *lines = table.output.splitlines()
+    assert header.split() == ["USER", "GPUS", "SAMPLED", "IDLE", "UTIL", "MEM", "USED"]
+    assert [line.split() for line in lines] == [
+        ["alice", "1", "1", "1", "0%", "1.5", "GiB"],
+        ["bob", "1", "1", "0", "90%", "1.5", "GiB"],
+    ]
+    jobs = json.loads(CliRunner().invoke(cli, ["usage", "--by", "job", "-o", "json"],
+                                         env=env).output)  # fmt: skip
+    assert {r["key"] for r in jobs["rows"]} == {idle, busy} and jobs["by"] == "job"
+    # a user sees only their own jobs
+    mine = {**env, "DLC_TOKEN": store.add_token("bob")}
+    jobs = json.loads(CliRunner().invoke(cli, ["usage", "--by", "job", "-o", "json"],
+                                         env=mine).output)  # fmt: skip
+    assert [r["key"] for r in jobs["rows"]] == [busy]
+    groups = json.loads(CliRunner().invoke(cli, ["usage", "--by", "group", "-o", "json"],
+                                           env=env).output)  # fmt: skip
+    assert groups["rows"][0]["gpus_allocated"] == 2 and groups["rows"][0]["gpus_idle"] == 1
+    bad = CliRunner().invoke(cli, ["usage", "--by", "pool"], env=env)
+    assert bad.exit_code == 2 and "'pool' is not one of" in bad.output
+    with pytest.raises(ApiError, match="by") as raised:  # the API alone: one line, 400
+        ApiClient(env["DLC_API"], env["DLC_TOKEN"]).usage("pool")
+    assert "\n" not in str(raised.value)
