@@ -366,14 +366,15 @@ class _StateCollector:
         used = GaugeMetricFamily(
             "dlc_agent_gpus_allocated", "GPUs of an agent held by DLC tasks.", labels=labels
         )
-        for agent in metrics.agents():
+        agents = metrics.agents()  # one cluster view per scrape
+        for agent in agents:
             values = [agent.agent_id, agent.hostname, agent.model]
             total.add_metric(values, len(agent.gpu_ids))
             used.add_metric(values, len(agent.in_state(GPU_TAKEN)))
         yield total
         yield used
-        yield from gpu_allocation_families(metrics.agents(), jobs)
-        yield from self._usage_families(set(allocated_shares(jobs)))
+        yield from gpu_allocation_families(agents, jobs)
+        yield from self._usage_families(agents, set(allocated_shares(jobs)))
         states = GaugeMetricFamily("dlc_jobs", "Jobs by state.", labels=["state"])
         counts = {state.value: 0 for state in JobState}
         for job in jobs:
@@ -392,12 +393,12 @@ class _StateCollector:
         info.add_metric([__version__], 1)
         yield info
 
-    def _usage_families(self, shared: set[tuple[str, int]]):
+    def _usage_families(self, agents: list[AgentView], shared: set[tuple[str, int]]):
         metrics = self._metrics
         source = metrics._usage
         if source is None:
             return
-        yield from gpu_usage_families(metrics.agents(), source.gpu_usage(), shared)
+        yield from gpu_usage_families(agents, source.gpu_usage(), shared)
         scopes = ("group", "user", "job") if metrics.tenant_labels else ("group",)
         for scope in scopes:
             yield from rollup_families(scope, source.usage_rollups(scope))
