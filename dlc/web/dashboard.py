@@ -146,7 +146,17 @@ class Dashboard:
             self.ring.to_dict(),
             info,
             requeued,
+            self.run_order(),
         )
+
+    def run_order(self) -> list[str]:
+        """Queued job ids in the core's run order (the tenancy plan, as ``dlc queue``)."""
+        try:
+            rows = self.core.plan_queue(self.core.queued_jobs()).rows
+        except Exception:  # the queue's order is a nicety: never fail the page for it
+            log.exception("planning the queue for the dashboard failed")
+            return [j.job_id for j in self.core.queued_jobs()]
+        return [row.job.job_id for row in rows]
 
     def topology_svg(self, agent: AgentView) -> str | None:
         """The agent's topology picture (``None`` when it advertises no ``dlc_topo``)."""
