@@ -36,6 +36,7 @@ STATIC = {
     "dashboard.js": "text/javascript; charset=utf-8",
     "dashboard.css": "text/css; charset=utf-8",
     "tenancy.js": "text/javascript; charset=utf-8",
+    "cluster.js": "text/javascript; charset=utf-8",
 }
 #: seconds between reads of the master's agent list (offers update agents in between)
 AGENT_REFRESH_S = 30.0
