@@ -145,7 +145,8 @@ def agent_view(
             "memory_mib": gpu.memory_mib if gpu is not None else None,
             "holder": _holder(owner[0], owner[1], user, admin) if owner else None,
             "shares": [
-                {**_holder(job.job_id, job.user, user, admin), "memory_mib": mib, "core_milli": milli}
+                {**_holder(job.job_id, job.user, user, admin),
+                 "memory_mib": mib, "core_milli": milli}
                 for job, mib, milli in on_gpu
             ],
             "used": None,

@@ -155,11 +155,14 @@ def build_fleet(work: Path, agents: int = 100, queue: int = 50) -> Fleet:
     types = machine_types()
     offers, described = [], []
     for k in range(agents):
-        topo, sharing = types[-1] if k % 4 == 3 else types[k % (len(types) - 1)]
+        # every fourth agent has 16 GPUs; the 8-GPU machine types take turns in between
+        topo, sharing = types[-1] if k % 4 == 3 else types[(k - k // 4) % (len(types) - 1)]
         pool = POOLS[k % len(POOLS)]
         offers.append(agent_offer(k, topo, sharing, pool))
         described.append({"id": f"agent-{k:03d}", "hostname": f"gpu-node-{k:03d}",
-                          "model": topo.gpus[0].model, "pool": pool, "gpus": len(topo.gpus)})  # fmt: skip
+                          "model": topo.gpus[0].model, "pool": pool,
+                          "gpus": len(topo.gpus)})  # fmt: skip
+
     def submit(user: str, **spec) -> str:
         body = {"image": "img", "cpus": 1, "mem_mib": 1024, "command": ["sleep", "1"], **spec}
         return core.submit(user, JobSpec.from_dict(body), max_priority=10).job_id
@@ -183,7 +186,18 @@ def build_fleet(work: Path, agents: int = 100, queue: int = 50) -> Fleet:
     dash = Dashboard(core, metrics, lambda: {"version": "fleet"})
     plain = dash.snapshot
     dash.snapshot = lambda user, admin: with_usage(plain(user, admin))  # type: ignore[method-assign]
-    api = ApiServer(core, LogReader(lambda: None), lambda actions: None, web=dash)
+    sandboxes = work / "agents"
+    for job in core.active_jobs():  # each task's sandbox as the agents keep them
+        for task in job.tasks:
+            run = (
+                sandboxes / "frameworks" / "fleet" / "executors" / task.executor_id / "runs" / "r1"
+            )
+            run.mkdir(parents=True)
+            (run / "stdout").write_text(f"{job.spec.name}: epoch 1 of 90\n")
+            (run / "stderr").write_text("")
+    logs = LogReader(lambda: "fleet", sandbox_roots=[sandboxes])
+    api = ApiServer(core, logs, lambda actions: None, web=dash)
+    api.leadership = lambda: {"instance": "single", "leading": True}  # as dlc scheduler
     api.start()
     admin = store.add_token("admin", True)
     return Fleet(api, dash, store, admin, described, two_by_eight, queued)

@@ -129,7 +129,8 @@ function usedSummary(agent) {
 }
 
 function agentRow(agent) {
-  const model = agent.model === "unknown" ? "GPU model not advertised" : agent.model;
+  // attribute values carry "_" for blanks (node-config); show the name as the driver says it
+  const model = agent.model === "unknown" ? "GPU model not advertised" : agent.model.replace(/_/g, " ");
   const shared = agent.shared ? `<div class="sub">+${agent.shared} shared</div>` : "";
   return `<tr class="agent-row" data-agent="${esc(agent.id)}">` +
     `<td class="host"><a href="#/agents/${encodeURIComponent(agent.id)}">${esc(agent.hostname || agent.id)}</a>` +

@@ -236,6 +236,7 @@ function paintGpus(box, agent, focus) {
     node.setAttribute("data-gpu", gpu.index);
     node.setAttribute("data-job", job || "");
     node.classList.toggle("held", !!gpu.holder);
+    node.classList.toggle("shared", !gpu.holder && shares.length > 0);
     rect.setAttribute("fill", colour || "#ffffff");
     rect.setAttribute("fill-opacity", gpu.holder ? "1" : shares.length ? "0.55" : "0.9");
     const focused = mine.has(gpu.index);
