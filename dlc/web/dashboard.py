@@ -127,8 +127,10 @@ class Dashboard:
 
     def snapshot(self, user: str, admin: bool) -> dict[str, Any]:
         """The main page's data for this caller (see :func:`~dlc.web.snapshot.build_snapshot`)."""
-        if not self.core.cluster():
+        agents = self.core.cluster()
+        if not agents:
             self._refresh_agents(self._clock())  # a fresh page should not wait for the sampler
+            agents = self.core.cluster()
         jobs = self.core.all_jobs()
         requeued = {
             j.job_id: self.metrics.queued_since(j)
@@ -140,7 +142,7 @@ class Dashboard:
         info["sample_interval_s"] = self.sampler.interval_s
         return build_snapshot(
             jobs,
-            self.core.cluster(),
+            agents,
             user,
             admin,
             self._clock(),

@@ -546,7 +546,8 @@ async function refresh() {
     const snap = await api("/v1/dashboard");
     state.snapshot = snap;
     state.signedIn = true;
-    const holders = snap.agents.flatMap((a) => a.gpus.map((g) => g.holder && g.holder.job));
+    const holders = snap.agents.flatMap((a) => a.gpus.flatMap((g) =>
+      [g.holder && g.holder.job, ...(g.shares || []).map((s) => s.job)]));
     assignColours([...new Set(holders.filter(Boolean))].sort());
     renderHeader(snap);
     $("login-view").hidden = true;
