@@ -94,8 +94,6 @@ def test_hundred_agents_compact_view(fleet, tmp_path):
             "return [q('.cell .use'), q('.cell.idle'), q('.cell.nosample')]"
         )
         assert all(n > 0 for n in marks), marks
-        running = driver.find_element("css selector", "#running").text
-        assert "no sample" in running and "idle" in running
 
         # pages
         click(driver, "#page-next")
@@ -149,6 +147,10 @@ def test_hundred_agents_compact_view(fleet, tmp_path):
         choose(driver, "f-user", "")
 
         # the queue in the core's run order with priorities; a 2x8 job says so
+        queue_rows = "return document.querySelectorAll('#queue tr[data-job]').length"
+        assert driver.execute_script(queue_rows) == 25  # the first 25, then a button
+        click(driver, "#queue [data-more]")
+        wait_for(driver, queue_rows.replace("length", "length === 50"))
         order = driver.execute_script(
             "return [...document.querySelectorAll('#queue tr[data-job]')]"
             ".map(r => [Number(r.cells[0].textContent), Number(r.cells[3].textContent)])"
@@ -156,8 +158,16 @@ def test_hundred_agents_compact_view(fleet, tmp_path):
         assert len(order) == 50
         assert [p for p, _ in order] == list(range(1, 51))
         assert [pr for _, pr in order] == sorted((pr for _, pr in order), reverse=True)
-        two = driver.find_element("css selector", f"#running tr[data-job='{fleet.two_by_eight}']")
-        assert "2x8 GPUs" in two.text
+        two = f"#running tr[data-job='{fleet.two_by_eight}']"
+        assert "2x8 GPUs" in driver.execute_script(
+            f'return document.querySelector("{two}").innerText'
+        )
+
+        # a job's measured use: some idle, some without a sample
+        click(driver, "#running [data-more]")  # every running job, not the first 25
+        wait_for(driver, "return document.querySelectorAll('#running tr[data-job]').length > 25")
+        running = driver.find_element("css selector", "#running").text
+        assert "no sample" in running and "idle" in running
 
         # drill-down: a row's agent page draws its topology with the GPUs coloured
         click(driver, "tr[data-agent='agent-003'] td.host a")

@@ -51,6 +51,11 @@ function agentMatches(agent, f) {
   return f.search.toLowerCase().split(/\s+/).filter(Boolean).every((t) => hay.includes(t));
 }
 
+// Attribute values carry "_" for blanks (node-config): show the name as the driver says it.
+function modelName(model) {
+  return !model || model === "unknown" ? "GPU model not advertised" : model.replace(/_/g, " ");
+}
+
 function sharingText(sharing) {
   return sharing ? SHARING[sharing] || sharing : "no GPU sharing";
 }
@@ -129,8 +134,7 @@ function usedSummary(agent) {
 }
 
 function agentRow(agent) {
-  // attribute values carry "_" for blanks (node-config); show the name as the driver says it
-  const model = agent.model === "unknown" ? "GPU model not advertised" : agent.model.replace(/_/g, " ");
+  const model = modelName(agent.model);
   const shared = agent.shared ? `<div class="sub">+${agent.shared} shared</div>` : "";
   return `<tr class="agent-row" data-agent="${esc(agent.id)}">` +
     `<td class="host"><a href="#/agents/${encodeURIComponent(agent.id)}">${esc(agent.hostname || agent.id)}</a>` +

@@ -172,10 +172,21 @@ function jobRow(job, cols, me) {
     cols.map((c) => cells[c]).join("") + "</tr>";
 }
 
-function renderTable(id, jobs, cols, heads, empty) {
+// Long lists (hundreds of running jobs at 100 agents) show their first TABLE_ROWS rows and a
+// button for the rest, so the page does not scroll forever.
+const TABLE_ROWS = 25;
+const showAll = new Set();
+
+function renderTable(id, jobs, cols, heads, empty, limit = 0) {
   const head = "<tr>" + heads.map((h) => `<th>${esc(h)}</th>`).join("") + "</tr>";
-  const rows = jobs.length ? jobs.map((j) => jobRow(j, cols)).join("")
+  const cut = limit && jobs.length > limit && !showAll.has(id);
+  const shown = cut ? jobs.slice(0, limit) : jobs;
+  let rows = shown.length ? shown.map((j) => jobRow(j, cols)).join("")
     : `<tr class="empty"><td colspan="${cols.length}">${esc(empty)}</td></tr>`;
+  if (cut) {
+    rows += `<tr class="more"><td colspan="${cols.length}"><button type="button" class="pager" ` +
+      `data-more="${id}">show all ${jobs.length}</button></td></tr>`;
+  }
   $(id).innerHTML = head + rows;
 }
 
@@ -184,10 +195,11 @@ function renderJobs(snap) {
   const queued = snap.jobs.filter((j) => j.state === "queued");
   const done = snap.jobs.filter((j) => ["finished", "failed", "killed", "lost"].includes(j.state));
   renderTable("running", running, ["id", "user", "name", "gpus", "used", "state", "age"],
-    ["Job", "User", "Name / framework", "GPUs", "Used", "State", "Age"], "nothing running");
+    ["Job", "User", "Name / framework", "GPUs", "Used", "State", "Age"], "nothing running",
+    TABLE_ROWS);
   // the core's run order (the snapshot lists queued jobs by position)
   renderTable("queue", queued, ["pos", "id", "user", "prio", "gpus", "wait", "msg"],
-    ["#", "Job", "User", "Priority", "GPUs", "Waiting", "Why"], "the queue is empty");
+    ["#", "Job", "User", "Priority", "GPUs", "Waiting", "Why"], "the queue is empty", TABLE_ROWS);
   renderTable("done", done, ["id", "user", "name", "gpus", "state", "age", "msg"],
     ["Job", "User", "Name / framework", "GPUs", "State", "Age", "Last message"], "none yet");
   $("running-count").textContent = `${running.length}`;
@@ -269,6 +281,10 @@ function agentLegend(agent, snap, focus) {
     const h = gpu.holder;
     if (h && h.job) jobs.set(h.job, (jobs.get(h.job) || []).concat(gpu.index));
     else if (h) taken += 1;
+    for (const s of gpu.shares || []) {
+      if (s.job) jobs.set(s.job, (jobs.get(s.job) || []).concat(`${gpu.index} (share)`));
+      else taken += 1;
+    }
   }
   const names = Object.fromEntries(snap.jobs.map((j) => [j.id, j]));
   const items = [...jobs.entries()].map(([id, gpus]) => {
@@ -308,7 +324,7 @@ async function renderAgents(containerId, agents, snap, focus) {
       container.appendChild(box);
     }
     box.querySelector(".agent-head").innerHTML = `<b>${esc(agent.hostname)}</b>` +
-      `<span class="sub">${esc(agent.model === "unknown" ? "GPU model not advertised" : agent.model)} &middot; ${agent.allocated} of ${agent.total} GPUs allocated` +
+      `<span class="sub">${esc(modelName(agent.model))} &middot; ${agent.allocated} of ${agent.total} GPUs allocated` +
       ` &middot; agent ${esc(agent.id)}</span>`;
     box.querySelector(".legend").innerHTML = agentLegend(agent, snap, focus);
     const drawing = box.querySelector(".drawing");
@@ -527,7 +543,7 @@ async function renderAgentPage(agentId, snap) {
     $("agent-jobs").innerHTML = "";
     return;
   }
-  $("agent-facts").textContent = `${agent.model} · pool ${agent.pool} · ` +
+  $("agent-facts").textContent = `${modelName(agent.model)} · pool ${agent.pool} · ` +
     `${sharingText(agent.sharing)} · ${agent.allocated} of ${agent.total} GPUs allocated` +
     (agent.shared ? `, ${agent.shared} shared` : "") +
     (agent.nvlink.length ? ` · NVLink groups ${agent.nvlink.map((g) => g.join(",")).join(" | ")}` : "") +
@@ -619,6 +635,12 @@ function start() {
       refresh();
     });
   }
+  document.addEventListener("click", (ev) => {
+    const more = ev.target.closest && ev.target.closest("[data-more]");
+    if (!more) return;
+    showAll.add(more.dataset.more);
+    if (state.snapshot) renderJobs(state.snapshot);
+  });
   window.addEventListener("hashchange", () => {
     $("job-agents").innerHTML = "";
     $("agent-drawing").innerHTML = "";
