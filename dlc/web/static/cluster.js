@@ -162,6 +162,9 @@ function clusterLegend() {
 
 function fillSelect(id, values, all) {
   const el = $(id);
+  const key = values.join("\n");
+  if (el.dataset.values === key && el.options.length) return;  // an open list stays open
+  el.dataset.values = key;
   const current = el.value;
   el.innerHTML = `<option value="">${esc(all)}</option>` +
     values.map((v) => `<option value="${esc(v)}">${esc(v)}</option>`).join("");
