@@ -154,7 +154,7 @@ function clusterLegend() {
     `<span>${sw("")} free</span>`,
     `<span>${sw("", "draining")} draining</span>`,
     `<span><span class="cell key"><span class="segs"></span><b class="use" style="width:60%"></b></span> measured use (bar)</span>`,
-    `<span>${sw(`<i style="width:100%;background:${JOB_COLOURS[3]}"></i>`, "idle")} allocated but idle (&lt;${IDLE_PCT}%)</span>`,
+    `<span>${sw(`<i style="width:100%;background:${JOB_COLOURS[0]}"></i>`, "idle")} allocated but idle (&lt;${IDLE_PCT}%)</span>`,
     `<span>${sw(`<i style="width:100%;background:${JOB_COLOURS[4]}"></i>`, "nosample")} no sample</span>`,
     `<span><span class="nvg key">${sw("")}${sw("")}</span> NVLink group</span>`,
   ].join("");
