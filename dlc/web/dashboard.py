@@ -36,6 +36,7 @@ STATIC = {
     "dashboard.js": "text/javascript; charset=utf-8",
     "dashboard.css": "text/css; charset=utf-8",
     "tenancy.js": "text/javascript; charset=utf-8",
+    "cluster.js": "text/javascript; charset=utf-8",
 }
 #: seconds between reads of the master's agent list (offers update agents in between)
 AGENT_REFRESH_S = 30.0
@@ -126,8 +127,10 @@ class Dashboard:
 
     def snapshot(self, user: str, admin: bool) -> dict[str, Any]:
         """The main page's data for this caller (see :func:`~dlc.web.snapshot.build_snapshot`)."""
-        if not self.core.cluster():
+        agents = self.core.cluster()
+        if not agents:
             self._refresh_agents(self._clock())  # a fresh page should not wait for the sampler
+            agents = self.core.cluster()
         jobs = self.core.all_jobs()
         requeued = {
             j.job_id: self.metrics.queued_since(j)
@@ -139,15 +142,25 @@ class Dashboard:
         info["sample_interval_s"] = self.sampler.interval_s
         snapshot = build_snapshot(
             jobs,
-            self.core.cluster(),
+            agents,
             user,
             admin,
             self._clock(),
             self.ring.to_dict(),
             info,
             requeued,
+            self.run_order(),
         )
         return add_usage(snapshot, self.core)  # allocated versus used (dlc/scheduler/usage.py)
+
+    def run_order(self) -> list[str]:
+        """Queued job ids in the core's run order (the tenancy plan, as ``dlc queue``)."""
+        try:
+            rows = self.core.plan_queue(self.core.queued_jobs()).rows
+        except Exception:  # the queue's order is a nicety: never fail the page for it
+            log.exception("planning the queue for the dashboard failed")
+            return [j.job_id for j in self.core.queued_jobs()]
+        return [row.job.job_id for row in rows]
 
     def topology_svg(self, agent: AgentView) -> str | None:
         """The agent's topology picture (``None`` when it advertises no ``dlc_topo``)."""

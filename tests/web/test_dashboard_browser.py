@@ -83,6 +83,11 @@ def wait_for(driver, script: str, timeout: float = 30.0, *args):
     raise AssertionError(f"timed out waiting for: {script}")
 
 
+CELLS_OF_JOB = """
+return [...document.querySelectorAll('#agents .cell')]
+  .filter(c => c.dataset.job === arguments[0]).map(c => Number(c.dataset.gpu)).sort();
+"""
+
 GPUS_OF_JOB = """
 return [...document.querySelectorAll(arguments[0] + ' g.node.gpu')]
   .filter(g => g.dataset.job === arguments[1] && g.classList.contains('held'))
@@ -94,7 +99,7 @@ def test_dashboard_follows_a_job_to_finished(dlc_local, browser):
     dashboard, api, token, _ = dlc_local
     admin = ApiClient(api, token)
     sign_in(browser, dashboard, token)
-    wait_for(browser, "return document.querySelector('#agents svg g#node-gpu7')")
+    wait_for(browser, "return document.querySelector('#agents .cell[data-gpu=\"7\"]')")
     assert "token" not in browser.current_url
     assert urlsplit(browser.current_url).path == "/"
     # the session is an HttpOnly cookie: the page's script cannot read the token
@@ -115,14 +120,14 @@ def test_dashboard_follows_a_job_to_finished(dlc_local, browser):
     wait_for(browser, f'return document.querySelector("{row}")')
     placed = admin.show(job_id)["tasks"][0]["gpu_ids"]
     assert len(placed) == 2
-    shown = wait_for(browser, GPUS_OF_JOB, 10, "#agents", job_id)
+    shown = wait_for(browser, CELLS_OF_JOB, 10, job_id)
     assert shown == sorted(placed)
     fill = browser.execute_script(
-        "return document.querySelector('#agents g#node-gpu' + arguments[0] + ' rect')"
-        ".getAttribute('fill')",
+        "return getComputedStyle(document.querySelector("
+        "'#agents .cell[data-gpu=\"' + arguments[0] + '\"] .segs i')).backgroundColor",
         placed[0],
     )
-    assert fill not in ("#ffffff", "white")
+    assert fill not in ("rgb(255, 255, 255)", "rgba(0, 0, 0, 0)")
     held_text = browser.find_element("css selector", "#cards").text
     assert "2\n/ 8" in held_text or "2 / 8" in held_text
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -141,7 +146,7 @@ def test_dashboard_follows_a_job_to_finished(dlc_local, browser):
 
     browser.get(dashboard)  # a reload stays signed in (the cookie)
     wait_for(browser, f"return document.querySelector(\"#done tr[data-job='{job_id}']\")")
-    assert browser.execute_script(GPUS_OF_JOB, "#agents", job_id) == []
+    assert browser.execute_script(CELLS_OF_JOB, job_id) == []
     assert console_errors(browser) == []
 
 
@@ -149,18 +154,25 @@ def test_other_users_gpus_show_as_taken(dlc_local, browser):
     _, api, token, db = dlc_local
     admin = ApiClient(api, token)
     job = admin.submit({"image": "none", "gpus": 1, "command": ["sleep", "20"]})
-    gpu = None
+    gpu = agent = None
     deadline = time.monotonic() + 20
     while gpu is None and time.monotonic() < deadline:
         tasks = admin.show(job["id"])["tasks"]
-        gpu = tasks[0]["gpu_ids"][0] if tasks else None
+        gpu, agent = (tasks[0]["gpu_ids"][0], tasks[0]["agent_id"]) if tasks else (None, None)
         time.sleep(0.2)
     assert gpu is not None, "the job was not placed"
     bob = _create_user_token(db, "bob")
     sign_in(browser, f"{api}/", bob)
-    wait_for(browser, f"return document.querySelector('#agents g#node-gpu{gpu}.held')")
+    cell = f"#agents .cell[data-gpu='{gpu}'] .segs i"
+    wait_for(browser, f'return document.querySelector("{cell}")')
+    title = browser.execute_script(
+        f"return document.querySelector(\"#agents .cell[data-gpu='{gpu}']\").title"
+    )
+    assert "taken by another user" in title
+    browser.get(f"{api}/#/agents/{agent}")  # the drill-down draws the topology
+    wait_for(browser, f"return document.querySelector('#agent-drawing g#node-gpu{gpu}.held')")
     node = browser.execute_script(
-        "const g = document.querySelector('#agents g#node-gpu' + arguments[0]);"
+        "const g = document.querySelector('#agent-drawing g#node-gpu' + arguments[0]);"
         "return [g.dataset.job, g.querySelector('title').textContent];",
         gpu,
     )

@@ -45,6 +45,7 @@ def get(url: str, token: str | None = None, method: str = "GET"):
         pytest.param("/", 200, "text/html", b'src="/static/dashboard.js"', id="page"),
         pytest.param("/static/dashboard.js", 200, "text/javascript", b"/v1/dashboard", id="js"),
         pytest.param("/static/dashboard.css", 200, "text/css", b".agent", id="css"),
+        pytest.param("/static/cluster.js", 200, "text/javascript", b"renderCluster", id="cluster"),
         pytest.param("/static/../api.py", 404, "text/plain", b"no such file", id="no-escape"),
         pytest.param("/metrics", 200, "text/plain; version=0.0.4", b"dlc_agent_gpus", id="metrics"),
         pytest.param("/healthz", 200, "application/json", b'"ok":true', id="api-still-there"),

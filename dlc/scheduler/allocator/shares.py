@@ -114,7 +114,9 @@ def fragmentation(
     return frag @ mix.weight
 
 
-_HASH = np.random.default_rng(1213).integers(1, 2**62, size=MAX_GPUS + 3, dtype=np.int64) | 1
+#: hash weights: 3 for model, CPUs, memory, then one per GPU slot (16-GPU agents and more
+#: make the arrays wider than MAX_GPUS; 1024 slots are far beyond any machine)
+_HASH = np.random.default_rng(1213).integers(1, 2**62, size=1024 + 3, dtype=np.int64) | 1
 
 
 def fragmentation_dedup(mix, model, cpu_left, mem_left, gpu_left) -> np.ndarray:

@@ -98,7 +98,7 @@ async function signIn(token) {
 
 function showLogin(message) {
   state.signedIn = false;
-  for (const id of ["overview-view", "job-view"]) $(id).hidden = true;
+  for (const id of ["overview-view", "job-view", "agent-view"]) $(id).hidden = true;
   $("login-view").hidden = false;
   $("signout").hidden = true;
   $("who").textContent = "";
@@ -129,16 +129,41 @@ function renderCards(snap) {
   ].join("");
 }
 
+// What a job asks for: "0.5 of a GPU", "2x8 GPUs" (nodes x GPUs per node), "4 GPUs".
+function gpuAsk(job) {
+  if (job.share) return `${esc(job.share)} of a GPU`;
+  if (job.nodes > 1) return `${job.nodes}x${job.gpus} GPUs`;
+  return `${job.gpus} GPU${job.gpus === 1 ? "" : "s"}`;
+}
+
 function gpuList(job) {
-  if (!job.tasks.length) return `${job.gpus} GPU${job.gpus > 1 ? "s" : ""} asked`;
-  return job.tasks.map((t) => `${esc(t.hostname)}: ${t.gpu_ids.join(",")}`).join("<br>");
+  if (!job.tasks.length) return `${gpuAsk(job)} asked`;
+  const where = job.tasks.map((t) => `${esc(t.hostname)}: ${t.share ? esc(t.share) : t.gpu_ids.join(",")}`);
+  return (job.nodes > 1 ? [gpuAsk(job)] : []).concat(where).join("<br>");
+}
+
+// Measured use of a running job's GPUs; "no sample" where the executor sent none.
+function usageCell(job) {
+  const u = job.usage;
+  if (!u) return `<td class="usage"><span class="sub">no sample</span></td>`;
+  if (u.util_pct === null || u.util_pct === undefined) {
+    return `<td class="usage"><span class="sub">utilisation unknown</span>` +
+      `<div class="sub">${Math.round(u.mem_used_mib / 1024)} GiB</div></td>`;
+  }
+  const idle = u.util_pct < IDLE_PCT;
+  return `<td class="usage${idle ? " idle" : ""}" title="sampled ${clock(u.sampled_at)}">` +
+    `${Math.round(u.util_pct)}%${idle ? ` <span class="idle-tag">idle</span>` : ""}` +
+    `<div class="sub">${Math.round(u.mem_used_mib / 1024)} GiB</div></td>`;
 }
 
 function jobRow(job, cols, me) {
   const sw = job.tasks.length && !job.state.match(/finished|failed|killed|lost/)
     ? `<span class="swatch" style="background:${jobColour(job.id)}"></span>` : "";
   const cells = {
+    pos: `<td class="num">${job.position ?? ""}</td>`,
     id: `<td>${sw}<a href="#/jobs/${esc(job.id)}">${esc(job.id)}</a></td>`,
+    prio: `<td class="num">${esc(job.priority_class || job.priority)}</td>`,
+    used: usageCell(job),
     user: `<td>${esc(job.user)}</td>`,
     name: `<td>${esc(job.name)}<br><span class="msg">${esc(job.framework || job.image)}</span></td>`,
     gpus: `<td class="gpus">${gpuList(job)}</td>`,
@@ -151,10 +176,21 @@ function jobRow(job, cols, me) {
     cols.map((c) => cells[c]).join("") + "</tr>";
 }
 
-function renderTable(id, jobs, cols, heads, empty) {
+// Long lists (hundreds of running jobs at 100 agents) show their first TABLE_ROWS rows and a
+// button for the rest, so the page does not scroll forever.
+const TABLE_ROWS = 25;
+const showAll = new Set();
+
+function renderTable(id, jobs, cols, heads, empty, limit = 0) {
   const head = "<tr>" + heads.map((h) => `<th>${esc(h)}</th>`).join("") + "</tr>";
-  const rows = jobs.length ? jobs.map((j) => jobRow(j, cols)).join("")
+  const cut = limit && jobs.length > limit && !showAll.has(id);
+  const shown = cut ? jobs.slice(0, limit) : jobs;
+  let rows = shown.length ? shown.map((j) => jobRow(j, cols)).join("")
     : `<tr class="empty"><td colspan="${cols.length}">${esc(empty)}</td></tr>`;
+  if (cut) {
+    rows += `<tr class="more"><td colspan="${cols.length}"><button type="button" class="pager" ` +
+      `data-more="${id}">show all ${jobs.length}</button></td></tr>`;
+  }
   $(id).innerHTML = head + rows;
 }
 
@@ -162,10 +198,12 @@ function renderJobs(snap) {
   const running = snap.jobs.filter((j) => j.state === "running" || j.state === "staging");
   const queued = snap.jobs.filter((j) => j.state === "queued");
   const done = snap.jobs.filter((j) => ["finished", "failed", "killed", "lost"].includes(j.state));
-  renderTable("running", running, ["id", "user", "name", "gpus", "state", "age"],
-    ["Job", "User", "Name / framework", "GPUs", "State", "Age"], "nothing running");
-  renderTable("queue", queued, ["id", "user", "name", "gpus", "wait", "msg"],
-    ["Job", "User", "Name / framework", "GPUs", "Waiting", "Why"], "the queue is empty");
+  renderTable("running", running, ["id", "user", "name", "gpus", "used", "state", "age"],
+    ["Job", "User", "Name / framework", "GPUs", "Used", "State", "Age"], "nothing running",
+    TABLE_ROWS);
+  // the core's run order (the snapshot lists queued jobs by position)
+  renderTable("queue", queued, ["pos", "id", "user", "prio", "gpus", "wait", "msg"],
+    ["#", "Job", "User", "Priority", "GPUs", "Waiting", "Why"], "the queue is empty", TABLE_ROWS);
   renderTable("done", done, ["id", "user", "name", "gpus", "state", "age", "msg"],
     ["Job", "User", "Name / framework", "GPUs", "State", "Age", "Last message"], "none yet");
   $("running-count").textContent = `${running.length}`;
@@ -190,6 +228,10 @@ function holderColour(holder) {
 
 function holderText(gpu) {
   const h = gpu.holder;
+  if (!h && gpu.shares && gpu.shares.length) {
+    return `GPU${gpu.index}: shared by ` + gpu.shares.map((s) => s.job ? `${s.job} (${s.user})`
+      : "another user").join(", ");
+  }
   if (!h) return `GPU${gpu.index}: free`;
   return h.job ? `GPU${gpu.index}: ${h.job} (${h.user})` : `GPU${gpu.index}: taken by another user`;
 }
@@ -202,13 +244,17 @@ function paintGpus(box, agent, focus) {
     const node = box.querySelector(`#node-gpu${gpu.index}`);
     if (!node) continue;
     const rect = node.querySelector("rect");
-    const colour = holderColour(gpu.holder);
+    const shares = gpu.shares || [];
+    // a shared GPU takes its first share's colour, lighter (the cluster view splits it by job)
+    const colour = holderColour(gpu.holder) ||
+      (shares.length ? (shares[0].job ? jobColour(shares[0].job) : TAKEN) : null);
     const job = gpu.holder && gpu.holder.job;
     node.setAttribute("data-gpu", gpu.index);
     node.setAttribute("data-job", job || "");
     node.classList.toggle("held", !!gpu.holder);
+    node.classList.toggle("shared", !gpu.holder && shares.length > 0);
     rect.setAttribute("fill", colour || "#ffffff");
-    rect.setAttribute("fill-opacity", colour ? "1" : "0.9");
+    rect.setAttribute("fill-opacity", gpu.holder ? "1" : shares.length ? "0.55" : "0.9");
     const focused = mine.has(gpu.index);
     const released = focused && job !== focus.job;
     rect.setAttribute("stroke-width", focused ? "5" : "2.5");
@@ -219,7 +265,8 @@ function paintGpus(box, agent, focus) {
     if (texts.length > 1) {
       const line = texts[1];
       if (line.dataset.orig === undefined) line.dataset.orig = line.textContent;
-      line.textContent = gpu.holder ? (job || "taken") : line.dataset.orig;
+      line.textContent = gpu.holder ? (job || "taken")
+        : shares.length ? `${shares.length} share${shares.length > 1 ? "s" : ""}` : line.dataset.orig;
       line.setAttribute("font-weight", gpu.holder ? "bold" : "normal");
     }
     let title = node.querySelector("title");
@@ -238,6 +285,10 @@ function agentLegend(agent, snap, focus) {
     const h = gpu.holder;
     if (h && h.job) jobs.set(h.job, (jobs.get(h.job) || []).concat(gpu.index));
     else if (h) taken += 1;
+    for (const s of gpu.shares || []) {
+      if (s.job) jobs.set(s.job, (jobs.get(s.job) || []).concat(`${gpu.index} (share)`));
+      else taken += 1;
+    }
   }
   const names = Object.fromEntries(snap.jobs.map((j) => [j.id, j]));
   const items = [...jobs.entries()].map(([id, gpus]) => {
@@ -277,7 +328,7 @@ async function renderAgents(containerId, agents, snap, focus) {
       container.appendChild(box);
     }
     box.querySelector(".agent-head").innerHTML = `<b>${esc(agent.hostname)}</b>` +
-      `<span class="sub">${esc(agent.model === "unknown" ? "GPU model not advertised" : agent.model)} &middot; ${agent.allocated} of ${agent.total} GPUs allocated` +
+      `<span class="sub">${esc(modelName(agent.model))} &middot; ${agent.allocated} of ${agent.total} GPUs allocated` +
       ` &middot; agent ${esc(agent.id)}</span>`;
     box.querySelector(".legend").innerHTML = agentLegend(agent, snap, focus);
     const drawing = box.querySelector(".drawing");
@@ -384,7 +435,9 @@ async function renderJob(jobId, snap) {
     fact("User", esc(job.user)),
     fact("Framework", esc(job.framework || "-")),
     fact("Image", `<code>${esc(job.image)}</code>`),
-    fact("GPUs", `${job.gpus} per node × ${job.nodes} node${job.nodes > 1 ? "s" : ""}`),
+    fact("GPUs", job.nodes > 1 ? `${job.nodes}x${job.gpus} GPUs (${job.gpus} per node × ${job.nodes} nodes)`
+      : `${job.gpus} GPU${job.gpus === 1 ? "" : "s"}`),
+    fact("Used", usedFact(snap.jobs.find((j) => j.id === job.id))),
     fact("Placed on", tasks.join("<br>") || "not yet"),
     fact("Command", `<code>${esc(job.command.join(" "))}</code>`),
     fact("Submitted", `${new Date(job.submitted_at * 1000).toLocaleString()} ` +
@@ -401,6 +454,16 @@ async function renderJob(jobId, snap) {
   if (agents.length) await renderAgents("job-agents", agents, snap, { job: job.id, gpus });
   else $("job-agents").innerHTML = `<div class="agent"><i>No GPUs held (${esc(job.state)}).</i></div>`;
   await followLogs(job);
+}
+
+function usedFact(summary) {
+  const u = summary && summary.usage;
+  if (!u) return "no sample";
+  if (u.util_pct === null || u.util_pct === undefined) {
+    return `utilisation unknown, ${Math.round(u.mem_used_mib / 1024)} GiB of GPU memory`;
+  }
+  return `${Math.round(u.util_pct)}% busy, ${Math.round(u.mem_used_mib / 1024)} GiB of GPU memory` +
+    ` (sampled ${clock(u.sampled_at)})` + (u.util_pct < IDLE_PCT ? " &middot; allocated but idle" : "");
 }
 
 // An interactive job's server (dlc submit --interactive): the link `dlc open` prints. Only the
@@ -472,7 +535,31 @@ async function renderRole() {
 
 function route() {
   const m = window.location.hash.match(/^#\/jobs\/([A-Za-z0-9_.-]+)/);
-  return m ? { view: "job", id: m[1] } : { view: "overview" };
+  if (m) return { view: "job", id: m[1] };
+  const a = window.location.hash.match(/^#\/agents\/([^/]+)/);
+  return a ? { view: "agent", id: decodeURIComponent(a[1]) } : { view: "overview" };
+}
+
+// An agent's drill-down: its topology drawing with the GPUs coloured, and its jobs.
+async function renderAgentPage(agentId, snap) {
+  const agent = snap.agents.find((a) => a.id === agentId);
+  $("agent-title").textContent = agent ? agent.hostname || agent.id : `no agent ${agentId}`;
+  if (!agent) {
+    $("agent-facts").textContent = "this agent is not in the cluster any more";
+    $("agent-drawing").innerHTML = "";
+    $("agent-jobs").innerHTML = "";
+    return;
+  }
+  $("agent-facts").textContent = `${modelName(agent.model)} · pool ${agent.pool} · ` +
+    `${sharingText(agent.sharing)} · ${agent.allocated} of ${agent.total} GPUs allocated` +
+    (agent.shared ? `, ${agent.shared} shared` : "") +
+    (agent.nvlink.length ? ` · NVLink groups ${agent.nvlink.map((g) => g.join(",")).join(" | ")}` : "") +
+    ` · agent ${agent.id}`;
+  const jobs = snap.jobs.filter((j) => j.tasks.some((t) => t.agent_id === agent.id) &&
+    (j.state === "running" || j.state === "staging"));
+  renderTable("agent-jobs", jobs, ["id", "user", "name", "gpus", "used", "state", "age"],
+    ["Job", "User", "Name / framework", "GPUs", "Used", "State", "Age"], "no job runs here");
+  await renderAgents("agent-drawing", [agent], snap, null);
 }
 
 async function refresh() {
@@ -482,21 +569,31 @@ async function refresh() {
     const snap = await api("/v1/dashboard");
     state.snapshot = snap;
     state.signedIn = true;
-    const holders = snap.agents.flatMap((a) => a.gpus.map((g) => g.holder && g.holder.job));
+    const holders = snap.agents.flatMap((a) => a.gpus.flatMap((g) =>
+      [g.holder && g.holder.job, ...(g.shares || []).map((s) => s.job)]));
     assignColours([...new Set(holders.filter(Boolean))].sort());
     renderHeader(snap);
     $("login-view").hidden = true;
     const where = route();
     $("overview-view").hidden = where.view !== "overview";
     $("job-view").hidden = where.view !== "job";
+    $("agent-view").hidden = where.view !== "agent";
+    const started = performance.now();
     if (where.view === "job") {
       await renderJob(where.id, snap);
+    } else if (where.view === "agent") {
+      await renderAgentPage(where.id, snap);
     } else {
       renderCards(snap);
       renderJobs(snap);
-      await renderAgents("agents", snap.agents, snap, null);
+      renderCluster(snap);
       renderPlots(snap);
     }
+    // for bench/dashboard.py: how long drawing one snapshot took, and when the first was drawn
+    const timings = window.dlcTimings || (window.dlcTimings = { renders: 0 });
+    timings.lastRenderMs = performance.now() - started;
+    timings.renders += 1;
+    if (!timings.firstDrawnAt) timings.firstDrawnAt = performance.now();
     $("status").textContent = `updated ${clock(snap.now)} · refreshes every ${POLL_MS / 1000}s`;
   } catch (err) {
     if (err instanceof AuthError) {
@@ -545,8 +642,15 @@ function start() {
       refresh();
     });
   }
+  document.addEventListener("click", (ev) => {
+    const more = ev.target.closest && ev.target.closest("[data-more]");
+    if (!more) return;
+    showAll.add(more.dataset.more);
+    if (state.snapshot) renderJobs(state.snapshot);
+  });
   window.addEventListener("hashchange", () => {
     $("job-agents").innerHTML = "";
+    $("agent-drawing").innerHTML = "";
     state.logJob = null;
     window.scrollTo(0, 0);
     refresh();
