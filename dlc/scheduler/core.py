@@ -67,9 +67,10 @@ from dlc.scheduler.quotas import (
     pool_capacity,
     split_by_pool,
 )
+from dlc.scheduler.share_placement import ShareTenants
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
-from dlc.scheduler.tenancy import Policy, fmt_span
+from dlc.scheduler.tenancy import NO_GROUP, Policy, fmt_span
 
 #: task states in which nothing of the task runs any more (no kill needed)
 _TERMINAL_TASK = NOT_RUNNING_STATES
@@ -439,6 +440,7 @@ class SchedulerCore:
                 self._reservations.held(), self._impossible_reason,
                 self._topology_of, self._driver_ok,
                 lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
+                self._share_tenants(),
             )  # fmt: skip
             held.update(tenancy.held)
             return self._carry_out(now, offers, views, usable, queue, bad, decision, held, tenancy)
@@ -486,6 +488,22 @@ class SchedulerCore:
     def pool_capacity(self) -> dict:
         """Pool -> totals of the known agents."""
         return pool_capacity(self.inventory.agents())
+
+    def _share_tenants(self) -> ShareTenants:
+        """Who holds shares on each GPU now (exclusive placement, docs/sharing.md)."""
+        groups = self.tenancy
+
+        def group_of(user: str) -> str | None:
+            group = groups.group_of(user)
+            return None if group == NO_GROUP else group
+
+        tenants = ShareTenants(group_of=group_of)
+        for job in self._active.values():
+            if job.spec.is_share:
+                for task in job.tasks:
+                    if task.share_gpu is not None:
+                        tenants.add(task.agent_id, task.share_gpu, tenants.tenant(job))
+        return tenants
 
     def share_gpu_memory(self) -> int | None:
         """The GPU size quotas count memory shares against (the largest GPU advertised)."""
