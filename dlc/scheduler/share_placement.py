@@ -96,17 +96,23 @@ class ShareChoice:
     topology: Topology | None
 
 
-def gpu_memory_of(index: int, mem: gpu_shares.Ranges, topology: Topology | None) -> int:
+def gpu_memory_of(
+    index: int,
+    mem: gpu_shares.Ranges,
+    topology: Topology | None,
+    blocks: dict[int, gpu_shares.Ranges] | None = None,
+) -> int:
     """GPU ``index``'s memory: from the topology, else the end of its offered block.
 
     Shares take the lowest free MiB, so the top of a block stays offered until the GPU is
-    full; a full GPU takes no share whatever its size.
+    full; a full GPU takes no share whatever its size. ``blocks``: ``per_gpu(mem)`` when
+    the caller has it already (it is the costly part, once per agent is enough).
     """
     if topology is not None:
         for gpu in topology.gpus:
             if gpu.index == index and gpu.memory_mib:
                 return int(gpu.memory_mib)
-    ranges = gpu_shares.per_gpu(mem).get(index, ())
+    ranges = (blocks if blocks is not None else gpu_shares.per_gpu(mem)).get(index, ())
     return ranges[-1][1] - index * STRIDE + 1 if ranges else 0
 
 
@@ -124,14 +130,29 @@ def _gpu_model_ok(spec: JobSpec, index: int, topology: Topology | None, agent_mo
     return model_matches(spec.gpu_model, agent_model)
 
 
+def _slot_amounts(slot: Any, topology: Topology | None):
+    """(GPU -> free MiB, GPU -> free thousandths, GPU -> memory) of ``slot``'s ranges.
+
+    Kept on the slot until its ranges change (taking ranges makes new tuples): one round
+    places many shares over the same agents, and reading ranges is the costly part.
+    """
+    cached = getattr(slot, "_share_amounts", None)
+    if cached is not None and cached[0] is slot.gpu_mem and cached[1] is slot.gpu_core:
+        return cached[2]
+    blocks = gpu_shares.per_gpu(slot.gpu_mem)
+    free_mem = {i: sum(e - b + 1 for b, e in rs) for i, rs in blocks.items()}
+    free_core = gpu_shares.amounts(slot.gpu_core)
+    totals = {i: gpu_memory_of(i, slot.gpu_mem, topology, blocks) for i in free_core}
+    slot._share_amounts = (slot.gpu_mem, slot.gpu_core, (free_mem, free_core, totals))
+    return free_mem, free_core, totals
+
+
 def _fitting_gpus(
     spec: JobSpec, slot: Any, topology: Topology | None, model: str, open_to: Callable
 ) -> tuple[dict[int, int], dict[int, int], int, int]:
     """(GPU -> memory, GPU -> free thousandths where the share fits, the ask in thousandths,
     how many GPUs it fits but ``open_to(index)`` keeps it off)."""
-    free_mem = gpu_shares.amounts(slot.gpu_mem)
-    free_core = gpu_shares.amounts(slot.gpu_core)
-    totals = {i: gpu_memory_of(i, slot.gpu_mem, topology) for i in free_core}
+    free_mem, free_core, totals = _slot_amounts(slot, topology)
     ok, need, barred = {}, 1, 0
     for index, core_left in free_core.items():
         total = totals[index]
@@ -145,6 +166,11 @@ def _fitting_gpus(
         ok[index] = min(core_left, free_mem.get(index, 0) * 1000 // total)
         need = max(need, milli, math.ceil(mib * 1000 / total))
     return totals, ok, need, barred
+
+
+def _fullness(ok: dict[int, int]) -> tuple[int, int]:
+    """Sort key of an agent's fitting GPUs (GPU -> free thousandths): whole ones, then room."""
+    return sum(v >= fgd.MILLI for v in ok.values()), sum(ok.values())
 
 
 def choose_share(
@@ -191,6 +217,11 @@ def choose_share(
                 "(exclusive per user or group)"
             )
         return why
+    # the measure sends ties to the first agent: list first the agents with the fewest whole
+    # GPUs, then the fullest, so shares pack across agents as well as within one
+    # (measured in bench/share_placement.py, figures in docs/sharing.md)
+    order = sorted(range(len(fits)), key=lambda k: _fullness(fits[k][2]))
+    fits, totals_of = [fits[k] for k in order], [totals_of[k] for k in order]
     for slot, _, ok in fits:
         width = max(ok) + 1
         # GPUs the share does not fit count as full; the ones it fits hold at least the ask
