@@ -60,6 +60,7 @@ demo: setup
 bench: setup
 	$(PY) bench/allocator.py
 	$(PY) bench/scheduler.py
+	$(PY) bench/share_placement.py
 
 soak: setup services
 	DLC_SOAK_JOBS=300 DLC_SOAK_EMULATOR_JOBS=100 $(PY) -m pytest -q -s tests/e2e/test_soak.py

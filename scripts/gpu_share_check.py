@@ -4,7 +4,7 @@
 Needs one NVIDIA GPU, `nvidia-cuda-mps-control`, pynvml and `native/share_check` built
 (`make -C native/share_check`). It changes no GPU setting and stops the daemon it starts.
 Prints one JSON document; exit 0 when every check passed. Results are in docs/sharing.md and
-tests/executor/sharing/data/h100-dlc-share-check.json (a run before the B-uncapped SM row).
+tests/executor/sharing/data/h100-dlc-share-check.json (the 2026-11-23 run, ok: true).
 
 1. MpsManager starts ONE daemon for two shares of GPU 0 (its own pipe/log folder, the GPU by
    UUID), and the clients use the env that render.mps_env gives a container;

@@ -62,6 +62,11 @@ class JobSpecIn(BaseModel):
     gpu_memory: StrictInt | StrictStr | None = Field(
         None, description="a memory share of one GPU: MiB, or 4G / 512M", examples=["4G"]
     )
+    exclusive_per: StrictStr | None = Field(
+        None,
+        description="share the GPU only with shares of the same `user` or `group`",
+        examples=["user"],
+    )
 
 
 Amount = StrictFloat | StrictInt | StrictStr

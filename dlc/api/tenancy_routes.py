@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.exceptions import HTTPException
 
 from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
-from dlc.scheduler.quotas import agent_pool, demand, key_of
+from dlc.scheduler.quotas import agent_pool, demand, gpu_amount, key_of
 from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
 
 
@@ -43,7 +43,7 @@ def queue_view(core: Any) -> list[dict]:
             "position": index, "group_position": row.position, "id": job.job_id,
             "user": job.user, "group": row.group, "pool": row.pool,
             "priority": job.spec.priority, "priority_class": job.spec.priority_class,
-            "gpus": job.spec.total_gpus, "admitted": row.admitted,
+            "gpus": gpu_amount(job.spec, core.share_gpu_memory()), "admitted": row.admitted,
             "preempted_before": job.message.startswith("preempted"),
             "reason": reason.split("; ", 1)[1] if reason.startswith("position ") else reason,
         })  # fmt: skip
@@ -58,7 +58,7 @@ def quota_view(core: Any) -> dict:
     waiting: dict = {}
     for job in core.queued_jobs():
         key = key_of(policy, job)
-        waiting[key] = waiting.get(key, ZERO) + demand(job.spec)
+        waiting[key] = waiting.get(key, ZERO) + demand(job.spec, core.share_gpu_memory())
     keys = set(policy.quotas) | set(tenancy.usage) | set(waiting)
     rows = []
     for group, pool in sorted(keys):

@@ -1,9 +1,13 @@
-"""``dlc local``: Mesos emulator + one agent + the DLC scheduler and API, in one process.
+"""``dlc local``: Mesos emulator + agents + the DLC scheduler and API, in one process.
 
 The agent offers this host's GPUs (NVML, then ``nvidia-smi``) or, with a topology
 file, a simulated machine, advertised exactly as ``dlc node-config`` would make a
 real agent do (``gpus``, ``gpu_ids`` and the ``dlc_topo``/GPU attributes). So a
 new user can submit jobs on a laptop with no Mesos installed.
+
+With ``--simulate``, ``--agents N`` runs N alike simulated agents (hostnames ``127.0.0.1``,
+``127.0.0.2``, ...: all loopback on Linux), e.g. two DGX-1s for the GPU-share split of
+docs/sharing.md. This host's own GPUs are one agent only: two would hand out one GPU twice.
 
 Simulated GPUs do not exist, so their tasks' executors run with
 ``DLC_GPU_STYLE=none``: containers start without GPU devices while the scheduler
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dlc.app.service import SchedulerService, ServiceConfig, private_dir
-from dlc.errors import DiscoveryError, DlcError
+from dlc.errors import ConfigError, DiscoveryError, DlcError
 from dlc.scheduler.placement import PlacementConfig, check_policy
 from dlc.scheduler.task_info import ExecutorConfig
 
@@ -52,6 +56,7 @@ class LocalConfig:
             not say it (a ``topo -m`` file never does): then the agent takes GPU shares.
         executor_command: replaces ``<python> -m dlc executor`` (tests, debugging).
         allowed_volumes: host path prefixes jobs may mount.
+        agents: how many alike agents to run (more than one only with ``simulate``).
     """
 
     simulate: str | None = None
@@ -66,9 +71,40 @@ class LocalConfig:
     executor_command: str | None = None
     allowed_volumes: tuple[str, ...] = field(default_factory=tuple)
     admin_token: str | None = None
+    agents: int = 1
 
     def __post_init__(self) -> None:
         check_policy(self.policy)
+        check_agents(self.agents, self.simulate)
+
+
+#: the most simulated agents ``dlc local`` runs (each is a few threads' work in the emulator)
+MAX_LOCAL_AGENTS = 64
+
+
+def check_agents(count: int, simulate: str | None) -> int:
+    """``count`` if ``dlc local`` can run that many agents.
+
+    Raises:
+        ConfigError: fewer than 1, more than :data:`MAX_LOCAL_AGENTS`, or more than one
+            without ``--simulate`` (this host's GPUs would be offered twice).
+    """
+    if not 1 <= count <= MAX_LOCAL_AGENTS:
+        raise ConfigError(
+            "agents", f"must be between 1 and {MAX_LOCAL_AGENTS}, got {count}; pass --agents N"
+        )
+    if count > 1 and not simulate:
+        raise ConfigError(
+            "agents",
+            f"{count} agents of this host would offer its GPUs {count} times; "
+            "add --simulate FILE, or drop --agents",
+        )
+    return count
+
+
+def agent_specs(spec, count: int) -> list:
+    """``count`` copies of the agent ``spec``, named ``127.0.0.1``, ``127.0.0.2``, ..."""
+    return [replace(spec, hostname=f"127.0.0.{i + 1}") for i in range(count)]
 
 
 def host_memory_mib() -> int:
@@ -249,7 +285,9 @@ class LocalCluster:
         spec, self.topology = agent_spec(self.config)
         self.ended_leftovers = end_previous_run(work / "scheduler.db")
         self.emulator = MesosEmulator(
-            agents=[spec], work_dir=work / "mesos", port=self.config.mesos_port
+            agents=agent_specs(spec, self.config.agents),
+            work_dir=work / "mesos",
+            port=self.config.mesos_port,
         ).start()
         env = (("DLC_GPU_STYLE", "none"),) if self.config.simulate else ()
         service_config = ServiceConfig(

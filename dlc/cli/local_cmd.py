@@ -38,15 +38,23 @@ from dlc.errors import DlcError
 @click.option("--gpu-mem", "gpu_mem_mib", type=click.IntRange(1), metavar="MIB",
               help="Each simulated GPU's memory (a topo -m file has none): the agent then "
                    "takes GPU shares (--gpus 0.5, --gpu-memory 4G).")  # fmt: skip
+@click.option(
+    "--agents",
+    type=int,
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Run N alike simulated agents (with --simulate), e.g. 2 for two machines.",
+)
 @click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
 @click.option("--token-file", help="Also write the admin token to this file (mode 600).")
 @admin_token_options
 @click.option("--executor-command", hidden=True, help="Replace `python -m dlc executor`.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu_model,
-            gpu_mem_mib, allow_volume, token_file, admin_token_file, executor_command,
+            gpu_mem_mib, agents, allow_volume, token_file, admin_token_file, executor_command,
             verbose):  # fmt: skip
-    """Run a Mesos emulator, one agent and the DLC scheduler here, until interrupted.
+    """Run a Mesos emulator, its agent(s) and the DLC scheduler here, until interrupted.
 
     The agent offers this host's GPUs, or with --simulate FILE the GPUs and
     topology of the machine an `nvidia-smi topo -m` output describes.
@@ -65,6 +73,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
         mem_mib=mem_mib,
         gpu_model=gpu_model,
         gpu_mem_mib=gpu_mem_mib,
+        agents=agents,
         executor_command=executor_command,
         allowed_volumes=tuple(allow_volume),
         admin_token=admin_token_from(admin_token_file),
@@ -87,7 +96,8 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
         models = sorted({g.model for g in cluster.topology.gpus if g.model})
         what += f", model {'/'.join(models)}" if models else ", no GPU model (see --gpu-model)"
         click.echo(f"Mesos:     {cluster.emulator.url}/ (DLC's Mesos emulator, no Mesos web UI;")
-        click.echo(f"           agent GPUs {gpus}, {what})")
+        many = f"{agents} agents, each with " if agents > 1 else "agent "
+        click.echo(f"           {many}GPUs {gpus}, {what})")
         if cluster.ended_leftovers:
             click.echo(
                 f"Ended {cluster.ended_leftovers} container(s) the previous dlc local left "

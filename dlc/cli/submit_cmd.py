@@ -98,6 +98,15 @@ class SubmitCommand(click.Command):
 @click.option("--image", help="Run this image instead of a catalog framework.")
 @click.option("--gpus", help="GPUs per node (default 1), or a share of one GPU: 0.5.")
 @click.option("--gpu-memory", help="A memory share of one GPU: 4G, 512M (compute shared).")
+@click.option(
+    "--exclusive-per-user",
+    "exclusive_per",
+    flag_value="user",
+    default=None,
+    help="Share the GPU only with your own shares (a fault under MPS stays yours).",
+)
+@click.option("--exclusive-per-group", "exclusive_per", flag_value="group",
+              help="Share the GPU only with shares of your group.")  # fmt: skip
 @click.option("--gpu-model", help="Only GPUs whose model contains this, e.g. V100.")
 @click.option("--nodes", type=int, help="Agents to span (gang-placed; default 1).")
 @click.option("--cpus", type=float, help="CPUs per node (default 1).")
@@ -133,8 +142,8 @@ class SubmitCommand(click.Command):
 @output_option
 @api_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def submit(spec_file, framework, image, gpus, gpu_memory, gpu_model, nodes, cpus, mem, env,
-           volume, priority, retries, name, container_user, as_me, workdir, interactive,
+def submit(spec_file, framework, image, gpus, gpu_memory, exclusive_per, gpu_model, nodes, cpus,
+           mem, env, volume, priority, retries, name, container_user, as_me, workdir, interactive,
            idle_timeout_s, pool, priority_class, wait, interval, output, api, token,
            command):  # fmt: skip
     """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py
@@ -148,6 +157,7 @@ def submit(spec_file, framework, image, gpus, gpu_memory, gpu_model, nodes, cpus
         "image": image,
         "gpus": gpus,
         "gpu_memory": gpu_memory,
+        "exclusive_per": exclusive_per,
         "gpu_model": gpu_model,
         "nodes": nodes,
         "cpus": cpus,

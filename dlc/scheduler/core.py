@@ -59,10 +59,18 @@ from dlc.scheduler.placement import (
 )
 from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
-from dlc.scheduler.quotas import QueuePlan, check_submit, plan, pool_capacity, split_by_pool
+from dlc.scheduler.quotas import (
+    QueuePlan,
+    check_submit,
+    largest_gpu_memory,
+    plan,
+    pool_capacity,
+    split_by_pool,
+)
+from dlc.scheduler.share_placement import ShareTenants
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
-from dlc.scheduler.tenancy import Policy, fmt_span
+from dlc.scheduler.tenancy import NO_GROUP, Policy, fmt_span
 from dlc.scheduler.usage import (
     GpuUsage,
     JobUsage,
@@ -302,7 +310,7 @@ class SchedulerCore:
         spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
         with self._lock:
             self.inventory.check(spec)
-            check_submit(self.tenancy, user, spec, self.pool_capacity())
+            check_submit(self.tenancy, user, spec, self.pool_capacity(), self.share_gpu_memory())
             job = Job(self.store.new_job_id(), user, spec, submitted_at=self._clock())
             return self._track(self.store.add_job(job))
 
@@ -446,6 +454,7 @@ class SchedulerCore:
                 self._reservations.held(), self._impossible_reason,
                 self._topology_of, self._driver_ok,
                 lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
+                self._share_tenants(),
             )  # fmt: skip
             held.update(tenancy.held)
             return self._carry_out(now, offers, views, usable, queue, bad, decision, held, tenancy)
@@ -494,14 +503,35 @@ class SchedulerCore:
         """Pool -> totals of the known agents."""
         return pool_capacity(self.inventory.agents())
 
+    def _share_tenants(self) -> ShareTenants:
+        """Who holds shares on each GPU now (exclusive placement, docs/sharing.md)."""
+        groups = self.tenancy
+
+        def group_of(user: str) -> str | None:
+            group = groups.group_of(user)
+            return None if group == NO_GROUP else group
+
+        tenants = ShareTenants(group_of=group_of)
+        for job in self._active.values():
+            if job.spec.is_share:
+                for task in job.tasks:
+                    if task.share_gpu is not None:
+                        tenants.add(task.agent_id, task.share_gpu, tenants.tenant(job))
+        return tenants
+
+    def share_gpu_memory(self) -> int | None:
+        """The GPU size quotas count memory shares against (the largest GPU advertised)."""
+        return largest_gpu_memory(self.inventory.agents())
+
     def plan_queue(self, queue: list[Job] | None = None) -> QueuePlan:
         """Order, admit or hold the queued jobs by the tenancy policy (``dlc queue``)."""
         with self._lock:
             if queue is None:
                 queue = [j for j in self.queued_jobs() if self._impossible_reason(j.spec) is None]
             return plan(
-                queue, self._active.values(), self.tenancy, self.pool_capacity(), self._started
-            )
+                queue, self._active.values(), self.tenancy, self.pool_capacity(), self._started,
+                self.share_gpu_memory(),
+            )  # fmt: skip
 
     def _preempt(self, tenancy: QueuePlan) -> list[tuple[str, str]]:
         """Mark planned victims preempted and kill their tasks (the executor stops each

@@ -23,6 +23,7 @@ from dlc.scheduler.placement import (
     TopologyOf,
     place,
 )
+from dlc.scheduler.share_placement import ShareTenants
 
 
 @dataclass
@@ -63,6 +64,7 @@ def decide(
     topology_of: TopologyOf | None = None,
     driver_ok: DriverCheck | None = None,
     split: Splitter | None = None,
+    share_tenants: ShareTenants | None = None,
 ) -> Decision:
     """Decide one offer round.
 
@@ -79,6 +81,8 @@ def decide(
         topology_of, driver_ok: as in :func:`~dlc.scheduler.placement.place`.
         split: offers and jobs -> batches placed separately (resource pools: a pool's agents
             take only that pool's jobs; :func:`~dlc.scheduler.quotas.split_by_pool`).
+        share_tenants: who holds shares on each GPU, for exclusive placement
+            (:class:`~dlc.scheduler.share_placement.ShareTenants`); default: nobody.
 
     Returns:
         The launches, declines and every waiting job's reason.
@@ -97,7 +101,9 @@ def decide(
     batches = split(offers, runnable) if split is not None else [(list(offers), runnable)]
     result = PlacementResult()
     for batch_offers, batch_jobs in batches:
-        part = place(batch_offers, batch_jobs, config, topology_of, driver_ok, reserved)
+        part = place(
+            batch_offers, batch_jobs, config, topology_of, driver_ok, reserved, share_tenants
+        )
         result.launches += part.launches
         result.declined += part.declined
         result.waiting.update(part.waiting)

@@ -94,6 +94,9 @@ MAX_PATH = 4096
 MAX_VOLUMES = 64
 MAX_SPEC_BYTES = 256 * 1024
 
+#: what ``exclusive_per`` may say: share a GPU only with the same user's, or group's, shares
+EXCLUSIVE_SCOPES = ("user", "group")
+
 #: how a user sets each field: a ``dlc submit`` flag (with its value's name), or a spec-file key
 _HOW: dict[str, str] = {
     "framework": "--framework NAME:VERSION",
@@ -101,6 +104,7 @@ _HOW: dict[str, str] = {
     "gpus": "--gpus N",
     "gpu_fraction": "--gpus F",
     "gpu_memory": "--gpu-memory SIZE",
+    "exclusive_per": "--exclusive-per-user (or --exclusive-per-group)",
     "nodes": "--nodes N",
     "gpu_model": "--gpu-model MODEL",
     "cpus": "--cpus N",
@@ -220,6 +224,8 @@ class JobSpec:
             ``None``: whole GPUs.
         gpu_memory: a memory share of ONE GPU in MiB (``--gpu-memory 4G``); without a
             fraction, compute is shared without a floor. ``None``: none asked.
+        exclusive_per: a share's GPU is shared only with shares of the same ``user`` or
+            ``group`` (``--exclusive-per-user``, docs/sharing.md); ``None``: with anyone.
     """
 
     framework: str | None = None
@@ -245,6 +251,7 @@ class JobSpec:
     priority_class: str | None = None
     gpu_fraction: float | None = None
     gpu_memory: int | None = None
+    exclusive_per: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the inverse of :meth:`from_dict`)."""
@@ -302,6 +309,7 @@ class JobSpec:
             priority_class=_opt_str(data, "priority_class"),
             gpu_fraction=fraction,
             gpu_memory=_gpu_memory(data.get("gpu_memory")),
+            exclusive_per=_opt_str(data, "exclusive_per"),
         )
         if spec.priority_class is not None and data.get("priority") is None:
             spec = replace(spec, priority=priority_of_class(spec.priority_class))
@@ -373,7 +381,18 @@ class JobSpec:
             )
 
     def _check_share(self) -> None:
+        if self.exclusive_per is not None and self.exclusive_per not in EXCLUSIVE_SCOPES:
+            raise JobSpecError(
+                "exclusive_per",
+                f"must be user or group, got {_short(self.exclusive_per)}; {_fix('exclusive_per')}",
+            )
         if not self.is_share:
+            if self.exclusive_per is not None:
+                raise JobSpecError(
+                    "exclusive_per",
+                    "only a GPU share can be exclusive (whole GPUs are never shared); drop "
+                    "--exclusive-per-user or ask for a share (--gpus 0.5, --gpu-memory 4G)",
+                )
             return
         if self.gpus != 1:
             raise JobSpecError(

@@ -38,6 +38,7 @@ from dlc.scheduler.allocator.base import model_matches, unknown_policy
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.launch_spec import GpuShare
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
+from dlc.scheduler.share_placement import ShareTenants, choose_share
 from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
@@ -303,6 +304,7 @@ def place(
     topology_of: TopologyOf | None = None,
     driver_ok: DriverCheck | None = None,
     reserved: Mapping[str, str] | None = None,
+    share_tenants: ShareTenants | None = None,
 ) -> PlacementResult:
     """Decide launches and declines for one batch of offers.
 
@@ -313,6 +315,8 @@ def place(
         topology_of: agent attributes -> topology (default: decode ``dlc_topo``).
         driver_ok: ``(driver_version, cuda_version) -> bool`` (default: image catalog rules).
         reserved: agent id -> the job holding it; no other job is placed there.
+        share_tenants: who holds shares on each GPU, for exclusive placement (updated with
+            the shares placed here); default: nobody.
 
     Returns:
         The launches, the offers to decline and why waiting jobs wait.
@@ -327,6 +331,7 @@ def place(
     slots = [_Slot(group) for group in by_agent.values()]
     result = PlacementResult()
     reserved = reserved or {}
+    share_tenants = share_tenants if share_tenants is not None else ShareTenants()
     holders = set(reserved.values())
     others = [s for s in slots if s.agent_id not in reserved]
     # A job that did not fit tells the answer for every later job of the same shape until
@@ -344,7 +349,7 @@ def place(
             else others
         )
         launched = len(result.launches)
-        reason = _place_job(job, usable, config, topology_of, driver_ok, result)
+        reason = _place_job(job, usable, config, topology_of, driver_ok, result, share_tenants)
         if reason is None:
             if len(result.launches) != launched:
                 failed.clear()
@@ -359,10 +364,12 @@ def place(
 
 
 def _shape(job: Job) -> tuple:
-    """What placement looks at in a job (jobs of one shape fit or fail alike)."""
+    """What placement looks at in a job (jobs of one shape fit or fail alike). A share's
+    user counts: exclusive placement may keep one user's share off a GPU and not another's."""
     spec = job.spec
     return (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
-            spec.cuda_version, spec.gpu_fraction, spec.gpu_memory)  # fmt: skip
+            spec.cuda_version, spec.gpu_fraction, spec.gpu_memory, spec.exclusive_per,
+            job.user if spec.is_share else None)  # fmt: skip
 
 
 def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | None:
@@ -378,13 +385,13 @@ def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | Non
     return f"waiting behind job {holder} which reserves agent {agents}"
 
 
-def _place_job(job, slots, config, topology_of, driver_ok, result) -> str | None:
+def _place_job(job, slots, config, topology_of, driver_ok, result, tenants) -> str | None:
     """Gang-place every node of ``job``; returns why not, or ``None`` when placed."""
     spec = job.spec
     cpus = spec.cpus + config.executor_cpus
     mem = spec.mem_mib + config.executor_mem_mib
     if spec.is_share:
-        return _place_share(job, slots, cpus, mem, topology_of, result)
+        return _place_share(job, slots, cpus, mem, topology_of, result, tenants)
     chosen: list[tuple[_Slot, tuple[int, ...], str, tuple[int, ...], Topology | None]] = []
     reason = "no offers"
     takes: dict[str, gpu_shares.GpuRanges] = {}
@@ -464,13 +471,13 @@ def share_fields(launch: Launch) -> dict[str, int]:
             "share_core_milli": share.core_milli}  # fmt: skip
 
 
-def _place_share(job, slots, cpus, mem, topology_of, result) -> str | None:
+def _place_share(job, slots, cpus, mem, topology_of, result, tenants) -> str | None:
     """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None."""
-    from dlc.scheduler.share_placement import choose_share  # it imports jobs, not placement
-
+    tenant = tenants.tenant(job)
     choice = choose_share(
         job.spec, slots, cpus, mem, topology_of,
         lambda slot: agent_text(slot.attributes, ATTR_GPU_MODEL) or "",
+        lambda agent_id, gpu: tenants.open_to(tenant, agent_id, gpu),
     )  # fmt: skip
     if isinstance(choice, str):
         return choice
@@ -480,6 +487,7 @@ def _place_share(job, slots, cpus, mem, topology_of, result) -> str | None:
         return "no offer with a GPU share free has a free port in its ports resource"
     slot.take(cpus, mem, job.spec.disk_mib, (), +1)
     slot.take_ranges(choice.take)
+    tenants.add(slot.agent_id, choice.gpu_index, tenant)
     uuids, minors = gpu_facts(choice.topology, (choice.gpu_index,))
     backend = agent_text(slot.attributes, gpu_shares.ATTR_SHARING) or "watchdog"
     share = GpuShare(

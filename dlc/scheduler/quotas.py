@@ -36,9 +36,31 @@ from dlc.scheduler.tenancy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Policy, Re
 Key = tuple[str, str]  # (group, pool)
 
 
-def demand(spec: JobSpec) -> Resources:
-    """What a job holds while it runs, over all its nodes."""
-    return Resources(spec.gpus * spec.nodes, spec.cpus * spec.nodes, spec.mem_mib * spec.nodes)
+def gpu_amount(spec: JobSpec, gpu_mib: int | None = None) -> float:
+    """GPUs a job holds, a share counted by its part of one GPU.
+
+    ``--gpus 0.5`` counts 0.5. A memory share counts its memory over ``gpu_mib`` (the
+    largest GPU memory the agents advertise, :func:`largest_gpu_memory`); with both, the
+    larger of the two parts. A memory share with no GPU size known counts one GPU: it
+    cannot be placed before an agent advertises its memory anyway.
+    """
+    if not spec.is_share:
+        return float(spec.gpus * spec.nodes)
+    part = spec.gpu_fraction or 0.0
+    if spec.gpu_memory is not None:
+        part = max(part, spec.gpu_memory / gpu_mib if gpu_mib else 1.0)
+    return min(1.0, part)
+
+
+def largest_gpu_memory(agents: Iterable) -> int | None:
+    """The largest GPU memory (MiB) of ``agents`` (with ``gpu_memory``: index -> MiB)."""
+    sizes = [m for a in agents for m in getattr(a, "gpu_memory", {}).values()]
+    return max(sizes) if sizes else None
+
+
+def demand(spec: JobSpec, gpu_mib: int | None = None) -> Resources:
+    """What a job holds while it runs, over all its nodes (a share: its part of a GPU)."""
+    return Resources(gpu_amount(spec, gpu_mib), spec.cpus * spec.nodes, spec.mem_mib * spec.nodes)
 
 
 def agent_pool(attributes: Mapping[str, str]) -> str:
@@ -109,12 +131,14 @@ def key_of(policy: Policy, job: Job) -> Key:
     return policy.group_of(job.user), policy.pool_of(job.user, job.spec.pool)
 
 
-def usage_of(policy: Policy, active: Iterable[Job]) -> dict[Key, Resources]:
-    """(group, pool) -> what active jobs hold."""
+def usage_of(
+    policy: Policy, active: Iterable[Job], gpu_mib: int | None = None
+) -> dict[Key, Resources]:
+    """(group, pool) -> what active jobs hold (``gpu_mib``: as in :func:`gpu_amount`)."""
     usage: dict[Key, Resources] = {}
     for job in active:
         key = key_of(policy, job)
-        usage[key] = usage.get(key, ZERO) + demand(job.spec)
+        usage[key] = usage.get(key, ZERO) + demand(job.spec, gpu_mib)
     return usage
 
 
@@ -124,6 +148,7 @@ def plan(
     policy: Policy,
     capacity: Mapping[str, Resources],
     started: Mapping[str, float] | None = None,
+    gpu_mib: int | None = None,
 ) -> QueuePlan:
     """Order, admit or hold every queued job and pick preemptions (see the module doc).
 
@@ -135,23 +160,27 @@ def plan(
             and reclaim are not limited by it).
         started: job id -> when its current run started (victims: youngest first); a job
             missing counts from its submission.
+        gpu_mib: the GPU size memory shares are counted against (:func:`gpu_amount`).
     """
     active = list(active)
     if not policy.enabled:
         rows = [QueueRow(j, "-", j.spec.pool or DEFAULT_POOL, i + 1, True, "")
                 for i, j in enumerate(queue)]  # fmt: skip
         return QueuePlan(runnable=list(queue), rows=rows, capacity=dict(capacity))
-    return _Planner(queue, active, policy, capacity, started or {}).run()
+    return _Planner(queue, active, policy, capacity, started or {}, gpu_mib).run()
 
 
 class _Planner:
     """The state of one :func:`plan` call."""
 
-    def __init__(self, queue, active, policy: Policy, capacity, started: Mapping[str, float]):
+    def __init__(
+        self, queue, active, policy: Policy, capacity, started: Mapping[str, float], gpu_mib=None
+    ):
         self.policy = policy
+        self.gpu_mib = gpu_mib
         self.started_of = lambda job: started.get(job.job_id, job.submitted_at)
         self.capacity = dict(capacity)
-        self.usage = usage_of(policy, active)
+        self.usage = usage_of(policy, active, gpu_mib)
         self.out = QueuePlan(usage=dict(self.usage), capacity=self.capacity)
         self.freeing: dict[str, Resources] = {}
         self.freeing_key: dict[Key, Resources] = {}
@@ -162,19 +191,19 @@ class _Planner:
         for job in active:
             key = key_of(policy, job)
             if job.state is JobState.PREEMPTED:
-                self.freeing[key[1]] = self.freeing.get(key[1], ZERO) + demand(job.spec)
-                self.freeing_key[key] = self.freeing_key.get(key, ZERO) + demand(job.spec)
+                self.freeing[key[1]] = self.freeing.get(key[1], ZERO) + self._demand(job.spec)
+                self.freeing_key[key] = self.freeing_key.get(key, ZERO) + self._demand(job.spec)
             else:
                 self.running.setdefault(key, []).append(job)
             self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
-            self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + job.spec.total_gpus
+            self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + self._gpus(job)
             self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
         self.queues: dict[Key, list[Job]] = {}
         self.pending: dict[Key, Resources] = {}
         for job in queue:
             key = key_of(policy, job)
             self.queues.setdefault(key, []).append(job)
-            self.pending[key] = self.pending.get(key, ZERO) + demand(job.spec)
+            self.pending[key] = self.pending.get(key, ZERO) + self._demand(job.spec)
         self.keys_in_pool: dict[str, list[Key]] = {}
         for key in set(self.queues) | set(self.usage):
             self.keys_in_pool.setdefault(key[1], []).append(key)
@@ -192,6 +221,12 @@ class _Planner:
         old = self.claims.get(key, ZERO)
         self.claims[key] = new
         self.claim_total[key[1]] = self.claim_total.get(key[1], ZERO) + new - old
+
+    def _demand(self, spec: JobSpec) -> Resources:
+        return demand(spec, self.gpu_mib)
+
+    def _gpus(self, job: Job) -> float:
+        return gpu_amount(job.spec, self.gpu_mib)
 
     def run(self) -> QueuePlan:
         heap: list = []
@@ -211,7 +246,7 @@ class _Planner:
         job = self.queues[key][index]
         quota = self.policy.quota(*key)
         fair = group_key(
-            self.usage.get(key, ZERO), quota.guaranteed, self._cap(key[1]), demand(job.spec)
+            self.usage.get(key, ZERO), quota.guaranteed, self._cap(key[1]), self._demand(job.spec)
         )
         heapq.heappush(heap, ((*fair, -job.spec.priority, job.submitted_at, job.job_id), key))
 
@@ -226,7 +261,7 @@ class _Planner:
 
     def _decide(self, key: Key, job: Job) -> None:
         group, pool = key
-        need = demand(job.spec)
+        need = self._demand(job.spec)
         self.pending[key] = self.pending[key] - need
         self._refresh(key)
         position = self.positions[group] = self.positions.get(group, 0) + 1
@@ -243,7 +278,7 @@ class _Planner:
         self.usage[key] = self.usage.get(key, ZERO) + need
         self._refresh(key)
         self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
-        self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + job.spec.total_gpus
+        self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + self._gpus(job)
         self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
         self.out.runnable.append(job)
         self.out.rows.append(QueueRow(job, group, pool, position, True, ""))
@@ -257,9 +292,9 @@ class _Planner:
         if limits.max_running is not None and running + 1 > limits.max_running:
             return f"user {job.user} at their limit: {running} of {limits.max_running} jobs running"
         held = self.user_gpus.get(job.user, 0.0)
-        if limits.max_gpus is not None and held + job.spec.total_gpus > limits.max_gpus + 1e-9:
+        if limits.max_gpus is not None and held + self._gpus(job) > limits.max_gpus + 1e-9:
             return (f"user {job.user} holds {fmt(held)} of {fmt(limits.max_gpus)} GPUs allowed; "
-                    f"this job needs {fmt(job.spec.total_gpus)}")  # fmt: skip
+                    f"this job needs {fmt(self._gpus(job))}")  # fmt: skip
         envs = self.user_envs.get(job.user, 0)
         if job.spec.interactive and limits.max_interactive is not None \
                 and envs + 1 > limits.max_interactive:  # fmt: skip
@@ -318,7 +353,9 @@ class _Planner:
         if excess.fits(ZERO):
             return f"waiting for preempted jobs of {key[0]} to stop ({self._grace()})"
         lower = [j for j in self.running.get(key, ()) if j.spec.priority < job.spec.priority]
-        victims = pick_victims(lower, excess, lambda j: demand(j.spec), started_of=self.started_of)
+        victims = pick_victims(
+            lower, excess, lambda j: self._demand(j.spec), started_of=self.started_of
+        )
         if not victims:
             return None
         why = (f"preempted: job {job.job_id} of {key[0]} has a higher priority "
@@ -349,14 +386,14 @@ class _Planner:
 
         def take(victim: Job) -> None:
             vkey = key_of(self.policy, victim)
-            usage[vkey] = usage.get(vkey, ZERO) - demand(victim.spec)
+            usage[vkey] = usage.get(vkey, ZERO) - self._demand(victim.spec)
 
         candidates = [
             j for other, jobs in self.running.items()
             if other[1] == pool and other[0] != group for j in jobs
         ]  # fmt: skip
         victims = pick_victims(
-            candidates, excess, lambda j: demand(j.spec), borrows, take, self.started_of
+            candidates, excess, lambda j: self._demand(j.spec), borrows, take, self.started_of
         )
         if not victims:
             self.out.notes[job.job_id] = (
@@ -374,7 +411,7 @@ class _Planner:
         for victim in victims:
             vkey = key_of(self.policy, victim)
             self.running[vkey] = [j for j in self.running[vkey] if j.job_id != victim.job_id]
-            self.usage[vkey] = self.usage.get(vkey, ZERO) - demand(victim.spec)
+            self.usage[vkey] = self.usage.get(vkey, ZERO) - self._demand(victim.spec)
             self._refresh(vkey)
             self.out.preemptions.append(Preemption(victim.job_id, reason(victim)))
 
@@ -382,7 +419,13 @@ class _Planner:
         return f"SIGTERM, then {fmt(self.policy.grace_s)} s grace"
 
 
-def check_submit(policy: Policy, user: str, spec: JobSpec, capacity: Mapping[str, Resources]):
+def check_submit(
+    policy: Policy,
+    user: str,
+    spec: JobSpec,
+    capacity: Mapping[str, Resources],
+    gpu_mib: int | None = None,
+):
     """Refuse at once what the policy can never run: an unknown pool, more than the group's
     ceiling, more than the pool has, more GPUs than the user may hold.
 
@@ -393,7 +436,7 @@ def check_submit(policy: Policy, user: str, spec: JobSpec, capacity: Mapping[str
         return
     group = policy.group_of(user)
     pool = policy.pool_of(user, spec.pool)
-    need = demand(spec)
+    need = demand(spec, gpu_mib)
     known = {p for p, cap in capacity.items() if cap.gpus > 0 or cap.cpus > 0}
     if known and pool not in known:
         raise JobSpecError(

@@ -5,22 +5,83 @@ GPU has left; :func:`dlc.scheduler.allocator.shares.place` picks the agent and G
 use grows fragmentation least and, on ties, the fullest GPU: shares pack onto GPUs already
 shared, so whole GPUs (and the NVLink groups they form) stay free for whole-GPU jobs.
 The chosen sub-ranges are what the task consumes (:func:`gpu_shares.share_take`), so the
-master never gives one unit twice. Pure: no I/O.
+master never gives one unit twice.
+
+Exclusive placement (``--exclusive-per-user``/``--exclusive-per-group``): a share that asks
+for it goes only on a GPU whose shares are all its user's (or group's), and no other user's
+share joins it there (:func:`may_share`, :class:`ShareTenants`). A fault in one MPS client
+takes down its co-runners on that GPU; this keeps such a fault within one user or group.
+Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_matches
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs import Job, JobSpec
 from dlc.topology import gpu_shares
 from dlc.topology.gpu_shares import STRIDE, GpuRanges
 from dlc.topology.model import Topology
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """Who holds (or asks for) a share, as exclusive placement sees it.
+
+    Attributes:
+        user: the job's user.
+        group: the user's group (the user itself when in none).
+        exclusive: ``"user"``, ``"group"`` (:attr:`JobSpec.exclusive_per`) or ``None``.
+    """
+
+    user: str
+    group: str
+    exclusive: str | None = None
+
+
+def _allows(holder: Tenant, other: Tenant) -> bool:
+    """Whether ``holder``'s exclusivity lets ``other`` onto its GPU."""
+    if holder.exclusive == "user":
+        return holder.user == other.user
+    if holder.exclusive == "group":
+        return holder.group == other.group
+    return True
+
+
+def may_share(a: Tenant, b: Tenant) -> bool:
+    """Whether shares of ``a`` and ``b`` may run on one GPU (both exclusivities hold)."""
+    return _allows(a, b) and _allows(b, a)
+
+
+@dataclass
+class ShareTenants:
+    """Who holds shares on each GPU (``(agent id, GPU index) -> tenants``).
+
+    The core fills it from its running share tasks each round; :func:`place
+    <dlc.scheduler.placement.place>` adds the shares it places, so the jobs after them in
+    the same round see them.
+    """
+
+    by_gpu: dict[tuple[str, int], list[Tenant]] = field(default_factory=dict)
+    group_of: Callable[[str], str | None] = field(default=lambda user: None)
+
+    def tenant(self, job: Job) -> Tenant:
+        """``job`` as a tenant (its user's group from ``group_of``, else the user)."""
+        group = self.group_of(job.user) or job.user
+        return Tenant(job.user, group, job.spec.exclusive_per)
+
+    def add(self, agent_id: str, gpu: int, tenant: Tenant) -> None:
+        """Record a share of ``tenant`` on GPU ``gpu`` of ``agent_id``."""
+        self.by_gpu.setdefault((agent_id, gpu), []).append(tenant)
+
+    def open_to(self, tenant: Tenant, agent_id: str, gpu: int) -> bool:
+        """Whether ``tenant`` may put a share on that GPU, given the shares already there."""
+        return all(may_share(tenant, t) for t in self.by_gpu.get((agent_id, gpu), ()))
 
 
 @dataclass(frozen=True)
@@ -35,17 +96,23 @@ class ShareChoice:
     topology: Topology | None
 
 
-def gpu_memory_of(index: int, mem: gpu_shares.Ranges, topology: Topology | None) -> int:
+def gpu_memory_of(
+    index: int,
+    mem: gpu_shares.Ranges,
+    topology: Topology | None,
+    blocks: dict[int, gpu_shares.Ranges] | None = None,
+) -> int:
     """GPU ``index``'s memory: from the topology, else the end of its offered block.
 
     Shares take the lowest free MiB, so the top of a block stays offered until the GPU is
-    full; a full GPU takes no share whatever its size.
+    full; a full GPU takes no share whatever its size. ``blocks``: ``per_gpu(mem)`` when
+    the caller has it already (it is the costly part, once per agent is enough).
     """
     if topology is not None:
         for gpu in topology.gpus:
             if gpu.index == index and gpu.memory_mib:
                 return int(gpu.memory_mib)
-    ranges = gpu_shares.per_gpu(mem).get(index, ())
+    ranges = (blocks if blocks is not None else gpu_shares.per_gpu(mem)).get(index, ())
     return ranges[-1][1] - index * STRIDE + 1 if ranges else 0
 
 
@@ -63,22 +130,47 @@ def _gpu_model_ok(spec: JobSpec, index: int, topology: Topology | None, agent_mo
     return model_matches(spec.gpu_model, agent_model)
 
 
-def _fitting_gpus(
-    spec: JobSpec, slot: Any, topology: Topology | None, model: str
-) -> tuple[dict[int, int], dict[int, int], int]:
-    """(GPU -> memory, GPU -> free thousandths where the share fits, the ask in thousandths)."""
-    free_mem = gpu_shares.amounts(slot.gpu_mem)
+def _slot_amounts(slot: Any, topology: Topology | None):
+    """(GPU -> free MiB, GPU -> free thousandths, GPU -> memory) of ``slot``'s ranges.
+
+    Kept on the slot until its ranges change (taking ranges makes new tuples): one round
+    places many shares over the same agents, and reading ranges is the costly part.
+    """
+    cached = getattr(slot, "_share_amounts", None)
+    if cached is not None and cached[0] is slot.gpu_mem and cached[1] is slot.gpu_core:
+        return cached[2]
+    blocks = gpu_shares.per_gpu(slot.gpu_mem)
+    free_mem = {i: sum(e - b + 1 for b, e in rs) for i, rs in blocks.items()}
     free_core = gpu_shares.amounts(slot.gpu_core)
-    totals = {i: gpu_memory_of(i, slot.gpu_mem, topology) for i in free_core}
-    ok, need = {}, 1
+    totals = {i: gpu_memory_of(i, slot.gpu_mem, topology, blocks) for i in free_core}
+    slot._share_amounts = (slot.gpu_mem, slot.gpu_core, (free_mem, free_core, totals))
+    return free_mem, free_core, totals
+
+
+def _fitting_gpus(
+    spec: JobSpec, slot: Any, topology: Topology | None, model: str, open_to: Callable
+) -> tuple[dict[int, int], dict[int, int], int, int]:
+    """(GPU -> memory, GPU -> free thousandths where the share fits, the ask in thousandths,
+    how many GPUs it fits but ``open_to(index)`` keeps it off)."""
+    free_mem, free_core, totals = _slot_amounts(slot, topology)
+    ok, need, barred = {}, 1, 0
     for index, core_left in free_core.items():
         total = totals[index]
         mib, milli = _needs(spec, total)
         fits = total and mib <= free_mem.get(index, 0) and milli <= core_left
-        if fits and _gpu_model_ok(spec, index, topology, model):
-            ok[index] = min(core_left, free_mem.get(index, 0) * 1000 // total)
-            need = max(need, milli, math.ceil(mib * 1000 / total))
-    return totals, ok, need
+        if not (fits and _gpu_model_ok(spec, index, topology, model)):
+            continue
+        if not open_to(index):
+            barred += 1
+            continue
+        ok[index] = min(core_left, free_mem.get(index, 0) * 1000 // total)
+        need = max(need, milli, math.ceil(mib * 1000 / total))
+    return totals, ok, need, barred
+
+
+def _fullness(ok: dict[int, int]) -> tuple[int, int]:
+    """Sort key of an agent's fitting GPUs (GPU -> free thousandths): whole ones, then room."""
+    return sum(v >= fgd.MILLI for v in ok.values()), sum(ok.values())
 
 
 def choose_share(
@@ -88,6 +180,7 @@ def choose_share(
     mem: float,
     topology_of: Callable[[dict[str, str]], Topology | None],
     agent_model: Callable[[Any], str],
+    open_to: Callable[[str, int], bool] | None = None,
 ) -> ShareChoice | str:
     """The GPU for a share of ``spec`` among ``slots`` (``_Slot`` of placement), or why not.
 
@@ -95,24 +188,40 @@ def choose_share(
         cpus, mem: what the task needs with the executor's overhead.
         topology_of: agent attributes -> decoded topology.
         agent_model: slot -> its ``gpu_model`` attribute text.
+        open_to: ``(agent id, GPU index) -> bool``: whether exclusive placement lets this
+            share onto that GPU (:meth:`ShareTenants.open_to`); default: every GPU.
     """
     views, fits, totals_of = [], [], []
     shareable = [s for s in slots if s.gpu_core]
     if not shareable:
         return "no offer has GPU shares (gpu_mem/gpu_core ranges) free"
-    need_milli = 1
+    need_milli, barred = 1, 0
     for slot in shareable:
         if slot.cpus < cpus - 1e-9 or slot.mem < mem - 1e-9 or slot.disk < spec.disk_mib - 1e-9:
             continue
         topology = topology_of(slot.attributes)
-        totals, ok, need = _fitting_gpus(spec, slot, topology, agent_model(slot))
-        need_milli = max(need_milli, need)
+        gpu_open = (lambda i, a=slot.agent_id: open_to(a, i)) if open_to else (lambda i: True)
+        totals, ok, need, kept_off = _fitting_gpus(
+            spec, slot, topology, agent_model(slot), gpu_open
+        )
+        need_milli, barred = max(need_milli, need), barred + kept_off
         if ok:
             fits.append((slot, topology, ok))
             totals_of.append(totals)
     if not fits:
         what = spec.share_text
-        return f"no GPU has a share of {what} left (with {spec.cpus:g} cpus/{spec.mem_mib} MiB)"
+        why = f"no GPU has a share of {what} left (with {spec.cpus:g} cpus/{spec.mem_mib} MiB)"
+        if barred:
+            why += (
+                f"; {barred} GPU(s) with room hold shares it may not join "
+                "(exclusive per user or group)"
+            )
+        return why
+    # the measure sends ties to the first agent: list first the agents with the fewest whole
+    # GPUs, then the fullest, so shares pack across agents as well as within one
+    # (measured in bench/share_placement.py, figures in docs/sharing.md)
+    order = sorted(range(len(fits)), key=lambda k: _fullness(fits[k][2]))
+    fits, totals_of = [fits[k] for k in order], [totals_of[k] for k in order]
     for slot, _, ok in fits:
         width = max(ok) + 1
         # GPUs the share does not fit count as full; the ones it fits hold at least the ask

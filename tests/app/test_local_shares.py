@@ -1,7 +1,9 @@
-"""The AIStation split on `dlc local`: one simulated agent of 8 x 32 GiB GPUs takes 64 jobs
-of --gpu-memory 4G at the same time, eight per GPU; the 65th queues with a reason.
+"""The AIStation split on `dlc local --agents 2`: two simulated agents of 8 x 32 GiB GPUs take
+128 jobs of --gpu-memory 4G at the same time, eight per GPU; the 129th queues with a reason.
 
-Executors are the stand-in (no Docker): each runs `sleep` as a plain process.
+Executors are the stand-in (no Docker): each runs `sleep` as a plain process. The helpers
+here are shared with the same check on the real Mesos master
+(tests/e2e/test_share_split_real_mesos.py).
 """
 
 from __future__ import annotations
@@ -15,10 +17,17 @@ from dlc.app.local import LocalCluster, LocalConfig
 from dlc.topology.gpu_shares import GPU_MEM, amounts, parse_ranges_text
 from tests.app.test_local import DGX1, STAND_IN
 
-SHARES = 64
+AGENTS = 2
+GPUS = 8
+GPU_MEM_MIB = 32768
+#: 32 GiB / 4 GiB = 8 shares per GPU
+SHARES = AGENTS * GPUS * 8
+BODY = {"image": "none", "gpu_memory": "4G", "cpus": 0.1, "mem_mib": 64,
+        "command": ["sleep", "120"]}  # fmt: skip
 
 
-def _wait(predicate, timeout=75.0, what=""):
+def wait_for(predicate, timeout=90.0, what=""):
+    """``predicate()``'s first true value, polled every 0.5 s."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -28,42 +37,56 @@ def _wait(predicate, timeout=75.0, what=""):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_64_memory_shares_run_at_once_and_the_65th_queues(tmp_path):
+def check_share_split(client: ApiClient, master_url: str) -> None:
+    """Submit :data:`SHARES` + 1 jobs of ``--gpu-memory 4G`` and check the split.
+
+    All :data:`SHARES` run at once, eight on every GPU of both agents; the master's
+    ``used_resources`` hold every MiB of ``gpu_mem`` and no whole GPU; the next one
+    queues with a reason naming the share.
+    """
+    ids = [client.submit(BODY)["id"] for _ in range(SHARES)]
+
+    def running():
+        jobs = {j["id"]: j for j in client.jobs()}
+        return all(jobs[i]["state"] == "running" for i in ids) and jobs
+
+    jobs = wait_for(running, what=f"{SHARES} shares running")
+    per_gpu: dict[tuple[str, int], int] = {}
+    for job_id in ids:
+        (task,) = jobs[job_id]["tasks"]
+        assert task["gpu_ids"] == [] and task["share_memory_mib"] == 4096, task
+        key = (task["agent_id"], task["share_gpu"])
+        per_gpu[key] = per_gpu.get(key, 0) + 1
+    assert len({agent for agent, _ in per_gpu}) == AGENTS
+    assert sorted(per_gpu.values()) == [8] * (AGENTS * GPUS), per_gpu
+    last = client.submit(BODY)["id"]
+    # the first answer is "waiting for the first offers"; the next offer tells why
+    queued = wait_for(
+        lambda: "GiB" in ((j := client.show(last)).get("message") or "") and j,
+        what="a reason naming the share",
+    )
+    assert queued["state"] == "queued"
+    assert "no GPU has a share of 4 GiB left" in queued["message"], queued["message"]
+    with urllib.request.urlopen(f"{master_url}/master/state", timeout=10) as resp:
+        agents = json.load(resp)["slaves"]
+    assert len(agents) == AGENTS
+    for agent in agents:
+        used = agent["used_resources"]
+        # eight 4 GiB shares fill each GPU; no whole GPU was taken
+        assert amounts(parse_ranges_text(used[GPU_MEM])) == dict.fromkeys(range(GPUS), GPU_MEM_MIB)
+        assert not used.get("gpus")
+
+
+def test_128_memory_shares_on_two_agents_run_at_once_and_the_129th_queues(tmp_path):
     config = LocalConfig(
         simulate=str(DGX1), work_dir=str(tmp_path), api_port=0, executor_command=STAND_IN,
-        gpu_mem_mib=32768,
+        gpu_mem_mib=GPU_MEM_MIB, agents=AGENTS,
     )  # fmt: skip
     cluster = LocalCluster(config).start()
     try:
-        client = ApiClient(cluster.service.api_url, cluster.admin_token)
-        body = {"image": "none", "gpu_memory": "4G", "cpus": 0.1, "mem_mib": 64,
-                "command": ["sleep", "60"]}  # fmt: skip
-        ids = [client.submit(body)["id"] for _ in range(SHARES)]
-
-        def running():
-            jobs = {j["id"]: j for j in client.jobs()}
-            return all(jobs[i]["state"] == "running" for i in ids) and jobs
-
-        jobs = _wait(running, what=f"{SHARES} shares running")
-        per_gpu: dict[int, int] = {}
-        for job_id in ids:
-            (task,) = jobs[job_id]["tasks"]
-            assert task["gpu_ids"] == [] and task["share_memory_mib"] == 4096
-            per_gpu[task["share_gpu"]] = per_gpu.get(task["share_gpu"], 0) + 1
-        assert per_gpu == dict.fromkeys(range(8), 8)
-        last = client.submit(body)["id"]
-        # the first answer is "waiting for the first offers"; the next offer tells why
-        queued = _wait(
-            lambda: "GiB" in ((j := client.show(last)).get("message") or "") and j,
-            what="a reason naming the share",
-        )
-        assert queued["state"] == "queued"
-        assert "no GPU has a share of 4 GiB left" in queued["message"], queued["message"]
-        with urllib.request.urlopen(f"{cluster.emulator.url}/master/state", timeout=10) as r:
-            (agent,) = json.load(r)["slaves"]
-        used = agent["used_resources"]
-        # eight 4 GiB shares fill each GPU; no whole GPU was taken
-        assert amounts(parse_ranges_text(used[GPU_MEM])) == dict.fromkeys(range(8), 32768)
-        assert not used.get("gpus")
+        hosts = {a["hostname"] for a in cluster.emulator.state()["slaves"]}
+        assert hosts == {"127.0.0.1", "127.0.0.2"}
+        check_share_split(ApiClient(cluster.service.api_url, cluster.admin_token),
+                          cluster.emulator.url)  # fmt: skip
     finally:
         cluster.stop()

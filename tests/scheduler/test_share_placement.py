@@ -151,3 +151,14 @@ def test_an_agent_whose_ranges_shares_took_entirely_has_no_whole_gpu():
     whole = Job("w", "bob", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
     decision = decide([whole], inventory, [view], PlacementConfig(), now=0.0)
     assert decision.launches == [] and "w" in decision.waiting
+
+
+def test_equal_choices_go_to_the_agent_with_fewer_whole_gpus():
+    # both agents have a GPU holding a 4 GiB share; a2 also has two whole GPUs taken, so
+    # packing there keeps a1's seven whole GPUs (and its NVLink quads) free
+    offers = [
+        ranged_offer("o1", "a1", used={2: (4096, 0)}),
+        ranged_offer("o2", "a2", used={6: (4096, 0)}, whole_taken=(0, 1)),
+    ]
+    result = place(offers, [share_job("j1", gpu_memory="4G")])
+    assert (result.launches[0].agent_id, result.launches[0].share.gpu_index) == ("a2", 6)
