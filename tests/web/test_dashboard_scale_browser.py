@@ -71,12 +71,17 @@ def test_hundred_agents_compact_view(fleet, tmp_path):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(ARTIFACTS / "dashboard-100-agents.png"))
 
-        # shares drawn by job inside one cell; the `none` backend said in words
+        # shares drawn by job inside one cell (on whichever agents placement packed them: all
+        # rows on one page); the `none` backend said in words
+        choose(driver, "page-size", "100")
+        wait_for(driver, f"return {ROWS.removeprefix('return ')} === 100 && 100")
         segs = driver.execute_script(
             "return Math.max(...[...document.querySelectorAll('#agents .cell.shared')]"
             ".map(c => c.querySelectorAll('.segs i').length))"
         )
         assert segs >= 2
+        choose(driver, "page-size", "25")
+        wait_for(driver, f"return {ROWS.removeprefix('return ')} === 25 && 25")
         rtx = driver.find_element("css selector", "tr[data-agent='agent-000']").text
         assert "time-slicing without limits" not in rtx
         choose(driver, "f-model", "NVIDIA_GeForce_RTX_4090")
@@ -170,10 +175,18 @@ def test_hundred_agents_compact_view(fleet, tmp_path):
         assert "no sample" in running and "idle" in running
 
         # drill-down: a row's agent page draws its topology with the GPUs coloured
-        click(driver, "tr[data-agent='agent-003'] td.host a")
-        wait_for(driver, "return document.querySelector('#agent-drawing svg g#node-gpu15')", 60)
+        # (an agent that holds work, wherever placement put it)
+        snap = fleet.dashboard.snapshot("admin", True)
+        held = next(
+            a
+            for a in snap["agents"]
+            if a["has_topology"] and any(g["holder"] or g["shares"] for g in a["gpus"])
+        )
+        click(driver, f"tr[data-agent='{held['id']}'] td.host a")
+        last_gpu = f"#agent-drawing svg g#node-gpu{held['total'] - 1}"
+        wait_for(driver, f"return document.querySelector('{last_gpu}')", 60)
         title = driver.find_element("css selector", "#agent-title").text
-        assert title == "gpu-node-003"
+        assert title == held["hostname"]
         drawn = "#agent-drawing g.node.gpu.held, #agent-drawing g.node.gpu.shared"
         assert driver.find_elements("css selector", drawn)
         # a job page shows the logs above the topology drawing
