@@ -29,12 +29,14 @@ from dlc.api.models import (
     JobOut,
     JobPage,
     JobSpecIn,
+    KillAllIn,
+    KillAllOut,
     LogChunk,
     SessionIn,
     SessionOut,
 )
-from dlc.errors import DlcError, ImageNotFound, JobNotFound, JobSpecError
-from dlc.scheduler.core import Actions
+from dlc.errors import DlcError, ImageNotFound, JobNotFound, JobSpecError, LimitReached
+from dlc.scheduler.core import LIVE_STATES, Actions
 from dlc.scheduler.jobs import Job, JobSpec, JobState
 
 log = logging.getLogger(__name__)
@@ -159,6 +161,25 @@ def _add_job_routes(app: FastAPI, api: Any) -> None:
         # A queued job's position changes every round: computed on demand, never stored.
         out["message"] = core.queue_reason(job_id) or out["message"]
         return out
+
+    @app.post("/v1/jobs/kill", response_model=KillAllOut, responses=ERRORS)
+    def kill_all(body: KillAllIn, request: Request) -> dict:
+        """Kill every live job of the caller (an admin: of ``user``, or of ``all_users``),
+        optionally only those in ``states``."""
+        user, admin = _auth(request)
+        if not admin and (body.all_users or body.user not in (None, user)):
+            msg = "you can kill only your own jobs; drop --user/--all-users"
+            raise DlcRequestError(403, msg, "all_users" if body.all_users else "user")
+        known = {s.value: s for s in LIVE_STATES}
+        wanted = body.states or sorted(known)
+        bad = [s for s in wanted if s not in known]
+        if bad:
+            msg = f"{bad[0][:40]!r} is not a live state; pass --state with one of "
+            raise DlcRequestError(400, msg + ", ".join(sorted(known)), "states")
+        owner = None if body.all_users else (body.user or "")
+        jobs, actions = core.kill_all(user, admin, owner, frozenset(known[s] for s in wanted))
+        api.dispatch(actions)
+        return {"count": len(jobs), "ids": [j.job_id for j in jobs]}
 
     @app.post("/v1/jobs/{job_id}/kill", response_model=JobOut, responses=ERRORS)
     def kill(job_id: str, request: Request) -> dict:
@@ -307,6 +328,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ImageNotFound)
     def bad_spec(request: Request, exc: DlcError) -> JSONResponse:
         return _error(400, str(exc), getattr(exc, "field", None))
+
+    @app.exception_handler(LimitReached)
+    def limit_reached(request: Request, exc: LimitReached) -> JSONResponse:
+        return _error(429, str(exc))
 
     @app.exception_handler(JobNotFound)
     def not_found(request: Request, exc: JobNotFound) -> JSONResponse:
