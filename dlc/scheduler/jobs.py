@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -110,6 +111,7 @@ _HOW: dict[str, str] = {
     "volumes": "-v /HOST:/CONTAINER[:ro|rw]",
     "priority": "--priority N",
     "retries": "--retries N",
+    "idle_timeout_s": "--idle-timeout SECONDS",
     "name": "--name NAME",
     "cuda_version": "cuda_version: X.Y",
     "container_user": "--container-user UID:GID",
@@ -133,6 +135,35 @@ def _range_rule(key: str, lo: float, hi: float) -> str:
 
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+#: longest number text (``"12"``, ``" 0.5 "``) looked at; longer is out of every field's range
+_MAX_NUMBER_TEXT = 40
+#: magnitude past which a number is out of every field's range (checked before any float(),
+#: which overflows on a 400-digit int, and before str(), which refuses 4,300 digits)
+_HUGE = 10**18
+
+
+def _too_big(value: Any) -> bool:
+    """Whether a number (or its text) is out of every range before it is converted."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) >= _HUGE
+    if isinstance(value, float):
+        return not math.isfinite(value) or abs(value) >= _HUGE
+    return isinstance(value, str) and len(value.strip()) > _MAX_NUMBER_TEXT
+
+
+def _shown(value: Any) -> str:
+    """A user's number for a one-line message (a 5,000-digit one by its size, not in full)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _HUGE:
+        return f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"
+    if isinstance(value, str) and len(value.strip()) > _MAX_NUMBER_TEXT:
+        return f"a {len(value.strip())}-character value"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return _short(value)
 
 
 @dataclass(frozen=True)
@@ -452,16 +483,17 @@ def _gpus(data: dict) -> tuple[int, float | None]:
         raise JobSpecError(
             "gpus", f"must be a whole number or a fraction below 1, got {_short(raw)}; {fix}"
         )
+    out_of_range = f"must be between 1 and {_MAX_GPUS_PER_NODE}, got {_num_text(raw)}; {fix}"
+    if _too_big(raw):
+        raise JobSpecError("gpus", out_of_range)
     try:
         number = float(raw)
     except ValueError:
         raise JobSpecError(
             "gpus", f"must be a whole number or a fraction below 1, got {_short(raw)}; {fix}"
         ) from None
-    if not number > 0 or number != number:
-        raise JobSpecError(
-            "gpus", f"must be between 1 and {_MAX_GPUS_PER_NODE}, got {_num_text(raw)}; {fix}"
-        )
+    if not number > 0 or not math.isfinite(number):
+        raise JobSpecError("gpus", out_of_range)
     if number < 1:
         if round(number * 1000) < 1:
             raise JobSpecError("gpus", f"{number:g} is below 0.001 of a GPU; {fix}")
@@ -473,14 +505,14 @@ def _gpus(data: dict) -> tuple[int, float | None]:
             f"GPU: {fix}",
         )
     if number > _MAX_GPUS_PER_NODE:
-        raise JobSpecError(
-            "gpus", f"must be between 1 and {_MAX_GPUS_PER_NODE}, got {_num_text(raw)}; {fix}"
-        )
+        raise JobSpecError("gpus", out_of_range)
     return int(number), None
 
 
 def _num_text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else _num(value)
+    """A number as the user typed it (``0``, not ``'0'``), when it is short and printable."""
+    text = value.strip() if isinstance(value, str) else ""
+    return text if text.isprintable() and 0 < len(text) <= _MAX_NUMBER_TEXT else _shown(value)
 
 
 def _gpu_memory(value: Any) -> int | None:
@@ -490,6 +522,8 @@ def _gpu_memory(value: Any) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise JobSpecError("gpu_memory", f"must be a size, got {_short(value)}; {fix}")
+    if _too_big(value):
+        raise JobSpecError("gpu_memory", f"{_shown(value)} is more than any GPU has; {fix}")
     if str(value).strip().startswith("-"):
         raise JobSpecError("gpu_memory", f"must be more than 0, got {_short(value)}; {fix}")
     match = _SIZE_RE.match(str(value))
@@ -539,12 +573,16 @@ def _int(data: dict, key: str, default: int, lo: int, hi: int) -> int:
         return default
     rule = _range_rule(key, lo, hi)
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise JobSpecError(key, f"must be a whole number, got {value!r}; {_fix(key, rule)}")
+        raise JobSpecError(key, f"must be a whole number, got {_shown(value)}; {_fix(key, rule)}")
+    if _too_big(value):
+        raise JobSpecError(
+            key, f"must be between {lo} and {hi}, got {_shown(value)}; {_fix(key, rule)}"
+        )
     try:
         number = int(value)
     except ValueError:
         raise JobSpecError(
-            key, f"must be a whole number, got {value!r}; {_fix(key, rule)}"
+            key, f"must be a whole number, got {_shown(value)}; {_fix(key, rule)}"
         ) from None
     if not lo <= number <= hi:
         raise JobSpecError(key, f"must be between {lo} and {hi}, got {number}; {_fix(key, rule)}")
@@ -554,12 +592,18 @@ def _int(data: dict, key: str, default: int, lo: int, hi: int) -> int:
 def _float(data: dict, key: str, default: float) -> float:
     value = data.get(key, default)
     rule = _range_rule(key, 0.01, 1024)
+    out_of_range = f"must be between 0.01 and 1024, got {_shown(value)}; {_fix(key, rule)}"
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise JobSpecError(key, f"must be a number, got {_short(value)}; {_fix(key, rule)}")
+    if _too_big(value):
+        raise JobSpecError(key, out_of_range)
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise JobSpecError(key, f"must be a number, got {value!r}; {_fix(key, rule)}") from None
-    if not 0.01 <= number <= 1024:
-        raise JobSpecError(key, f"must be between 0.01 and 1024, got {number}; {_fix(key, rule)}")
+    except ValueError:
+        not_a_number = f"must be a number, got {_shown(value)}; {_fix(key, rule)}"
+        raise JobSpecError(key, not_a_number) from None
+    if not 0.01 <= number <= 1024:  # NaN and inf too
+        raise JobSpecError(key, out_of_range)
     return number
 
 
