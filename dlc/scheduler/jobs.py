@@ -22,6 +22,7 @@ from typing import Any
 from dlc.errors import JobSpecError
 from dlc.images.reference import ImageReferenceError, parse_reference, registry_allowed
 from dlc.scheduler.launch_spec import TaskPolicy, parse_user
+from dlc.scheduler.spec_rules import container_path_problem, duplicate_target, gpu_model_problem
 from dlc.scheduler.tenancy import check_name, priority_of_class
 
 
@@ -196,21 +197,13 @@ class VolumeSpec:
             raise JobSpecError(
                 "volumes", f"{text!r}: mode must be ro or rw, not {mode!r}; end it with :ro or :rw"
             )
-        if not parts[1].startswith("/"):
+        if ".." in parts[0].split("/"):
             raise JobSpecError(
-                "volumes",
-                f"{text!r}: the container path must be absolute; start it with /, "
-                f"as in {_fix('volumes')}",
+                "volumes", f"{text!r}: '..' is not allowed in a path; give the plain path"
             )
-        for part in parts[:2]:
-            if ".." in part.split("/"):
-                raise JobSpecError(
-                    "volumes", f"{text!r}: '..' is not allowed in a path; give the plain path"
-                )
-        if parts[1].rstrip("/") == "":
-            raise JobSpecError(
-                "volumes", f"{text!r}: cannot mount over the container's /; pick a directory"
-            )
+        problem = container_path_problem(parts[1])  # the agent applies the same rule
+        if problem:
+            raise JobSpecError("volumes", f"{_short(text)}: the container path {problem}")
         return cls(parts[0], parts[1], mode == "ro")
 
 
@@ -383,6 +376,9 @@ class JobSpec:
                     "image",
                     f"{_short(self.image)}: {exc}; {_fix('image')}, e.g. pytorch/pytorch:2.3.1",
                 ) from None
+        if self.gpu_model is not None and gpu_model_problem(self.gpu_model):
+            problem = gpu_model_problem(self.gpu_model)
+            raise JobSpecError("gpu_model", f"{_short(self.gpu_model)} {problem}")
         if self.cuda_version is not None and not _CUDA_RE.match(self.cuda_version):
             raise JobSpecError(
                 "cuda_version", f"{_short(self.cuda_version)} is not X.Y; {_fix('cuda_version')}"
@@ -683,6 +679,11 @@ def _volumes(value: Any) -> tuple[VolumeSpec, ...]:
             raise JobSpecError(
                 "volumes", f"{_short(item)} is not /HOST:/CONTAINER[:ro|rw]; {_fix('volumes')}"
             )
+    twice = duplicate_target(v.container_path for v in result)
+    if twice:
+        raise JobSpecError(
+            "volumes", f"two volumes are mounted at {twice[:200]}; give each its own path"
+        )
     return tuple(result)
 
 
