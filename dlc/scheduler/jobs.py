@@ -493,6 +493,10 @@ def _gpus(data: dict) -> tuple[int, float | None]:
     if number < 1:
         if round(number * 1000) < 1:
             raise JobSpecError("gpus", f"{number:g} is below 0.001 of a GPU; {fix}")
+        if round(number * 1000) >= 1000:  # 0.9999 would be a "share" of the whole GPU
+            raise JobSpecError(
+                "gpus", f"{number:g} rounds to a whole GPU; pass --gpus 1, or a share <= 0.999"
+            )
         return 1, round(number, 3)
     if not number.is_integer():
         raise JobSpecError(

@@ -111,3 +111,11 @@ def test_a_yaml_file_names_the_field_of_a_5000_digit_number(tmp_path, field):
     )  # fmt: skip
     assert result.exit_code == 2, result.output[:300]
     assert _short_line(result.output).startswith(f"Error: {field}:")
+
+
+@pytest.mark.parametrize("share", [0.9999, 0.9995, "0.99951"])
+def test_a_share_that_rounds_to_a_whole_gpu_is_refused(share):
+    """It became gpu_fraction 1.0: a "share" holding a whole GPU through the sharing path."""
+    with pytest.raises(JobSpecError, match="rounds to a whole GPU"):
+        JobSpec.from_dict({"image": "busybox:1", "gpus": share})
+    assert JobSpec.from_dict({"image": "busybox:1", "gpus": 0.999}).gpu_fraction == 0.999
