@@ -16,10 +16,12 @@ in, the terminal's output and finally the exit code out) to a ``docker exec -it`
 from __future__ import annotations
 
 import base64
+import contextlib
 import hmac
 import http.server
 import json
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -215,10 +217,8 @@ class _BoundedServer(http.server.ThreadingHTTPServer):
 
 
 def _cut(request) -> None:
-    try:
-        request.shutdown(2)  # socket.SHUT_RDWR: the handler's read ends, its thread with it
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        request.shutdown(socket.SHUT_RDWR)  # the handler's read ends, and its thread with it
 
 
 def _reply(req, status: int, body: dict) -> None:
