@@ -38,7 +38,7 @@ MAX_REQUEST = 64 << 10
 #: each one held a thread forever (300 idle connections: 300 threads, red-team 2026-11-23).
 #: So: seconds to send a whole request, and open connections per client address and in all.
 REQUEST_TIMEOUT_S = 10.0
-MAX_CONNECTIONS_PER_IP = 8
+MAX_CONNECTIONS_PER_IP = 16
 MAX_CONNECTIONS = 64
 
 #: runs argv in the container; returns (exit code, combined output)

@@ -2,7 +2,7 @@
 
 It listens on every interface of the agent, so another user's container can reach it through
 its bridge's gateway without knowing the job's secret. Each idle connection held a thread
-forever (300 connections: 300 threads). Now a client address may hold 8 connections, all
+forever (300 connections: 300 threads). Now a client address may hold 16 connections, all
 clients 64, and a request must be whole within 10 s of connecting.
 """
 
@@ -52,7 +52,9 @@ def test_idle_connections_from_one_address_are_capped_and_others_still_served(se
         flood.append(sock)
     try:
         time.sleep(0.5)
-        assert threading.active_count() - before <= 16  # 8 held, a few timers and handlers
+        assert (
+            threading.active_count() - before <= 40
+        )  # 16 held: a handler and a deadline timer each
         answer = _exec(server.port, "127.0.0.1")  # the scheduler, from its own address
         assert answer["exit_code"] == 0 and base64.b64decode(answer["output"]) == b"ok"
     finally:
