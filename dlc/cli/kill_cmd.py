@@ -38,7 +38,8 @@ def command(job_id, all_jobs, states, user, all_users, output, api, token):
         raise FieldError("JOB", "give one job id, or --all (not both, not neither)")
     if not all_jobs and (states or user or all_users):
         raise FieldError("--all", "--state, --user and --all-users go with --all")
-    client = ApiClient(api, token)
+    # killing is about 2.5 ms a job (each kill is stored first): thousands take seconds
+    client = ApiClient(api, token, timeout_s=300 if all_jobs else 10)
     if all_jobs:
         result = client.kill_all(user, all_users, list(states))
         if output in ("json", "yaml"):
