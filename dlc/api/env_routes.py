@@ -118,7 +118,7 @@ def add_env_routes(app: FastAPI, api: Any) -> None:
         job_id: str,
         request: Request,
         path: str = Query(..., min_length=1, max_length=1024),
-        offset: int = Query(0, ge=0),
+        offset: int = Query(0, ge=0, le=2**62),  # a huge one was a 500 (pread overflow)
         length: int = Query(MAX_CHUNK, ge=1, le=MAX_CHUNK),
         rank: int = Query(0, ge=0),
     ) -> dict:

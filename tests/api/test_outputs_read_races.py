@@ -83,3 +83,24 @@ def test_a_fifo_in_outputs_is_refused_without_blocking(sandbox):
         reader.join(5)
     assert not stuck, "the read blocked on the FIFO"
     assert answer and "is not a file" in answer[0], answer
+
+
+def test_a_huge_outputs_offset_is_a_400_naming_it(tmp_path):
+    """``os.pread`` overflowed on ``offset=10**30``: a 500, like the logs' offset once did."""
+    from dlc.api.client import ApiClient
+    from dlc.api.logs import LogReader
+    from dlc.api.server import ApiServer
+    from dlc.errors import ApiError
+    from dlc.scheduler.core import SchedulerCore
+    from dlc.store.sqlite import JobStore
+
+    core = SchedulerCore(JobStore(tmp_path / "db"), resolver=lambda s: (s.image, None))
+    server = ApiServer(core, LogReader(lambda: None), lambda a: None)
+    server.start()
+    try:
+        client = ApiClient(server.url, core.store.add_token("alice"))
+        with pytest.raises(ApiError, match="offset"):
+            client._call("GET", f"/v1/jobs/j1/outputs?path=f&offset={10**30}")
+    finally:
+        server.stop()
+        core.store.close()
