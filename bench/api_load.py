@@ -31,13 +31,15 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def serve(db: str) -> None:
     """Child process: run the API and print ``URL TOKEN`` once it listens."""
     from dlc.api.logs import LogReader
-    from dlc.api.server import ApiServer
+    from dlc.api.server import ApiServer, ServerLimits
     from dlc.scheduler.core import SchedulerCore
     from dlc.store.sqlite import JobStore
 
     store = JobStore(db)
     core = SchedulerCore(store, resolver=lambda spec: (spec.image, None))
-    server = ApiServer(core, LogReader(lambda: None), lambda actions: None)
+    # every request comes from 127.0.0.1: the per-address connection cap would refuse most
+    limits = ServerLimits(max_connections_per_ip=0)
+    server = ApiServer(core, LogReader(lambda: None), lambda actions: None, limits=limits)
     url = server.start()
     print(url, store.add_token("bench"), flush=True)
     sys.stdin.read()  # until the parent closes our stdin

@@ -133,6 +133,10 @@ class ContainerError(DlcError):
     """The Docker engine refused or failed an operation."""
 
 
+class LimitReached(DlcError):
+    """A per-user cap (queued jobs, requests) is reached; the API answers 429."""
+
+
 class JobNotFound(DlcError):
     """No job with that id is visible to the caller."""
 

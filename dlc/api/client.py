@@ -68,6 +68,14 @@ class ApiClient:
         """Kill a job."""
         return self._call("POST", f"/v1/jobs/{_quote(job_id)}/kill", {})
 
+    def kill_all(
+        self, user: str | None = None, all_users: bool = False, states: list[str] | None = None
+    ) -> dict:
+        """Kill every live job of the caller (admins: of ``user`` or of all users);
+        returns ``{"count", "ids"}``."""
+        body = {"user": user, "all_users": all_users, "states": states or None}
+        return self._call("POST", "/v1/jobs/kill", body)
+
     def logs(self, job_id: str, stream: str = "stdout", offset: int = 0, length: int = 65536):
         """A chunk of a job's container output: ``{"data", "offset", "done", ...}``."""
         query = urllib.parse.urlencode({"stream": stream, "offset": offset, "length": length})

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hmac
 import json
 import os
 import posixpath
+import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +88,10 @@ def add_env_routes(app: FastAPI, api: Any) -> None:
             data = base64.b64decode(chunk.data, validate=True)
         except (binascii.Error, ValueError):
             raise HTTPException(400, "data: not base64; send the snapshot base64-encoded") from None
+        if chunk.blob is None:  # a new snapshot: reclaim the user's unused old ones first
+            live = [*core.queued_jobs(), *core.active_jobs()]
+            in_use = {j.spec.workdir for j in live if j.user == user and j.spec.workdir}
+            blobs.make_room(user, in_use, time.time())
         blob = chunk.blob or blobs.create(user)
         size = blobs.append(blob, user, data)
         return {"blob": blob, "size": size}
@@ -111,7 +118,7 @@ def add_env_routes(app: FastAPI, api: Any) -> None:
         job_id: str,
         request: Request,
         path: str = Query(..., min_length=1, max_length=1024),
-        offset: int = Query(0, ge=0),
+        offset: int = Query(0, ge=0, le=2**62),  # a huge one was a 500 (pread overflow)
         length: int = Query(MAX_CHUNK, ge=1, le=MAX_CHUNK),
         rank: int = Query(0, ge=0),
     ) -> dict:
@@ -297,24 +304,44 @@ def _local_sandbox(logs: Any, task: Any) -> Path | None:
 
 
 def read_local_output(sandbox: Path, rel: str, offset: int, length: int) -> tuple[bytes, int]:
-    """Read from ``sandbox/outputs/rel`` without following a link out of ``outputs``.
+    """Read from ``sandbox/outputs/rel`` without following any link, from the descriptors.
 
-    The container owns that folder: a link it plants there (``ln -s /etc/shadow x``) must not
-    make the scheduler read the host's files.
+    The container owns that folder and may change it at any moment: a link it plants there
+    (``ln -s /etc/shadow x``) must not make the scheduler read the host's files, nor a
+    directory it swaps for ``ln -s /`` between a check of the path and its opening (red-team
+    2026-11-23: resolving the path first, then opening it by name, read the host's file). So
+    each component is opened relative to its parent's descriptor with ``O_NOFOLLOW`` (as
+    :mod:`dlc.executor.host_paths` opens volumes), the file with ``O_NONBLOCK`` (a FIFO would
+    otherwise hold the API's worker thread until some writer came).
     """
-    root = os.path.realpath(sandbox / "outputs")
-    real = os.path.realpath(os.path.join(root, rel))
-    if not real.startswith(root + os.sep):
-        raise HTTPException(400, f"path: /outputs/{rel} leads outside /outputs")
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    names = [p for p in rel.split("/") if p]
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
+        fd = os.open(sandbox / "outputs", flags | os.O_DIRECTORY)
+    except OSError:
         raise HTTPException(409, f"no file /outputs/{rel} in the job's sandbox") from None
-    except OSError as exc:
-        raise HTTPException(400, f"path: /outputs/{rel} cannot be read ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not os.path.isfile(real):
+    try:
+        for depth, name in enumerate(names, 1):
+            last = depth == len(names)
+            try:
+                child = os.open(
+                    name, flags | (os.O_NONBLOCK if last else os.O_DIRECTORY), dir_fd=fd
+                )
+            except FileNotFoundError:
+                raise HTTPException(409, f"no file /outputs/{rel} in the job's sandbox") from None
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise HTTPException(
+                        400, f"path: /outputs/{rel} goes through a link; copy the real file"
+                    ) from None
+                raise HTTPException(
+                    400, f"path: /outputs/{rel} cannot be read ({exc.strerror})"
+                ) from None
+            os.close(fd)
+            fd = child
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise HTTPException(400, f"path: /outputs/{rel} is not a file")
-        size = os.fstat(fh.fileno()).st_size
-        fh.seek(offset)
-        return fh.read(length), size
+        return os.pread(fd, length, offset), info.st_size
+    finally:
+        os.close(fd)

@@ -149,6 +149,7 @@ class ApiGuard:
             # what the client declared, for routes that must tell a form from a script
             scope["dlc.content_type"] = (_header(headers, b"content-type") or b"").decode("latin-1")
             scope["headers"] = _as_json(headers)
+            scope["dlc.body"] = body  # for a route's error handler (lenient re-parse)
             receive = _replay(body, receive)
         await self.app(scope, receive, send)
 

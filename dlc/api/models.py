@@ -142,6 +142,26 @@ class HistoryEntry(BaseModel):
     message: str
 
 
+class KillAllIn(BaseModel):
+    """``POST /v1/jobs/kill``: kill every live job of one user (``dlc kill --all``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    user: StrictStr | None = Field(
+        None, description="whose jobs (default: the caller's; another user's: admins only)"
+    )
+    all_users: StrictBool = Field(False, description="every user's jobs (admins only)")
+    states: list[StrictStr] | None = Field(
+        None, description="queued, staging, running, preempted (default: all of them)"
+    )
+
+
+class KillAllOut(BaseModel):
+    """What ``POST /v1/jobs/kill`` killed."""
+
+    count: int
+    ids: list[str]
+
+
 class JobOut(BaseModel):
     """A job as the API shows it."""
 

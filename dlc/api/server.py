@@ -15,8 +15,12 @@ Errors are JSON ``{"error": "<one line>", "field": ...}`` with a fitting status 
 
 Abuse bounds (see :mod:`dlc.api.guard`): auth before any body byte is read,
 1 MiB bodies, 32 JSON levels, 1024 requests in flight (503 + Retry-After), a listen
-backlog of 2048, 10 s to send the request headers, 5 s keep-alive idle. No access log:
-request lines (and any query string) are never logged.
+backlog of 2048, 10 s from connect to send the request headers (however slowly the bytes
+trickle), 5 s keep-alive idle, and at most 64 open connections per client address and
+4096 in all: a connection past either cap gets a canned 429/503 and is closed at accept,
+before any parsing (a red-team run held 4,200 unauthenticated connections from one
+address and made the API answer 503 to everyone). No access log: request lines (and any
+query string) are never logged.
 """
 
 from __future__ import annotations
@@ -53,13 +57,18 @@ class ServerLimits(Limits):
 
     Attributes:
         backlog: the listen queue (connections waiting to be accepted).
-        max_connections: open connections before uvicorn answers 503.
-        header_timeout_s: seconds a client has to send a request's headers (slowloris).
+        max_connections: open connections in all; more are refused at accept (503).
+        max_connections_per_ip: open connections from one client address; more are
+            refused at accept (429). 0: no per-address cap (behind a proxy that already
+            limits, every client has the proxy's address).
+        header_timeout_s: seconds from connect (or from the previous response) a client
+            has to send a request's whole headers (slowloris).
         keep_alive_s: seconds an idle keep-alive connection stays open.
     """
 
     backlog: int = 2048
     max_connections: int = 4096
+    max_connections_per_ip: int = 64
     header_timeout_s: float = 10.0
     keep_alive_s: float = 5.0
 
@@ -105,6 +114,8 @@ class ApiServer:
         self.leadership = None
         self._socket = _listen(host, port, self.limits.backlog)
         self._server: uvicorn.Server | None = None
+        #: open connections per client address (set by :meth:`start`)
+        self.connections: ConnectionLimiter | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -116,11 +127,14 @@ class ApiServer:
     def start(self, timeout_s: float = 30.0) -> str:
         """Serve in a daemon thread; returns :attr:`url` once the server accepts."""
         guard = ApiGuard(self.app, self.core.authenticate, self.limits)
+        limiter = ConnectionLimiter(self.limits.max_connections, self.limits.max_connections_per_ip)
+        self.connections = limiter
         if self.leadership is not None:  # HA (--zk): standbys redirect to the leader
             guard = LeaderRedirect(guard, self.leadership)
         config = uvicorn.Config(
             guard,
-            http=_protocol(self.limits.header_timeout_s),
+            http=_protocol(self.limits.header_timeout_s, limiter),
+            ws=_ws_protocol(limiter),
             lifespan="off",
             log_config=None,
             access_log=False,
@@ -196,9 +210,73 @@ def _listen(host: str, port: int, backlog: int) -> socket.socket:
     return sock
 
 
-def _protocol(header_timeout_s: float) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with a deadline for each request's headers (slowloris) and
-    JSON for the 400 it sends on malformed HTTP (bad request line, headers, Content-Length)."""
+def _refusal(status: int, reason: str, message: str) -> bytes:
+    body = json.dumps({"error": message, "field": None}).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+#: the canned answers of :class:`ConnectionLimiter` (written once, no parsing, then closed)
+_TOO_MANY_FROM_YOU = _refusal(
+    429, "Too Many Requests", "too many open connections from your address; close some and retry"
+)
+_TOO_MANY = _refusal(503, "Service Unavailable", "too many open connections; retry in a second")
+
+
+class ConnectionLimiter:
+    """Open connections per client address and in all, counted from accept to close.
+
+    Lives on the event loop thread (no lock). A websocket upgrade keeps the connection's
+    slot: the h11 protocol hands the transport to the websocket protocol, which releases it.
+    """
+
+    def __init__(self, total: int, per_ip: int):
+        self.total, self.per_ip = total, per_ip
+        self.owner: dict[int, str] = {}  # id(transport) -> client address
+        self.by_ip: dict[str, int] = {}
+
+    def admit(self, transport: Any) -> bytes | None:
+        """Count ``transport`` in, or return the canned refusal to write before closing."""
+        peer = transport.get_extra_info("peername")
+        ip = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        if self.total and len(self.owner) >= self.total:
+            return _TOO_MANY
+        if self.per_ip and self.by_ip.get(ip, 0) >= self.per_ip:
+            return _TOO_MANY_FROM_YOU
+        self.owner[id(transport)] = ip
+        self.by_ip[ip] = self.by_ip.get(ip, 0) + 1
+        return None
+
+    def release(self, transport: Any) -> None:
+        """Count ``transport`` out (idempotent: an unknown or released one is ignored)."""
+        ip = self.owner.pop(id(transport), None)
+        if ip is not None:
+            left = self.by_ip[ip] - 1
+            if left:
+                self.by_ip[ip] = left
+            else:
+                del self.by_ip[ip]
+
+
+def _ws_protocol(limiter: ConnectionLimiter) -> type:
+    """uvicorn's websocket protocol, giving the connection's slot back when it closes."""
+    from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
+
+    class DlcWebSocketProtocol(AutoWebSocketsProtocol):  # type: ignore[misc, valid-type]
+        def connection_lost(self, exc: Exception | None) -> None:
+            limiter.release(self.transport)
+            super().connection_lost(exc)
+
+    return DlcWebSocketProtocol
+
+
+def _protocol(header_timeout_s: float, limiter: ConnectionLimiter) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with connection caps (:class:`ConnectionLimiter`), a deadline
+    for each request's headers (slowloris) and JSON for the 400 it sends on malformed HTTP
+    (bad request line, headers, Content-Length)."""
 
     class DlcH11Protocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None
@@ -211,6 +289,11 @@ def _protocol(header_timeout_s: float) -> type[H11Protocol]:
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            refusal = limiter.admit(transport)
+            if refusal is not None:  # refused before a byte is parsed: one write, then close
+                transport.write(refusal)
+                transport.close()
+                return
             self._arm_header_timer()
 
         def data_received(self, data: bytes) -> None:
@@ -226,6 +309,7 @@ def _protocol(header_timeout_s: float) -> type[H11Protocol]:
         def connection_lost(self, exc: Exception | None) -> None:
             if self._header_timer is not None:
                 self._header_timer.cancel()
+            limiter.release(self.transport)
             super().connection_lost(exc)
 
         def _arm_header_timer(self) -> None:

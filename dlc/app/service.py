@@ -16,7 +16,7 @@ from pathlib import Path
 from dlc import __version__
 from dlc.api.logs import LogReader
 from dlc.api.metrics import SchedulerMetrics
-from dlc.api.server import ApiServer
+from dlc.api.server import ApiServer, ServerLimits
 from dlc.mesos.framework import FrameworkConfig, MesosFramework
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
@@ -67,6 +67,11 @@ class ServiceConfig:
     zk: str | None = None
     #: per-user and per-job GPU usage on /metrics (dlc/api/metrics.py)
     metrics_tenant_labels: bool = False
+    #: queued jobs one (non-admin) user may have (0: no cap); ``--max-queued-per-user``
+    max_queued_per_user: int = 1000
+    #: open API connections per client address (0: no cap) and in all
+    max_connections_per_ip: int = 64
+    max_connections: int = 4096
 
     def __post_init__(self) -> None:
         check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
@@ -104,6 +109,7 @@ class SchedulerService:
             executor=replace(config.executor, policy=config.task_policy()),
             allowed_volumes=config.allowed_volumes,
             max_skips=config.max_skips,
+            max_queued_per_user=config.max_queued_per_user or None,
         )
         self.metrics = SchedulerMetrics(self.store, tenant_labels=config.metrics_tenant_labels)
         self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)
@@ -119,6 +125,10 @@ class SchedulerService:
                 framework_url=lambda: self.framework.framework_url(),
                 master_kind=lambda: self.framework.master_kind,
                 web=self.dashboard,
+                limits=ServerLimits(
+                    max_connections=config.max_connections,
+                    max_connections_per_ip=config.max_connections_per_ip,
+                ),
             )
         except BaseException:  # the port is taken: do not leave the database open
             self.store.close()

@@ -220,13 +220,34 @@ def admin_token_from(token_file: str | None) -> str | None:
 @click.option("--role", default="*", show_default=True, help="Mesos role.")
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
+@click.option(
+    "--max-queued-per-user",
+    type=click.IntRange(0),
+    default=1000,
+    show_default=True,
+    help="Queued jobs one user may have; more submits are refused (0: no cap; admins: any).",
+)
+@click.option(
+    "--max-connections-per-ip",
+    type=click.IntRange(0),
+    default=64,
+    show_default=True,
+    help="Open API connections per client address (0: no cap, e.g. behind a proxy).",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1),
+    default=4096,
+    show_default=True,
+    help="Open API connections in all; more are refused at accept.",
+)
 @executor_options
 @click.option("--metrics-tenant-labels", is_flag=True,
               help="Add per-user and per-job GPU usage to /metrics (user names and job ids "
               "on an unauthenticated endpoint: only behind a trusted scraper).")  # fmt: skip
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_registry,
-            container_user,
+            container_user, max_queued_per_user, max_connections_per_ip, max_connections,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, role, failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
@@ -278,6 +299,9 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
         framework=framework,
         zk=zk,
         metrics_tenant_labels=metrics_tenant_labels,
+        max_queued_per_user=max_queued_per_user,
+        max_connections_per_ip=max_connections_per_ip,
+        max_connections=max_connections,
         executor=executor_config(
             executor_command,
             executor_env,

@@ -33,11 +33,33 @@ def parse_mem(text: str) -> int:
     Raises:
         JobSpecError: not a size.
     """
+    if len(str(text).strip()) > 40:  # float() of 5,000 digits is inf, int(inf) a traceback
+        raise JobSpecError(
+            "mem",
+            f"a {len(str(text).strip())}-character value is more than any node has; "
+            "pass --mem like 4096, 512M or 16G",
+        )
     match = _MEM_RE.match(str(text))
     if not match:
         raise JobSpecError("mem", f"{text!r} is not a size like 4096, 512M or 16G")
     unit = (match.group(2) or "m")[0].lower()
     return max(1, int(float(match.group(1)) * _MEM_UNITS[unit]))
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """The safe loader, keeping an integer too long for ``int()`` (4,300 digits) as its text
+    so that the spec's checks name the field and its range (PyYAML raises a bare
+    ``ValueError`` there)."""
+
+
+def _int_or_text(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    try:
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    except ValueError:
+        return loader.construct_scalar(node)
+
+
+_SpecLoader.add_constructor("tag:yaml.org,2002:int", _int_or_text)
 
 
 def load_spec_file(path: str) -> dict[str, Any]:
@@ -47,7 +69,7 @@ def load_spec_file(path: str) -> dict[str, Any]:
         JobSpecError: unreadable file or not a mapping.
     """
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_SpecLoader) or {}
     except OSError as exc:
         raise JobSpecError("spec", f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -108,15 +130,17 @@ class SubmitCommand(click.Command):
 @click.option("--exclusive-per-group", "exclusive_per", flag_value="group",
               help="Share the GPU only with shares of your group.")  # fmt: skip
 @click.option("--gpu-model", help="Only GPUs whose model contains this, e.g. V100.")
-@click.option("--nodes", type=int, help="Agents to span (gang-placed; default 1).")
-@click.option("--cpus", type=float, help="CPUs per node (default 1).")
+# Numbers stay text here: the spec's checks name the field and its range for any value
+# (click's own message for a 5,000-digit --nodes echoed every digit).
+@click.option("--nodes", metavar="N", help="Agents to span (gang-placed; default 1).")
+@click.option("--cpus", metavar="N", help="CPUs per node (default 1).")
 @click.option("--mem", help="Memory per node: 4096 (MiB), 512M, 16G (default 1G).")
 @click.option("-e", "--env", multiple=True, help="KEY=VALUE environment (repeatable).")
 @click.option("-v", "--volume", multiple=True,
               help="HOST:CTR[:ro|:rw] bind mount, READ-ONLY unless :rw; HOST must be under "
                    "the scheduler's --allow-volume (repeatable).")  # fmt: skip
-@click.option("--priority", type=int, help="Higher runs first (default 0).")
-@click.option("--retries", type=int, help="Re-queue a failed or lost job this often.")
+@click.option("--priority", metavar="N", help="Higher runs first (default 0).")
+@click.option("--retries", metavar="N", help="Re-queue a failed or lost job this often.")
 @click.option("--name", help="Short job name.")
 @click.option("--container-user", help="UID:GID to run as (where the cluster allows it).")
 @click.option("--user", "as_me", is_flag=True,
@@ -131,7 +155,7 @@ class SubmitCommand(click.Command):
 @click.option(
     "--idle-timeout",
     "idle_timeout_s",
-    type=click.IntRange(10),
+    metavar="SECONDS",
     help="Stop an interactive job after this many seconds idle (default 3600).",
 )
 @click.option("--pool", help="Resource pool to run in (default: your group's).")

@@ -16,10 +16,12 @@ in, the terminal's output and finally the exit code out) to a ``docker exec -it`
 from __future__ import annotations
 
 import base64
+import contextlib
 import hmac
 import http.server
 import json
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +32,14 @@ log = logging.getLogger(__name__)
 EXEC_FILE = "dlc-exec.json"
 MAX_OUTPUT = 512 << 10
 MAX_REQUEST = 64 << 10
+
+#: the endpoint listens on every interface of the agent, where other jobs' containers reach it
+#: too (through their bridge's gateway): without a token they can still open connections, and
+#: each one held a thread forever (300 idle connections: 300 threads, red-team 2026-11-23).
+#: So: seconds to send a whole request, and open connections per client address and in all.
+REQUEST_TIMEOUT_S = 10.0
+MAX_CONNECTIONS_PER_IP = 16
+MAX_CONNECTIONS = 64
 
 #: runs argv in the container; returns (exit code, combined output)
 Runner = Callable[[list[str]], tuple[int, bytes]]
@@ -104,7 +114,7 @@ class ExecServer:
                 pass
 
         self.secret, self.runner = secret, runner
-        self.server = http.server.ThreadingHTTPServer((host, 0), Handler)
+        self.server = _BoundedServer((host, 0), Handler)
         self.port = self.server.server_address[1]
 
     def start(self, sandbox: Path) -> ExecServer:
@@ -126,6 +136,7 @@ class ExecServer:
             if length > MAX_REQUEST:
                 raise ValueError("request too large")
             body = json.loads(req.rfile.read(length))
+            req.server.request_read(req.request)
             argv = body["argv"]
             if not argv or not all(isinstance(a, str) for a in argv):
                 raise ValueError("argv must be a non-empty list of strings")
@@ -156,6 +167,58 @@ class ExecServer:
         req.wfile.flush()
         req.close_connection = True
         frames.relay_session(session, req.rfile, req.wfile)
+
+
+class _BoundedServer(http.server.ThreadingHTTPServer):
+    """A threading HTTP server with connection caps and a deadline to read each request.
+
+    A connection past a cap is closed at accept; one that has not sent its whole request
+    within :data:`REQUEST_TIMEOUT_S` of connecting is shut down (a slow client trickling bytes
+    included); a ``/shell`` session lives on after its request is read.
+    """
+
+    daemon_threads = True
+    request_queue_size = 128  # the listen backlog (5 by default: a burst waited on SYN retries)
+
+    def __init__(self, address, handler):
+        super().__init__(address, handler)
+        self._lock = threading.Lock()
+        self._open: dict[int, tuple[str, threading.Timer]] = {}  # id(socket) -> (ip, deadline)
+
+    def verify_request(self, request, client_address) -> bool:
+        ip = str(client_address[0])
+        with self._lock:
+            mine = sum(1 for owner, _ in self._open.values() if owner == ip)
+            if len(self._open) >= MAX_CONNECTIONS or mine >= MAX_CONNECTIONS_PER_IP:
+                return False  # socketserver closes it
+            timer = threading.Timer(REQUEST_TIMEOUT_S, _cut, (request,))
+            timer.daemon = True
+            self._open[id(request)] = (ip, timer)
+        timer.start()
+        return True
+
+    def request_read(self, request) -> None:
+        """The whole request arrived: its deadline no longer applies (a shell lives on)."""
+        with self._lock:
+            _, timer = self._open.get(id(request), ("", None))
+        if timer is not None:
+            timer.cancel()
+
+    def handle_error(self, request, client_address) -> None:
+        # a connection cut at its deadline or dropped by its client; no traceback in the log
+        log.debug("exec connection from %s ended early", client_address[0])
+
+    def shutdown_request(self, request) -> None:
+        with self._lock:
+            _, timer = self._open.pop(id(request), ("", None))
+        if timer is not None:
+            timer.cancel()
+        super().shutdown_request(request)
+
+
+def _cut(request) -> None:
+    with contextlib.suppress(OSError):
+        request.shutdown(socket.SHUT_RDWR)  # the handler's read ends, and its thread with it
 
 
 def _reply(req, status: int, body: dict) -> None:

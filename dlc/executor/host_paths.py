@@ -36,6 +36,7 @@ from dlc.errors import ContainerError
 from dlc.images.reference import ImageReferenceError, registry_allowed
 from dlc.scheduler.jobs import user_prefixes
 from dlc.scheduler.launch_spec import LaunchSpec, Volume, parse_user
+from dlc.scheduler.spec_rules import container_path_problem, duplicate_target
 
 _FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -143,6 +144,9 @@ def check_volume(volume: Volume, allowed: tuple[str, ...]) -> Volume:
         MountRefused: the reason, naming the volume and the fix.
     """
     name = f"volume {volume.host_path}:{volume.container_path}"
+    problem = container_path_problem(volume.container_path)  # the rule submit applies too
+    if problem:
+        raise MountRefused(f"{name}: the container path {problem}")
     try:
         parts = split_path(volume.host_path)
     except ValueError as exc:
@@ -236,5 +240,8 @@ def checked_spec(spec: LaunchSpec) -> LaunchSpec:
         TaskRefused, MountRefused: one line naming what is refused and the fix.
     """
     check_user(spec)
+    twice = duplicate_target(v.container_path for v in spec.volumes)
+    if twice:
+        raise MountRefused(f"two volumes are mounted at {twice[:200]}; give each its own path")
     allowed = user_prefixes(spec.policy.allowed_volumes, spec.user)
     return replace(spec, volumes=tuple(check_volume(v, allowed) for v in spec.volumes))

@@ -10,7 +10,10 @@ The grammar is the one of ``github.com/distribution/reference`` (``reference.go`
     digest    := algorithm ":" hex{32,}
 
 The first component is a registry host when it contains ``.`` or ``:`` or is ``localhost``
-(Docker's ``splitDockerDomain``); otherwise the image is on Docker Hub, ``docker.io``.
+in any case (Docker's ``splitDockerDomain``); otherwise the image is on Docker Hub,
+``docker.io``. Host names are compared lowercase (``LOCALHOST:5000`` is ``localhost:5000``,
+which the engine reaches too). Docker also takes any other uppercase first component
+(``UPPER/x``) for a host; DLC refuses it as a malformed Hub name, the stricter reading.
 Pure functions, no I/O: the scheduler checks at submit, the executor again on the agent.
 """
 
@@ -93,7 +96,8 @@ def parse_reference(text: str) -> ImageReference:
 def split_registry(name: str) -> tuple[str, str]:
     """``(registry, path)`` of an image name without tag (Docker's ``splitDockerDomain``)."""
     first, sep, rest = name.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
+    if sep and ("." in first or ":" in first or first.lower() == "localhost"):
+        first = first.lower()  # a host name: the allow-list is compared lowercase too
         registry = DOCKER_HUB if first in _HUB_ALIASES else first
         if registry == DOCKER_HUB and "/" not in rest:
             rest = f"library/{rest}"

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from dlc.errors import JobNotFound, JobSpecError
+from dlc.errors import JobNotFound, JobSpecError, LimitReached
 from dlc.scheduler.cluster import AgentView, Holder
 from dlc.scheduler.decide import Decision, decide
 from dlc.scheduler.draining import DRAIN_TIMEOUT_S, Drains, confirms_gone, may_still_run
@@ -104,6 +104,9 @@ _PREVIOUS_KEPT = 4096
 _STOPPED = "stopped: "
 
 #: (framework or None, image or None) -> (image, cuda_version); raises DlcError
+#: the states ``dlc kill --all`` reaches (every state in which a job may still start or run)
+LIVE_STATES = frozenset({JobState.QUEUED, JobState.STAGING, JobState.RUNNING, JobState.PREEMPTED})
+
 ImageResolver = Callable[[JobSpec], tuple[str, str | None]]
 
 
@@ -142,6 +145,9 @@ class CoreConfig:
         default_max_priority: the highest ``priority`` a user may set when the caller
             passes no grant (``None``: no limit).
         admin_max_priority: the same for admins (``None``: no limit).
+        max_queued_per_user: queued (not yet started) jobs one user may have; the next
+            submit is refused (``None`` or 0: no cap; admins are exempt). A red-team user
+            queued 2,000 8-GPU jobs and held the whole cluster's queue.
     """
 
     placement: PlacementConfig = PlacementConfig()
@@ -152,6 +158,7 @@ class CoreConfig:
     drain_timeout_s: float = DRAIN_TIMEOUT_S
     default_max_priority: int | None = 0
     admin_max_priority: int | None = None
+    max_queued_per_user: int | None = 1000
 
 
 def default_resolver(spec: JobSpec) -> tuple[str, str | None]:
@@ -309,10 +316,23 @@ class SchedulerCore:
         check_registry(spec, image, self.config.executor.policy.allowed_registries)
         spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
         with self._lock:
+            self._check_queue_room(user, admin)
             self.inventory.check(spec)
             check_submit(self.tenancy, user, spec, self.pool_capacity(), self.share_gpu_memory())
             job = Job(self.store.new_job_id(), user, spec, submitted_at=self._clock())
             return self._track(self.store.add_job(job))
+
+    def _check_queue_room(self, user: str, admin: bool) -> None:
+        cap = self.config.max_queued_per_user
+        if not cap or admin:
+            return
+        queued = sum(1 for job in self._queued.values() if job.user == user)
+        if queued >= cap:
+            raise LimitReached(
+                f"{user} already has {queued} jobs queued, the most one user may queue "
+                f"(--max-queued-per-user {cap}); wait for some to start, or kill some with "
+                "`dlc kill --all --state queued`"
+            )
 
     def _check_priority(self, spec: JobSpec, max_priority: int | None, admin: bool) -> None:
         limit = max_priority
@@ -351,6 +371,40 @@ class SchedulerCore:
             )
             actions.kills = [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
             return job, actions
+
+    def kill_all(
+        self,
+        user: str,
+        admin: bool = False,
+        owner: str | None = "",
+        states: frozenset[JobState] = LIVE_STATES,
+    ) -> tuple[list[Job], Actions]:
+        """Kill every live job of ``owner`` in ``states`` (``dlc kill --all``).
+
+        Args:
+            user, admin: the caller. A user reaches only their own jobs, whatever ``owner``.
+            owner: whose jobs: ``""`` the caller's, a user name, or ``None`` everyone's
+                (admins only).
+            states: which of the live states (queued, staging, running, preempted).
+
+        Returns:
+            the jobs as stored after the kill, and the task kills to send.
+        """
+        if not admin or owner == "":
+            owner = user
+        with self._lock:
+            live = [*self._queued.values(), *self._active.values()]
+            chosen = [
+                j.job_id
+                for j in live
+                if (owner is None or j.user == owner) and j.state in states and not j.kill_requested
+            ]
+            killed, actions = [], Actions()
+            for job_id in chosen:
+                job, more = self.kill(job_id, user, admin)
+                killed.append(job)
+                actions.kills.extend(more.kills)
+            return killed, actions
 
     def visible_job(self, job_id: str, user: str, admin: bool = False) -> Job:
         """The job if the caller may see it.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from dlc.errors import JobSpecError
 from dlc.images.reference import ImageReferenceError, parse_reference, registry_allowed
 from dlc.scheduler.launch_spec import TaskPolicy, parse_user
+from dlc.scheduler.spec_rules import container_path_problem, duplicate_target, gpu_model_problem
 from dlc.scheduler.tenancy import check_name, priority_of_class
 
 
@@ -114,6 +116,7 @@ _HOW: dict[str, str] = {
     "volumes": "-v /HOST:/CONTAINER[:ro|rw]",
     "priority": "--priority N",
     "retries": "--retries N",
+    "idle_timeout_s": "--idle-timeout SECONDS",
     "name": "--name NAME",
     "cuda_version": "cuda_version: X.Y",
     "container_user": "--container-user UID:GID",
@@ -137,6 +140,35 @@ def _range_rule(key: str, lo: float, hi: float) -> str:
 
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+#: longest number text (``"12"``, ``" 0.5 "``) looked at; longer is out of every field's range
+_MAX_NUMBER_TEXT = 40
+#: magnitude past which a number is out of every field's range (checked before any float(),
+#: which overflows on a 400-digit int, and before str(), which refuses 4,300 digits)
+_HUGE = 10**18
+
+
+def _too_big(value: Any) -> bool:
+    """Whether a number (or its text) is out of every range before it is converted."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) >= _HUGE
+    if isinstance(value, float):
+        return not math.isfinite(value) or abs(value) >= _HUGE
+    return isinstance(value, str) and len(value.strip()) > _MAX_NUMBER_TEXT
+
+
+def _shown(value: Any) -> str:
+    """A user's number for a one-line message (a 5,000-digit one by its size, not in full)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _HUGE:
+        return f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"
+    if isinstance(value, str) and len(value.strip()) > _MAX_NUMBER_TEXT:
+        return f"a {len(value.strip())}-character value"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return _short(value)
 
 
 @dataclass(frozen=True)
@@ -169,21 +201,13 @@ class VolumeSpec:
             raise JobSpecError(
                 "volumes", f"{text!r}: mode must be ro or rw, not {mode!r}; end it with :ro or :rw"
             )
-        if not parts[1].startswith("/"):
+        if ".." in parts[0].split("/"):
             raise JobSpecError(
-                "volumes",
-                f"{text!r}: the container path must be absolute; start it with /, "
-                f"as in {_fix('volumes')}",
+                "volumes", f"{text!r}: '..' is not allowed in a path; give the plain path"
             )
-        for part in parts[:2]:
-            if ".." in part.split("/"):
-                raise JobSpecError(
-                    "volumes", f"{text!r}: '..' is not allowed in a path; give the plain path"
-                )
-        if parts[1].rstrip("/") == "":
-            raise JobSpecError(
-                "volumes", f"{text!r}: cannot mount over the container's /; pick a directory"
-            )
+        problem = container_path_problem(parts[1])  # the agent applies the same rule
+        if problem:
+            raise JobSpecError("volumes", f"{_short(text)}: the container path {problem}")
         return cls(parts[0], parts[1], mode == "ro")
 
 
@@ -360,6 +384,9 @@ class JobSpec:
                     "image",
                     f"{_short(self.image)}: {exc}; {_fix('image')}, e.g. pytorch/pytorch:2.3.1",
                 ) from None
+        if self.gpu_model is not None and gpu_model_problem(self.gpu_model):
+            problem = gpu_model_problem(self.gpu_model)
+            raise JobSpecError("gpu_model", f"{_short(self.gpu_model)} {problem}")
         if self.cuda_version is not None and not _CUDA_RE.match(self.cuda_version):
             raise JobSpecError(
                 "cuda_version", f"{_short(self.cuda_version)} is not X.Y; {_fix('cuda_version')}"
@@ -471,19 +498,24 @@ def _gpus(data: dict) -> tuple[int, float | None]:
         raise JobSpecError(
             "gpus", f"must be a whole number or a fraction below 1, got {_short(raw)}; {fix}"
         )
+    out_of_range = f"must be between 1 and {_MAX_GPUS_PER_NODE}, got {_num_text(raw)}; {fix}"
+    if _too_big(raw):
+        raise JobSpecError("gpus", out_of_range)
     try:
         number = float(raw)
     except ValueError:
         raise JobSpecError(
             "gpus", f"must be a whole number or a fraction below 1, got {_short(raw)}; {fix}"
         ) from None
-    if not number > 0 or number != number:
-        raise JobSpecError(
-            "gpus", f"must be between 1 and {_MAX_GPUS_PER_NODE}, got {_num_text(raw)}; {fix}"
-        )
+    if not number > 0 or not math.isfinite(number):
+        raise JobSpecError("gpus", out_of_range)
     if number < 1:
         if round(number * 1000) < 1:
             raise JobSpecError("gpus", f"{number:g} is below 0.001 of a GPU; {fix}")
+        if round(number * 1000) >= 1000:  # 0.9999 would be a "share" of the whole GPU
+            raise JobSpecError(
+                "gpus", f"{number:g} rounds to a whole GPU; pass --gpus 1, or a share <= 0.999"
+            )
         return 1, round(number, 3)
     if not number.is_integer():
         raise JobSpecError(
@@ -492,14 +524,14 @@ def _gpus(data: dict) -> tuple[int, float | None]:
             f"GPU: {fix}",
         )
     if number > _MAX_GPUS_PER_NODE:
-        raise JobSpecError(
-            "gpus", f"must be between 1 and {_MAX_GPUS_PER_NODE}, got {_num_text(raw)}; {fix}"
-        )
+        raise JobSpecError("gpus", out_of_range)
     return int(number), None
 
 
 def _num_text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else _num(value)
+    """A number as the user typed it (``0``, not ``'0'``), when it is short and printable."""
+    text = value.strip() if isinstance(value, str) else ""
+    return text if text.isprintable() and 0 < len(text) <= _MAX_NUMBER_TEXT else _shown(value)
 
 
 def _gpu_memory(value: Any) -> int | None:
@@ -509,6 +541,8 @@ def _gpu_memory(value: Any) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise JobSpecError("gpu_memory", f"must be a size, got {_short(value)}; {fix}")
+    if _too_big(value):
+        raise JobSpecError("gpu_memory", f"{_shown(value)} is more than any GPU has; {fix}")
     if str(value).strip().startswith("-"):
         raise JobSpecError("gpu_memory", f"must be more than 0, got {_short(value)}; {fix}")
     match = _SIZE_RE.match(str(value))
@@ -558,12 +592,16 @@ def _int(data: dict, key: str, default: int, lo: int, hi: int) -> int:
         return default
     rule = _range_rule(key, lo, hi)
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise JobSpecError(key, f"must be a whole number, got {value!r}; {_fix(key, rule)}")
+        raise JobSpecError(key, f"must be a whole number, got {_shown(value)}; {_fix(key, rule)}")
+    if _too_big(value):
+        raise JobSpecError(
+            key, f"must be between {lo} and {hi}, got {_shown(value)}; {_fix(key, rule)}"
+        )
     try:
         number = int(value)
     except ValueError:
         raise JobSpecError(
-            key, f"must be a whole number, got {value!r}; {_fix(key, rule)}"
+            key, f"must be a whole number, got {_shown(value)}; {_fix(key, rule)}"
         ) from None
     if not lo <= number <= hi:
         raise JobSpecError(key, f"must be between {lo} and {hi}, got {number}; {_fix(key, rule)}")
@@ -573,12 +611,18 @@ def _int(data: dict, key: str, default: int, lo: int, hi: int) -> int:
 def _float(data: dict, key: str, default: float) -> float:
     value = data.get(key, default)
     rule = _range_rule(key, 0.01, 1024)
+    out_of_range = f"must be between 0.01 and 1024, got {_shown(value)}; {_fix(key, rule)}"
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise JobSpecError(key, f"must be a number, got {_short(value)}; {_fix(key, rule)}")
+    if _too_big(value):
+        raise JobSpecError(key, out_of_range)
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise JobSpecError(key, f"must be a number, got {value!r}; {_fix(key, rule)}") from None
-    if not 0.01 <= number <= 1024:
-        raise JobSpecError(key, f"must be between 0.01 and 1024, got {number}; {_fix(key, rule)}")
+    except ValueError:
+        not_a_number = f"must be a number, got {_shown(value)}; {_fix(key, rule)}"
+        raise JobSpecError(key, not_a_number) from None
+    if not 0.01 <= number <= 1024:  # NaN and inf too
+        raise JobSpecError(key, out_of_range)
     return number
 
 
@@ -658,6 +702,11 @@ def _volumes(value: Any) -> tuple[VolumeSpec, ...]:
             raise JobSpecError(
                 "volumes", f"{_short(item)} is not /HOST:/CONTAINER[:ro|rw]; {_fix('volumes')}"
             )
+    twice = duplicate_target(v.container_path for v in result)
+    if twice:
+        raise JobSpecError(
+            "volumes", f"two volumes are mounted at {twice[:200]}; give each its own path"
+        )
     return tuple(result)
 
 

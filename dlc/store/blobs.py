@@ -21,6 +21,11 @@ from dlc.errors import DlcError
 
 #: the largest snapshot accepted (compressed bytes)
 MAX_BLOB_BYTES = 64 << 20
+#: snapshots one user may keep (red-team 2026-11-23: every upload made a new file, forever,
+#: so one user could fill the scheduler's disk); older ones no live job uses are reclaimed
+MAX_BLOBS_PER_USER = 32
+#: a snapshot younger than this is never reclaimed (its upload or its submit may be under way)
+MIN_RECLAIM_AGE_S = 3600.0
 _ID_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -85,6 +90,43 @@ class BlobStore:
             return self._path(blob_id, ".tgz").read_bytes()
         except OSError:
             raise DlcError(f"workdir: snapshot {blob_id} is gone from the scheduler") from None
+
+    def owned(self, owner: str) -> list[tuple[float, str]]:
+        """``(modified time, id)`` of ``owner``'s blobs, oldest first."""
+        found = []
+        for marker in self.root.glob("*.owner") if self.root.is_dir() else ():
+            with contextlib.suppress(OSError):
+                if marker.read_text() == owner:
+                    found.append((marker.with_suffix(".tgz").stat().st_mtime, marker.stem))
+        return sorted(found)
+
+    def make_room(
+        self,
+        owner: str,
+        in_use: set[str],
+        now: float,
+        max_blobs: int = MAX_BLOBS_PER_USER,
+        min_age_s: float = MIN_RECLAIM_AGE_S,
+    ) -> None:
+        """Before ``owner`` uploads another blob: delete their oldest blobs that no live job
+        uses (``in_use``) and that are older than ``min_age_s``, down to ``max_blobs - 1``.
+
+        Raises:
+            DlcError: ``owner`` still holds ``max_blobs`` (all in use or recent).
+        """
+        mine = self.owned(owner)
+        for mtime, blob_id in mine:
+            if len(mine) < max_blobs:
+                return
+            if blob_id not in in_use and now - mtime >= min_age_s:
+                self.delete(blob_id)
+                mine = [m for m in mine if m[1] != blob_id]
+        if len(mine) >= max_blobs:
+            raise DlcError(
+                f"workdir: {owner} already keeps {len(mine)} snapshots, the most one user may "
+                f"(queued or running jobs use them, or they are under an hour old); wait, or "
+                "kill jobs you no longer need"
+            )
 
     def delete(self, blob_id: str) -> None:
         """Remove a blob (no error if it is gone)."""

@@ -48,10 +48,11 @@ def api(tmp_path):
     core.store.close()
 
 
-def _connect(server) -> socket.socket:
+def _connect(server, source: str | None = None) -> socket.socket:
+    """A connection to the server, from the loopback address ``source`` when given."""
     host, port = urllib.parse.urlsplit(server.url).netloc.split(":")
-    sock = socket.create_connection((host, int(port)), timeout=WAIT_S)
-    return sock
+    where = (source, 0) if source else None
+    return socket.create_connection((host, int(port)), timeout=WAIT_S, source_address=where)
 
 
 def _read_all(sock: socket.socket) -> bytes:
@@ -199,8 +200,9 @@ def test_slow_body_is_408(tmp_path):
 
 
 def test_500_concurrent_connections_are_all_served(api):
+    """500 at once from 10 client addresses (50 each: under the per-address cap)."""
     server, _, _ = api
-    socks = [_connect(server) for _ in range(500)]
+    socks = [_connect(server, f"127.0.0.{1 + i % 10}") for i in range(500)]
     try:
         for sock in socks:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

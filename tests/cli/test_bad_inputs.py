@@ -434,7 +434,7 @@ ONLINE = [
         ("pytorch:0.1", "known pytorch versions"),
     ),
     ("unknown-framework", ["submit", "--framework", "caffe:1.0"], ("caffe",)),
-    ("volume-not-allowed", ["submit", "--image", "x", "-v", "/etc:/etc"], ("volumes:", "/etc")),
+    ("volume-not-allowed", ["submit", "--image", "x", "-v", "/etc:/h"], ("volumes:", "/etc")),
     ("status-unknown-job", ["status", "nosuchjob"], ("nosuchjob",)),
     ("kill-unknown-job", ["kill", "nosuchjob"], ("nosuchjob",)),
     ("logs-unknown-job", ["logs", "nosuchjob"], ("nosuchjob",)),

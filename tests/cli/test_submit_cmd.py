@@ -96,7 +96,7 @@ def test_submit_yaml_spec_flags_override(env):
             "gpus: must be between 1 and 64, got 0; pass --gpus N with 1 <= N <= 64",
             id="zero-gpus",
         ),
-        pytest.param(["--image", "x", "-v", "/etc:/etc"], "allowed: /data", id="volume"),
+        pytest.param(["--image", "x", "-v", "/etc:/host-etc"], "allowed: /data", id="volume"),
         pytest.param(["--image", "x", "--mem", "lots"], "mem: 'lots' is not a size", id="mem"),
         pytest.param(["--gpus", "1"], "framework: give a framework", id="no-framework"),
         pytest.param(["-f", "/nonexistent.yaml"], "spec: cannot read", id="missing-file"),

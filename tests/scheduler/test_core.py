@@ -58,7 +58,7 @@ def test_submit_resolves_image_and_queues(core):
     "body, error, match",
     [
         pytest.param({"framework": "pytorch:9.9"}, ImageNotFound, "known: pytorch:2.3", id="ver"),
-        pytest.param({"volumes": ["/etc:/etc"]}, JobSpecError, "allowed: /data", id="volume"),
+        pytest.param({"volumes": ["/etc:/host-etc"]}, JobSpecError, "allowed: /data", id="volume"),
         pytest.param({"gpus": 9}, JobSpecError, "no agent has more than 8", id="too-many-gpus"),
     ],
 )

@@ -115,10 +115,16 @@ class ShareHook:
         return render_share(share, style, driver_version, pipe_dir, device_root)
 
     def started(self, task_id: str, container_id: str) -> None:
-        """The container runs: watch its memory when the backend is ``watchdog``."""
+        """The container runs: watch its memory when the backend is ``watchdog`` or ``mps``.
+
+        Under MPS too: its memory cap is the client variable ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``,
+        which the job owns; unset or raised, a 2,048 MiB share got 6,144 MiB on the H100
+        (red-team 2026-11-23, ``scripts/redteam_mps_override.py``). NVML lists MPS clients.
+        """
         with self._lock:
             share, _ = self._shares.get(task_id, (None, False))
-        if share is None or share.backend != "watchdog" or share.memory_mib <= 0:
+        watched = ("watchdog", "mps")
+        if share is None or share.backend not in watched or share.memory_mib <= 0:
             return
         self._watchdog_started().watch(task_id, container_id, share)
 

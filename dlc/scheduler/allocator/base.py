@@ -156,7 +156,8 @@ def model_matches(wanted: str, model: str) -> bool:
     Substring match ignoring case and punctuation, so ``V100`` matches ``Tesla V100-SXM2``
     and the sanitised agent attribute ``Tesla_V100-SXM2`` alike.
     """
-    return _normalise_model(wanted) in _normalise_model(model)
+    wanted = _normalise_model(wanted)
+    return bool(wanted) and wanted in _normalise_model(model)  # "" ('.*', '-') matches none
 
 
 def _normalise_model(text: str) -> str:

@@ -95,6 +95,28 @@ def test_watchdog_ends_a_task_over_its_share_with_task_failed(tmp_path):
     assert ("stop", cid, 10.0) in runtime.calls and ("remove", cid) in runtime.calls
 
 
+def test_an_mps_share_that_drops_its_limit_is_ended_by_the_watchdog(tmp_path):
+    """The MPS cap is a variable the job can unset (measured on the H100: a 2 GiB share then
+    got 6 GiB); the watchdog ends such a task as it does on the ``watchdog`` backend."""
+    nvml = FakeH100Nvml()
+    pids = {}
+    hook, _ = _hook(tmp_path, nvml, pids)
+    fake = FakeRuntime(runtimes=("runc", "nvidia"))
+    fake.auto_exit = False
+    task_runner, runtime, sink = make(tmp_path, fake, shares=hook, gpu_style=GpuStyle.TOOLKIT)
+    task_runner.launch("t1", _data(GpuShare(2, UUID, 4096, 250, "mps")))
+    assert _wait_for(lambda: "TASK_RUNNING" in sink.states())
+    (cid,) = runtime.containers
+    pids[cid] = {750, 751}
+    nvml.procs = [(750, CLIENT_1GIB_MIB), (751, 3885)]  # 5.3 GiB: past the unset 4 GiB cap
+    assert sink.terminal.wait(20)
+    task_runner.join(20)
+    hook.close()
+    _, state, message, reason, _ = sink.last()
+    assert (state, reason) == ("TASK_FAILED", "REASON_CONTAINER_LIMITATION")
+    assert message.startswith("used 5.3 GiB of its 4 GiB share on GPU 2")
+
+
 def test_mig_share_whose_instance_is_gone_fails_with_a_clear_message(tmp_path):
     hook, _ = _hook(tmp_path, FakeH100Nvml())  # MIG disabled, as on the real H100
     fake = FakeRuntime(runtimes=("runc", "nvidia"))
