@@ -17,7 +17,7 @@ from dlc import __version__
 from dlc.api.logs import LogReader
 from dlc.api.metrics import SchedulerMetrics
 from dlc.api.server import ApiServer
-from dlc.mesos.framework import FrameworkConfig, MesosFramework
+from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
 from dlc.scheduler.placement import PlacementConfig, check_policy
@@ -97,15 +97,16 @@ class SchedulerService:
             self._release_lock()
             raise
         self.admin_token = self._bootstrap_token(config.admin_token)
+        fw_config = config.framework or FrameworkConfig(master=config.master)
         core_config = CoreConfig(
             placement=PlacementConfig(policy=config.policy),
             executor=replace(config.executor, policy=config.task_policy()),
             allowed_volumes=config.allowed_volumes,
             max_skips=config.max_skips,
+            roles=tuple(r for r in framework_roles(fw_config) if r != "*"),
         )
         self.metrics = SchedulerMetrics(self.store)
         self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)
-        fw_config = config.framework or FrameworkConfig(master=config.master)
         self.dashboard = Dashboard(self.core, self.metrics, self._dashboard_info)
         try:
             self.api = ApiServer(

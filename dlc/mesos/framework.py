@@ -60,7 +60,9 @@ class FrameworkConfig:
         master: ``host:port`` or ``zk://...`` of the Mesos master.
         name: framework name shown in the Mesos UI.
         user: Unix user tasks run as (default: the current user).
-        role: Mesos role.
+        role: Mesos role (one role, the pre-``MULTI_ROLE`` way; ``roles`` wins when given).
+        roles: Mesos roles DLC subscribes with (``MULTI_ROLE``; ``docs/roles.md``).
+        reserve: keep the GPUs DLC uses dynamically reserved for its role (``--reserve``).
         principal, secret: optional framework authentication.
         failover_timeout_s: how long Mesos keeps our tasks while we are away.
         refuse_seconds: decline filter: do not re-offer a declined agent for this long.
@@ -75,6 +77,8 @@ class FrameworkConfig:
     name: str = "dlc"
     user: str = ""
     role: str = "*"
+    roles: tuple[str, ...] = ()
+    reserve: bool = False
     principal: str | None = None
     secret: str | None = None
     failover_timeout_s: float = WEEK_S
@@ -88,15 +92,24 @@ class FrameworkConfig:
 
 def framework_info(config: FrameworkConfig, framework_id: str | None) -> dict[str, Any]:
     """The v1 ``FrameworkInfo`` DLC subscribes with (pure; tested as exact JSON)."""
+    roles = framework_roles(config)
     info: dict[str, Any] = {
         "user": config.user or getpass.getuser(),
         "name": config.name,
-        "role": config.role,
         "hostname": socket.gethostname(),
         "failover_timeout": config.failover_timeout_s,
         "checkpoint": True,
         "capabilities": [{"type": "GPU_RESOURCES"}, {"type": "PARTITION_AWARE"}],
     }
+    if roles == ("*",):
+        info["role"] = "*"  # the default role: the plain single-role form every master takes
+    else:
+        # MULTI_ROLE: offers name the role they are allocated to (allocation_info), which a
+        # task's resources must echo; RESERVATION_REFINEMENT lets the master send
+        # ``reservations`` (a stack) rather than the older role/reservation pair, and lets
+        # --reserve refine a static reservation of a parent role.
+        info["roles"] = list(roles)
+        info["capabilities"] += [{"type": "MULTI_ROLE"}, {"type": "RESERVATION_REFINEMENT"}]
     if config.webui_url:
         info["webui_url"] = config.webui_url
     if config.principal:
@@ -104,6 +117,11 @@ def framework_info(config: FrameworkConfig, framework_id: str | None) -> dict[st
     if framework_id:
         info["id"] = {"value": framework_id}
     return info
+
+
+def framework_roles(config: FrameworkConfig) -> tuple[str, ...]:
+    """The roles DLC subscribes with: ``roles``, else ``(role,)``, without repeats."""
+    return tuple(dict.fromkeys(config.roles or (config.role,)))
 
 
 class _Callbacks:

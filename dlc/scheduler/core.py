@@ -48,6 +48,7 @@ from dlc.scheduler.jobs import (
     job_id_of_task,
     job_state_from_task_state,
 )
+from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import (
     NO_TOPOLOGY_POLICY,
     DriverCheck,
@@ -125,6 +126,7 @@ class CoreConfig:
         default_max_priority: the highest ``priority`` a user may set when the caller
             passes no grant (``None``: no limit).
         admin_max_priority: the same for admins (``None``: no limit).
+        roles: see the field.
     """
 
     placement: PlacementConfig = PlacementConfig()
@@ -135,6 +137,9 @@ class CoreConfig:
     drain_timeout_s: float = DRAIN_TIMEOUT_S
     default_max_priority: int | None = 0
     admin_max_priority: int | None = None
+    #: the framework's Mesos roles: resources reserved for any other role are never taken
+    #: (empty: whatever the master offered)
+    roles: tuple[str, ...] = ()
 
 
 def default_resolver(spec: JobSpec) -> tuple[str, str | None]:
@@ -444,9 +449,11 @@ class SchedulerCore:
         and the preemptions the tenancy plan asks for."""
         jobs = {j.job_id: j for j in queue}
         actions = Actions(declines=bad + decision.declines, kills=list(decision.kills))
-        actions.accepts = self._launch(jobs, decision)
+        echoed = self._launch(jobs, decision, offers)
+        actions.accepts = echoed.accepts
+        actions.declines += [o for o in echoed.unused if o not in set(actions.declines)]
         actions.kills += self._preempt(tenancy)
-        waiting = dict(decision.waiting)
+        waiting = {**decision.waiting, **echoed.refused}
         for job_id, note in tenancy.notes.items():
             if job_id in waiting and job_id not in decision.impossible:
                 waiting[job_id] = note
@@ -501,22 +508,24 @@ class SchedulerCore:
             kills += [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
         return kills
 
-    def _launch(self, jobs: dict[str, Job], result) -> list[tuple[list[str], list[dict]]]:
-        per_agent: dict[str, tuple[list[str], list[dict]]] = {}
+    def _launch(self, jobs: dict[str, Job], result, offers: list[dict]) -> EchoedRound:
+        """TaskInfos of the placed jobs, their resources cut from the offers as offered
+        (roles, reservations; :mod:`~dlc.scheduler.offered`); only jobs that fit start."""
         # with a tenancy policy every kill (preemption above all) gets the policy's grace
         grace = self.tenancy.grace_s if self.tenancy.enabled else None
         by_job: dict[str, list] = {}
         for launch in result.launches:
             by_job.setdefault(launch.job_id, []).append(launch)
+        infos = [
+            (job_id, [build_task_info(jobs[job_id], x, self.framework_id, self.config.executor,
+                                      grace) for x in by_job[job_id]])
+            for job_id in result.placed_jobs
+        ]  # fmt: skip
+        echoed = echo_round(offers, infos, self.config.roles or None)
         for job_id in result.placed_jobs:
-            launches = by_job[job_id]
-            job = self._start(jobs[job_id], launches)
-            for launch in launches:
-                entry = per_agent.setdefault(launch.agent_id, (list(launch.offer_ids), []))
-                entry[1].append(
-                    build_task_info(job, launch, self.framework_id, self.config.executor, grace)
-                )
-        return list(per_agent.values())
+            if job_id not in echoed.refused:
+                self._start(jobs[job_id], by_job[job_id])
+        return echoed
 
     def _start(self, job: Job, launches) -> Job:
         tasks = tuple(
