@@ -1,0 +1,104 @@
+"""DLC on a shared cluster: GPUs statically reserved for DLC's role, on both masters.
+
+An operator reserves the GPU agent for the deep-learning role (``gpus(dlc):4;gpu_ids(dlc):{...}``)
+and starts ``dlc scheduler --role dlc``. The offers then hold the GPUs as
+``reservations: [{STATIC, dlc}]`` with ``allocation_info: {role: dlc}``; the TaskInfo must echo
+both exactly or the master refuses the task ("more than available").
+
+The executor is tests/scheduler/stand_in_executor.py (no Docker).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from dlc.app.service import SchedulerService, ServiceConfig
+from dlc.mesos.framework import FrameworkConfig
+from dlc.scheduler.core import Actions
+from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.task_info import ExecutorConfig
+from tests.real_mesos import real_mesos_master
+
+ROOT = Path(__file__).resolve().parents[2]
+STAND_IN = ROOT / "tests" / "scheduler" / "stand_in_executor.py"
+
+#: a GPU pool reserved for role dlc: GPUs, their ids and share ranges reserved, CPUs and
+#: memory half reserved half not (DLC takes the reserved part first)
+RESERVED_AGENT = (
+    "cpus(dlc):1;cpus:3;mem(dlc):1024;mem:3072;disk:4096;ports:[31000-31010];"
+    "gpus(dlc):4;gpu_ids(dlc):{0,1,2,3};"
+    "gpu_mem(dlc):[0-16383,1048576-1064959,2097152-2113535,3145728-3162111];"
+    "gpu_core(dlc):[0-999,1048576-1049575,2097152-2098151,3145728-3146727]"
+)
+
+
+@pytest.fixture(params=["emulator", pytest.param("real", marks=pytest.mark.mesos)])
+def reserved_master(request, tmp_path):
+    """``(address, kind)`` of a master whose one agent's GPUs are reserved for role dlc."""
+    if request.param == "emulator":
+        from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
+
+        agent = AgentSpec(resources=RESERVED_AGENT)
+        with MesosEmulator(agents=[agent], work_dir=tmp_path / "emulator") as emulator:
+            yield emulator.address, "emulator"
+        return
+    with real_mesos_master(tmp_path / "mesos", MESOS_RESOURCES=RESERVED_AGENT) as mesos:
+        yield mesos.address, "real"
+
+
+def _service(master: str, db: Path, roles: tuple[str, ...]) -> SchedulerService:
+    config = ServiceConfig(
+        master=master,
+        db=str(db),
+        api_port=0,
+        executor=ExecutorConfig(command=f"{sys.executable} {STAND_IN}"),
+        framework=FrameworkConfig(master=master, roles=roles, refuse_seconds=1.0),
+    )
+    service = SchedulerService(config)
+    service.start()
+    assert service.framework.registered.wait(30), "framework did not register with the master"
+    return service
+
+
+def _wait_state(service, job_id, states, timeout=40.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = service.store.get_job(job_id)
+        if job.state.value in states:
+            return job
+        time.sleep(0.2)
+    job = service.store.get_job(job_id)
+    raise AssertionError(f"job {job_id} stuck in {job.state}: {job.message}")
+
+
+def _state(master: str) -> dict:
+    with urllib.request.urlopen(f"http://{master}/master/state", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def test_job_runs_on_gpus_reserved_for_its_role(reserved_master, tmp_path):
+    master, _kind = reserved_master
+    service = _service(master, tmp_path / "db", ("dlc",))
+    try:
+        job = service.core.submit(
+            "alice", JobSpec(image="none", gpus=2, command=("sh", "-c", "echo on reserved GPUs"))
+        )
+        service.framework.dispatch(Actions(revive=True))
+        done = _wait_state(service, job.job_id, {"finished", "failed", "lost"})
+        assert done.state.value == "finished", done.message
+        assert done.attempt == 0  # the master took the first launch
+        [framework] = [
+            f for f in _state(master)["frameworks"] if f["id"] == service.core.framework_id
+        ]
+        assert framework.get("roles") == ["dlc"]
+        [task] = framework["completed_tasks"]
+        assert task["role"] == "dlc"
+        assert task["resources"]["gpus"] == 2
+    finally:
+        service.stop()
