@@ -15,7 +15,7 @@ import click
 
 from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuStyle
-from dlc.mesos.framework import WEEK_S, FrameworkConfig
+from dlc.mesos.framework import WEEK_S, FrameworkConfig, check_roles
 from dlc.scheduler.allocator import POLICY_MODULES
 from dlc.scheduler.task_info import ExecutorConfig
 
@@ -217,7 +217,11 @@ def admin_token_from(token_file: str | None) -> str | None:
 @click.option("--token-file", help="Write the first admin token here (mode 600).")
 @click.option("--principal", envvar="DLC_MESOS_PRINCIPAL", help="Mesos framework principal.")
 @click.option("--secret", envvar="DLC_MESOS_SECRET", help="Mesos framework secret.")
-@click.option("--role", default="*", show_default=True, help="Mesos role.")
+@click.option(
+    "--role", "roles", multiple=True, metavar="ROLE",
+    help="Mesos role to subscribe with; repeat for several (MULTI_ROLE). Default: '*'. "
+    "Resources reserved for these roles are used first (docs/roles.md).",
+)  # fmt: skip
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @executor_options
@@ -225,7 +229,7 @@ def admin_token_from(token_file: str | None) -> str | None:
 def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_registry,
             container_user,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
-            max_priority, token_file, principal, secret, role, failover_timeout,
+            max_priority, token_file, principal, secret, roles, failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, verbose):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
@@ -253,7 +257,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
         raise DlcError("give both --principal and --secret, or neither")
     framework = FrameworkConfig(
         master=master,
-        role=role,
+        roles=check_roles(roles),
         principal=principal,
         secret=secret,
         failover_timeout_s=failover_timeout,

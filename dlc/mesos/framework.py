@@ -35,14 +35,15 @@ from __future__ import annotations
 import getpass
 import logging
 import queue
+import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dlc.errors import DlcError
+from dlc.errors import ConfigError, DlcError
 from dlc.mesos.emulator.model import EMULATOR_BUILD_USER
 from dlc.mesos.master import fetch_slaves, fetch_version
 from dlc.scheduler.core import Actions, SchedulerCore
@@ -117,6 +118,28 @@ def framework_info(config: FrameworkConfig, framework_id: str | None) -> dict[st
     if framework_id:
         info["id"] = {"value": framework_id}
     return info
+
+
+_ROLE_BAD = re.compile(r"\s|//|^/|/$|^-|^\.\.?$|/\.\.?(/|$)|^\.\.?/")
+
+
+def check_roles(roles: Iterable[str]) -> tuple[str, ...]:
+    """``--role`` values checked as Mesos checks role names (``roles::validate``).
+
+    Raises:
+        ConfigError: an empty or malformed name, or ``*`` beside other roles.
+    """
+    roles = tuple(dict.fromkeys(r.strip() for r in roles))
+    for role in roles:
+        if not role or (role != "*" and ("*" in role or _ROLE_BAD.search(role))):
+            raise ConfigError(
+                "role",
+                f"{role!r} is not a Mesos role name (no spaces, no leading '-' or '/', no '.' "
+                "or '..' parts, no '*'); pass e.g. --role dlc or --role eng/dlc",
+            )
+    if "*" in roles and len(roles) > 1:
+        raise ConfigError("role", "'*' cannot be combined with other roles; drop --role '*'")
+    return roles
 
 
 def framework_roles(config: FrameworkConfig) -> tuple[str, ...]:

@@ -61,6 +61,7 @@ from dlc.scheduler.placement import (
 from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
 from dlc.scheduler.quotas import QueuePlan, check_submit, plan, pool_capacity, split_by_pool
+from dlc.scheduler.refusals import Refusals, refused_resources
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
 from dlc.scheduler.tenancy import Policy, fmt_span
@@ -200,6 +201,7 @@ class SchedulerCore:
         )
         self._reservations = Reservations(self.config.max_skips, self.config.reservation_s)
         self._drains = Drains(self.config.drain_timeout_s)
+        self._refusals = Refusals()
         self._queued: dict[str, Job] = {}
         self._active: dict[str, Job] = {}
         self._order: list[str] | None = None
@@ -422,7 +424,9 @@ class SchedulerCore:
             views, bad = parse_offers(offers)
             self.inventory.note_offers(views, now)
             self._drains.expire(now)
-            usable = [self._drains.strip(v) for v in views]
+            # an agent whose master just refused a task's resources takes no task for a while
+            usable = [self._drains.strip(v) for v in views
+                      if not self._refusals.blocked(v.agent_id, now)]  # fmt: skip
             self._end_reservation_if_due(now)
             queue, held = [], {}
             for job in self.queued_jobs():
@@ -697,6 +701,11 @@ class SchedulerCore:
             # Another live container holds these GPUs (the node refused to share them): the
             # job did nothing wrong. Retry without a failure; its GPUs drain meanwhile.
             return self._requeue(job, f"relaunching elsewhere: {message}", 0)
+        elif refused_resources(status) and task is not None and not actions.kills:
+            # The master refused the task's resources (a role or reservation mismatch): not
+            # the job's fault. Retry elsewhere without a failure; the cause is logged once.
+            message = self._refusals.note(task.agent_id, task.hostname, status, self._clock())
+            return self._requeue(job, message, 0)
         elif never_seen and not actions.kills:
             # The task never started (the launch was lost or refused before it reached an
             # agent): queue again without using a retry.

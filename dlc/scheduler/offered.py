@@ -288,3 +288,19 @@ def _echo_task(info: dict, candidates: Sequence[Pool]):
             continue
         return pool, info, task, executor
     raise error
+
+
+def taken_by_scalar(gpus: float, gpu_ids: frozenset[int]) -> frozenset[int]:
+    """GPU ids to treat as taken when an offer's ``gpus`` is lower than its ``gpu_ids`` count.
+
+    DLC's tasks always take ``gpus:k`` with k ``gpu_ids`` items, so the two agree until another
+    framework takes whole GPUs through the plain ``gpus`` scalar alone: Mesos's GPU allocator
+    then hands it the lowest-numbered free GPUs, and no ``gpu_ids`` item says which. DLC
+    treats the difference as taken and picks those same lowest ids (Mesos's order), so it never
+    offers a job a GPU that is, by the master's count, not free. ``docs/roles.md`` explains
+    why reserving the GPUs for DLC's role is the real fix.
+    """
+    missing = len(gpu_ids) - int(gpus + 1e-9)
+    if missing <= 0:
+        return frozenset()
+    return frozenset(sorted(gpu_ids)[:missing])

@@ -23,7 +23,10 @@ from dlc.mesos.framework import FrameworkConfig
 from dlc.scheduler.core import Actions
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.task_info import ExecutorConfig
+from tests.contract.conftest import Harness
 from tests.real_mesos import real_mesos_master
+
+GPU_NAMES = {"gpus", "gpu_ids", "gpu_mem", "gpu_core"}
 
 ROOT = Path(__file__).resolve().parents[2]
 STAND_IN = ROOT / "tests" / "scheduler" / "stand_in_executor.py"
@@ -31,7 +34,8 @@ STAND_IN = ROOT / "tests" / "scheduler" / "stand_in_executor.py"
 #: a GPU pool reserved for role dlc: GPUs, their ids and share ranges reserved, CPUs and
 #: memory half reserved half not (DLC takes the reserved part first)
 RESERVED_AGENT = (
-    "cpus(dlc):1;cpus:3;mem(dlc):1024;mem:3072;disk:4096;ports:[31000-31010];"
+    "cpus(dlc):1;cpus:2;mem(dlc):1024;mem:2048;cpus(spark):1;mem(spark):512;"
+    "disk:4096;ports:[31000-31010];"
     "gpus(dlc):4;gpu_ids(dlc):{0,1,2,3};"
     "gpu_mem(dlc):[0-16383,1048576-1064959,2097152-2113535,3145728-3162111];"
     "gpu_core(dlc):[0-999,1048576-1049575,2097152-2098151,3145728-3146727]"
@@ -102,3 +106,63 @@ def test_job_runs_on_gpus_reserved_for_its_role(reserved_master, tmp_path):
         assert task["resources"]["gpus"] == 2
     finally:
         service.stop()
+
+
+class _Other:
+    """A non-DLC pymesos framework (role ``spark``, GPU-capable) that declines every offer
+    after noting what it held."""
+
+    def __init__(self, master: str):
+        self.harness = Harness(master)
+        self.harness.driver._framework["role"] = "spark"
+        self.seen: list[dict] = []
+
+    def start(self) -> _Other:
+        self.harness.start()
+        return self
+
+    def drain(self) -> None:
+        while not self.harness.recorder.offers.empty():
+            offer = self.harness.recorder.offers.get()
+            self.seen.append(offer)
+            self.harness.driver.declineOffer(offer["id"], {"refuse_seconds": 0.5})
+
+    def stop(self) -> None:
+        self.harness.stop()
+
+
+def test_other_framework_never_sees_dlcs_gpus_and_dlc_never_takes_spark_resources(
+    reserved_master, tmp_path
+):
+    master, _kind = reserved_master
+    other = _Other(master).start()
+    service = _service(master, tmp_path / "db", ("dlc",))
+    try:
+        job = service.core.submit(
+            "alice",
+            JobSpec(image="none", gpus=4, cpus=2.5, command=("sh", "-c", "sleep 1")),
+        )
+        service.framework.dispatch(Actions(revive=True))
+        deadline = time.monotonic() + 40
+        while service.store.get_job(job.job_id).state.value not in ("finished", "failed"):
+            assert time.monotonic() < deadline, service.store.get_job(job.job_id).message
+            other.drain()
+            time.sleep(0.2)
+        other.drain()
+        done = service.store.get_job(job.job_id)
+        assert done.state.value == "finished", done.message
+        # the other framework got offers, of spark's and unreserved resources, never a GPU
+        assert other.seen, "the other framework got no offer"
+        names = {r["name"] for o in other.seen for r in o["resources"]}
+        assert "cpus" in names and not names & GPU_NAMES
+        spark = [r for o in other.seen for r in o["resources"] if r.get("role") == "spark"]
+        assert spark, "the spark reservation went to someone else"
+        # DLC took its reserved CPU, then 1.5 unreserved ones; none of spark's
+        [fw] = [f for f in _state(master)["frameworks"] if f["id"] == service.core.framework_id]
+        [task] = fw["completed_tasks"]
+        assert task["resources"]["gpus"] == 4 and task["resources"]["cpus"] == 2.5
+        slave = _state(master)["slaves"][0]
+        assert slave["reserved_resources"]["spark"]["cpus"] == 1
+    finally:
+        service.stop()
+        other.stop()
