@@ -89,6 +89,18 @@ def reservation_json(key: str, refinement: bool) -> dict[str, Any]:
     return out
 
 
+def reserve_items(text: str, role: str, names: Iterable[str]) -> str:
+    """``--resources`` text with the items named ``names`` reserved for ``role``
+    (``gpus:4`` -> ``gpus(role):4``); items already given a role are left as they are."""
+    wanted = set(names)
+    out = []
+    for item in _split_items(text):
+        head, colon, value = item.partition(":")
+        name = head.strip()
+        out.append(f"{name}({role}):{value}" if colon and name in wanted else item)
+    return ";".join(out)
+
+
 def _scalar(text: str) -> float | None:
     try:
         value = float(text)

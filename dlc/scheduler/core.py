@@ -197,7 +197,10 @@ class SchedulerCore:
         placement = self.config.placement
         #: what each agent HAS (totals), for admission and "impossible" reasons
         self.inventory = Inventory(
-            Overheads(placement.executor_cpus, placement.executor_mem_mib), topology_of, driver_ok
+            Overheads(placement.executor_cpus, placement.executor_mem_mib),
+            topology_of,
+            driver_ok,
+            self.config.roles,
         )
         self._reservations = Reservations(self.config.max_skips, self.config.reservation_s)
         self._drains = Drains(self.config.drain_timeout_s)

@@ -49,3 +49,23 @@ def test_cli_refuses_a_bad_role_in_one_line(tmp_path):
     assert result.exit_code != 0
     assert "is not a Mesos role name" in result.output
     assert "Traceback" not in result.output
+
+
+def test_node_config_role_reserves_the_gpu_resources_only():
+    result = CliRunner().invoke(
+        cli, ["node-config", "--from-file", "tests/topology/data/h100-x1/topo_m.txt",
+              "--gpu-mem", "81559", "--cpus", "16", "--role", "dlc", "--format", "args"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    resources = result.output.split()[0]
+    assert resources == (
+        "--resources=cpus:16;gpus(dlc):1;gpu_ids(dlc):{0};gpu_mem(dlc):[0-81558];"
+        "gpu_core(dlc):[0-999]"
+    )
+    # the master's parser reads it back as reserved for dlc
+    from dlc.mesos.resources import Resources
+
+    parsed = Resources.parse(resources.partition("=")[2])
+    assert parsed.select(lambda name, role: role == "dlc").names() == {
+        "gpus", "gpu_ids", "gpu_mem", "gpu_core"
+    }  # fmt: skip
