@@ -104,6 +104,8 @@ class SchedulerService:
             allowed_volumes=config.allowed_volumes,
             max_skips=config.max_skips,
             roles=tuple(r for r in framework_roles(fw_config) if r != "*"),
+            reserve_idle_s=fw_config.unreserve_after_s if fw_config.reserve else None,
+            principal=fw_config.principal,
         )
         self.metrics = SchedulerMetrics(self.store)
         self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)

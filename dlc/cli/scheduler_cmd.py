@@ -222,6 +222,15 @@ def admin_token_from(token_file: str | None) -> str | None:
     help="Mesos role to subscribe with; repeat for several (MULTI_ROLE). Default: '*'. "
     "Resources reserved for these roles are used first (docs/roles.md).",
 )  # fmt: skip
+@click.option(
+    "--reserve", is_flag=True,
+    help="Keep the GPUs DLC uses dynamically reserved for its --role (RESERVE), so no other "
+    "framework takes one between two jobs; released when idle (docs/roles.md).",
+)  # fmt: skip
+@click.option(
+    "--unreserve-after", type=click.FloatRange(min=0), default=300.0, show_default=True,
+    metavar="SECONDS", help="With --reserve: release a GPU unused this long.",
+)  # fmt: skip
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @executor_options
@@ -229,7 +238,8 @@ def admin_token_from(token_file: str | None) -> str | None:
 def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_registry,
             container_user,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
-            max_priority, token_file, principal, secret, roles, failover_timeout,
+            max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
+            failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, verbose):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
@@ -253,11 +263,15 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
         return
     if not master:
         raise DlcError("--master is required: e.g. --master 127.0.0.1:5050 or zk://zk1:2181/mesos")
+    if reserve and not [r for r in roles if r != "*"]:
+        raise DlcError("--reserve needs --role ROLE: Mesos reserves resources for a role, not '*'")
     if (principal is None) != (secret is None):
         raise DlcError("give both --principal and --secret, or neither")
     framework = FrameworkConfig(
         master=master,
         roles=check_roles(roles),
+        reserve=reserve,
+        unreserve_after_s=unreserve_after,
         principal=principal,
         secret=secret,
         failover_timeout_s=failover_timeout,

@@ -64,6 +64,7 @@ class FrameworkConfig:
         role: Mesos role (one role, the pre-``MULTI_ROLE`` way; ``roles`` wins when given).
         roles: Mesos roles DLC subscribes with (``MULTI_ROLE``; ``docs/roles.md``).
         reserve: keep the GPUs DLC uses dynamically reserved for its role (``--reserve``).
+        unreserve_after_s: a reserved GPU unused this long in DLC's offers is released.
         principal, secret: optional framework authentication.
         failover_timeout_s: how long Mesos keeps our tasks while we are away.
         refuse_seconds: decline filter: do not re-offer a declined agent for this long.
@@ -80,6 +81,7 @@ class FrameworkConfig:
     role: str = "*"
     roles: tuple[str, ...] = ()
     reserve: bool = False
+    unreserve_after_s: float = 300.0
     principal: str | None = None
     secret: str | None = None
     failover_timeout_s: float = WEEK_S
@@ -424,8 +426,18 @@ class MesosFramework:
         driver = self._driver
         if driver is None:
             return
+        pre = dict(actions.operations)
+        refuse = {"refuse_seconds": self.config.refuse_seconds}
+        for offer_ids, operations in pre.items():
+            if not any(tuple(ids) == offer_ids for ids, _ in actions.accepts):
+                driver.acceptOffers([{"value": o} for o in offer_ids], operations, refuse)
         for offer_ids, task_infos in actions.accepts:
-            driver.launchTasks([{"value": o} for o in offer_ids], task_infos)
+            operations = pre.get(tuple(offer_ids))
+            if operations:  # --reserve: RESERVE/UNRESERVE, then the launch, in one ACCEPT
+                launch = {"type": "LAUNCH", "launch": {"task_infos": task_infos}}
+                driver.acceptOffers([{"value": o} for o in offer_ids], [*operations, launch])
+            else:
+                driver.launchTasks([{"value": o} for o in offer_ids], task_infos)
             # pymesos silently drops calls while reconnecting: a launched task stays
             # unconfirmed until an update names it, and reconciliation asks after it.
             for info in task_infos:

@@ -62,6 +62,7 @@ from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
 from dlc.scheduler.quotas import QueuePlan, check_submit, plan, pool_capacity, split_by_pool
 from dlc.scheduler.refusals import Refusals, refused_resources
+from dlc.scheduler.reserve import Reserver
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
 from dlc.scheduler.tenancy import Policy, fmt_span
@@ -105,6 +106,9 @@ class Actions:
     """
 
     accepts: list[tuple[list[str], list[dict]]] = field(default_factory=list)
+    #: offer ids -> RESERVE/UNRESERVE operations run in that ACCEPT before its launches (an
+    #: entry whose offers launch nothing is an ACCEPT of its own); ``--reserve`` only
+    operations: dict[tuple[str, ...], list[dict]] = field(default_factory=dict)
     declines: list[str] = field(default_factory=list)
     kills: list[tuple[str, str]] = field(default_factory=list)
     revive: bool = False
@@ -127,7 +131,7 @@ class CoreConfig:
         default_max_priority: the highest ``priority`` a user may set when the caller
             passes no grant (``None``: no limit).
         admin_max_priority: the same for admins (``None``: no limit).
-        roles: see the field.
+        roles, reserve_idle_s, principal: see the fields.
     """
 
     placement: PlacementConfig = PlacementConfig()
@@ -141,6 +145,11 @@ class CoreConfig:
     #: the framework's Mesos roles: resources reserved for any other role are never taken
     #: (empty: whatever the master offered)
     roles: tuple[str, ...] = ()
+    #: ``--reserve``: keep the GPUs DLC uses dynamically reserved for its role and release one
+    #: after this many idle seconds (``None``: no dynamic reservations)
+    reserve_idle_s: float | None = None
+    #: the framework's principal, which Mesos wants on dynamic reservations
+    principal: str | None = None
 
 
 def default_resolver(spec: JobSpec) -> tuple[str, str | None]:
@@ -205,6 +214,8 @@ class SchedulerCore:
         self._reservations = Reservations(self.config.max_skips, self.config.reservation_s)
         self._drains = Drains(self.config.drain_timeout_s)
         self._refusals = Refusals()
+        idle_s = self.config.reserve_idle_s
+        self._reserver = None if idle_s is None else Reserver(idle_s, self.config.principal)
         self._queued: dict[str, Job] = {}
         self._active: dict[str, Job] = {}
         self._order: list[str] | None = None
@@ -458,6 +469,9 @@ class SchedulerCore:
         actions = Actions(declines=bad + decision.declines, kills=list(decision.kills))
         echoed = self._launch(jobs, decision, offers)
         actions.accepts = echoed.accepts
+        actions.operations = echoed.operations
+        busy = {o for ids in echoed.operations for o in ids}  # offers an UNRESERVE uses
+        actions.declines = [o for o in actions.declines if o not in busy]
         actions.declines += [o for o in echoed.unused if o not in set(actions.declines)]
         actions.kills += self._preempt(tenancy)
         waiting = {**decision.waiting, **echoed.refused}
@@ -475,7 +489,8 @@ class SchedulerCore:
         runnable = [j for j in queue if j.job_id not in set_aside]
         self._maybe_reserve(now, runnable, placeable, usable)
         self._note_reasons(now, {**waiting, **held}, usable)
-        actions.suppress = not self._queued
+        # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
+        actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())
         return actions
 
     # -- tenancy hooks (dlc/scheduler/quotas.py) --------------------------------
@@ -528,7 +543,7 @@ class SchedulerCore:
                                       grace) for x in by_job[job_id]])
             for job_id in result.placed_jobs
         ]  # fmt: skip
-        echoed = echo_round(offers, infos, self.config.roles or None)
+        echoed = echo_round(offers, infos, self.config.roles or None, self._reserver, self._clock())
         for job_id in result.placed_jobs:
             if job_id not in echoed.refused:
                 self._start(jobs[job_id], by_job[job_id])

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlc.scheduler.reserve import Reserver
 from dlc.topology.gpu_shares import normalise, subtract
 
 Resource = dict[str, Any]
@@ -218,17 +219,23 @@ class EchoedRound:
             ACCEPT only of offers allocated to one role).
         unused: offer ids no accept uses (to decline).
         refused: job id -> why its tasks could not be cut from the offers (it stays queued).
+        operations: offer ids -> ``RESERVE``/``UNRESERVE`` operations to run in that ACCEPT
+            before its launches (``--reserve``); offers with no launch get an ACCEPT of these
+            alone.
     """
 
     accepts: list[tuple[list[str], list[dict]]] = field(default_factory=list)
     unused: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
+    operations: dict[tuple[str, ...], list[dict]] = field(default_factory=dict)
 
 
 def echo_round(
     offers: Sequence[Mapping[str, Any]],
     jobs: Sequence[tuple[str, Sequence[dict]]],
     roles: Iterable[str] | None = None,
+    reserver: Reserver | None = None,
+    now: float = 0.0,
 ) -> EchoedRound:
     """Rewrite each task's (and its executor's) resources as cut from the offers.
 
@@ -237,6 +244,8 @@ def echo_round(
         jobs: ``(job_id, task_infos)`` per placed job, in launch order; the TaskInfos hold flat
             resources (no role) and are rewritten in place.
         roles: DLC's roles (entries reserved for any other role are never taken).
+        reserver: with ``--reserve``: reserve the GPUs tasks take, release idle ones.
+        now: the time (for the reserver's idle clock).
 
     Returns:
         The accepts, the unused offers and the jobs that did not fit (all or nothing per job:
@@ -263,11 +272,22 @@ def echo_round(
             result.refused[job_id] = str(exc)
             continue
         for pool, info, task, executor in chosen:
+            if reserver is not None and pool.role not in (None, "*"):
+                task, to_reserve = reserver.reserve(info["agent_id"]["value"], pool.role, task)
+                if to_reserve:
+                    ops = result.operations.setdefault(tuple(pool.offer_ids), [])
+                    ops.append({"type": "RESERVE", "reserve": {"resources": to_reserve}})
             info["resources"] = task
             info["executor"]["resources"] = executor
             used.setdefault(id(pool), []).append(info)
     accepted: set[str] = set()
-    for pool in pools.values():
+    for (agent, _), pool in pools.items():
+        if reserver is not None:
+            release = reserver.idle(agent, pool.role, pool.entries, now)
+            if release:
+                ops = result.operations.setdefault(tuple(pool.offer_ids), [])
+                ops.append({"type": "UNRESERVE", "unreserve": {"resources": release}})
+                accepted.update(pool.offer_ids)
         if id(pool) in used:
             result.accepts.append((list(pool.offer_ids), used[id(pool)]))
             accepted.update(pool.offer_ids)

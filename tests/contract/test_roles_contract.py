@@ -56,13 +56,13 @@ def reserved_master(request, tmp_path):
         yield mesos.address, "real"
 
 
-def _service(master: str, db: Path, roles: tuple[str, ...]) -> SchedulerService:
+def _service(master: str, db: Path, roles: tuple[str, ...], **framework) -> SchedulerService:
     config = ServiceConfig(
         master=master,
         db=str(db),
         api_port=0,
         executor=ExecutorConfig(command=f"{sys.executable} {STAND_IN}"),
-        framework=FrameworkConfig(master=master, roles=roles, refuse_seconds=1.0),
+        framework=FrameworkConfig(master=master, roles=roles, refuse_seconds=1.0, **framework),
     )
     service = SchedulerService(config)
     service.start()
@@ -166,3 +166,66 @@ def test_other_framework_never_sees_dlcs_gpus_and_dlc_never_takes_spark_resource
     finally:
         service.stop()
         other.stop()
+
+
+#: an agent with nothing reserved: DLC's --reserve makes (and releases) the reservations
+SHARED_AGENT = (
+    "cpus:4;mem:4096;disk:4096;ports:[31000-31010];gpus:4;gpu_ids:{0,1,2,3};"
+    "gpu_mem:[0-16383,1048576-1064959,2097152-2113535,3145728-3162111];"
+    "gpu_core:[0-999,1048576-1049575,2097152-2098151,3145728-3146727]"
+)
+
+
+@pytest.fixture(params=["emulator", pytest.param("real", marks=pytest.mark.mesos)])
+def shared_master(request, tmp_path):
+    """``(address, kind)`` of a master whose one agent reserves nothing."""
+    if request.param == "emulator":
+        from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
+
+        agent = AgentSpec(resources=SHARED_AGENT)
+        with MesosEmulator(agents=[agent], work_dir=tmp_path / "emulator") as emulator:
+            yield emulator.address, "emulator"
+        return
+    with real_mesos_master(tmp_path / "mesos", MESOS_RESOURCES=SHARED_AGENT) as mesos:
+        yield mesos.address, "real"
+
+
+def _reserved_gpus(master: str) -> dict:
+    slave = _state(master)["slaves"][0]
+    return (slave.get("reserved_resources") or {}).get("dlc") or {}
+
+
+def test_reserve_keeps_used_gpus_for_dlc_then_releases_them_when_idle(shared_master, tmp_path):
+    master, _kind = shared_master
+    service = _service(master, tmp_path / "db", ("dlc",), reserve=True, unreserve_after_s=3.0)
+    other = None
+    try:
+        job = service.core.submit(
+            "alice", JobSpec(image="none", gpus=2, command=("sh", "-c", "sleep 1"))
+        )
+        service.framework.dispatch(Actions(revive=True))
+        done = _wait_state(service, job.job_id, {"finished", "failed", "lost"})
+        assert done.state.value == "finished", done.message
+        used = set(done.tasks[0].gpu_ids)
+        reserved = _reserved_gpus(master)
+        assert reserved.get("gpus") == 2, reserved
+        assert {int(i) for i in reserved["gpu_ids"].strip("{}").split(",")} == used
+        # between jobs another framework is offered only the two unreserved GPUs
+        other = _Other(master).start()
+        time.sleep(1.5)
+        other.drain()
+        offered = {
+            int(i) for o in other.seen for r in o["resources"] if r["name"] == "gpu_ids"
+            for i in r["set"]["item"]
+        }  # fmt: skip
+        assert offered and not offered & used
+        # idle for 3 s in DLC's offers: UNRESERVE gives them back
+        deadline = time.monotonic() + 20
+        while _reserved_gpus(master).get("gpus"):
+            assert time.monotonic() < deadline, _reserved_gpus(master)
+            other.drain()
+            time.sleep(0.3)
+    finally:
+        service.stop()
+        if other is not None:
+            other.stop()

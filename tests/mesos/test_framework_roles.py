@@ -69,3 +69,29 @@ def test_node_config_role_reserves_the_gpu_resources_only():
     assert parsed.select(lambda name, role: role == "dlc").names() == {
         "gpus", "gpu_ids", "gpu_mem", "gpu_core"
     }  # fmt: skip
+
+
+def test_reserve_operations_go_in_the_launchs_accept_and_alone_otherwise(tmp_path):
+    from dlc.mesos.framework import MesosFramework
+    from dlc.scheduler.core import Actions, SchedulerCore
+    from dlc.store.memory import MemoryJobStore
+    from tests.mesos.test_framework import FakeDriver
+
+    FakeDriver.instances = []
+    core = SchedulerCore(MemoryJobStore())
+    fw = MesosFramework(
+        core, FrameworkConfig("127.0.0.1:5050", refuse_seconds=7), FakeDriver,
+        version_probe=lambda url: None, agents_probe=lambda url: [],
+    )  # fmt: skip
+    fw._start_driver()
+    driver = FakeDriver.instances[0]
+    info = {"task_id": {"value": "t1"}, "agent_id": {"value": "a1"}}
+    reserve = {"type": "RESERVE", "reserve": {"resources": []}}
+    unreserve = {"type": "UNRESERVE", "unreserve": {"resources": []}}
+    fw._carry_out(Actions(accepts=[(["o1"], [info])],
+                          operations={("o1",): [reserve], ("o2",): [unreserve]}))  # fmt: skip
+    accepted = driver.named("acceptOffers")
+    assert ([{"value": "o2"}], [unreserve], {"refuse_seconds": 7}) in accepted
+    launch = {"type": "LAUNCH", "launch": {"task_infos": [info]}}
+    assert ([{"value": "o1"}], [reserve, launch]) in accepted
+    assert driver.named("launchTasks") == []
