@@ -229,3 +229,79 @@ def test_reserve_keeps_used_gpus_for_dlc_then_releases_them_when_idle(shared_mas
         service.stop()
         if other is not None:
             other.stop()
+
+
+#: one agent, GPUs 0-1 reserved for dlc, 2-3 for batch (both DLC's roles)
+TWO_ROLE_AGENT = (
+    "cpus(dlc):1;mem(dlc):1024;gpus(dlc):2;gpu_ids(dlc):{0,1};"
+    "cpus(batch):1;mem(batch):1024;gpus(batch):2;gpu_ids(batch):{2,3};"
+    "cpus:1;mem:1024;disk:4096;ports:[31000-31010]"
+)
+
+
+@pytest.fixture(params=["emulator", pytest.param("real", marks=pytest.mark.mesos)])
+def two_role_master(request, tmp_path):
+    if request.param == "emulator":
+        from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
+
+        agent = AgentSpec(resources=TWO_ROLE_AGENT)
+        with MesosEmulator(agents=[agent], work_dir=tmp_path / "emulator") as emulator:
+            yield emulator.address, "emulator"
+        return
+    with real_mesos_master(tmp_path / "mesos", MESOS_RESOURCES=TWO_ROLE_AGENT) as mesos:
+        yield mesos.address, "real"
+
+
+def test_multi_role_offers_run_jobs_under_each_role(two_role_master, tmp_path):
+    master, _kind = two_role_master
+    service = _service(master, tmp_path / "db", ("dlc", "batch"))
+    try:
+        spec = JobSpec(image="none", gpus=2, cpus=0.5, command=("sh", "-c", "sleep 2"))
+        jobs = [service.core.submit("alice", spec) for _ in range(2)]
+        service.framework.dispatch(Actions(revive=True))
+        done = [_wait_state(service, j.job_id, {"finished", "failed", "lost"}) for j in jobs]
+        assert [j.state.value for j in done] == ["finished"] * 2, [j.message for j in done]
+        assert all(j.attempt == 0 for j in done)
+        [fw] = [f for f in _state(master)["frameworks"] if f["id"] == service.core.framework_id]
+        assert sorted(fw["roles"]) == ["batch", "dlc"]
+        by_role = {t["role"]: t for t in fw["completed_tasks"]}
+        assert set(by_role) == {"batch", "dlc"}  # each job on one role's GPUs
+        gpus = {
+            role: {int(i) for i in t["resources"]["gpu_ids"].strip("{}").split(",")}
+            for role, t in by_role.items()
+        }  # fmt: skip
+        assert gpus == {"dlc": {0, 1}, "batch": {2, 3}}
+    finally:
+        service.stop()
+
+
+def test_gpus_taken_by_another_framework_through_the_scalar_count_as_taken(shared_master, tmp_path):
+    master, _kind = shared_master
+    other = Harness(master).start()
+    offer = other.offer()
+    # a framework that knows nothing of gpu_ids takes one whole GPU by the plain scalar
+    task = {
+        "name": "plain", "task_id": {"value": "plain-gpu"}, "agent_id": offer["agent_id"],
+        "command": {"value": "sleep 60"},
+        "resources": [
+            {"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.1}},
+            {"name": "mem", "type": "SCALAR", "scalar": {"value": 32}},
+            {"name": "gpus", "type": "SCALAR", "scalar": {"value": 1}},
+        ],
+    }  # fmt: skip
+    other.driver.launchTasks(offer["id"], [task], {"refuse_seconds": 3600})
+    assert other.update("plain-gpu")["state"] == "TASK_RUNNING"
+    other.driver.suppressOffers()
+    service = _service(master, tmp_path / "db", ("*",))
+    try:
+        job = service.core.submit(
+            "alice", JobSpec(image="none", gpus=3, command=("sh", "-c", "sleep 1"))
+        )
+        service.framework.dispatch(Actions(revive=True))
+        done = _wait_state(service, job.job_id, {"finished", "failed", "lost"})
+        assert done.state.value == "finished", done.message
+        # gpus:3 but gpu_ids {0,1,2,3}: the lowest id is taken to be the other framework's
+        assert done.tasks[0].gpu_ids == (1, 2, 3)
+    finally:
+        service.stop()
+        other.stop()
