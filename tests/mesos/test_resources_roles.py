@@ -65,8 +65,9 @@ def test_flag_reservations_render_and_pop():
     gpus = [r for r in json if r["name"] == "gpus"]
     assert {"reservations": [STATIC]}.items() <= gpus[0].items()
     assert all(r["allocation_info"] == {"role": "dlc"} for r in json)
-    dynamic = Resources.from_json([{"name": "gpus", "type": "SCALAR", "scalar": {"value": 1},
-                                    "reservations": [{"type": "DYNAMIC", "role": "dlc"}]}])  # fmt: skip
+    dynamic_gpu = {"name": "gpus", "type": "SCALAR", "scalar": {"value": 1},
+                   "reservations": [{"type": "DYNAMIC", "role": "dlc"}]}  # fmt: skip
+    dynamic = Resources.from_json([dynamic_gpu])
     assert dynamic.popped() == Resources.parse("gpus:1")
     assert str(dynamic) == "gpus(reservations: [(DYNAMIC,dlc)]):1"
 
