@@ -106,6 +106,7 @@ class SchedulerService:
             roles=tuple(r for r in framework_roles(fw_config) if r != "*"),
             reserve_idle_s=fw_config.unreserve_after_s if fw_config.reserve else None,
             principal=fw_config.principal,
+            group_roles=fw_config.group_roles,
         )
         self.metrics = SchedulerMetrics(self.store)
         self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)

@@ -15,7 +15,7 @@ import click
 
 from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuStyle
-from dlc.mesos.framework import WEEK_S, FrameworkConfig, check_roles
+from dlc.mesos.framework import WEEK_S, FrameworkConfig, check_roles, parse_group_roles
 from dlc.scheduler.allocator import POLICY_MODULES
 from dlc.scheduler.task_info import ExecutorConfig
 
@@ -231,6 +231,11 @@ def admin_token_from(token_file: str | None) -> str | None:
     "--unreserve-after", type=click.FloatRange(min=0), default=300.0, show_default=True,
     metavar="SECONDS", help="With --reserve: release a GPU unused this long.",
 )  # fmt: skip
+@click.option(
+    "--group-role", "group_roles", multiple=True, metavar="GROUP=ROLE",
+    help="Run a DLC group's jobs only on offers of this Mesos role (one of --role), so Mesos "
+    "quota on the role guarantees the group's GPUs; repeatable (docs/roles.md).",
+)  # fmt: skip
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @executor_options
@@ -239,6 +244,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
             container_user,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
+            group_roles,
             failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, verbose):  # fmt: skip
@@ -270,6 +276,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
     framework = FrameworkConfig(
         master=master,
         roles=check_roles(roles),
+        group_roles=parse_group_roles(group_roles, check_roles(roles)),
         reserve=reserve,
         unreserve_after_s=unreserve_after,
         principal=principal,

@@ -65,6 +65,7 @@ class FrameworkConfig:
         roles: Mesos roles DLC subscribes with (``MULTI_ROLE``; ``docs/roles.md``).
         reserve: keep the GPUs DLC uses dynamically reserved for its role (``--reserve``).
         unreserve_after_s: a reserved GPU unused this long in DLC's offers is released.
+        group_roles: ``(group, role)`` pairs: a DLC group's jobs use only that role's offers.
         principal, secret: optional framework authentication.
         failover_timeout_s: how long Mesos keeps our tasks while we are away.
         refuse_seconds: decline filter: do not re-offer a declined agent for this long.
@@ -82,6 +83,7 @@ class FrameworkConfig:
     roles: tuple[str, ...] = ()
     reserve: bool = False
     unreserve_after_s: float = 300.0
+    group_roles: tuple[tuple[str, str], ...] = ()
     principal: str | None = None
     secret: str | None = None
     failover_timeout_s: float = WEEK_S
@@ -142,6 +144,28 @@ def check_roles(roles: Iterable[str]) -> tuple[str, ...]:
     if "*" in roles and len(roles) > 1:
         raise ConfigError("role", "'*' cannot be combined with other roles; drop --role '*'")
     return roles
+
+
+def parse_group_roles(pairs: Iterable[str], roles: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``--group-role GROUP=ROLE`` values, each role one of ``roles``.
+
+    Raises:
+        ConfigError: not ``GROUP=ROLE``, or a role DLC does not subscribe with.
+    """
+    out: dict[str, str] = {}
+    for pair in pairs:
+        group, eq, role = pair.partition("=")
+        if not eq or not group.strip() or not role.strip():
+            raise ConfigError("group-role", f"{pair!r} is not GROUP=ROLE, e.g. vision=dlc-vision")
+        if role.strip() not in roles:
+            known = ", ".join(r for r in roles if r != "*") or "none"
+            raise ConfigError(
+                "group-role",
+                f"role {role.strip()!r} of group {group.strip()!r} is not one of --role "
+                f"({known}); add --role {role.strip()}",
+            )
+        out[group.strip()] = role.strip()
+    return tuple(out.items())
 
 
 def framework_roles(config: FrameworkConfig) -> tuple[str, ...]:

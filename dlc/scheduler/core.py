@@ -131,7 +131,7 @@ class CoreConfig:
         default_max_priority: the highest ``priority`` a user may set when the caller
             passes no grant (``None``: no limit).
         admin_max_priority: the same for admins (``None``: no limit).
-        roles, reserve_idle_s, principal: see the fields.
+        roles, reserve_idle_s, principal, group_roles: see the fields.
     """
 
     placement: PlacementConfig = PlacementConfig()
@@ -150,6 +150,9 @@ class CoreConfig:
     reserve_idle_s: float | None = None
     #: the framework's principal, which Mesos wants on dynamic reservations
     principal: str | None = None
+    #: ``(group, role)``: a group's jobs use only offers allocated to that Mesos role, so
+    #: Mesos quota on the role guarantees the group's GPUs (``--group-role``; docs/roles.md)
+    group_roles: tuple[tuple[str, str], ...] = ()
 
 
 def default_resolver(spec: JobSpec) -> tuple[str, str | None]:
@@ -543,7 +546,12 @@ class SchedulerCore:
                                       grace) for x in by_job[job_id]])
             for job_id in result.placed_jobs
         ]  # fmt: skip
-        echoed = echo_round(offers, infos, self.config.roles or None, self._reserver, self._clock())
+        group_roles = dict(self.config.group_roles)
+        echoed = echo_round(
+            offers, infos, self.config.roles or None, self._reserver, self._clock(),
+            (lambda j: group_roles.get(self.tenancy.group_of(jobs[j].user))) if group_roles
+            else None,
+        )  # fmt: skip
         for job_id in result.placed_jobs:
             if job_id not in echoed.refused:
                 self._start(jobs[job_id], by_job[job_id])

@@ -14,7 +14,7 @@ first, and returns them with every metadata field copied. Pure: dicts in, dicts 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,6 +236,7 @@ def echo_round(
     roles: Iterable[str] | None = None,
     reserver: Reserver | None = None,
     now: float = 0.0,
+    role_of: Callable[[str], str | None] | None = None,
 ) -> EchoedRound:
     """Rewrite each task's (and its executor's) resources as cut from the offers.
 
@@ -246,6 +247,8 @@ def echo_round(
         roles: DLC's roles (entries reserved for any other role are never taken).
         reserver: with ``--reserve``: reserve the GPUs tasks take, release idle ones.
         now: the time (for the reserver's idle clock).
+        role_of: job id -> the only role whose offers it may use (its group's role,
+            ``--group-role``), or ``None``: any of DLC's roles.
 
     Returns:
         The accepts, the unused offers and the jobs that did not fit (all or nothing per job:
@@ -262,9 +265,15 @@ def echo_round(
     for job_id, infos in jobs:
         saved = {id(p): list(p.entries) for ps in by_agent.values() for p in ps}
         chosen: list[tuple[Pool, dict, list[Resource], list[Resource]]] = []
+        only = role_of(job_id) if role_of is not None else None
         try:
             for info in infos:
-                chosen.append(_echo_task(info, by_agent.get(info["agent_id"]["value"], [])))
+                candidates = by_agent.get(info["agent_id"]["value"], [])
+                if only is not None:
+                    candidates = [p for p in candidates if p.role == only]
+                    if not candidates:
+                        raise CarveError(f"waiting for an offer of its group's role {only}")
+                chosen.append(_echo_task(info, candidates))
         except CarveError as exc:
             for ps in by_agent.values():
                 for p in ps:

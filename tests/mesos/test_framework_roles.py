@@ -95,3 +95,15 @@ def test_reserve_operations_go_in_the_launchs_accept_and_alone_otherwise(tmp_pat
     launch = {"type": "LAUNCH", "launch": {"task_infos": [info]}}
     assert ([{"value": "o1"}], [reserve, launch]) in accepted
     assert driver.named("launchTasks") == []
+
+
+def test_group_roles_parse_and_name_the_fix():
+    from dlc.mesos.framework import parse_group_roles
+
+    assert parse_group_roles(["vision=v", "nlp=dlc"], ("dlc", "v")) == (
+        ("vision", "v"), ("nlp", "dlc")
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="add --role other"):
+        parse_group_roles(["vision=other"], ("dlc",))
+    with pytest.raises(ConfigError, match="GROUP=ROLE"):
+        parse_group_roles(["vision"], ("dlc",))

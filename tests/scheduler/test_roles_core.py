@@ -41,7 +41,7 @@ def _reserved(oid, agent, role="dlc", reserved=(0, 1, 2, 3)):
         res.update(alloc)
         if res["name"] in ("gpus", "gpu_ids"):
             res.update(static)
-    base["allocation_info"] = alloc
+    base.update(alloc)
     return base
 
 
@@ -148,3 +148,20 @@ def test_gpus_below_gpu_ids_count_marks_the_lowest_ids_taken():
     assert ids["set"]["item"] == ["2", "3"]
     [mem] = [r for r in info["resources"] if r["name"] == "gpu_mem"]
     assert [r["begin"] >> 20 for r in mem["ranges"]["range"]] == [2, 3]
+
+
+def test_group_roles_keep_a_groups_jobs_on_its_roles_offers():
+    from dlc.scheduler.tenancy import Group, Policy
+
+    config = CoreConfig(placement=PlacementConfig("first-fit"), roles=("dlc", "vision"),
+                        group_roles=(("vision-team", "vision"),))  # fmt: skip
+    core = SchedulerCore(MemoryJobStore(), config, lambda spec: (spec.image, None))
+    core.set_tenancy(Policy(groups={"vision-team": Group("vision-team", frozenset({"alice"}))}))
+    job = _submit(core)  # alice's job: only offers allocated to role vision
+    actions = core.on_offers([_reserved("o1", "a1", role="dlc")])
+    assert actions.accepts == [] and actions.declines == ["o1"]
+    queued = core.store.get_job(job.job_id)
+    assert queued.state is JobState.QUEUED
+    assert "waiting for an offer of its group's role vision" in queued.message
+    [(offer_ids, _)] = core.on_offers([_reserved("o2", "a1", role="vision")]).accepts
+    assert offer_ids == ["o2"]
