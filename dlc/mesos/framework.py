@@ -271,6 +271,8 @@ class MesosFramework:
         self._reconcile_backoff = 5.0
         self._restart_at = 0.0
         self._restart_backoff = 2.5
+        #: roles suppressed one by one (``--group-role``) since the last revive
+        self._suppressed_roles: tuple[str, ...] = ()
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -476,8 +478,13 @@ class MesosFramework:
             driver.killTask({"value": task_id})
         if actions.revive:
             driver.reviveOffers()
+            self._suppressed_roles = ()
         elif actions.suppress:
             driver.suppressOffers()
+        elif actions.suppress_roles and actions.suppress_roles != self._suppressed_roles:
+            # per role (MULTI_ROLE): no queued job may use these roles' offers
+            driver.suppressOffers(list(actions.suppress_roles))
+            self._suppressed_roles = actions.suppress_roles
 
 
 class _NoMainInterrupt:

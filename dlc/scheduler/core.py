@@ -113,6 +113,8 @@ class Actions:
     kills: list[tuple[str, str]] = field(default_factory=list)
     revive: bool = False
     suppress: bool = False
+    #: roles no queued job can use (``--group-role``): suppressed while the others stay on
+    suppress_roles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -494,7 +496,18 @@ class SchedulerCore:
         self._note_reasons(now, {**waiting, **held}, usable)
         # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
         actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())
+        if not actions.suppress and self.config.group_roles and not self._reserver:
+            actions.suppress_roles = self._idle_roles()
         return actions
+
+    def _idle_roles(self) -> tuple[str, ...]:
+        """DLC's roles whose offers no queued job may use (each group's jobs use only their
+        role's offers; a job of an unmapped group may use any)."""
+        mapping = dict(self.config.group_roles)
+        wanted = {mapping.get(self.tenancy.group_of(j.user)) for j in self._queued.values()}
+        if None in wanted:
+            return ()
+        return tuple(r for r in self.config.roles if r not in wanted)
 
     # -- tenancy hooks (dlc/scheduler/quotas.py) --------------------------------
 

@@ -107,3 +107,24 @@ def test_group_roles_parse_and_name_the_fix():
         parse_group_roles(["vision=other"], ("dlc",))
     with pytest.raises(ConfigError, match="GROUP=ROLE"):
         parse_group_roles(["vision"], ("dlc",))
+
+
+def test_per_role_suppress_is_sent_once_until_a_revive(tmp_path):
+    from dlc.mesos.framework import MesosFramework
+    from dlc.scheduler.core import Actions, SchedulerCore
+    from dlc.store.memory import MemoryJobStore
+    from tests.mesos.test_framework import FakeDriver
+
+    FakeDriver.instances = []
+    fw = MesosFramework(
+        SchedulerCore(MemoryJobStore()), FrameworkConfig("127.0.0.1:5050"), FakeDriver,
+        version_probe=lambda url: None, agents_probe=lambda url: [],
+    )  # fmt: skip
+    fw._start_driver()
+    driver = FakeDriver.instances[0]
+    fw._carry_out(Actions(suppress_roles=("dlc",)))
+    fw._carry_out(Actions(suppress_roles=("dlc",)))
+    assert driver.named("suppressOffers") == [(["dlc"],)]
+    fw._carry_out(Actions(revive=True))
+    fw._carry_out(Actions(suppress_roles=("dlc",)))
+    assert driver.named("suppressOffers") == [(["dlc"],), (["dlc"],)]

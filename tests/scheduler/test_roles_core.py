@@ -165,3 +165,17 @@ def test_group_roles_keep_a_groups_jobs_on_its_roles_offers():
     assert "waiting for an offer of its group's role vision" in queued.message
     [(offer_ids, _)] = core.on_offers([_reserved("o2", "a1", role="vision")]).accepts
     assert offer_ids == ["o2"]
+
+
+def test_roles_no_queued_job_can_use_are_suppressed_alone():
+    from dlc.scheduler.tenancy import Group, Policy
+
+    config = CoreConfig(placement=PlacementConfig("first-fit"), roles=("dlc", "vision"),
+                        group_roles=(("vision-team", "vision"),))  # fmt: skip
+    core = SchedulerCore(MemoryJobStore(), config, lambda spec: (spec.image, None))
+    core.set_tenancy(Policy(groups={"vision-team": Group("vision-team", frozenset({"alice"}))}))
+    core.submit("alice", JobSpec.from_dict({"image": "busybox", "cpus": 64}))  # waits: too big
+    actions = core.on_offers([_reserved("o1", "a1", role="vision")])
+    assert not actions.suppress and actions.suppress_roles == ("dlc",)
+    core.submit("bob", JobSpec.from_dict({"image": "busybox", "cpus": 64}))  # unmapped group
+    assert core.on_offers([_reserved("o2", "a1", role="vision")]).suppress_roles == ()
