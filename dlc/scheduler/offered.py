@@ -263,21 +263,10 @@ def echo_round(
     result = EchoedRound()
     used: dict[int, list[dict]] = {}
     for job_id, infos in jobs:
-        saved = {id(p): list(p.entries) for ps in by_agent.values() for p in ps}
-        chosen: list[tuple[Pool, dict, list[Resource], list[Resource]]] = []
         only = role_of(job_id) if role_of is not None else None
         try:
-            for info in infos:
-                candidates = by_agent.get(info["agent_id"]["value"], [])
-                if only is not None:
-                    candidates = [p for p in candidates if p.role == only]
-                    if not candidates:
-                        raise CarveError(f"waiting for an offer of its group's role {only}")
-                chosen.append(_echo_task(info, candidates))
+            chosen = _echo_job(infos, by_agent, only)
         except CarveError as exc:
-            for ps in by_agent.values():
-                for p in ps:
-                    p.entries = saved[id(p)]
             result.refused[job_id] = str(exc)
             continue
         for pool, info, task, executor in chosen:
@@ -302,6 +291,30 @@ def echo_round(
             accepted.update(pool.offer_ids)
     result.unused = [o["id"]["value"] for o in offers if o["id"]["value"] not in accepted]
     return result
+
+
+def _echo_job(infos: Sequence[dict], by_agent: Mapping[str, list[Pool]], only: str | None):
+    """Cut every task of one job (all or nothing: on a refusal the pools are left as they were).
+
+    Raises:
+        CarveError: some task does not fit its agent's pools (of role ``only`` when given).
+    """
+    saved = {id(p): list(p.entries) for ps in by_agent.values() for p in ps}
+    chosen = []
+    try:
+        for info in infos:
+            candidates = by_agent.get(info["agent_id"]["value"], [])
+            if only is not None:
+                candidates = [p for p in candidates if p.role == only]
+                if not candidates:
+                    raise CarveError(f"waiting for an offer of its group's role {only}")
+            chosen.append(_echo_task(info, candidates))
+    except CarveError:
+        for pools in by_agent.values():
+            for pool in pools:
+                pool.entries = saved[id(pool)]
+        raise
+    return chosen
 
 
 def _echo_task(info: dict, candidates: Sequence[Pool]):
