@@ -65,6 +65,8 @@ class AgentTotals:
     #: GPU index -> its memory in MiB, from the ``gpu_mem`` blocks (empty: the agent
     #: advertises none and takes no shares; from offers: the largest free block seen)
     gpu_memory: dict[int, int] = field(default_factory=dict)
+    #: the role (one of DLC's, or its parent) the agent's GPUs are reserved for, if any
+    role: str | None = None
 
     @property
     def shareable(self) -> bool:
@@ -225,6 +227,7 @@ class Inventory:
                     agent_id=agent_id,
                     hostname=totals.hostname,
                     attributes=dict(totals.attributes),
+                    role=totals.role,
                     cpus=totals.cpus,
                     mem_mib=totals.mem_mib,
                     disk_mib=totals.disk_mib,
@@ -406,10 +409,7 @@ def agent_from_master(slave: Mapping[str, Any], roles: tuple[str, ...] = ()) -> 
             return None
         totals = slave.get("total_resources") or slave.get("resources") or {}
         attributes = slave.get("attributes") or {}
-        others = [
-            summary for role, summary in (slave.get("reserved_resources") or {}).items()
-            if not any(r == role or r.startswith(role + "/") for r in roles)
-        ]  # fmt: skip
+        others, gpu_role = _reservations(slave.get("reserved_resources") or {}, roles)
         return AgentTotals(
             agent_id=str(slave["id"]),
             hostname=str(slave.get("hostname", "")),
@@ -422,9 +422,28 @@ def agent_from_master(slave: Mapping[str, Any], roles: tuple[str, ...] = ()) -> 
             attributes={str(k): _attribute_text(v) for k, v in attributes.items()},
             exact=True,
             gpu_memory=_gpu_memory(totals.get(gpu_shares.GPU_MEM), others),
+            role=gpu_role,
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
+
+
+def _reservations(
+    reserved: Mapping[str, Mapping[str, Any]], roles: tuple[str, ...]
+) -> tuple[list[Mapping[str, Any]], str | None]:
+    """``/master/slaves`` ``reserved_resources`` split: the summaries reserved for roles that
+    are not DLC's (nor a parent of one), and the first of DLC's roles holding a GPU there."""
+
+    def covers(role: str, mine: str) -> bool:
+        return mine == role or mine.startswith(role + "/")
+
+    others = [s for role, s in reserved.items() if not any(covers(role, r) for r in roles)]
+    gpu_role = next(
+        (role for r in roles for role, s in reserved.items()
+         if covers(role, r) and float(s.get("gpus", 0) or 0) > 0),
+        None,
+    )  # fmt: skip
+    return others, gpu_role
 
 
 def _gpu_memory(value: Any, others: list[Mapping[str, Any]] = ()) -> dict[int, int]:

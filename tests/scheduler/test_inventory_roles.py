@@ -26,19 +26,20 @@ SLAVE = {
 
 
 @pytest.mark.parametrize(
-    ("roles", "gpu_ids", "cpus", "gpu_memory"),
+    ("roles", "gpu_ids", "cpus", "gpu_memory", "role"),
     [
-        (("dlc",), {2, 3}, 3.0, {2: 100, 3: 100}),
-        (("dlc", "spark"), {0, 1, 2, 3}, 4.0, {0: 100, 1: 100, 2: 100, 3: 100}),
-        ((), set(), 3.0, {}),  # as '*': only unreserved GPUs (none here)
-        (("spark/dlc",), {0, 1}, 4.0, {0: 100, 1: 100}),  # a parent's reservation is offered
+        (("dlc",), {2, 3}, 3.0, {2: 100, 3: 100}, "dlc"),
+        (("dlc", "spark"), {0, 1, 2, 3}, 4.0, {0: 100, 1: 100, 2: 100, 3: 100}, "dlc"),
+        ((), set(), 3.0, {}, None),  # as '*': only unreserved GPUs (none here)
+        (("spark/dlc",), {0, 1}, 4.0, {0: 100, 1: 100}, "spark"),  # a parent's reservation
     ],
 )
-def test_other_roles_reservations_are_left_out(roles, gpu_ids, cpus, gpu_memory):
+def test_other_roles_reservations_are_left_out(roles, gpu_ids, cpus, gpu_memory, role):
     totals = agent_from_master(SLAVE, roles)
     assert totals.gpu_ids == frozenset(gpu_ids)
     assert totals.cpus == cpus
     assert totals.gpu_memory == gpu_memory
+    assert totals.role == role
 
 
 def test_admission_refuses_gpus_only_another_role_holds():
