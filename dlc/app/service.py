@@ -17,7 +17,7 @@ from dlc import __version__
 from dlc.api.logs import LogReader
 from dlc.api.metrics import SchedulerMetrics
 from dlc.api.server import ApiServer, ServerLimits
-from dlc.mesos.framework import FrameworkConfig, MesosFramework
+from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
 from dlc.scheduler.placement import PlacementConfig, check_policy
@@ -104,16 +104,20 @@ class SchedulerService:
             self._release_lock()
             raise
         self.admin_token = self._bootstrap_token(config.admin_token)
+        fw_config = config.framework or FrameworkConfig(master=config.master)
         core_config = CoreConfig(
             placement=PlacementConfig(policy=config.policy),
             executor=replace(config.executor, policy=config.task_policy()),
             allowed_volumes=config.allowed_volumes,
             max_skips=config.max_skips,
             max_queued_per_user=config.max_queued_per_user or None,
+            roles=tuple(r for r in framework_roles(fw_config) if r != "*"),
+            reserve_idle_s=fw_config.unreserve_after_s if fw_config.reserve else None,
+            principal=fw_config.principal,
+            group_roles=fw_config.group_roles,
         )
         self.metrics = SchedulerMetrics(self.store, tenant_labels=config.metrics_tenant_labels)
         self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)
-        fw_config = config.framework or FrameworkConfig(master=config.master)
         self.dashboard = Dashboard(self.core, self.metrics, self._dashboard_info)
         try:
             self.api = ApiServer(

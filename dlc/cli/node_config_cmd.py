@@ -17,6 +17,9 @@ import click
 from dlc.cli.output import emit
 from dlc.topology.node_config import node_config
 
+#: the resources ``--role`` reserves (CPUs and memory stay as the operator declares them)
+GPU_NAMES = ("gpus", "gpu_ids", "gpu_mem", "gpu_core")
+
 
 @click.command(name="node-config")
 @click.option(
@@ -44,6 +47,12 @@ from dlc.topology.node_config import node_config
 @click.option("--cpus", type=float, metavar="N", help="Also declare cpus:N.")
 @click.option("--mem", "mem_mib", type=int, metavar="MIB", help="Also declare mem:MIB.")
 @click.option("--pool", metavar="NAME", help="Resource pool of this agent (dlc_pool): dev, train.")
+@click.option(
+    "--role",
+    metavar="ROLE",
+    help="Reserve the GPUs (gpus, gpu_ids, gpu_mem, gpu_core) statically for this Mesos role: "
+    "gpus(ROLE):N; run `dlc scheduler --role ROLE` (docs/roles.md).",
+)
 @click.option(
     "--sharing",
     type=click.Choice(["mps", "watchdog", "mig", "none"]),
@@ -79,6 +88,7 @@ def command(
     gpu_mem_mib: int | None,
     fmt: str,
     pool: str | None = None,
+    role: str | None = None,
 ) -> None:
     """Print mesos-agent --resources (gpus, gpu_ids, gpu_mem, gpu_core) and --attributes."""
     # Imported here: live discovery may load pynvml, which `dlc --help` must not need.
@@ -96,6 +106,14 @@ def command(
             "gpu_mem/gpu_core left out (GPU memory unknown), so this agent takes no GPU "
             "shares; pass --gpu-mem MIB"
         )
+    if role is not None:  # a GPU pool reserved for DLC's role (docs/roles.md)
+        from dataclasses import replace
+
+        from dlc.mesos.framework import check_roles
+        from dlc.mesos.resources import reserve_items
+
+        (role,) = check_roles([role])
+        config = replace(config, resources=reserve_items(config.resources, role, GPU_NAMES))
     if pool is not None:  # quotas are per pool (docs/quotas.md)
         from dlc.scheduler.tenancy import POOL_ATTRIBUTE, check_name
 

@@ -15,7 +15,7 @@ import click
 
 from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuStyle
-from dlc.mesos.framework import WEEK_S, FrameworkConfig
+from dlc.mesos.framework import WEEK_S, FrameworkConfig, check_roles, parse_group_roles
 from dlc.scheduler.allocator import POLICY_MODULES
 from dlc.scheduler.task_info import ExecutorConfig
 
@@ -217,7 +217,25 @@ def admin_token_from(token_file: str | None) -> str | None:
 @click.option("--token-file", help="Write the first admin token here (mode 600).")
 @click.option("--principal", envvar="DLC_MESOS_PRINCIPAL", help="Mesos framework principal.")
 @click.option("--secret", envvar="DLC_MESOS_SECRET", help="Mesos framework secret.")
-@click.option("--role", default="*", show_default=True, help="Mesos role.")
+@click.option(
+    "--role", "roles", multiple=True, metavar="ROLE",
+    help="Mesos role to subscribe with; repeat for several (MULTI_ROLE). Default: '*'. "
+    "Resources reserved for these roles are used first (docs/roles.md).",
+)  # fmt: skip
+@click.option(
+    "--reserve", is_flag=True,
+    help="Keep the GPUs DLC uses dynamically reserved for its --role (RESERVE), so no other "
+    "framework takes one between two jobs; released when idle (docs/roles.md).",
+)  # fmt: skip
+@click.option(
+    "--unreserve-after", type=click.FloatRange(min=0), default=300.0, show_default=True,
+    metavar="SECONDS", help="With --reserve: release a GPU unused this long.",
+)  # fmt: skip
+@click.option(
+    "--group-role", "group_roles", multiple=True, metavar="GROUP=ROLE",
+    help="Run a DLC group's jobs only on offers of this Mesos role (one of --role), so Mesos "
+    "quota on the role guarantees the group's GPUs; repeatable (docs/roles.md).",
+)  # fmt: skip
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @click.option(
@@ -249,7 +267,9 @@ def admin_token_from(token_file: str | None) -> str | None:
 def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_registry,
             container_user, max_queued_per_user, max_connections_per_ip, max_connections,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
-            max_priority, token_file, principal, secret, role, failover_timeout,
+            max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
+            group_roles,
+            failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, metrics_tenant_labels, verbose):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
@@ -273,11 +293,16 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
         return
     if not master:
         raise DlcError("--master is required: e.g. --master 127.0.0.1:5050 or zk://zk1:2181/mesos")
+    if reserve and not [r for r in roles if r != "*"]:
+        raise DlcError("--reserve needs --role ROLE: Mesos reserves resources for a role, not '*'")
     if (principal is None) != (secret is None):
         raise DlcError("give both --principal and --secret, or neither")
     framework = FrameworkConfig(
         master=master,
-        role=role,
+        roles=check_roles(roles),
+        group_roles=parse_group_roles(group_roles, check_roles(roles)),
+        reserve=reserve,
+        unreserve_after_s=unreserve_after,
         principal=principal,
         secret=secret,
         failover_timeout_s=failover_timeout,

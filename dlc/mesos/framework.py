@@ -35,14 +35,15 @@ from __future__ import annotations
 import getpass
 import logging
 import queue
+import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dlc.errors import DlcError
+from dlc.errors import ConfigError, DlcError
 from dlc.mesos.emulator.model import EMULATOR_BUILD_USER
 from dlc.mesos.master import fetch_slaves, fetch_version
 from dlc.scheduler.core import Actions, SchedulerCore
@@ -60,7 +61,11 @@ class FrameworkConfig:
         master: ``host:port`` or ``zk://...`` of the Mesos master.
         name: framework name shown in the Mesos UI.
         user: Unix user tasks run as (default: the current user).
-        role: Mesos role.
+        role: Mesos role (one role, the pre-``MULTI_ROLE`` way; ``roles`` wins when given).
+        roles: Mesos roles DLC subscribes with (``MULTI_ROLE``; ``docs/roles.md``).
+        reserve: keep the GPUs DLC uses dynamically reserved for its role (``--reserve``).
+        unreserve_after_s: a reserved GPU unused this long in DLC's offers is released.
+        group_roles: ``(group, role)`` pairs: a DLC group's jobs use only that role's offers.
         principal, secret: optional framework authentication.
         failover_timeout_s: how long Mesos keeps our tasks while we are away.
         refuse_seconds: decline filter: do not re-offer a declined agent for this long.
@@ -75,6 +80,10 @@ class FrameworkConfig:
     name: str = "dlc"
     user: str = ""
     role: str = "*"
+    roles: tuple[str, ...] = ()
+    reserve: bool = False
+    unreserve_after_s: float = 300.0
+    group_roles: tuple[tuple[str, str], ...] = ()
     principal: str | None = None
     secret: str | None = None
     failover_timeout_s: float = WEEK_S
@@ -88,15 +97,24 @@ class FrameworkConfig:
 
 def framework_info(config: FrameworkConfig, framework_id: str | None) -> dict[str, Any]:
     """The v1 ``FrameworkInfo`` DLC subscribes with (pure; tested as exact JSON)."""
+    roles = framework_roles(config)
     info: dict[str, Any] = {
         "user": config.user or getpass.getuser(),
         "name": config.name,
-        "role": config.role,
         "hostname": socket.gethostname(),
         "failover_timeout": config.failover_timeout_s,
         "checkpoint": True,
         "capabilities": [{"type": "GPU_RESOURCES"}, {"type": "PARTITION_AWARE"}],
     }
+    if roles == ("*",):
+        info["role"] = "*"  # the default role: the plain single-role form every master takes
+    else:
+        # MULTI_ROLE: offers name the role they are allocated to (allocation_info), which a
+        # task's resources must echo; RESERVATION_REFINEMENT lets the master send
+        # ``reservations`` (a stack) rather than the older role/reservation pair, and lets
+        # --reserve refine a static reservation of a parent role.
+        info["roles"] = list(roles)
+        info["capabilities"] += [{"type": "MULTI_ROLE"}, {"type": "RESERVATION_REFINEMENT"}]
     if config.webui_url:
         info["webui_url"] = config.webui_url
     if config.principal:
@@ -104,6 +122,55 @@ def framework_info(config: FrameworkConfig, framework_id: str | None) -> dict[st
     if framework_id:
         info["id"] = {"value": framework_id}
     return info
+
+
+_ROLE_BAD = re.compile(r"\s|//|^/|/$|^-|^\.\.?$|/\.\.?(/|$)|^\.\.?/")
+
+
+def check_roles(roles: Iterable[str]) -> tuple[str, ...]:
+    """``--role`` values checked as Mesos checks role names (``roles::validate``).
+
+    Raises:
+        ConfigError: an empty or malformed name, or ``*`` beside other roles.
+    """
+    roles = tuple(dict.fromkeys(r.strip() for r in roles))
+    for role in roles:
+        if not role or (role != "*" and ("*" in role or _ROLE_BAD.search(role))):
+            raise ConfigError(
+                "role",
+                f"{role!r} is not a Mesos role name (no spaces, no leading '-' or '/', no '.' "
+                "or '..' parts, no '*'); pass e.g. --role dlc or --role eng/dlc",
+            )
+    if "*" in roles and len(roles) > 1:
+        raise ConfigError("role", "'*' cannot be combined with other roles; drop --role '*'")
+    return roles
+
+
+def parse_group_roles(pairs: Iterable[str], roles: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``--group-role GROUP=ROLE`` values, each role one of ``roles``.
+
+    Raises:
+        ConfigError: not ``GROUP=ROLE``, or a role DLC does not subscribe with.
+    """
+    out: dict[str, str] = {}
+    for pair in pairs:
+        group, eq, role = pair.partition("=")
+        if not eq or not group.strip() or not role.strip():
+            raise ConfigError("group-role", f"{pair!r} is not GROUP=ROLE, e.g. vision=dlc-vision")
+        if role.strip() not in roles:
+            known = ", ".join(r for r in roles if r != "*") or "none"
+            raise ConfigError(
+                "group-role",
+                f"role {role.strip()!r} of group {group.strip()!r} is not one of --role "
+                f"({known}); add --role {role.strip()}",
+            )
+        out[group.strip()] = role.strip()
+    return tuple(out.items())
+
+
+def framework_roles(config: FrameworkConfig) -> tuple[str, ...]:
+    """The roles DLC subscribes with: ``roles``, else ``(role,)``, without repeats."""
+    return tuple(dict.fromkeys(config.roles or (config.role,)))
 
 
 class _Callbacks:
@@ -205,6 +272,8 @@ class MesosFramework:
         self._reconcile_backoff = 5.0
         self._restart_at = 0.0
         self._restart_backoff = 2.5
+        #: roles suppressed one by one (``--group-role``) since the last revive
+        self._suppressed_roles: tuple[str, ...] = ()
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -386,8 +455,18 @@ class MesosFramework:
         driver = self._driver
         if driver is None:
             return
+        pre = dict(actions.operations)
+        refuse = {"refuse_seconds": self.config.refuse_seconds}
+        for offer_ids, operations in pre.items():
+            if not any(tuple(ids) == offer_ids for ids, _ in actions.accepts):
+                driver.acceptOffers([{"value": o} for o in offer_ids], operations, refuse)
         for offer_ids, task_infos in actions.accepts:
-            driver.launchTasks([{"value": o} for o in offer_ids], task_infos)
+            operations = pre.get(tuple(offer_ids))
+            if operations:  # --reserve: RESERVE/UNRESERVE, then the launch, in one ACCEPT
+                launch = {"type": "LAUNCH", "launch": {"task_infos": task_infos}}
+                driver.acceptOffers([{"value": o} for o in offer_ids], [*operations, launch])
+            else:
+                driver.launchTasks([{"value": o} for o in offer_ids], task_infos)
             # pymesos silently drops calls while reconnecting: a launched task stays
             # unconfirmed until an update names it, and reconciliation asks after it.
             for info in task_infos:
@@ -402,8 +481,13 @@ class MesosFramework:
             driver.killTask({"value": task_id})
         if actions.revive:
             driver.reviveOffers()
+            self._suppressed_roles = ()
         elif actions.suppress:
             driver.suppressOffers()
+        elif actions.suppress_roles and actions.suppress_roles != self._suppressed_roles:
+            # per role (MULTI_ROLE): no queued job may use these roles' offers
+            driver.suppressOffers(list(actions.suppress_roles))
+            self._suppressed_roles = actions.suppress_roles
 
 
 class _NoMainInterrupt:

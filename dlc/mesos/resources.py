@@ -16,18 +16,89 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dlc.errors import ResourceSyntaxError
 from dlc.topology.gpu_shares import normalise, subtract
 
 Value = float | frozenset[str] | tuple[tuple[int, int], ...]
-Key = tuple[str, str]  # (name, role)
+#: (name, reservation): the reservation is ``"*"`` (unreserved), a role (reserved statically for
+#: it, as the flag ``gpus(dlc):4`` says), ``"+role"`` (reserved dynamically) or a refinement
+#: stack joined by ``,`` (``"eng,+eng/dlc"``): :func:`reservation_key`
+Key = tuple[str, str]
 
 _NAME = re.compile(r"^([A-Za-z0-9_./-]+)(?:\(([^()]*)\))?$")
 _TEXT = re.compile(r"^[A-Za-z0-9_/.-]+$")
 _DEFAULT_ROLE = "*"
+
+
+def reservation_key(res: Mapping[str, Any]) -> str:
+    """The reservation part of a :data:`Key` for a v1 JSON Resource, read from either format
+    the master speaks: ``reservations`` (``RESERVATION_REFINEMENT``) or ``role`` with an
+    optional ``reservation`` (dynamic) of older frameworks."""
+    stack = res.get("reservations") or ()
+    if stack:
+        return ",".join(
+            ("+" if r.get("type", "STATIC") == "DYNAMIC" else "") + str(r.get("role") or "")
+            for r in stack
+        )
+    role = res.get("role") or _DEFAULT_ROLE
+    if role != _DEFAULT_ROLE and res.get("reservation") is not None:
+        return "+" + role
+    return role
+
+
+def reserved_role(key: str) -> str | None:
+    """The role a reservation key reserves for (its last layer); ``None``: unreserved."""
+    if key == _DEFAULT_ROLE:
+        return None
+    return key.rsplit(",", 1)[-1].lstrip("+")
+
+
+def is_dynamic(key: str) -> bool:
+    """Whether the last layer of a reservation key is a dynamic reservation."""
+    return key.rsplit(",", 1)[-1].startswith("+")
+
+
+def offerable_to(key: str, role: str) -> bool:
+    """Whether resources of this reservation may be offered to ``role``: unreserved ones, and
+    those reserved for the role or one of its ancestors (``eng`` for ``eng/dlc``)."""
+    owner = reserved_role(key)
+    return owner is None or role == owner or role.startswith(owner + "/")
+
+
+def reservation_json(key: str, refinement: bool) -> dict[str, Any]:
+    """The role/reservation fields of a Resource in the format a framework reads."""
+    if key == _DEFAULT_ROLE:
+        return {} if refinement else {"role": _DEFAULT_ROLE}
+    layers = key.split(",")
+    if refinement:
+        return {
+            "reservations": [
+                {
+                    "type": "DYNAMIC" if layer.startswith("+") else "STATIC",
+                    "role": layer.lstrip("+"),
+                }
+                for layer in layers
+            ]
+        }
+    out: dict[str, Any] = {"role": layers[-1].lstrip("+")}
+    if layers[-1].startswith("+"):
+        out["reservation"] = {}
+    return out
+
+
+def reserve_items(text: str, role: str, names: Iterable[str]) -> str:
+    """``--resources`` text with the items named ``names`` reserved for ``role``
+    (``gpus:4`` -> ``gpus(role):4``); items already given a role are left as they are."""
+    wanted = set(names)
+    out = []
+    for item in _split_items(text):
+        head, colon, value = item.partition(":")
+        name = head.strip()
+        out.append(f"{name}({role}):{value}" if colon and name in wanted else item)
+    return ";".join(out)
 
 
 def _scalar(text: str) -> float | None:
@@ -208,7 +279,7 @@ class Resources:
         """
         bag = cls()
         for res in resources:
-            role = res.get("role") or _DEFAULT_ROLE
+            role = reservation_key(res)
             kind = res.get("type", "SCALAR")
             if kind == "SCALAR":
                 value: Value = float(res["scalar"]["value"])
@@ -298,8 +369,17 @@ class Resources:
                 out |= value
         return out
 
-    def to_json(self) -> list[dict[str, Any]]:
-        """Renders the bag as v1 JSON Resource dicts (SET items sorted, as strings)."""
+    def to_json(
+        self, refinement: bool = False, allocated: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Renders the bag as v1 JSON Resource dicts (SET items sorted, as strings).
+
+        Args:
+            refinement: reservations as ``reservations`` stacks (frameworks with
+                ``RESERVATION_REFINEMENT``) rather than ``role`` (+ ``reservation``).
+            allocated: the role the resources are allocated to (``allocation_info``, which
+                the master adds for ``MULTI_ROLE`` frameworks).
+        """
         out = []
         for (name, role), value in self._items.items():
             res: dict[str, Any] = {"name": name}
@@ -309,9 +389,31 @@ class Resources:
                 res.update(type="SET", set={"item": sorted(value, key=_natural)})
             else:
                 res.update(type="RANGES", ranges=_ranges_json(value))
-            res["role"] = role
+            res.update(reservation_json(role, refinement))
+            if allocated is not None:
+                res["allocation_info"] = {"role": allocated}
             out.append(res)
         return out
+
+    def select(self, keep: Callable[[str, str], bool]) -> Resources:
+        """The part of the bag whose ``(name, reservation)`` keys ``keep`` accepts."""
+        return Resources({k: v for k, v in self._items.items() if keep(*k)})
+
+    def popped(self) -> Resources:
+        """The bag with each reservation's last layer removed: what an ``UNRESERVE`` gives
+        back (and what a ``RESERVE`` takes from)."""
+        bag = Resources()
+        for (name, role), value in self._items.items():
+            below = role.rsplit(",", 1)[0] if "," in role else _DEFAULT_ROLE
+            bag = bag + Resources({(name, below): value})
+        return bag
+
+    def by_reservation(self) -> dict[str, Resources]:
+        """The bag split by reservation key (``"*"``: unreserved)."""
+        out: dict[str, dict[Key, Value]] = {}
+        for key, value in self._items.items():
+            out.setdefault(key[1], {})[key] = value
+        return {k: Resources(v) for k, v in out.items()}
 
     def summary(self) -> dict[str, Any]:
         """Renders the bag as ``/master/state`` does: ``{"cpus": 4.0, "gpu_ids": "{0, 1}"}``."""
@@ -328,7 +430,7 @@ class Resources:
     def __str__(self) -> str:
         parts = []
         for (name, role), value in self._items.items():
-            label = name if role == _DEFAULT_ROLE else f"{name}({role})"
+            label = name if role == _DEFAULT_ROLE else f"{name}({_role_text(role)})"
             if isinstance(value, float):
                 parts.append(f"{label}:{_format_scalar(value)}")
             elif isinstance(value, frozenset):
@@ -344,3 +446,13 @@ class Resources:
 def _natural(item: str) -> tuple[int, int | str]:
     """Sorts numeric SET items numerically ("2" before "10") and the rest after them."""
     return (0, int(item)) if item.isdigit() else (1, item)
+
+
+def _role_text(key: str) -> str:
+    """A reservation key as Mesos prints it in messages (``[(STATIC,dlc)]``) for non-static."""
+    if "," not in key and not key.startswith("+"):
+        return key
+    layers = ",".join(
+        f"({'DYNAMIC' if k.startswith('+') else 'STATIC'},{k.lstrip('+')})" for k in key.split(",")
+    )
+    return f"reservations: [{layers}]"

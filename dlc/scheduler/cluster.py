@@ -70,7 +70,8 @@ class AgentView:
 
     Attributes:
         agent_id, hostname, attributes: as the master or offers give them.
-        pool, role: placeholders for agent pools and Mesos roles (not used yet).
+        pool: placeholder for agent pools (not used yet).
+        role: the Mesos role (one of DLC's) the agent's GPUs are reserved for, if any.
         cpus, mem_mib, disk_mib: totals (lower bounds unless ``exact``).
         exact: totals come from the master.
         free_cpus, free_mem_mib, free_disk_mib: what its latest offers held (``None``:

@@ -48,6 +48,7 @@ from dlc.scheduler.jobs import (
     job_id_of_task,
     job_state_from_task_state,
 )
+from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import (
     NO_TOPOLOGY_POLICY,
     DriverCheck,
@@ -67,6 +68,8 @@ from dlc.scheduler.quotas import (
     pool_capacity,
     split_by_pool,
 )
+from dlc.scheduler.refusals import Refusals, refused_resources
+from dlc.scheduler.reserve import Reserver
 from dlc.scheduler.share_placement import ShareTenants
 from dlc.scheduler.task_info import ExecutorConfig, build_task_info
 from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
@@ -123,10 +126,15 @@ class Actions:
     """
 
     accepts: list[tuple[list[str], list[dict]]] = field(default_factory=list)
+    #: offer ids -> RESERVE/UNRESERVE operations run in that ACCEPT before its launches (an
+    #: entry whose offers launch nothing is an ACCEPT of its own); ``--reserve`` only
+    operations: dict[tuple[str, ...], list[dict]] = field(default_factory=dict)
     declines: list[str] = field(default_factory=list)
     kills: list[tuple[str, str]] = field(default_factory=list)
     revive: bool = False
     suppress: bool = False
+    #: roles no queued job can use (``--group-role``): suppressed while the others stay on
+    suppress_roles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,7 @@ class CoreConfig:
         max_queued_per_user: queued (not yet started) jobs one user may have; the next
             submit is refused (``None`` or 0: no cap; admins are exempt). A red-team user
             queued 2,000 8-GPU jobs and held the whole cluster's queue.
+        roles, reserve_idle_s, principal, group_roles: see the fields.
     """
 
     placement: PlacementConfig = PlacementConfig()
@@ -159,6 +168,17 @@ class CoreConfig:
     default_max_priority: int | None = 0
     admin_max_priority: int | None = None
     max_queued_per_user: int | None = 1000
+    #: the framework's Mesos roles: resources reserved for any other role are never taken
+    #: (empty: whatever the master offered)
+    roles: tuple[str, ...] = ()
+    #: ``--reserve``: keep the GPUs DLC uses dynamically reserved for its role and release one
+    #: after this many idle seconds (``None``: no dynamic reservations)
+    reserve_idle_s: float | None = None
+    #: the framework's principal, which Mesos wants on dynamic reservations
+    principal: str | None = None
+    #: ``(group, role)``: a group's jobs use only offers allocated to that Mesos role, so
+    #: Mesos quota on the role guarantees the group's GPUs (``--group-role``; docs/roles.md)
+    group_roles: tuple[tuple[str, str], ...] = ()
 
 
 def default_resolver(spec: JobSpec) -> tuple[str, str | None]:
@@ -215,10 +235,16 @@ class SchedulerCore:
         placement = self.config.placement
         #: what each agent HAS (totals), for admission and "impossible" reasons
         self.inventory = Inventory(
-            Overheads(placement.executor_cpus, placement.executor_mem_mib), topology_of, driver_ok
+            Overheads(placement.executor_cpus, placement.executor_mem_mib),
+            topology_of,
+            driver_ok,
+            self.config.roles,
         )
         self._reservations = Reservations(self.config.max_skips, self.config.reservation_s)
         self._drains = Drains(self.config.drain_timeout_s)
+        self._refusals = Refusals()
+        idle_s = self.config.reserve_idle_s
+        self._reserver = None if idle_s is None else Reserver(idle_s, self.config.principal)
         self._queued: dict[str, Job] = {}
         self._active: dict[str, Job] = {}
         self._order: list[str] | None = None
@@ -493,7 +519,9 @@ class SchedulerCore:
             views, bad = parse_offers(offers)
             self.inventory.note_offers(views, now)
             self._drains.expire(now)
-            usable = [self._drains.strip(v) for v in views]
+            # an agent whose master just refused a task's resources takes no task for a while
+            usable = [self._drains.strip(v) for v in views
+                      if not self._refusals.blocked(v.agent_id, now)]  # fmt: skip
             self._end_reservation_if_due(now)
             queue, held = [], {}
             for job in self.queued_jobs():
@@ -521,9 +549,14 @@ class SchedulerCore:
         and the preemptions the tenancy plan asks for."""
         jobs = {j.job_id: j for j in queue}
         actions = Actions(declines=bad + decision.declines, kills=list(decision.kills))
-        actions.accepts = self._launch(jobs, decision)
+        echoed = self._launch(jobs, decision, offers)
+        actions.accepts = echoed.accepts
+        actions.operations = echoed.operations
+        busy = {o for ids in echoed.operations for o in ids}  # offers an UNRESERVE uses
+        actions.declines = [o for o in actions.declines if o not in busy]
+        actions.declines += [o for o in echoed.unused if o not in set(actions.declines)]
         actions.kills += self._preempt(tenancy)
-        waiting = dict(decision.waiting)
+        waiting = {**decision.waiting, **echoed.refused}
         for job_id, note in tenancy.notes.items():
             if job_id in waiting and job_id not in decision.impossible:
                 waiting[job_id] = note
@@ -538,8 +571,20 @@ class SchedulerCore:
         runnable = [j for j in queue if j.job_id not in set_aside]
         self._maybe_reserve(now, runnable, placeable, usable)
         self._note_reasons(now, {**waiting, **held}, usable)
-        actions.suppress = not self._queued
+        # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
+        actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())
+        if not actions.suppress and self.config.group_roles and not self._reserver:
+            actions.suppress_roles = self._idle_roles()
         return actions
+
+    def _idle_roles(self) -> tuple[str, ...]:
+        """DLC's roles whose offers no queued job may use (each group's jobs use only their
+        role's offers; a job of an unmapped group may use any)."""
+        mapping = dict(self.config.group_roles)
+        wanted = {mapping.get(self.tenancy.group_of(j.user)) for j in self._queued.values()}
+        if None in wanted:
+            return ()
+        return tuple(r for r in self.config.roles if r not in wanted)
 
     # -- tenancy hooks (dlc/scheduler/quotas.py) --------------------------------
 
@@ -599,22 +644,29 @@ class SchedulerCore:
             kills += [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
         return kills
 
-    def _launch(self, jobs: dict[str, Job], result) -> list[tuple[list[str], list[dict]]]:
-        per_agent: dict[str, tuple[list[str], list[dict]]] = {}
+    def _launch(self, jobs: dict[str, Job], result, offers: list[dict]) -> EchoedRound:
+        """TaskInfos of the placed jobs, their resources cut from the offers as offered
+        (roles, reservations; :mod:`~dlc.scheduler.offered`); only jobs that fit start."""
         # with a tenancy policy every kill (preemption above all) gets the policy's grace
         grace = self.tenancy.grace_s if self.tenancy.enabled else None
         by_job: dict[str, list] = {}
         for launch in result.launches:
             by_job.setdefault(launch.job_id, []).append(launch)
+        infos = [
+            (job_id, [build_task_info(jobs[job_id], x, self.framework_id, self.config.executor,
+                                      grace) for x in by_job[job_id]])
+            for job_id in result.placed_jobs
+        ]  # fmt: skip
+        group_roles = dict(self.config.group_roles)
+        echoed = echo_round(
+            offers, infos, self.config.roles or None, self._reserver, self._clock(),
+            (lambda j: group_roles.get(self.tenancy.group_of(jobs[j].user))) if group_roles
+            else None,
+        )  # fmt: skip
         for job_id in result.placed_jobs:
-            launches = by_job[job_id]
-            job = self._start(jobs[job_id], launches)
-            for launch in launches:
-                entry = per_agent.setdefault(launch.agent_id, (list(launch.offer_ids), []))
-                entry[1].append(
-                    build_task_info(job, launch, self.framework_id, self.config.executor, grace)
-                )
-        return list(per_agent.values())
+            if job_id not in echoed.refused:
+                self._start(jobs[job_id], by_job[job_id])
+        return echoed
 
     def _start(self, job: Job, launches) -> Job:
         tasks = tuple(
@@ -786,6 +838,11 @@ class SchedulerCore:
             # Another live container holds these GPUs (the node refused to share them): the
             # job did nothing wrong. Retry without a failure; its GPUs drain meanwhile.
             return self._requeue(job, f"relaunching elsewhere: {message}", 0)
+        elif refused_resources(status) and task is not None and not actions.kills:
+            # The master refused the task's resources (a role or reservation mismatch): not
+            # the job's fault. Retry elsewhere without a failure; the cause is logged once.
+            message = self._refusals.note(task.agent_id, task.hostname, status, self._clock())
+            return self._requeue(job, message, 0)
         elif never_seen and not actions.kills:
             # The task never started (the launch was lost or refused before it reached an
             # agent): queue again without using a retry.

@@ -65,6 +65,8 @@ class AgentTotals:
     #: GPU index -> its memory in MiB, from the ``gpu_mem`` blocks (empty: the agent
     #: advertises none and takes no shares; from offers: the largest free block seen)
     gpu_memory: dict[int, int] = field(default_factory=dict)
+    #: the role (one of DLC's, or its parent) the agent's GPUs are reserved for, if any
+    role: str | None = None
 
     @property
     def shareable(self) -> bool:
@@ -96,6 +98,8 @@ class Inventory:
     Args:
         overheads: executor CPUs/memory added to every task.
         topology_of, driver_ok: as in :func:`~dlc.scheduler.placement.place`.
+        roles: DLC's Mesos roles: what agents reserve for any other role is not counted
+            (empty: DLC runs as ``*`` and only unreserved resources count).
     """
 
     def __init__(
@@ -103,8 +107,10 @@ class Inventory:
         overheads: Overheads | None = None,
         topology_of: TopologyOf | None = None,
         driver_ok: DriverCheck | None = None,
+        roles: tuple[str, ...] = (),
     ):
         self.overheads = overheads or Overheads()
+        self.roles = roles
         self._topology_of = topology_of or default_topology_of
         self._driver_ok = driver_ok or default_driver_ok
         self._agents: dict[str, AgentTotals] = {}
@@ -125,7 +131,7 @@ class Inventory:
         """
         agents: dict[str, AgentTotals] = {}
         for slave in slaves:
-            totals = agent_from_master(slave)
+            totals = agent_from_master(slave, self.roles)
             if totals is not None:
                 agents[totals.agent_id] = totals
         if agents != self._agents:
@@ -221,6 +227,7 @@ class Inventory:
                     agent_id=agent_id,
                     hostname=totals.hostname,
                     attributes=dict(totals.attributes),
+                    role=totals.role,
                     cpus=totals.cpus,
                     mem_mib=totals.mem_mib,
                     disk_mib=totals.disk_mib,
@@ -388,39 +395,69 @@ class Inventory:
         )
 
 
-def agent_from_master(slave: Mapping[str, Any]) -> AgentTotals | None:
+def agent_from_master(slave: Mapping[str, Any], roles: tuple[str, ...] = ()) -> AgentTotals | None:
     """An :class:`AgentTotals` from one ``/master/slaves`` entry (``None``: inactive or
     malformed).
 
     Reads ``total_resources`` or ``resources`` (``{"cpus": 4.0, "gpu_ids": "{0, 1}"}``)
-    and ``attributes`` (name -> text or number).
+    and ``attributes`` (name -> text or number). What ``reserved_resources`` holds for a role
+    that is not one of ``roles`` (nor an ancestor of one) is left out: the master never
+    offers it to DLC, so a job that only it could hold must not be admitted.
     """
     try:
         if not slave.get("active", True):
             return None
         totals = slave.get("total_resources") or slave.get("resources") or {}
         attributes = slave.get("attributes") or {}
+        others, gpu_role = _reservations(slave.get("reserved_resources") or {}, roles)
         return AgentTotals(
             agent_id=str(slave["id"]),
             hostname=str(slave.get("hostname", "")),
-            gpu_ids=_set_items(totals.get("gpu_ids")),
-            cpus=float(totals.get("cpus", 0.0)),
-            mem_mib=float(totals.get("mem", 0.0)),
-            disk_mib=float(totals.get("disk", 0.0)),
+            gpu_ids=_set_items(totals.get("gpu_ids")).difference(
+                *(_set_items(o.get("gpu_ids")) for o in others)
+            ),
+            cpus=float(totals.get("cpus", 0.0)) - sum(float(o.get("cpus", 0)) for o in others),
+            mem_mib=float(totals.get("mem", 0.0)) - sum(float(o.get("mem", 0)) for o in others),
+            disk_mib=float(totals.get("disk", 0.0)) - sum(float(o.get("disk", 0)) for o in others),
             attributes={str(k): _attribute_text(v) for k, v in attributes.items()},
             exact=True,
-            gpu_memory=_gpu_memory(totals.get(gpu_shares.GPU_MEM)),
+            gpu_memory=_gpu_memory(totals.get(gpu_shares.GPU_MEM), others),
+            role=gpu_role,
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 
-def _gpu_memory(value: Any) -> dict[int, int]:
-    """``"[0-32767, 1048576-1081343]"`` (the master's text for RANGES) -> GPU -> MiB."""
+def _reservations(
+    reserved: Mapping[str, Mapping[str, Any]], roles: tuple[str, ...]
+) -> tuple[list[Mapping[str, Any]], str | None]:
+    """``/master/slaves`` ``reserved_resources`` split: the summaries reserved for roles that
+    are not DLC's (nor a parent of one), and the first of DLC's roles holding a GPU there."""
+
+    def covers(role: str, mine: str) -> bool:
+        return mine == role or mine.startswith(role + "/")
+
+    others = [s for role, s in reserved.items() if not any(covers(role, r) for r in roles)]
+    gpu_role = next(
+        (role for r in roles for role, s in reserved.items()
+         if covers(role, r) and float(s.get("gpus", 0) or 0) > 0),
+        None,
+    )  # fmt: skip
+    return others, gpu_role
+
+
+def _gpu_memory(value: Any, others: list[Mapping[str, Any]] = ()) -> dict[int, int]:
+    """``"[0-32767, 1048576-1081343]"`` (the master's text for RANGES) -> GPU -> MiB, less the
+    blocks reserved for ``others`` (other roles' ``reserved_resources``)."""
     if not isinstance(value, str) or not value.strip():
         return {}
     try:
-        return gpu_shares.amounts(gpu_shares.parse_ranges_text(value))
+        ranges = gpu_shares.parse_ranges_text(value)
+        for other in others:
+            if other.get(gpu_shares.GPU_MEM):
+                taken = gpu_shares.parse_ranges_text(other[gpu_shares.GPU_MEM])
+                ranges = gpu_shares.subtract(ranges, taken)
+        return gpu_shares.amounts(ranges)
     except FieldError:
         return {}  # a malformed resource: the agent takes no shares, it is not dropped
 

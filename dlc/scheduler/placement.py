@@ -37,6 +37,7 @@ from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches, unknown_policy
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.launch_spec import GpuShare
+from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
 from dlc.scheduler.share_placement import ShareTenants, choose_share
 from dlc.topology import gpu_shares
@@ -111,6 +112,13 @@ class OfferView:
                     scalars[name] = scalars.get(name, 0.0) + float(res["scalar"]["value"])
                 elif res.get("name") == "gpu_ids" and res.get("type") == "SET":
                     gpu_ids.update(int(i) for i in res["set"].get("item", ()))
+            # another framework took whole GPUs through the plain scalar: no gpu_ids item
+            # says which, so those ids (and their share blocks) count as taken
+            taken = taken_by_scalar(scalars.get("gpus", 0.0), frozenset(gpu_ids))
+            mem = gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_MEM)
+            core = gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_CORE)
+            if taken:
+                mem, core = _without_gpus(mem, taken), _without_gpus(core, taken)
             return cls(
                 offer_id=offer["id"]["value"],
                 agent_id=offer["agent_id"]["value"],
@@ -119,15 +127,21 @@ class OfferView:
                 mem_mib=scalars.get("mem", 0.0),
                 disk_mib=scalars.get("disk", 0.0),
                 gpus=scalars.get("gpus", 0.0),
-                gpu_ids=frozenset(gpu_ids),
+                gpu_ids=frozenset(gpu_ids) - taken,
                 attributes=_attributes(offer.get("attributes", ())),
                 ports=parse_port_ranges(offer.get("resources", ())),
                 address=_agent_address(offer),
-                gpu_mem=gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_MEM),
-                gpu_core=gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_CORE),
+                gpu_mem=mem,
+                gpu_core=core,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise OfferError(f"malformed offer {offer.get('id')}: {exc!r}") from None
+
+
+def _without_gpus(ranges: gpu_shares.Ranges, gpus: frozenset[int]) -> gpu_shares.Ranges:
+    """``ranges`` without the blocks of GPUs ``gpus``."""
+    per = gpu_shares.per_gpu(ranges)
+    return gpu_shares.normalise(r for i, rs in per.items() if i not in gpus for r in rs)
 
 
 def _agent_address(offer: dict) -> str:

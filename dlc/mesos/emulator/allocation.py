@@ -1,10 +1,11 @@
 """The emulated master's allocator: which framework gets which agent's free resources.
 
-Like Mesos's hierarchical allocator it offers everything an agent has free to one framework at
-a time, skips suppressed frameworks, honours DECLINE/ACCEPT filters (an offer is refused while it
-is no larger than a filter's resources), keeps agents with ``gpus`` away from frameworks without
-the ``GPU_RESOURCES`` capability, and offers nothing below Mesos's default minimum
-(``cpus:0.01`` or ``mem:32``). Frameworks are served in order of the share they already hold.
+Like Mesos's hierarchical allocator it offers what an agent has free to one framework and role
+at a time (resources reserved for a role only to that role's frameworks), skips suppressed
+roles, honours DECLINE/ACCEPT filters (an offer is refused while it is no larger than a filter's
+resources), keeps agents with ``gpus`` away from frameworks without the ``GPU_RESOURCES``
+capability, and offers nothing below Mesos's default minimum (``cpus:0.01`` or ``mem:32``).
+Frameworks are served in order of the share they already hold.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlc.mesos.emulator.model import Agent, Framework
-from dlc.mesos.resources import Resources
+from dlc.mesos.resources import Resources, offerable_to
 
 
 def allocatable(resources: Resources) -> bool:
@@ -51,7 +52,7 @@ class Allocator:
         return cpus
 
     def _eligible(self, framework: Framework, agent: Agent, free: Resources, now: float) -> bool:
-        if not framework.connected or framework.suppressed:
+        if not framework.connected:
             return False
         if agent.total.scalar("gpus") > 0 and not framework.has_capability("GPU_RESOURCES"):
             return False
@@ -60,7 +61,11 @@ class Allocator:
         return not any(f.resources.contains(free) for f in filters)
 
     def allocate(self, now: float) -> None:
-        """Offers each agent's free resources to the first eligible framework."""
+        """Offers each agent's free resources, one offer per framework and role.
+
+        As in Mesos, resources reserved for a role (or an ancestor of it) go only to that
+        role's frameworks, unreserved ones to the first eligible framework and role.
+        """
         master = self.master
         batches: dict[str, list[dict[str, Any]]] = {}
         for agent in master.agents.values():
@@ -71,9 +76,14 @@ class Allocator:
                 master.frameworks.values(), key=lambda f: (self._share(f), f.registered_time)
             )
             for framework in frameworks:
-                if self._eligible(framework, agent, free, now):
-                    offer = master.new_offer(framework, agent, free)
+                for role in framework.roles:
+                    if not framework.wants(role):
+                        continue
+                    part = free.select(lambda _name, key, r=role: offerable_to(key, r))
+                    if not allocatable(part) or not self._eligible(framework, agent, part, now):
+                        continue
+                    offer = master.new_offer(framework, agent, part, role)
                     batches.setdefault(framework.framework_id, []).append(master.offer_json(offer))
-                    break
+                    free = free - part
         for framework_id, offers in batches.items():
             master.send_to(framework_id, {"type": "OFFERS", "offers": {"offers": offers}})

@@ -11,9 +11,12 @@ that the two cannot drift apart. Typical use::
     with MesosEmulator(agents=agents) as mesos:
         driver = MesosSchedulerDriver(scheduler, framework, mesos.address)
 
-What it is not: no roles/quota/reservations, no containerizers or images (executors and command
-tasks run as plain host processes in a sandbox directory), no LAUNCH_GROUP, no authentication,
-no agent recovery or checkpointing.
+Roles and reservations as the master has them (static ``gpus(dlc):4`` in ``resources``, dynamic
+through RESERVE/UNRESERVE, per-role offers with ``allocation_info``; docs/roles.md).
+
+What it is not: no quota or weights, no containerizers or images (executors and command tasks
+run as plain host processes in a sandbox directory), no LAUNCH_GROUP, no authentication, no
+agent recovery or checkpointing.
 """
 
 from __future__ import annotations

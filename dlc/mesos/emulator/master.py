@@ -239,12 +239,19 @@ class Master(StatusUpdates):
             self._drop_launches(framework, operations, f"Task launched with {why}")
             self.allocator.request()
             return
+        roles = {offer.role for offer in offers}
+        if len(roles) != 1:
+            # Mesos: "Aggregated offers must be allocated to the same role"
+            self._drop_launches(framework, operations, "Task launched with offers of several roles")
+            self.allocator.request()
+            return
         agent = self.agents[agents.pop()]
         available = Resources()
         for offer in offers:
             available = available + offer.resources
+        role = roles.pop()
         for operation in operations:
-            available = self._apply(framework, agent, operation, available)
+            available = self._apply(framework, agent, operation, available, role)
         self._add_filter(framework, agent.agent_id, available, accept.get("filters"))
         self.allocator.request()
 
@@ -264,12 +271,17 @@ class Master(StatusUpdates):
                 self.send(framework, {"type": "UPDATE", "update": {"status": status}})
 
     def _apply(
-        self, framework: Framework, agent: Agent, operation: dict[str, Any], available: Resources
-    ) -> Resources:
+        self, framework: Framework, agent: Agent, operation: dict[str, Any], available: Resources,
+        role: str,
+    ) -> Resources:  # fmt: skip
         kind = operation.get("type")
         if kind == "LAUNCH":
             for info in dig(operation, "launch", "task_infos") or []:
-                available = self._launch(framework, agent, info, available)
+                available = self._launch(framework, agent, info, available, role)
+        elif kind in ("RESERVE", "UNRESERVE"):
+            from dlc.mesos.emulator.reservations import apply_reservation
+
+            available = apply_reservation(self, framework, agent, operation, available, role)
         elif kind == "LAUNCH_GROUP":
             for info in _operation_tasks(operation):
                 self._task_error(
@@ -280,11 +292,12 @@ class Master(StatusUpdates):
         return available
 
     def _launch(
-        self, framework: Framework, agent: Agent, info: dict[str, Any], available: Resources
-    ) -> Resources:
+        self, framework: Framework, agent: Agent, info: dict[str, Any], available: Resources,
+        role: str = "*",
+    ) -> Resources:  # fmt: skip
         from dlc.mesos.emulator.validation import validate_task
 
-        problem, needed = validate_task(self, framework, agent, info, available)
+        problem, needed = validate_task(self, framework, agent, info, available, role)
         if problem:
             self._task_error(framework, agent, info, problem)
             return available
@@ -293,8 +306,9 @@ class Master(StatusUpdates):
         executor_id = dig(executor, "executor_id", "value") if executor else task_id
         task_resources = Resources.from_json(info.get("resources") or [])
         task = Task(
-            task_id, framework.framework_id, agent.agent_id, executor_id, info, task_resources
-        )
+            task_id, framework.framework_id, agent.agent_id, executor_id, info, task_resources,
+            role=role,
+        )  # fmt: skip
         self.tasks[(framework.framework_id, task_id)] = task
         self.runtime.launch(agent, framework, task, executor)
         return available - needed
@@ -319,13 +333,25 @@ class Master(StatusUpdates):
             self._add_filter(framework, offer.agent_id, offer.resources, decline.get("filters"))
         self.allocator.request()
 
-    def _revive(self, framework: Framework, _payload: dict[str, Any]) -> None:
-        framework.suppressed = False
+    def _revive(self, framework: Framework, payload: dict[str, Any]) -> None:
+        roles = payload.get("roles") or ()
+        if roles:  # only these roles; the others stay as they are
+            if framework.suppressed:
+                framework.suppressed_roles = set(framework.roles)
+                framework.suppressed = False
+            framework.suppressed_roles -= set(roles)
+        else:
+            framework.suppressed = False
+            framework.suppressed_roles.clear()
         framework.filters.clear()
         self.allocator.request()
 
-    def _suppress(self, framework: Framework, _payload: dict[str, Any]) -> None:
-        framework.suppressed = True
+    def _suppress(self, framework: Framework, payload: dict[str, Any]) -> None:
+        roles = payload.get("roles") or ()
+        if roles:
+            framework.suppressed_roles |= set(roles)
+        else:
+            framework.suppressed = True
 
     def _kill(self, framework: Framework, kill: dict[str, Any]) -> None:
         task_id = str(dig(kill, "task_id", "value"))
@@ -372,19 +398,26 @@ class Master(StatusUpdates):
                 event = {"type": "RESCIND", "rescind": {"offer_id": {"value": offer.offer_id}}}
                 self.send_to(offer.framework_id, event)
 
-    def new_offer(self, framework: Framework, agent: Agent, resources: Resources) -> Offer:
-        """Creates an outstanding offer (the allocator sends it)."""
+    def new_offer(
+        self, framework: Framework, agent: Agent, resources: Resources, role: str = "*"
+    ) -> Offer:
+        """Creates an outstanding offer allocated to ``role`` (the allocator sends it)."""
         offer_id = f"{self.master_id}-O{self._next_offer}"
         self._next_offer += 1
-        offer = Offer(offer_id, framework.framework_id, agent.agent_id, resources)
+        offer = Offer(offer_id, framework.framework_id, agent.agent_id, resources, role)
         self.offers[offer_id] = offer
         return offer
 
     def offer_json(self, offer: Offer) -> dict[str, Any]:
-        """The v1 JSON Offer."""
+        """The v1 JSON Offer, in the format the framework's capabilities ask for (as the real
+        master: ``allocation_info`` for ``MULTI_ROLE``, ``reservations`` stacks for
+        ``RESERVATION_REFINEMENT``)."""
         agent = self.agents[offer.agent_id]
         host, _, port = self.address().partition(":")
-        return {
+        framework = self.frameworks.get(offer.framework_id)
+        multi = framework is not None and framework.has_capability("MULTI_ROLE")
+        refinement = framework is not None and framework.has_capability("RESERVATION_REFINEMENT")
+        out = {
             "id": {"value": offer.offer_id},
             "framework_id": {"value": offer.framework_id},
             "agent_id": {"value": offer.agent_id},
@@ -394,9 +427,12 @@ class Master(StatusUpdates):
                 "address": {"hostname": agent.hostname, "ip": host, "port": int(port)},
                 "path": f"/slave({agent.index})",
             },
-            "resources": offer.resources.to_json(),
+            "resources": offer.resources.to_json(refinement, offer.role if multi else None),
             "attributes": agent.attributes,
         }
+        if multi:
+            out["allocation_info"] = {"role": offer.role}
+        return out
 
     def send_to(self, framework_id: str, event: dict[str, Any]) -> None:
         """Sends an event to a framework if it is subscribed."""

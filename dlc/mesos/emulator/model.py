@@ -58,6 +58,8 @@ class Framework:
     info: dict[str, Any]
     stream: Any = None  # EventStream while subscribed
     suppressed: bool = False
+    #: roles suppressed one by one (``SUPPRESS`` with ``roles``); ``suppressed``: all of them
+    suppressed_roles: set[str] = field(default_factory=set)
     filters: dict[str, list[Filter]] = field(default_factory=dict)
     failover_deadline: float | None = None
     registered_time: float = field(default_factory=time.time)
@@ -71,6 +73,17 @@ class Framework:
         """True when ``framework_info.capabilities`` lists ``name``."""
         return any(c.get("type") == name for c in self.info.get("capabilities", []))
 
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The roles it subscribed with: ``roles`` with ``MULTI_ROLE``, else ``(role,)``."""
+        if self.has_capability("MULTI_ROLE"):
+            return tuple(self.info.get("roles") or ())
+        return (str(self.info.get("role") or "*"),)
+
+    def wants(self, role: str) -> bool:
+        """Whether offers for ``role`` may go to it now (not suppressed for it)."""
+        return not self.suppressed and role not in self.suppressed_roles
+
 
 @dataclass
 class Offer:
@@ -80,6 +93,8 @@ class Offer:
     framework_id: str
     agent_id: str
     resources: Resources
+    #: the role the offer is allocated to (``allocation_info.role``)
+    role: str = "*"
 
 
 @dataclass
@@ -97,6 +112,8 @@ class Task:
     pending: list[dict[str, Any]] = field(default_factory=list)  # unacknowledged, oldest first
     retry_at: float = 0.0
     retry_interval: float = 10.0
+    #: the role its resources were allocated to
+    role: str = "*"
 
     @property
     def terminal(self) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlc.mesos.emulator.model import Agent, Framework, Task
-from dlc.mesos.resources import Resources, attributes_summary
+from dlc.mesos.resources import Resources, attributes_summary, reserved_role
 
 
 def _task_json(task: Task) -> dict[str, Any]:
@@ -20,6 +20,7 @@ def _task_json(task: Task) -> dict[str, Any]:
         "executor_id": "" if task.info.get("command") else task.executor_id,
         "slave_id": task.agent_id,
         "state": task.state,
+        "role": task.role,
         "resources": task.resources.summary(),
         "statuses": [{"state": s["state"], "timestamp": s.get("timestamp")} for s in task.statuses],
     }
@@ -37,10 +38,35 @@ def _agent_json(master: Any, agent: Agent) -> dict[str, Any]:
         "resources": agent.total.summary(),
         "used_resources": used.summary(),
         "offered_resources": master.offered(agent.agent_id).summary(),
-        "unreserved_resources": agent.total.summary(),
+        **_reservations_json(agent.total),
         "registered_time": agent.registered_time,
         "active": True,
         "version": "1.11.0",
+    }
+
+
+def _reservations_json(total: Resources) -> dict[str, Any]:
+    """``reserved_resources`` (per role), ``unreserved_resources`` and their ``_full`` JSON,
+    as the real master's ``/master/slaves`` renders them."""
+    parts = total.by_reservation()
+    unreserved = parts.pop("*", Resources())
+    reserved: dict[str, Resources] = {}
+    for key, bag in parts.items():
+        role = reserved_role(key) or "*"
+        reserved[role] = reserved.get(role, Resources()) + bag
+    return {
+        "reserved_resources": {role: bag.summary() for role, bag in reserved.items()},
+        "unreserved_resources": unreserved.summary(),
+        "reserved_resources_full": {
+            role: [
+                r
+                for key, bag in parts.items()
+                if reserved_role(key) == role
+                for r in bag.to_json(refinement=True)
+            ]
+            for role in reserved
+        },  # fmt: skip
+        "unreserved_resources_full": unreserved.to_json(),
     }
 
 
@@ -64,6 +90,8 @@ def _framework_json(master: Any, framework: Framework, active: bool) -> dict[str
         "webui_url": info.get("webui_url", ""),
         "failover_timeout": info.get("failover_timeout", 0),
         "capabilities": [c.get("type") for c in info.get("capabilities", [])],
+        "role": framework.roles[0] if framework.roles else "*",
+        "roles": list(framework.roles),
         "active": active and framework.connected and not framework.suppressed,
         "connected": active and framework.connected,
         "registered_time": framework.registered_time,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlc.mesos.emulator.model import Agent, Framework
+from dlc.mesos.emulator.model import Agent, Framework, dig
 from dlc.mesos.resources import Resources
 
 
@@ -13,8 +13,9 @@ def _resources(obj: dict[str, Any] | None) -> Resources:
 
 
 def validate_task(
-    master: Any, framework: Framework, agent: Agent, info: dict[str, Any], available: Resources
-) -> tuple[str | None, Resources]:
+    master: Any, framework: Framework, agent: Agent, info: dict[str, Any], available: Resources,
+    role: str = "*",
+) -> tuple[str | None, Resources]:  # fmt: skip
     """Checks a TaskInfo against the framework, agent and the offered resources left.
 
     Returns:
@@ -33,6 +34,9 @@ def validate_task(
     if bool(info.get("command")) == bool(executor):
         message = "Task should have at least one (but not both) of CommandInfo or ExecutorInfo"
         return message + " present", Resources()
+    problem = _allocation_problem(info, role)
+    if problem:
+        return problem, Resources()
     try:
         needed = _resources(info)
         if executor is not None:
@@ -60,3 +64,19 @@ def validate_task(
         )
         return message, Resources()
     return None, needed
+
+
+def _allocation_problem(info: dict[str, Any], role: str) -> str | None:
+    """Resources allocated to a role other than the offers' (Mesos checks ``allocation_info``;
+    a resource without it gets the offers' role, as the master injects for single-role
+    frameworks)."""
+    resources = list(info.get("resources") or [])
+    resources += list((info.get("executor") or {}).get("resources") or [])
+    for res in resources:
+        allocated = dig(res, "allocation_info", "role")
+        if allocated is not None and allocated != role:
+            return (
+                f"Invalid resources: resource {res.get('name')} is allocated to role "
+                f"'{allocated}' but the offers are allocated to '{role}'"
+            )
+    return None
