@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from dlc.api.shell_relay import SessionLimits
 from dlc.app.service import SchedulerService, ServiceConfig, private_dir
 from dlc.errors import DiscoveryError, DlcError
 from dlc.scheduler.placement import PlacementConfig, check_policy
@@ -66,6 +67,8 @@ class LocalConfig:
     executor_command: str | None = None
     allowed_volumes: tuple[str, ...] = field(default_factory=tuple)
     admin_token: str | None = None
+    #: caps on ``dlc shell``/``dlc exec`` sessions (as ``dlc scheduler --max-sessions ...``)
+    sessions: SessionLimits = field(default_factory=SessionLimits)
 
     def __post_init__(self) -> None:
         check_policy(self.policy)
@@ -261,6 +264,7 @@ class LocalCluster:
             sandbox_roots=(str(work / "mesos"),),
             admin_token=self.config.admin_token,
             executor=ExecutorConfig(env=env, command=self.config.executor_command),
+            sessions=self.config.sessions,
         )
         self.service = SchedulerService(service_config)
         self.service.start()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from dlc.cli.session_opts import session_options
 from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuStyle
 from dlc.mesos.framework import WEEK_S, FrameworkConfig
@@ -221,13 +222,14 @@ def admin_token_from(token_file: str | None) -> str | None:
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @executor_options
+@session_options
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_registry,
             container_user,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, role, failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
-            executor_memlock_unlimited, verbose):  # fmt: skip
+            executor_memlock_unlimited, verbose, sessions):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
 
     Stopping it never tears the framework down: tasks keep running and a
@@ -274,6 +276,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
         admin_token=admin_token,
         framework=framework,
         zk=zk,
+        sessions=sessions,
         executor=executor_config(
             executor_command,
             executor_env,
