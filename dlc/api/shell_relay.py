@@ -67,13 +67,21 @@ class SessionGate:
         with self._lock:
             mine, everyone = self._open.get(user, 0), sum(self._open.values())
             if mine >= limits.per_user:
-                raise HTTPException(429, (
-                    f"user {user} has {mine} shell/exec sessions open, the most this scheduler "
-                    f"allows (--max-sessions-per-user {limits.per_user}); close one and retry"))
+                raise HTTPException(
+                    429,
+                    (
+                        f"user {user} has {mine} shell/exec sessions open, the most this scheduler "
+                        f"allows (--max-sessions-per-user {limits.per_user}); close one and retry"
+                    ),
+                )
             if everyone >= limits.total:
-                raise HTTPException(429, (
-                    f"the scheduler has {everyone} shell/exec sessions open, its limit "
-                    f"(--max-sessions {limits.total}); retry when one ends"))
+                raise HTTPException(
+                    429,
+                    (
+                        f"the scheduler has {everyone} shell/exec sessions open, its limit "
+                        f"(--max-sessions {limits.total}); retry when one ends"
+                    ),
+                )
             self._open[user] = mine + 1
 
     def leave(self, user: str) -> None:

@@ -233,3 +233,39 @@ def test_a_notebook_on_a_gpu_share_and_a_real_terminal_in_it(service, env_image)
     done = _wait(service, job_id, timeout=90)  # nothing touches the lab now: idle stop
     assert done.state.value == "finished", done.message
     assert "stopped: idle for" in done.message
+
+
+def _readme_lines() -> dict[str, list[str]]:
+    """The README's laptop `dlc local` line and its environment example, as written."""
+    import shlex
+
+    lines = (ROOT / "README.md").read_text().splitlines()
+
+    def find(text: str) -> list[str]:
+        line = next(x for x in lines if text in x)
+        return shlex.split(line.split(" # ")[0].strip())[1:]  # without `dlc` and the comment
+
+    return {"local": find("dlc local --simulate"), "submit": find("--workdir examples/lab"),
+            "open": find("dlc open <job>"), "exec": find("dlc exec <job> --")}  # fmt: skip
+
+
+def test_the_readme_environment_example_runs_as_written(service, monkeypatch):
+    readme = _readme_lines()
+    # the `dlc local` the README starts is the one the `local` fixture builds
+    assert readme["local"] == ["local", "--simulate", "examples/topologies/dgx1-v100.txt",
+                               "--gpu-mem", "32768"]  # fmt: skip
+    monkeypatch.chdir(ROOT)  # the README runs from the checkout
+    token = service.store.add_token("readme-user")
+    submitted = _cli(service, token, *readme["submit"])
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.output.split()[0]
+    try:
+        opened = _cli(service, token, *[job_id if a == "<job>" else a for a in readme["open"]])
+        assert opened.exit_code == 0, opened.output
+        url = opened.output.strip().splitlines()[-1]
+        status, body = _status(url)
+        assert status == 200 and "GPU share 4096 MiB, code in /workspace" in body
+        ran = _cli(service, token, *[job_id if a == "<job>" else a for a in readme["exec"]])
+        assert ran.exit_code == 0 and ran.output.strip() == "4096", ran.output
+    finally:
+        _cli(service, token, "kill", job_id)
