@@ -267,5 +267,8 @@ def test_the_readme_environment_example_runs_as_written(service, monkeypatch):
         assert status == 200 and "GPU share 4096 MiB, code in /workspace" in body
         ran = _cli(service, token, *[job_id if a == "<job>" else a for a in readme["exec"]])
         assert ran.exit_code == 0 and ran.output.strip() == "4096", ran.output
+        # a command longer than an API call's usual 10 s still gets its answer
+        slow = _cli(service, token, "exec", job_id, "--", "sh", "-c", "sleep 11; echo slow")
+        assert slow.exit_code == 0 and slow.output == "slow\n", slow.output
     finally:
         _cli(service, token, "kill", job_id)
