@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from dlc.api.shell_relay import SessionLimits
-from tests.e2e.test_environments import ENV_IMAGE, _status, env_image  # noqa: F401 (fixture)
+from tests.e2e.test_environments import _shell, _status, env_image  # noqa: F401 (fixture)
 from tests.e2e.test_workdir_outputs import _cli, _wait
 
 pytestmark = [pytest.mark.docker]
@@ -184,6 +184,8 @@ def _pty_session(svc, alice: str, job_id: str, touch) -> None:
         assert refused.exit_code == 1, refused.output
         assert "--max-sessions-per-user 1" in refused.output
         assert len(refused.output.strip().splitlines()) == 1
+        second = _shell(svc, alice, job_id, b"echo no\n")  # a second shell: the same cap
+        assert second.returncode == 1 and "--max-sessions-per-user 1" in second.stderr.decode()
         touch()
         shell.resize(40, 120)
         _wait_size(shell, 40, 120)  # SIGWINCH -> resize message -> the exec's TTY
