@@ -22,7 +22,7 @@ import os
 import posixpath
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +34,25 @@ from starlette.exceptions import HTTPException
 from starlette.websockets import WebSocketDisconnect
 
 from dlc.api.guard import request_token
-from dlc.api.shell_relay import relay
+from dlc.api.shell_relay import SessionGate, relay
 from dlc.errors import DlcError
 from dlc.scheduler.task_info import env_secret, job_secret
 from dlc.store.blobs import BlobStore
 
 SECRET_HEADER = "x-dlc-job-secret"
 MAX_CHUNK = 512 << 10
+#: the longest ``dlc exec`` waits for its command (less where ``--session-max-time`` is)
+EXEC_TIMEOUT_S = 300.0
 
 
 @dataclass
 class EnvContext:
-    """What these routes need beyond the API's core: the blob files and the job key."""
+    """What these routes need beyond the API's core: the blob files, the job key, and the
+    gate that caps shell/exec sessions."""
 
     blobs: BlobStore
     job_key: str
+    sessions: SessionGate = field(default_factory=SessionGate)
 
 
 class WorkdirChunk(BaseModel):
@@ -201,8 +205,12 @@ def add_exec_route(app: FastAPI, api: Any) -> None:
         port = _sandbox_json(api, task, "dlc-exec.json").get("port") if task else None
         if job.state.value != "running" or not port:
             raise HTTPException(409, f"job {job_id} is {job.state.value}, not running a container")
-        secret = job_secret(_context(api).job_key, job_id)
-        return _post_json(f"http://{task.hostname}:{int(port)}/exec", {"argv": body.argv}, secret)
+        context = _context(api)
+        secret = job_secret(context.job_key, job_id)
+        url = f"http://{task.hostname}:{int(port)}/exec"
+        with context.sessions.session(_auth(request)[0]):  # the caller, admins included
+            timeout = min(EXEC_TIMEOUT_S, context.sessions.limits.max_s)
+            return _post_json(url, {"argv": body.argv}, secret, timeout)
 
 
 def add_shell_route(app: FastAPI, api: Any) -> None:
@@ -231,9 +239,12 @@ def add_shell_route(app: FastAPI, api: Any) -> None:
             if job.state.value != "running" or not port:
                 state = job.state.value
                 raise HTTPException(409, f"job {job_id} is {state}, not running a container")
-            secret = job_secret(_context(api).job_key, job_id)
-            first = await websocket.receive_json()
-            await relay(websocket, task.hostname, int(port), secret, first)
+            context = _context(api)
+            secret = job_secret(context.job_key, job_id)
+            with context.sessions.session(found[0]):
+                first = await websocket.receive_json()
+                limits = context.sessions.limits
+                await relay(websocket, task.hostname, int(port), secret, first, limits)
         except WebSocketDisconnect:
             return
         except (HTTPException, DlcError) as exc:
@@ -268,7 +279,7 @@ def _exec_port(api: Any, task: Any) -> int | None:
     return _sandbox_json(api, task, "dlc-exec.json").get("port") if task else None
 
 
-def _post_json(url: str, body: dict, secret: str) -> dict:
+def _post_json(url: str, body: dict, secret: str, timeout: float) -> dict:
     import urllib.error
     import urllib.request
 
@@ -277,7 +288,7 @@ def _post_json(url: str, body: dict, secret: str) -> dict:
                                  headers={"X-DLC-Job-Secret": secret,
                                           "Content-Type": "application/json"})  # fmt: skip
     try:
-        with urllib.request.urlopen(req, timeout=300) as resp:  # noqa: S310
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         try:

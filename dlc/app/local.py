@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from dlc.api.shell_relay import SessionLimits
 from dlc.app.service import SchedulerService, ServiceConfig, private_dir
 from dlc.errors import ConfigError, DiscoveryError, DlcError
 from dlc.scheduler.placement import PlacementConfig, check_policy
@@ -72,6 +73,8 @@ class LocalConfig:
     allowed_volumes: tuple[str, ...] = field(default_factory=tuple)
     admin_token: str | None = None
     agents: int = 1
+    #: caps on ``dlc shell``/``dlc exec`` sessions (as ``dlc scheduler --max-sessions ...``)
+    sessions: SessionLimits = field(default_factory=SessionLimits)
 
     def __post_init__(self) -> None:
         check_policy(self.policy)
@@ -299,6 +302,7 @@ class LocalCluster:
             sandbox_roots=(str(work / "mesos"),),
             admin_token=self.config.admin_token,
             executor=ExecutorConfig(env=env, command=self.config.executor_command),
+            sessions=self.config.sessions,
         )
         self.service = SchedulerService(service_config)
         self.service.start()

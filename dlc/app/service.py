@@ -17,6 +17,7 @@ from dlc import __version__
 from dlc.api.logs import LogReader
 from dlc.api.metrics import SchedulerMetrics
 from dlc.api.server import ApiServer, ServerLimits
+from dlc.api.shell_relay import SessionLimits
 from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
@@ -72,6 +73,8 @@ class ServiceConfig:
     #: open API connections per client address (0: no cap) and in all
     max_connections_per_ip: int = 64
     max_connections: int = 4096
+    #: caps on ``dlc shell``/``dlc exec`` sessions at once, and a shell's idle/maximum time
+    sessions: SessionLimits = field(default_factory=SessionLimits)
 
     def __post_init__(self) -> None:
         check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
@@ -151,13 +154,15 @@ class SchedulerService:
         if config.db == ":memory:":
             return
         from dlc.api.env_routes import EnvContext
+        from dlc.api.shell_relay import SessionGate
         from dlc.store.blobs import BlobStore
 
         key = self.store.get_meta("job_secret_key")
         if not key:
             key = secrets.token_hex(32)
             self.store.set_meta("job_secret_key", key)
-        self.api.env = EnvContext(BlobStore(f"{config.db}.blobs"), key)
+        gate = SessionGate(config.sessions)
+        self.api.env = EnvContext(BlobStore(f"{config.db}.blobs"), key, gate)
         executor = replace(self.core.config.executor, api_url=self.api.url, job_key=key)
         self.core.config = replace(self.core.config, executor=executor)
 

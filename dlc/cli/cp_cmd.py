@@ -47,7 +47,11 @@ def command(source, dest, rank, api, token):
     if target.is_dir():
         target = target / Path(path).name
     partial = target.with_name(target.name + ".part")
-    with partial.open("wb") as fh:  # a failed copy never leaves a half file under DEST
-        size = fetch_output(client, job_id, path, fh, rank)
+    try:
+        with partial.open("wb") as fh:  # a failed copy never leaves a half file under DEST
+            size = fetch_output(client, job_id, path, fh, rank)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # nor a DEST.part (a refusal, a dropped connection)
+        raise
     partial.replace(target)
     click.echo(f"{target} ({size} bytes)", err=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from dlc.cli.session_opts import session_options
 from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuStyle
 from dlc.mesos.framework import WEEK_S, FrameworkConfig, check_roles, parse_group_roles
@@ -263,6 +264,7 @@ def admin_token_from(token_file: str | None) -> str | None:
 @click.option("--metrics-tenant-labels", is_flag=True,
               help="Add per-user and per-job GPU usage to /metrics (user names and job ids "
               "on an unauthenticated endpoint: only behind a trusted scraper).")  # fmt: skip
+@session_options
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_registry,
             container_user, max_queued_per_user, max_connections_per_ip, max_connections,
@@ -271,7 +273,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
             group_roles,
             failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
-            executor_memlock_unlimited, metrics_tenant_labels, verbose):  # fmt: skip
+            executor_memlock_unlimited, metrics_tenant_labels, verbose, sessions):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
 
     Stopping it never tears the framework down: tasks keep running and a
@@ -327,6 +329,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
         max_queued_per_user=max_queued_per_user,
         max_connections_per_ip=max_connections_per_ip,
         max_connections=max_connections,
+        sessions=sessions,
         executor=executor_config(
             executor_command,
             executor_env,

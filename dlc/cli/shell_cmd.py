@@ -48,7 +48,11 @@ def run_session(url: str, token: str | None, argv: list[str] | None) -> int:
         raise ApiError(f"cannot open a shell at {url} ({exc}); is the scheduler running?") from None
     rows, cols = _size()
     with ws:
-        ws.send(json.dumps({"rows": rows, "cols": cols, **({"argv": argv} if argv else {})}))
+        opening = json.dumps({"rows": rows, "cols": cols, **({"argv": argv} if argv else {})})
+        try:
+            ws.send(opening)
+        except WebSocketException:  # refused at once (no job, a session cap): read why below
+            return _pump_output(ws)
         tty = os.isatty(sys.stdin.fileno())
         restore = _raw_mode(ws) if tty else None
         try:

@@ -3,9 +3,12 @@
 Not collected by the normal suite (no ``test_`` prefix): it needs the locally built
 ``dlc-local/jupyterlab:4`` image (scripts/e2e-jupyter.sh builds it from PyPI wheels) and runs
 only when named: ``pytest tests/e2e/jupyter_e2e.py``. It FAILS when the image is missing.
-On the emulator that ``dlc local`` runs on, with the real Docker engine and ``dlc executor``:
-``dlc submit --interactive``, ``dlc open`` prints the URL, chromium loads it and finds
-JupyterLab's main area and launcher; without the token the server asks for one.
+On ``dlc local`` (a simulated DGX-1 with ``--gpu-mem 32768``) and on the REAL Mesos master
+(an agent with GPU-share ranges), with the real Docker engine and ``dlc executor``: ``dlc
+submit --interactive --gpus 0.5 --gpu-memory 4G`` (a notebook on a share of a GPU), ``dlc
+open`` prints the URL, chromium loads it and finds JupyterLab's main area and launcher, ``dlc
+exec`` runs in the same container and sees the share; without the token the server asks for
+one.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_workdir_outputs import _cli, _wait, service  # noqa: F401 (fixture)
+from tests.e2e.test_env_share_tty import service  # noqa: F401 (fixture: dlc local, real master)
+from tests.e2e.test_workdir_outputs import _cli, _wait
 from tests.web.browser import start_chromium
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -26,7 +30,6 @@ IMAGE = os.environ.get("DLC_JUPYTER_IMAGE", "dlc-local/jupyterlab:4")
 WORK = Path(os.environ.get("DLC_E2E_WORK", "/tmp/dlc-e2e-jupyter"))
 
 
-@pytest.mark.parametrize("service", ["emulator"], indirect=True)  # what `dlc local` runs
 def test_jupyterlab_opens_in_chromium(service, tmp_path):  # noqa: F811
     import docker
 
@@ -37,7 +40,8 @@ def test_jupyterlab_opens_in_chromium(service, tmp_path):  # noqa: F811
     alice = service.store.add_token("jupyter-alice")
     started = time.monotonic()
     submitted = _cli(service, alice, "submit", "--image", IMAGE, "--interactive",
-                     "--gpus", "1", "--cpus", "1", "--mem", "1G")  # fmt: skip
+                     "--gpus", "0.5", "--gpu-memory", "4G", "--cpus", "1",
+                     "--mem", "1G")  # fmt: skip
     assert submitted.exit_code == 0, submitted.output
     job_id = submitted.output.split()[0]
     opened = _cli(service, alice, "open", job_id, "--wait", "120")
@@ -64,8 +68,11 @@ def test_jupyterlab_opens_in_chromium(service, tmp_path):  # noqa: F811
         loaded_s = time.monotonic() - started
         assert driver.find_element(By.ID, "jp-main-dock-panel")
         assert "JupyterLab" in driver.title
+        ran = _cli(service, alice, "exec", job_id, "--", "sh", "-c",
+                   "echo $DLC_GPU_MEMORY_MIB; command -v jupyter")  # fmt: skip
+        assert ran.output == "4096\n/opt/jupyter/bin/jupyter\n", ran.output
         WORK.mkdir(parents=True, exist_ok=True)
-        shot = WORK / "jupyterlab.png"
+        shot = WORK / "jupyterlab.png"  # the newest run
         driver.save_screenshot(str(shot))
         print(f"\nJupyterLab of {job_id} loaded in chromium {loaded_s:.1f} s after submit; {shot}")
         # without the token (and without the browser's login cookie) JupyterLab sends one to
@@ -74,6 +81,7 @@ def test_jupyterlab_opens_in_chromium(service, tmp_path):  # noqa: F811
             assert "/login" in resp.url and b"password" in resp.read()
     finally:
         driver.quit()
-        _cli(service, alice, "kill", job_id)
-    job = _wait(service, job_id, timeout=60)
+        killed = _cli(service, alice, "kill", job_id)
+    assert killed.exit_code == 0, killed.output
+    job = _wait(service, job_id, timeout=120)  # JupyterLab's stop took 20 s on a busy host
     assert job.state.value == "killed", job.message

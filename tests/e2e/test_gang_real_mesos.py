@@ -1,13 +1,16 @@
-"""A 2-node gang on the REAL Mesos master with two agents whose containers find each other.
+"""A 2-node gang on the emulator and the REAL Mesos master, two agents each, whose containers
+find each other; another user can neither read nor kill it.
 
-`dlc submit --nodes 2` -> scheduler -> real Mesos (``MESOS_NUM_SLAVES=2``) -> two `dlc executor`
-processes -> two Docker containers on the host network. Node 0 listens on ``$MASTER_PORT`` (a
+`dlc submit --nodes 2` -> scheduler -> the emulator with two agents, or real Mesos
+(``MESOS_NUM_SLAVES=2``) -> two `dlc executor` processes -> two Docker containers on the host
+network. Node 0 listens on ``$MASTER_PORT`` (a
 port DLC took from its offer) with busybox ``nc``; node 1 connects to ``$MASTER_ADDR:$MASTER_PORT``
 and both exchange a line, so the test passes only when the variables name a reachable peer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -23,30 +26,49 @@ from dlc.executor.container_spec import LABEL_FRAMEWORK
 from dlc.scheduler.task_info import ExecutorConfig
 from tests.real_mesos import real_mesos_master
 
-pytestmark = [pytest.mark.mesos, pytest.mark.docker]
+pytestmark = [pytest.mark.docker]
 
 IMAGE = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
 # each agent: one GPU (simulated: --gpu-style none) and the default-like ports range
 RESOURCES = "cpus:2;mem:2048;disk:1024;ports:[31200-31210];gpus:1;gpu_ids:{0}"
 TOKEN = "gang-admin-token"
 
-# node 0 answers the first line it gets; node 1 retries until node 0 listens
+# node 0 answers the first connection; node 1 retries until node 0 listens. Each side keeps its
+# end open 2 s after its line (busybox nc stops at its stdin's end, maybe before the peer's
+# line arrived: node 0's log then lacked node 1's line now and then)
 SCRIPT = (
     'echo "rank=$RANK world=$WORLD_SIZE nproc=$NPROC_PER_NODE master=$MASTER_ADDR:$MASTER_PORT"; '
     'echo "tf=$TF_CONFIG"; '
     'if [ "$NODE_RANK" = 0 ]; then '
-    '  echo "hello from node 0" | nc -l -p "$MASTER_PORT" -w 30; '
+    '  (echo "hello from node 0"; sleep 2) | nc -l -p "$MASTER_PORT" -w 30; '
     "else "
     "  for i in $(seq 60); do "
-    '    if echo "hello from node 1" | nc -w 5 "$MASTER_ADDR" "$MASTER_PORT"; then exit 0; fi; '
+    '    if (echo "hello from node 1"; sleep 2) | nc -w 5 "$MASTER_ADDR" "$MASTER_PORT"; '
+    "    then exit 0; fi; "
     "    sleep 0.5; "
     "  done; exit 1; "
     "fi"
 )
 
 
-@pytest.fixture
-def gang_service(tmp_path):
+@contextlib.contextmanager
+def _two_agents(kind: str, work):
+    """The master's address (and local sandbox roots), with two agents registered."""
+    if kind == "emulator":
+        from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
+
+        agents = [AgentSpec(resources=RESOURCES), AgentSpec(resources=RESOURCES)]
+        with MesosEmulator(agents=agents, work_dir=work / "em") as emulator:
+            yield emulator.address, (str(work / "em"),)
+        return
+    mesos_vars = {"MESOS_RESOURCES": RESOURCES, "MESOS_NUM_SLAVES": "2"}
+    with real_mesos_master(work / "mesos", **mesos_vars) as mesos:
+        _wait_agents(mesos.address, 2)  # admission reads the agents once at registration
+        yield mesos.address, ()
+
+
+@pytest.fixture(params=["emulator", pytest.param("real", marks=pytest.mark.mesos)])
+def gang_service(request, tmp_path):
     from dlc.errors import ContainerError
     from dlc.executor.runtime import DockerRuntime
 
@@ -55,12 +77,11 @@ def gang_service(tmp_path):
     except ContainerError as exc:
         pytest.fail(f"{exc} - run `bash scripts/docker.sh start`", pytrace=False)
     assert runtime.image_env(IMAGE) is not None, f"{IMAGE} missing: scripts/docker.sh start"
-    mesos_vars = {"MESOS_RESOURCES": RESOURCES, "MESOS_NUM_SLAVES": "2"}
-    with real_mesos_master(tmp_path / "mesos", **mesos_vars) as mesos:
-        _wait_agents(mesos.address, 2)  # admission reads the agents once at registration
+    with _two_agents(request.param, tmp_path) as (address, roots):
         command = f"{sys.executable} -m dlc executor --gpu-style none --grace 1"
         config = ServiceConfig(
-            master=mesos.address,
+            master=address,
+            sandbox_roots=roots,
             db=str(tmp_path / "db"),
             api_port=0,
             executor=ExecutorConfig(command=command),
@@ -70,7 +91,7 @@ def gang_service(tmp_path):
         svc.start()
         try:
             assert svc.framework.registered.wait(30), "framework did not register"
-            yield svc, mesos.address
+            yield svc, address
         finally:
             framework_id = svc.core.framework_id
             svc.stop()
@@ -104,6 +125,10 @@ def test_two_node_gang_containers_reach_each_other(gang_service):
     result = CliRunner().invoke(cli, args, env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     job_id = result.output.split()[0]
+    bob = {"DLC_API": svc.api_url, "DLC_TOKEN": svc.store.add_token("gang-bob")}
+    for other in (["logs", job_id], ["kill", job_id], ["cp", f"{job_id}:x", "-"]):
+        refused = CliRunner().invoke(cli, other, env=bob)
+        assert refused.exit_code != 0 and "no job" in refused.output.lower(), refused.output
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         job = svc.store.get_job(job_id)

@@ -122,6 +122,7 @@ def test_workdir_in_outputs_out_and_other_users_locked_out(service, tmp_path):
     # another user: the job does not exist for them
     refused = _cli(service, bob, "cp", f"{job_id}:result.txt", str(tmp_path / "stolen"))
     assert refused.exit_code != 0 and not (tmp_path / "stolen").exists()
+    assert not (tmp_path / "stolen.part").exists()  # nothing left behind either
     assert "no job" in refused.output.lower() or "not found" in refused.output.lower()
     # the snapshot route wants the job's secret
     url = f"{service.api_url}/agent/v1/jobs/{job_id}/workdir"

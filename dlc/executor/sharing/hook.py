@@ -100,8 +100,8 @@ class ShareHook:
         """
         if style is GpuStyle.NONE:  # simulated GPUs: nothing to start, nothing enforced
             args = render_share(replace(share, backend="none"), style)
-            with self._lock:
-                self._shares[task_id] = (share, False)
+            with self._lock:  # kept as "none": no NVML to watch it with (started() skips it)
+                self._shares[task_id] = (replace(share, backend="none"), False)
             return replace(
                 args, labels={**args.labels, LABEL_SHARING: f"{share.backend}-simulated"}
             )

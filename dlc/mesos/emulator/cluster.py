@@ -47,6 +47,19 @@ logger = logging.getLogger(__name__)
 _TICK_SECONDS = 0.05
 
 
+#: what ``mesos-agent`` offers as ``ports`` when its ``--resources`` names none
+DEFAULT_PORTS = "ports:[31000-32000]"
+
+
+def agent_resources(text: str) -> Resources:
+    """``--resources`` text as an agent offers it: like ``mesos-agent``, one that names no
+    ``ports`` still offers the default range (interactive jobs and gangs take ports)."""
+    parsed = Resources.parse(text)
+    if "ports" in parsed.names():
+        return parsed
+    return parsed + Resources.parse(DEFAULT_PORTS)
+
+
 class MesosEmulator:
     """A Mesos master and its agents, in this process, on ``127.0.0.1`` and a free port.
 
@@ -73,7 +86,7 @@ class MesosEmulator:
         self.agent_specs = list(agents) if agents is not None else [AgentSpec()]
         # Parse now so that a typo fails at construction, with the offending item named.
         self._parsed = [
-            (spec, Resources.parse(spec.resources), parse_attributes(spec.attributes))
+            (spec, agent_resources(spec.resources), parse_attributes(spec.attributes))
             for spec in self.agent_specs
         ]
         self._own_work_dir = work_dir is None
