@@ -61,6 +61,7 @@ from dlc.scheduler.cluster import GPU_TAKEN, AgentView
 from dlc.scheduler.jobs import Job, JobState, job_state_from_task_state
 from dlc.scheduler.placement import Launch, OfferView, default_topology_of
 from dlc.scheduler.ports import JobStore
+from dlc.scheduler.share_holders import share_holders
 from dlc.scheduler.usage import GpuUsage, UsageRollup, is_idle
 from dlc.topology.model import Topology
 
@@ -228,18 +229,10 @@ def allocated_gpus(jobs: Iterable[Job]) -> dict[str, dict[int, Job]]:
 
 def allocated_shares(jobs: Iterable[Job]) -> dict[tuple[str, int], list[tuple[int, int]]]:
     """(agent id, GPU index) -> [(MiB, thousandths), ...] of the shares active jobs hold."""
-    held: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    for job in jobs:
-        if not job.state.active:
-            continue
-        for task in job.tasks:
-            if task.share_gpu is None:
-                continue
-            if task.state and job_state_from_task_state(task.state).terminal:
-                continue
-            key = (task.agent_id, task.share_gpu)
-            held.setdefault(key, []).append((task.share_memory_mib, task.share_core_milli))
-    return held
+    return {
+        key: [(task.share_memory_mib, task.share_core_milli) for _, task in tasks]
+        for key, tasks in share_holders(jobs).items()
+    }
 
 
 def gpu_allocation_families(agents, jobs: Sequence[Job]) -> list[GaugeMetricFamily]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlc.executor.gpu_usage import GpuSample, process_gpu_memory, sample_gpus
+from dlc.executor.periodic import Ticker
 from dlc.scheduler.usage import GpuUsage, encode_report
 
 log = logging.getLogger(__name__)
@@ -138,8 +139,7 @@ class UsageSampler:
     _window: UsageWindow | None = None
     _count: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _ticker: Ticker | None = None
 
     def bind(
         self, pids_of: Callable[[str], Iterable[int]], send: Callable[[str], None] | None
@@ -234,25 +234,14 @@ class UsageSampler:
 
     def _start_thread(self) -> None:
         with self._lock:
-            if self._thread is not None:
-                return
-
-            def loop() -> None:
-                while not self._stop.wait(self.interval_s):
-                    try:
-                        self.tick()
-                    except Exception:  # a failed sample must not end the sampling
-                        log.exception("GPU usage sample failed")
-
-            self._thread = threading.Thread(target=loop, name="gpu-usage", daemon=True)
-            self._thread.start()
+            if self._ticker is None:
+                self._ticker = Ticker(self.interval_s, self.tick, "gpu-usage")
+        self._ticker.start()
 
     def stop(self) -> None:
         """Stop the sampling thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        if self._ticker is not None:
+            self._ticker.stop()
 
 
 def load_nvml() -> Any:

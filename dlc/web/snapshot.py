@@ -13,8 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from dlc.scheduler.cluster import GPU_DRAINING, GPU_TAKEN, AgentView
-from dlc.scheduler.jobs import Job, JobState, job_state_from_task_state
+from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.quotas import agent_pool
+from dlc.scheduler.share_holders import share_holders as live_share_holders
 from dlc.scheduler.usage import GpuUsage, JobUsage
 from dlc.topology.node_config import ATTR_SHARING
 
@@ -71,19 +72,10 @@ def job_summary(
 
 def share_holders(jobs: Iterable[Job]) -> Shares:
     """Who holds which GPU share: the live tasks of active jobs that run on part of a GPU."""
-    held: Shares = {}
-    for job in jobs:
-        if not job.state.active:
-            continue
-        for task in job.tasks:
-            if task.share_gpu is None:
-                continue
-            if task.state and job_state_from_task_state(task.state).terminal:
-                continue
-            held.setdefault((task.agent_id, task.share_gpu), []).append(
-                (job, task.share_memory_mib, task.share_core_milli)
-            )
-    return held
+    return {
+        key: [(job, task.share_memory_mib, task.share_core_milli) for job, task in tasks]
+        for key, tasks in live_share_holders(jobs).items()
+    }
 
 
 def nvlink_groups(agent: AgentView) -> list[list[int]]:

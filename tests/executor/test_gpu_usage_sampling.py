@@ -87,7 +87,7 @@ def test_no_nvml_means_no_sampling_and_no_error():
     sent = []
     sampler = UsageSampler(missing, sent.append, interval_s=3600)
     sampler.started("t1", "c1", [0])
-    assert sampler.tick() is None and sent == [] and sampler._thread is None
+    assert sampler.tick() is None and sent == [] and sampler._ticker is None
 
 
 @pytest.mark.parametrize("gpus", [(), [0]])
@@ -95,4 +95,4 @@ def test_cpu_tasks_and_a_zero_interval_sample_nothing(gpus):
     calls = []
     sampler = UsageSampler(lambda: calls.append(1) or H100UsageNvml(), interval_s=0 if gpus else 5)
     sampler.started("t1", "c1", gpus)
-    assert sampler._thread is None and sampler.report() is None
+    assert sampler._ticker is None and sampler.report() is None

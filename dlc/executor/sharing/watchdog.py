@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlc.executor.gpu_usage import ProcessGpuMemory, process_gpu_memory
+from dlc.executor.periodic import Ticker
 from dlc.scheduler.launch_spec import GpuShare
 
 log = logging.getLogger(__name__)
@@ -115,8 +116,7 @@ class MemoryWatchdog:
     strikes: int = DEFAULT_STRIKES
     _watched: dict[str, _Watched] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _ticker: Ticker | None = None
 
     def watch(self, task_id: str, container_id: str, share: GpuShare) -> None:
         """Start watching a running task's container (shares with no memory are not watched)."""
@@ -175,22 +175,12 @@ class MemoryWatchdog:
 
     def start(self) -> None:
         """Sample every ``interval_s`` on a daemon thread until :meth:`stop`."""
-        if self._thread is not None:
-            return
-
-        def loop() -> None:
-            while not self._stop.wait(self.interval_s):
-                try:
-                    self.check_once()
-                except Exception:  # a failed sample must not end the watching
-                    log.exception("GPU memory watchdog sample failed")
-
-        self._thread = threading.Thread(target=loop, name="gpu-watchdog", daemon=True)
-        self._thread.start()
+        with self._lock:
+            if self._ticker is None:
+                self._ticker = Ticker(self.interval_s, self.check_once, "gpu-watchdog")
+        self._ticker.start()
 
     def stop(self) -> None:
         """Stop the sampling thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        if self._ticker is not None:
+            self._ticker.stop()
