@@ -65,6 +65,8 @@ class JobRecord:
     preemptions: int = 0
     lost_gpu_s: float = 0.0
     error: str = ""
+    #: the work asked at submission (an isolated run's length)
+    work0: float = 0.0
 
 
 @dataclass
@@ -199,7 +201,7 @@ class Engine:
     # -- events ---------------------------------------------------------------
 
     def _on_submit(self, item: WorkItem) -> None:
-        record = JobRecord(item, submitted=self.now)
+        record = JobRecord(item, submitted=self.now, work0=item.work_s)
         self.records[item.key] = record
         try:
             job = self.core.submit(item.user, item.spec, max_priority=None, admin=True)
