@@ -96,18 +96,36 @@ def _split(text: str) -> list[str]:
 
 @command.command(name="scenario")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--policy", "policies", default="P0,P1,P2,P3,P4", show_default=True,
-              help="policies of the file, comma-separated, or 'all'.")
+@click.option(
+    "--policy",
+    "policies",
+    default="P0,P1,P2,P3,P4",
+    show_default=True,
+    help="policies of the file, comma-separated, or 'all'.",
+)
 @click.option("--seeds", default="1-10", show_default=True, help="e.g. 1-10 or 1,2.")
-@click.option("--sweep", default=None, metavar="SECTION.FIELD=V1,V2",
-              help="simulate again for each value of one field, e.g. sessions.median_hours=1,2,4.")
-@click.option("--activity", default=None, metavar="D1,D2",
-              help="session SM duty cycles to measure each run with, e.g. 0.05,0.15,0.3.")
-@click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="worker processes.")
+@click.option(
+    "--sweep",
+    default=None,
+    metavar="SECTION.FIELD=V1,V2",
+    help="simulate again for each value of one field, e.g. sessions.median_hours=1,2,4.",
+)
+@click.option(
+    "--activity",
+    default=None,
+    metavar="D1,D2",
+    help="session SM duty cycles to measure each run with, e.g. 0.05,0.15,0.3.",
+)
+@click.option(
+    "--jobs", default=1, show_default=True, type=click.IntRange(1, 64), help="worker processes."
+)
 @click.option("--days", type=click.FloatRange(0.01, 366), help="override the file's days.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="folder for results.json and plots (PNG and SVG).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder for results.json and plots (PNG and SVG).",
+)
 def scenario(file, policies, seeds, sweep, activity, jobs, days, out_dir) -> None:
     """A workload file (YAML) through DLC's scheduler core on simulated Mesos agents."""
     from rich.progress import Progress
@@ -142,7 +160,9 @@ def scenario(file, policies, seeds, sweep, activity, jobs, days, out_dir) -> Non
 def _parse_sweep(text: str) -> tuple[str, list[float]]:
     field, eq, values = text.partition("=")
     if not eq or "." not in field or not values:
-        raise FieldError("--sweep", f"{text!r} is not SECTION.FIELD=V1,V2; e.g. sessions.median_hours=1,2")
+        raise FieldError(
+            "--sweep", f"{text!r} is not SECTION.FIELD=V1,V2; e.g. sessions.median_hours=1,2"
+        )
     return field.strip(), [_number("--sweep", v) for v in _split(values)]
 
 

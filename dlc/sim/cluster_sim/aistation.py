@@ -159,7 +159,9 @@ def sessions(scenario: Scenario, seed: int, policy: dict) -> list[WorkItem]:
                 continue
             for k in range(int(rng.integers(lo, hi + 1))):
                 hour = float(rng.choice(hours, p=weights) + rng.uniform(0, 0.05))
-                length = _lognormal(rng, s["median_hours"] * HOUR, s["sigma"], s["max_hours"] * HOUR)
+                length = _lognormal(
+                    rng, s["median_hours"] * HOUR, s["sigma"], s["max_hours"] * HOUR
+                )
                 over = rng.random() < s["mem_over_probability"]
                 mem = rng.uniform(*s["mem_over_gib"]) if over else s["mem_gib_typical"]
                 items.append(WorkItem(
@@ -212,7 +214,9 @@ class TrainingLoop:
         )  # fmt: skip
         sm = float(rng.uniform(*t["sm_range"]))
         mem = int(self.c["gpu_memory_gib"] * GIB)
-        return WorkItem(f"t-{user}-{k}", "training", user, self.group[user], at, spec, work, sm, mem)
+        return WorkItem(
+            f"t-{user}-{k}", "training", user, self.group[user], at, spec, work, sm, mem
+        )
 
     def done(self, item: WorkItem, now: float) -> list[WorkItem]:
         """A job finished: the user's next one, after a think time."""

@@ -336,7 +336,7 @@ class Engine:
                     self.add(item)
 
     def _finish(self, until: float) -> SimResult:
-        for task_id, intervals in self._open.items():
+        for intervals in self._open.values():
             for interval in intervals:
                 interval.end = until
                 self.intervals.append(interval)

@@ -98,9 +98,13 @@ def load_scenario(path: Path) -> Scenario:
     try:
         data = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
-        raise FieldError("scenario", f"cannot read {path}: {exc.strerror}; check the path") from None
+        raise FieldError(
+            "scenario", f"cannot read {path}: {exc.strerror}; check the path"
+        ) from None
     except yaml.YAMLError as exc:
-        raise FieldError("scenario", f"{path} is not valid YAML ({exc.__class__.__name__})") from None
+        raise FieldError(
+            "scenario", f"{path} is not valid YAML ({exc.__class__.__name__})"
+        ) from None
     scenario = parse_scenario(data)
     topo = scenario["cluster"]["topology_file"]
     if topo and not Path(topo).is_absolute():
