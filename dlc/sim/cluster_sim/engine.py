@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from dlc.errors import DlcError
 from dlc.scheduler.core import Actions, CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec, JobState, job_id_of_task
+from dlc.scheduler.ports import RoundSink
 from dlc.scheduler.tenancy import Policy
 from dlc.sim.cluster_sim.master import SimAgentSpec, SimMaster
 from dlc.store.memory import MemoryJobStore
@@ -131,6 +132,7 @@ class Engine:
         params: timing assumptions.
         on_done: called when an item finishes, may return items to submit later.
         check_every: run the master's invariant check every N rounds (0: only at the end).
+        metrics: the core's round sink (the scale benchmark times placement with it).
     """
 
     def __init__(
@@ -141,6 +143,7 @@ class Engine:
         params: EngineParams | None = None,
         on_done: OnDone | None = None,
         check_every: int = 0,
+        metrics: RoundSink | None = None,
     ):
         self.now = 0.0
         self.params = params or EngineParams()
@@ -148,7 +151,7 @@ class Engine:
         self.store = MemoryJobStore(clock=self.clock)
         self.core = SchedulerCore(
             self.store, config, resolver=lambda spec: (spec.image or "sim/job:1", None),
-            clock=self.clock,
+            clock=self.clock, metrics=metrics,
         )  # fmt: skip
         self.core.update_agents(self.master.slaves())
         if tenancy is not None:
