@@ -11,6 +11,7 @@ swept). Prints tables, writes ``bench/results/sim_aistation.json`` and plots bes
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -58,7 +59,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "bench/results"))
     parser.add_argument(
         "--part",
-        choices=("all", "main", "sweeps", "cards"),
+        choices=("all", "main", "sweeps", "cards", "summarise"),
         default="all",
         help="run one part (each writes sim_aistation-PART.json)",
     )
@@ -75,9 +76,24 @@ def main() -> None:
         "command": " ".join(sys.argv),
     }  # fmt: skip
     plots: list[Path] = []
+    if args.part == "summarise":
+        lines = (out_dir / "sim_aistation-main.jsonl").read_text().splitlines()
+        rows = [json.loads(line) for line in lines if line.strip()]
+        summary = summarise(rows)
+        report.print_table(summary, "aistation")
+        payload["main"] = {"runs": rows, "summary": summary}
+        plots += report.plot(summary, out_dir / "sim_aistation", "aistation")
     if "main" in parts:
         duties = [float(d) for d in args.activity.split(",")]
-        rows = run_all(scenario, policies, parse_seeds(args.seeds), None, duties, args.jobs)
+        partial = out_dir / "sim_aistation-main.jsonl"
+        partial.unlink(missing_ok=True)
+
+        def save(part: list[dict]) -> None:
+            with partial.open("a") as f:
+                f.writelines(json.dumps(r, default=str) + "\n" for r in part)
+
+        rows = run_all(scenario, policies, parse_seeds(args.seeds), None, duties, args.jobs,
+                       on_rows=save)  # fmt: skip
         summary = summarise(rows)
         report.print_table(summary, "aistation")
         payload["main"] = {"runs": rows, "summary": summary}

@@ -122,3 +122,22 @@ def test_bad_field_names_field_and_fix(tmp_path):
         load_scenario(bad)
     with pytest.raises(FieldError, match="--sweep"):
         _small().with_value("sessions.nope", 1)
+
+
+def test_cli_runs_a_scenario_and_writes_results(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from dlc.cli.main import cli
+
+    args = ["simulate", "scenario", str(EXAMPLE), "--policy", "P0,P2", "--seeds", "1",
+            "--days", "0.01", "--out", str(tmp_path)]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "allocated h / card / day" in result.output
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert [r["policy"] for r in data["runs"]] == ["P0", "P2"]
+    assert (tmp_path / "aistation-0.png").is_file()
+    bad = CliRunner().invoke(cli, [*args[:3], "--sweep", "nodes=2"])
+    assert bad.exit_code != 0 and "--sweep" in bad.output and "Traceback" not in bad.output

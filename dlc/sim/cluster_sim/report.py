@@ -93,8 +93,9 @@ def plot(summary: list[dict], out_dir: Path, title: str) -> list[Path]:
         for ax, (names, label) in zip(axes, _PLOTS, strict=True):
             width = 0.8 / len(names)
             for k, name in enumerate(names):
-                means = [(r["metrics"][name]["mean"] or 0.0) for r in rows]
-                cis = [(r["metrics"][name]["ci95"] or 0.0) for r in rows]
+                stats = [r["metrics"].get(name) or {} for r in rows]
+                means = [s.get("mean") or 0.0 for s in stats]
+                cis = [s.get("ci95") or 0.0 for s in stats]
                 xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(rows))]
                 ax.bar(xs, means, width, yerr=cis, capsize=3, label=ROWS.get(name, name))
             ax.set_xticks(range(len(rows)), policies)

@@ -72,6 +72,7 @@ def run_all(
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
     days: float | None = None,
+    on_rows: Callable[[list[dict]], None] | None = None,
 ) -> list[dict]:
     """Every run's metrics (one row per run and duty cycle), in a fixed order.
 
@@ -81,6 +82,7 @@ def run_all(
         jobs: worker processes.
         progress: ``(done, total)`` after each run.
         days: override of the scenario's length (the CI slice runs a fraction of a day).
+        on_rows: told of each run's rows as they come (a long sweep saves as it goes).
 
     Raises:
         FieldError: an unknown policy or swept field.
@@ -94,18 +96,24 @@ def run_all(
         if value is not None:
             scenario.with_value(*value)  # checked before any run starts
     duties = tuple(duties) or (scenario["sessions"]["sm_duty"],)
-    keys = [RunKey(p, s, v) for v in values for p in policies for s in seeds]
+    # seed-major: a run cut short still holds every policy for its first seeds
+    keys = [RunKey(p, s, v) for v in values for s in seeds for p in policies]
     tasks = [(scenario, k, duties, days) for k in keys]
     rows: list[dict] = []
     if jobs <= 1:
         for n, task in enumerate(tasks):
-            rows += _one(task)
+            part = _one(task)
+            rows += part
+            if on_rows:
+                on_rows(part)
             if progress:
                 progress(n + 1, len(tasks))
         return rows
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         for n, part in enumerate(pool.map(_one, tasks)):
             rows += part
+            if on_rows:
+                on_rows(part)
             if progress:
                 progress(n + 1, len(tasks))
     return rows
@@ -119,7 +127,9 @@ def summarise(rows: list[dict]) -> list[dict]:
         groups.setdefault(key, []).append(row)
     out = []
     for (_, duty, policy), members in groups.items():
-        names = [k for k, v in members[0]["metrics"].items() if isinstance(v, int | float)]
+        names = [
+            k for k, v in members[0]["metrics"].items() if v is None or isinstance(v, int | float)
+        ]
         stats = {}
         for name in names:
             mean, ci = mean_ci([m["metrics"].get(name) for m in members])
