@@ -83,6 +83,9 @@ def main() -> None:
         report.print_table(summary, "aistation")
         payload["main"] = {"runs": rows, "summary": summary}
         plots += report.plot(summary, out_dir / "sim_aistation", "aistation")
+        for duty in sorted({r["sm_duty"] for r in summary}):
+            print(f"\nsession SM duty {duty:g}, seeds {sorted({r['seed'] for r in rows})}:")
+            print(report.markdown(summary, duty))
     if "main" in parts:
         duties = [float(d) for d in args.activity.split(",")]
         partial = out_dir / "sim_aistation-main.jsonl"

@@ -60,6 +60,20 @@ def print_table(summary: list[dict], title: str) -> None:
         console.print(table)
 
 
+def markdown(summary: list[dict], duty: float | None = None) -> str:
+    """The table as Markdown (for docs/simulator.md), one duty cycle, no sweep."""
+    rows = [r for r in summary if r["sweep"] is None and (duty is None or r["sm_duty"] == duty)]
+    if duty is None and rows:
+        rows = [r for r in rows if r["sm_duty"] == rows[0]["sm_duty"]]
+    lines = ["| metric | " + " | ".join(r["policy"] for r in rows) + " |",
+             "|---|" + "---|" * len(rows)]  # fmt: skip
+    for name, label in ROWS.items():
+        lines.append(
+            f"| {label} | " + " | ".join(_cell(r["metrics"].get(name)) for r in rows) + " |"
+        )
+    return "\n".join(lines)
+
+
 def write_json(path: Path, payload: dict) -> None:
     """The full results: the scenario, every run's metrics and the summary."""
     path.parent.mkdir(parents=True, exist_ok=True)
