@@ -141,3 +141,11 @@ def test_cli_runs_a_scenario_and_writes_results(tmp_path):
     assert (tmp_path / "aistation-0.png").is_file()
     bad = CliRunner().invoke(cli, [*args[:3], "--sweep", "nodes=2"])
     assert bad.exit_code != 0 and "--sweep" in bad.output and "Traceback" not in bad.output
+
+
+def test_interval_is_student_t():
+    from dlc.sim.cluster_sim.runs import mean_ci
+
+    mean, half = mean_ci([1.0, 2.0, 3.0, None])
+    assert mean == 2.0 and abs(half - 4.303 / 3**0.5) < 1e-9
+    assert mean_ci([5.0]) == (5.0, None) and mean_ci([None]) == (None, None)
