@@ -92,3 +92,83 @@ def openb(traces, policies, seeds, tune, out_dir, trace_dir) -> None:
 
 def _split(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
+
+
+@command.command(name="scenario")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--policy",
+    "policies",
+    default="P0,P1,P2,P3,P4",
+    show_default=True,
+    help="policies of the file, comma-separated, or 'all'.",
+)
+@click.option("--seeds", default="1-10", show_default=True, help="e.g. 1-10 or 1,2.")
+@click.option(
+    "--sweep",
+    default=None,
+    metavar="SECTION.FIELD=V1,V2",
+    help="simulate again for each value of one field, e.g. sessions.median_hours=1,2,4.",
+)
+@click.option(
+    "--activity",
+    default=None,
+    metavar="D1,D2",
+    help="session SM duty cycles to measure each run with, e.g. 0.05,0.15,0.3.",
+)
+@click.option(
+    "--jobs", default=1, show_default=True, type=click.IntRange(1, 64), help="worker processes."
+)
+@click.option("--days", type=click.FloatRange(0.01, 366), help="override the file's days.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder for results.json and plots (PNG and SVG).",
+)
+def scenario(file, policies, seeds, sweep, activity, jobs, days, out_dir) -> None:
+    """A workload file (YAML) through DLC's scheduler core on simulated Mesos agents."""
+    from rich.progress import Progress
+
+    from dlc.sim.cluster_sim import report
+    from dlc.sim.cluster_sim.runs import run_all, summarise
+    from dlc.sim.cluster_sim.scenario import load_scenario
+
+    spec = load_scenario(file)
+    pols = list(spec.policies) if policies == "all" else _split(policies)
+    swept = _parse_sweep(sweep) if sweep else None
+    duties = [_number("--activity", d) for d in _split(activity)] if activity else []
+    seed_list = parse_seeds(seeds)
+    with Progress(transient=True) as bar:
+        task = bar.add_task(f"{spec.name}: runs", total=None)
+
+        def tick(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        rows = run_all(spec, pols, seed_list, swept, duties, jobs, tick, days)
+    summary = summarise(rows)
+    report.print_table(summary, spec.name)
+    if out_dir is not None:
+        payload = {"scenario": spec.name, "file": str(file), "sections": spec.sections,
+                   "policies": {p: spec.policies[p] for p in pols}, "seeds": seed_list,
+                   "days": days or spec.days, "runs": rows, "summary": summary}  # fmt: skip
+        report.write_json(out_dir / "results.json", payload)
+        report.plot(summary, out_dir, spec.name)
+        click.echo(f"wrote {out_dir}/results.json and plots")
+
+
+def _parse_sweep(text: str) -> tuple[str, list[float]]:
+    field, eq, values = text.partition("=")
+    if not eq or "." not in field or not values:
+        raise FieldError(
+            "--sweep", f"{text!r} is not SECTION.FIELD=V1,V2; e.g. sessions.median_hours=1,2"
+        )
+    return field.strip(), [_number("--sweep", v) for v in _split(values)]
+
+
+def _number(option: str, text: str) -> float | int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise FieldError(option, f"{text!r} is not a number; give e.g. 0.05,0.15") from None
+    return int(value) if value.is_integer() and "." not in text else value
