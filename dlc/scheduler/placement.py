@@ -488,10 +488,13 @@ def share_fields(launch: Launch) -> dict[str, int]:
 def _place_share(job, slots, cpus, mem, topology_of, result, tenants) -> str | None:
     """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None."""
     tenant = tenants.tenant(job)
+    open_to = None  # nobody exclusive: every GPU is open, no per-GPU check
+    if tenants.restricts(tenant):
+        open_to = lambda agent_id, gpu: tenants.open_to(tenant, agent_id, gpu)  # noqa: E731
     choice = choose_share(
         job.spec, slots, cpus, mem, topology_of,
         lambda slot: agent_text(slot.attributes, ATTR_GPU_MODEL) or "",
-        lambda agent_id, gpu: tenants.open_to(tenant, agent_id, gpu),
+        open_to,
     )  # fmt: skip
     if isinstance(choice, str):
         return choice
