@@ -124,50 +124,8 @@ class JobSpec:
         Raises:
             JobSpecError: the first invalid field, named, with how to fix it.
         """
-        if not isinstance(data, dict):
-            raise JobSpecError(
-                "spec",
-                "must be a mapping of fields (framework, gpus, command ...); "
-                "write one `field: value` per line",
-            )
-        known = {f for f in cls.__dataclass_fields__}
-        # a key is shown as written when it looks like a field name, else quoted and cut short
-        unknown = sorted(
-            k if isinstance(k, str) and _FIELD_RE.fullmatch(k) else _short(k, 40)
-            for k in set(data) - known
-        )
-        if unknown:
-            names = ", ".join(sorted(known))
-            raise JobSpecError(
-                unknown[0], f"unknown field; known fields: {names}; fix its spelling or remove it"
-            )
-        gpus, fraction = _gpus(data)
-        spec = cls(
-            framework=_opt_str(data, "framework"),
-            image=_opt_str(data, "image", MAX_IMAGE),
-            gpus=gpus,
-            nodes=_int(data, "nodes", 1, lo=1, hi=1024),
-            gpu_model=_opt_str(data, "gpu_model"),
-            cpus=_float(data, "cpus", 1.0),
-            mem_mib=_int(data, "mem_mib", 1024, lo=32, hi=1 << 30),
-            disk_mib=_int(data, "disk_mib", 0, lo=0, hi=1 << 40),
-            command=_command(data.get("command", ())),
-            env=_env(data.get("env") or {}),
-            volumes=_volumes(data.get("volumes") or ()),
-            priority=_int(data, "priority", 0, lo=-1000, hi=1000),
-            retries=_int(data, "retries", 0, lo=0, hi=100),
-            name=_opt_str(data, "name"),
-            cuda_version=_opt_str(data, "cuda_version"),
-            container_user=_opt_str(data, "container_user"),
-            workdir=_opt_str(data, "workdir"),
-            interactive=_flag(data, "interactive"),
-            idle_timeout_s=_int(data, "idle_timeout_s", 3600, lo=10, hi=30 * 86400),
-            pool=_opt_str(data, "pool"),
-            priority_class=_opt_str(data, "priority_class"),
-            gpu_fraction=fraction,
-            gpu_memory=_gpu_memory(data.get("gpu_memory")),
-            exclusive_per=_opt_str(data, "exclusive_per"),
-        )
+        _refuse_unknown(data, set(cls.__dataclass_fields__))
+        spec = cls(**_parse_fields(data))
         if spec.priority_class is not None and data.get("priority") is None:
             spec = replace(spec, priority=priority_of_class(spec.priority_class))
         spec.check()
@@ -186,22 +144,7 @@ class JobSpec:
         Raises:
             JobSpecError: no image source, or a malformed framework/name.
         """
-        if not self.framework and not self.image:
-            raise JobSpecError(
-                "framework",
-                "give a framework (e.g. pytorch:2.3) or an image; "
-                f"{_fix('framework')} (`dlc images` lists them) or {_HOW['image']}",
-            )
-        if self.workdir is not None and not _WORKDIR_RE.match(self.workdir):
-            raise JobSpecError(
-                "workdir",
-                f"{_short(self.workdir)} is not a snapshot id; pass a directory with "
-                "`dlc submit --workdir DIR`, which uploads it",
-            )
-        if self.interactive and self.nodes > 1:
-            raise JobSpecError(
-                "interactive", "an environment runs on one node; drop --nodes or --interactive"
-            )
+        self._check_source()
         self._check_share()
         if self.framework and not _FRAMEWORK_RE.match(self.framework):
             raise JobSpecError(
@@ -238,6 +181,25 @@ class JobSpec:
                 "name",
                 f"{_short(self.name)} is not a valid name; {_fix('name')} with up to 63 letters, "
                 "digits, '_', '.', '-', starting with a letter or digit",
+            )
+
+    def _check_source(self) -> None:
+        """An image source is given, the workdir is a snapshot id, an environment one node."""
+        if not self.framework and not self.image:
+            raise JobSpecError(
+                "framework",
+                "give a framework (e.g. pytorch:2.3) or an image; "
+                f"{_fix('framework')} (`dlc images` lists them) or {_HOW['image']}",
+            )
+        if self.workdir is not None and not _WORKDIR_RE.match(self.workdir):
+            raise JobSpecError(
+                "workdir",
+                f"{_short(self.workdir)} is not a snapshot id; pass a directory with "
+                "`dlc submit --workdir DIR`, which uploads it",
+            )
+        if self.interactive and self.nodes > 1:
+            raise JobSpecError(
+                "interactive", "an environment runs on one node; drop --nodes or --interactive"
             )
 
     def _check_share(self) -> None:
@@ -304,3 +266,58 @@ class JobSpec:
     def total_gpus(self) -> int:
         """GPUs over all nodes."""
         return self.gpus * self.nodes
+
+
+def _refuse_unknown(data: Any, known: set[str]) -> None:
+    """Refuse data that is not a mapping, or holds a key that is no spec field.
+
+    Raises:
+        JobSpecError: field ``spec``, or the first unknown key, with the known fields.
+    """
+    if not isinstance(data, dict):
+        raise JobSpecError(
+            "spec",
+            "must be a mapping of fields (framework, gpus, command ...); "
+            "write one `field: value` per line",
+        )
+    # a key is shown as written when it looks like a field name, else quoted and cut short
+    unknown = sorted(
+        k if isinstance(k, str) and _FIELD_RE.fullmatch(k) else _short(k, 40)
+        for k in set(data) - known
+    )
+    if unknown:
+        names = ", ".join(sorted(known))
+        raise JobSpecError(
+            unknown[0], f"unknown field; known fields: {names}; fix its spelling or remove it"
+        )
+
+
+def _parse_fields(data: dict) -> dict[str, Any]:
+    """Each field of the spec parsed on its own (:mod:`~dlc.scheduler.spec_fields`)."""
+    gpus, fraction = _gpus(data)
+    return dict(
+        framework=_opt_str(data, "framework"),
+        image=_opt_str(data, "image", MAX_IMAGE),
+        gpus=gpus,
+        nodes=_int(data, "nodes", 1, lo=1, hi=1024),
+        gpu_model=_opt_str(data, "gpu_model"),
+        cpus=_float(data, "cpus", 1.0),
+        mem_mib=_int(data, "mem_mib", 1024, lo=32, hi=1 << 30),
+        disk_mib=_int(data, "disk_mib", 0, lo=0, hi=1 << 40),
+        command=_command(data.get("command", ())),
+        env=_env(data.get("env") or {}),
+        volumes=_volumes(data.get("volumes") or ()),
+        priority=_int(data, "priority", 0, lo=-1000, hi=1000),
+        retries=_int(data, "retries", 0, lo=0, hi=100),
+        name=_opt_str(data, "name"),
+        cuda_version=_opt_str(data, "cuda_version"),
+        container_user=_opt_str(data, "container_user"),
+        workdir=_opt_str(data, "workdir"),
+        interactive=_flag(data, "interactive"),
+        idle_timeout_s=_int(data, "idle_timeout_s", 3600, lo=10, hi=30 * 86400),
+        pool=_opt_str(data, "pool"),
+        priority_class=_opt_str(data, "priority_class"),
+        gpu_fraction=fraction,
+        gpu_memory=_gpu_memory(data.get("gpu_memory")),
+        exclusive_per=_opt_str(data, "exclusive_per"),
+    )
