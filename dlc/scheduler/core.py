@@ -27,16 +27,20 @@ Other rules (``docs/scheduler.md`` has the whole story):
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from dlc.errors import JobNotFound, JobSpecError, LimitReached
+from dlc.errors import JobSpecError, LimitReached
 from dlc.scheduler.cluster import AgentView, Holder
+from dlc.scheduler.core_config import (
+    LIVE_STATES,
+    Actions,
+    CoreConfig,
+    ImageResolver,
+    default_resolver,
+)
+from dlc.scheduler.core_state import _STOPPED, _TERMINAL_TASK, CoreState, _done
 from dlc.scheduler.decide import Decision, decide
-from dlc.scheduler.draining import DRAIN_TIMEOUT_S, Drains, confirms_gone, may_still_run
-from dlc.scheduler.inventory import Inventory, Overheads
+from dlc.scheduler.draining import confirms_gone, may_still_run
 from dlc.scheduler.jobs import (
     Job,
     JobSpec,
@@ -49,17 +53,7 @@ from dlc.scheduler.jobs import (
     job_state_from_task_state,
 )
 from dlc.scheduler.offered import EchoedRound, echo_round
-from dlc.scheduler.placement import (
-    NO_TOPOLOGY_POLICY,
-    DriverCheck,
-    OfferView,
-    PlacementConfig,
-    TopologyOf,
-    parse_offers,
-    share_fields,
-)
-from dlc.scheduler.ports import JobStore, RoundSink
-from dlc.scheduler.queue import Reservations, queue_key
+from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, parse_offers, share_fields
 from dlc.scheduler.quotas import (
     QueuePlan,
     check_submit,
@@ -68,24 +62,12 @@ from dlc.scheduler.quotas import (
     pool_capacity,
     split_by_pool,
 )
-from dlc.scheduler.refusals import Refusals, refused_resources
-from dlc.scheduler.reserve import Reserver
+from dlc.scheduler.refusals import refused_resources
 from dlc.scheduler.share_placement import ShareTenants
-from dlc.scheduler.task_info import ExecutorConfig, build_task_info
-from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX, NOT_RUNNING_STATES
+from dlc.scheduler.task_info import build_task_info
+from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX
 from dlc.scheduler.tenancy import NO_GROUP, Policy, fmt_span
-from dlc.scheduler.usage import (
-    GpuUsage,
-    JobUsage,
-    UsageBook,
-    UsageRollup,
-    decode_report,
-    job_usage,
-    rollup,
-)
-
-#: task states in which nothing of the task runs any more (no kill needed)
-_TERMINAL_TASK = NOT_RUNNING_STATES
+from dlc.scheduler.usage import GpuUsage, JobUsage, UsageRollup, decode_report, job_usage, rollup
 
 #: reasons meaning a launch never reached an agent: the job may run again for free
 #: (only with a terminal state while DLC still saw the task as staging: a task the
@@ -103,99 +85,18 @@ _UNREACHABLE = "TASK_UNREACHABLE"
 
 #: how many ended tasks' placements are remembered (to drain GPUs of late stale updates)
 _PREVIOUS_KEPT = 4096
-#: how a message of a job the core itself stopped begins (kept as its final message)
-_STOPPED = "stopped: "
 
-#: (framework or None, image or None) -> (image, cuda_version); raises DlcError
-#: the states ``dlc kill --all`` reaches (every state in which a job may still start or run)
-LIVE_STATES = frozenset({JobState.QUEUED, JobState.STAGING, JobState.RUNNING, JobState.PREEMPTED})
-
-ImageResolver = Callable[[JobSpec], tuple[str, str | None]]
-
-
-@dataclass
-class Actions:
-    """What the framework adapter must do on the Mesos driver.
-
-    Attributes:
-        accepts: ``(offer_ids, task_infos)`` per agent.
-        declines: offer ids to decline with the refuse filter.
-        kills: ``(task_id, agent_id)`` to kill.
-        revive: ask the master for offers again (new work queued).
-        suppress: stop offers (nothing queued).
-    """
-
-    accepts: list[tuple[list[str], list[dict]]] = field(default_factory=list)
-    #: offer ids -> RESERVE/UNRESERVE operations run in that ACCEPT before its launches (an
-    #: entry whose offers launch nothing is an ACCEPT of its own); ``--reserve`` only
-    operations: dict[tuple[str, ...], list[dict]] = field(default_factory=dict)
-    declines: list[str] = field(default_factory=list)
-    kills: list[tuple[str, str]] = field(default_factory=list)
-    revive: bool = False
-    suppress: bool = False
-    #: roles no queued job can use (``--group-role``): suppressed while the others stay on
-    suppress_roles: tuple[str, ...] = ()
+__all__ = [
+    "LIVE_STATES",
+    "Actions",
+    "CoreConfig",
+    "ImageResolver",
+    "SchedulerCore",
+    "default_resolver",
+]
 
 
-@dataclass(frozen=True)
-class CoreConfig:
-    """Scheduler settings that shape decisions.
-
-    Attributes:
-        placement: allocator policy and executor overheads.
-        executor: how executors are launched.
-        allowed_volumes: host path prefixes jobs may mount.
-        max_skips: rounds a queued job is passed over before it reserves agents
-            (:class:`~dlc.scheduler.queue.Reservations`).
-        reservation_s: the longest a reservation holds its agents.
-        drain_timeout_s: the longest GPUs of a task that ended without proof that its
-            container stopped are kept out of offers.
-        default_max_priority: the highest ``priority`` a user may set when the caller
-            passes no grant (``None``: no limit).
-        admin_max_priority: the same for admins (``None``: no limit).
-        max_queued_per_user: queued (not yet started) jobs one user may have; the next
-            submit is refused (``None`` or 0: no cap; admins are exempt). A red-team user
-            queued 2,000 8-GPU jobs and held the whole cluster's queue.
-        roles, reserve_idle_s, principal, group_roles: see the fields.
-    """
-
-    placement: PlacementConfig = PlacementConfig()
-    executor: ExecutorConfig = ExecutorConfig()
-    allowed_volumes: tuple[str, ...] = ()
-    max_skips: int = 20
-    reservation_s: float = 1800.0
-    drain_timeout_s: float = DRAIN_TIMEOUT_S
-    default_max_priority: int | None = 0
-    admin_max_priority: int | None = None
-    max_queued_per_user: int | None = 1000
-    #: the framework's Mesos roles: resources reserved for any other role are never taken
-    #: (empty: whatever the master offered)
-    roles: tuple[str, ...] = ()
-    #: ``--reserve``: keep the GPUs DLC uses dynamically reserved for its role and release one
-    #: after this many idle seconds (``None``: no dynamic reservations)
-    reserve_idle_s: float | None = None
-    #: the framework's principal, which Mesos wants on dynamic reservations
-    principal: str | None = None
-    #: ``(group, role)``: a group's jobs use only offers allocated to that Mesos role, so
-    #: Mesos quota on the role guarantees the group's GPUs (``--group-role``; docs/roles.md)
-    group_roles: tuple[tuple[str, str], ...] = ()
-
-
-def default_resolver(spec: JobSpec) -> tuple[str, str | None]:
-    """Resolve ``framework`` to an image with the catalog (``image`` wins when given).
-
-    Raises:
-        DlcError: unknown framework/version (the catalog lists the known ones).
-    """
-    if spec.image:
-        return spec.image, spec.cuda_version
-    from dlc.images import resolve
-
-    entry = resolve(spec.framework)
-    return entry.image, entry.cuda
-
-
-class SchedulerCore:
+class SchedulerCore(CoreState):
     """Thread-safe job lifecycle and placement on top of a :class:`JobStore`.
 
     Args:
@@ -206,117 +107,6 @@ class SchedulerCore:
         clock: time source.
         metrics: optional monitoring sink (:mod:`dlc.api.metrics`).
     """
-
-    def __init__(
-        self,
-        store: JobStore,
-        config: CoreConfig | None = None,
-        resolver: ImageResolver | None = None,
-        topology_of: TopologyOf | None = None,
-        driver_ok: DriverCheck | None = None,
-        clock: Callable[[], float] = time.time,
-        metrics: RoundSink | None = None,
-    ):
-        self.store = store
-        self.metrics = metrics
-        config = config or CoreConfig()
-        placement = config.placement
-        # One source for the executor's overhead: what placement reserves per task is what
-        # each ExecutorInfo asks for.
-        executor = replace(
-            config.executor, cpus=placement.executor_cpus, mem_mib=placement.executor_mem_mib
-        )
-        self.config = replace(config, executor=executor)
-        self._resolver = resolver or default_resolver
-        self._topology_of = topology_of
-        self._driver_ok = driver_ok
-        self._clock = clock
-        self._lock = threading.RLock()
-        placement = self.config.placement
-        #: what each agent HAS (totals), for admission and "impossible" reasons
-        self.inventory = Inventory(
-            Overheads(placement.executor_cpus, placement.executor_mem_mib),
-            topology_of,
-            driver_ok,
-            self.config.roles,
-        )
-        self._reservations = Reservations(self.config.max_skips, self.config.reservation_s)
-        self._drains = Drains(self.config.drain_timeout_s)
-        self._refusals = Refusals()
-        idle_s = self.config.reserve_idle_s
-        self._reserver = None if idle_s is None else Reserver(idle_s, self.config.principal)
-        self._queued: dict[str, Job] = {}
-        self._active: dict[str, Job] = {}
-        self._order: list[str] | None = None
-        self._reasons: dict[str, str] = {}
-        self._impossible: dict[tuple, str | None] = {}
-        self._impossible_version = -1
-        self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
-        #: job id -> when its current run was launched (victims youngest first; the
-        #: interactive time limit)
-        self._started: dict[str, float] = {}
-        #: the latest GPU reading of each running task (memory only: dlc/scheduler/usage.py)
-        self._usage = UsageBook()
-        self.framework_id: str | None = store.framework_id
-        # Groups, quotas and limits (docs/quotas.md); a store without tenancy tables (or an
-        # empty policy) keeps the plain priority queue.
-        loader = getattr(store, "tenancy_policy", None)
-        self.tenancy: Policy = loader() if callable(loader) else Policy()
-        self._load()
-        watch = getattr(metrics, "watch_cluster", None)
-        if watch is not None:  # the metrics read the agents from this core's inventory
-            watch(self.cluster)
-        watch_usage = getattr(metrics, "watch_usage", None)
-        if watch_usage is not None:  # ... and the GPU usage from its usage book
-            watch_usage(self)
-
-    def reload(self) -> None:
-        """Forget the in-memory queue and active set and read them again (a standby that
-        has just been elected leader: another instance wrote the store meanwhile)."""
-        with self._lock:
-            self._queued.clear()
-            self._active.clear()
-            self._order = None
-            self._reasons.clear()
-            self.framework_id = self.store.framework_id
-            self._load()
-
-    def _load(self) -> None:
-        """Read the queued and active jobs once (the only full read of the store)."""
-        for job in self.store.list_jobs(
-            states={JobState.QUEUED, JobState.STAGING, JobState.RUNNING, JobState.PREEMPTED}
-        ):
-            if job.state.active:  # a restart: the run started at its last launch
-                launched = [at for at, state, _ in self.store.history(job.job_id)
-                            if state == JobState.STAGING.value]  # fmt: skip
-                if launched:
-                    self._started[job.job_id] = launched[-1]
-            self._track(job)
-
-    def _track(self, job: Job) -> Job:
-        """Keep the in-memory queue and active set in step with a stored job."""
-        was_queued = self._queued.pop(job.job_id, None) is not None
-        self._active.pop(job.job_id, None)
-        if job.state is JobState.QUEUED and not job.kill_requested:
-            self._queued[job.job_id] = job
-            if not was_queued:
-                self._order = None
-        elif was_queued:
-            self._order = None
-            self._reasons.pop(job.job_id, None)
-            self._reservations.forget(job.job_id)
-        if job.state.active:
-            self._active[job.job_id] = job
-            if job.job_id not in self._started:
-                self._started[job.job_id] = self._clock()
-            for task in job.tasks:
-                self.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
-        else:
-            self._started.pop(job.job_id, None)
-        return job
-
-    def _save(self, job: Job, event: str | None = None) -> Job:
-        return self._track(self.store.save_job(job, event=event))
 
     # -- user requests --------------------------------------------------------
 
@@ -432,24 +222,7 @@ class SchedulerCore:
                 actions.kills.extend(more.kills)
             return killed, actions
 
-    def visible_job(self, job_id: str, user: str, admin: bool = False) -> Job:
-        """The job if the caller may see it.
-
-        Raises:
-            JobNotFound: missing, or owned by someone else (not revealed).
-        """
-        job = self._queued.get(job_id) or self._active.get(job_id) or self.store.get_job(job_id)
-        if not admin and job.user != user:
-            raise JobNotFound(f"no job {job_id}; list your jobs with `dlc jobs`")
-        return job
-
     # -- the queue ------------------------------------------------------------
-
-    def queued_jobs(self) -> list[Job]:
-        """Queued jobs in placement order (from memory)."""
-        if self._order is None:
-            self._order = [j.job_id for j in sorted(self._queued.values(), key=queue_key)]
-        return [self._queued[j] for j in self._order]
 
     def queue_reason(self, job_id: str) -> str | None:
         """``position 3 of 7; waiting behind job j1 which reserves agent a1`` for a queued
@@ -460,21 +233,6 @@ class SchedulerCore:
             order = [j.job_id for j in self.queued_jobs()]
             reason = self._reasons.get(job_id) or "waiting for the first offers"
             return f"position {order.index(job_id) + 1} of {len(order)}; {reason}"
-
-    def has_queued(self) -> bool:
-        """Whether any job waits for offers."""
-        return bool(self._queued)
-
-    def _impossible_reason(self, spec: JobSpec) -> str | None:
-        if self._impossible_version != self.inventory.version:
-            self._impossible.clear()
-            self._impossible_version = self.inventory.version
-        key = (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
-               spec.cuda_version)  # fmt: skip
-        if key not in self._impossible:
-            error = self.inventory.impossible(spec)
-            self._impossible[key] = None if error is None else str(error)
-        return self._impossible[key]
 
     def jobs_page(self, user: str, admin: bool, limit: int, before: str | None = None) -> list[Job]:
         """A page of the caller's jobs (all jobs for an admin), newest first, older than
@@ -778,15 +536,6 @@ class SchedulerCore:
                 return self._on_stale(task_id, agent_id, state, status)
             return self._apply_status(job, task_id, state, status)
 
-    def _find(self, job_id: str) -> Job | None:
-        job = self._active.get(job_id) or self._queued.get(job_id)
-        if job is not None:
-            return job
-        try:
-            return self.store.get_job(job_id)
-        except JobNotFound:
-            return None
-
     def _on_stale(self, task_id: str, agent_id: str, state: str, status: dict) -> Actions:
         """An update of a task that is not the job's current attempt: make sure it ends,
         and keep its GPUs out of offers until it has."""
@@ -937,12 +686,6 @@ class SchedulerCore:
             kills += [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
         return kills
 
-    def set_framework_id(self, framework_id: str | None) -> None:
-        """Persist the framework id before anything uses it (``None`` forgets it)."""
-        with self._lock:
-            self.store.framework_id = framework_id
-            self.framework_id = framework_id
-
     # -- agents ---------------------------------------------------------------
 
     def update_agents(self, slaves: list[dict]) -> None:
@@ -1050,10 +793,6 @@ class SchedulerCore:
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min"
-
-
-def _done(task: TaskPlacement) -> bool:
-    return task.state in _TERMINAL_TASK
 
 
 def _label(status: dict, key: str) -> str | None:
