@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dlc.errors import JobSpecError, LimitReached
 from dlc.scheduler.cluster import AgentView, Holder
 from dlc.scheduler.core_config import (
     LIVE_STATES,
@@ -38,24 +37,21 @@ from dlc.scheduler.core_config import (
     ImageResolver,
     default_resolver,
 )
+from dlc.scheduler.core_requests import RequestsMixin
 from dlc.scheduler.core_state import _STOPPED, _TERMINAL_TASK, _done
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.decide import Decision, decide
 from dlc.scheduler.draining import confirms_gone, may_still_run
 from dlc.scheduler.jobs import (
     Job,
-    JobSpec,
     JobState,
     TaskPlacement,
-    check_container_user,
-    check_registry,
-    check_volumes,
     job_id_of_task,
     job_state_from_task_state,
 )
 from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, parse_offers, share_fields
-from dlc.scheduler.quotas import QueuePlan, check_submit, split_by_pool
+from dlc.scheduler.quotas import QueuePlan, split_by_pool
 from dlc.scheduler.refusals import refused_resources
 from dlc.scheduler.task_info import build_task_info
 from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX
@@ -88,7 +84,7 @@ __all__ = [
 ]
 
 
-class SchedulerCore(TenancyMixin):
+class SchedulerCore(RequestsMixin, TenancyMixin):
     """Thread-safe job lifecycle and placement on top of a :class:`JobStore`.
 
     Args:
@@ -102,118 +98,6 @@ class SchedulerCore(TenancyMixin):
 
     # -- user requests --------------------------------------------------------
 
-    def submit(
-        self, user: str, spec: JobSpec, max_priority: int | None = None, admin: bool = False
-    ) -> Job:
-        """Validate, resolve the image, check it could ever run, and queue a job.
-
-        Args:
-            user: the owner.
-            spec: the validated request.
-            max_priority: the highest priority this caller was granted (``None``: the
-                configured default for users or admins).
-            admin: whether the caller is an admin (picks the default grant).
-
-        Raises:
-            JobSpecError, ImageNotFound: the spec cannot run here; the message says why.
-        """
-        check_volumes(spec, self.config.allowed_volumes, user)
-        self._check_priority(spec, max_priority, admin)
-        check_container_user(spec, self.config.executor.policy)
-        image, cuda = self._resolver(spec)
-        check_registry(spec, image, self.config.executor.policy.allowed_registries)
-        spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
-        with self._lock:
-            self._check_queue_room(user, admin)
-            self.inventory.check(spec)
-            check_submit(self.tenancy, user, spec, self.pool_capacity(), self.share_gpu_memory())
-            job = Job(self.store.new_job_id(), user, spec, submitted_at=self._clock())
-            return self._track(self.store.add_job(job))
-
-    def _check_queue_room(self, user: str, admin: bool) -> None:
-        cap = self.config.max_queued_per_user
-        if not cap or admin:
-            return
-        queued = sum(1 for job in self._queued.values() if job.user == user)
-        if queued >= cap:
-            raise LimitReached(
-                f"{user} already has {queued} jobs queued, the most one user may queue "
-                f"(--max-queued-per-user {cap}); wait for some to start, or kill some with "
-                "`dlc kill --all --state queued`"
-            )
-
-    def _check_priority(self, spec: JobSpec, max_priority: int | None, admin: bool) -> None:
-        limit = max_priority
-        if limit is None:
-            config = self.config
-            limit = config.admin_max_priority if admin else config.default_max_priority
-        if limit is not None and spec.priority > limit:
-            raise JobSpecError(
-                "priority",
-                f"{spec.priority} is above your limit {limit}; "
-                f"use --priority {limit} or lower, or ask an admin",
-            )
-
-    def kill(self, job_id: str, user: str, admin: bool = False) -> tuple[Job, Actions]:
-        """Kill a job the caller owns (an admin may kill any).
-
-        The kill is stored before this returns (and so before the caller is told), and
-        re-sent (:meth:`pending_kills`) until every task of the job is over.
-
-        Raises:
-            JobNotFound: no such job visible to the caller.
-        """
-        with self._lock:
-            job = self.visible_job(job_id, user, admin)
-            actions = Actions()
-            if job.state.terminal:
-                return job, actions
-            if job.state is JobState.QUEUED:
-                job = self._save(
-                    replace(job, state=JobState.KILLED, kill_requested=True, message="killed")
-                )
-                return job, actions
-            job = self._save(
-                replace(job, kill_requested=True, message=f"kill requested by {user}"),
-                event="kill requested",
-            )
-            actions.kills = [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
-            return job, actions
-
-    def kill_all(
-        self,
-        user: str,
-        admin: bool = False,
-        owner: str | None = "",
-        states: frozenset[JobState] = LIVE_STATES,
-    ) -> tuple[list[Job], Actions]:
-        """Kill every live job of ``owner`` in ``states`` (``dlc kill --all``).
-
-        Args:
-            user, admin: the caller. A user reaches only their own jobs, whatever ``owner``.
-            owner: whose jobs: ``""`` the caller's, a user name, or ``None`` everyone's
-                (admins only).
-            states: which of the live states (queued, staging, running, preempted).
-
-        Returns:
-            the jobs as stored after the kill, and the task kills to send.
-        """
-        if not admin or owner == "":
-            owner = user
-        with self._lock:
-            live = [*self._queued.values(), *self._active.values()]
-            chosen = [
-                j.job_id
-                for j in live
-                if (owner is None or j.user == owner) and j.state in states and not j.kill_requested
-            ]
-            killed, actions = [], Actions()
-            for job_id in chosen:
-                job, more = self.kill(job_id, user, admin)
-                killed.append(job)
-                actions.kills.extend(more.kills)
-            return killed, actions
-
     # -- the queue ------------------------------------------------------------
 
     def queue_reason(self, job_id: str) -> str | None:
@@ -225,17 +109,6 @@ class SchedulerCore(TenancyMixin):
             order = [j.job_id for j in self.queued_jobs()]
             reason = self._reasons.get(job_id) or "waiting for the first offers"
             return f"position {order.index(job_id) + 1} of {len(order)}; {reason}"
-
-    def jobs_page(self, user: str, admin: bool, limit: int, before: str | None = None) -> list[Job]:
-        """A page of the caller's jobs (all jobs for an admin), newest first, older than
-        job ``before`` (which the caller must be able to see).
-
-        Raises:
-            JobNotFound: ``before`` is not a job the caller may see.
-        """
-        if before is not None:
-            self.visible_job(before, user, admin)
-        return self.store.list_jobs_page(None if admin else user, limit, before)
 
     # -- reads for the API and the dashboard (they never open the store) ------
 
