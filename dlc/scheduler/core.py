@@ -23,6 +23,11 @@ Other rules (``docs/scheduler.md`` has the whole story):
 * a task that ended without proof its container stopped keeps its GPUs out of
   offers until that proof or a timeout (:mod:`~dlc.scheduler.draining`);
 * ``TASK_UNREACHABLE`` is not an end: the job stays running until the master says.
+
+The class is composed of mixins, one concern per module (``core_state``, ``core_tenancy``,
+``core_requests``, ``core_offers``, ``core_status``, ``core_views``, ``core_usage``); why
+mixins, and which module holds what, is in :mod:`~dlc.scheduler.core_state`. Callers import
+:class:`SchedulerCore`, :class:`CoreConfig` and :class:`Actions` from here.
 """
 
 from __future__ import annotations
@@ -36,11 +41,9 @@ from dlc.scheduler.core_config import (
 )
 from dlc.scheduler.core_offers import OfferRoundMixin
 from dlc.scheduler.core_requests import RequestsMixin
-from dlc.scheduler.core_state import _done
 from dlc.scheduler.core_status import StatusMixin
-from dlc.scheduler.core_tenancy import TenancyMixin
+from dlc.scheduler.core_usage import UsageMixin
 from dlc.scheduler.core_views import ViewsMixin
-from dlc.scheduler.usage import GpuUsage, JobUsage, UsageRollup, decode_report, job_usage, rollup
 
 __all__ = [
     "LIVE_STATES",
@@ -52,7 +55,7 @@ __all__ = [
 ]
 
 
-class SchedulerCore(ViewsMixin, StatusMixin, OfferRoundMixin, RequestsMixin, TenancyMixin):
+class SchedulerCore(RequestsMixin, OfferRoundMixin, StatusMixin, ViewsMixin, UsageMixin):
     """Thread-safe job lifecycle and placement on top of a :class:`JobStore`.
 
     Args:
@@ -63,81 +66,3 @@ class SchedulerCore(ViewsMixin, StatusMixin, OfferRoundMixin, RequestsMixin, Ten
         clock: time source.
         metrics: optional monitoring sink (:mod:`dlc.api.metrics`).
     """
-
-    # -- user requests --------------------------------------------------------
-
-    # -- the queue ------------------------------------------------------------
-
-    # -- reads for the API and the dashboard (they never open the store) ------
-
-    # -- Mesos events ---------------------------------------------------------
-
-    # -- tenancy hooks (dlc/scheduler/quotas.py) --------------------------------
-
-    # -- reservations and reasons ---------------------------------------------
-
-    # -- status updates -------------------------------------------------------
-
-    # -- restarts -------------------------------------------------------------
-
-    # -- agents ---------------------------------------------------------------
-
-    # -- allocated versus used ------------------------------------------------
-
-    def on_usage(self, agent_id: str, data: str | bytes) -> int:
-        """Keep an executor's usage report (a framework message); readings of tasks that
-        are not running on that agent are dropped. Returns how many tasks were kept."""
-        readings = decode_report(data, agent_id)
-        with self._lock:
-            live = self._live_tasks()
-            self._usage.prune(lambda t: t in live)
-            return self._usage.record(readings, lambda t, a: live.get(t) == a)
-
-    def _live_tasks(self) -> dict[str, str]:
-        return {
-            t.task_id: t.agent_id
-            for job in self._active.values()
-            for t in job.tasks
-            if not _done(t)
-        }
-
-    def job_usage(self, job_id: str) -> JobUsage | None:
-        """What a running job's GPUs did lately (``None``: not running or not reported)."""
-        with self._lock:
-            job = self._active.get(job_id)
-            if job is None:
-                return None
-            readings = [self._usage.of(t.task_id) for t in job.tasks if not _done(t)]
-            return job_usage(r for r in readings if r is not None)
-
-    def gpu_usage(self) -> dict[tuple[str, int], GpuUsage]:
-        """(agent id, GPU index) -> the latest reading of a running task's GPU."""
-        with self._lock:
-            live = self._live_tasks()
-            return {
-                (r.agent_id, g.gpu_index): g
-                for r in self._usage.tasks()
-                if live.get(r.task_id) == r.agent_id
-                for g in r.gpus
-            }
-
-    def usage_rollups(self, by: str, viewer: str | None = None) -> list[UsageRollup]:
-        """Allocated versus used per ``user``, ``group`` or ``job`` over running jobs
-        (``viewer``: only that user's own row, group or jobs; ``None``: everything)."""
-        with self._lock:
-            held = []
-            group_of = self.tenancy.group_of
-            for job in self._active.values():
-                if viewer is not None and (
-                    group_of(job.user) != group_of(viewer) if by == "group" else job.user != viewer
-                ):
-                    continue
-                owner = job.job_id if by == "job" else job.user
-                for t in job.tasks:
-                    if _done(t) or t.state != "TASK_RUNNING":
-                        continue
-                    gpus = len(t.gpu_ids) or (1 if t.share_gpu is not None else 0)
-                    if gpus:
-                        held.append((owner, gpus, self._usage.of(t.task_id)))
-            key_of = self.tenancy.group_of if by == "group" else (lambda owner: owner)
-            return rollup(held, key_of)
