@@ -1,11 +1,12 @@
 """Rules of a job spec that are checked twice: at submit and again on the agent.
 
-The scheduler (:mod:`dlc.scheduler.jobs`) answers a bad spec at once with a one-line error;
-the agent (:mod:`dlc.executor.host_paths`) re-checks what reaches it, because a launch spec
-can come from an older scheduler or a stored job. Both call these pure functions, so the two
-never disagree (red-team #15: ``/proc`` and ``/etc`` as mount targets passed submit and then
-failed on the agent with the container runtime's raw text). Image references have their own
-shared module, :mod:`dlc.images.reference`.
+The scheduler (:mod:`dlc.scheduler.job_spec`, :mod:`dlc.scheduler.spec_fields`) answers a
+bad spec at once with a one-line error; the agent (:mod:`dlc.executor.host_paths`) re-checks
+what reaches it, because a launch spec can come from an older scheduler or a stored job.
+Both call these pure functions, so the two never disagree (red-team #15: ``/proc`` and
+``/etc`` as mount targets passed submit and then failed on the agent with the container
+runtime's raw text). Image references have their own shared module,
+:mod:`dlc.images.reference`.
 """
 
 from __future__ import annotations

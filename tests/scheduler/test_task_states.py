@@ -7,7 +7,7 @@ import pytest
 from dlc.mesos.emulator import model as emulator_model
 from dlc.mesos.emulator.model import Task
 from dlc.mesos.resources import Resources
-from dlc.scheduler import core
+from dlc.scheduler import core_state
 from dlc.scheduler import task_states as states
 from dlc.scheduler.core import SchedulerCore
 from dlc.scheduler.jobs import JobState, job_state_from_task_state
@@ -18,7 +18,7 @@ LIVE = ["TASK_STAGING", "TASK_STARTING", "TASK_RUNNING", "TASK_KILLING", "TASK_U
 
 def test_emulator_and_scheduler_use_the_shared_constants():
     assert emulator_model.TERMINAL_STATES is states.TERMINAL_STATES
-    assert core._TERMINAL_TASK is states.NOT_RUNNING_STATES
+    assert core_state._TERMINAL_TASK is states.NOT_RUNNING_STATES
     assert states.TERMINAL_STATES | {"TASK_UNKNOWN"} == states.NOT_RUNNING_STATES
 
 

@@ -1,0 +1,104 @@
+"""What :class:`~dlc.scheduler.core.SchedulerCore` answers and how it is set up.
+
+:class:`Actions` is the core's reply to every event (what the framework adapter does on the
+driver); :class:`CoreConfig` holds the settings that shape its decisions. Both are
+re-exported by :mod:`dlc.scheduler.core`, where callers import them from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dlc.scheduler.draining import DRAIN_TIMEOUT_S
+from dlc.scheduler.jobs import JobSpec, JobState
+from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.task_info import ExecutorConfig
+
+#: (framework or None, image or None) -> (image, cuda_version); raises DlcError
+#: the states ``dlc kill --all`` reaches (every state in which a job may still start or run)
+LIVE_STATES = frozenset({JobState.QUEUED, JobState.STAGING, JobState.RUNNING, JobState.PREEMPTED})
+
+ImageResolver = Callable[[JobSpec], tuple[str, str | None]]
+
+
+@dataclass
+class Actions:
+    """What the framework adapter must do on the Mesos driver.
+
+    Attributes:
+        accepts: ``(offer_ids, task_infos)`` per agent.
+        declines: offer ids to decline with the refuse filter.
+        kills: ``(task_id, agent_id)`` to kill.
+        revive: ask the master for offers again (new work queued).
+        suppress: stop offers (nothing queued).
+    """
+
+    accepts: list[tuple[list[str], list[dict]]] = field(default_factory=list)
+    #: offer ids -> RESERVE/UNRESERVE operations run in that ACCEPT before its launches (an
+    #: entry whose offers launch nothing is an ACCEPT of its own); ``--reserve`` only
+    operations: dict[tuple[str, ...], list[dict]] = field(default_factory=dict)
+    declines: list[str] = field(default_factory=list)
+    kills: list[tuple[str, str]] = field(default_factory=list)
+    revive: bool = False
+    suppress: bool = False
+    #: roles no queued job can use (``--group-role``): suppressed while the others stay on
+    suppress_roles: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """Scheduler settings that shape decisions.
+
+    Attributes:
+        placement: allocator policy and executor overheads.
+        executor: how executors are launched.
+        allowed_volumes: host path prefixes jobs may mount.
+        max_skips: rounds a queued job is passed over before it reserves agents
+            (:class:`~dlc.scheduler.queue.Reservations`).
+        reservation_s: the longest a reservation holds its agents.
+        drain_timeout_s: the longest GPUs of a task that ended without proof that its
+            container stopped are kept out of offers.
+        default_max_priority: the highest ``priority`` a user may set when the caller
+            passes no grant (``None``: no limit).
+        admin_max_priority: the same for admins (``None``: no limit).
+        max_queued_per_user: queued (not yet started) jobs one user may have; the next
+            submit is refused (``None`` or 0: no cap; admins are exempt). A red-team user
+            queued 2,000 8-GPU jobs and held the whole cluster's queue.
+        roles, reserve_idle_s, principal, group_roles: see the fields.
+    """
+
+    placement: PlacementConfig = PlacementConfig()
+    executor: ExecutorConfig = ExecutorConfig()
+    allowed_volumes: tuple[str, ...] = ()
+    max_skips: int = 20
+    reservation_s: float = 1800.0
+    drain_timeout_s: float = DRAIN_TIMEOUT_S
+    default_max_priority: int | None = 0
+    admin_max_priority: int | None = None
+    max_queued_per_user: int | None = 1000
+    #: the framework's Mesos roles: resources reserved for any other role are never taken
+    #: (empty: whatever the master offered)
+    roles: tuple[str, ...] = ()
+    #: ``--reserve``: keep the GPUs DLC uses dynamically reserved for its role and release one
+    #: after this many idle seconds (``None``: no dynamic reservations)
+    reserve_idle_s: float | None = None
+    #: the framework's principal, which Mesos wants on dynamic reservations
+    principal: str | None = None
+    #: ``(group, role)``: a group's jobs use only offers allocated to that Mesos role, so
+    #: Mesos quota on the role guarantees the group's GPUs (``--group-role``; docs/roles.md)
+    group_roles: tuple[tuple[str, str], ...] = ()
+
+
+def default_resolver(spec: JobSpec) -> tuple[str, str | None]:
+    """Resolve ``framework`` to an image with the catalog (``image`` wins when given).
+
+    Raises:
+        DlcError: unknown framework/version (the catalog lists the known ones).
+    """
+    if spec.image:
+        return spec.image, spec.cuda_version
+    from dlc.images import resolve
+
+    entry = resolve(spec.framework)
+    return entry.image, entry.cuda

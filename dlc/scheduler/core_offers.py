@@ -1,0 +1,213 @@
+"""The core's offer round: decide on offers, launch, echo, reserve, and say why jobs wait.
+
+A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
+:mod:`~dlc.scheduler.core_state`). :func:`~dlc.scheduler.decide.decide` is the pure
+decision; this part carries it out: jobs saved as staging before their launches are
+returned, TaskInfos cut from the offers as offered (:mod:`~dlc.scheduler.offered`), agents
+reserved for a big job that keeps being passed over (:mod:`~dlc.scheduler.queue`), and a
+reason kept for every waiting job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dlc.scheduler.core_config import Actions
+from dlc.scheduler.core_tenancy import TenancyMixin
+from dlc.scheduler.decide import Decision, decide
+from dlc.scheduler.jobs import Job, JobState, TaskPlacement
+from dlc.scheduler.offered import EchoedRound, echo_round
+from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, parse_offers, share_fields
+from dlc.scheduler.quotas import QueuePlan, split_by_pool
+from dlc.scheduler.task_info import build_task_info
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:g} min"
+
+
+class OfferRoundMixin(TenancyMixin):
+    """The offer round: :meth:`on_offers` and what it writes through."""
+
+    def on_offers(self, offers: list[dict]) -> Actions:
+        """Decide on ``offers`` (:func:`~dlc.scheduler.decide.decide`, pure), then carry the
+        decision out: persist launches before returning them, record reasons."""
+        with self._lock:
+            now = self._clock()
+            views, bad = parse_offers(offers)
+            self.inventory.note_offers(views, now)
+            self._drains.expire(now)
+            # an agent whose master just refused a task's resources takes no task for a while
+            usable = [self._drains.strip(v) for v in views
+                      if not self._refusals.blocked(v.agent_id, now)]  # fmt: skip
+            self._end_reservation_if_due(now)
+            queue, held = [], {}
+            for job in self.queued_jobs():
+                wait = self._drains.job_wait(job.job_id, now)  # never two attempts at once
+                if wait is None:
+                    queue.append(job)
+                else:
+                    held[job.job_id] = wait
+            tenancy = self.plan_queue(queue)  # quotas, fair order, user limits
+            decision = decide(
+                tenancy.runnable, self.inventory, usable, self.config.placement, now,
+                self._reservations.held(), self._impossible_reason,
+                self._topology_of, self._driver_ok,
+                lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
+                self._share_tenants(),
+            )  # fmt: skip
+            held.update(tenancy.held)
+            return self._carry_out(now, offers, views, usable, queue, bad, decision, held, tenancy)
+
+    def _carry_out(
+        self, now, offers, views, usable, queue, bad, decision: Decision, held: dict[str, str],
+        tenancy: QueuePlan,
+    ) -> Actions:  # fmt: skip
+        """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons,
+        and the preemptions the tenancy plan asks for."""
+        jobs = {j.job_id: j for j in queue}
+        actions = Actions(declines=bad + decision.declines, kills=list(decision.kills))
+        echoed = self._launch(jobs, decision, offers)
+        actions.accepts = echoed.accepts
+        actions.operations = echoed.operations
+        busy = {o for ids in echoed.operations for o in ids}  # offers an UNRESERVE uses
+        actions.declines = [o for o in actions.declines if o not in busy]
+        actions.declines += [o for o in echoed.unused if o not in set(actions.declines)]
+        actions.kills += self._preempt(tenancy)
+        waiting = {**decision.waiting, **echoed.refused}
+        for job_id, note in tenancy.notes.items():
+            if job_id in waiting and job_id not in decision.impossible:
+                waiting[job_id] = note
+        if self.metrics is not None:
+            placed = [(jobs[j], decision.launches_of(j)) for j in decision.placed_jobs]
+            self.metrics.record_round(
+                views, len(offers), len(actions.declines), decision.placement_s, placed
+            )
+        placeable = {j: r for j, r in decision.waiting.items() if j not in decision.impossible}
+        self._reservations.record_round(decision.placed_jobs, placeable)
+        set_aside = set(decision.impossible) | set(held)
+        runnable = [j for j in queue if j.job_id not in set_aside]
+        self._maybe_reserve(now, runnable, placeable, usable)
+        self._note_reasons(now, {**waiting, **held}, usable)
+        # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
+        actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())
+        if not actions.suppress and self.config.group_roles and not self._reserver:
+            actions.suppress_roles = self._idle_roles()
+        return actions
+
+    def _launch(self, jobs: dict[str, Job], result, offers: list[dict]) -> EchoedRound:
+        """TaskInfos of the placed jobs, their resources cut from the offers as offered
+        (roles, reservations; :mod:`~dlc.scheduler.offered`); only jobs that fit start."""
+        # with a tenancy policy every kill (preemption above all) gets the policy's grace
+        grace = self.tenancy.grace_s if self.tenancy.enabled else None
+        by_job: dict[str, list] = {}
+        for launch in result.launches:
+            by_job.setdefault(launch.job_id, []).append(launch)
+        infos = [
+            (job_id, [build_task_info(jobs[job_id], x, self.framework_id, self.config.executor,
+                                      grace) for x in by_job[job_id]])
+            for job_id in result.placed_jobs
+        ]  # fmt: skip
+        group_roles = dict(self.config.group_roles)
+        echoed = echo_round(
+            offers, infos, self.config.roles or None, self._reserver, self._clock(),
+            (lambda j: group_roles.get(self.tenancy.group_of(jobs[j].user))) if group_roles
+            else None,
+        )  # fmt: skip
+        for job_id in result.placed_jobs:
+            if job_id not in echoed.refused:
+                self._start(jobs[job_id], by_job[job_id])
+        return echoed
+
+    def _start(self, job: Job, launches) -> Job:
+        tasks = tuple(
+            TaskPlacement(
+                x.task_id,
+                x.agent_id,
+                x.hostname,
+                x.gpu_ids,
+                x.offer_ids[0],
+                x.rank,
+                **share_fields(x),
+            )  # fmt: skip
+            for x in launches
+        )
+        gpus = "; ".join(
+            f"{t.hostname} {t.share_text or 'GPUs ' + ','.join(map(str, t.gpu_ids))}" for t in tasks
+        )
+        if any(x.policy == NO_TOPOLOGY_POLICY for x in launches):
+            gpus += " (first-fit: the agent has no dlc_topo attribute)"
+        return self._save(
+            replace(job, state=JobState.STAGING, tasks=tasks, message=f"launching on {gpus}")
+        )
+
+    def _end_reservation_if_due(self, now: float) -> None:
+        active = self._reservations.active
+        if active is None:
+            return
+        gone = [a for a in active.agent_ids if self.inventory.get(a) is None]
+        holder = self._queued.get(active.job_id)
+        impossible = self._impossible_reason(holder.spec) if holder is not None else None
+        if impossible is not None:
+            why = f"impossible on the current agents: {impossible}"
+        elif gone:
+            why = f"agent {', '.join(gone)} left the cluster"
+        elif self._reservations.expired(now):
+            why = f"held for {_minutes(self._reservations.hold_s)} without room for the job"
+        else:
+            return
+        self._reservations.release(active.job_id, now)
+        job = self._queued.get(active.job_id)
+        if job is not None:
+            agents = ", ".join(active.agent_ids)
+            self._save(job, event=f"released reserved agent {agents}: {why}; others may use it")
+
+    def _maybe_reserve(self, now: float, queue: list[Job], waiting: dict, views) -> None:
+        for job in queue:
+            if job.job_id not in waiting or not self._reservations.may_reserve(job.job_id, now):
+                continue
+            able = self.inventory.able_agents(job.spec)
+            if len(able) < job.spec.nodes:
+                continue
+            free = self._free_gpus(views)
+            able.sort(key=lambda a: (-len(free.get(a.agent_id, ())), a.agent_id))
+            chosen = [a.agent_id for a in able[: job.spec.nodes]]
+            held = self._reservations.reserve(job.job_id, chosen, now)
+            self._save(job, event=held.describe(now, self._free_text(held.agent_ids, views)))
+            return
+
+    def _free_gpus(self, views: list[OfferView]) -> dict[str, frozenset[int]]:
+        """GPUs free per agent: offered now, else total minus DLC's tasks and drains."""
+        free: dict[str, frozenset[int]] = {}
+        busy: dict[str, set[int]] = {}
+        for job in self._active.values():
+            for task in job.tasks:
+                busy.setdefault(task.agent_id, set()).update(task.gpu_ids)
+        for agent in self.inventory.agents():
+            used = busy.get(agent.agent_id, set()) | self._drains.held(agent.agent_id)
+            free[agent.agent_id] = agent.gpu_ids - used
+        for view in views:
+            free[view.agent_id] = view.gpu_ids
+        return free
+
+    def _free_text(self, agent_ids, views) -> str:
+        free = self._free_gpus(views)
+        parts = []
+        for agent_id in agent_ids:
+            agent = self.inventory.get(agent_id)
+            total = len(agent.gpu_ids) if agent else 0
+            parts.append(f"{len(free.get(agent_id, ()))} of {total} GPUs free")
+        return "; ".join(parts)
+
+    def _note_reasons(self, now: float, waiting: dict[str, str], views) -> None:
+        active = self._reservations.active
+        for job_id, reason in waiting.items():
+            if active is not None and active.job_id == job_id:
+                reason = active.describe(now, self._free_text(active.agent_ids, views))
+            elif reason.startswith("no offer") and len(self._drains):
+                reason += "; some GPUs are held until an earlier task is confirmed gone"
+            self._reasons[job_id] = reason
+            job = self._queued[job_id]
+            message = f"waiting: {reason}"
+            if job.message != message:
+                self._save(replace(job, message=message))

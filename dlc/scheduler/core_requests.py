@@ -1,0 +1,152 @@
+"""The core's user requests: submit (admission) and kills.
+
+A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
+:mod:`~dlc.scheduler.core_state`). Admission refuses, with a one-line error, what no known
+agent could ever run, a priority above the caller's grant, a user's queue past its cap and
+what the tenancy policy forbids; a kill is stored before it is acknowledged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dlc.errors import JobSpecError, LimitReached
+from dlc.scheduler.core_config import LIVE_STATES, Actions
+from dlc.scheduler.core_state import _done
+from dlc.scheduler.core_tenancy import TenancyMixin
+from dlc.scheduler.jobs import (
+    Job,
+    JobSpec,
+    JobState,
+    check_container_user,
+    check_registry,
+    check_volumes,
+)
+from dlc.scheduler.quotas import check_submit
+
+
+class RequestsMixin(TenancyMixin):
+    """What users ask of the core: submit a job, kill one or many."""
+
+    def submit(
+        self, user: str, spec: JobSpec, max_priority: int | None = None, admin: bool = False
+    ) -> Job:
+        """Validate, resolve the image, check it could ever run, and queue a job.
+
+        Args:
+            user: the owner.
+            spec: the validated request.
+            max_priority: the highest priority this caller was granted (``None``: the
+                configured default for users or admins).
+            admin: whether the caller is an admin (picks the default grant).
+
+        Raises:
+            JobSpecError, ImageNotFound: the spec cannot run here; the message says why.
+        """
+        check_volumes(spec, self.config.allowed_volumes, user)
+        self._check_priority(spec, max_priority, admin)
+        check_container_user(spec, self.config.executor.policy)
+        image, cuda = self._resolver(spec)
+        check_registry(spec, image, self.config.executor.policy.allowed_registries)
+        spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
+        with self._lock:
+            self._check_queue_room(user, admin)
+            self.inventory.check(spec)
+            check_submit(self.tenancy, user, spec, self.pool_capacity(), self.share_gpu_memory())
+            job = Job(self.store.new_job_id(), user, spec, submitted_at=self._clock())
+            return self._track(self.store.add_job(job))
+
+    def _check_queue_room(self, user: str, admin: bool) -> None:
+        cap = self.config.max_queued_per_user
+        if not cap or admin:
+            return
+        queued = sum(1 for job in self._queued.values() if job.user == user)
+        if queued >= cap:
+            raise LimitReached(
+                f"{user} already has {queued} jobs queued, the most one user may queue "
+                f"(--max-queued-per-user {cap}); wait for some to start, or kill some with "
+                "`dlc kill --all --state queued`"
+            )
+
+    def _check_priority(self, spec: JobSpec, max_priority: int | None, admin: bool) -> None:
+        limit = max_priority
+        if limit is None:
+            config = self.config
+            limit = config.admin_max_priority if admin else config.default_max_priority
+        if limit is not None and spec.priority > limit:
+            raise JobSpecError(
+                "priority",
+                f"{spec.priority} is above your limit {limit}; "
+                f"use --priority {limit} or lower, or ask an admin",
+            )
+
+    def kill(self, job_id: str, user: str, admin: bool = False) -> tuple[Job, Actions]:
+        """Kill a job the caller owns (an admin may kill any).
+
+        The kill is stored before this returns (and so before the caller is told), and
+        re-sent (:meth:`pending_kills`) until every task of the job is over.
+
+        Raises:
+            JobNotFound: no such job visible to the caller.
+        """
+        with self._lock:
+            job = self.visible_job(job_id, user, admin)
+            actions = Actions()
+            if job.state.terminal:
+                return job, actions
+            if job.state is JobState.QUEUED:
+                job = self._save(
+                    replace(job, state=JobState.KILLED, kill_requested=True, message="killed")
+                )
+                return job, actions
+            job = self._save(
+                replace(job, kill_requested=True, message=f"kill requested by {user}"),
+                event="kill requested",
+            )
+            actions.kills = [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
+            return job, actions
+
+    def kill_all(
+        self,
+        user: str,
+        admin: bool = False,
+        owner: str | None = "",
+        states: frozenset[JobState] = LIVE_STATES,
+    ) -> tuple[list[Job], Actions]:
+        """Kill every live job of ``owner`` in ``states`` (``dlc kill --all``).
+
+        Args:
+            user, admin: the caller. A user reaches only their own jobs, whatever ``owner``.
+            owner: whose jobs: ``""`` the caller's, a user name, or ``None`` everyone's
+                (admins only).
+            states: which of the live states (queued, staging, running, preempted).
+
+        Returns:
+            the jobs as stored after the kill, and the task kills to send.
+        """
+        if not admin or owner == "":
+            owner = user
+        with self._lock:
+            live = [*self._queued.values(), *self._active.values()]
+            chosen = [
+                j.job_id
+                for j in live
+                if (owner is None or j.user == owner) and j.state in states and not j.kill_requested
+            ]
+            killed, actions = [], Actions()
+            for job_id in chosen:
+                job, more = self.kill(job_id, user, admin)
+                killed.append(job)
+                actions.kills.extend(more.kills)
+            return killed, actions
+
+    def jobs_page(self, user: str, admin: bool, limit: int, before: str | None = None) -> list[Job]:
+        """A page of the caller's jobs (all jobs for an admin), newest first, older than
+        job ``before`` (which the caller must be able to see).
+
+        Raises:
+            JobNotFound: ``before`` is not a job the caller may see.
+        """
+        if before is not None:
+            self.visible_job(before, user, admin)
+        return self.store.list_jobs_page(None if admin else user, limit, before)

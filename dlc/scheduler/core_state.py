@@ -1,0 +1,232 @@
+"""The core's state and its bookkeeping: the base every part of the core builds on.
+
+:class:`~dlc.scheduler.core.SchedulerCore` is split by concern into mixin classes, one
+module each, all subclasses of :class:`CoreState`:
+
+* :mod:`~dlc.scheduler.core_state` (this): construction, the in-memory queue and active
+  set kept in step with the store, job lookup;
+* :mod:`~dlc.scheduler.core_tenancy`: groups, quotas, preemption, interactive time limits;
+* :mod:`~dlc.scheduler.core_requests`: submit (admission) and kills;
+* :mod:`~dlc.scheduler.core_offers`: the offer round (decide, launch, echo, reserve, reasons);
+* :mod:`~dlc.scheduler.core_status`: status updates, retries, refusals, reconciliation;
+* :mod:`~dlc.scheduler.core_views`: reads for the API and the dashboard, agents;
+* :mod:`~dlc.scheduler.core_usage`: allocated versus used GPU readings.
+
+Why mixins and not free functions: every part reads and writes the same dozen fields under
+one lock (queue, active set, drains, reservations, tenancy policy) and calls
+:meth:`CoreState._save`; free functions would take the whole core as their first argument
+anyway, and callers and tests call these methods on the core. Mixins keep each method where
+it was (``core.on_offers(...)``) while each module holds one concern. A mixin imports only
+this module (or the mixin whose methods it calls, :mod:`~dlc.scheduler.core_tenancy`),
+never :mod:`dlc.scheduler.core`, so the modules form no import cycle.
+
+The module-level helpers with a leading underscore are shared by the ``core_*`` modules
+only; they are not an API.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from dlc.errors import JobNotFound
+from dlc.scheduler.core_config import CoreConfig, ImageResolver, default_resolver
+from dlc.scheduler.draining import Drains
+from dlc.scheduler.inventory import Inventory, Overheads
+from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
+from dlc.scheduler.placement import DriverCheck, TopologyOf
+from dlc.scheduler.ports import JobStore, RoundSink
+from dlc.scheduler.queue import Reservations, queue_key
+from dlc.scheduler.refusals import Refusals
+from dlc.scheduler.reserve import Reserver
+from dlc.scheduler.task_states import NOT_RUNNING_STATES
+from dlc.scheduler.tenancy import Policy
+from dlc.scheduler.usage import UsageBook
+
+#: task states in which nothing of the task runs any more (no kill needed)
+_TERMINAL_TASK = NOT_RUNNING_STATES
+#: how a message of a job the core itself stopped begins (kept as its final message)
+_STOPPED = "stopped: "
+
+
+def _done(task: TaskPlacement) -> bool:
+    return task.state in _TERMINAL_TASK
+
+
+class CoreState:
+    """The fields every part of the core shares, and how they follow the store.
+
+    Args:
+        store: persistence (read once at start; written on every change).
+        config: decisions' settings.
+        resolver: framework -> image lookup (default: :mod:`dlc.images`).
+        topology_of, driver_ok: passed to :func:`place` (defaults there).
+        clock: time source.
+        metrics: optional monitoring sink (:mod:`dlc.api.metrics`).
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        config: CoreConfig | None = None,
+        resolver: ImageResolver | None = None,
+        topology_of: TopologyOf | None = None,
+        driver_ok: DriverCheck | None = None,
+        clock: Callable[[], float] = time.time,
+        metrics: RoundSink | None = None,
+    ):
+        self.store = store
+        self.metrics = metrics
+        config = config or CoreConfig()
+        placement = config.placement
+        # One source for the executor's overhead: what placement reserves per task is what
+        # each ExecutorInfo asks for.
+        executor = replace(
+            config.executor, cpus=placement.executor_cpus, mem_mib=placement.executor_mem_mib
+        )
+        self.config = replace(config, executor=executor)
+        self._resolver = resolver or default_resolver
+        self._topology_of = topology_of
+        self._driver_ok = driver_ok
+        self._clock = clock
+        self._lock = threading.RLock()
+        placement = self.config.placement
+        #: what each agent HAS (totals), for admission and "impossible" reasons
+        self.inventory = Inventory(
+            Overheads(placement.executor_cpus, placement.executor_mem_mib),
+            topology_of,
+            driver_ok,
+            self.config.roles,
+        )
+        self._reservations = Reservations(self.config.max_skips, self.config.reservation_s)
+        self._drains = Drains(self.config.drain_timeout_s)
+        self._refusals = Refusals()
+        idle_s = self.config.reserve_idle_s
+        self._reserver = None if idle_s is None else Reserver(idle_s, self.config.principal)
+        self._queued: dict[str, Job] = {}
+        self._active: dict[str, Job] = {}
+        self._order: list[str] | None = None
+        self._reasons: dict[str, str] = {}
+        self._impossible: dict[tuple, str | None] = {}
+        self._impossible_version = -1
+        self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
+        #: job id -> when its current run was launched (victims youngest first; the
+        #: interactive time limit)
+        self._started: dict[str, float] = {}
+        #: the latest GPU reading of each running task (memory only: dlc/scheduler/usage.py)
+        self._usage = UsageBook()
+        self.framework_id: str | None = store.framework_id
+        # Groups, quotas and limits (docs/quotas.md); a store without tenancy tables (or an
+        # empty policy) keeps the plain priority queue.
+        loader = getattr(store, "tenancy_policy", None)
+        self.tenancy: Policy = loader() if callable(loader) else Policy()
+        self._load()
+        self._connect_metrics(metrics)
+
+    def _connect_metrics(self, metrics: RoundSink | None) -> None:
+        """Let the metrics read the agents and the GPU usage from this core (``cluster``
+        and the usage reads are :class:`~dlc.scheduler.core.SchedulerCore`'s, from its
+        views and usage parts)."""
+        watch = getattr(metrics, "watch_cluster", None)
+        if watch is not None:  # the metrics read the agents from this core's inventory
+            watch(self.cluster)  # type: ignore[attr-defined]
+        watch_usage = getattr(metrics, "watch_usage", None)
+        if watch_usage is not None:  # ... and the GPU usage from its usage book
+            watch_usage(self)
+
+    def reload(self) -> None:
+        """Forget the in-memory queue and active set and read them again (a standby that
+        has just been elected leader: another instance wrote the store meanwhile)."""
+        with self._lock:
+            self._queued.clear()
+            self._active.clear()
+            self._order = None
+            self._reasons.clear()
+            self.framework_id = self.store.framework_id
+            self._load()
+
+    def _load(self) -> None:
+        """Read the queued and active jobs once (the only full read of the store)."""
+        for job in self.store.list_jobs(
+            states={JobState.QUEUED, JobState.STAGING, JobState.RUNNING, JobState.PREEMPTED}
+        ):
+            if job.state.active:  # a restart: the run started at its last launch
+                launched = [at for at, state, _ in self.store.history(job.job_id)
+                            if state == JobState.STAGING.value]  # fmt: skip
+                if launched:
+                    self._started[job.job_id] = launched[-1]
+            self._track(job)
+
+    def _track(self, job: Job) -> Job:
+        """Keep the in-memory queue and active set in step with a stored job."""
+        was_queued = self._queued.pop(job.job_id, None) is not None
+        self._active.pop(job.job_id, None)
+        if job.state is JobState.QUEUED and not job.kill_requested:
+            self._queued[job.job_id] = job
+            if not was_queued:
+                self._order = None
+        elif was_queued:
+            self._order = None
+            self._reasons.pop(job.job_id, None)
+            self._reservations.forget(job.job_id)
+        if job.state.active:
+            self._active[job.job_id] = job
+            if job.job_id not in self._started:
+                self._started[job.job_id] = self._clock()
+            for task in job.tasks:
+                self.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
+        else:
+            self._started.pop(job.job_id, None)
+        return job
+
+    def _save(self, job: Job, event: str | None = None) -> Job:
+        return self._track(self.store.save_job(job, event=event))
+
+    def visible_job(self, job_id: str, user: str, admin: bool = False) -> Job:
+        """The job if the caller may see it.
+
+        Raises:
+            JobNotFound: missing, or owned by someone else (not revealed).
+        """
+        job = self._queued.get(job_id) or self._active.get(job_id) or self.store.get_job(job_id)
+        if not admin and job.user != user:
+            raise JobNotFound(f"no job {job_id}; list your jobs with `dlc jobs`")
+        return job
+
+    def queued_jobs(self) -> list[Job]:
+        """Queued jobs in placement order (from memory)."""
+        if self._order is None:
+            self._order = [j.job_id for j in sorted(self._queued.values(), key=queue_key)]
+        return [self._queued[j] for j in self._order]
+
+    def has_queued(self) -> bool:
+        """Whether any job waits for offers."""
+        return bool(self._queued)
+
+    def _impossible_reason(self, spec: JobSpec) -> str | None:
+        if self._impossible_version != self.inventory.version:
+            self._impossible.clear()
+            self._impossible_version = self.inventory.version
+        key = (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
+               spec.cuda_version)  # fmt: skip
+        if key not in self._impossible:
+            error = self.inventory.impossible(spec)
+            self._impossible[key] = None if error is None else str(error)
+        return self._impossible[key]
+
+    def _find(self, job_id: str) -> Job | None:
+        job = self._active.get(job_id) or self._queued.get(job_id)
+        if job is not None:
+            return job
+        try:
+            return self.store.get_job(job_id)
+        except JobNotFound:
+            return None
+
+    def set_framework_id(self, framework_id: str | None) -> None:
+        """Persist the framework id before anything uses it (``None`` forgets it)."""
+        with self._lock:
+            self.store.framework_id = framework_id
+            self.framework_id = framework_id

@@ -1,0 +1,230 @@
+"""The core's status handling: task updates into job states, retries, refusals, restarts.
+
+A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
+:mod:`~dlc.scheduler.core_state`). A task that ended without proof its container stopped
+keeps its GPUs out of offers (:mod:`~dlc.scheduler.draining`); a launch the master never
+saw, or whose resources it refused (:mod:`~dlc.scheduler.refusals`), queues the job again
+without using a retry; ``TASK_UNREACHABLE`` is not an end. Kills are re-sent and tasks
+reconciled after every (re)registration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dlc.scheduler.core_config import Actions
+from dlc.scheduler.core_state import _STOPPED, _TERMINAL_TASK, _done
+from dlc.scheduler.core_tenancy import TenancyMixin
+from dlc.scheduler.draining import confirms_gone, may_still_run
+from dlc.scheduler.jobs import (
+    Job,
+    JobState,
+    TaskPlacement,
+    job_id_of_task,
+    job_state_from_task_state,
+)
+from dlc.scheduler.refusals import refused_resources
+from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX
+
+#: reasons meaning a launch never reached an agent: the job may run again for free
+#: (only with a terminal state while DLC still saw the task as staging: a task the
+#: master knew answers reconciliation with its real state, never with these)
+_NEVER_LAUNCHED = {
+    "REASON_RECONCILIATION",
+    "REASON_INVALID_OFFERS",
+    # "Task launched during agent restart": the recovering agent dropped a queued launch
+    "REASON_SLAVE_RESTARTED",
+    "REASON_AGENT_RESTARTED",
+}
+
+#: not an end: the agent is partitioned away; the task may well still run
+_UNREACHABLE = "TASK_UNREACHABLE"
+
+#: how many ended tasks' placements are remembered (to drain GPUs of late stale updates)
+_PREVIOUS_KEPT = 4096
+
+
+def _label(status: dict, key: str) -> str | None:
+    for item in (status.get("labels") or {}).get("labels", ()):
+        if item.get("key") == key:
+            return item.get("value")
+    return None
+
+
+def _job_state(job: Job) -> JobState:
+    """Fold the task states of a (possibly multi-node) job into one job state
+    (an unreachable task counts as running: its agent may come back)."""
+    states = [
+        JobState.RUNNING if t.state == _UNREACHABLE else job_state_from_task_state(t.state)
+        for t in job.tasks
+    ]
+    for bad in (JobState.FAILED, JobState.LOST, JobState.KILLED):
+        if bad in states:
+            return bad
+    if states and all(s is JobState.FINISHED for s in states):
+        return JobState.FINISHED
+    if states and all(s in (JobState.RUNNING, JobState.FINISHED) for s in states):
+        return JobState.RUNNING
+    return JobState.STAGING
+
+
+def _with_task_state(
+    tasks: tuple[TaskPlacement, ...], task_id: str, state: str, status: dict
+) -> tuple[TaskPlacement, ...]:
+    """The job's tasks with ``task_id`` in its new state (and sandbox, when reported)."""
+    sandbox = _label(status, "dlc.sandbox") or ""
+    return tuple(
+        replace(t, state=state, sandbox=sandbox or t.sandbox) if t.task_id == task_id else t
+        for t in tasks
+    )
+
+
+class StatusMixin(TenancyMixin):
+    """Status updates and the kills and reconciliation that follow restarts."""
+
+    def on_status(self, status: dict) -> Actions:
+        """Fold one ``TaskStatus`` into its job; may retry, or kill gang mates."""
+        with self._lock:
+            task_id = status.get("task_id", {}).get("value", "")
+            state = status.get("state", "TASK_LOST")
+            parsed = job_id_of_task(task_id)
+            agent_id = status.get("agent_id", {}).get("value", "")
+            job = self._find(parsed[0]) if parsed else None
+            stale = job is None or parsed[1] != job.attempt or job.state is JobState.QUEUED
+            if stale:
+                return self._on_stale(task_id, agent_id, state, status)
+            return self._apply_status(job, task_id, state, status)
+
+    def _on_stale(self, task_id: str, agent_id: str, state: str, status: dict) -> Actions:
+        """An update of a task that is not the job's current attempt: make sure it ends,
+        and keep its GPUs out of offers until it has."""
+        if confirms_gone(status):
+            self._drains.confirm(task_id, status)
+            return Actions()
+        if state in _TERMINAL_TASK:
+            return Actions()
+        where = self._previous.get(task_id)
+        if where is not None:
+            self._drains.hold(task_id, where[0], where[1], self._clock())
+        return Actions(kills=[(task_id, agent_id)] if agent_id else [])
+
+    def _apply_status(self, job: Job, task_id: str, state: str, status: dict) -> Actions:
+        """Fold an update of the job's current attempt into the job: end it, retry it,
+        queue it again for free, or keep it (killing gang mates of a task that failed)."""
+        task = next((t for t in job.tasks if t.task_id == task_id), None)
+        message, never_seen, refused = self._note_task_end(task, task_id, state, status)
+        job = replace(job, tasks=_with_task_state(job.tasks, task_id, state, status))
+        if job.state is JobState.PREEMPTED and not job.kill_requested:
+            return self._preempted_update(job)
+        new_state = _job_state(job)
+        actions = Actions()
+        if new_state in (JobState.FAILED, JobState.LOST, JobState.KILLED):
+            actions.kills = [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
+        elif job.kill_requested and state not in _TERMINAL_TASK and task is not None:
+            actions.kills = [(task_id, task.agent_id)]  # a live task of a killed job: again
+        if job.kill_requested and new_state.terminal and not actions.kills:
+            new_state = JobState.KILLED
+            if job.message.startswith(_STOPPED):  # the core stopped it: keep saying why
+                message = job.message
+        elif refused and not actions.kills and not job.kill_requested:
+            # Another live container holds these GPUs (the node refused to share them): the
+            # job did nothing wrong. Retry without a failure; its GPUs drain meanwhile.
+            return self._requeue(job, f"relaunching elsewhere: {message}", 0)
+        elif refused_resources(status) and task is not None and not actions.kills:
+            # The master refused the task's resources (a role or reservation mismatch): not
+            # the job's fault. Retry elsewhere without a failure; the cause is logged once.
+            message = self._refusals.note(task.agent_id, task.hostname, status, self._clock())
+            return self._requeue(job, message, 0)
+        elif never_seen and not actions.kills:
+            # The task never started (the launch was lost or refused before it reached an
+            # agent): queue again without using a retry.
+            return self._requeue(job, "relaunching: the master never saw the launch", 0)
+        elif new_state in (JobState.FAILED, JobState.LOST, JobState.KILLED) and not actions.kills:
+            if job.failures < job.spec.retries and not job.kill_requested:
+                left = job.spec.retries - job.failures
+                return self._requeue(job, f"retrying ({left} left) after: {message}", 1)
+            if new_state is JobState.KILLED and not job.kill_requested:
+                new_state = JobState.FAILED  # killed by someone else: the job did not finish
+        elif new_state.terminal and actions.kills:
+            new_state = JobState.RUNNING if job.state is JobState.RUNNING else job.state
+        self._save(job.with_state(new_state, message))
+        return actions
+
+    def _note_task_end(
+        self, task: TaskPlacement | None, task_id: str, state: str, status: dict
+    ) -> tuple[str, bool, bool]:
+        """Hold the task's GPUs until it is proven gone, or free them; returns the job's
+        message, whether the master never saw the launch, and whether the node refused
+        to share the task's GPUs."""
+        prior = task.state if task else ""
+        message = status.get("message") or state
+        if state == _UNREACHABLE:
+            message = f"agent of task {task_id} unreachable; the task may still run, waiting"
+        never_seen = (
+            status.get("reason") in _NEVER_LAUNCHED
+            and state in _TERMINAL_TASK
+            and prior == "TASK_STAGING"
+        )
+        refused = state == "TASK_FAILED" and message.startswith(DOUBLE_ASSIGNMENT_PREFIX)
+        if task is not None and (refused or (may_still_run(status) and not never_seen)):
+            self._drains.hold(task_id, task.agent_id, task.gpu_ids, self._clock(), not refused)
+        elif confirms_gone(status):
+            self._drains.confirm(task_id, status)
+        return message, never_seen, refused
+
+    def _preempted_update(self, job: Job) -> Actions:
+        """A task of a preempted job changed: once every task is over, queue the job again
+        without using a retry (it did nothing wrong), keeping the reason."""
+        if all(_done(t) for t in job.tasks):
+            reason = job.message.split("; queued again")[0]
+            return self._requeue(job, f"{reason}; queued again (no retry used)", 0)
+        self._save(job)
+        return Actions()
+
+    def _requeue(self, job: Job, message: str, failure: int) -> Actions:
+        for task in job.tasks:
+            self._previous[task.task_id] = (task.agent_id, task.gpu_ids)
+        while len(self._previous) > _PREVIOUS_KEPT:
+            self._previous.pop(next(iter(self._previous)))
+        job = replace(
+            job,
+            state=JobState.QUEUED,
+            attempt=job.attempt + 1,
+            failures=job.failures + failure,
+            tasks=(),
+            message=message,
+        )
+        self._save(job)
+        return Actions(revive=True)
+
+    def reconcile_tasks(self) -> list[dict]:
+        """``{task_id, agent_id}`` of every task that may be alive (explicit reconciliation):
+        those of active jobs and those whose GPUs drain."""
+        with self._lock:
+            tasks = {
+                t.task_id: t.agent_id
+                for job in self._active.values()
+                for t in job.tasks
+                if not _done(t)
+            }
+            tasks.update({d.task_id: d.agent_id for d in self._drains.tasks()})
+            return [{"task_id": {"value": t}, "agent_id": {"value": a}} for t, a in tasks.items()]
+
+    def pending_kills(self) -> Actions:
+        """Kills to (re-)send: every live task of a job whose kill was requested. The
+        framework sends them after each (re)registration and periodically until the
+        tasks are over, so a kill accepted just before a crash is carried out."""
+        with self._lock:
+            # Reclaim needs no offer: a full cluster sends none, yet a lender may wait.
+            fresh = self._preempt(self.plan_queue()) if self.tenancy.enabled else []
+            fresh += self._stop_overdue_environments()
+            return Actions(
+                kills=fresh
+                + [
+                    (t.task_id, t.agent_id)
+                    for job in self._active.values()
+                    if job.kill_requested or job.state is JobState.PREEMPTED
+                    for t in job.tasks
+                    if not _done(t) and (t.task_id, t.agent_id) not in fresh
+                ]
+            )

@@ -1,0 +1,74 @@
+"""The core's allocated-versus-used part: executors' GPU readings of running tasks.
+
+A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
+:mod:`~dlc.scheduler.core_state`). Readings live in memory only
+(:class:`~dlc.scheduler.usage.UsageBook`); a reading of a task that no longer runs on the
+agent that sent it is dropped.
+"""
+
+from __future__ import annotations
+
+from dlc.scheduler.core_state import CoreState, _done
+from dlc.scheduler.usage import GpuUsage, JobUsage, UsageRollup, decode_report, job_usage, rollup
+
+
+class UsageMixin(CoreState):
+    """GPU usage of running jobs: reports in, per-job, per-GPU and rolled-up reads out."""
+
+    def on_usage(self, agent_id: str, data: str | bytes) -> int:
+        """Keep an executor's usage report (a framework message); readings of tasks that
+        are not running on that agent are dropped. Returns how many tasks were kept."""
+        readings = decode_report(data, agent_id)
+        with self._lock:
+            live = self._live_tasks()
+            self._usage.prune(lambda t: t in live)
+            return self._usage.record(readings, lambda t, a: live.get(t) == a)
+
+    def _live_tasks(self) -> dict[str, str]:
+        return {
+            t.task_id: t.agent_id
+            for job in self._active.values()
+            for t in job.tasks
+            if not _done(t)
+        }
+
+    def job_usage(self, job_id: str) -> JobUsage | None:
+        """What a running job's GPUs did lately (``None``: not running or not reported)."""
+        with self._lock:
+            job = self._active.get(job_id)
+            if job is None:
+                return None
+            readings = [self._usage.of(t.task_id) for t in job.tasks if not _done(t)]
+            return job_usage(r for r in readings if r is not None)
+
+    def gpu_usage(self) -> dict[tuple[str, int], GpuUsage]:
+        """(agent id, GPU index) -> the latest reading of a running task's GPU."""
+        with self._lock:
+            live = self._live_tasks()
+            return {
+                (r.agent_id, g.gpu_index): g
+                for r in self._usage.tasks()
+                if live.get(r.task_id) == r.agent_id
+                for g in r.gpus
+            }
+
+    def usage_rollups(self, by: str, viewer: str | None = None) -> list[UsageRollup]:
+        """Allocated versus used per ``user``, ``group`` or ``job`` over running jobs
+        (``viewer``: only that user's own row, group or jobs; ``None``: everything)."""
+        with self._lock:
+            held = []
+            group_of = self.tenancy.group_of
+            for job in self._active.values():
+                if viewer is not None and (
+                    group_of(job.user) != group_of(viewer) if by == "group" else job.user != viewer
+                ):
+                    continue
+                owner = job.job_id if by == "job" else job.user
+                for t in job.tasks:
+                    if _done(t) or t.state != "TASK_RUNNING":
+                        continue
+                    gpus = len(t.gpu_ids) or (1 if t.share_gpu is not None else 0)
+                    if gpus:
+                        held.append((owner, gpus, self._usage.of(t.task_id)))
+            key_of = self.tenancy.group_of if by == "group" else (lambda owner: owner)
+            return rollup(held, key_of)
