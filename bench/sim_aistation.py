@@ -68,6 +68,7 @@ def main() -> None:
     scenario = load_scenario(Path(args.scenario))
     policies = args.policies.split(",")
     out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)  # bench/results/ is gitignored: absent in a clone
     started = time.time()
     duties = [float(d) for d in args.activity.split(",")]
     parts = ("main", "sweeps", "cards") if args.part == "all" else (args.part,)
