@@ -38,9 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     root = io.trace_root()
     pols = list(POLICIES) if args.policies == "all" else args.policies.split(",")
     traces = io.available_traces(root) if args.trace == "all" else args.trace.split(",")
-    results = experiment(root, traces, pols, parse_seeds(args.seeds), 1.3)
     out = {"machine": platform.platform(), "python": sys.version.split()[0], "traces": {}}
-    for trace, res in results.items():
+    if args.json.exists():  # add to earlier traces of the same file (a sweep run in parts)
+        out["traces"] = io.read_json(args.json).get("traces", {})
+    for trace in traces:
+        res = experiment(root, [trace], pols, parse_seeds(args.seeds), 1.3)[trace]
         print_table(trace, res)
         print(f"{'policy':14s} {'max |ours-published|':>22s} {'at step':>8s} {'s/replay':>9s}")
         for name, runs in res["runs"].items():
@@ -57,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
             curves = {label(n): r.mean_curve() for n, r in res["runs"].items()}
             pub = {label(n): c for n, c in res["published"].items() if n in res["runs"]}
             plot_curves(curves, args.plot, f"openb {trace}, mean of {len(runs.seeds)} seeds", pub)
-    io.write_json(args.json, out)
-    print(f"wrote {args.json}")
+        io.write_json(args.json, out)  # after every trace, so a long sweep leaves partial results
+        print(f"wrote {args.json} ({trace})", flush=True)
     return 0
 
 
