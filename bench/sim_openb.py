@@ -112,16 +112,17 @@ def print_dlc_vs_fgd(paths: list[Path], out: Path) -> int:
         return f"{m:.2f}" if h is None or h != h else f"{m:.2f} ± {h:.2f}"
 
     rows = dlc_vs_fgd(paths)
-    print("| trace | seeds | FGD (ours) | FGD published | DLC | DLC - FGD |")
-    print("|---|---|---|---|---|---|")
+    print("| trace | seeds | FGD (ours) | FGD published | DLC | DLC - FGD | DLC - published FGD |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         pub = "-" if r["fgd_published"] is None else f"{r['fgd_published']:.2f}"
         diff = r["dlc_minus_fgd"]
         verdict = "" if diff > 0 else " (loses)"
         seeds = str(r["dlc_seeds"]) if r["dlc_seeds"] == r["fgd_seeds"] else "?"
+        vs_pub = "-" if r["fgd_published"] is None else f"{r['dlc'] - r['fgd_published']:+.2f}"
         print(
             f"| {r['trace']} | {seeds} | {ci(r['fgd'], r['fgd_ci95'])} | {pub} "
-            f"| {ci(r['dlc'], r['dlc_ci95'])} | {diff:+.2f}{verdict} |"
+            f"| {ci(r['dlc'], r['dlc_ci95'])} | {diff:+.2f}{verdict} | {vs_pub} |"
         )
     io.write_json(out, {"machine": platform.platform(), "rows": rows})
     print(f"wrote {out}")
