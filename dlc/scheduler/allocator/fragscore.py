@@ -50,6 +50,8 @@ class ScoreParams:
     #: cap what a shape can use by how many of it the agent's CPU still hosts:
     #: "none" (FGD), "linear" (CPU left / CPU per pod, fractional) or "floor" (whole pods)
     cpu_cap: str = "floor"
+    #: which expected shapes the CPU cap applies to: "all" or "shares" (part of one GPU)
+    cpu_cap_shapes: str = "shares"
     #: count only whole multiples of a share's size as usable on a GPU
     granular: bool = True
     #: weight of each expected shape: "count" (FGD: how often it comes) or "gpu"
@@ -88,9 +90,11 @@ def frag_of(
     """DLC's fragmentation of K agent states: FGD's, with what CPU strands counted.
 
     FGD counts a GPU's room as usable by a shape whenever one pod of that shape
-    fits on the agent; with ``cpu_cap`` the usable room is capped by the GPU
-    thousandths of the pods the agent's CPU can still host, so GPUs that would be
-    stranded once CPU runs out count as fragments.
+    fits on the agent. With ``cpu_cap``, the room usable by a *share* shape is
+    capped by the GPU thousandths of the pods of that shape the agent's CPU can
+    still host, so the GPUs that CPU would strand beside large shares count as
+    fragments. (Capping whole-GPU shapes too measured worse on multi-GPU mixes.)
+    With ``granular``, only whole multiples of a share's size count on a GPU.
     """
     if params.cpu_cap == "none" and not params.granular:
         return fragmentation(mix, model, cpu_left, mem_left, gpu_left)
@@ -110,7 +114,10 @@ def frag_of(
         pods = cpu_left[:, None] / np.maximum(mix.cpu, 1)[None, :]
         if params.cpu_cap == "floor":
             pods = np.floor(pods)
-        usable = np.minimum(usable, pods * (mix.milli * mix.num)[None, :])
+        capped = np.minimum(usable, pods * (mix.milli * mix.num)[None, :])
+        if params.cpu_cap_shapes == "shares":
+            capped = np.where((mix.milli < MILLI)[None, :], capped, usable)
+        usable = capped
     frag = np.where(runs, total[:, None] - usable, total[:, None])
     return frag @ mix.weight
 
