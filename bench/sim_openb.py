@@ -34,13 +34,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="42-51")
     ap.add_argument("--json", type=Path, default=Path("bench/results/sim_openb.json"))
     ap.add_argument("--plot", type=Path)
+    ap.add_argument(
+        "--table", nargs="+", type=Path, help="print the DLC vs FGD table of these JSONs and stop"
+    )
     args = ap.parse_args(argv)
+    if args.table:
+        return print_dlc_vs_fgd(args.table, args.json)
     root = io.trace_root()
     pols = list(POLICIES) if args.policies == "all" else args.policies.split(",")
     traces = io.available_traces(root) if args.trace == "all" else args.trace.split(",")
-    results = experiment(root, traces, pols, parse_seeds(args.seeds), 1.3)
     out = {"machine": platform.platform(), "python": sys.version.split()[0], "traces": {}}
-    for trace, res in results.items():
+    if args.json.exists():  # add to earlier traces of the same file (a sweep run in parts)
+        out["traces"] = io.read_json(args.json).get("traces", {})
+    for trace in traces:
+        res = experiment(root, [trace], pols, parse_seeds(args.seeds), 1.3)[trace]
         print_table(trace, res)
         print(f"{'policy':14s} {'max |ours-published|':>22s} {'at step':>8s} {'s/replay':>9s}")
         for name, runs in res["runs"].items():
@@ -57,8 +64,68 @@ def main(argv: list[str] | None = None) -> int:
             curves = {label(n): r.mean_curve() for n, r in res["runs"].items()}
             pub = {label(n): c for n, c in res["published"].items() if n in res["runs"]}
             plot_curves(curves, args.plot, f"openb {trace}, mean of {len(runs.seeds)} seeds", pub)
-    io.write_json(args.json, out)
-    print(f"wrote {args.json}")
+        io.write_json(args.json, out)  # after every trace, so a long sweep leaves partial results
+        print(f"wrote {args.json} ({trace})", flush=True)
+    return 0
+
+
+def _pick(entry: dict) -> tuple[float, float, int]:
+    ci = entry["alloc_130"]
+    return ci["mean"], ci["ci95"], len(entry["seeds"])
+
+
+def dlc_vs_fgd(paths: list[Path]) -> list[dict]:
+    """One row per trace found in ``paths`` (later files win) with both FGD and DLC runs."""
+    traces: dict[str, dict] = {}
+    for path in paths:
+        for trace, res in io.read_json(path)["traces"].items():
+            traces.setdefault(trace, {}).update(res["policies"])
+    rows = []
+    for trace, pols in sorted(traces.items()):
+        if "fgd" not in pols or "dlc" not in pols:
+            continue
+        fgd, dlc = pols["fgd"], pols["dlc"]
+        pub = fgd.get("published_mean_curve")
+        (fm, fci, fn), (dm, dci, dn) = _pick(fgd), _pick(dlc)
+        rows.append(
+            {
+                "trace": trace,
+                "fgd": fm,
+                "fgd_ci95": fci,
+                "fgd_seeds": fn,
+                "fgd_published": None if pub is None else pub[130],
+                "dlc": dm,
+                "dlc_ci95": dci,
+                "dlc_seeds": dn,
+                "dlc_minus_fgd": dm - fm,
+                "dlc_seconds_per_replay": dlc["seconds_per_replay"],
+                "fgd_seconds_per_replay": fgd["seconds_per_replay"],
+            }
+        )
+    return rows
+
+
+def print_dlc_vs_fgd(paths: list[Path], out: Path) -> int:
+    """Markdown table of DLC against FGD at 130% per trace; the rows also go to ``out``."""
+
+    def ci(m, h):
+        return f"{m:.2f}" if h is None or h != h else f"{m:.2f} ± {h:.2f}"
+
+    rows = dlc_vs_fgd(paths)
+    print("| trace | seeds | FGD (ours) | FGD published | DLC | DLC - FGD | DLC - published FGD |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        pub = "-" if r["fgd_published"] is None else f"{r['fgd_published']:.2f}"
+        diff = r["dlc_minus_fgd"]
+        verdict = "" if diff > 0 else " (loses)"
+        seeds = str(r["dlc_seeds"]) if r["dlc_seeds"] == r["fgd_seeds"] else "?"
+        vs_pub = "-" if r["fgd_published"] is None else f"{r['dlc'] - r['fgd_published']:+.2f}"
+        print(
+            f"| {r['trace']} | {seeds} | {ci(r['fgd'], r['fgd_ci95'])} | {pub} "
+            f"| {ci(r['dlc'], r['dlc_ci95'])} | {diff:+.2f}{verdict} | {vs_pub} |"
+        )
+    io.write_json(out, {"machine": platform.platform(), "rows": rows})
+    print(f"wrote {out}")
     return 0
 
 

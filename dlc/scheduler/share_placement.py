@@ -1,7 +1,7 @@
 """Placing a GPU share: one GPU of one agent, chosen with DLC's fragmentation-aware core.
 
 The offers' ``gpu_mem``/``gpu_core`` RANGES (:mod:`dlc.topology.gpu_shares`) say what each
-GPU has left; :func:`dlc.scheduler.allocator.shares.place` picks the agent and GPU whose
+GPU has left; :func:`dlc.scheduler.allocator.fragscore.place` picks the agent and GPU whose
 use grows fragmentation least and, on ties, the fullest GPU: shares pack onto GPUs already
 shared, so whole GPUs (and the NVLink groups they form) stay free for whole-GPU jobs.
 The chosen sub-ranges are what the task consumes (:func:`gpu_shares.share_take`), so the
@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.jobs import Job, JobSpec
@@ -251,7 +252,7 @@ def choose_share(
     # agents too
     whole = fgd.ShareRequest(request.cpu_milli, request.mem_mib, 1, fgd.MILLI)
     mix = fgd.WorkloadMix(shapes=(request, whole), weights=(0.5, 0.5))
-    placed = fgd.place(request, views, mix)
+    placed = fragscore.place(request, views, mix)  # the same core as dlc.sim
     if placed is None or placed.gpus[0] not in fits[placed.agent][2]:
         slot, topology, ok = fits[0]  # the measure found nothing: first fit
         index, totals = min(ok), totals_of[0]

@@ -93,3 +93,8 @@ def write_json(path: Path, data) -> None:
     """Write ``data`` as indented JSON, creating the folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, allow_nan=True) + "\n")
+
+
+def read_json(path: Path):
+    """Read a JSON file written by :func:`write_json`."""
+    return json.loads(Path(path).read_text())

@@ -28,6 +28,8 @@ class PolicyRuns:
     frag_curves: list[np.ndarray] = field(default_factory=list)
     failed_pods: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    #: CPU seconds of this process per replay (wall time depends on what else runs)
+    cpu_seconds: list[float] = field(default_factory=list)
 
     def mean_curve(self) -> np.ndarray:
         """Allocation ratio per step, mean over seeds."""
@@ -43,6 +45,7 @@ class PolicyRuns:
         out["unallocated_gpus_130"] = (100 - final.mean) / 100 * total_gpus
         out["failed_pods_mean"] = float(np.mean(self.failed_pods))
         out["seconds_per_replay"] = float(np.mean(self.seconds))
+        out["cpu_seconds_per_replay"] = float(np.mean(self.cpu_seconds))
         return out
 
 
@@ -62,11 +65,12 @@ def run_trace(
         for name in policies:
             rng = np.random.default_rng(seed)
             arrivals = arrival_sequence(pods, total, tune, rng)
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             tick = (lambda n, name=name: progress(name, n)) if progress else None
             result = replay(nodes, arrivals, get_policy(name), mix, rng, tick)
             r = runs[name]
             r.seconds.append(time.perf_counter() - started)
+            r.cpu_seconds.append(time.process_time() - cpu_started)
             r.seeds.append(seed)
             r.curves.append(allocation_curve(result))
             r.frag_curves.append(frag_curve(result))

@@ -178,3 +178,84 @@ def test_baselines_track_published_curves_on_a_prefix(openb):
         published = np.nanmean(np.array(list(expected[name].values())), axis=0)
         steps = np.arange(5, 60)
         assert np.nanmax(np.abs(curve[steps] - published[steps])) < 1.0
+
+
+# --- DLC's scoring core (dlc.scheduler.allocator.fragscore), shared with the scheduler
+
+
+def test_cached_fgd_decides_as_scoring_every_node(openb):
+    """FgdPolicy's per-node cache gives the same decisions as the uncached reference."""
+    from dlc.sim.policies.fgd import FgdPolicy, fgd
+
+    nodes, pods = _slice(openb)
+    rng = np.random.default_rng(3)
+    arrivals = arrival_sequence(pods, sum(n.gpus for n in nodes) * 1000, 1.3, rng)
+    cluster = ClusterState(nodes)
+    view = ClusterView(
+        cluster, FragState(FragModel(target_mix(pods), cluster.model_names), cluster)
+    )
+    cached, placed = FgdPolicy(), 0
+    for pod in arrivals:
+        where = cached(pod, view, rng)
+        assert where == fgd(pod, view, rng)
+        if where is not None:
+            cluster.place(pod, where)
+            view.frag.update(where.node)
+            placed += 1
+    assert placed > 0
+
+
+def test_incremental_chooser_matches_full_choice(openb):
+    """The sim's DLC policy (incremental) and fragscore.choose (all agents) agree."""
+    from dlc.scheduler.allocator import fragscore
+    from dlc.sim.policies.dlc import DlcPolicy, request_of, workload_mix
+
+    nodes, pods = _slice(openb)
+    rng = np.random.default_rng(5)
+    arrivals = arrival_sequence(pods, sum(n.gpus for n in nodes) * 1000, 1.3, rng)
+    cluster = ClusterState(nodes)
+    mix = target_mix(pods)
+    view = ClusterView(cluster, FragState(FragModel(mix, cluster.model_names), cluster))
+    mix_arrays = fragscore.mix_arrays(workload_mix(mix), cluster.model_names)
+    policy = DlcPolicy()
+    for pod in arrivals[:200]:
+        where = policy(pod, view, rng)
+        agents = fragscore.AgentArrays(
+            cluster.model, cluster.cpu_left, cluster.mem_left, cluster.gpu_left, cluster.access
+        )
+        full = fragscore.choose(request_of(pod), agents, mix_arrays)
+        assert (where is None) == (full is None)
+        if where is not None:
+            assert (where.node, where.gpus) == (full.agent, full.gpus)
+            cluster.place(pod, where)
+            view.frag.update(where.node)
+
+
+def test_cpu_cap_counts_gpus_that_cpu_strands():
+    """8 free GPUs, CPU for one 12-core half share: FGD sees no fragment, DLC 7.5 GPUs."""
+    from dlc.scheduler.allocator import fragscore
+    from dlc.scheduler.allocator.shares import MixArrays
+
+    share = MixArrays(WorkloadMix((ShareRequest(12000, 0, 1, 500),), (1.0,)), ["G2"])
+    whole = MixArrays(WorkloadMix((ShareRequest(12000, 0, 1, 1000),), (1.0,)), ["G2"])
+    state = (np.array([0]), np.array([12000]), np.array([10**6]), np.full((1, 8), 1000))
+    fgd_like = fragscore.ScoreParams(cpu_cap="none", granular=False)
+    assert fragscore.frag_of(share, *state, params=fgd_like)[0] == 0
+    assert fragscore.frag_of(share, *state)[0] == 7500
+    # the cap is for shares only: whole-GPU shapes keep FGD's view (measured better on multigpu)
+    assert fragscore.frag_of(whole, *state)[0] == 0
+
+
+def test_scheduler_place_keeps_cpu_beside_free_gpus():
+    """fragscore.place (the scheduler's call): a CPU-heavy share avoids the CPU-poor agent."""
+    from dlc.scheduler.allocator import fragscore
+
+    views = [
+        AgentView("poor", 16000, 64000, "G2", (1000, 1000)),  # 8 cores per GPU
+        AgentView("rich", 104000, 64000, "G2", (1000, 1000)),  # 52 cores per GPU
+    ]
+    heavy_share = ShareRequest(cpu_milli=12000, mem_mib=100, num_gpus=1, gpu_milli=500)
+    mix = WorkloadMix((ShareRequest(8000, 0, 1, 1000),), (1.0,))
+    got = fragscore.place(heavy_share, views, mix)
+    assert got.agent == 1 and got.gpus in ((0,), (1,))
+    assert fragscore.place(ShareRequest(200000, 0, 1, 500), views, mix) is None

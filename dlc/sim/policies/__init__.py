@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dlc.errors import FieldError
 from dlc.sim.policies.base import ClusterView, Policy
-from dlc.sim.policies.fgd import fgd
+from dlc.sim.policies.fgd import FgdPolicy
 from dlc.sim.policies.paper import best_fit, dot_product, gpu_clustering, gpu_packing, random_policy
 
 #: policy name -> (factory, label in tables)
@@ -14,8 +14,11 @@ POLICIES = {
     "clustering": (lambda: gpu_clustering, "GpuClustering"),
     "packing": (lambda: gpu_packing, "GpuPacking"),
     "bestfit": (lambda: best_fit, "BestFit"),
-    "fgd": (lambda: fgd, "FGD"),
+    "fgd": (FgdPolicy, "FGD"),
     "dlc": (None, "DLC"),
+    # DLC's placement plus an admission rule (shares wait once whole GPUs run low); a held
+    # share counts as failed in the pods-only-arrive replay, so it is reported apart
+    "dlc-admit": (None, "DLC+admission"),
 }
 
 
@@ -23,10 +26,11 @@ def get_policy(name: str) -> Policy:
     """A fresh policy by name; an unknown name is a one-line error listing the known ones."""
     if name not in POLICIES:
         raise FieldError("--policy", f"unknown policy {name!r}; use one of {', '.join(POLICIES)}")
-    if name == "dlc":
+    if name in ("dlc", "dlc-admit"):
+        from dlc.scheduler.allocator.fragscore import ScoreParams
         from dlc.sim.policies.dlc import DlcPolicy
 
-        return DlcPolicy()
+        return DlcPolicy(ScoreParams(hold_share_below=0.3 if name == "dlc-admit" else 0.0))
     return POLICIES[name][0]()
 
 

@@ -1,0 +1,326 @@
+"""DLC's node scoring for shares and whole GPUs, and an incremental chooser over it.
+
+The scheduler (through :func:`dlc.scheduler.allocator.shares.choose`) and the
+simulator (:mod:`dlc.sim.policies.dlc`) both call :func:`node_costs`: for each
+agent, the cost of placing a request there (lower is better, ``inf`` where it
+does not fit) and the GPU it would take. The agent with the lowest cost wins,
+the first agent on ties.
+
+The cost is the growth of the FGD paper's fragmentation measure (Weng et al.,
+ATC'23) against the expected workload, bucketed so that near-equal growths tie
+(``ScoreParams.tie_milli``), plus DLC's refinements, each measured on openb
+(docs/simulator.md has the table, including the variants that measured worse).
+
+:class:`IncrementalChooser` caches each agent's cost per request shape and
+recomputes only the agents whose state changed since: a cost depends on the
+agent's own state alone, so a placement invalidates one agent. That is what makes
+a 10k-pod replay on 1213 agents take seconds instead of minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from dlc.scheduler.allocator.shares import (
+    AgentArrays,
+    AgentView,
+    MixArrays,
+    SharePlacement,
+    ShareRequest,
+    WorkloadMix,
+    arrays_from_views,
+    candidates,
+    feasible_agents,
+    fragmentation,
+    fragmentation_dedup,
+)
+
+MILLI = 1000
+
+
+@dataclass(frozen=True)
+class ScoreParams:
+    """Knobs of DLC's cost; the defaults are the measured best on openb."""
+
+    #: growths closer than this (GPU thousandths) count as equal
+    tie_milli: float = 40.0
+    #: cap what a shape can use by how many of it the agent's CPU still hosts:
+    #: "none" (FGD), "linear" (CPU left / CPU per pod, fractional) or "floor" (whole pods)
+    cpu_cap: str = "floor"
+    #: which expected shapes the CPU cap applies to: "all" or "shares" (part of one GPU)
+    cpu_cap_shapes: str = "shares"
+    #: count only whole multiples of a share's size as usable on a GPU
+    granular: bool = True
+    #: weight of each expected shape: "count" (FGD: how often it comes) or "gpu"
+    #: (how often times the GPU thousandths it asks)
+    weight_by: str = "count"
+    #: weight of the sum-of-squares term for shares (0: off); see :func:`gap_squares_delta`
+    ss_weight: float = 0.0
+    #: admission, not placement: once fewer than this fraction of all GPUs are whole
+    #: and free, a share may not open a whole GPU (it waits; 0: off)
+    hold_share_below: float = 0.0
+
+
+DEFAULT_PARAMS = ScoreParams()
+
+#: ``cost_fn(req, nodes) -> [len(nodes), G]`` costs (inf: does not fit)
+CostFn = Callable[[ShareRequest, np.ndarray], np.ndarray]
+
+
+def mix_arrays(mix: WorkloadMix, model_names, params: ScoreParams = DEFAULT_PARAMS) -> MixArrays:
+    """The expected workload as arrays, its weights as ``params.weight_by`` says."""
+    arrays = MixArrays(mix, model_names)
+    if params.weight_by == "gpu":
+        w = arrays.weight * np.maximum(arrays.milli * arrays.num, 0)
+        arrays.weight = w / w.sum() if w.sum() else arrays.weight
+    return arrays
+
+
+def frag_of(
+    mix: MixArrays,
+    model: np.ndarray,
+    cpu_left: np.ndarray,
+    mem_left: np.ndarray,
+    gpu_left: np.ndarray,
+    params: ScoreParams = DEFAULT_PARAMS,
+) -> np.ndarray:
+    """DLC's fragmentation of K agent states: FGD's, with what CPU strands counted.
+
+    FGD counts a GPU's room as usable by a shape whenever one pod of that shape
+    fits on the agent. With ``cpu_cap``, the room usable by a *share* shape is
+    capped by the GPU thousandths of the pods of that shape the agent's CPU can
+    still host, so the GPUs that CPU would strand beside large shares count as
+    fragments. (Capping whole-GPU shapes too measured worse on multi-GPU mixes.)
+    With ``granular``, only whole multiples of a share's size count on a GPU.
+    """
+    if params.cpu_cap == "none" and not params.granular:
+        return fragmentation(mix, model, cpu_left, mem_left, gpu_left)
+    total = gpu_left.sum(axis=1)
+    size = np.maximum(mix.milli, 1)
+    fits = gpu_left[:, :, None] >= size[None, None, :]
+    if params.granular:
+        per_gpu = (gpu_left[:, :, None] // size[None, None, :]) * size[None, None, :]
+        usable = np.minimum(per_gpu, gpu_left[:, :, None]).sum(axis=1)
+    else:
+        usable = (gpu_left[:, :, None] * fits).sum(axis=1)
+    runs = fits.sum(axis=1) >= mix.num[None, :]
+    runs &= cpu_left[:, None] >= mix.cpu[None, :]
+    runs &= mem_left[:, None] >= mix.mem[None, :]
+    runs &= mix.access[model] & mix.asks_gpu[None, :]
+    if params.cpu_cap != "none":
+        pods = cpu_left[:, None] / np.maximum(mix.cpu, 1)[None, :]
+        if params.cpu_cap == "floor":
+            pods = np.floor(pods)
+        capped = np.minimum(usable, pods * (mix.milli * mix.num)[None, :])
+        if params.cpu_cap_shapes == "shares":
+            capped = np.where((mix.milli < MILLI)[None, :], capped, usable)
+        usable = capped
+    frag = np.where(runs, total[:, None] - usable, total[:, None])
+    return frag @ mix.weight
+
+
+def frag_dedup(mix, model, cpu_left, mem_left, gpu_left, params=DEFAULT_PARAMS) -> np.ndarray:
+    """As :func:`frag_of`, each distinct state computed once."""
+    if params.cpu_cap == "none" and not params.granular:
+        return fragmentation_dedup(mix, model, cpu_left, mem_left, gpu_left)
+    if len(model) < 64:
+        return frag_of(mix, model, cpu_left, mem_left, gpu_left, params)
+    gpus = np.sort(gpu_left, axis=1)
+    key = model * _HASH[0] + cpu_left * _HASH[1] + mem_left * _HASH[2]
+    key = key + gpus @ _HASH[3 : 3 + gpus.shape[1]]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    values = frag_of(mix, model[first], cpu_left[first], mem_left[first], gpus[first], params)
+    return values[inverse.reshape(-1)]
+
+
+_HASH = np.random.default_rng(2026).integers(1, 2**62, size=16, dtype=np.int64) | 1
+
+
+def node_frag(
+    mix: MixArrays, agents: AgentArrays, nodes: np.ndarray, params: ScoreParams = DEFAULT_PARAMS
+) -> np.ndarray:
+    """The fragmentation of agents ``nodes`` in their current state."""
+    return frag_of(
+        mix,
+        agents.model[nodes],
+        agents.cpu_left[nodes],
+        agents.mem_left[nodes],
+        agents.gpu_left[nodes],
+        params,
+    )
+
+
+def node_costs(
+    req: ShareRequest,
+    agents: AgentArrays,
+    mix: MixArrays,
+    nodes: np.ndarray,
+    params: ScoreParams = DEFAULT_PARAMS,
+) -> np.ndarray:
+    """Cost of ``req`` on each GPU slot of each of ``nodes``: ``[len(nodes), G]``.
+
+    Lower is better; inf where it does not fit. A share has a cost per GPU with
+    room; any other request has its agent's cost in column 0 (whole GPUs are the
+    first free ones). ``agents.frag`` must hold each agent's current fragmentation.
+    """
+    width = agents.gpu_left.shape[1]
+    cost = np.full((len(nodes), width), np.inf)
+    mask = np.zeros(len(agents.model), dtype=bool)
+    mask[nodes] = True
+    mask &= feasible_agents(req, agents)
+    if not mask.any():
+        return cost
+    node, slots, cpu_left, mem_left, gpu_left = candidates(req, agents, mask)
+    after = frag_dedup(mix, agents.model[node], cpu_left, mem_left, gpu_left, params)
+    growth = after - agents.frag[node]
+    rows = np.searchsorted(nodes, node)
+    cost[rows, np.maximum(slots, 0)] = np.round(growth / params.tie_milli)
+    return cost
+
+
+def gap_squares_delta(
+    gpu_left: np.ndarray, cpu_left: np.ndarray, share_milli: int, live_cpu: int
+) -> np.ndarray:
+    """Change of the sum over gap sizes of (GPUs with that gap)^2 per candidate GPU.
+
+    The Sum-of-Squares rule of online bin packing (Csirik et al., 2006): a share
+    goes where the counts of partly used GPUs by free room stay even, so that the
+    gaps that later shares need keep existing. Only GPUs on agents with at least
+    ``live_cpu`` CPU left count (a gap beside no CPU takes nothing). ``[agents, G]``;
+    where the share does not fit the value is meaningless (the cost is inf there).
+    """
+    live = (cpu_left >= live_cpu)[:, None] & (gpu_left > 0) & (gpu_left < MILLI)
+    counts = np.bincount(gpu_left[live], minlength=MILLI + 1).astype(float)
+    after = np.clip(gpu_left - share_milli, 0, MILLI)
+    delta = np.where(gpu_left < MILLI, 1.0 - 2.0 * counts[gpu_left], 0.0)
+    return delta + np.where(after > 0, 2.0 * counts[after] + 1.0, 0.0)
+
+
+def share_hold(gpu_left: np.ndarray, gpu_count: int, below: float) -> np.ndarray | None:
+    """``[agents, G]`` inf on whole free GPUs once they are fewer than ``below`` of all."""
+    whole = gpu_left == MILLI
+    if not below or whole.sum() >= below * gpu_count:
+        return None
+    return np.where(whole, np.inf, 0.0)
+
+
+def placement_of(req: ShareRequest, agents: AgentArrays, agent: int, slot: int) -> SharePlacement:
+    """The placement for the chosen agent: the slot for a share, else the first free GPUs."""
+    if req.is_share:
+        return SharePlacement(agent, (int(slot),))
+    if not req.num_gpus:
+        return SharePlacement(agent, ())
+    free = np.flatnonzero(agents.gpu_left[agent] == MILLI)[: req.num_gpus]
+    return SharePlacement(agent, tuple(int(g) for g in free))
+
+
+def choose(
+    req: ShareRequest, agents: AgentArrays, mix: MixArrays, params: ScoreParams = DEFAULT_PARAMS
+) -> SharePlacement | None:
+    """One decision over all agents (no cache): the lowest cost, the first agent on ties."""
+    if agents.frag is None:
+        agents.frag = frag_dedup(
+            mix, agents.model, agents.cpu_left, agents.mem_left, agents.gpu_left, params
+        )
+    cost = node_costs(req, agents, mix, np.arange(len(agents.model)), params)
+    best = pick(cost, agents.gpu_left)
+    return None if best is None else placement_of(req, agents, *best)
+
+
+def pick(cost: np.ndarray, gpu_left: np.ndarray) -> tuple[int, int] | None:
+    """``(agent, slot)`` of the lowest cost: the first agent on ties, then the fullest GPU."""
+    per_agent = cost.min(axis=1)
+    agent = int(np.argmin(per_agent))
+    if not np.isfinite(per_agent[agent]):
+        return None
+    row = cost[agent]
+    tied = np.flatnonzero(row == per_agent[agent])
+    slot = int(tied[np.argmin(gpu_left[agent, tied])])
+    return agent, slot
+
+
+def place(
+    req: ShareRequest,
+    views: Sequence[AgentView],
+    mix: WorkloadMix | None = None,
+    params: ScoreParams = DEFAULT_PARAMS,
+) -> SharePlacement | None:
+    """Where ``req`` should go among ``views`` (``None``: it fits nowhere): the scheduler's call.
+
+    ``mix`` is the expected workload; without one, the request's own shape is the
+    whole mix (place so that the next request like it still fits).
+    """
+    if not views:
+        return None
+    arrays, models = arrays_from_views(views)
+    mix = mix or WorkloadMix(shapes=(req,), weights=(1.0,))
+    return choose(req, arrays, mix_arrays(mix, models, params), params)
+
+
+class IncrementalChooser:
+    """Lowest-cost agent per request, recomputing only agents changed since the last look.
+
+    ``cost_fn(req, nodes)`` returns ``[len(nodes), G]`` costs (see :func:`node_costs`)
+    and must depend on the request and each agent's own state only. The cache key
+    leaves out host memory (checked here, at each decision) so that requests that
+    differ only in memory share one entry; pass ``mem_in_key=True`` when
+    ``cost_fn`` depends on the request's memory.
+    """
+
+    def __init__(self, n_agents: int, width: int, cost_fn: CostFn, mem_in_key: bool = False):
+        self.version = np.zeros(n_agents, dtype=np.int64)
+        self.width = width
+        self.cost_fn = cost_fn
+        self.mem_in_key = mem_in_key
+        self._cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+
+    def touched(self, agent: int) -> None:
+        """Agent ``agent`` changed: its cached costs are stale."""
+        self.version[agent] += 1
+
+    def costs(self, req: ShareRequest) -> np.ndarray:
+        """Current ``[agents, G]`` costs of ``req`` (memory not checked; do not modify)."""
+        key = (req.cpu_milli, req.num_gpus, req.gpu_milli, req.gpu_models)
+        if self.mem_in_key:
+            key += (req.mem_mib,)
+        entry = self._cache.get(key)
+        if entry is None:
+            n = len(self.version)
+            entry = (np.zeros((n, self.width)), np.full(n, -1, dtype=np.int64))
+            self._cache[key] = entry
+        cost, stamp = entry
+        stale = np.flatnonzero(stamp != self.version)
+        if len(stale):
+            probe = req if self.mem_in_key else replace(req, mem_mib=0)
+            cost[stale] = self.cost_fn(probe, stale)
+            stamp[stale] = self.version[stale]
+        return cost
+
+    def best(
+        self, req: ShareRequest, mem_left: np.ndarray, gpu_left: np.ndarray, extra=None
+    ) -> tuple[int, int] | None:
+        """``(agent, slot)`` of the lowest cost (plus ``extra``) where memory fits."""
+        cost = self.costs(req)
+        if extra is not None:
+            cost = cost + extra
+        if req.mem_mib:
+            cost = np.where((mem_left >= req.mem_mib)[:, None], cost, np.inf)
+        return pick(cost, gpu_left)
+
+
+__all__ = [
+    "DEFAULT_PARAMS",
+    "IncrementalChooser",
+    "ScoreParams",
+    "choose",
+    "node_costs",
+    "node_frag",
+    "gap_squares_delta",
+    "pick",
+    "place",
+    "share_hold",
+    "placement_of",
+]
