@@ -136,7 +136,9 @@ def frag_dedup(mix, model, cpu_left, mem_left, gpu_left, params=DEFAULT_PARAMS) 
     return values[inverse.reshape(-1)]
 
 
-_HASH = np.random.default_rng(2026).integers(1, 2**62, size=16, dtype=np.int64) | 1
+#: hash weights: 3 for model, CPUs, memory, then one per GPU slot (16-GPU agents and wider
+#: make more than 13 slots; 1024 is far beyond any machine)
+_HASH = np.random.default_rng(2026).integers(1, 2**62, size=1024 + 3, dtype=np.int64) | 1
 
 
 def node_frag(
