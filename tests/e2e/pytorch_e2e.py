@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,9 @@ def test_torchrun_gloo_two_nodes_through_dlc(gang_service, tmp_path):  # noqa: F
     result = CliRunner().invoke(cli, args, env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     job_id = result.output.split()[0]
+    started = time.monotonic()
     job = _wait(svc, job_id, {"finished", "failed", "lost"}, timeout=300)
+    took = time.monotonic() - started
     logs = [_logs(svc, job_id, rank) for rank in (0, 1)]
     assert job.state.value == "finished", (job.message, svc.store.history(job_id), logs)
     assert len({t.agent_id for t in job.tasks}) == 2, job.tasks  # two distinct agents
@@ -105,3 +108,7 @@ def test_torchrun_gloo_two_nodes_through_dlc(gang_service, tmp_path):  # noqa: F
     (first0, last0), (first1, last1) = losses[0], losses[1]
     assert abs(first0 - first1) < 1e-6 and abs(last0 - last1) < 1e-6, losses  # DDP in sync
     assert last0 < first0 / 2, losses  # the step trained
+    print(f"\ntorchrun gloo, 2 nodes: all_reduce={reduced} losses={losses}")
+    history = svc.store.history(job_id)
+    steps = ", ".join(f"{state} +{at - history[0][0]:.1f} s" for at, state, _ in history)
+    print(f"submit -> finished: {took:.1f} s ({steps})")
