@@ -9,6 +9,7 @@ Prints one line per fact, ``key=value``, for the logs:
 """
 
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -18,11 +19,13 @@ STEPS = int(os.environ.get("STEPS", "20"))
 
 
 def main() -> None:
+    started = time.monotonic()
     dist.init_process_group("gloo")  # torchrun's env:// variables: MASTER_ADDR, RANK, ...
     rank, world = dist.get_rank(), dist.get_world_size()
     node = os.environ.get("GROUP_RANK", "?")  # torchrun's node rank
     value = torch.tensor([float(rank + 1)])
     dist.all_reduce(value)  # sum over ranks
+    met = time.monotonic() - started  # waiting for the other node, then the all_reduce
     print(f"rank={rank} world={world} node={node} allreduce={value.item():g}", flush=True)
 
     torch.manual_seed(0)  # the same data and initial weights everywhere
@@ -39,6 +42,7 @@ def main() -> None:
         opt.step()
     last = global_loss(model, x, y)
     print(f"rank={rank} loss_first={first:.6f} loss_last={last:.6f}", flush=True)
+    print(f"rank={rank} rendezvous_s={met:.2f} total_s={time.monotonic() - started:.2f}")
     dist.destroy_process_group()
 
 

@@ -73,7 +73,7 @@ def test_pytorch_training_step_through_dlc(service, docker_runtime):  # noqa: F8
     assert _wait_no_containers(docker_runtime, service) == []
 
 
-@pytest.mark.parametrize("gang_service", ["real"], indirect=True)  # two real agents
+@pytest.mark.parametrize("gang_service", ["emulator", "real"], indirect=True)  # 2 agents each
 def test_torchrun_gloo_two_nodes_through_dlc(gang_service, tmp_path):  # noqa: F811
     """`dlc submit -f examples/torchrun-gloo/job.yaml --workdir ...`: torchrun on each node
     meets node 0 at $MASTER_ADDR:$MASTER_PORT; gloo all_reduce and DDP agree across nodes."""
@@ -109,6 +109,7 @@ def test_torchrun_gloo_two_nodes_through_dlc(gang_service, tmp_path):  # noqa: F
     assert abs(first0 - first1) < 1e-6 and abs(last0 - last1) < 1e-6, losses  # DDP in sync
     assert last0 < first0 / 2, losses  # the step trained
     print(f"\ntorchrun gloo, 2 nodes: all_reduce={reduced} losses={losses}")
+    print(*re.findall(r"rank=\d+ rendezvous_s=\S+ total_s=\S+", "\n".join(logs)), sep="\n")
     history = svc.store.history(job_id)
     steps = ", ".join(f"{state} +{at - history[0][0]:.1f} s" for at, state, _ in history)
     print(f"submit -> finished: {took:.1f} s ({steps})")
