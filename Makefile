@@ -5,8 +5,8 @@
 #                  emulator): all finish, no executor left, agent resources back to zero
 #   make fault  - the full fault-injection run (FAULT_KILLS kill points over every target;
 #                  docs/fault-tolerance.md); writes bench/results/fault.json
-#   make e2e-pytorch - build a CPU PyTorch image locally and run a real training step through
-#                  dlc submit -> scheduler -> real Mesos -> executor -> Docker (~1 GB; not in CI)
+#   make e2e-pytorch - build a CPU PyTorch image locally and run real training (one node, then a
+#                  2-node torchrun gloo step) through dlc submit -> real Mesos -> Docker (~1 GB; not in CI)
 #   make e2e-jupyter - build a JupyterLab image locally (PyPI wheels), start it with
 #                  dlc submit --interactive on the emulator, open it in headless chromium (not in CI)
 PYTHON ?= python3

@@ -7,7 +7,10 @@
 #      torch==2.13.0+cpu on these machines) - the container itself needs no network;
 #   2. starts the real Mesos master + agent (scripts/mesos-local.sh) and the DLC scheduler;
 #   3. `dlc submit --image dlc-local/pytorch-cpu:2.13.0 --gpus 1 -- python -c <train step>`
-#      and checks with `dlc logs` that the loss went down.
+#      and checks with `dlc logs` that the loss went down;
+#   4. on a second real master with two agents (MESOS_NUM_SLAVES=2), `dlc submit -f
+#      examples/torchrun-gloo/job.yaml --workdir examples/torchrun-gloo`: a 2-node `torchrun`
+#      whose gloo all_reduce and DDP steps must agree across both nodes' logs.
 #
 # Not in CI: the image build downloads and installs ~1 GB. Run as root on Debian (docker.sh
 # installs the engine). Reruns reuse the image (DLC_REBUILD=1 forces a rebuild).
@@ -51,5 +54,5 @@ EOF
 fi
 
 log "running a training step through dlc submit -> scheduler -> real Mesos -> executor"
-DLC_PYTORCH_IMAGE=$IMAGE "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "" \
+DLC_PYTORCH_IMAGE=$IMAGE "$VENV/bin/python" -m pytest -q -s --durations=5 -p no:cacheprovider -m "" \
     "$ROOT/tests/e2e/pytorch_e2e.py"
