@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from dlc.errors import FieldError
-from dlc.scheduler.allocator.shares import AgentView, ShareRequest, WorkloadMix, place
+from dlc.scheduler.allocator.fragscore import place
+from dlc.scheduler.allocator.shares import AgentView, ShareRequest, WorkloadMix
 from dlc.sim import io
 from dlc.sim.cluster import ClusterState, Placement
 from dlc.sim.frag import FragModel, FragState

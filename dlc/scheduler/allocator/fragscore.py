@@ -1,6 +1,6 @@
 """DLC's node scoring for shares and whole GPUs, and an incremental chooser over it.
 
-The scheduler (through :func:`dlc.scheduler.allocator.shares.choose`) and the
+The scheduler (through :func:`dlc.scheduler.share_placement.choose_share`) and the
 simulator (:mod:`dlc.sim.policies.dlc`) both call :func:`node_costs`: for each
 agent, the cost of placing a request there (lower is better, ``inf`` where it
 does not fit) and the GPU it would take. The agent with the lowest cost wins,

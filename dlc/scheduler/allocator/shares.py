@@ -1,21 +1,15 @@
-"""DLC's placement of GPU shares (and whole GPUs) across agents: fragmentation-aware.
+"""The array model of GPU shares across agents, and the FGD paper's fragmentation measure.
 
-The scheduler and the simulator (:mod:`dlc.sim`) run this same core. Its input is
-a plain view of agents (:class:`AgentView`: free CPU, memory, GPU model and the
-free thousandths of each GPU, as the inventory reads them from offers) and the
-expected workload (:class:`WorkloadMix`). :func:`place` picks the agent and, for a
-share, the GPU; for whole GPUs it names the first free ones (the scheduler's
-topology-aware tree allocator stays in charge of *which* GPUs on the agent).
+Plain views of agents (:class:`AgentView`: free CPU, memory, GPU model and the free
+thousandths of each GPU, as the inventory reads them from offers), requests
+(:class:`ShareRequest`), the expected workload (:class:`WorkloadMix`) and their numpy
+arrays. The measure is the FGD paper's (Weng et al., ATC'23): for each expected pod shape,
+the free GPU capacity of an agent that shape cannot use is fragmented; an agent's
+fragmentation is the frequency-weighted sum.
 
-The measure is the FGD paper's (Weng et al., ATC'23): for each expected pod
-shape, the free GPU capacity of an agent that shape cannot use is fragmented;
-an agent's fragmentation is the frequency-weighted sum. FGD then takes the
-candidate that grows it least, but squashes the growth into an integer score
-(``int(100 * sigmoid(-growth / 1000))``), so that growths within about 40
-thousandths of a GPU tie and go to the first node. DLC buckets growths linearly (``TIE_MILLI``),
-checks host memory as well as CPU, and sends ties to the first agent and the
-fullest GPU on it. On openb this is level with FGD, not better (see
-docs/simulator.md for the figures and the variants that measured worse).
+DLC's scoring over it, which the scheduler and the simulator both run, is
+:mod:`dlc.scheduler.allocator.fragscore`; the re-implemented FGD baseline is
+:mod:`dlc.sim.policies.fgd`.
 """
 
 from __future__ import annotations
@@ -29,8 +23,6 @@ import numpy as np
 MILLI = 1000
 #: the most GPUs the array core handles on one agent
 MAX_GPUS = 8
-#: growths closer than this (GPU thousandths) count as equal before the packing tie-break
-TIE_MILLI = 40.0
 
 
 @dataclass(frozen=True)
@@ -174,30 +166,6 @@ def feasible_agents(req: ShareRequest, agents: AgentArrays) -> np.ndarray:
     return ok
 
 
-def choose(req: ShareRequest, agents: AgentArrays, mix: MixArrays) -> SharePlacement | None:
-    """The agent (and GPU) whose placement grows fragmentation least, packed on ties."""
-    feasible = feasible_agents(req, agents)
-    if not feasible.any():
-        return None
-    if agents.frag is None:
-        agents.frag = fragmentation_dedup(
-            mix, agents.model, agents.cpu_left, agents.mem_left, agents.gpu_left
-        )
-    node, slots, cpu_left, mem_left, gpu_left = candidates(req, agents, feasible)
-    model = agents.model[node]
-    growth = fragmentation_dedup(mix, model, cpu_left, mem_left, gpu_left) - agents.frag[node]
-    slot_room = np.where(slots >= 0, gpu_left[np.arange(len(node)), np.maximum(slots, 0)], 0)
-    # ties (growths within TIE_MILLI) go to the first agent, then the fullest GPU on it;
-    # packing or spreading ties across agents measured worse on openb (docs/simulator.md)
-    order = np.lexsort((slot_room, node, np.round(growth / TIE_MILLI)))
-    best = order[0]
-    agent = int(node[best])
-    if req.is_share:
-        return SharePlacement(agent, (int(slots[best]),))
-    free = np.flatnonzero(agents.gpu_left[agent] == MILLI)[: req.num_gpus]
-    return SharePlacement(agent, tuple(int(g) for g in free))
-
-
 def arrays_from_views(views: Sequence[AgentView]) -> tuple[AgentArrays, list[str]]:
     """Pack agent views into arrays (GPUs beyond an agent's count hold 0 free)."""
     models = sorted({v.gpu_model for v in views})
@@ -224,28 +192,11 @@ def arrays_from_views(views: Sequence[AgentView]) -> tuple[AgentArrays, list[str
     return arrays, models
 
 
-def place(
-    req: ShareRequest, views: Sequence[AgentView], mix: WorkloadMix | None = None
-) -> SharePlacement | None:
-    """Where ``req`` should go among ``views`` (``None``: it fits nowhere).
-
-    ``mix`` is the expected workload; without one, the request's own shape is the
-    whole mix (place so that the next request like it still fits).
-    """
-    if not views:
-        return None
-    arrays, models = arrays_from_views(views)
-    mix = mix or WorkloadMix(shapes=(req,), weights=(1.0,))
-    return choose(req, arrays, MixArrays(mix, models))
-
-
 __all__ = [
     "AgentView",
     "MixArrays",
     "SharePlacement",
     "ShareRequest",
     "WorkloadMix",
-    "choose",
     "fragmentation",
-    "place",
 ]
