@@ -63,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.plot and len(traces) == 1:
             curves = {label(n): r.mean_curve() for n, r in res["runs"].items()}
             pub = {label(n): c for n, c in res["published"].items() if n in res["runs"]}
-            plot_curves(curves, args.plot, f"openb {trace}, mean of {len(runs.seeds)} seeds", pub)
+            seeds = runs.seeds
+            what = f"seed {seeds[0]}" if len(seeds) == 1 else f"mean of {len(seeds)} seeds"
+            plot_curves(curves, args.plot, f"openb {trace}, {what}", pub)
         io.write_json(args.json, out)  # after every trace, so a long sweep leaves partial results
         print(f"wrote {args.json} ({trace})", flush=True)
     return 0

@@ -22,6 +22,9 @@ def plot_curves(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    # SVG as text that diffs: fonts as text, not paths, and stable element ids
+    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "dlc"})
+
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=90)
     xs = STEPS[start:]
     for i, (name, ys) in enumerate(curves.items()):
