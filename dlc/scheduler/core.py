@@ -58,11 +58,6 @@ __all__ = [
 class SchedulerCore(RequestsMixin, OfferRoundMixin, StatusMixin, ViewsMixin, UsageMixin):
     """Thread-safe job lifecycle and placement on top of a :class:`JobStore`.
 
-    Args:
-        store: persistence (read once at start; written on every change).
-        config: decisions' settings.
-        resolver: framework -> image lookup (default: :mod:`dlc.images`).
-        topology_of, driver_ok: passed to :func:`place` (defaults there).
-        clock: time source.
-        metrics: optional monitoring sink (:mod:`dlc.api.metrics`).
+    Built as :class:`~dlc.scheduler.core_state.CoreState` is (its docstring lists the
+    arguments); each mixin holds one concern of the core.
     """
