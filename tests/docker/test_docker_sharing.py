@@ -18,6 +18,7 @@ from dlc.executor.sharing.mps import CONTROL, MpsManager
 from dlc.executor.sharing.render import LABEL_SHARE, LABEL_SHARING, apply_share, render_share
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
 from dlc.scheduler.launch_spec import GpuShare, LaunchSpec
+from tests.executor.sharing.h100 import FakeH100Nvml
 
 UUID = "GPU-094dfacd-6ee2-c0d6-540b-1740f12448d1"  # the real H100's
 MIG = "MIG-5c89852c-d268-c3f3-1b07-005d5ae1dc3f"
@@ -136,7 +137,11 @@ def test_task_runner_mps_share_end_to_end_on_the_engine(
         return 0, ""
 
     root = tmp_path / "mps"
-    hook = ShareHook(mps=MpsManager(str(root), fake_control, base_env={}))
+    # MPS shares are watched through NVML too (red-team #23): the H100 fake stands in for it
+    nvml = FakeH100Nvml()
+    hook = ShareHook(
+        mps=MpsManager(str(root), fake_control, base_env={}), nvml_factory=lambda: nvml
+    )
     sink = _Sink()
     config = RunnerConfig(
         gpu_style=GpuStyle.LEGACY,
