@@ -18,10 +18,16 @@ from dlc.scheduler.tenancy import (
     Resources,
     TenancyError,
     UserLimits,
-    check_amounts,
     check_name,
 )
-from dlc.store.tenancy import _GRACE_KEY, AuditEntry, check_grace, check_limits, limits_detail
+from dlc.store.tenancy import (
+    _GRACE_KEY,
+    AuditEntry,
+    check_grace,
+    check_limits,
+    check_quota,
+    limits_detail,
+)
 
 
 class MemoryTenancy:
@@ -90,15 +96,9 @@ class MemoryTenancy:
         ceiling: Resources | None = None,
     ) -> None:  # fmt: skip
         """Set a group's guarantee (and ceiling) in a pool; audited."""
-        check_name("pool", pool)
-        check_amounts(guaranteed, "quota")
-        if ceiling is not None:
-            check_amounts(ceiling, "ceiling")
-            name = guaranteed.first_excess(ceiling)
-            if name is not None:
-                raise TenancyError("ceiling", f"{name} ceiling is below the guarantee; raise it")
-            if ceiling == Resources(*(float("inf"),) * 3):
-                ceiling = None  # no cap on anything: as the SQLite store reads it back
+        check_quota(pool, guaranteed, ceiling)
+        if ceiling == Resources(*(float("inf"),) * 3):
+            ceiling = None  # no cap on anything: as the SQLite store reads it back
         with self._lock:
             self._need_group(group)
             self._quotas[(group, pool)] = Quota(group, pool, guaranteed, ceiling)

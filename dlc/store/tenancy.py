@@ -134,13 +134,7 @@ class TenancyStore:
         ceiling: Resources | None = None,
     ) -> None:  # fmt: skip
         """Set a group's guarantee (and ceiling) in a pool; audited."""
-        check_name("pool", pool)
-        check_amounts(guaranteed, "quota")
-        if ceiling is not None:
-            check_amounts(ceiling, "ceiling")
-            name = guaranteed.first_excess(ceiling)
-            if name is not None:
-                raise TenancyError("ceiling", f"{name} ceiling is below the guarantee; raise it")
+        check_quota(pool, guaranteed, ceiling)
         c = ceiling
         with self._tx("saving a quota") as db:
             self._need_group(db, group)
@@ -196,6 +190,18 @@ def check_limits(limits: UserLimits) -> None:
         value = getattr(limits, name)
         if value is not None and value < 0:
             raise TenancyError(name, f"{value} is negative; give 0 or more, or leave it out")
+
+
+def check_quota(pool: str, guaranteed: Resources, ceiling: Resources | None) -> None:
+    """A quota both stores accept: a valid pool name, amounts, and a ceiling not below the
+    guarantee (one-line :class:`TenancyError` naming the field)."""
+    check_name("pool", pool)
+    check_amounts(guaranteed, "quota")
+    if ceiling is not None:
+        check_amounts(ceiling, "ceiling")
+        name = guaranteed.first_excess(ceiling)
+        if name is not None:
+            raise TenancyError("ceiling", f"{name} ceiling is below the guarantee; raise it")
 
 
 def check_grace(seconds: float) -> None:
