@@ -27,15 +27,7 @@ log() { echo "e2e-pytorch: $*" >&2; }
 bash "$ROOT/scripts/docker.sh" start
 
 if [ -n "${DLC_REBUILD:-}" ] || ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
-    if ! docker image inspect "$BASE" >/dev/null 2>&1; then
-        command -v debootstrap >/dev/null || apt-get install -y -q debootstrap >/dev/null
-        log "debootstrap bookworm (minbase + python3) into $WORK/rootfs"
-        rm -rf "$WORK/rootfs"
-        debootstrap --variant=minbase --include=python3,python3-venv bookworm "$WORK/rootfs" \
-            http://deb.debian.org/debian >"$WORK/debootstrap.log" 2>&1
-        tar -C "$WORK/rootfs" -c . | docker import -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$BASE"
-        rm -rf "$WORK/rootfs"
-    fi
+    bash "$ROOT/scripts/debian-base.sh" "$WORK"   # FROM $BASE, built once
     log "downloading torch==2.13.0 (CPU) and its dependencies on the host"
     rm -rf "$WORK/ctx" && mkdir -p "$WORK/ctx/wheels"
     "$VENV/bin/pip" download -q --only-binary=:all: --python-version 3.11 \
