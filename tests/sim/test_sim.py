@@ -260,3 +260,51 @@ def test_scheduler_place_keeps_cpu_beside_free_gpus():
     got = fragscore.place(heavy_share, views, mix)
     assert got.agent == 1 and got.gpus in ((0,), (1,))
     assert fragscore.place(ShareRequest(200000, 0, 1, 500), views, mix) is None
+
+
+def test_share_hold_keeps_whole_gpus_from_shares_with_unfillable_leftovers():
+    """An 810 share (leftover 190: only the rare 160 shares fit) may not open a whole GPU
+    once whole GPUs are scarce; a 470 share (leftover fits another 470) still may."""
+    from dlc.scheduler.allocator import fragscore
+    from dlc.scheduler.allocator.shares import MixArrays
+
+    shapes = (ShareRequest(3000, 0, 1, 810), ShareRequest(3000, 0, 1, 470))
+    shapes += (ShareRequest(3000, 0, 1, 160), ShareRequest(3000, 0, 1, 1000))
+    mix = MixArrays(WorkloadMix(shapes, (10.0, 8.0, 1.0, 30.0)), ["G2"])
+    assert fragscore.leftover_fill(810, mix) == pytest.approx(1 / 19)
+    assert fragscore.leftover_fill(470, mix) == pytest.approx(9 / 19)
+    params = fragscore.ScoreParams(hold_share_below=0.5, hold_fill_below=0.1)
+    scarce = np.array([[1000, 1000, 0, 0], [0, 0, 0, 190]])  # 2 of 8 GPUs whole and free
+    plenty = np.array([[1000, 1000, 1000, 1000], [1000, 0, 0, 190]])  # 5 of 8
+    hold = fragscore.share_hold(810, scarce, 8, mix, params)
+    assert hold is not None and np.isinf(hold[0, :2]).all() and not np.isinf(hold[1]).any()
+    assert fragscore.share_hold(470, scarce, 8, mix, params) is None
+    assert fragscore.share_hold(810, plenty, 8, mix, params) is None
+    assert fragscore.share_hold(810, scarce, 8, mix, fragscore.DEFAULT_PARAMS) is None
+
+
+def test_dlc_admit_never_opens_a_whole_gpu_for_a_held_share(openb):
+    """Through a replay, once whole GPUs are scarce no unfillable share takes one."""
+    from dlc.scheduler.allocator.fragscore import leftover_fill
+
+    nodes, pods = _slice(openb, n_nodes=60, n_pods=400)
+    mix, policy = target_mix(pods), get_policy("dlc-admit")
+    total = sum(n.gpus for n in nodes) * 1000
+    seen = {"held": 0, "placed": 0}
+
+    def checked(pod, view, rng):
+        where = policy(pod, view, rng)
+        gpu_left = view.cluster.gpu_left
+        scarce = (gpu_left == 1000).sum() < policy.params.hold_share_below * total / 1000
+        if pod.is_share and scarce:
+            unfillable = leftover_fill(pod.gpu_milli, policy._mix) < policy.params.hold_fill_below
+            if unfillable:
+                seen["held"] += 1
+                assert where is None or gpu_left[where.node, where.gpus[0]] < 1000
+            elif where is not None:
+                seen["placed"] += 1
+        return where
+
+    rng = np.random.default_rng(3)
+    replay(nodes, arrival_sequence(pods, total, 1.3, rng), checked, mix, rng)
+    assert seen["held"] > 0 and seen["placed"] > 0

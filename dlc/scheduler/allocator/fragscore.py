@@ -60,8 +60,12 @@ class ScoreParams:
     #: weight of the sum-of-squares term for shares (0: off); see :func:`gap_squares_delta`
     ss_weight: float = 0.0
     #: admission, not placement: once fewer than this fraction of all GPUs are whole
-    #: and free, a share may not open a whole GPU (it waits; 0: off)
+    #: and free, a share whose leftover few expected shares fill (``hold_fill_below``)
+    #: may not open a whole GPU; it waits (0: off). See :func:`share_hold`.
     hold_share_below: float = 0.0
+    #: a share's leftover on a whole GPU (1000 - its size) counts as unfillable when the
+    #: expected shares that fit in it are less than this part of all expected shares
+    hold_fill_below: float = 0.1
 
 
 DEFAULT_PARAMS = ScoreParams()
@@ -201,10 +205,40 @@ def gap_squares_delta(
     return delta + np.where(after > 0, 2.0 * counts[after] + 1.0, 0.0)
 
 
-def share_hold(gpu_left: np.ndarray, gpu_count: int, below: float) -> np.ndarray | None:
-    """``[agents, G]`` inf on whole free GPUs once they are fewer than ``below`` of all."""
+def leftover_fill(share_milli: int, mix: MixArrays) -> float:
+    """Part of the expected shares (by weight) that fit in what ``share_milli`` leaves of a GPU.
+
+    The leftover of an 810-thousandth share is 190: on openb's ``default`` only the
+    rare 50-160 shares fit there (about 3% of shares), so a whole GPU opened for it
+    stays 19% empty; a 470 share leaves room for another 470 (about half of them).
+    """
+    shares = (mix.milli > 0) & (mix.milli < MILLI) & (mix.num == 1)
+    total = mix.weight[shares].sum()
+    if not total:
+        return 1.0
+    fits = shares & (mix.milli <= MILLI - share_milli)
+    return float(mix.weight[fits].sum() / total)
+
+
+def share_hold(
+    share_milli: int,
+    gpu_left: np.ndarray,
+    gpu_count: int,
+    mix: MixArrays,
+    params: ScoreParams = DEFAULT_PARAMS,
+) -> np.ndarray | None:
+    """``[agents, G]`` inf on whole free GPUs where a share should not open one; else ``None``.
+
+    Admission, not placement: once fewer than ``params.hold_share_below`` of all GPUs
+    are whole and free, a share whose leftover is unfillable (:func:`leftover_fill`
+    below ``params.hold_fill_below``) may only join a GPU already in use. Where none
+    has room it waits, and the whole GPUs stay for whole-GPU jobs, which waste nothing.
+    """
+    below = params.hold_share_below
+    if not below or leftover_fill(share_milli, mix) >= params.hold_fill_below:
+        return None
     whole = gpu_left == MILLI
-    if not below or whole.sum() >= below * gpu_count:
+    if whole.sum() >= below * gpu_count:
         return None
     return np.where(whole, np.inf, 0.0)
 
@@ -323,6 +357,7 @@ __all__ = [
     "gap_squares_delta",
     "pick",
     "place",
+    "leftover_fill",
     "share_hold",
     "placement_of",
 ]
