@@ -77,7 +77,8 @@ def _pick(entry: dict) -> tuple[float, float, int]:
 
 
 def dlc_vs_fgd(paths: list[Path]) -> list[dict]:
-    """One row per trace found in ``paths`` (later files win) with both FGD and DLC runs."""
+    """One row per trace found in ``paths`` (later files win) with both FGD and DLC runs;
+    DLC with the share hold (``dlc-admit``) is added where a file has it."""
     traces: dict[str, dict] = {}
     for path in paths:
         for trace, res in io.read_json(path)["traces"].items():
@@ -86,45 +87,57 @@ def dlc_vs_fgd(paths: list[Path]) -> list[dict]:
     for trace, pols in sorted(traces.items()):
         if "fgd" not in pols or "dlc" not in pols:
             continue
-        fgd, dlc = pols["fgd"], pols["dlc"]
-        pub = fgd.get("published_mean_curve")
-        (fm, fci, fn), (dm, dci, dn) = _pick(fgd), _pick(dlc)
-        rows.append(
-            {
-                "trace": trace,
-                "fgd": fm,
-                "fgd_ci95": fci,
-                "fgd_seeds": fn,
-                "fgd_published": None if pub is None else pub[130],
-                "dlc": dm,
-                "dlc_ci95": dci,
-                "dlc_seeds": dn,
-                "dlc_minus_fgd": dm - fm,
-                "dlc_seconds_per_replay": dlc["seconds_per_replay"],
-                "fgd_seconds_per_replay": fgd["seconds_per_replay"],
-            }
-        )
+        pub = pols["fgd"].get("published_mean_curve")
+        row = {"trace": trace, "fgd_published": None if pub is None else pub[130]}
+        for name in ("fgd", "dlc", "dlc-admit"):
+            if name not in pols:
+                continue
+            key = name.replace("-", "_")
+            mean, ci95, seeds = _pick(pols[name])
+            row.update({key: mean, f"{key}_ci95": ci95, f"{key}_seeds": seeds})
+            row[f"{key}_failed_pods"] = pols[name].get("failed_pods_mean")
+            row[f"{key}_seconds_per_replay"] = pols[name]["seconds_per_replay"]
+        row["dlc_minus_fgd"] = row["dlc"] - row["fgd"]
+        rows.append(row)
     return rows
 
 
+def _ci(mean: float, half: float | None) -> str:
+    return f"{mean:.2f}" if half is None or half != half else f"{mean:.2f} ± {half:.2f}"
+
+
+def _versus(row: dict, key: str) -> str:
+    """``+0.45`` and a verdict: a win or a loss only where the 95% intervals do not overlap."""
+    diff = row[key] - row["fgd"]
+    apart = abs(diff) > (row.get(f"{key}_ci95") or 0) + (row.get("fgd_ci95") or 0)
+    verdict = "" if not apart or row[f"{key}_seeds"] < 2 else (" win" if diff > 0 else " LOSS")
+    if diff <= 0 and not verdict:
+        verdict = " (not ahead)"
+    return f"{diff:+.2f}{verdict}"
+
+
 def print_dlc_vs_fgd(paths: list[Path], out: Path) -> int:
-    """Markdown table of DLC against FGD at 130% per trace; the rows also go to ``out``."""
-
-    def ci(m, h):
-        return f"{m:.2f}" if h is None or h != h else f"{m:.2f} ± {h:.2f}"
-
+    """Markdown table of DLC (and DLC with the share hold) against FGD at 130% per trace;
+    the rows also go to ``out``."""
     rows = dlc_vs_fgd(paths)
-    print("| trace | seeds | FGD (ours) | FGD published | DLC | DLC - FGD | DLC - published FGD |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| trace | seeds | FGD (ours) | FGD published | DLC | DLC - FGD "
+        "| DLC + hold | hold - FGD | failed pods FGD / DLC / hold |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         pub = "-" if r["fgd_published"] is None else f"{r['fgd_published']:.2f}"
-        diff = r["dlc_minus_fgd"]
-        verdict = "" if diff > 0 else " (loses)"
-        seeds = str(r["dlc_seeds"]) if r["dlc_seeds"] == r["fgd_seeds"] else "?"
-        vs_pub = "-" if r["fgd_published"] is None else f"{r['dlc'] - r['fgd_published']:+.2f}"
+        seeds = {r["fgd_seeds"], r["dlc_seeds"], r.get("dlc_admit_seeds", r["dlc_seeds"])}
+        hold, hold_diff, hold_failed = "-", "-", "-"
+        if "dlc_admit" in r:
+            hold, hold_diff = _ci(r["dlc_admit"], r["dlc_admit_ci95"]), _versus(r, "dlc_admit")
+            hold_failed = f"{r['dlc_admit_failed_pods']:.0f}"
+        failed = f"{r['fgd_failed_pods']:.0f} / {r['dlc_failed_pods']:.0f} / {hold_failed}"
+        seeds_text = "/".join(map(str, sorted(seeds)))
         print(
-            f"| {r['trace']} | {seeds} | {ci(r['fgd'], r['fgd_ci95'])} | {pub} "
-            f"| {ci(r['dlc'], r['dlc_ci95'])} | {diff:+.2f}{verdict} | {vs_pub} |"
+            f"| {r['trace']} | {seeds_text} | {_ci(r['fgd'], r['fgd_ci95'])} "
+            f"| {pub} | {_ci(r['dlc'], r['dlc_ci95'])} | {_versus(r, 'dlc')} | {hold} "
+            f"| {hold_diff} | {failed} |"
         )
     io.write_json(out, {"machine": platform.platform(), "rows": rows})
     print(f"wrote {out}")

@@ -27,6 +27,8 @@ class PolicyRuns:
     curves: list[np.ndarray] = field(default_factory=list)
     frag_curves: list[np.ndarray] = field(default_factory=list)
     failed_pods: list[int] = field(default_factory=list)
+    #: GPU thousandths the failed pods asked for, over all arrived
+    failed_gpu_share: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     #: CPU seconds of this process per replay (wall time depends on what else runs)
     cpu_seconds: list[float] = field(default_factory=list)
@@ -44,6 +46,8 @@ class PolicyRuns:
         final = mean_ci([c[130] for c in self.curves])
         out["unallocated_gpus_130"] = (100 - final.mean) / 100 * total_gpus
         out["failed_pods_mean"] = float(np.mean(self.failed_pods))
+        if self.failed_gpu_share:
+            out["failed_gpu_share_mean"] = float(np.mean(self.failed_gpu_share))
         out["seconds_per_replay"] = float(np.mean(self.seconds))
         out["cpu_seconds_per_replay"] = float(np.mean(self.cpu_seconds))
         return out
@@ -75,4 +79,7 @@ def run_trace(
             r.curves.append(allocation_curve(result))
             r.frag_curves.append(frag_curve(result))
             r.failed_pods.append(len(result.failed))
+            r.failed_gpu_share.append(
+                result.failed_gpu_milli / max(int(result.arrived_gpu_milli[-1]), 1)
+            )
     return runs

@@ -281,11 +281,15 @@ def test_share_hold_keeps_whole_gpus_from_shares_with_unfillable_leftovers():
     assert fragscore.share_hold(470, scarce, 8, mix, params) is None
     assert fragscore.share_hold(810, plenty, 8, mix, params) is None
     assert fragscore.share_hold(810, scarce, 8, mix, fragscore.DEFAULT_PARAMS) is None
+    # the reserve scales with the whole-GPU part of the demand: 30000 of 42020 thousandths
+    assert fragscore.whole_demand(mix) == pytest.approx(30000 / 42020)
+    only_shares = MixArrays(WorkloadMix(shapes[:3], (10.0, 8.0, 1.0)), ["G2"])
+    assert fragscore.share_hold(810, scarce, 8, only_shares, params) is None
 
 
 def test_dlc_admit_never_opens_a_whole_gpu_for_a_held_share(openb):
     """Through a replay, once whole GPUs are scarce no unfillable share takes one."""
-    from dlc.scheduler.allocator.fragscore import leftover_fill
+    from dlc.scheduler.allocator.fragscore import leftover_fill, whole_demand
 
     nodes, pods = _slice(openb, n_nodes=60, n_pods=400)
     mix, policy = target_mix(pods), get_policy("dlc-admit")
@@ -295,7 +299,8 @@ def test_dlc_admit_never_opens_a_whole_gpu_for_a_held_share(openb):
     def checked(pod, view, rng):
         where = policy(pod, view, rng)
         gpu_left = view.cluster.gpu_left
-        scarce = (gpu_left == 1000).sum() < policy.params.hold_share_below * total / 1000
+        reserve = policy.params.hold_share_below * whole_demand(policy._mix)
+        scarce = (gpu_left == 1000).sum() < reserve * total / 1000
         if pod.is_share and scarce:
             unfillable = leftover_fill(pod.gpu_milli, policy._mix) < policy.params.hold_fill_below
             if unfillable:

@@ -59,9 +59,10 @@ class ScoreParams:
     weight_by: str = "count"
     #: weight of the sum-of-squares term for shares (0: off); see :func:`gap_squares_delta`
     ss_weight: float = 0.0
-    #: admission, not placement: once fewer than this fraction of all GPUs are whole
-    #: and free, a share whose leftover few expected shares fill (``hold_fill_below``)
-    #: may not open a whole GPU; it waits (0: off). See :func:`share_hold`.
+    #: admission, not placement (0: off): a share whose leftover few expected shares fill
+    #: (``hold_fill_below``) may not open a whole GPU while the whole free GPUs are fewer
+    #: than this times the whole-GPU part of the expected GPU demand (1.0: keep free as
+    #: large a part of the GPUs as whole-GPU jobs ask); it waits. See :func:`share_hold`.
     hold_share_below: float = 0.0
     #: a share's leftover on a whole GPU (1000 - its size) counts as unfillable when the
     #: expected shares that fit in it are less than this part of all expected shares
@@ -220,6 +221,13 @@ def leftover_fill(share_milli: int, mix: MixArrays) -> float:
     return float(mix.weight[fits].sum() / total)
 
 
+def whole_demand(mix: MixArrays) -> float:
+    """Part of the expected GPU demand (weight x GPU thousandths) asked by whole-GPU shapes."""
+    demand = mix.weight * np.where(mix.num > 0, mix.milli * mix.num, 0)
+    total = demand.sum()
+    return float(demand[mix.milli >= MILLI].sum() / total) if total else 0.0
+
+
 def share_hold(
     share_milli: int,
     gpu_left: np.ndarray,
@@ -229,12 +237,14 @@ def share_hold(
 ) -> np.ndarray | None:
     """``[agents, G]`` inf on whole free GPUs where a share should not open one; else ``None``.
 
-    Admission, not placement: once fewer than ``params.hold_share_below`` of all GPUs
-    are whole and free, a share whose leftover is unfillable (:func:`leftover_fill`
-    below ``params.hold_fill_below``) may only join a GPU already in use. Where none
-    has room it waits, and the whole GPUs stay for whole-GPU jobs, which waste nothing.
+    Admission, not placement. Whole-GPU jobs use a whole GPU fully; a share whose
+    leftover is unfillable (:func:`leftover_fill` below ``params.hold_fill_below``)
+    strands that leftover. So while the whole free GPUs are fewer than
+    ``params.hold_share_below`` x :func:`whole_demand` of all GPUs, such a share may
+    only join a GPU already in use; where none has room it waits. With no whole-GPU
+    demand expected nothing is held: the whole GPUs would go to shares anyway.
     """
-    below = params.hold_share_below
+    below = params.hold_share_below * whole_demand(mix)
     if not below or leftover_fill(share_milli, mix) >= params.hold_fill_below:
         return None
     whole = gpu_left == MILLI
@@ -358,6 +368,7 @@ __all__ = [
     "pick",
     "place",
     "leftover_fill",
+    "whole_demand",
     "share_hold",
     "placement_of",
 ]

@@ -16,9 +16,10 @@ POLICIES = {
     "bestfit": (lambda: best_fit, "BestFit"),
     "fgd": (FgdPolicy, "FGD"),
     "dlc": (None, "DLC"),
-    # DLC's placement plus an admission rule (shares wait once whole GPUs run low); a held
-    # share counts as failed in the pods-only-arrive replay, so it is reported apart
-    "dlc-admit": (None, "DLC+admission"),
+    # DLC's placement plus the share hold (fragscore.share_hold: a share with an unfillable
+    # leftover waits rather than open a whole GPU while whole GPUs are scarce); a held share
+    # counts as failed in the pods-only-arrive replay, so it is reported apart
+    "dlc-admit": (None, "DLC + share hold"),
 }
 
 
@@ -30,7 +31,7 @@ def get_policy(name: str) -> Policy:
         from dlc.scheduler.allocator.fragscore import ScoreParams
         from dlc.sim.policies.dlc import DlcPolicy
 
-        return DlcPolicy(ScoreParams(hold_share_below=0.5 if name == "dlc-admit" else 0.0))
+        return DlcPolicy(ScoreParams(hold_share_below=1.0 if name == "dlc-admit" else 0.0))
     return POLICIES[name][0]()
 
 
