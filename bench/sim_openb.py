@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     if args.table:
+        if args.plot:  # the mean curves of every policy found for --trace, from the files
+            plot_from(args.table, args.trace, args.plot)
         return print_dlc_vs_fgd(args.table, args.json)
     root = io.trace_root()
     pols = list(POLICIES) if args.policies == "all" else args.policies.split(",")
@@ -114,6 +116,27 @@ def _versus(row: dict, key: str) -> str:
     if diff <= 0 and not verdict:
         verdict = " (not ahead)"
     return f"{diff:+.2f}{verdict}"
+
+
+def plot_from(paths: list[Path], trace: str, out: Path) -> None:
+    """Plot the mean curves of every policy that ``paths`` hold for ``trace`` (later files win)."""
+    pols: dict[str, dict] = {}
+    for path in paths:
+        pols.update(io.read_json(path)["traces"].get(trace, {}).get("policies", {}))
+    order = [name for name in POLICIES if name in pols]
+    curves = {label(n): _array(pols[n]["mean_curve"]) for n in order}
+    pub = {
+        label(n): _array(pols[n]["published_mean_curve"])
+        for n in order
+        if "published_mean_curve" in pols[n]
+    }
+    seeds = sorted({len(pols[n]["seeds"]) for n in order})
+    plot_curves(curves, out, f"openb {trace}, mean of {'/'.join(map(str, seeds))} seeds", pub)
+    print(f"wrote {out}")
+
+
+def _array(values: list) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
 def print_dlc_vs_fgd(paths: list[Path], out: Path) -> int:
