@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dlc.scheduler.core_config import Actions
+from dlc.scheduler.core_share_hold import ShareHoldMixin
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.decide import Decision, decide
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
@@ -26,7 +27,7 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min"
 
 
-class OfferRoundMixin(TenancyMixin):
+class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
     """The offer round: :meth:`on_offers` and what it writes through."""
 
     def on_offers(self, offers: list[dict]) -> Actions:
@@ -54,8 +55,9 @@ class OfferRoundMixin(TenancyMixin):
                 self._reservations.held(), self._impossible_reason,
                 self._topology_of, self._driver_ok,
                 lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
-                self._share_tenants(),
+                self._share_tenants(), self._share_hold(now, tenancy.runnable),
             )  # fmt: skip
+            self._note_held(now, decision.waiting)
             held.update(tenancy.held)
             return self._carry_out(now, offers, views, usable, queue, bad, decision, held, tenancy)
 
