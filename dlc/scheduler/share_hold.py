@@ -163,6 +163,14 @@ class ShareHold:
 
         return bars
 
+    def took(self, agent_id: str, gpus: Iterable[int]) -> None:
+        """A task placed this round holds ``gpus`` of ``agent_id``: they are whole no more
+        (the rule is checked per share, as the simulator does, not once per round)."""
+        row = self.rows.get(agent_id)
+        for gpu in gpus if row is not None else ():
+            if gpu < self.gpu_left.shape[1]:
+                self.gpu_left[row, gpu] = min(self.gpu_left[row, gpu], fgd.MILLI - 1)
+
     def reason(self, share_milli: int) -> str:
         """Why a share of ``share_milli`` thousandths waits (without the per-job tail)."""
         fill = fragscore.leftover_fill(share_milli, self.mix) if self.mix is not None else 1.0

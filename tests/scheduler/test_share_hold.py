@@ -40,16 +40,16 @@ def agent(agent_id: str, gpus: int) -> dict:
                           "gpu_core": f"[{cores}]"}}  # fmt: skip
 
 
-def make_core(tmp_path, hold=HOLD, busy_others=True):
+def make_core(tmp_path, hold=HOLD, busy_others=True, busy=(2, 3)):
     clock = Clock()
     config = CoreConfig(placement=PlacementConfig("first-fit", share_hold=hold))
     core = SchedulerCore(JobStore(tmp_path / "db"), config, lambda s: (s.image, None), clock=clock)
     core.update_agents([agent("a1", 3), agent("a2", 2), agent("a3", 2)])
     if busy_others:  # whole-GPU jobs take a2 and a3: 2 of the 7 GPUs stay whole and free
-        for k in (2, 3):
+        for k in busy:
             core.submit("bob", JobSpec.from_dict({"image": "busybox", "gpus": 2}))
             core.on_offers([ranged_offer(f"w{k}", f"a{k}", gpus=2)])
-        assert len(core.active_jobs()) == 2
+        assert len(core.active_jobs()) == len(busy)
     return core, clock
 
 
@@ -120,6 +120,15 @@ def test_whole_gpus_count_over_all_known_agents_not_only_the_offered(tmp_path):
     jobs = shares(core, [0.81] * 8)
     core.on_offers([a1_offer(used={0: (16 * GIB, 500), 1: (16 * GIB, 500)})])
     assert sorted(placed(core, jobs).values()) == [2]
+
+
+def test_the_rule_is_checked_per_share_within_one_round(tmp_path):
+    # only a2 is busy: 4 of 7 GPUs are whole (57%); the first 0.81 opens one (3 of 7, 43%),
+    # so the next is held in the same round
+    core, _ = make_core(tmp_path, busy=(2,))
+    jobs = shares(core, [0.81] * 8)
+    core.on_offers([a1_offer()])
+    assert len(placed(core, jobs)) == 1
 
 
 def test_a_share_held_longer_than_max_wait_is_placed_anyway(tmp_path):
