@@ -20,6 +20,7 @@ from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, parse_offers, share_fields
 from dlc.scheduler.quotas import QueuePlan, split_by_pool
+from dlc.scheduler.share_hold import HELD_PREFIX
 from dlc.scheduler.task_info import build_task_info
 
 
@@ -85,7 +86,9 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
             self.metrics.record_round(
                 views, len(offers), len(actions.declines), decision.placement_s, placed
             )
-        placeable = {j: r for j, r in decision.waiting.items() if j not in decision.impossible}
+        # a share the hold keeps back is not passed over: it must not reserve agents
+        placeable = {j: r for j, r in decision.waiting.items()
+                     if j not in decision.impossible and not r.startswith(HELD_PREFIX)}  # fmt: skip
         self._reservations.record_round(decision.placed_jobs, placeable)
         set_aside = set(decision.impossible) | set(held)
         runnable = [j for j in queue if j.job_id not in set_aside]

@@ -40,9 +40,10 @@ def agent(agent_id: str, gpus: int) -> dict:
                           "gpu_core": f"[{cores}]"}}  # fmt: skip
 
 
-def make_core(tmp_path, hold=HOLD, busy_others=True, busy=(2, 3)):
+def make_core(tmp_path, hold=HOLD, busy_others=True, busy=(2, 3), max_skips=20):
     clock = Clock()
-    config = CoreConfig(placement=PlacementConfig("first-fit", share_hold=hold))
+    config = CoreConfig(placement=PlacementConfig("first-fit", share_hold=hold),
+                        max_skips=max_skips)  # fmt: skip
     core = SchedulerCore(JobStore(tmp_path / "db"), config, lambda s: (s.image, None), clock=clock)
     core.update_agents([agent("a1", 3), agent("a2", 2), agent("a3", 2)])
     if busy_others:  # whole-GPU jobs take a2 and a3: 2 of the 7 GPUs stay whole and free
@@ -143,6 +144,18 @@ def test_a_share_held_longer_than_max_wait_is_placed_anyway(tmp_path):
     clock.now += 301
     core.on_offers([a1_offer("o3")])
     assert sorted(placed(core, jobs).values()) == [1, 2]  # two whole GPUs: two shares
+
+
+def test_a_held_share_is_not_passed_over_so_it_reserves_no_agent(tmp_path):
+    core, clock = make_core(tmp_path, max_skips=1)
+    jobs = shares(core, [0.81] * 8)
+    for k in range(4):
+        clock.now += 10
+        core.on_offers([a1_offer(f"o{k}")])
+    reasons = [core.queue_reason(j.job_id) for j in jobs]
+    assert all(HELD_PREFIX in r and "reserv" not in r for r in reasons)
+    history = [m for j in jobs for _, _, m in core.job_history(j.job_id)]
+    assert not any("reserved" in m for m in history)
 
 
 @pytest.mark.parametrize(
