@@ -22,6 +22,7 @@ from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
 from dlc.scheduler.placement import PlacementConfig, check_policy
+from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.scheduler.task_info import ExecutorConfig
 from dlc.store.lock import DbLock
 from dlc.store.select import is_postgres_url, open_store
@@ -75,6 +76,8 @@ class ServiceConfig:
     max_connections: int = 4096
     #: caps on ``dlc shell``/``dlc exec`` sessions at once, and a shell's idle/maximum time
     sessions: SessionLimits = field(default_factory=SessionLimits)
+    #: the opt-in share hold (``--share-hold-*``, docs/sharing.md); off by default
+    share_hold: ShareHoldSettings = field(default_factory=ShareHoldSettings)
 
     def __post_init__(self) -> None:
         check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
@@ -109,7 +112,7 @@ class SchedulerService:
         self.admin_token = self._bootstrap_token(config.admin_token)
         fw_config = config.framework or FrameworkConfig(master=config.master)
         core_config = CoreConfig(
-            placement=PlacementConfig(policy=config.policy),
+            placement=PlacementConfig(policy=config.policy, share_hold=config.share_hold),
             executor=replace(config.executor, policy=config.task_policy()),
             allowed_volumes=config.allowed_volumes,
             max_skips=config.max_skips,

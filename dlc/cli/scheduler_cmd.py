@@ -18,6 +18,7 @@ from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuStyle
 from dlc.mesos.framework import WEEK_S, FrameworkConfig, check_roles, parse_group_roles
 from dlc.scheduler.allocator import POLICY_MODULES
+from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.scheduler.task_info import ExecutorConfig
 
 #: click types shared with ``dlc local``
@@ -109,6 +110,27 @@ def executor_config(command, env, gpu_style, network, memlock) -> ExecutorConfig
         base = command or f"{shlex.quote(config.python)} -m dlc executor"
         config = replace(config, command=f"{base} --memlock-unlimited")
     return config
+
+
+def share_hold_options(func):
+    """``--share-hold-below``/``--share-hold-fill``/``--share-hold-max-wait`` (docs/sharing.md)."""
+    options = [
+        click.option("--share-hold-below", type=float, default=0.0, show_default=True,
+                     metavar="FRACTION",
+                     help="Once fewer than this fraction of all GPUs are whole and free, a share "
+                     "whose leftover few queued or running shares fit may not open a whole GPU; "
+                     "it waits for a shared GPU with room (0: off; e.g. 0.5)."),
+        click.option("--share-hold-fill", type=float, default=0.1, show_default=True,
+                     metavar="FRACTION",
+                     help="A leftover counts as unfillable when fewer than this part of the "
+                     "queued and running shares fit in it."),
+        click.option("--share-hold-max-wait", type=float, default=600.0, show_default=True,
+                     metavar="SECONDS",
+                     help="A share held this long is placed anyway, so nobody starves."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
 
 
 def print_login(api_url: str, token: str | None, token_file: str | None) -> None:
@@ -260,6 +282,7 @@ def admin_token_from(token_file: str | None) -> str | None:
     show_default=True,
     help="Open API connections in all; more are refused at accept.",
 )
+@share_hold_options
 @executor_options
 @click.option("--metrics-tenant-labels", is_flag=True,
               help="Add per-user and per-job GPU usage to /metrics (user names and job ids "
@@ -270,7 +293,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
             container_user, max_queued_per_user, max_connections_per_ip, max_connections,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
-            group_roles,
+            group_roles, share_hold_below, share_hold_fill, share_hold_max_wait,
             failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, metrics_tenant_labels, verbose, sessions):  # fmt: skip
@@ -283,6 +306,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
     from dlc.store.select import open_store
 
     configure_logging(verbose, logging.INFO)
+    share_hold = ShareHoldSettings(share_hold_below, share_hold_fill, share_hold_max_wait)
     admin_token = admin_token_from(admin_token_file)
     if zk:
         from dlc.app.leader import ZkUrl
@@ -330,6 +354,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
         max_connections_per_ip=max_connections_per_ip,
         max_connections=max_connections,
         sessions=sessions,
+        share_hold=share_hold,
         executor=executor_config(
             executor_command,
             executor_env,

@@ -13,12 +13,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dlc.scheduler.core_config import Actions
+from dlc.scheduler.core_share_hold import ShareHoldMixin
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.decide import Decision, decide
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, parse_offers, share_fields
 from dlc.scheduler.quotas import QueuePlan, split_by_pool
+from dlc.scheduler.share_hold import HELD_PREFIX
 from dlc.scheduler.task_info import build_task_info
 
 
@@ -26,7 +28,7 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min"
 
 
-class OfferRoundMixin(TenancyMixin):
+class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
     """The offer round: :meth:`on_offers` and what it writes through."""
 
     def on_offers(self, offers: list[dict]) -> Actions:
@@ -54,8 +56,9 @@ class OfferRoundMixin(TenancyMixin):
                 self._reservations.held(), self._impossible_reason,
                 self._topology_of, self._driver_ok,
                 lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
-                self._share_tenants(),
+                self._share_tenants(), self._share_hold(now, tenancy.runnable),
             )  # fmt: skip
+            self._note_held(now, decision.waiting)
             held.update(tenancy.held)
             return self._carry_out(now, offers, views, usable, queue, bad, decision, held, tenancy)
 
@@ -83,7 +86,9 @@ class OfferRoundMixin(TenancyMixin):
             self.metrics.record_round(
                 views, len(offers), len(actions.declines), decision.placement_s, placed
             )
-        placeable = {j: r for j, r in decision.waiting.items() if j not in decision.impossible}
+        # a share the hold keeps back is not passed over: it must not reserve agents
+        placeable = {j: r for j, r in decision.waiting.items()
+                     if j not in decision.impossible and not r.startswith(HELD_PREFIX)}  # fmt: skip
         self._reservations.record_round(decision.placed_jobs, placeable)
         set_aside = set(decision.impossible) | set(held)
         runnable = [j for j in queue if j.job_id not in set_aside]

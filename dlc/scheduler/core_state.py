@@ -109,6 +109,8 @@ class CoreState:
         self._active: dict[str, Job] = {}
         self._order: list[str] | None = None
         self._reasons: dict[str, str] = {}
+        #: job id -> when the share hold first held it (dlc/scheduler/core_share_hold.py)
+        self._share_held_since: dict[str, float] = {}
         self._impossible: dict[tuple, str | None] = {}
         self._impossible_version = -1
         self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}

@@ -23,6 +23,7 @@ from dlc.scheduler.placement import (
     TopologyOf,
     place,
 )
+from dlc.scheduler.share_hold import ShareHold
 from dlc.scheduler.share_placement import ShareTenants
 
 
@@ -65,6 +66,7 @@ def decide(
     driver_ok: DriverCheck | None = None,
     split: Splitter | None = None,
     share_tenants: ShareTenants | None = None,
+    share_hold: ShareHold | None = None,
 ) -> Decision:
     """Decide one offer round.
 
@@ -83,6 +85,7 @@ def decide(
             take only that pool's jobs; :func:`~dlc.scheduler.quotas.split_by_pool`).
         share_tenants: who holds shares on each GPU, for exclusive placement
             (:class:`~dlc.scheduler.share_placement.ShareTenants`); default: nobody.
+        share_hold: the round's share hold (:mod:`~dlc.scheduler.share_hold`); default: none.
 
     Returns:
         The launches, declines and every waiting job's reason.
@@ -102,8 +105,9 @@ def decide(
     result = PlacementResult()
     for batch_offers, batch_jobs in batches:
         part = place(
-            batch_offers, batch_jobs, config, topology_of, driver_ok, reserved, share_tenants
-        )
+            batch_offers, batch_jobs, config, topology_of, driver_ok, reserved, share_tenants,
+            share_hold,
+        )  # fmt: skip
         result.launches += part.launches
         result.declined += part.declined
         result.waiting.update(part.waiting)

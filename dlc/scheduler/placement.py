@@ -39,6 +39,7 @@ from dlc.scheduler.jobs import Job
 from dlc.scheduler.launch_spec import GpuShare
 from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
+from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, ShareHoldSettings
 from dlc.scheduler.share_placement import ShareTenants, choose_share
 from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
@@ -221,6 +222,7 @@ class PlacementConfig:
         policy: allocator policy name (one of :data:`POLICY_MODULES`). Agents
             without a topology get first-fit whatever this says.
         executor_cpus, executor_mem_mib: what each task's executor costs.
+        share_hold: the opt-in share hold (``--share-hold-*``, docs/sharing.md); off by default.
 
     Raises:
         ConfigError: unknown policy name (the message lists the known ones).
@@ -229,6 +231,7 @@ class PlacementConfig:
     policy: str = "tree"
     executor_cpus: float = 0.1
     executor_mem_mib: float = 64.0
+    share_hold: ShareHoldSettings = ShareHoldSettings()
 
     def __post_init__(self) -> None:
         check_policy(self.policy)
@@ -319,6 +322,7 @@ def place(
     driver_ok: DriverCheck | None = None,
     reserved: Mapping[str, str] | None = None,
     share_tenants: ShareTenants | None = None,
+    share_hold: ShareHold | None = None,
 ) -> PlacementResult:
     """Decide launches and declines for one batch of offers.
 
@@ -331,6 +335,7 @@ def place(
         reserved: agent id -> the job holding it; no other job is placed there.
         share_tenants: who holds shares on each GPU, for exclusive placement (updated with
             the shares placed here); default: nobody.
+        share_hold: this round's share hold (:mod:`~dlc.scheduler.share_hold`); default: none.
 
     Returns:
         The launches, the offers to decline and why waiting jobs wait.
@@ -354,8 +359,10 @@ def place(
     for job in queue:
         holder = job.job_id in holders
         shape = _shape(job)
+        if share_hold is not None and job.spec.is_share:
+            shape += (share_hold.exempt(job),)  # a share held long enough is placed anyway
         if not holder and shape in failed:
-            result.waiting[job.job_id] = failed[shape]
+            result.waiting[job.job_id] = _held_tail(failed[shape], job, share_hold)
             continue
         usable = (
             [s for s in slots if reserved.get(s.agent_id, job.job_id) == job.job_id]
@@ -363,13 +370,19 @@ def place(
             else others
         )
         launched = len(result.launches)
-        reason = _place_job(job, usable, config, topology_of, driver_ok, result, share_tenants)
+        reason = _place_job(
+            job, usable, config, topology_of, driver_ok, result, share_tenants, share_hold
+        )
         if reason is None:
             if len(result.launches) != launched:
                 failed.clear()
+            if share_hold is not None:  # the next share of this round sees fewer whole GPUs
+                for launch in result.launches[launched:]:
+                    gpus = launch.gpu_ids or ((launch.share.gpu_index,) if launch.share else ())
+                    share_hold.took(launch.agent_id, gpus)
             continue
         reason = _held_fit(job, slots, usable, reserved) or reason
-        result.waiting[job.job_id] = reason
+        result.waiting[job.job_id] = _held_tail(reason, job, share_hold)
         if not holder:
             failed[shape] = reason
     used = {launch.agent_id for launch in result.launches}
@@ -399,13 +412,22 @@ def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | Non
     return f"waiting behind job {holder} which reserves agent {agents}"
 
 
-def _place_job(job, slots, config, topology_of, driver_ok, result, tenants) -> str | None:
+def _held_tail(reason: str, job: Job, share_hold: ShareHold | None) -> str:
+    """A hold reason with ``job``'s own remaining wait (the rest is the same for its shape)."""
+    if share_hold is None or not reason.startswith(HELD_PREFIX):
+        return reason
+    return reason + share_hold.tail(job)
+
+
+def _place_job(
+    job, slots, config, topology_of, driver_ok, result, tenants, share_hold=None
+) -> str | None:
     """Gang-place every node of ``job``; returns why not, or ``None`` when placed."""
     spec = job.spec
     cpus = spec.cpus + config.executor_cpus
     mem = spec.mem_mib + config.executor_mem_mib
     if spec.is_share:
-        return _place_share(job, slots, cpus, mem, topology_of, result, tenants)
+        return _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold)
     chosen: list[tuple[_Slot, tuple[int, ...], str, tuple[int, ...], Topology | None]] = []
     reason = "no offers"
     takes: dict[str, gpu_shares.GpuRanges] = {}
@@ -485,16 +507,23 @@ def share_fields(launch: Launch) -> dict[str, int]:
             "share_core_milli": share.core_milli}  # fmt: skip
 
 
-def _place_share(job, slots, cpus, mem, topology_of, result, tenants) -> str | None:
+def _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold) -> str | None:
     """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None."""
     tenant = tenants.tenant(job)
     open_to = None  # nobody exclusive: every GPU is open, no per-GPU check
     if tenants.restricts(tenant):
         open_to = lambda agent_id, gpu: tenants.open_to(tenant, agent_id, gpu)  # noqa: E731
+    hold = None
+    if share_hold is not None:
+
+        def hold(milli: int):
+            barred = share_hold.barred(job, milli)
+            return None if barred is None else (barred, share_hold.reason(milli))
+
     choice = choose_share(
         job.spec, slots, cpus, mem, topology_of,
         lambda slot: agent_text(slot.attributes, ATTR_GPU_MODEL) or "",
-        open_to,
+        open_to, hold,
     )  # fmt: skip
     if isinstance(choice, str):
         return choice

@@ -129,6 +129,13 @@ def _needs(spec: JobSpec, total_mib: int) -> tuple[int, int]:
     return spec.share_memory_mib(total_mib), spec.share_core_milli
 
 
+def share_milli(spec: JobSpec, total_mib: int) -> int:
+    """The thousandths of a GPU of ``total_mib`` MiB a share of ``spec`` takes: the larger of
+    its compute and its memory part (at least 1)."""
+    mib, milli = _needs(spec, total_mib)
+    return max(1, milli, math.ceil(mib * 1000 / total_mib) if total_mib else 0)
+
+
 def _gpu_model_ok(spec: JobSpec, index: int, topology: Topology | None, agent_model: str) -> bool:
     if not spec.gpu_model:
         return True
@@ -176,7 +183,7 @@ def _fitting_gpus(
             barred += 1
             continue
         ok[index] = min(core_left, free_mem.get(index, 0) * 1000 // total)
-        need = max(need, milli, math.ceil(mib * 1000 / total))
+        need = max(need, share_milli(spec, total))
     return totals, ok, need, barred
 
 
@@ -189,6 +196,18 @@ def _fullness(ok: dict[int, int]) -> tuple[int, int]:
     return sum(v >= fgd.MILLI for v in ok.values()), sum(ok.values())
 
 
+def _without_barred(fits, totals_of, barred: Callable[[str, int], bool]):
+    """``fits`` without the whole GPUs ``barred`` names (a GPU a share took part of earlier in
+    this round is whole no more, so it stays open); agents left with none drop out."""
+    kept, kept_totals = [], []
+    for (slot, topology, ok), totals in zip(fits, totals_of, strict=True):
+        ok = {i: v for i, v in ok.items() if v < fgd.MILLI or not barred(slot.agent_id, i)}
+        if ok:
+            kept.append((slot, topology, ok))
+            kept_totals.append(totals)
+    return kept, kept_totals
+
+
 def choose_share(
     spec: JobSpec,
     slots: Sequence[Any],
@@ -197,6 +216,7 @@ def choose_share(
     topology_of: Callable[[dict[str, str]], Topology | None],
     agent_model: Callable[[Any], str],
     open_to: Callable[[str, int], bool] | None = None,
+    hold: Callable[[int], tuple[Callable[[str, int], bool], str] | None] | None = None,
 ) -> ShareChoice | str:
     """The GPU for a share of ``spec`` among ``slots`` (``_Slot`` of placement), or why not.
 
@@ -206,6 +226,10 @@ def choose_share(
         agent_model: slot -> its ``gpu_model`` attribute text.
         open_to: ``(agent id, GPU index) -> bool``: whether exclusive placement lets this
             share onto that GPU (:meth:`ShareTenants.open_to`); default: every GPU.
+        hold: the share's size in thousandths -> ``(barred, why)`` when the share hold
+            (:mod:`~dlc.scheduler.share_hold`) keeps it off whole free GPUs: ``barred(agent
+            id, GPU index)`` names them, ``why`` is the reason if nothing else fits; else
+            ``None``. Default: nothing held.
     """
     views, fits, totals_of = [], [], []
     shareable = [s for s in slots if s.gpu_core]
@@ -224,6 +248,11 @@ def choose_share(
         if ok:
             fits.append((slot, topology, ok))
             totals_of.append(totals)
+    held = hold(min(need_milli, fgd.MILLI - 1)) if hold is not None and fits else None
+    if held is not None:
+        fits, totals_of = _without_barred(fits, totals_of, held[0])
+        if not fits:
+            return held[1]
     if not fits:
         what = spec.share_text
         why = f"no GPU has a share of {what} left (with {spec.cpus:g} cpus/{spec.mem_mib} MiB)"

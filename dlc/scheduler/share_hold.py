@@ -1,0 +1,209 @@
+"""Share hold: an opt-in admission rule that keeps whole GPUs from shares few others fill.
+
+Once fewer than ``below`` of all the GPUs the core knows are whole and free, a share whose
+leftover on a whole GPU few expected shares fit (an 0.81 share leaves 0.19, which only the
+rare small shares fill) may not open a whole GPU: it joins a GPU already in use that has
+room, or it waits, and the whole GPUs stay for whole-GPU jobs. A share held longer than
+``max_wait_s`` is placed anyway, so nobody starves. The rule itself is
+:func:`dlc.scheduler.allocator.fragscore.share_hold` (with :func:`~dlc.scheduler.allocator.
+fragscore.leftover_fill`), the one the simulator's ``dlc-admit`` policy runs; this module
+feeds it the scheduler's facts: the whole-free count over every known agent, and the
+expected share mix from the shares of the queued and running jobs. docs/sharing.md has the
+why and the trade-off. Pure: no I/O, no clock (the core passes ``now``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from dlc.errors import ConfigError
+from dlc.scheduler.allocator import fragscore
+from dlc.scheduler.allocator import shares as fgd
+from dlc.scheduler.cluster import GPU_FREE, AgentView
+from dlc.scheduler.jobs import Job
+
+#: every hold reason starts so (the core keeps when each held job was first held)
+HELD_PREFIX = "held: "
+#: fewer known shares than this give no basis for "few shares fit": nothing is held
+MIN_SHARES = 8
+
+
+@dataclass(frozen=True)
+class ShareHoldSettings:
+    """``--share-hold-below``, ``--share-hold-fill``, ``--share-hold-max-wait``.
+
+    Attributes:
+        below: the fraction of all GPUs whole and free below which the hold applies (0: off).
+        fill: a leftover counts as unfillable when the expected shares that fit in it are
+            less than this part of all expected shares.
+        max_wait_s: a share held longer than this (since it was first held) is placed anyway.
+
+    Raises:
+        ConfigError: a value out of range, naming the flag and the fix.
+    """
+
+    below: float = 0.0
+    fill: float = 0.1
+    max_wait_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        examples = {"--share-hold-below": "e.g. 0.5 (0 turns the hold off)",
+                    "--share-hold-fill": "e.g. 0.1 (the part of expected shares a leftover "
+                    "must fit)"}  # fmt: skip
+        for flag, value in (("--share-hold-below", self.below), ("--share-hold-fill", self.fill)):
+            if not 0.0 <= value <= 1.0:  # also refuses NaN
+                raise ConfigError(flag, f"{value:g} is not a fraction; give 0..1, {examples[flag]}")
+        if not self.max_wait_s >= 0 or math.isinf(self.max_wait_s):
+            raise ConfigError(
+                "--share-hold-max-wait",
+                f"{self.max_wait_s:g} is not a number of seconds; give 0 or more, e.g. 600",
+            )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the hold is on."""
+        return self.below > 0
+
+    def params(self) -> fragscore.ScoreParams:
+        """fragscore's knobs for :func:`~dlc.scheduler.allocator.fragscore.share_hold`."""
+        return replace(fragscore.DEFAULT_PARAMS, hold_share_below=self.below,
+                       hold_fill_below=self.fill)  # fmt: skip
+
+
+def gpu_left_of(agents: Iterable[AgentView]) -> tuple[np.ndarray, dict[str, int], int]:
+    """``([agents, G] free thousandths, agent id -> row, GPU count)`` of the known agents.
+
+    1000 marks a whole free GPU (no task holds it and its latest offered ranges are whole);
+    a GPU a task holds is 0; rows are padded with 0 (padding is no GPU: the count says).
+    """
+    rows: list[list[int]] = []
+    index: dict[str, int] = {}
+    count = 0
+    for agent in agents:
+        row = [0] * (max(agent.gpu_ids, default=-1) + 1)
+        for gpu in agent.gpus:
+            count += 1
+            if gpu.state != GPU_FREE:
+                continue
+            whole_mem = gpu.free_memory_mib is None or gpu.memory_mib is None or (
+                gpu.free_memory_mib >= gpu.memory_mib)  # fmt: skip
+            milli = gpu.free_compute_milli
+            row[gpu.index] = fgd.MILLI if milli >= fgd.MILLI and whole_mem else min(milli, 999)
+        index[agent.agent_id] = len(rows)
+        rows.append(row)
+    width = max((len(r) for r in rows), default=0)
+    left = np.zeros((len(rows), max(width, 1)), dtype=np.int64)
+    for k, row in enumerate(rows):
+        left[k, : len(row)] = row
+    return left, index, count
+
+
+def share_mix(sizes: Iterable[int]) -> fgd.MixArrays | None:
+    """The expected shares: each size in GPU thousandths, weighted by how many ask it
+    (``None``: fewer than :data:`MIN_SHARES`, no basis to call a leftover unfillable)."""
+    counts: dict[int, int] = {}
+    for milli in sizes:
+        if 0 < milli < fgd.MILLI:
+            counts[milli] = counts.get(milli, 0) + 1
+    if sum(counts.values()) < MIN_SHARES:
+        return None
+    shapes = tuple(fgd.ShareRequest(0, 0, 1, m) for m in sorted(counts))
+    mix = fgd.WorkloadMix(shapes, tuple(float(counts[s.gpu_milli]) for s in shapes))
+    return fragscore.mix_arrays(mix, ["gpu"])
+
+
+@dataclass
+class ShareHold:
+    """One offer round's hold: the settings, the cluster's whole GPUs and the share mix.
+
+    Attributes:
+        settings: the ``--share-hold-*`` values.
+        gpu_left, rows, gpu_count: :func:`gpu_left_of` over every known agent.
+        mix: :func:`share_mix` of the queued and running shares (``None``: no basis).
+        now: the round's time.
+        since: job id -> when it was first held (a job not in it was not held yet).
+    """
+
+    settings: ShareHoldSettings
+    gpu_left: np.ndarray
+    rows: dict[str, int]
+    gpu_count: int
+    mix: fgd.MixArrays | None
+    now: float
+    since: Mapping[str, float]
+
+    def waited(self, job: Job) -> float:
+        """Seconds ``job`` has been held (0 when it was not held yet)."""
+        return max(0.0, self.now - self.since.get(job.job_id, self.now))
+
+    def exempt(self, job: Job) -> bool:
+        """Whether ``job`` has been held long enough to be placed anyway."""
+        return self.since.get(job.job_id) is not None and (
+            self.waited(job) >= self.settings.max_wait_s)  # fmt: skip
+
+    def barred(self, job: Job, share_milli: int) -> Callable[[str, int], bool] | None:
+        """``(agent id, GPU index) -> bool``: the whole free GPUs a share of ``share_milli``
+        thousandths may not open, from fragscore's mask; ``None`` when it is not held."""
+        if self.mix is None or not self.gpu_count or self.exempt(job):
+            return None
+        mask = fragscore.share_hold(
+            share_milli, self.gpu_left, self.gpu_count, self.mix, self.settings.params()
+        )
+        if mask is None:
+            return None
+        rows, width = self.rows, mask.shape[1]
+
+        def bars(agent_id: str, gpu: int) -> bool:
+            row = rows.get(agent_id)
+            return row is not None and gpu < width and bool(np.isinf(mask[row, gpu]))
+
+        return bars
+
+    def took(self, agent_id: str, gpus: Iterable[int]) -> None:
+        """A task placed this round holds ``gpus`` of ``agent_id``: they are whole no more
+        (the rule is checked per share, as the simulator does, not once per round)."""
+        row = self.rows.get(agent_id)
+        for gpu in gpus if row is not None else ():
+            if gpu < self.gpu_left.shape[1]:
+                self.gpu_left[row, gpu] = min(self.gpu_left[row, gpu], fgd.MILLI - 1)
+
+    def reason(self, share_milli: int) -> str:
+        """Why a share of ``share_milli`` thousandths waits (without the per-job tail)."""
+        fill = fragscore.leftover_fill(share_milli, self.mix) if self.mix is not None else 1.0
+        whole = int((self.gpu_left == fgd.MILLI).sum())
+        return (
+            f"{HELD_PREFIX}a {share_milli / 1000:.2f}-GPU share would leave "
+            f"{_percent(1 - share_milli / 1000)} of a whole GPU that few queued or running "
+            f"shares fit ({_percent(fill)} of them), and only {_percent(whole / self.gpu_count)} "
+            f"of GPUs are whole and free (hold below {_percent(self.settings.below)})"
+        )
+
+    def tail(self, job: Job) -> str:
+        """``; waits for a shared GPU with room, at most 10 min more`` for ``job``."""
+        left = max(0.0, self.settings.max_wait_s - self.waited(job))
+        return f"; waits for a shared GPU with room, at most {math.ceil(left / 60)} min more"
+
+
+def _percent(fraction: float) -> str:
+    return f"{round(fraction * 100)}%"
+
+
+def build(
+    settings: ShareHoldSettings,
+    agents: Iterable[AgentView],
+    sizes: Iterable[int],
+    now: float,
+    since: Mapping[str, float],
+) -> ShareHold | None:
+    """The round's :class:`ShareHold` (``None`` when the setting is off)."""
+    if not settings.enabled:
+        return None
+    gpu_left, rows, count = gpu_left_of(agents)
+    return ShareHold(settings, gpu_left, rows, count, share_mix(sizes), now, since)
+
+
+__all__ = ["HELD_PREFIX", "MIN_SHARES", "ShareHold", "ShareHoldSettings", "build", "share_mix"]

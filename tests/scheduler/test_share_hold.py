@@ -1,0 +1,185 @@
+"""The opt-in share hold (--share-hold-*): the scheduler runs fragscore.share_hold.
+
+A tiny cluster: a1 (3 GPUs, the one offered) beside a2 and a3 (2 GPUs each). Whole-GPU
+jobs on a2 and a3 make whole GPUs scarce over ALL known agents (2 of 7 free), while a1's
+offer alone would show 2 of 3. 0.81 shares leave 0.19 of a GPU that no queued 0.81 fits.
+"""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from dlc.errors import ConfigError
+from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs import JobSpec, JobState
+from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.share_hold import HELD_PREFIX, ShareHoldSettings
+from dlc.store.sqlite import JobStore
+from dlc.topology.gpu_shares import STRIDE
+from tests.scheduler.test_share_placement import ranged_offer
+
+GIB = 1024
+HOLD = ShareHoldSettings(below=0.5, fill=0.1, max_wait_s=600)
+
+
+class Clock:
+    now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def agent(agent_id: str, gpus: int) -> dict:
+    blocks = ",".join(f"{i * STRIDE}-{i * STRIDE + 32 * GIB - 1}" for i in range(gpus))
+    cores = ",".join(f"{i * STRIDE}-{i * STRIDE + 999}" for i in range(gpus))
+    ids = ",".join(str(i) for i in range(gpus))
+    return {"id": agent_id, "hostname": f"host-{agent_id}", "active": True, "attributes": {},
+            "resources": {"cpus": 32.0, "mem": 131072.0, "gpus": float(gpus),
+                          "gpu_ids": "{" + ids + "}", "gpu_mem": f"[{blocks}]",
+                          "gpu_core": f"[{cores}]"}}  # fmt: skip
+
+
+def make_core(tmp_path, hold=HOLD, busy_others=True, busy=(2, 3), max_skips=20):
+    clock = Clock()
+    config = CoreConfig(placement=PlacementConfig("first-fit", share_hold=hold),
+                        max_skips=max_skips)  # fmt: skip
+    core = SchedulerCore(JobStore(tmp_path / "db"), config, lambda s: (s.image, None), clock=clock)
+    core.update_agents([agent("a1", 3), agent("a2", 2), agent("a3", 2)])
+    if busy_others:  # whole-GPU jobs take a2 and a3: 2 of the 7 GPUs stay whole and free
+        for k in busy:
+            core.submit("bob", JobSpec.from_dict({"image": "busybox", "gpus": 2}))
+            core.on_offers([ranged_offer(f"w{k}", f"a{k}", gpus=2)])
+        assert len(core.active_jobs()) == len(busy)
+    return core, clock
+
+
+def shares(core, sizes):
+    spec = {"image": "busybox", "cpus": 0.1, "mem_mib": 64}
+    return [core.submit("alice", JobSpec.from_dict({**spec, "gpus": s})) for s in sizes]
+
+
+def placed(core, jobs):
+    """job -> GPU index of the jobs that launched (others absent)."""
+    out = {}
+    for job in jobs:
+        stored = core.store.get_job(job.job_id)
+        if stored.state != JobState.QUEUED:
+            out[job.job_id] = stored.tasks[0].share_gpu
+    return out
+
+
+def a1_offer(oid="o1", used=None):
+    # GPU 0 of a1 holds a 0.5 share already (a 0.81 does not fit its room); 1 and 2 are whole
+    return ranged_offer(oid, "a1", gpus=3, used={0: (16 * GIB, 500)} if used is None else used)
+
+
+def test_scarce_whole_gpus_hold_shares_whose_leftover_few_shares_fit(tmp_path):
+    core, _ = make_core(tmp_path)
+    jobs = shares(core, [0.81] * 8)
+    core.on_offers([a1_offer()])
+    assert placed(core, jobs) == {}
+    reason = core.queue_reason(jobs[0].job_id).split("; ", 1)[1]  # after "position k of 8"
+    assert HELD_PREFIX + "a 0.81-GPU share would leave 19% of a whole GPU" in reason
+    assert "only 29% of GPUs are whole and free (hold below 50%)" in reason
+    assert reason.endswith("waits for a shared GPU with room, at most 10 min more")
+    assert "\n" not in reason
+
+
+def test_a_held_share_still_joins_a_gpu_in_use_that_has_room(tmp_path):
+    core, _ = make_core(tmp_path)
+    jobs = shares(core, [0.81] * 8)
+    core.on_offers([a1_offer(used={0: (3 * GIB, 100)})])  # GPU 0: 0.9 of room
+    (gpu,) = placed(core, jobs).values()  # one fits GPU 0; the rest: held, 1 and 2 stay whole
+    assert gpu == 0
+    rest = [core.queue_reason(j.job_id) for j in jobs if core.queue_reason(j.job_id)]
+    assert len(rest) == 7 and all(r.split("; ", 1)[1].startswith(HELD_PREFIX) for r in rest)
+
+
+@pytest.mark.parametrize(
+    "case, hold, busy, sizes",
+    [
+        ("fillable leftover", HOLD, True, [0.81] * 4 + [0.1] * 4),
+        ("whole GPUs plentiful", HOLD, False, [0.81] * 8),
+        ("setting off", ShareHoldSettings(), True, [0.81] * 8),
+        ("fewer than 8 shares known", HOLD, True, [0.81] * 7),
+    ],
+)
+def test_not_held(tmp_path, case, hold, busy, sizes):
+    core, _ = make_core(tmp_path, hold, busy)
+    jobs = shares(core, sizes)
+    core.on_offers([a1_offer()])
+    # 0.81 shares open both whole GPUs, 1 and 2 (0.1s may join them or GPU 0)
+    big = [j for j in jobs if j.spec.gpu_fraction == 0.81]
+    assert sorted(v for k, v in placed(core, big).items()) == [1, 2], case
+    assert not any(HELD_PREFIX in (core.queue_reason(j.job_id) or "") for j in jobs), case
+
+
+def test_whole_gpus_count_over_all_known_agents_not_only_the_offered(tmp_path):
+    # a2 and a3 are idle and unoffered: 6 of 7 GPUs are whole, though a1's offer shows 2 of 3
+    core, _ = make_core(tmp_path, busy_others=False)
+    jobs = shares(core, [0.81] * 8)
+    core.on_offers([a1_offer(used={0: (16 * GIB, 500), 1: (16 * GIB, 500)})])
+    assert sorted(placed(core, jobs).values()) == [2]
+
+
+def test_the_rule_is_checked_per_share_within_one_round(tmp_path):
+    # only a2 is busy: 4 of 7 GPUs are whole (57%); the first 0.81 opens one (3 of 7, 43%),
+    # so the next is held in the same round
+    core, _ = make_core(tmp_path, busy=(2,))
+    jobs = shares(core, [0.81] * 8)
+    core.on_offers([a1_offer()])
+    assert len(placed(core, jobs)) == 1
+
+
+def test_a_share_held_longer_than_max_wait_is_placed_anyway(tmp_path):
+    core, clock = make_core(tmp_path)
+    jobs = shares(core, [0.81] * 8)
+    core.on_offers([a1_offer("o1")])
+    assert placed(core, jobs) == {}
+    clock.now += 300
+    core.on_offers([a1_offer("o2")])
+    assert placed(core, jobs) == {}
+    assert core.queue_reason(jobs[0].job_id).endswith("at most 5 min more")
+    clock.now += 301
+    core.on_offers([a1_offer("o3")])
+    assert sorted(placed(core, jobs).values()) == [1, 2]  # two whole GPUs: two shares
+
+
+def test_a_held_share_is_not_passed_over_so_it_reserves_no_agent(tmp_path):
+    core, clock = make_core(tmp_path, max_skips=1)
+    jobs = shares(core, [0.81] * 8)
+    for k in range(4):
+        clock.now += 10
+        core.on_offers([a1_offer(f"o{k}")])
+    reasons = [core.queue_reason(j.job_id) for j in jobs]
+    assert all(HELD_PREFIX in r and "reserv" not in r for r in reasons)
+    history = [m for j in jobs for _, _, m in core.job_history(j.job_id)]
+    assert not any("reserved" in m for m in history)
+
+
+@pytest.mark.parametrize(
+    "kwargs, flag",
+    [
+        ({"below": 1.5}, "--share-hold-below"),
+        ({"below": -0.1}, "--share-hold-below"),
+        ({"fill": float("nan")}, "--share-hold-fill"),
+        ({"max_wait_s": -1}, "--share-hold-max-wait"),
+    ],
+)
+def test_bad_settings_are_one_line_errors_naming_the_flag(kwargs, flag):
+    with pytest.raises(ConfigError) as caught:
+        ShareHoldSettings(**kwargs)
+    message = str(caught.value)
+    assert message.startswith(flag + ": ") and "give 0" in message and "\n" not in message
+
+
+def test_the_scheduler_command_refuses_a_bad_hold_flag_in_one_line():
+    from dlc.cli.main import cli
+
+    args = ["scheduler", "--master", "127.0.0.1:1", "--db", ":memory:",
+            "--share-hold-below", "2"]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code != 0
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--share-hold-below: 2 is not a fraction; give 0..1" in lines[0]
