@@ -1,4 +1,4 @@
-"""What the share hold (``--share-hold-below``) costs one offer round of the real core.
+"""What the share hold (``--share-hold-reserve``) costs one offer round of the real core.
 
 Usage::
 
@@ -8,9 +8,9 @@ Usage::
 ``--agents`` agents (8 x 32 GiB GPUs advertising ``gpu_mem``/``gpu_core`` ranges) are known
 to a :class:`~dlc.scheduler.core.SchedulerCore`; a first round of offers from all of them,
 with nothing queued, leaves a seeded mix of whole, partly shared and full GPUs in the
-inventory (about 30 % whole). Then ``--queued`` shares (0.1 to 0.9 of a GPU) are submitted
+inventory (about 30 % whole). Then ``--queued`` jobs (half shares of 0.25 to 0.9 of a GPU, half whole GPUs) are submitted
 and ``--offered`` agents offer: the timed round. The same stream runs with the hold off and
-at 0.5; the table shows the round's CPU time and what it decided. Writes JSON.
+at reserve 1; the table shows the round's CPU time and what it decided. Writes JSON.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ from dlc.topology.gpu_shares import STRIDE  # noqa: E402
 
 GPUS, MIB = 8, 32768
 SIZES = (0.25, 0.5, 0.81, 0.9)  # no share fits the 0.19 or 0.1 that 0.81 and 0.9 leave
+#: what a queued job asks: the shares above and, half the time, one whole GPU (whole-GPU
+#: demand is what the hold keeps whole GPUs for)
+ASKS = SIZES + (1,) * len(SIZES)
 
 
 def master_agent(k: int) -> dict:
@@ -76,12 +79,14 @@ def one_run(args, hold: ShareHoldSettings, workdir: Path) -> dict:
     usage = [{i: rng.choice((0, 0, 0, 500, 810, 1000, 1000)) for i in range(GPUS)}
              for _ in range(args.agents)]  # fmt: skip
     config = CoreConfig(placement=PlacementConfig("first-fit", share_hold=hold))
-    core = SchedulerCore(JobStore(workdir / f"db-{hold.below}"), config, lambda s: (s.image, None))
+    store = JobStore(workdir / f"db-{hold.reserve}")
+    core = SchedulerCore(store, config, lambda s: (s.image, None))
     core.update_agents([master_agent(k) for k in range(args.agents)])
     core.on_offers([offer(f"warm{k}", k, usage[k]) for k in range(args.agents)])
     spec = {"image": "busybox", "cpus": 0.1, "mem_mib": 64}
-    jobs = [core.submit("u", JobSpec.from_dict({**spec, "gpus": rng.choice(SIZES)}))
-            for _ in range(args.queued)]  # fmt: skip
+    queued = [core.submit("u", JobSpec.from_dict({**spec, "gpus": rng.choice(ASKS)}))
+              for _ in range(args.queued)]  # fmt: skip
+    jobs = [j for j in queued if j.spec.is_share]
     offered = rng.sample(range(args.agents), args.offered)
     started = time.process_time()
     core.on_offers([offer(f"o{k}", k, usage[k]) for k in offered])
@@ -93,7 +98,7 @@ def one_run(args, hold: ShareHoldSettings, workdir: Path) -> dict:
     placed = sum(core.store.get_job(j.job_id).state != JobState.QUEUED for j in jobs)
     held = sum(HELD_PREFIX in (core.queue_reason(j.job_id) or "") for j in jobs)
     whole = sum(1 for u in usage for v in u.values() if v == 0) / (args.agents * GPUS)
-    return {"hold_below": hold.below, "round_cpu_ms": round(cpu_ms, 1),
+    return {"hold_reserve": hold.reserve, "round_cpu_ms": round(cpu_ms, 1),
             "hold_build_cpu_ms": round(build_ms, 1), "placed": placed,
             "held": held, "whole_fraction_before": round(whole, 3)}  # fmt: skip
 
@@ -109,15 +114,15 @@ def main() -> None:
     logging.disable(logging.WARNING)  # the agents have no dlc_topo: one warning each
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for hold in (ShareHoldSettings(), ShareHoldSettings(below=0.5)):
+        for hold in (ShareHoldSettings(), ShareHoldSettings(reserve=1.0)):
             rows.append(one_run(args, hold, Path(tmp)))
-    print(f"{args.agents} agents x {GPUS} GPUs, {args.offered} offered, {args.queued} shares "
-          f"queued, seed {args.seed}")  # fmt: skip
-    print("| hold below | round CPU ms | hold build CPU ms | shares placed | shares held | "
+    print(f"{args.agents} agents x {GPUS} GPUs, {args.offered} offered, {args.queued} jobs "
+          f"queued (about half shares), seed {args.seed}")  # fmt: skip
+    print("| hold reserve | round CPU ms | hold build CPU ms | shares placed | shares held | "
           "whole GPUs before |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['hold_below']:g} | {r['round_cpu_ms']} | {r['hold_build_cpu_ms']} | "
+        print(f"| {r['hold_reserve']:g} | {r['round_cpu_ms']} | {r['hold_build_cpu_ms']} | "
               f"{r['placed']} | {r['held']} | "
               f"{r['whole_fraction_before']:.0%} |")  # fmt: skip
     out = Path(args.json)

@@ -113,13 +113,14 @@ def executor_config(command, env, gpu_style, network, memlock) -> ExecutorConfig
 
 
 def share_hold_options(func):
-    """``--share-hold-below``/``--share-hold-fill``/``--share-hold-max-wait`` (docs/sharing.md)."""
+    """The ``--share-hold-*`` options (docs/sharing.md)."""
     options = [
-        click.option("--share-hold-below", type=float, default=0.0, show_default=True,
-                     metavar="FRACTION",
-                     help="Once fewer than this fraction of all GPUs are whole and free, a share "
-                     "whose leftover few queued or running shares fit may not open a whole GPU; "
-                     "it waits for a shared GPU with room (0: off; e.g. 0.5)."),
+        click.option("--share-hold-reserve", type=float, default=0.0, show_default=True,
+                     metavar="FACTOR",
+                     help="While fewer GPUs are whole and free than this times the part of the "
+                     "queued and running GPU demand that whole-GPU jobs ask, a share whose "
+                     "leftover few of those shares fit may not open a whole GPU; it waits for "
+                     "a shared GPU with room (0: off; 1: the measured setting)."),
         click.option("--share-hold-fill", type=float, default=0.1, show_default=True,
                      metavar="FRACTION",
                      help="A leftover counts as unfillable when fewer than this part of the "
@@ -293,7 +294,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
             container_user, max_queued_per_user, max_connections_per_ip, max_connections,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
-            group_roles, share_hold_below, share_hold_fill, share_hold_max_wait,
+            group_roles, share_hold_reserve, share_hold_fill, share_hold_max_wait,
             failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, metrics_tenant_labels, verbose, sessions):  # fmt: skip
@@ -306,7 +307,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
     from dlc.store.select import open_store
 
     configure_logging(verbose, logging.INFO)
-    share_hold = ShareHoldSettings(share_hold_below, share_hold_fill, share_hold_max_wait)
+    share_hold = ShareHoldSettings(share_hold_reserve, share_hold_fill, share_hold_max_wait)
     admin_token = admin_token_from(admin_token_file)
     if zk:
         from dlc.app.leader import ZkUrl

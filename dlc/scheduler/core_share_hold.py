@@ -1,9 +1,10 @@
 """The core's share hold part: feed :mod:`~dlc.scheduler.share_hold` the core's facts.
 
 A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
-:mod:`~dlc.scheduler.core_state`). Each offer round with ``--share-hold-below`` set, it
+:mod:`~dlc.scheduler.core_state`). Each offer round with ``--share-hold-reserve`` set, it
 counts the whole free GPUs over every agent the inventory knows (not only those offered
-now), collects the sizes of the queued and running shares (the expected share mix), and
+now), collects the GPU demand of the queued and running jobs (the expected mix: each share's
+size, each whole-GPU job's GPUs), and
 remembers when each held share was first held, so that ``--share-hold-max-wait`` bounds
 its wait.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dlc.scheduler.allocator.shares import MILLI
 from dlc.scheduler.cluster import Holder
 from dlc.scheduler.core_state import CoreState, _done
 from dlc.scheduler.jobs import Job
@@ -25,12 +27,12 @@ class ShareHoldMixin(CoreState):
 
     def _share_hold(self, now: float, queue: list[Job]) -> ShareHold | None:
         """This round's hold (``None``: the setting is off or no share in ``queue``, the jobs
-        placed this round); the mix counts every queued share, held by quotas or not."""
+        placed this round); the mix counts every queued job, held by quotas or not."""
         settings = self.config.placement.share_hold
         if not settings.enabled or not any(j.spec.is_share for j in queue):
             return None
         largest = largest_gpu_memory(self.inventory.agents()) or 0
-        sizes = [share_milli(j.spec, largest) for j in self._queued.values() if j.spec.is_share]
+        demands = [_demand(j, largest) for j in self._queued.values() if j.spec.gpus]
         taken: dict[str, dict[int, Holder]] = {}
         for job in self._active.values():
             for task in job.tasks:
@@ -38,16 +40,18 @@ class ShareHoldMixin(CoreState):
                     continue
                 holder = Holder(job.job_id, task.task_id, job.user)
                 gpus = set(task.gpu_ids)
+                if gpus:
+                    demands.append((MILLI, len(gpus)))
                 if task.share_gpu is not None:  # a share's GPU is not whole, whatever offers said
                     gpus.add(task.share_gpu)
                     agent = self.inventory.get(task.agent_id)
                     total = (agent.gpu_memory.get(task.share_gpu) if agent else None) or largest
-                    sizes.append(share_milli(job.spec, total))
+                    demands.append((share_milli(job.spec, total), 1))
                 for gpu in gpus:
                     taken.setdefault(task.agent_id, {})[gpu] = holder
         draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
         agents = self.inventory.view(taken, draining)
-        return build(settings, agents, sizes, now, self._share_held_since)
+        return build(settings, agents, demands, now, self._share_held_since)
 
     def _note_held(self, now: float, waiting: Mapping[str, str]) -> None:
         """Remember when each share now held was first held; forget the jobs no longer
@@ -58,3 +62,10 @@ class ShareHoldMixin(CoreState):
         for job_id, reason in waiting.items():
             if reason.startswith(HELD_PREFIX):
                 since.setdefault(job_id, now)
+
+
+def _demand(job: Job, largest_mib: int) -> tuple[int, int]:
+    """``(GPU thousandths, GPUs)`` a queued job asks: a share's size, or whole GPUs."""
+    if job.spec.is_share:
+        return share_milli(job.spec, largest_mib), 1
+    return MILLI, job.spec.total_gpus

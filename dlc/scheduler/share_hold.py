@@ -1,14 +1,15 @@
 """Share hold: an opt-in admission rule that keeps whole GPUs from shares few others fill.
 
-Once fewer than ``below`` of all the GPUs the core knows are whole and free, a share whose
-leftover on a whole GPU few expected shares fit (an 0.81 share leaves 0.19, which only the
-rare small shares fill) may not open a whole GPU: it joins a GPU already in use that has
+While fewer of all the GPUs the core knows are whole and free than ``reserve`` times the
+whole-GPU part of the queued and running GPU demand, a share whose leftover on a whole GPU
+few expected shares fit (an 0.81 share leaves 0.19, which only the rare small shares fill)
+may not open a whole GPU: it joins a GPU already in use that has
 room, or it waits, and the whole GPUs stay for whole-GPU jobs. A share held longer than
 ``max_wait_s`` is placed anyway, so nobody starves. The rule itself is
 :func:`dlc.scheduler.allocator.fragscore.share_hold` (with :func:`~dlc.scheduler.allocator.
 fragscore.leftover_fill`), the one the simulator's ``dlc-admit`` policy runs; this module
 feeds it the scheduler's facts: the whole-free count over every known agent, and the
-expected share mix from the shares of the queued and running jobs. docs/sharing.md has the
+expected mix from the queued and running jobs (shares and whole-GPU jobs). docs/sharing.md has the
 why and the trade-off. Pure: no I/O, no clock (the core passes ``now``).
 """
 
@@ -34,10 +35,12 @@ MIN_SHARES = 8
 
 @dataclass(frozen=True)
 class ShareHoldSettings:
-    """``--share-hold-below``, ``--share-hold-fill``, ``--share-hold-max-wait``.
+    """``--share-hold-reserve``, ``--share-hold-fill``, ``--share-hold-max-wait``.
 
     Attributes:
-        below: the fraction of all GPUs whole and free below which the hold applies (0: off).
+        reserve: the hold applies while whole free GPUs are fewer than this times the
+            whole-GPU part of the expected GPU demand, of all GPUs (0: off; 1: keep whole
+            as large a part of the GPUs as whole-GPU jobs ask).
         fill: a leftover counts as unfillable when the expected shares that fit in it are
             less than this part of all expected shares.
         max_wait_s: a share held longer than this (since it was first held) is placed anyway.
@@ -46,15 +49,18 @@ class ShareHoldSettings:
         ConfigError: a value out of range, naming the flag and the fix.
     """
 
-    below: float = 0.0
+    reserve: float = 0.0
     fill: float = 0.1
     max_wait_s: float = 600.0
 
     def __post_init__(self) -> None:
-        examples = {"--share-hold-below": "e.g. 0.5 (0 turns the hold off)",
+        examples = {"--share-hold-reserve": "e.g. 1 (0 turns the hold off)",
                     "--share-hold-fill": "e.g. 0.1 (the part of expected shares a leftover "
                     "must fit)"}  # fmt: skip
-        for flag, value in (("--share-hold-below", self.below), ("--share-hold-fill", self.fill)):
+        for flag, value in (
+            ("--share-hold-reserve", self.reserve),
+            ("--share-hold-fill", self.fill),
+        ):
             if not 0.0 <= value <= 1.0:  # also refuses NaN
                 raise ConfigError(flag, f"{value:g} is not a fraction; give 0..1, {examples[flag]}")
         if not self.max_wait_s >= 0 or math.isinf(self.max_wait_s):
@@ -66,11 +72,11 @@ class ShareHoldSettings:
     @property
     def enabled(self) -> bool:
         """Whether the hold is on."""
-        return self.below > 0
+        return self.reserve > 0
 
     def params(self) -> fragscore.ScoreParams:
         """fragscore's knobs for :func:`~dlc.scheduler.allocator.fragscore.share_hold`."""
-        return replace(fragscore.DEFAULT_PARAMS, hold_share_below=self.below,
+        return replace(fragscore.DEFAULT_PARAMS, hold_reserve=self.reserve,
                        hold_fill_below=self.fill)  # fmt: skip
 
 
@@ -102,18 +108,20 @@ def gpu_left_of(agents: Iterable[AgentView]) -> tuple[np.ndarray, dict[str, int]
     return left, index, count
 
 
-def share_mix(sizes: Iterable[int]) -> fgd.MixArrays | None:
-    """The expected shares: each size in GPU thousandths, weighted by how many ask it
-    (``None``: fewer than :data:`MIN_SHARES`, no basis to call a leftover unfillable)."""
-    counts: dict[int, int] = {}
-    for milli in sizes:
-        if 0 < milli < fgd.MILLI:
-            counts[milli] = counts.get(milli, 0) + 1
-    if sum(counts.values()) < MIN_SHARES:
+def share_mix(demands: Iterable[tuple[int, int]]) -> fgd.MixArrays | None:
+    """The expected workload from ``(GPU thousandths, GPUs)`` per job, weighted by how many
+    ask each (``None``: fewer than :data:`MIN_SHARES` shares, no basis to call a leftover
+    unfillable). Whole-GPU jobs (1000 thousandths) set how many whole GPUs to keep."""
+    counts: dict[tuple[int, int], int] = {}
+    for milli, gpus in demands:
+        if 0 < milli <= fgd.MILLI and gpus > 0:
+            key = (min(milli, fgd.MILLI), gpus if milli >= fgd.MILLI else 1)
+            counts[key] = counts.get(key, 0) + 1
+    if sum(n for (milli, _), n in counts.items() if milli < fgd.MILLI) < MIN_SHARES:
         return None
-    shapes = tuple(fgd.ShareRequest(0, 0, 1, m) for m in sorted(counts))
-    mix = fgd.WorkloadMix(shapes, tuple(float(counts[s.gpu_milli]) for s in shapes))
-    return fragscore.mix_arrays(mix, ["gpu"])
+    shapes = tuple(fgd.ShareRequest(0, 0, gpus, milli) for milli, gpus in sorted(counts))
+    weights = tuple(float(counts[(s.gpu_milli, s.num_gpus)]) for s in shapes)
+    return fragscore.mix_arrays(fgd.WorkloadMix(shapes, weights), ["gpu"])
 
 
 @dataclass
@@ -123,7 +131,7 @@ class ShareHold:
     Attributes:
         settings: the ``--share-hold-*`` values.
         gpu_left, rows, gpu_count: :func:`gpu_left_of` over every known agent.
-        mix: :func:`share_mix` of the queued and running shares (``None``: no basis).
+        mix: :func:`share_mix` of the queued and running jobs (``None``: no basis).
         now: the round's time.
         since: job id -> when it was first held (a job not in it was not held yet).
     """
@@ -174,12 +182,13 @@ class ShareHold:
     def reason(self, share_milli: int) -> str:
         """Why a share of ``share_milli`` thousandths waits (without the per-job tail)."""
         fill = fragscore.leftover_fill(share_milli, self.mix) if self.mix is not None else 1.0
+        keep = self.settings.reserve * fragscore.whole_demand(self.mix) if self.mix else 0.0
         whole = int((self.gpu_left == fgd.MILLI).sum())
         return (
             f"{HELD_PREFIX}a {share_milli / 1000:.2f}-GPU share would leave "
             f"{_percent(1 - share_milli / 1000)} of a whole GPU that few queued or running "
             f"shares fit ({_percent(fill)} of them), and only {_percent(whole / self.gpu_count)} "
-            f"of GPUs are whole and free (hold below {_percent(self.settings.below)})"
+            f"of GPUs are whole and free (the hold keeps {_percent(keep)} whole for whole-GPU jobs)"
         )
 
     def tail(self, job: Job) -> str:
@@ -195,7 +204,7 @@ def _percent(fraction: float) -> str:
 def build(
     settings: ShareHoldSettings,
     agents: Iterable[AgentView],
-    sizes: Iterable[int],
+    demands: Iterable[tuple[int, int]],
     now: float,
     since: Mapping[str, float],
 ) -> ShareHold | None:
@@ -203,7 +212,7 @@ def build(
     if not settings.enabled:
         return None
     gpu_left, rows, count = gpu_left_of(agents)
-    return ShareHold(settings, gpu_left, rows, count, share_mix(sizes), now, since)
+    return ShareHold(settings, gpu_left, rows, count, share_mix(demands), now, since)
 
 
 __all__ = ["HELD_PREFIX", "MIN_SHARES", "ShareHold", "ShareHoldSettings", "build", "share_mix"]

@@ -20,7 +20,7 @@ from dlc.topology.gpu_shares import STRIDE
 from tests.scheduler.test_share_placement import ranged_offer
 
 GIB = 1024
-HOLD = ShareHoldSettings(below=0.5, fill=0.1, max_wait_s=600)
+HOLD = ShareHoldSettings(reserve=1.0, fill=0.1, max_wait_s=600)
 
 
 class Clock:
@@ -59,6 +59,12 @@ def shares(core, sizes):
     return [core.submit("alice", JobSpec.from_dict({**spec, "gpus": s})) for s in sizes]
 
 
+def queued_whole(core, count, gpus=3):
+    """Whole-GPU jobs no offer here can take (a1 has at most 2 whole GPUs offered)."""
+    for _ in range(count):
+        core.submit("carol", JobSpec.from_dict({"image": "busybox", "gpus": gpus}))
+
+
 def placed(core, jobs):
     """job -> GPU index of the jobs that launched (others absent)."""
     out = {}
@@ -81,7 +87,8 @@ def test_scarce_whole_gpus_hold_shares_whose_leftover_few_shares_fit(tmp_path):
     assert placed(core, jobs) == {}
     reason = core.queue_reason(jobs[0].job_id).split("; ", 1)[1]  # after "position k of 8"
     assert HELD_PREFIX + "a 0.81-GPU share would leave 19% of a whole GPU" in reason
-    assert "only 29% of GPUs are whole and free (hold below 50%)" in reason
+    # whole-GPU jobs ask 4000 of the 10480 thousandths running or queued: keep 38% whole
+    assert "only 29% of GPUs are whole and free (the hold keeps 38% whole for" in reason
     assert reason.endswith("waits for a shared GPU with room, at most 10 min more")
     assert "\n" not in reason
 
@@ -116,8 +123,10 @@ def test_not_held(tmp_path, case, hold, busy, sizes):
 
 
 def test_whole_gpus_count_over_all_known_agents_not_only_the_offered(tmp_path):
-    # a2 and a3 are idle and unoffered: 6 of 7 GPUs are whole, though a1's offer shows 2 of 3
+    # a2 and a3 are idle and unoffered: 5 of 7 GPUs are whole, though a1's offer shows 1 of 3;
+    # whole-GPU jobs ask 6000 of 12480 thousandths (48%)
     core, _ = make_core(tmp_path, busy_others=False)
+    queued_whole(core, 2)
     jobs = shares(core, [0.81] * 8)
     core.on_offers([a1_offer(used={0: (16 * GIB, 500), 1: (16 * GIB, 500)})])
     assert sorted(placed(core, jobs).values()) == [2]
@@ -125,8 +134,9 @@ def test_whole_gpus_count_over_all_known_agents_not_only_the_offered(tmp_path):
 
 def test_the_rule_is_checked_per_share_within_one_round(tmp_path):
     # only a2 is busy: 4 of 7 GPUs are whole (57%); the first 0.81 opens one (3 of 7, 43%),
-    # so the next is held in the same round
+    # below the 55% whole-GPU jobs ask (8000 of 14480), so the next is held in the same round
     core, _ = make_core(tmp_path, busy=(2,))
+    queued_whole(core, 2)
     jobs = shares(core, [0.81] * 8)
     core.on_offers([a1_offer()])
     assert len(placed(core, jobs)) == 1
@@ -161,8 +171,8 @@ def test_a_held_share_is_not_passed_over_so_it_reserves_no_agent(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, flag",
     [
-        ({"below": 1.5}, "--share-hold-below"),
-        ({"below": -0.1}, "--share-hold-below"),
+        ({"reserve": 1.5}, "--share-hold-reserve"),
+        ({"reserve": -0.1}, "--share-hold-reserve"),
         ({"fill": float("nan")}, "--share-hold-fill"),
         ({"max_wait_s": -1}, "--share-hold-max-wait"),
     ],
@@ -178,8 +188,8 @@ def test_the_scheduler_command_refuses_a_bad_hold_flag_in_one_line():
     from dlc.cli.main import cli
 
     args = ["scheduler", "--master", "127.0.0.1:1", "--db", ":memory:",
-            "--share-hold-below", "2"]  # fmt: skip
+            "--share-hold-reserve", "2"]  # fmt: skip
     result = CliRunner().invoke(cli, args)
     assert result.exit_code != 0
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "--share-hold-below: 2 is not a fraction; give 0..1" in lines[0]
+    assert len(lines) == 1 and "--share-hold-reserve: 2 is not a fraction; give 0..1" in lines[0]

@@ -273,7 +273,7 @@ def test_share_hold_keeps_whole_gpus_from_shares_with_unfillable_leftovers():
     mix = MixArrays(WorkloadMix(shapes, (10.0, 8.0, 1.0, 30.0)), ["G2"])
     assert fragscore.leftover_fill(810, mix) == pytest.approx(1 / 19)
     assert fragscore.leftover_fill(470, mix) == pytest.approx(9 / 19)
-    params = fragscore.ScoreParams(hold_share_below=0.5, hold_fill_below=0.1)
+    params = fragscore.ScoreParams(hold_reserve=0.5, hold_fill_below=0.1)
     scarce = np.array([[1000, 1000, 0, 0], [0, 0, 0, 190]])  # 2 of 8 GPUs whole and free
     plenty = np.array([[1000, 1000, 1000, 1000], [1000, 0, 0, 190]])  # 5 of 8
     hold = fragscore.share_hold(810, scarce, 8, mix, params)
@@ -299,7 +299,7 @@ def test_dlc_admit_never_opens_a_whole_gpu_for_a_held_share(openb):
     def checked(pod, view, rng):
         where = policy(pod, view, rng)
         gpu_left = view.cluster.gpu_left
-        reserve = policy.params.hold_share_below * whole_demand(policy._mix)
+        reserve = policy.params.hold_reserve * whole_demand(policy._mix)
         scarce = (gpu_left == 1000).sum() < reserve * total / 1000
         if pod.is_share and scarce:
             unfillable = leftover_fill(pod.gpu_milli, policy._mix) < policy.params.hold_fill_below

@@ -63,7 +63,7 @@ class ScoreParams:
     #: (``hold_fill_below``) may not open a whole GPU while the whole free GPUs are fewer
     #: than this times the whole-GPU part of the expected GPU demand (1.0: keep free as
     #: large a part of the GPUs as whole-GPU jobs ask); it waits. See :func:`share_hold`.
-    hold_share_below: float = 0.0
+    hold_reserve: float = 0.0
     #: a share's leftover on a whole GPU (1000 - its size) counts as unfillable when the
     #: expected shares that fit in it are less than this part of all expected shares
     hold_fill_below: float = 0.1
@@ -240,11 +240,11 @@ def share_hold(
     Admission, not placement. Whole-GPU jobs use a whole GPU fully; a share whose
     leftover is unfillable (:func:`leftover_fill` below ``params.hold_fill_below``)
     strands that leftover. So while the whole free GPUs are fewer than
-    ``params.hold_share_below`` x :func:`whole_demand` of all GPUs, such a share may
+    ``params.hold_reserve`` x :func:`whole_demand` of all GPUs, such a share may
     only join a GPU already in use; where none has room it waits. With no whole-GPU
     demand expected nothing is held: the whole GPUs would go to shares anyway.
     """
-    below = params.hold_share_below * whole_demand(mix)
+    below = params.hold_reserve * whole_demand(mix)
     if not below or leftover_fill(share_milli, mix) >= params.hold_fill_below:
         return None
     whole = gpu_left == MILLI

@@ -31,7 +31,7 @@ def get_policy(name: str) -> Policy:
         from dlc.scheduler.allocator.fragscore import ScoreParams
         from dlc.sim.policies.dlc import DlcPolicy
 
-        return DlcPolicy(ScoreParams(hold_share_below=1.0 if name == "dlc-admit" else 0.0))
+        return DlcPolicy(ScoreParams(hold_reserve=1.0 if name == "dlc-admit" else 0.0))
     return POLICIES[name][0]()
 
 

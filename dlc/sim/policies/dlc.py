@@ -111,7 +111,7 @@ class DlcPolicy:
             extra = self.params.ss_weight * gap_squares_delta(
                 a.gpu_left, a.cpu_left, req.gpu_milli, self._live_cpu
             )
-        if self.params.hold_share_below and req.is_share:
+        if self.params.hold_reserve and req.is_share:
             hold = share_hold(
                 req.gpu_milli, self._agents.gpu_left, self._gpus, self._mix, self.params
             )
