@@ -8,9 +8,10 @@ Usage::
 ``--agents`` agents (8 x 32 GiB GPUs advertising ``gpu_mem``/``gpu_core`` ranges) are known
 to a :class:`~dlc.scheduler.core.SchedulerCore`; a first round of offers from all of them,
 with nothing queued, leaves a seeded mix of whole, partly shared and full GPUs in the
-inventory (about 30 % whole). Then ``--queued`` jobs (half shares of 0.25 to 0.9 of a GPU, half whole GPUs) are submitted
-and ``--offered`` agents offer: the timed round. The same stream runs with the hold off and
-at reserve 1; the table shows the round's CPU time and what it decided. Writes JSON.
+inventory (about 30 % whole). Then ``--queued`` jobs (half shares of 0.25 to 0.9 of a GPU,
+half whole GPUs) are submitted and ``--offered`` agents offer: the timed round. The same
+stream runs with the hold off and at reserve 1; the table shows the round's CPU time and
+what it decided. Writes JSON.
 """
 
 from __future__ import annotations

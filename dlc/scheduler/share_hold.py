@@ -1,16 +1,16 @@
 """Share hold: an opt-in admission rule that keeps whole GPUs from shares few others fill.
 
-While fewer of all the GPUs the core knows are whole and free than ``reserve`` times the
-whole-GPU part of the queued and running GPU demand, a share whose leftover on a whole GPU
-few expected shares fit (an 0.81 share leaves 0.19, which only the rare small shares fill)
-may not open a whole GPU: it joins a GPU already in use that has
+While whole GPUs are less of the free GPU capacity of every agent the core knows than
+``reserve`` times the whole-GPU part of the queued and running GPU demand, a share whose
+leftover on a whole GPU few expected shares fit (an 0.81 share leaves 0.19, which only the
+rare small shares fill) may not open a whole GPU: it joins a GPU already in use that has
 room, or it waits, and the whole GPUs stay for whole-GPU jobs. A share held longer than
 ``max_wait_s`` is placed anyway, so nobody starves. The rule itself is
 :func:`dlc.scheduler.allocator.fragscore.share_hold` (with :func:`~dlc.scheduler.allocator.
 fragscore.leftover_fill`), the one the simulator's ``dlc-admit`` policy runs; this module
-feeds it the scheduler's facts: the whole-free count over every known agent, and the
-expected mix from the queued and running jobs (shares and whole-GPU jobs). docs/sharing.md has the
-why and the trade-off. Pure: no I/O, no clock (the core passes ``now``).
+feeds it the scheduler's facts: the free GPU capacity of every known agent, and the
+expected mix from the queued and running jobs (shares and whole-GPU jobs). docs/sharing.md
+has the why and the trade-off. Pure: no I/O, no clock (the core passes ``now``).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ class ShareHoldSettings:
     """``--share-hold-reserve``, ``--share-hold-fill``, ``--share-hold-max-wait``.
 
     Attributes:
-        reserve: the hold applies while whole free GPUs are fewer than this times the
-            whole-GPU part of the expected GPU demand, of all GPUs (0: off; 1: keep whole
-            as large a part of the GPUs as whole-GPU jobs ask).
+        reserve: the hold applies while whole GPUs are less of the free GPU capacity than
+            this times the whole-GPU part of the expected GPU demand (0: off; 1: keep the
+            free capacity shaped like the demand).
         fill: a leftover counts as unfillable when the expected shares that fit in it are
             less than this part of all expected shares.
         max_wait_s: a share held longer than this (since it was first held) is placed anyway.
@@ -158,9 +158,7 @@ class ShareHold:
         thousandths may not open, from fragscore's mask; ``None`` when it is not held."""
         if self.mix is None or not self.gpu_count or self.exempt(job):
             return None
-        mask = fragscore.share_hold(
-            share_milli, self.gpu_left, self.gpu_count, self.mix, self.settings.params()
-        )
+        mask = fragscore.share_hold(share_milli, self.gpu_left, self.mix, self.settings.params())
         if mask is None:
             return None
         rows, width = self.rows, mask.shape[1]
@@ -183,12 +181,14 @@ class ShareHold:
         """Why a share of ``share_milli`` thousandths waits (without the per-job tail)."""
         fill = fragscore.leftover_fill(share_milli, self.mix) if self.mix is not None else 1.0
         keep = self.settings.reserve * fragscore.whole_demand(self.mix) if self.mix else 0.0
-        whole = int((self.gpu_left == fgd.MILLI).sum())
+        whole = int((self.gpu_left == fgd.MILLI).sum()) * fgd.MILLI
+        free = max(int(self.gpu_left.sum()), 1)
         return (
             f"{HELD_PREFIX}a {share_milli / 1000:.2f}-GPU share would leave "
             f"{_percent(1 - share_milli / 1000)} of a whole GPU that few queued or running "
-            f"shares fit ({_percent(fill)} of them), and only {_percent(whole / self.gpu_count)} "
-            f"of GPUs are whole and free (the hold keeps {_percent(keep)} whole for whole-GPU jobs)"
+            f"shares fit ({_percent(fill)} of them), and whole GPUs are only "
+            f"{_percent(whole / free)} of the free GPU capacity (the hold keeps {_percent(keep)}, "
+            "the whole-GPU jobs' part of the demand)"
         )
 
     def tail(self, job: Job) -> str:

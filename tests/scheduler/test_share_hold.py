@@ -1,8 +1,10 @@
 """The opt-in share hold (--share-hold-*): the scheduler runs fragscore.share_hold.
 
-A tiny cluster: a1 (3 GPUs, the one offered) beside a2 and a3 (2 GPUs each). Whole-GPU
-jobs on a2 and a3 make whole GPUs scarce over ALL known agents (2 of 7 free), while a1's
-offer alone would show 2 of 3. 0.81 shares leave 0.19 of a GPU that no queued 0.81 fits.
+A tiny cluster: a1 (3 GPUs, the one offered) beside a2 and a3 (2 GPUs each). Other
+frameworks' half shares on every GPU of a2 and a3 make whole GPUs a small part of the free
+capacity of ALL known agents (2000 of 4500 thousandths), while a1's offer alone shows 2000
+of 2500. Queued 3-GPU jobs (no offer here can take one) are the whole-GPU demand the hold
+keeps whole GPUs for. 0.81 shares leave 0.19 of a GPU that no queued 0.81 fits.
 """
 
 from __future__ import annotations
@@ -40,17 +42,16 @@ def agent(agent_id: str, gpus: int) -> dict:
                           "gpu_core": f"[{cores}]"}}  # fmt: skip
 
 
-def make_core(tmp_path, hold=HOLD, busy_others=True, busy=(2, 3), max_skips=20):
+def make_core(tmp_path, hold=HOLD, busy_others=True, busy=(2, 3), max_skips=20, whole=3):
     clock = Clock()
     config = CoreConfig(placement=PlacementConfig("first-fit", share_hold=hold),
                         max_skips=max_skips)  # fmt: skip
     core = SchedulerCore(JobStore(tmp_path / "db"), config, lambda s: (s.image, None), clock=clock)
     core.update_agents([agent("a1", 3), agent("a2", 2), agent("a3", 2)])
-    if busy_others:  # whole-GPU jobs take a2 and a3: 2 of the 7 GPUs stay whole and free
-        for k in busy:
-            core.submit("bob", JobSpec.from_dict({"image": "busybox", "gpus": 2}))
-            core.on_offers([ranged_offer(f"w{k}", f"a{k}", gpus=2)])
-        assert len(core.active_jobs()) == len(busy)
+    if busy_others:  # half of each GPU of a2 and a3 taken by another framework's shares
+        half = {0: (16 * GIB, 500), 1: (16 * GIB, 500)}
+        core.on_offers([ranged_offer(f"w{k}", f"a{k}", gpus=2, used=half) for k in busy])
+    queued_whole(core, whole)
     return core, clock
 
 
@@ -87,8 +88,8 @@ def test_scarce_whole_gpus_hold_shares_whose_leftover_few_shares_fit(tmp_path):
     assert placed(core, jobs) == {}
     reason = core.queue_reason(jobs[0].job_id).split("; ", 1)[1]  # after "position k of 8"
     assert HELD_PREFIX + "a 0.81-GPU share would leave 19% of a whole GPU" in reason
-    # whole-GPU jobs ask 4000 of the 10480 thousandths running or queued: keep 38% whole
-    assert "only 29% of GPUs are whole and free (the hold keeps 38% whole for" in reason
+    # whole-GPU jobs ask 9000 of the 15480 thousandths queued: keep 58% of the free capacity
+    assert "whole GPUs are only 44% of the free GPU capacity (the hold keeps 58%" in reason
     assert reason.endswith("waits for a shared GPU with room, at most 10 min more")
     assert "\n" not in reason
 
@@ -123,20 +124,19 @@ def test_not_held(tmp_path, case, hold, busy, sizes):
 
 
 def test_whole_gpus_count_over_all_known_agents_not_only_the_offered(tmp_path):
-    # a2 and a3 are idle and unoffered: 5 of 7 GPUs are whole, though a1's offer shows 1 of 3;
-    # whole-GPU jobs ask 6000 of 12480 thousandths (48%)
-    core, _ = make_core(tmp_path, busy_others=False)
-    queued_whole(core, 2)
+    # a2 and a3 are idle and unoffered: whole GPUs are 5000 of 6000 free thousandths (83%),
+    # though a1's offer shows 1000 of 2000; whole-GPU jobs ask 15000 of 21480 (70%)
+    core, _ = make_core(tmp_path, busy_others=False, whole=5)
     jobs = shares(core, [0.81] * 8)
     core.on_offers([a1_offer(used={0: (16 * GIB, 500), 1: (16 * GIB, 500)})])
     assert sorted(placed(core, jobs).values()) == [2]
 
 
 def test_the_rule_is_checked_per_share_within_one_round(tmp_path):
-    # only a2 is busy: 4 of 7 GPUs are whole (57%); the first 0.81 opens one (3 of 7, 43%),
-    # below the 55% whole-GPU jobs ask (8000 of 14480), so the next is held in the same round
-    core, _ = make_core(tmp_path, busy=(2,))
-    queued_whole(core, 2)
+    # only a2 is half used: whole GPUs are 4000 of 5500 free thousandths (73%); the first
+    # 0.81 opens one (3000 of 4690, 64%), below the 70% whole-GPU jobs ask (15000 of 21480),
+    # so the next is held in the same round
+    core, _ = make_core(tmp_path, busy=(2,), whole=5)
     jobs = shares(core, [0.81] * 8)
     core.on_offers([a1_offer()])
     assert len(placed(core, jobs)) == 1
@@ -157,7 +157,18 @@ def test_a_share_held_longer_than_max_wait_is_placed_anyway(tmp_path):
 
 
 def test_a_held_share_is_not_passed_over_so_it_reserves_no_agent(tmp_path):
-    core, clock = make_core(tmp_path, max_skips=1)
+    # the whole-GPU demand runs (a 2-GPU job on a2 and on a3) instead of queueing, so no
+    # queued whole-GPU job reserves a1 first; a2's and a3's other 6 GPUs are half used by
+    # another framework: whole GPUs are 2000 of 8500 free thousandths, under the 38% asked
+    clock = Clock()
+    config = CoreConfig(placement=PlacementConfig("first-fit", share_hold=HOLD), max_skips=1)
+    core = SchedulerCore(JobStore(tmp_path / "db"), config, lambda s: (s.image, None), clock=clock)
+    core.update_agents([agent("a1", 3), agent("a2", 8), agent("a3", 8)])
+    half = {i: (16 * GIB, 500) for i in range(2, 8)}
+    for k in (2, 3):
+        core.submit("bob", JobSpec.from_dict({"image": "busybox", "gpus": 2}))
+        core.on_offers([ranged_offer(f"w{k}", f"a{k}", gpus=8, used=half)])
+    assert len(core.active_jobs()) == 2
     jobs = shares(core, [0.81] * 8)
     for k in range(4):
         clock.now += 10

@@ -273,22 +273,24 @@ def test_share_hold_keeps_whole_gpus_from_shares_with_unfillable_leftovers():
     mix = MixArrays(WorkloadMix(shapes, (10.0, 8.0, 1.0, 30.0)), ["G2"])
     assert fragscore.leftover_fill(810, mix) == pytest.approx(1 / 19)
     assert fragscore.leftover_fill(470, mix) == pytest.approx(9 / 19)
-    params = fragscore.ScoreParams(hold_reserve=0.5, hold_fill_below=0.1)
-    scarce = np.array([[1000, 1000, 0, 0], [0, 0, 0, 190]])  # 2 of 8 GPUs whole and free
-    plenty = np.array([[1000, 1000, 1000, 1000], [1000, 0, 0, 190]])  # 5 of 8
-    hold = fragscore.share_hold(810, scarce, 8, mix, params)
-    assert hold is not None and np.isinf(hold[0, :2]).all() and not np.isinf(hold[1]).any()
-    assert fragscore.share_hold(470, scarce, 8, mix, params) is None
-    assert fragscore.share_hold(810, plenty, 8, mix, params) is None
-    assert fragscore.share_hold(810, scarce, 8, mix, fragscore.DEFAULT_PARAMS) is None
+    params = fragscore.ScoreParams(hold_reserve=1.0, hold_fill_below=0.1)
+    # whole GPUs: 1000 of 2910 free thousandths (34%), under the 71% whole-GPU jobs ask
+    scarce = np.array([[1000, 0, 500, 500], [190, 530, 0, 190]])
+    plenty = np.array([[1000, 1000, 1000, 1000], [1000, 0, 0, 190]])  # 5000 of 5190
+    hold = fragscore.share_hold(810, scarce, mix, params)
+    assert hold is not None and np.isinf(hold[0, 0]) and np.isinf(hold).sum() == 1
+    assert fragscore.share_hold(470, scarce, mix, params) is None
+    assert fragscore.share_hold(810, plenty, mix, params) is None
+    assert fragscore.share_hold(810, scarce, mix, fragscore.DEFAULT_PARAMS) is None
     # the reserve scales with the whole-GPU part of the demand: 30000 of 42020 thousandths
     assert fragscore.whole_demand(mix) == pytest.approx(30000 / 42020)
     only_shares = MixArrays(WorkloadMix(shapes[:3], (10.0, 8.0, 1.0)), ["G2"])
-    assert fragscore.share_hold(810, scarce, 8, only_shares, params) is None
+    assert fragscore.share_hold(810, scarce, only_shares, params) is None
 
 
 def test_dlc_admit_never_opens_a_whole_gpu_for_a_held_share(openb):
-    """Through a replay, once whole GPUs are scarce no unfillable share takes one."""
+    """Through a replay, once whole GPUs are a scarce part of the free capacity, no
+    unfillable share takes one."""
     from dlc.scheduler.allocator.fragscore import leftover_fill, whole_demand
 
     nodes, pods = _slice(openb, n_nodes=60, n_pods=400)
@@ -299,8 +301,8 @@ def test_dlc_admit_never_opens_a_whole_gpu_for_a_held_share(openb):
     def checked(pod, view, rng):
         where = policy(pod, view, rng)
         gpu_left = view.cluster.gpu_left
-        reserve = policy.params.hold_reserve * whole_demand(policy._mix)
-        scarce = (gpu_left == 1000).sum() < reserve * total / 1000
+        keep = policy.params.hold_reserve * whole_demand(policy._mix)
+        scarce = (gpu_left == 1000).sum() * 1000 < keep * gpu_left.sum()
         if pod.is_share and scarce:
             unfillable = leftover_fill(pod.gpu_milli, policy._mix) < policy.params.hold_fill_below
             if unfillable:

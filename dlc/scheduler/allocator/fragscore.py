@@ -60,9 +60,9 @@ class ScoreParams:
     #: weight of the sum-of-squares term for shares (0: off); see :func:`gap_squares_delta`
     ss_weight: float = 0.0
     #: admission, not placement (0: off): a share whose leftover few expected shares fill
-    #: (``hold_fill_below``) may not open a whole GPU while the whole free GPUs are fewer
-    #: than this times the whole-GPU part of the expected GPU demand (1.0: keep free as
-    #: large a part of the GPUs as whole-GPU jobs ask); it waits. See :func:`share_hold`.
+    #: (``hold_fill_below``) may not open a whole GPU while whole GPUs are less of the free
+    #: GPU capacity than this times the whole-GPU part of the expected GPU demand (1.0: keep
+    #: the free capacity shaped like the demand); it waits. See :func:`share_hold`.
     hold_reserve: float = 0.0
     #: a share's leftover on a whole GPU (1000 - its size) counts as unfillable when the
     #: expected shares that fit in it are less than this part of all expected shares
@@ -231,7 +231,6 @@ def whole_demand(mix: MixArrays) -> float:
 def share_hold(
     share_milli: int,
     gpu_left: np.ndarray,
-    gpu_count: int,
     mix: MixArrays,
     params: ScoreParams = DEFAULT_PARAMS,
 ) -> np.ndarray | None:
@@ -239,16 +238,17 @@ def share_hold(
 
     Admission, not placement. Whole-GPU jobs use a whole GPU fully; a share whose
     leftover is unfillable (:func:`leftover_fill` below ``params.hold_fill_below``)
-    strands that leftover. So while the whole free GPUs are fewer than
-    ``params.hold_reserve`` x :func:`whole_demand` of all GPUs, such a share may
-    only join a GPU already in use; where none has room it waits. With no whole-GPU
-    demand expected nothing is held: the whole GPUs would go to shares anyway.
+    strands that leftover. So while whole GPUs make up less of the free GPU capacity
+    than ``params.hold_reserve`` x :func:`whole_demand` (the free capacity is shaped
+    less like whole GPUs than the demand is), such a share may only join a GPU already
+    in use; where none has room it waits. An empty cluster (all free capacity whole)
+    holds nothing, and neither does a workload with no whole-GPU jobs.
     """
-    below = params.hold_reserve * whole_demand(mix)
-    if not below or leftover_fill(share_milli, mix) >= params.hold_fill_below:
+    keep = params.hold_reserve * whole_demand(mix)
+    if not keep or leftover_fill(share_milli, mix) >= params.hold_fill_below:
         return None
     whole = gpu_left == MILLI
-    if whole.sum() >= below * gpu_count:
+    if whole.sum() * MILLI >= keep * gpu_left.sum():
         return None
     return np.where(whole, np.inf, 0.0)
 

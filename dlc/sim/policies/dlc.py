@@ -112,9 +112,7 @@ class DlcPolicy:
                 a.gpu_left, a.cpu_left, req.gpu_milli, self._live_cpu
             )
         if self.params.hold_reserve and req.is_share:
-            hold = share_hold(
-                req.gpu_milli, self._agents.gpu_left, self._gpus, self._mix, self.params
-            )
+            hold = share_hold(req.gpu_milli, self._agents.gpu_left, self._mix, self.params)
             if hold is not None:
                 extra = hold if extra is None else extra + hold
         best = self._chooser.best(req, self._agents.mem_left, self._agents.gpu_left, extra)
