@@ -124,6 +124,7 @@ def plot_from(paths: list[Path], trace: str, out: Path) -> None:
     for path in paths:
         pols.update(io.read_json(path)["traces"].get(trace, {}).get("policies", {}))
     order = [name for name in POLICIES if name in pols]
+    order += sorted(name for name in pols if name.startswith("dlc-admit:"))
     curves = {label(n): _array(pols[n]["mean_curve"]) for n in order}
     pub = {
         label(n): _array(pols[n]["published_mean_curve"])

@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 
 from dlc.scheduler.core import CoreConfig  # noqa: E402
 from dlc.scheduler.placement import PlacementConfig  # noqa: E402
+from dlc.scheduler.share_hold import ShareHoldSettings  # noqa: E402
 from dlc.sim import io  # noqa: E402
 from dlc.sim.cluster_sim.engine import Engine  # noqa: E402
 from dlc.sim.cluster_sim.openb import DEFAULT_GPU_MIB, GPU_MIB, agent_of, item_of  # noqa: E402
@@ -41,8 +42,14 @@ class _Timer:
         self.rounds.append((latency_s, received, len(placed)))
 
 
-def replay(root: Path, trace: str, seed: int, batch_pct: float, tune: float) -> dict:
-    """One replay through the core; timings and the allocation ratio reached."""
+def replay(
+    root: Path, trace: str, seed: int, batch_pct: float, tune: float, hold_reserve: float = 0.0
+) -> dict:
+    """One replay through the core; timings and the allocation ratio reached.
+
+    ``hold_reserve``: the scheduler's ``--share-hold-reserve`` (0: off); a share it holds
+    is withdrawn at the end of its round, like any pod its round could not place.
+    """
     nodes = io.load_nodes(root)
     agents = [agent_of(n) for n in nodes]
     total_milli = sum(n.gpus for n in nodes) * 1000
@@ -50,8 +57,10 @@ def replay(root: Path, trace: str, seed: int, batch_pct: float, tune: float) -> 
         io.load_pods(root, trace), total_milli, tune, np.random.default_rng(seed)
     )
     timer = _Timer()
-    config = CoreConfig(placement=PlacementConfig(policy="first-fit", executor_cpus=0.0,
-                                                  executor_mem_mib=0.0))  # fmt: skip
+    hold = ShareHoldSettings(reserve=hold_reserve)
+    placement = PlacementConfig("first-fit", executor_cpus=0.0, executor_mem_mib=0.0,
+                                share_hold=hold)  # fmt: skip
+    config = CoreConfig(placement=placement)
     started = time.perf_counter()
     engine = Engine(agents, config, metrics=timer)
     setup_s = time.perf_counter() - started
@@ -77,6 +86,7 @@ def replay(root: Path, trace: str, seed: int, batch_pct: float, tune: float) -> 
     considered = [r["queued"] for r in rounds]
     return {
         "trace": trace, "seed": seed, "batch_pct": batch_pct, "tune": tune,
+        "share_hold_reserve": hold_reserve,
         "agents": len(agents), "gpus": total_milli // 1000, "pods": len(pods),
         "cpu_only_pods_skipped": skipped, "placed": placed,
         "withdrawn": sum(r["withdrawn"] for r in rounds),
@@ -121,10 +131,23 @@ def main() -> None:
     parser.add_argument("--batch", type=float, default=1.0, help="percent of GPUs per round")
     parser.add_argument("--tune", type=float, default=1.3)
     parser.add_argument("--trace-dir", default=None)
+    parser.add_argument(
+        "--share-hold-reserve",
+        type=float,
+        default=0.0,
+        help="the scheduler's --share-hold-reserve (0: off)",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench/results/sim_scale.json"))
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # one "no dlc_topo" line per agent is not news here
-    result = replay(io.trace_root(args.trace_dir), args.trace, args.seed, args.batch, args.tune)
+    result = replay(
+        io.trace_root(args.trace_dir),
+        args.trace,
+        args.seed,
+        args.batch,
+        args.tune,
+        args.share_hold_reserve,
+    )
     from rich.console import Console
     from rich.table import Table
 

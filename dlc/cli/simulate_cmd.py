@@ -71,15 +71,14 @@ def command() -> None:
 def openb(traces, policies, seeds, tune, out_dir, trace_dir) -> None:
     """The FGD paper's openb replay: allocation ratio vs arrived GPU demand."""
     from dlc.sim import io
-    from dlc.sim.policies import POLICIES
+    from dlc.sim.policies import POLICIES, check_policy
     from dlc.sim.report import experiment, print_table, write_outputs
 
     root = io.trace_root(trace_dir)
     names = io.available_traces(root) if traces == "all" else _split(traces)
     pols = list(POLICIES) if policies == "all" else _split(policies)
     for p in pols:
-        if p not in POLICIES:
-            raise FieldError("--policy", f"unknown policy {p!r}; use one of {', '.join(POLICIES)}")
+        check_policy(p)
     if tune <= 0 or tune > 5:
         raise FieldError("--tune", f"{tune} is out of range; use a value in (0, 5], e.g. 1.3")
     results = experiment(root, names, pols, parse_seeds(seeds), tune)

@@ -315,3 +315,16 @@ def test_dlc_admit_never_opens_a_whole_gpu_for_a_held_share(openb):
     rng = np.random.default_rng(3)
     replay(nodes, arrival_sequence(pods, total, 1.3, rng), checked, mix, rng)
     assert seen["held"] > 0 and seen["placed"] > 0
+
+
+def test_policy_names_take_a_hold_reserve_and_refuse_bad_ones_in_one_line():
+    from dlc.sim.policies import check_policy, label
+
+    assert get_policy("dlc-admit:1.5").params.hold_reserve == 1.5
+    assert get_policy("dlc-admit").params.hold_reserve == 1.0
+    assert get_policy("dlc").params.hold_reserve == 0.0
+    assert label("dlc-admit:1.5") == "DLC + share hold x1.5"
+    for bad in ("dlc-admit:x", "dlc-admit:0", "fgd:2", "nope"):
+        with pytest.raises(FieldError) as err:
+            check_policy(bad)
+        assert "--policy" in str(err.value) and "\n" not in str(err.value)

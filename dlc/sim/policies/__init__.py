@@ -24,20 +24,52 @@ POLICIES = {
 
 
 def get_policy(name: str) -> Policy:
-    """A fresh policy by name; an unknown name is a one-line error listing the known ones."""
-    if name not in POLICIES:
-        raise FieldError("--policy", f"unknown policy {name!r}; use one of {', '.join(POLICIES)}")
-    if name in ("dlc", "dlc-admit"):
+    """A fresh policy by name; an unknown name is a one-line error listing the known ones.
+
+    ``dlc-admit:R`` is DLC with the share hold at reserve ``R`` (``dlc-admit`` is ``R=1``).
+    """
+    base, reserve = _parse(name)
+    if base in ("dlc", "dlc-admit"):
         from dlc.scheduler.allocator.fragscore import ScoreParams
         from dlc.sim.policies.dlc import DlcPolicy
 
-        return DlcPolicy(ScoreParams(hold_reserve=1.0 if name == "dlc-admit" else 0.0))
-    return POLICIES[name][0]()
+        return DlcPolicy(ScoreParams(hold_reserve=reserve))
+    return POLICIES[base][0]()
+
+
+def check_policy(name: str) -> str:
+    """``name`` if :func:`get_policy` knows it, else a one-line ``FieldError``."""
+    _parse(name)
+    return name
+
+
+def _parse(name: str) -> tuple[str, float]:
+    """``(base name, share hold reserve)`` of a policy name."""
+    base, _, arg = name.partition(":")
+    if base not in POLICIES or (arg and base != "dlc-admit"):
+        known = ", ".join(POLICIES)
+        raise FieldError(
+            "--policy", f"unknown policy {name!r}; use one of {known} (or dlc-admit:R)"
+        )
+    if base != "dlc-admit":
+        return base, 0.0
+    try:
+        reserve = float(arg) if arg else 1.0
+    except ValueError:
+        reserve = -1.0
+    if not 0 < reserve <= 10:
+        raise FieldError(
+            "--policy",
+            f"{name!r}: the hold reserve must be a number in (0, 10], e.g. dlc-admit:1.5",
+        )
+    return base, reserve
 
 
 def label(name: str) -> str:
     """The display name of a policy."""
-    return POLICIES[name][1]
+    base, reserve = _parse(name)
+    text = POLICIES[base][1]
+    return f"{text} x{reserve:g}" if base == "dlc-admit" and reserve != 1.0 else text
 
 
-__all__ = ["POLICIES", "ClusterView", "Policy", "get_policy", "label"]
+__all__ = ["POLICIES", "ClusterView", "Policy", "check_policy", "get_policy", "label"]
