@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from dlc.scheduler.allocator.shares import MILLI
 from dlc.scheduler.cluster import Holder
-from dlc.scheduler.core_state import CoreState, _done
+from dlc.scheduler.core_state import CoreState
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.quotas import largest_gpu_memory
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, build
@@ -34,21 +34,17 @@ class ShareHoldMixin(CoreState):
         largest = largest_gpu_memory(self.inventory.agents()) or 0
         demands = [_demand(j, largest) for j in self._queued.values() if j.spec.gpus]
         taken: dict[str, dict[int, Holder]] = {}
-        for job in self._active.values():
-            for task in job.tasks:
-                if _done(task):
-                    continue
-                holder = Holder(job.job_id, task.task_id, job.user)
-                gpus = set(task.gpu_ids)
-                if gpus:
-                    demands.append((MILLI, len(gpus)))
-                if task.share_gpu is not None:  # a share's GPU is not whole, whatever offers said
-                    gpus.add(task.share_gpu)
-                    agent = self.inventory.get(task.agent_id)
-                    total = (agent.gpu_memory.get(task.share_gpu) if agent else None) or largest
-                    demands.append((share_milli(job.spec, total), 1))
-                for gpu in gpus:
-                    taken.setdefault(task.agent_id, {})[gpu] = holder
+        for job, task, holder in self._running_tasks():
+            gpus = set(task.gpu_ids)
+            if gpus:
+                demands.append((MILLI, len(gpus)))
+            if task.share_gpu is not None:  # a share's GPU is not whole, whatever offers said
+                gpus.add(task.share_gpu)
+                agent = self.inventory.get(task.agent_id)
+                total = (agent.gpu_memory.get(task.share_gpu) if agent else None) or largest
+                demands.append((share_milli(job.spec, total), 1))
+            for gpu in gpus:
+                taken.setdefault(task.agent_id, {})[gpu] = holder
         draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
         agents = self.inventory.view(taken, draining)
         return build(settings, agents, demands, now, self._share_held_since)

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from dlc.errors import JobNotFound
+from dlc.scheduler.cluster import Holder
 from dlc.scheduler.core_config import CoreConfig, ImageResolver, default_resolver
 from dlc.scheduler.draining import Drains
 from dlc.scheduler.inventory import Inventory, Overheads
@@ -160,6 +161,13 @@ class CoreState:
                 if launched:
                     self._started[job.job_id] = launched[-1]
             self._track(job)
+
+    def _running_tasks(self):
+        """``(job, task, holder)`` for every task of an active job that has not ended."""
+        for job in self._active.values():
+            for task in job.tasks:
+                if not _done(task):
+                    yield job, task, Holder(job.job_id, task.task_id, job.user)
 
     def _track(self, job: Job) -> Job:
         """Keep the in-memory queue and active set in step with a stored job."""

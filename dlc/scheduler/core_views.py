@@ -9,7 +9,7 @@ the cluster's picture through these methods.
 from __future__ import annotations
 
 from dlc.scheduler.cluster import AgentView, Holder
-from dlc.scheduler.core_state import CoreState, _done
+from dlc.scheduler.core_state import CoreState
 from dlc.scheduler.jobs import Job
 
 
@@ -59,13 +59,9 @@ class ViewsMixin(CoreState):
         (free, taken by which task, or draining), by hostname."""
         with self._lock:
             taken: dict[str, dict[int, Holder]] = {}
-            for job in self._active.values():
-                for task in job.tasks:
-                    if _done(task):
-                        continue
-                    holder = Holder(job.job_id, task.task_id, job.user)
-                    for gpu in task.gpu_ids:
-                        taken.setdefault(task.agent_id, {})[gpu] = holder
+            for _, task, holder in self._running_tasks():
+                for gpu in task.gpu_ids:
+                    taken.setdefault(task.agent_id, {})[gpu] = holder
             draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
             return self.inventory.view(taken, draining)
 
