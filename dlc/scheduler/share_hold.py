@@ -54,15 +54,17 @@ class ShareHoldSettings:
     max_wait_s: float = 600.0
 
     def __post_init__(self) -> None:
-        examples = {"--share-hold-reserve": "e.g. 1 (0 turns the hold off)",
-                    "--share-hold-fill": "e.g. 0.1 (the part of expected shares a leftover "
-                    "must fit)"}  # fmt: skip
-        for flag, value in (
-            ("--share-hold-reserve", self.reserve),
-            ("--share-hold-fill", self.fill),
-        ):
-            if not 0.0 <= value <= 1.0:  # also refuses NaN
-                raise ConfigError(flag, f"{value:g} is not a fraction; give 0..1, {examples[flag]}")
+        if not 0.0 <= self.reserve <= 10.0:  # also refuses NaN
+            raise ConfigError(
+                "--share-hold-reserve",
+                f"{self.reserve:g} is not a factor in 0..10; give e.g. 1 (0 turns the hold off)",
+            )
+        if not 0.0 <= self.fill <= 1.0:
+            raise ConfigError(
+                "--share-hold-fill",
+                f"{self.fill:g} is not a fraction; give 0..1, e.g. 0.1 (the part of expected "
+                "shares a leftover must fit)",
+            )
         if not self.max_wait_s >= 0 or math.isinf(self.max_wait_s):
             raise ConfigError(
                 "--share-hold-max-wait",

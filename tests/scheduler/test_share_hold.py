@@ -182,7 +182,7 @@ def test_a_held_share_is_not_passed_over_so_it_reserves_no_agent(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, flag",
     [
-        ({"reserve": 1.5}, "--share-hold-reserve"),
+        ({"reserve": 10.5}, "--share-hold-reserve"),
         ({"reserve": -0.1}, "--share-hold-reserve"),
         ({"fill": float("nan")}, "--share-hold-fill"),
         ({"max_wait_s": -1}, "--share-hold-max-wait"),
@@ -199,8 +199,8 @@ def test_the_scheduler_command_refuses_a_bad_hold_flag_in_one_line():
     from dlc.cli.main import cli
 
     args = ["scheduler", "--master", "127.0.0.1:1", "--db", ":memory:",
-            "--share-hold-reserve", "2"]  # fmt: skip
+            "--share-hold-reserve", "20"]  # fmt: skip
     result = CliRunner().invoke(cli, args)
     assert result.exit_code != 0
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "--share-hold-reserve: 2 is not a fraction; give 0..1" in lines[0]
+    assert len(lines) == 1 and "--share-hold-reserve: 20 is not a factor in 0..10" in lines[0]
