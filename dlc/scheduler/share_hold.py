@@ -57,7 +57,7 @@ class ShareHoldSettings:
         if not 0.0 <= self.reserve <= 10.0:  # also refuses NaN
             raise ConfigError(
                 "--share-hold-reserve",
-                f"{self.reserve:g} is not a factor in 0..10; give e.g. 1 (0 turns the hold off)",
+                f"{self.reserve:g} is not a factor in 0..10; give 0 (off) to 10, e.g. 1",
             )
         if not 0.0 <= self.fill <= 1.0:
             raise ConfigError(
