@@ -34,20 +34,22 @@ class ShareHoldMixin(CoreState):
         largest = largest_gpu_memory(self.inventory.agents()) or 0
         demands = [_demand(j, largest) for j in self._queued.values() if j.spec.gpus]
         taken: dict[str, dict[int, Holder]] = {}
+        share_used: dict[tuple[str, int], int] = {}
         for job, task, holder in self._running_tasks():
-            gpus = set(task.gpu_ids)
-            if gpus:
-                demands.append((MILLI, len(gpus)))
-            if task.share_gpu is not None:  # a share's GPU is not whole, whatever offers said
-                gpus.add(task.share_gpu)
+            if task.gpu_ids:
+                demands.append((MILLI, len(task.gpu_ids)))
+            for gpu in task.gpu_ids:
+                taken.setdefault(task.agent_id, {})[gpu] = holder
+            if task.share_gpu is not None:  # what DLC's shares use, whatever offers said
                 agent = self.inventory.get(task.agent_id)
                 total = (agent.gpu_memory.get(task.share_gpu) if agent else None) or largest
-                demands.append((share_milli(job.spec, total), 1))
-            for gpu in gpus:
-                taken.setdefault(task.agent_id, {})[gpu] = holder
+                milli = share_milli(job.spec, total)
+                demands.append((milli, 1))
+                key = (task.agent_id, task.share_gpu)
+                share_used[key] = share_used.get(key, 0) + milli
         draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
         agents = self.inventory.view(taken, draining)
-        return build(settings, agents, demands, now, self._share_held_since)
+        return build(settings, agents, demands, now, self._share_held_since, share_used)
 
     def _note_held(self, now: float, waiting: Mapping[str, str]) -> None:
         """Remember when each share now held was first held; forget the jobs no longer

@@ -378,8 +378,11 @@ def place(
                 failed.clear()
             if share_hold is not None:  # the next share of this round sees fewer whole GPUs
                 for launch in result.launches[launched:]:
-                    gpus = launch.gpu_ids or ((launch.share.gpu_index,) if launch.share else ())
-                    share_hold.took(launch.agent_id, gpus)
+                    if launch.share is None:
+                        share_hold.took(launch.agent_id, launch.gpu_ids)
+                    else:
+                        share = launch.share
+                        share_hold.took(launch.agent_id, (share.gpu_index,), share.core_milli)
             continue
         reason = _held_fit(job, slots, usable, reserved) or reason
         result.waiting[job.job_id] = _held_tail(reason, job, share_hold)

@@ -82,12 +82,17 @@ class ShareHoldSettings:
                        hold_fill_below=self.fill)  # fmt: skip
 
 
-def gpu_left_of(agents: Iterable[AgentView]) -> tuple[np.ndarray, dict[str, int], int]:
+def gpu_left_of(
+    agents: Iterable[AgentView], share_used: Mapping[tuple[str, int], int] | None = None
+) -> tuple[np.ndarray, dict[str, int], int]:
     """``([agents, G] free thousandths, agent id -> row, GPU count)`` of the known agents.
 
     1000 marks a whole free GPU (no task holds it and its latest offered ranges are whole);
-    a GPU a task holds is 0; rows are padded with 0 (padding is no GPU: the count says).
+    a GPU a whole-GPU task holds is 0; a GPU DLC's shares use keeps at most 1000 minus
+    their thousandths (``share_used``: (agent id, GPU) -> thousandths), whatever an older
+    offer said; rows are padded with 0 (padding is no GPU: the count says).
     """
+    share_used = share_used or {}
     rows: list[list[int]] = []
     index: dict[str, int] = {}
     count = 0
@@ -100,7 +105,9 @@ def gpu_left_of(agents: Iterable[AgentView]) -> tuple[np.ndarray, dict[str, int]
             whole_mem = gpu.free_memory_mib is None or gpu.memory_mib is None or (
                 gpu.free_memory_mib >= gpu.memory_mib)  # fmt: skip
             milli = gpu.free_compute_milli
-            row[gpu.index] = fgd.MILLI if milli >= fgd.MILLI and whole_mem else min(milli, 999)
+            left = fgd.MILLI if milli >= fgd.MILLI and whole_mem else min(milli, 999)
+            used = share_used.get((agent.agent_id, gpu.index), 0)
+            row[gpu.index] = min(left, fgd.MILLI - used) if used else left
         index[agent.agent_id] = len(rows)
         rows.append(row)
     width = max((len(r) for r in rows), default=0)
@@ -171,13 +178,18 @@ class ShareHold:
 
         return bars
 
-    def took(self, agent_id: str, gpus: Iterable[int]) -> None:
-        """A task placed this round holds ``gpus`` of ``agent_id``: they are whole no more
-        (the rule is checked per share, as the simulator does, not once per round)."""
+    def took(self, agent_id: str, gpus: Iterable[int], share_milli: int | None = None) -> None:
+        """A task placed this round holds ``gpus`` of ``agent_id`` (whole, or a share of
+        ``share_milli`` thousandths: 0 when unknown), so the next share of the round sees
+        them as the simulator does: the rule is checked per share, not once per round."""
         row = self.rows.get(agent_id)
         for gpu in gpus if row is not None else ():
             if gpu < self.gpu_left.shape[1]:
-                self.gpu_left[row, gpu] = min(self.gpu_left[row, gpu], fgd.MILLI - 1)
+                left = int(self.gpu_left[row, gpu])
+                if share_milli is None:
+                    self.gpu_left[row, gpu] = 0
+                else:
+                    self.gpu_left[row, gpu] = min(max(left - share_milli, 0), fgd.MILLI - 1)
 
     def reason(self, share_milli: int) -> str:
         """Why a share of ``share_milli`` thousandths waits (without the per-job tail)."""
@@ -209,11 +221,12 @@ def build(
     demands: Iterable[tuple[int, int]],
     now: float,
     since: Mapping[str, float],
+    share_used: Mapping[tuple[str, int], int] | None = None,
 ) -> ShareHold | None:
     """The round's :class:`ShareHold` (``None`` when the setting is off)."""
     if not settings.enabled:
         return None
-    gpu_left, rows, count = gpu_left_of(agents)
+    gpu_left, rows, count = gpu_left_of(agents, share_used)
     return ShareHold(settings, gpu_left, rows, count, share_mix(demands), now, since)
 
 

@@ -204,3 +204,18 @@ def test_the_scheduler_command_refuses_a_bad_hold_flag_in_one_line():
     assert result.exit_code != 0
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "--share-hold-reserve: 20 is not a factor in 0..10" in lines[0]
+
+
+def test_gpus_dlc_shares_use_count_their_room_left_not_the_older_offer(tmp_path):
+    # two 0.6 shares on each of a2 and a3 (one per GPU) leave 0.4 on each; the offers they
+    # were placed from still showed those GPUs whole. Counted right, whole GPUs are 2000 of
+    # 4100 free thousandths (49%), under the 54% whole-GPU jobs ask: the 0.81s are held
+    core, _ = make_core(tmp_path, busy_others=False)
+    for k in (2, 3):
+        shares(core, [0.6, 0.6])
+        core.on_offers([ranged_offer(f"w{k}", f"a{k}", gpus=2)])
+    assert len(core.active_jobs()) == 4
+    jobs = shares(core, [0.81] * 8)
+    core.on_offers([a1_offer()])
+    assert placed(core, jobs) == {}
+    assert HELD_PREFIX in core.queue_reason(jobs[0].job_id)
