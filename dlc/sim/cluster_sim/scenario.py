@@ -52,7 +52,7 @@ _SCHEMA: dict[str, dict[str, tuple]] = {
     "metrics": {"active_threshold": (_NUM, 0, 1), "slot_s": (_NUM, 1, 3600)},
     "slo": {"session_start_p95_minutes": (_NUM, 0, 1e6), "training_jct_p95_factor": (_NUM, 1, 1e6)},
 }  # fmt: skip
-#: list fields that must be ``[low, high]`` with low < high
+#: list fields that must be ``[low, high]`` (windows: low < high)
 _PAIRS = {
     "sessions": ("window_hours", "mem_over_gib"),
     "training": ("sm_range", "open_window_hours"),
@@ -172,9 +172,11 @@ def _check_section(section: str, body: dict[str, Any]) -> dict[str, Any]:
             if (low is not None and v < low) or (high is not None and v > high):
                 raise FieldError(where, f"{v!r} is out of range; give a value in [{low}, {high}]")
     for name in _PAIRS.get(section, ()):
-        lo, hi = (body[name] + [None, None])[:2]
-        if len(body[name]) != 2 or not lo < hi:
-            raise FieldError(f"{section}.{name}", f"{body[name]!r}; give [start, end] with start < end")
+        pair = body[name]
+        strict = name.endswith("window_hours")  # an empty window has no arrivals to spread
+        if len(pair) != 2 or not (pair[0] < pair[1] if strict else pair[0] <= pair[1]):
+            need = "start < end" if strict else "low <= high"
+            raise FieldError(f"{section}.{name}", f"{pair!r}; give [start, end] with {need}")
     return body
 
 
