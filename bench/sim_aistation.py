@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "bench/results"))
     parser.add_argument(
         "--part",
-        choices=("all", "main", "sweeps", "cards", "summarise"),
+        choices=("all", "main", "sweeps", "cards", "summarise", "cards-summarise"),
         default="all",
         help="run one part (each writes sim_aistation-PART.json)",
     )
@@ -99,6 +99,13 @@ def main() -> None:
         for duty in sorted({r["sm_duty"] for r in summary}):
             print(f"\nsession SM duty {duty:g}, seeds {sorted({r['seed'] for r in rows})}:")
             print(report.markdown(summary, duty))
+    if args.part == "cards-summarise":  # the table again from a cards run's saved rows
+        lines = (out_dir / f"sim_aistation-cards{args.tag}.jsonl").read_text().splitlines()
+        rows = [json.loads(line) for line in lines if line.strip()]
+        found = cards_table(rows, scenario["cluster"]["gpus_per_node"], "P0")
+        _print_cards(found)
+        print(report.cards_markdown(found))
+        payload["cards_needed"] = {"runs": rows, "found": found, "summary": summarise(rows)}
     if "main" in parts:
         duties = [float(d) for d in args.activity.split(",")]
         partial = out_dir / "sim_aistation-main.jsonl"
@@ -138,6 +145,7 @@ def main() -> None:
         per_node = scenario["cluster"]["gpus_per_node"]
         found = cards_table(rows, per_node, "P0" if "P0" in policies else None)
         _print_cards(found)
+        print(report.cards_markdown(found))
         payload["cards_needed"] = {"runs": rows, "found": found, "summary": summarise(rows)}
     payload["wall_s"] = round(time.time() - started, 1)
     name = "sim_aistation.json" if args.part == "all" else f"sim_aistation-{args.part}.json"

@@ -74,6 +74,33 @@ def markdown(summary: list[dict], duty: float | None = None) -> str:
     return "\n".join(lines)
 
 
+def _pm(mean: float | None, ci: float | None, digits: int = 1) -> str:
+    if mean is None:
+        return "-"
+    return f"{mean:.{digits}f}" + (f" ± {ci:.{digits}f}" if ci is not None else "")
+
+
+def cards_markdown(found: dict) -> str:
+    """The cards-needed table (``runs.cards_table``) as Markdown, one row per policy."""
+    lines = [
+        "| policy | cards for both SLOs | per seed | seeds unmet | cards for the session SLO "
+        "| fewer cards than P0 (paired) | at that size: allocation ratio | allocated h/card/day "
+        "| active h/card/day | tenants per GPU |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for policy, f in found.items():
+        seeds = ", ".join(str(v["both"] or "-") for _, v in sorted(f["per_seed"].items()))
+        fewer = _pm(f.get("fewer_cards_mean"), f.get("fewer_cards_ci95"), 2)
+        cells = [
+            policy, _pm(f["both_mean"], f["both_ci95"]), seeds, str(f["both_unmet_seeds"]),
+            _pm(f["session_mean"], f["session_ci95"]), fewer,
+            _pm(*f["at_need_allocation_ratio"], 2), _pm(*f["at_need_allocated_h_per_card_day"]),
+            _pm(*f["at_need_active_h_per_card_day"]), _pm(*f["at_need_tenants_per_gpu_mean"], 2),
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def write_json(path: Path, payload: dict) -> None:
     """The full results: the scenario, every run's metrics and the summary."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -139,6 +139,12 @@ def summarise(rows: list[dict]) -> list[dict]:
     return out
 
 
+#: metrics kept for the size where both SLOs are first met
+AT_NEED = ("allocation_ratio", "allocated_h_per_card_day", "active_h_per_card_day",
+           "sm_activity", "tenants_per_gpu_mean", "training_completed_per_week",
+           "session_wait_p95_min", "training_jct_over_isolated_p95")  # fmt: skip
+
+
 def _chain(args: tuple[Scenario, str, int, tuple[int, ...], float | None]) -> list[dict]:
     """One policy and seed over growing node counts, up to the first that meets both SLOs."""
     scenario, policy, seed, nodes, days = args
@@ -199,12 +205,14 @@ def cards_table(rows: list[dict], per_node: int, reference: str | None = None) -
         cards = row["sweep"][1] * per_node
         m = row["metrics"]
         seed = need.setdefault(row["policy"], {}).setdefault(
-            row["seed"], {"both": None, "session": None, "largest_run": 0}
+            row["seed"], {"both": None, "session": None, "largest_run": 0, "at_need": {}}
         )
         seed["largest_run"] = max(seed["largest_run"], cards)
         for name, met in (("both", m["slo_met"]), ("session", m["session_slo_met"])):
             if met and seed[name] is None:
                 seed[name] = cards
+                if name == "both":  # what the cluster looks like at the size needed
+                    seed["at_need"] = {k: m.get(k) for k in AT_NEED}
     out: dict[str, dict] = {}
     for policy, seeds in need.items():
         entry: dict[str, Any] = {"per_seed": seeds}
@@ -212,6 +220,8 @@ def cards_table(rows: list[dict], per_node: int, reference: str | None = None) -
             values = [s[name] for s in seeds.values()]
             entry[f"{name}_mean"], entry[f"{name}_ci95"] = mean_ci(values)
             entry[f"{name}_unmet_seeds"] = sum(v is None for v in values)
+        for name in AT_NEED:
+            entry[f"at_need_{name}"] = mean_ci([s["at_need"].get(name) for s in seeds.values()])
         if reference and reference in need and policy != reference:
             ratios = [
                 1.0 - s["both"] / need[reference][k]["both"]
