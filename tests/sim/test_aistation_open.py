@@ -53,6 +53,18 @@ def test_kth_open_job_is_the_same_under_every_policy():
     assert [_fingerprint(j) for j in jobs] != [_fingerprint(j) for j in other]
 
 
+def test_open_arrivals_beside_the_closed_loop():
+    """Both at once: the closed loop resubmits only its own jobs, open jobs do not loop."""
+    scenario = _open(1.0, **{"training.outstanding_per_user": 1})
+    loop = TrainingLoop(scenario, 5)
+    closed, opened = loop.first(), loop.open_arrivals(scenario.days)
+    assert len(closed) == 50 and all(j.key.startswith("t-") for j in closed)
+    assert opened and all(j.key.startswith("o-") for j in opened)
+    assert loop.done(opened[0], 1e5) == []
+    [after] = loop.done(closed[0], 1e5)
+    assert after.key == "t-u0000-1" and after.submit_at > 1e5
+
+
 def test_open_rate_window_and_weekdays_are_respected():
     scenario = _open(0.64, **{"training.open_window_hours": [12, 19]})
     counts = []
