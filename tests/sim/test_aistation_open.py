@@ -155,3 +155,16 @@ def test_cards_table_takes_the_first_size_and_pairs_seeds():
     assert table["P2"]["fewer_cards_mean"] == pytest.approx((0.2 + 0.5) / 2)
     assert table["P3"]["both_unmet_seeds"] == 1 and table["P3"]["per_seed"][1]["largest_run"] == 64
     assert table["P3"]["fewer_cards_mean"] == pytest.approx(1 - 64 / 48)
+
+
+def test_a_class_the_workload_lacks_holds_its_slo():
+    """Sessions only (no training at all): the training SLO holds, the session one is judged."""
+    from dlc.sim.cluster_sim.metrics import measure
+
+    scenario = _open(0.0, **{"cluster.nodes": 1, "population.users_per_group": 2})
+    result = build(scenario, "P2", seed=3).run(0.6 * 86400)
+    metrics = measure(result, scenario, 3)
+    assert metrics["training_completed_per_week"] == 0
+    assert metrics["training_slo_met"] is True
+    assert metrics["session_slo_met"] == (metrics["session_wait_p95_min"] <= 2.0)
+    assert metrics["slo_met"] == metrics["session_slo_met"]
