@@ -2,10 +2,14 @@
 
 Runs ``examples/sim/aistation.yaml`` through DLC's scheduler core on simulated Mesos agents:
 the policies over seeds (95% intervals) at several session SM duty cycles, sweeps of the
-assumptions that drive the result, and the cards needed for the SLOs (``cluster.nodes``
-swept). Prints tables, writes ``bench/results/sim_aistation.json`` and plots beside it::
+assumptions that drive the result, and the cards needed for the SLOs (per policy and seed,
+``cluster.nodes`` grown until both SLOs hold). Prints tables, writes
+``bench/results/sim_aistation[-PART][TAG].json`` and plots beside it::
 
     .venv/bin/python bench/sim_aistation.py --seeds 1-10 --jobs 2
+    .venv/bin/python bench/sim_aistation.py --part cards --sweep-seeds 1-10 --jobs 1 \
+        --tag=-open064 --set "training.outstanding_per_user=0;\
+        training.open_per_user_per_day=0.64;quotas.scale_with_cluster=true"
 """
 
 from __future__ import annotations
