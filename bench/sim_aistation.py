@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dlc.cli.simulate_cmd import parse_seeds  # noqa: E402
+from dlc.errors import FieldError  # noqa: E402
 from dlc.sim.cluster_sim import report  # noqa: E402
 from dlc.sim.cluster_sim.runs import cards_table, run_all, search_cards, summarise  # noqa: E402
 from dlc.sim.cluster_sim.scenario import load_scenario  # noqa: E402
@@ -34,9 +35,12 @@ def _value(text: str):
     text = text.strip()
     if text in ("true", "false"):
         return text == "true"
-    if text.startswith("["):
-        return [float(v) for v in text.strip("[]").split("/")]
-    return float(text) if "." in text else int(text)
+    try:
+        if text.startswith("["):
+            return [float(v) for v in text.strip("[]").split("/")]
+        return float(text) if "." in text else int(text)
+    except ValueError:
+        raise FieldError("--set", f"{text!r} is not true/false, a number or [lo/hi]") from None
 
 
 def _print_cards(found: dict) -> None:
@@ -159,4 +163,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from dlc.errors import DlcError
+
+    try:
+        main()
+    except DlcError as exc:  # a bad --set/--sweeps field or value: one line, no traceback
+        sys.exit(f"error: {exc}")

@@ -90,7 +90,7 @@ class Scenario:
         """
         section, _, name = path.partition(".")
         if section not in self.sections or name not in _SCHEMA.get(section, {}):
-            raise FieldError("--sweep", f"{path!r} is not a scenario field; use SECTION.FIELD")
+            raise FieldError("--sweep/--set", f"{path!r} is not a field; use SECTION.FIELD")
         sections = copy.deepcopy(self.sections)
         sections[section][name] = value
         _check_section(section, sections[section])
