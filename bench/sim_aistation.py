@@ -108,8 +108,10 @@ def main() -> None:
             print(f"\nsession SM duty {duty:g}, seeds {sorted({r['seed'] for r in rows})}:")
             print(report.markdown(summary, duty))
     if args.part == "cards-summarise":  # the table again from a cards run's saved rows
-        lines = (out_dir / f"sim_aistation-cards{args.tag}.jsonl").read_text().splitlines()
-        rows = [json.loads(line) for line in lines if line.strip()]
+        rows = []  # --tag=-a,-b merges runs made in parts (other policies or seeds)
+        for tag in args.tag.split(","):
+            lines = (out_dir / f"sim_aistation-cards{tag}.jsonl").read_text().splitlines()
+            rows += [json.loads(line) for line in lines if line.strip()]
         found = cards_table(rows, scenario["cluster"]["gpus_per_node"], "P0")
         _print_cards(found)
         print(report.cards_markdown(found))
@@ -157,7 +159,7 @@ def main() -> None:
         payload["cards_needed"] = {"runs": rows, "found": found, "summary": summarise(rows)}
     payload["wall_s"] = round(time.time() - started, 1)
     name = "sim_aistation.json" if args.part == "all" else f"sim_aistation-{args.part}.json"
-    name = name.replace(".json", f"{args.tag}.json")
+    name = name.replace(".json", f"{args.tag.split(',')[0]}.json")
     report.write_json(out_dir / name, payload)
     print(f"wrote {out_dir / name} and {len(plots)} plots in {time.time() - started:.0f} s")
 
