@@ -116,6 +116,8 @@ def main() -> None:
         _print_cards(found)
         print(report.cards_markdown(found))
         payload["cards_needed"] = {"runs": rows, "found": found, "summary": summarise(rows)}
+        name = f"cards{args.tag.split(',')[0]}"
+        plots += report.plot_cards(found, out_dir / "sim_aistation" / name, f"aistation {name}")
     if "main" in parts:
         duties = [float(d) for d in args.activity.split(",")]
         partial = out_dir / "sim_aistation-main.jsonl"
@@ -157,6 +159,8 @@ def main() -> None:
         _print_cards(found)
         print(report.cards_markdown(found))
         payload["cards_needed"] = {"runs": rows, "found": found, "summary": summarise(rows)}
+        name = f"cards{args.tag}"
+        plots += report.plot_cards(found, out_dir / "sim_aistation" / name, f"aistation {name}")
     payload["wall_s"] = round(time.time() - started, 1)
     name = "sim_aistation.json" if args.part == "all" else f"sim_aistation-{args.part}.json"
     name = name.replace(".json", f"{args.tag.split(',')[0]}.json")

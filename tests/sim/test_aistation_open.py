@@ -168,3 +168,15 @@ def test_a_class_the_workload_lacks_holds_its_slo():
     assert metrics["training_slo_met"] is True
     assert metrics["session_slo_met"] == (metrics["session_wait_p95_min"] <= 2.0)
     assert metrics["slo_met"] == metrics["session_slo_met"]
+
+
+def test_cards_plot_is_written(tmp_path):
+    from dlc.sim.cluster_sim.report import cards_markdown, plot_cards
+
+    rows = [_row("P0", 1, 4, False), _row("P0", 1, 5, True), _row("P2", 1, 3, True)]
+    found = cards_table(rows, 8, "P0")
+    written = plot_cards(found, tmp_path / "cards", "test")
+    assert [p.suffix for p in written] == [".png", ".svg"]
+    assert all(p.stat().st_size > 0 for p in written)
+    table = cards_markdown(found)
+    assert "| P2 | 24.0 | 24 | 0 |" in table and "0.40" in table

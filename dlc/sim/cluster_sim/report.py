@@ -153,3 +153,38 @@ def plot(summary: list[dict], out_dir: Path, title: str) -> list[Path]:
             written.append(path)
         plt.close(fig)
     return written
+
+
+def plot_cards(found: dict, path: Path, title: str) -> list[Path]:
+    """Share of seeds whose cluster meets both SLOs (and the session SLO alone) against its
+    number of cards, one step curve per policy (``runs.cards_table``); PNG and SVG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    panels = ((axes[0], "both", "both SLOs"), (axes[1], "session", "the session SLO"))
+    for ax, name, label in panels:
+        for policy, f in found.items():
+            needs = sorted(v[name] for v in f["per_seed"].values() if v[name] is not None)
+            if not needs:
+                continue
+            seeds = len(f["per_seed"])
+            xs = [0, *needs, max(needs) + 8]
+            ys = [0.0, *[(i + 1) / seeds for i in range(len(needs))], len(needs) / seeds]
+            ax.step(xs, ys, where="post", label=policy)
+        ax.set_xlabel("cards")
+        ax.set_title(f"share of seeds meeting {label}", fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("share of seeds")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for ext in ("png", "svg"):
+        out = path.with_suffix(f".{ext}")
+        fig.savefig(out, dpi=110)
+        written.append(out)
+    plt.close(fig)
+    return written
