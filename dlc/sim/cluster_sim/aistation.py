@@ -3,9 +3,9 @@
 Builds, for one seed and one policy, the agents (N nodes x G GPUs with ``gpu_mem``/
 ``gpu_core`` RANGES), the tenancy policy (groups, quotas, borrowing), the core's settings
 and the workload: day-time interactive sessions (non-homogeneous Poisson, two peaks,
-lognormal lengths) and a closed-loop training backlog. The random draws depend on the seed
-only, never on the policy: the k-th session and the k-th training job of a user are the same
-under P0..P4 (each user has its own stream).
+lognormal lengths), a closed-loop training backlog and/or open (Poisson) training arrivals.
+The random draws depend on the seed only, never on the policy: the k-th session and the k-th
+training job of a user are the same under P0..P4 (each user has its own streams).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def tenancy(scenario: Scenario, policy: dict) -> Policy | None:
     """Groups with their quotas (guarantee, borrowing up to the ceiling), or none (P0)."""
     if not policy.get("quotas", False):
         return None
-    q = scenario["quotas"]
+    guaranteed, ceiling = quota_gpus(scenario)
     members: dict[str, set[str]] = {}
     for user, group in users(scenario):
         members.setdefault(group, set()).add(user)
@@ -91,12 +91,22 @@ def tenancy(scenario: Scenario, policy: dict) -> Policy | None:
     quotas = {
         (g, DEFAULT_POOL): Quota(
             g, DEFAULT_POOL,
-            Resources(q["guaranteed_gpus"], 1e9, 1e12),
-            Resources(q["ceiling_gpus"], 1e9, 1e12),
+            Resources(guaranteed, 1e9, 1e12),
+            Resources(ceiling, 1e9, 1e12),
         )
         for g in groups
     }  # fmt: skip
     return Policy(groups=groups, quotas=quotas, grace_s=scenario["engine"]["kill_s"])
+
+
+def quota_gpus(scenario: Scenario) -> tuple[float, float]:
+    """A group's guaranteed and ceiling GPUs; with ``scale_with_cluster`` the file's figures
+    are for ``reference_gpus`` and grow with the cluster (a cards sweep stays fair)."""
+    q, c = scenario["quotas"], scenario["cluster"]
+    scale = 1.0
+    if q["scale_with_cluster"]:
+        scale = c["nodes"] * c["gpus_per_node"] / q["reference_gpus"]
+    return q["guaranteed_gpus"] * scale, q["ceiling_gpus"] * scale
 
 
 def core_config(policy: dict) -> CoreConfig:
@@ -199,7 +209,13 @@ class TrainingLoop:
     def _job(self, user: str, after: float | None) -> WorkItem:
         k = self.count.get(user, 0)
         self.count[user] = k + 1
-        rng = np.random.default_rng([self.seed, 2, self.index[user], k])
+        return self.draw(user, k, after)
+
+    def draw(self, user: str, k: int, after: float | None, at: float | None = None) -> WorkItem:
+        """The user's k-th job: closed loop (stream 2: submitted a think time ``after`` the
+        previous one ends, or in the first hour) or open (stream 5: submitted ``at``)."""
+        stream, prefix = (2, "t") if at is None else (5, "o")
+        rng = np.random.default_rng([self.seed, stream, self.index[user], k])
         gpus = int(rng.choice(self.sizes, p=self.weights))
         per_node = self.c["gpus_per_node"]
         nodes = max(1, math.ceil(gpus / per_node))
@@ -207,7 +223,8 @@ class TrainingLoop:
         t = self.t
         work = _lognormal(rng, t["median_hours"] * HOUR, t["sigma"], t["max_hours"] * HOUR)
         think = _lognormal(rng, t["think_hours_median"] * HOUR, t["think_sigma"], 30 * DAY)
-        at = rng.uniform(0, HOUR) if after is None else after + think
+        if at is None:  # (the draw order is kept: results stay those of earlier runs)
+            at = rng.uniform(0, HOUR) if after is None else after + think
         spec = JobSpec(
             image="sim/train:1", gpus=gpus_per, nodes=nodes, name="train",
             cpus=t["cpus_per_gpu"] * gpus_per, mem_mib=int(t["mem_gib_per_gpu"] * GIB * gpus_per),
@@ -215,12 +232,31 @@ class TrainingLoop:
         sm = float(rng.uniform(*t["sm_range"]))
         mem = int(self.c["gpu_memory_gib"] * GIB)
         return WorkItem(
-            f"t-{user}-{k}", "training", user, self.group[user], at, spec, work, sm, mem
+            f"{prefix}-{user}-{k}", "training", user, self.group[user], at, spec, work, sm, mem
         )
 
+    def open_arrivals(self, days: float) -> list[WorkItem]:
+        """Open training arrivals: per user, a Poisson process of ``open_per_user_per_day``
+        jobs per counted day, uniform inside ``open_window_hours`` (its own stream per user,
+        so the k-th open job of a user is the same under every policy)."""
+        rate, (lo, hi) = self.t["open_per_user_per_day"], self.t["open_window_hours"]
+        if rate <= 0:
+            return []
+        out = []
+        for user, n in self.index.items():
+            rng = np.random.default_rng([self.seed, 4, n])
+            k = 0
+            for day in range(math.ceil(days)):
+                if self.t["open_weekdays_only"] and day % 7 >= 5:
+                    continue
+                for hour in np.sort(rng.uniform(lo, hi, int(rng.poisson(rate)))):
+                    out.append(self.draw(user, k, None, day * DAY + float(hour) * HOUR))
+                    k += 1
+        return out
+
     def done(self, item: WorkItem, now: float) -> list[WorkItem]:
-        """A job finished: the user's next one, after a think time."""
-        if item.kind != "training":
+        """A closed-loop job finished: the user's next one, after a think time."""
+        if item.kind != "training" or not item.key.startswith("t-"):
             return []
         return [self._job(item.user, now)]
 
@@ -233,6 +269,6 @@ def build(scenario: Scenario, policy_name: str, seed: int, check_every: int = 0)
         agents(scenario), core_config(policy), tenancy(scenario, policy),
         engine_params(scenario), on_done=loop.done, check_every=check_every,
     )  # fmt: skip
-    for item in sessions(scenario, seed, policy) + loop.first():
+    for item in sessions(scenario, seed, policy) + loop.first() + loop.open_arrivals(scenario.days):
         engine.add(item)
     return engine

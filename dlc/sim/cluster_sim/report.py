@@ -74,6 +74,33 @@ def markdown(summary: list[dict], duty: float | None = None) -> str:
     return "\n".join(lines)
 
 
+def _pm(mean: float | None, ci: float | None, digits: int = 1) -> str:
+    if mean is None:
+        return "-"
+    return f"{mean:.{digits}f}" + (f" ± {ci:.{digits}f}" if ci is not None else "")
+
+
+def cards_markdown(found: dict) -> str:
+    """The cards-needed table (``runs.cards_table``) as Markdown, one row per policy."""
+    lines = [
+        "| policy | cards for both SLOs | per seed | seeds unmet | cards for the session SLO "
+        "| fewer cards than P0 (paired) | at that size: allocation ratio | allocated h/card/day "
+        "| active h/card/day | tenants per GPU |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for policy, f in found.items():
+        seeds = ", ".join(str(v["both"] or "-") for _, v in sorted(f["per_seed"].items()))
+        fewer = _pm(f.get("fewer_cards_mean"), f.get("fewer_cards_ci95"), 2)
+        cells = [
+            policy, _pm(f["both_mean"], f["both_ci95"]), seeds, str(f["both_unmet_seeds"]),
+            _pm(f["session_mean"], f["session_ci95"]), fewer,
+            _pm(*f["at_need_allocation_ratio"], 2), _pm(*f["at_need_allocated_h_per_card_day"]),
+            _pm(*f["at_need_active_h_per_card_day"]), _pm(*f["at_need_tenants_per_gpu_mean"], 2),
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def write_json(path: Path, payload: dict) -> None:
     """The full results: the scenario, every run's metrics and the summary."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,4 +152,39 @@ def plot(summary: list[dict], out_dir: Path, title: str) -> list[Path]:
             fig.savefig(path, dpi=110)
             written.append(path)
         plt.close(fig)
+    return written
+
+
+def plot_cards(found: dict, path: Path, title: str) -> list[Path]:
+    """Share of seeds whose cluster meets both SLOs (and the session SLO alone) against its
+    number of cards, one step curve per policy (``runs.cards_table``); PNG and SVG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    panels = ((axes[0], "both", "both SLOs"), (axes[1], "session", "the session SLO"))
+    for ax, name, label in panels:
+        for policy, f in found.items():
+            needs = sorted(v[name] for v in f["per_seed"].values() if v[name] is not None)
+            if not needs:
+                continue
+            seeds = len(f["per_seed"])
+            xs = [0, *needs, max(needs) + 8]
+            ys = [0.0, *[(i + 1) / seeds for i in range(len(needs))], len(needs) / seeds]
+            ax.step(xs, ys, where="post", label=policy)
+        ax.set_xlabel("cards")
+        ax.set_title(f"share of seeds meeting {label}", fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("share of seeds")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for ext in ("png", "svg"):
+        out = path.with_suffix(f".{ext}")
+        fig.savefig(out, dpi=110)
+        written.append(out)
+    plt.close(fig)
     return written

@@ -137,3 +137,97 @@ def summarise(rows: list[dict]) -> list[dict]:
         out.append({"policy": policy, "sweep": members[0]["sweep"], "sm_duty": duty,
                     "seeds": [m["seed"] for m in members], "metrics": stats})  # fmt: skip
     return out
+
+
+#: metrics kept for the size where both SLOs are first met
+AT_NEED = ("allocation_ratio", "allocated_h_per_card_day", "active_h_per_card_day",
+           "sm_activity", "tenants_per_gpu_mean", "training_completed_per_week",
+           "session_wait_p95_min", "training_jct_over_isolated_p95")  # fmt: skip
+
+
+def _chain(args: tuple[Scenario, str, int, tuple[int, ...], float | None]) -> list[dict]:
+    """One policy and seed over growing node counts, up to the first that meets both SLOs."""
+    scenario, policy, seed, nodes, days = args
+    rows = []
+    duty = (scenario["sessions"]["sm_duty"],)
+    for n in nodes:
+        rows += _one((scenario, RunKey(policy, seed, ("cluster.nodes", n)), duty, days))
+        if rows[-1]["metrics"]["slo_met"]:
+            break
+    return rows
+
+
+def search_cards(
+    scenario: Scenario,
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    nodes: Sequence[int],
+    jobs: int = 1,
+    days: float | None = None,
+    on_rows: Callable[[list[dict]], None] | None = None,
+) -> list[dict]:
+    """Cards needed for the SLOs: per policy and seed, run ``nodes`` in increasing order and
+    stop at the first size where both SLOs hold (the note's "smallest N"; later sizes are
+    not run, so a size that meets them and a larger one that does not are not looked for).
+
+    Returns every run's row (as :func:`run_all`), policy-major then seed.
+    """
+    for name in policies:
+        if name not in scenario.policies:
+            known = ", ".join(scenario.policies)
+            raise FieldError("--policy", f"{name!r} is not in the scenario; use some of {known}")
+    sizes = tuple(sorted(int(n) for n in nodes))
+    for n in sizes:
+        scenario.with_value("cluster.nodes", n)
+    tasks = [(scenario, p, s, sizes, days) for p in policies for s in seeds]
+    rows: list[dict] = []
+    if jobs <= 1:
+        parts = map(_chain, tasks)
+        for part in parts:
+            rows += part
+            if on_rows:
+                on_rows(part)
+        return rows
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for part in pool.map(_chain, tasks):
+            rows += part
+            if on_rows:
+                on_rows(part)
+    return rows
+
+
+def cards_table(rows: list[dict], per_node: int, reference: str | None = None) -> dict:
+    """Per policy: cards needed per seed (first size meeting both SLOs; ``None``: none of
+    the sizes run), and for the session SLO alone; mean ± 95% CI over the seeds that met
+    them; and, against ``reference`` (P0), the paired "fewer cards" ratio 1 - N/N_ref."""
+    need: dict[str, dict[int, dict[str, int | None]]] = {}
+    for row in sorted(rows, key=lambda r: r["sweep"][1]):
+        cards = row["sweep"][1] * per_node
+        m = row["metrics"]
+        seed = need.setdefault(row["policy"], {}).setdefault(
+            row["seed"], {"both": None, "session": None, "largest_run": 0, "at_need": {}}
+        )
+        seed["largest_run"] = max(seed["largest_run"], cards)
+        for name, met in (("both", m["slo_met"]), ("session", m["session_slo_met"])):
+            if met and seed[name] is None:
+                seed[name] = cards
+                if name == "both":  # what the cluster looks like at the size needed
+                    seed["at_need"] = {k: m.get(k) for k in AT_NEED}
+    out: dict[str, dict] = {}
+    for policy, seeds in need.items():
+        entry: dict[str, Any] = {"per_seed": seeds}
+        for name in ("both", "session"):
+            values = [s[name] for s in seeds.values()]
+            entry[f"{name}_mean"], entry[f"{name}_ci95"] = mean_ci(values)
+            entry[f"{name}_unmet_seeds"] = sum(v is None for v in values)
+        for name in AT_NEED:
+            entry[f"at_need_{name}"] = mean_ci([s["at_need"].get(name) for s in seeds.values()])
+        if reference and reference in need and policy != reference:
+            ratios = [
+                1.0 - s["both"] / need[reference][k]["both"]
+                for k, s in seeds.items()
+                if s["both"] and k in need[reference] and need[reference][k]["both"]
+            ]
+            entry["fewer_cards_mean"], entry["fewer_cards_ci95"] = mean_ci(ratios)
+        out[policy] = entry
+    return out

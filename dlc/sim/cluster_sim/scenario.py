@@ -23,7 +23,10 @@ _SCHEMA: dict[str, dict[str, tuple]] = {
         "topology_file": (str, None, None),
     },
     "population": {"groups": (int, 1, 1000), "users_per_group": (int, 1, 10000)},
-    "quotas": {"guaranteed_gpus": (_NUM, 0, 1e6), "ceiling_gpus": (_NUM, 0, 1e6)},
+    "quotas": {
+        "guaranteed_gpus": (_NUM, 0, 1e6), "ceiling_gpus": (_NUM, 0, 1e6),
+        "scale_with_cluster": (bool, None, None), "reference_gpus": (_NUM, 1, 1e6),
+    },
     "sessions": {
         "per_user_per_day": (list, 0, 100), "window_hours": (list, 0, 24),
         "peaks_hours": (list, 0, 24), "peak_width_hours": (_NUM, 0.1, 24),
@@ -39,6 +42,8 @@ _SCHEMA: dict[str, dict[str, tuple]] = {
         "think_sigma": (_NUM, 0, 5), "gpus": (dict, None, None), "median_hours": (_NUM, 0.01, 1000),
         "sigma": (_NUM, 0, 5), "max_hours": (_NUM, 0.01, 1000), "sm_range": (list, 0, 1),
         "cpus_per_gpu": (_NUM, 0.1, 256), "mem_gib_per_gpu": (_NUM, 0.1, 4096),
+        "open_per_user_per_day": (_NUM, 0, 1000), "open_window_hours": (list, 0, 24),
+        "open_weekdays_only": (bool, None, None),
     },
     "engine": {
         "offer_delay_s": (_NUM, 0, 3600), "tick_s": (_NUM, 1, 86400), "start_s": (_NUM, 0, 3600),
@@ -47,6 +52,11 @@ _SCHEMA: dict[str, dict[str, tuple]] = {
     "metrics": {"active_threshold": (_NUM, 0, 1), "slot_s": (_NUM, 1, 3600)},
     "slo": {"session_start_p95_minutes": (_NUM, 0, 1e6), "training_jct_p95_factor": (_NUM, 1, 1e6)},
 }  # fmt: skip
+#: list fields that must be ``[low, high]`` (windows: low < high)
+_PAIRS = {
+    "sessions": ("window_hours", "mem_over_gib"),
+    "training": ("sm_range", "open_window_hours"),
+}
 _POLICY_FIELDS = {"quotas": bool, "priorities": bool, "sessions": str, "allocator": str,
                   "replicas": int, "preempt_within": bool}  # fmt: skip
 _SESSION_MODES = ("whole", "share", "timeslice")
@@ -80,7 +90,7 @@ class Scenario:
         """
         section, _, name = path.partition(".")
         if section not in self.sections or name not in _SCHEMA.get(section, {}):
-            raise FieldError("--sweep", f"{path!r} is not a scenario field; use SECTION.FIELD")
+            raise FieldError("--sweep/--set", f"{path!r} is not a field; use SECTION.FIELD")
         sections = copy.deepcopy(self.sections)
         sections[section][name] = value
         _check_section(section, sections[section])
@@ -161,6 +171,12 @@ def _check_section(section: str, body: dict[str, Any]) -> dict[str, Any]:
         for v in values:
             if (low is not None and v < low) or (high is not None and v > high):
                 raise FieldError(where, f"{v!r} is out of range; give a value in [{low}, {high}]")
+    for name in _PAIRS.get(section, ()):
+        pair = body[name]
+        strict = name.endswith("window_hours")  # an empty window has no arrivals to spread
+        if len(pair) != 2 or not (pair[0] < pair[1] if strict else pair[0] <= pair[1]):
+            need = "start < end" if strict else "low <= high"
+            raise FieldError(f"{section}.{name}", f"{pair!r}; give [start, end] with {need}")
     return body
 
 
