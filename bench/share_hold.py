@@ -10,7 +10,7 @@ to a :class:`~dlc.scheduler.core.SchedulerCore`; a first round of offers from al
 with nothing queued, leaves a seeded mix of whole, partly shared and full GPUs in the
 inventory (about 30 % whole). Then ``--queued`` jobs (half shares of 0.25 to 0.9 of a GPU,
 half whole GPUs) are submitted and ``--offered`` agents offer: the timed round. The same
-stream runs with the hold off and at reserve 1; the table shows the round's CPU time and
+stream runs with the hold off and at reserve 1 and 1.5; the table shows the round's CPU time and
 what it decided. Writes JSON.
 """
 
@@ -115,7 +115,11 @@ def main() -> None:
     logging.disable(logging.WARNING)  # the agents have no dlc_topo: one warning each
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for hold in (ShareHoldSettings(), ShareHoldSettings(reserve=1.0)):
+        for hold in (
+            ShareHoldSettings(),
+            ShareHoldSettings(reserve=1.0),
+            ShareHoldSettings(reserve=1.5),
+        ):
             rows.append(one_run(args, hold, Path(tmp)))
     print(f"{args.agents} agents x {GPUS} GPUs, {args.offered} offered, {args.queued} jobs "
           f"queued (about half shares), seed {args.seed}")  # fmt: skip
