@@ -34,6 +34,7 @@ from dlc.api.shell_relay import SessionLimits
 from dlc.app.service import SchedulerService, ServiceConfig, private_dir
 from dlc.errors import ConfigError, DiscoveryError, DlcError
 from dlc.scheduler.placement import PlacementConfig, check_policy
+from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.scheduler.task_info import ExecutorConfig
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,8 @@ class LocalConfig:
     agents: int = 1
     #: caps on ``dlc shell``/``dlc exec`` sessions (as ``dlc scheduler --max-sessions ...``)
     sessions: SessionLimits = field(default_factory=SessionLimits)
+    #: the share hold (as ``dlc scheduler --share-hold-*``; off by default)
+    share_hold: ShareHoldSettings = field(default_factory=ShareHoldSettings)
 
     def __post_init__(self) -> None:
         check_policy(self.policy)
@@ -303,6 +306,7 @@ class LocalCluster:
             admin_token=self.config.admin_token,
             executor=ExecutorConfig(env=env, command=self.config.executor_command),
             sessions=self.config.sessions,
+            share_hold=self.config.share_hold,
         )
         self.service = SchedulerService(service_config)
         self.service.start()

@@ -15,6 +15,7 @@ from dlc.cli.scheduler_cmd import (
     configure_logging,
     port_in_use_error,
     print_login,
+    share_hold_options,
     wait_for_signal,
 )
 from dlc.errors import DlcError
@@ -49,11 +50,12 @@ from dlc.errors import DlcError
 @click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
 @click.option("--token-file", help="Also write the admin token to this file (mode 600).")
 @admin_token_options
+@share_hold_options
 @click.option("--executor-command", hidden=True, help="Replace `python -m dlc executor`.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu_model,
-            gpu_mem_mib, agents, allow_volume, token_file, admin_token_file, executor_command,
-            verbose):  # fmt: skip
+            gpu_mem_mib, agents, allow_volume, token_file, admin_token_file, share_hold_reserve,
+            share_hold_fill, share_hold_max_wait, executor_command, verbose):  # fmt: skip
     """Run a Mesos emulator, its agent(s) and the DLC scheduler here, until interrupted.
 
     The agent offers this host's GPUs, or with --simulate FILE the GPUs and
@@ -61,6 +63,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
     """
     from dlc.app.local import LocalCluster, LocalConfig
     from dlc.app.service import write_token_file
+    from dlc.scheduler.share_hold import ShareHoldSettings
 
     configure_logging(verbose, logging.WARNING)
     config = LocalConfig(
@@ -77,6 +80,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
         executor_command=executor_command,
         allowed_volumes=tuple(allow_volume),
         admin_token=admin_token_from(admin_token_file),
+        share_hold=ShareHoldSettings(share_hold_reserve, share_hold_fill, share_hold_max_wait),
     )
     try:
         Path(work_dir).mkdir(parents=True, exist_ok=True)

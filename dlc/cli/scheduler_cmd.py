@@ -117,10 +117,11 @@ def share_hold_options(func):
     options = [
         click.option("--share-hold-reserve", type=float, default=0.0, show_default=True,
                      metavar="FACTOR",
-                     help="While fewer GPUs are whole and free than this times the part of the "
-                     "queued and running GPU demand that whole-GPU jobs ask, a share whose "
-                     "leftover few of those shares fit may not open a whole GPU; it waits for "
-                     "a shared GPU with room (0: off; 1: the measured setting)."),
+                     help="While whole GPUs are less of the free GPU capacity than this times "
+                     "the part of the queued and running GPU demand that whole-GPU jobs ask, a "
+                     "share whose leftover few of those shares fit may not open a whole GPU; it "
+                     "waits for a shared GPU with room (0: off; e.g. 1, or 1.5 for a saturated "
+                     "cluster: docs/sharing.md)."),
         click.option("--share-hold-fill", type=float, default=0.1, show_default=True,
                      metavar="FRACTION",
                      help="A leftover counts as unfillable when fewer than this part of the "

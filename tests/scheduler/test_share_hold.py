@@ -195,12 +195,12 @@ def test_bad_settings_are_one_line_errors_naming_the_flag(kwargs, flag):
     assert message.startswith(flag + ": ") and "give 0" in message and "\n" not in message
 
 
-def test_the_scheduler_command_refuses_a_bad_hold_flag_in_one_line():
+@pytest.mark.parametrize("command", ["scheduler", "local"])
+def test_the_scheduler_and_local_commands_refuse_a_bad_hold_flag_in_one_line(command):
     from dlc.cli.main import cli
 
-    args = ["scheduler", "--master", "127.0.0.1:1", "--db", ":memory:",
-            "--share-hold-reserve", "20"]  # fmt: skip
-    result = CliRunner().invoke(cli, args)
+    where = ["--master", "127.0.0.1:1", "--db", ":memory:"] if command == "scheduler" else []
+    result = CliRunner().invoke(cli, [command, *where, "--share-hold-reserve", "20"])
     assert result.exit_code != 0
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "--share-hold-reserve: 20 is not a factor in 0..10" in lines[0]
