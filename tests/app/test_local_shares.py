@@ -50,7 +50,8 @@ def check_share_split(client: ApiClient, master_url: str) -> None:
         jobs = {j["id"]: j for j in client.jobs()}
         return all(jobs[i]["state"] == "running" for i in ids) and jobs
 
-    jobs = wait_for(running, what=f"{SHARES} shares running")
+    # 128 stand-in executors start on a 2-core machine: allow for a loaded one
+    jobs = wait_for(running, timeout=240.0, what=f"{SHARES} shares running")
     per_gpu: dict[tuple[str, int], int] = {}
     for job_id in ids:
         (task,) = jobs[job_id]["tasks"]

@@ -34,13 +34,14 @@ RESOURCES = "cpus:2;mem:2048;disk:1024;ports:[31200-31210];gpus:1;gpu_ids:{0}"
 TOKEN = "gang-admin-token"
 
 # node 0 answers the first connection; node 1 retries until node 0 listens. Each side keeps its
-# end open 2 s after its line (busybox nc stops at its stdin's end, maybe before the peer's
-# line arrived: node 0's log then lacked node 1's line now and then)
+# end open after its line (busybox nc stops at its stdin's end, maybe before the peer's
+# line arrived: node 0's log then lacked node 1's line now and then). Node 0 started listening
+# before node 1 may connect (late on a loaded machine), so its end stays open 15 s, not 2
 SCRIPT = (
     'echo "rank=$RANK world=$WORLD_SIZE nproc=$NPROC_PER_NODE master=$MASTER_ADDR:$MASTER_PORT"; '
     'echo "tf=$TF_CONFIG"; '
     'if [ "$NODE_RANK" = 0 ]; then '
-    '  (echo "hello from node 0"; sleep 2) | nc -l -p "$MASTER_PORT" -w 30; '
+    '  (echo "hello from node 0"; sleep 15) | nc -l -p "$MASTER_PORT" -w 30; '
     "else "
     "  for i in $(seq 60); do "
     '    if (echo "hello from node 1"; sleep 2) | nc -w 5 "$MASTER_ADDR" "$MASTER_PORT"; '
