@@ -81,7 +81,6 @@ class DlcPolicy:
             self.params,
         )
         self._agents = agents
-        self._gpus = int(c.gpu_count.sum())
         m = self._mix
         share_cpu = m.cpu[(m.milli > 0) & (m.milli < 1000)]
         self._live_cpu = int(share_cpu.min()) if len(share_cpu) else 0
