@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.exceptions import HTTPException
 
 from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
-from dlc.scheduler.quotas import agent_pool, demand, gpu_amount, key_of
+from dlc.scheduler.quotas import agent_pool, job_demand, job_gpus, key_of
 from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
 
 
@@ -35,6 +35,7 @@ def _admin(request: Request) -> str:
 def queue_view(core: Any) -> list[dict]:
     """Every waiting job in run order with its group, pool, priority and reason."""
     tenancy = core.plan_queue(core.queued_jobs())
+    sizes = core.gpu_sizes()
     out = []
     for index, row in enumerate(tenancy.rows, 1):
         job = row.job
@@ -43,7 +44,7 @@ def queue_view(core: Any) -> list[dict]:
             "position": index, "group_position": row.position, "id": job.job_id,
             "user": job.user, "group": row.group, "pool": row.pool,
             "priority": job.spec.priority, "priority_class": job.spec.priority_class,
-            "gpus": gpu_amount(job.spec, core.share_gpu_memory()), "admitted": row.admitted,
+            "gpus": job_gpus(core.tenancy, job, sizes), "admitted": row.admitted,
             "preempted_before": job.message.startswith("preempted"),
             "reason": reason.split("; ", 1)[1] if reason.startswith("position ") else reason,
         })  # fmt: skip
@@ -56,9 +57,10 @@ def quota_view(core: Any) -> dict:
     capacity = core.pool_capacity()
     tenancy = core.plan_queue(core.queued_jobs())
     waiting: dict = {}
+    sizes = core.gpu_sizes()
     for job in core.queued_jobs():
         key = key_of(policy, job)
-        waiting[key] = waiting.get(key, ZERO) + demand(job.spec, core.share_gpu_memory())
+        waiting[key] = waiting.get(key, ZERO) + job_demand(policy, job, sizes)
     keys = set(policy.quotas) | set(tenancy.usage) | set(waiting)
     rows = []
     for group, pool in sorted(keys):
