@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException
 from starlette.websockets import WebSocketDisconnect
 
 from dlc.api.guard import request_token
-from dlc.api.shell_relay import SessionGate, relay
+from dlc.api.shell_relay import SessionGate, first_message, relay
 from dlc.errors import DlcError
 from dlc.scheduler.task_info import env_secret, job_secret
 from dlc.store.blobs import BlobStore
@@ -242,7 +242,7 @@ def add_shell_route(app: FastAPI, api: Any) -> None:
             context = _context(api)
             secret = job_secret(context.job_key, job_id)
             with context.sessions.session(found[0]):
-                first = await websocket.receive_json()
+                first = await first_message(websocket)
                 limits = context.sessions.limits
                 await relay(websocket, task.hostname, int(port), secret, first, limits)
         except WebSocketDisconnect:

@@ -1,7 +1,10 @@
 """Routes of the multi-tenant policy: the queue in run order, quotas, groups, user limits,
 agents by pool (``dlc queue``/``quota``/``groups``/``nodes`` and the dashboard's section).
 
-Reading is open to every signed-in user (like ``squeue``/``sinfo``); changing groups,
+Reading is open to every signed-in user (like ``squeue``/``sinfo``), but a non-admin sees
+only their own jobs in the queue in full: other users' jobs are anonymous rows with their
+position (red-team finding 5, docs/security.md: ids, users and reasons of jobs that
+``GET /v1/jobs/ID`` then calls "no job"). Changing groups,
 quotas and limits needs an admin token and is audited in the store. A bad setting raises
 :class:`~dlc.scheduler.tenancy.TenancyError` (a ``JobSpecError``: a 400 naming the
 field). A change takes effect
@@ -25,6 +28,12 @@ def _caller(request: Request) -> tuple[str, bool]:
     return user, admin
 
 
+def _viewer(request: Request) -> str | None:
+    """Whose jobs the caller sees in full: ``None`` (everyone's) for an admin."""
+    user, admin = _caller(request)
+    return None if admin else user
+
+
 def _admin(request: Request) -> str:
     user, admin = _caller(request)
     if not admin:
@@ -32,13 +41,17 @@ def _admin(request: Request) -> str:
     return user
 
 
-def queue_view(core: Any) -> list[dict]:
-    """Every waiting job in run order with its group, pool, priority and reason."""
+def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
+    """Every waiting job in run order with its group, pool, priority and reason
+    (``viewer``: a non-admin, who sees other users' jobs as ``{"position", "hidden"}``)."""
     tenancy = core.plan_queue(core.queued_jobs())
     sizes = core.gpu_sizes()
     out = []
     for index, row in enumerate(tenancy.rows, 1):
         job = row.job
+        if viewer is not None and job.user != viewer:
+            out.append({"position": index, "hidden": True})
+            continue
         reason = row.reason or core.queue_reason(job.job_id) or ""
         out.append({
             "position": index, "group_position": row.position, "id": job.job_id,
@@ -122,9 +135,9 @@ def router(api: Any) -> APIRouter:
 
     @routes.get("/v1/queue", responses=ERRORS)
     def queue(request: Request) -> dict:
-        """Every waiting job in run order: position, priority, group, pool, reason."""
-        _caller(request)
-        return {"queue": queue_view(core)}
+        """Every waiting job in run order: position, priority, group, pool, reason (a
+        non-admin: other users' jobs as anonymous rows with their position)."""
+        return {"queue": queue_view(core, _viewer(request))}
 
     @routes.get("/v1/quota", responses=ERRORS)
     def quota(request: Request) -> dict:
@@ -207,9 +220,9 @@ def router(api: Any) -> APIRouter:
 
     @routes.get("/v1/tenancy", responses=ERRORS)
     def tenancy(request: Request) -> dict:
-        """The dashboard's section: quotas with usage and the queue in run order."""
-        _caller(request)
-        return {"quota": quota_view(core), "queue": queue_view(core)}
+        """The dashboard's section: quotas with usage and the queue in run order (redacted
+        for a non-admin as in ``/v1/queue``)."""
+        return {"quota": quota_view(core), "queue": queue_view(core, _viewer(request))}
 
     @routes.get("/v1/nodes", responses=ERRORS)
     def nodes(request: Request) -> dict:

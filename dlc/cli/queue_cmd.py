@@ -65,7 +65,9 @@ def command(as_json, api, token):
     print_table(
         ("POS", "ID", "USER", "GROUP", "POOL", "PRIO", "GPUS", "REASON"),
         (
-            (
+            (r["position"], "-", "(another user)", "-", "-", "-", "-", "")
+            if r.get("hidden")  # a non-admin sees other users' jobs by position only
+            else (
                 r["position"],
                 r["id"],
                 r["user"],

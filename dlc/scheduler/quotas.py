@@ -373,9 +373,7 @@ class _Planner:
         if excess.fits(ZERO):
             return f"waiting for preempted jobs of {key[0]} to stop ({self._grace()})"
         lower = [j for j in self.running.get(key, ()) if j.spec.priority < job.spec.priority]
-        victims = pick_victims(
-            lower, excess, self._demand, started_of=self.started_of
-        )
+        victims = pick_victims(lower, excess, self._demand, started_of=self.started_of)
         if not victims:
             return None
         why = (f"preempted: job {job.job_id} of {key[0]} has a higher priority "
@@ -412,9 +410,7 @@ class _Planner:
             j for other, jobs in self.running.items()
             if other[1] == pool and other[0] != group for j in jobs
         ]  # fmt: skip
-        victims = pick_victims(
-            candidates, excess, self._demand, borrows, take, self.started_of
-        )
+        victims = pick_victims(candidates, excess, self._demand, borrows, take, self.started_of)
         if not victims:
             self.out.notes[job.job_id] = (
                 f"{group} is within its quota in pool {pool}; waiting for running jobs to end"
