@@ -72,7 +72,7 @@ class TenancyMixin(CoreState):
                 queue = [j for j in self.queued_jobs() if self._impossible_reason(j.spec) is None]
             return plan(
                 queue, self._active.values(), self.tenancy, self.pool_capacity(), self._started,
-                self.gpu_sizes(),
+                self.gpu_sizes() if self.tenancy.enabled else None,  # unused without a policy
             )  # fmt: skip
 
     def _preempt(self, tenancy: QueuePlan) -> list[tuple[str, str]]:
