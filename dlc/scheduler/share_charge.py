@@ -14,7 +14,7 @@ the whole cluster let a user limited to 1 GPU hold five whole 16 GiB GPUs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from dlc.scheduler.jobs import Job, JobState
@@ -35,7 +35,7 @@ class GpuSizes:
     smallest: int | None = None
 
     @classmethod
-    def of(cls, agents: Iterable, pool_of) -> GpuSizes:
+    def of(cls, agents: Iterable, pool_of: Callable[[Mapping[str, str]], str]) -> GpuSizes:
         """The sizes of ``agents`` (with ``agent_id``, ``attributes`` and ``gpu_memory``:
         index -> MiB); ``pool_of(attributes)`` names an agent's pool."""
         by_gpu: dict[tuple[str, int], int] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from dlc.errors import ConfigError
 from dlc.scheduler import placement
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.decide import decide
@@ -144,3 +145,8 @@ def test_core_round_with_a_hostile_queue_tries_a_bounded_number_of_shapes(tmp_pa
     # a job the budget did not try is not "passed over": it never reserves agents
     assert core._reservations.active is None
     store.close()
+
+
+def test_the_bound_must_be_at_least_one():
+    with pytest.raises(ConfigError, match="shape_tries_per_user: must be at least 1, not 0"):
+        PlacementConfig(shape_tries_per_user=0)
