@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from dlc.api.tenancy_routes import queue_view, quota_view
 from dlc.errors import JobSpecError
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
@@ -72,6 +73,10 @@ def test_a_user_limited_to_one_gpu_gets_one_16g_share_on_a_16gib_gpu_and_no_more
     rows = {r.job.job_id: r for r in core.plan_queue(core.queued_jobs()).rows}
     assert not rows[jobs[1].job_id].admitted
     assert core.plan_queue().usage[("-", "default")].gpus == pytest.approx(1.0)
+    # `dlc queue`/`dlc quota` and the dashboard's section say the same
+    assert {r["gpus"] for r in queue_view(core)} == {1.0}
+    (row,) = quota_view(core)["quotas"]
+    assert row["used"]["gpus"] == pytest.approx(1.0) and row["waiting"]["gpus"] == 4.0
 
 
 def _running_share(agent_id: str, gpu: int) -> Job:
