@@ -27,6 +27,26 @@ free_port() {
 cmd_build() {
     [ -x "$SHARED/mesos-local/setup.sh" ] || die "no $SHARED/mesos-local/setup.sh; set DLC_SHARED to the shared folder"
     bash "$SHARED/mesos-local/setup.sh" "$BUILD"
+    patch_hmac
+}
+
+# The shared build stubs every OpenSSL 1.0 symbol as abort-if-called, so an agent with
+# --authenticate_http_executors aborts ("openssl-1.0 stub called: EVP_sha256") when it signs its
+# first executor token. Rebuild the stub libcrypto with HMAC/EVP_sha256/EVP_sha1/SHA256 forwarded
+# to Debian's OpenSSL 3 (scripts/mesos-hmac-shim.c); the shared sources stay untouched.
+HMAC_SYMBOLS="HMAC EVP_sha256 EVP_sha1 SHA256"
+patch_hmac() {
+    local shim=$ROOT/scripts/mesos-hmac-shim.c marker=$BUILD/.dlc-hmac-shim
+    [ -f "$marker" ] && [ "$marker" -nt "$shim" ] && return 0
+    [ -f "$BUILD/crypto_stub.c" ] || die "no $BUILD/crypto_stub.c: the shared build changed its layout"
+    [ -e /usr/lib/x86_64-linux-gnu/libcrypto.so.3 ] || ldconfig -p | grep -q 'libcrypto.so.3 ' \
+        || die "libcrypto.so.3 (Debian's libssl3) is missing: apt-get install libssl3"
+    local pattern="^void (${HMAC_SYMBOLS// /|})[(]void[)]"
+    { grep -Ev "$pattern" "$BUILD/crypto_stub.c"; cat "$shim"; } >"$BUILD/crypto_hmac.c"
+    gcc -shared -fPIC -o "$BUILD/libcrypto.so.1.0.0.tmp" -Wl,-soname,libcrypto.so.1.0.0 \
+        -Wl,--version-script="$BUILD/crypto.map" "$BUILD/crypto_hmac.c" -ldl
+    mv "$BUILD/libcrypto.so.1.0.0.tmp" "$BUILD/libcrypto.so.1.0.0"
+    touch "$marker"
 }
 
 cmd_start() {
