@@ -28,6 +28,7 @@ cmd_build() {
     [ -x "$SHARED/mesos-local/setup.sh" ] || die "no $SHARED/mesos-local/setup.sh; set DLC_SHARED to the shared folder"
     bash "$SHARED/mesos-local/setup.sh" "$BUILD"
     patch_hmac
+    python3 "$ROOT/scripts/mesos_executor_patch.py" "$SHARED/mesos-local/libexec" "$BUILD/libexec"
 }
 
 # The shared build stubs every OpenSSL 1.0 symbol as abort-if-called, so an agent with
@@ -52,6 +53,9 @@ patch_hmac() {
 cmd_start() {
     local port=${1:-$(free_port)} run=${2:-}
     [ -x "$BUILD/mesos-local-host" ] || die "not built: run 'scripts/mesos-local.sh build' first"
+    [ -x "$BUILD/libexec/mesos-executor" ] || die "no $BUILD/libexec: run 'scripts/mesos-local.sh build' again"
+    # the command-executor stand-in that sends the agent's executor token (mesos_executor_patch.py)
+    export MESOS_LAUNCHER_DIR=${MESOS_LAUNCHER_DIR:-$BUILD/libexec}
     [ -d "$VENV/bin" ] && export PATH="$VENV/bin:$PATH"
     python3 -c 'import pymesos' 2>/dev/null \
         || die "python3 on PATH ($(command -v python3)) cannot import pymesos; run scripts/setup-python.sh"
