@@ -129,9 +129,7 @@ class MesosEmulator:
                 f"--mesos-port {port}: cannot listen on {host}:{port} ({exc.strerror}); "
                 "pick another port, or 0 for any"
             ) from None
-        self.runtime = AgentRuntime(
-            self.lock, self._work_dir, lambda: self.address, self._tokens
-        )
+        self.runtime = AgentRuntime(self.lock, self._work_dir, lambda: self.address, self._tokens)
         self.master = Master(
             str(uuid.uuid4()), self.runtime, lambda: self.address, self._allocation_interval
         )
