@@ -448,7 +448,13 @@ class AgentRuntime:
             task_id = (status.get("task_id") or {}).get("value")
             task = run.tasks.get(str(task_id))
             if task is None:
-                raise CallError(f"Task '{task_id}' is unknown to executor '{run.executor_id}'")
+                # With tokens on, the caller proved it is this executor, and the task is not
+                # its own: forbidden. (The real agent 1.11 forwards such an update when the
+                # task is another executor's of the same framework; docs/security.md.)
+                raise CallError(
+                    f"Task '{task_id}' is unknown to executor '{run.executor_id}'",
+                    403 if self.tokens is not None else 400,
+                )
             if not status.get("uuid") or not status.get("state"):
                 raise CallError("Status update needs 'state' and 'uuid'")
             status.setdefault("source", "SOURCE_EXECUTOR")
