@@ -53,12 +53,12 @@ patch_hmac() {
 cmd_start() {
     local port=${1:-$(free_port)} run=${2:-}
     [ -x "$BUILD/mesos-local-host" ] || die "not built: run 'scripts/mesos-local.sh build' first"
-    [ -x "$BUILD/libexec/mesos-executor" ] || die "no $BUILD/libexec: run 'scripts/mesos-local.sh build' again"
-    # the command-executor stand-in that sends the agent's executor token (mesos_executor_patch.py)
-    export MESOS_LAUNCHER_DIR=${MESOS_LAUNCHER_DIR:-$BUILD/libexec}
     [ -d "$VENV/bin" ] && export PATH="$VENV/bin:$PATH"
     python3 -c 'import pymesos' 2>/dev/null \
         || die "python3 on PATH ($(command -v python3)) cannot import pymesos; run scripts/setup-python.sh"
+    [ -x "$BUILD/libexec/mesos-executor" ] || die "no $BUILD/libexec: run 'scripts/mesos-local.sh build' again"
+    # the command-executor stand-in that sends the agent's executor token (mesos_executor_patch.py)
+    export MESOS_LAUNCHER_DIR=${MESOS_LAUNCHER_DIR:-$BUILD/libexec}
     [ -n "$run" ] || run=$(mktemp -d "${TMPDIR:-/tmp}/dlc-mesos-$port.XXXXXX")
     # The agent gives executors only the variables it prepares (the stand-in containerizer then
     # falls back to a default PATH without the venv), so hand it PATH explicitly: the
