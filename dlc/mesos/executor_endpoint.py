@@ -113,8 +113,10 @@ def make_executor_driver(
     """Creates a pymesos ``MesosExecutorDriver`` that talks to ``api_path``.
 
     The returned driver is a subclass of ``pymesos.MesosExecutorDriver`` that sends its
-    SUBSCRIBE and every later call (UPDATE, MESSAGE) to the agent's real path, and that does not
-    share header dicts between calls (pymesos's ``_send`` has a mutable default argument).
+    SUBSCRIBE and every later call (UPDATE, MESSAGE) to the agent's real path, with the agent's
+    executor token (:func:`executor_token`, then removed from ``os.environ``) as a ``Bearer``
+    header, and that does not share header dicts between calls (pymesos's ``_send`` has a
+    mutable default argument).
 
     Args:
         executor: a ``pymesos.Executor`` implementation.
@@ -132,6 +134,8 @@ def make_executor_driver(
     path = api_path or executor_api_path()
     cls = _driver_class()
     token = executor_token()
+    # the executor's children (tools it runs, containers) have no use for the token
+    os.environ.pop(TOKEN_VARIABLE, None)
     return cls(executor, api_path=path, token=token, use_addict=use_addict, **kwargs)
 
 
