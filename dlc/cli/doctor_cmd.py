@@ -13,29 +13,16 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
+from dlc.cli.doctor_check import Check
+from dlc.cli.doctor_guard import guard_checks
 from dlc.cli.output import emit
 
 PROC_VERSION = Path("/proc/driver/nvidia/version")
-
-
-@dataclass(frozen=True)
-class Check:
-    """One check's outcome: ``ok``, what was found, and the fix when it failed."""
-
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-
-    def line(self) -> str:
-        """``ok    driver: ...`` or ``FAIL  docker: ...; fix: ...``."""
-        head = f"{'ok' if self.ok else 'FAIL':<5} {self.name}: {self.detail}"
-        return head if self.ok or not self.fix else f"{head}; fix: {self.fix}"
 
 
 def check_driver() -> tuple[Check, str | None]:
@@ -150,8 +137,6 @@ def check_agent(master: str, hostname: str, from_file: str | None, fetch=None) -
 def command(master, hostname, from_file, output):
     """Check this agent host: driver, Docker, GPU runtime, executor authentication, the
     firewall in front of Mesos's ports, node-config flags."""
-    from dlc.cli.doctor_guard import guard_checks
-
     driver, version = check_driver()
     checks = [driver, *check_docker(version), *guard_checks()]
     if master:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlc.cli.doctor_cmd import Check
+from dlc.cli.doctor_check import Check
 
 AGENT_NAMES = ("mesos-agent", "mesos-slave", "mesos-local-host")
 DEFAULT_AGENT_PORT = 5051
@@ -183,6 +183,6 @@ def check_firewall(agents: list[AgentProcess], ruleset: tuple[str, str] | None) 
 
 
 def guard_checks(proc: Path = Path("/proc"), run: Runner = _run, which=shutil.which) -> list[Check]:
-    """The two checks, for :func:`dlc.cli.doctor_cmd.command`."""
+    """The two checks, for ``dlc doctor`` (:mod:`dlc.cli.doctor_cmd`)."""
     agents = find_agents(proc)
     return [check_executor_auth(agents), check_firewall(agents, read_ruleset(run, which))]
