@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -54,6 +56,7 @@ def _in(ns: str):
                               text=True, timeout=20, check=False)  # fmt: skip
         return done.returncode, done.stdout + done.stderr
 
+    run.namespace = ns
     return run
 
 
@@ -71,11 +74,40 @@ def test_the_guides_nftables_rules_pass_and_an_empty_ruleset_fails(netns, tmp_pa
     check = check_firewall(agents, read_ruleset(run, _nft_only))
     assert check.ok, check.line()
     assert check.line() == "ok    firewall: nft drops container traffic to ports 5050, 5051"
+    _host_network_job_is_kept_away(run)
     # without the output chain, host-network gangs reach the ports: named
     assert run(["nft", "delete", "chain", "inet", "dlc_guard", "output"])[0] == 0
     check = check_firewall(agents, read_ruleset(run, _nft_only))
     assert not check.ok and "5051 from host-network containers" in check.line()
     assert "docker bridge" not in check.line()
+
+
+_CONNECT = (
+    "import os, socket, sys\n"
+    "if sys.argv[1] != '0':\n"
+    "    os.setgid(int(sys.argv[1])); os.setuid(int(sys.argv[1]))\n"
+    "try:\n"
+    "    s = socket.socket(); s.settimeout(1); s.connect(('127.0.0.1', 5051)); s.close()\n"
+    "except OSError:\n"
+    "    sys.exit(3)\n"
+)
+
+
+def _host_network_job_is_kept_away(run) -> None:
+    """A listener on the agent's port in the namespace: root (the agent's side) still reaches
+    it, a job's uid (65534, as DLC runs containers) no longer does."""
+    assert run(["ip", "link", "set", "lo", "up"])[0] == 0
+    listen = "import socket, time; s = socket.create_server(('127.0.0.1', 5051)); time.sleep(30)"
+    server = subprocess.Popen(["ip", "netns", "exec", run.namespace, sys.executable, "-c", listen])
+    try:
+        deadline = time.monotonic() + 10
+        while run([sys.executable, "-c", _CONNECT, "0"])[0] != 0:
+            assert time.monotonic() < deadline, "the test listener did not come up"
+            time.sleep(0.05)
+        assert run([sys.executable, "-c", _CONNECT, "65534"])[0] == 3
+    finally:
+        server.kill()
+        server.wait()
 
 
 def test_the_guides_iptables_rules_pass(netns):
