@@ -6,6 +6,10 @@
 #   scripts/mesos-local.sh start [PORT [RUN_DIR]] # prints "127.0.0.1:PORT RUN_DIR" when an agent is up
 #   scripts/mesos-local.sh stop RUN_DIR           # stops the master/agent process and its executors
 #
+# `build` also makes executor authentication work in the shared build (its OpenSSL stubs abort):
+# HMAC-SHA256 from Debian's OpenSSL 3 (scripts/mesos-hmac-shim.c) and a command-executor stand-in
+# that sends the agent's token (scripts/mesos_executor_patch.py, used as MESOS_LAUNCHER_DIR).
+#
 # Environment: MESOS_RESOURCES / MESOS_ATTRIBUTES / MESOS_NUM_SLAVES and any other MESOS_* flag
 # pass straight through to the master and agents. DLC_SHARED (default ../shared) locates the
 # shared mesos-local sources, DLC_MESOS_BUILD (default build/mesos) the build, VENV (default .venv)
@@ -38,7 +42,9 @@ cmd_build() {
 HMAC_SYMBOLS="HMAC EVP_sha256 EVP_sha1 SHA256"
 patch_hmac() {
     local shim=$ROOT/scripts/mesos-hmac-shim.c marker=$BUILD/.dlc-hmac-shim
-    [ -f "$marker" ] && [ "$marker" -nt "$shim" ] && return 0
+    # done, unless the shim changed or setup.sh regenerated the stub library since
+    [ -f "$marker" ] && [ "$marker" -nt "$shim" ] && [ "$marker" -nt "$BUILD/libcrypto.so.1.0.0" ] \
+        && return 0
     [ -f "$BUILD/crypto_stub.c" ] || die "no $BUILD/crypto_stub.c: the shared build changed its layout"
     [ -e /usr/lib/x86_64-linux-gnu/libcrypto.so.3 ] || ldconfig -p | grep -q 'libcrypto.so.3 ' \
         || die "libcrypto.so.3 (Debian's libssl3) is missing: apt-get install libssl3"
