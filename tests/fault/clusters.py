@@ -26,6 +26,7 @@ from pathlib import Path
 
 from dlc.api.client import ApiClient
 from tests.fault import procs
+from tests.real_mesos import executor_auth_vars
 
 ROOT = Path(__file__).resolve().parents[2]
 MESOS_SCRIPT = ROOT / "scripts" / "mesos-local.sh"
@@ -143,6 +144,7 @@ class RealCluster(Cluster):
         self.mesos_dir = run_dir / "mesos"
         executor_env = {"PATH": self.env["PATH"], "DLC_GPU_STYLE": "none", procs.MARKER: run_id}
         self.env.update(
+            **executor_auth_vars(),  # the agent authenticates executors (docs/install.md)
             MESOS_RESOURCES=RESOURCES,
             MESOS_EXECUTOR_ENVIRONMENT_VARIABLES=json.dumps(executor_env),
             VENV=str(Path(sys.executable).parent.parent),

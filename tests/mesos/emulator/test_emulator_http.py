@@ -145,9 +145,9 @@ def test_version_and_state(emulator: MesosEmulator) -> None:
             "/api/v1/executor",
             '{"type": "SUBSCRIBE", "framework_id": {"value": "f"}, "executor_id": {"value": "e"}}',
             None,
-            400,
-            "not found",
-            id="unknown-executor",
+            401,
+            "Unauthorized",
+            id="executor-without-token",
         ),
     ],
 )
