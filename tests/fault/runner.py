@@ -64,13 +64,15 @@ SHARE_MIB = SHARE_GPU_MEM_MIB // 4
 def plan_jobs(rng: random.Random, n: int, seed: int, shares: bool = False) -> list[PlannedJob]:
     """The seeded job stream (``shares``: some ``ok`` jobs take a GPU share, ``gpus`` 0)."""
     jobs = []
+    oks = 0
     for i in range(n):
         kind = rng.choices(["ok", "long", "fail", "kill"], weights=[6, 3, 2, 2])[0]
         sleep = {"kill": 30.0, "long": round(rng.uniform(3, 6), 1)}.get(kind)
         sleep = sleep or round(rng.uniform(0.3, 1.5), 1)
         retries = {"ok": rng.choice([1, 2]), "long": 2, "fail": 1, "kill": 1}[kind]
         gpus = rng.choice([1, 1, 2])
-        if shares and kind == "ok" and rng.random() < 1 / 3:
+        oks += kind == "ok"
+        if shares and kind == "ok" and oks % 3 == 1:  # the 1st, 4th, 7th ... ok job: a share
             gpus = 0
         jobs.append(PlannedJob(f"f{seed}-{i}", kind, gpus, retries, sleep))
     return jobs
@@ -281,7 +283,11 @@ class FaultRun:
         left = self.cluster.leftover_processes()
         report.executor_procs = sum(1 for p in left if p.kind == "executor")
         report.reaper_procs = sum(1 for p in left if p.kind == "reaper")
-        report.details += [f"left: {p.kind} pid {p.pid} ({' '.join(p.argv)[:120]})" for p in left]
+        report.details += [
+            f"left: {p.kind} pid {p.pid} ({' '.join(p.argv)[:120]})"
+            + ("" if p.env else " - found by its directory only: the run's marker missed it")
+            for p in left
+        ]
         return report
 
     def _ended_at(self, job_id: str) -> float | None:
