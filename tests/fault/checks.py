@@ -215,7 +215,7 @@ def unknown_gpus(containers: list[Container], jobs: list[PlannedJob]) -> list[st
         has = tuple(sorted(c.gpus or ()))
         share = task.get("share_gpu")
         want_share = None if share is None else (share, task.get("share_memory_mib"))
-        if has != want or (c.share is not None and c.share != want_share):
+        if has != want or c.share != want_share:
             out.append(
                 f"container {c.container_id[:12]} of {c.task_id}: GPUs {has} share {c.share}, "
                 f"the scheduler placed it on {want} share {want_share}"

@@ -119,6 +119,10 @@ def _planted_gpus_misrecorded(jobs, containers):
     jobs[0].final["tasks"] = [{"task_id": "a.0.0", "gpu_ids": [4]}]
 
 
+def _planted_share_unlabelled(jobs, containers):
+    containers[3].share = None  # the scheduler placed s1 on a share of GPU 3
+
+
 def _planted_finished_without_container(jobs, containers):
     containers[:] = [c for c in containers if c.job_id != "a"]
 
@@ -146,6 +150,7 @@ PLANTED = {
     "shares over the GPU's memory": (_planted_shares_overfilled, "gpu_conflicts"),
     "GPUs not labelled": (_planted_gpus_unlabelled, "gpus_unknown"),
     "GPUs not the scheduler's": (_planted_gpus_misrecorded, "gpus_unknown"),
+    "share not labelled": (_planted_share_unlabelled, "gpus_unknown"),
     "finished, no container": (_planted_finished_without_container, "no_container"),
     "finished, container failed": (_planted_finished_but_exit_nonzero, "no_container"),
     "finished, container never started": (_planted_finished_never_started, "no_container"),
