@@ -322,6 +322,10 @@ class AgentRuntime:
                 "Killed before the executor subscribed",
                 reason="REASON_TASK_KILLED_DURING_LAUNCH",
             )
+            if not run.queued and not run.tasks:
+                # as a Mesos agent does: an unregistered executor left with no task is killed
+                # (it would otherwise subscribe later and wait for a task for ever)
+                self._shutdown(run)
         elif run.stream is not None:
             run.stream.send({"type": "KILL", "kill": {"task_id": {"value": task.task_id}}})
 
