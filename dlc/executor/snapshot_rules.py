@@ -1,0 +1,155 @@
+"""What a ``--workdir`` snapshot may hold, decided from the archive's headers alone.
+
+A snapshot is data from a user, unpacked on the agent. Checking each entry's name and link
+target as a string is not enough when earlier entries are links: ``d1 -> .`` then
+``d1/d2 -> ..`` looks inside on paper and is the workspace's parent on disk, and a chain of
+directory links with a link at its end reaches as far up as the chain is deep (red-team
+2026-11-26). So the rules remember every link and every path an earlier link target walks
+through, and refuse:
+
+* absolute names, NUL bytes and ``..`` components in names;
+* anything but regular files, directories and symbolic links (hard links, devices, FIFOs);
+* an entry whose path passes through an earlier link or file (``d1/d2`` when ``d1`` is a link);
+* a link whose target is absolute, climbs out of the workspace at any step, or climbs back
+  out of another link (``lib/../..`` when ``lib`` is a link: ``..`` after a link goes up from
+  where the link leads, not from where the string stands); and a link placed where an earlier
+  link's target climbs back out (the same trick, in the other order);
+* an entry that replaces an earlier one (only a directory may appear twice);
+* archives over the entry or unpacked-size caps.
+
+Without a link on the way, the kernel resolves a target exactly as the string says, so every
+link that passes resolves inside. The writer (:mod:`dlc.executor.workdir`) still opens every
+component without following links, so a gap here fails an open instead of writing outside.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from dataclasses import dataclass
+
+from dlc.errors import ContainerError
+from dlc.executor.fd_paths import split_relative
+
+Path_ = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One accepted entry: what to make, where (components below the workspace), and how.
+
+    Attributes:
+        kind: ``"dir"``, ``"file"`` or ``"link"``.
+        parts: the entry's path below the workspace, one component per item.
+        target: a link's target (as written in the archive; it resolves inside).
+        mode: a file's permission bits (readable and writable by all: see ``workdir``).
+        mtime: a file's modification time.
+    """
+
+    kind: str
+    parts: Path_
+    target: str = ""
+    mode: int = 0o666
+    mtime: float = 0.0
+
+
+def _show(parts: Path_ | list[str]) -> str:
+    return "/".join(parts)[:120]
+
+
+class SnapshotRules:
+    """Checks entries in archive order and remembers what they made; one per archive."""
+
+    def __init__(self, max_bytes: int, max_entries: int):
+        self.max_bytes, self.max_entries = max_bytes, max_entries
+        self.count = self.total = 0
+        self.kinds: dict[Path_, str] = {}  # every path made so far (parents too) -> kind
+        self.walked: set[Path_] = set()  # paths some link target walks through
+
+    def check(self, member: tarfile.TarInfo) -> Entry | None:
+        """The entry to make for ``member`` (``None``: nothing to make, e.g. ``./``).
+
+        Raises:
+            ContainerError: the entry breaks a rule above (one line, naming the entry).
+        """
+        self.count += 1
+        if self.count > self.max_entries:
+            raise ContainerError(f"workdir: the snapshot has over {self.max_entries} entries")
+        parts = self._name(member.name)
+        if not (member.isreg() or member.isdir() or member.issym()):
+            raise ContainerError(
+                f"workdir: snapshot entry {_show(parts)} is not a file, directory or link"
+            )
+        self.total += max(0, member.size)
+        if self.total > self.max_bytes:
+            raise ContainerError(
+                f"workdir: the snapshot unpacks to over {self.max_bytes >> 20} MiB"
+            )
+        if not parts:
+            if member.isdir():
+                return None  # the workspace itself ("./")
+            raise ContainerError("workdir: a snapshot entry names the workspace itself")
+        self._parents_are_directories(parts)
+        kind = "dir" if member.isdir() else "link" if member.issym() else "file"
+        if parts in self.kinds:
+            if kind == "dir" == self.kinds[parts]:
+                return None
+            raise ContainerError(
+                f"workdir: snapshot entry {_show(parts)} appears twice; pack it again"
+            )
+        if kind == "link":
+            return self._link(parts, member.linkname)
+        self._made(parts, kind)
+        if kind == "dir":
+            return Entry("dir", parts)
+        return Entry("file", parts, mode=(member.mode & 0o755) | 0o666, mtime=member.mtime)
+
+    @staticmethod
+    def _name(name: str) -> Path_:
+        try:
+            return tuple(split_relative(name))
+        except ValueError:
+            raise ContainerError(
+                f"workdir: snapshot entry {name[:80]!r} leaves the workspace"
+            ) from None
+
+    def _parents_are_directories(self, parts: Path_) -> None:
+        for depth in range(1, len(parts)):
+            kind = self.kinds.get(parts[:depth], "dir")
+            if kind != "dir":
+                raise ContainerError(
+                    f"workdir: snapshot entry {_show(parts)} goes through the {kind} "
+                    f"{_show(parts[:depth])}; a snapshot may not write through links"
+                )
+
+    def _made(self, parts: Path_, kind: str) -> None:
+        for depth in range(1, len(parts)):
+            self.kinds.setdefault(parts[:depth], "dir")
+        self.kinds[parts] = kind
+
+    def _link(self, parts: Path_, target: str) -> Entry:
+        where = f"workdir: snapshot link {_show(parts)} -> {target[:80]}"
+        if parts in self.walked:
+            raise ContainerError(f"{where} stands where an earlier link's target walks through")
+        if not target or target.startswith("/") or "\0" in target:
+            raise ContainerError(f"{where} points outside")
+        here = list(parts[:-1])  # the link's folder: real directories only (checked above)
+        names = [c for c in target.split("/") if c not in ("", ".")]
+        # Only a ".." after a link climbs elsewhere than the string says: the folders walked
+        # before the target's last ".." must be real (now and later); past it, the target
+        # only descends, and any link it meets resolves inside on its own.
+        last_up = max((i for i, name in enumerate(names) if name == ".."), default=-1)
+        walked = []
+        for step, name in enumerate(names):
+            if name == "..":
+                if not here:
+                    raise ContainerError(f"{where} points outside")
+                here.pop()
+                continue
+            here.append(name)
+            if step < last_up:  # climbed out of again: must be a real directory
+                if self.kinds.get(tuple(here), "dir") != "dir":
+                    raise ContainerError(f"{where} climbs back out of a link or file")
+                walked.append(tuple(here))
+        self.walked.update(walked)
+        self._made(parts, "link")
+        return Entry("link", parts, target=target)
