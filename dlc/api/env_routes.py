@@ -92,11 +92,11 @@ def add_env_routes(app: FastAPI, api: Any) -> None:
             data = base64.b64decode(chunk.data, validate=True)
         except (binascii.Error, ValueError):
             raise HTTPException(400, "data: not base64; send the snapshot base64-encoded") from None
-        if chunk.blob is None:  # a new snapshot: reclaim the user's unused old ones first
+        blob = chunk.blob
+        if blob is None:  # a new snapshot: reclaim the user's unused old ones first
             live = [*core.queued_jobs(), *core.active_jobs()]
             in_use = {j.spec.workdir for j in live if j.user == user and j.spec.workdir}
-            blobs.make_room(user, in_use, time.time())
-        blob = chunk.blob or blobs.create(user)
+            blob = blobs.create_within(user, in_use, time.time())  # counted and made at once
         size = blobs.append(blob, user, data)
         return {"blob": blob, "size": size}
 
