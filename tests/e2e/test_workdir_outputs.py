@@ -208,7 +208,9 @@ def test_hostile_snapshots_write_nothing_outside_and_fail_in_one_line(service, t
     (tmp_path / "ok.txt").write_text("hello\n")
     first = alice.submit({"image": IMAGE, "gpus": 1, "cpus": 0.5, "mem_mib": 128,
                                      "workdir": upload_snapshot(alice, make_snapshot(tmp_path)),
-                                     "command": ["cat", "ok.txt"]})  # fmt: skip
+                                     "command": ["sh", "-c", "cat ok.txt && echo more >> ok.txt "
+                                                 "&& mkdir made"]})  # fmt: skip
+    # unpacked as the container's uid: the job may change its workspace
     assert _wait(service, first["id"]).state.value == "finished"
     length = max(len(p) for p in _workspaces(work))
     attacks = {
