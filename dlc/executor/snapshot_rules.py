@@ -101,7 +101,8 @@ class SnapshotRules:
         self._made(parts, kind)
         if kind == "dir":
             return Entry("dir", parts)
-        return Entry("file", parts, mode=(member.mode & 0o755) | 0o666, mtime=member.mtime)
+        mtime = member.mtime if 0 <= member.mtime < 2**33 else 0.0  # utime refuses wild ones
+        return Entry("file", parts, mode=(member.mode & 0o755) | 0o666, mtime=mtime)
 
     @staticmethod
     def _name(name: str) -> Path_:

@@ -25,6 +25,7 @@ root cannot chown them to the container's uid, and the sandbox above them is the
 from __future__ import annotations
 
 import bz2  # noqa: F401  (imported before the fork: the child reads "r:*" archives)
+import functools
 import gzip  # noqa: F401
 import io
 import json
@@ -189,20 +190,25 @@ def unpack_as(
         if drop is not None:
             os.fchown(root_fd, *drop)
         os.fchmod(root_fd, 0o777)
-        return _in_child(lambda: unpack_into(data, root_fd, MAX_UNPACKED_BYTES, MAX_ENTRIES),
-                         drop, timeout_s)  # fmt: skip
+        work = functools.partial(unpack_into, data, root_fd, MAX_UNPACKED_BYTES, MAX_ENTRIES)
+        return _in_child(work, drop, timeout_s, keep=(root_fd,))
     finally:
         os.close(root_fd)
 
 
-def _in_child(work, drop: tuple[int, int] | None, timeout_s: float) -> int:
-    """Run ``work`` in a forked child (as ``drop`` when given); its count, or its error."""
+def _in_child(
+    work, drop: tuple[int, int] | None, timeout_s: float, keep: tuple[int, ...] = ()
+) -> int:
+    """Run ``work`` in a forked child (as ``drop`` when given); its count, or its error.
+
+    The child keeps only the descriptors in ``keep`` (and stdio) besides its pipe.
+    """
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns, never runs the parent's cleanup
         status = 1
         try:
-            os.close(read_end)
+            _close_all_but(keep, write_end)  # the executor's sockets are none of its business
             if drop is not None:
                 os.setgroups([])
                 os.setgid(drop[1])
@@ -235,6 +241,14 @@ def _in_child(work, drop: tuple[int, int] | None, timeout_s: float) -> int:
     if "error" in report:
         raise ContainerError(str(report["error"]))
     return int(report["count"])
+
+
+def _close_all_but(keep: tuple[int, ...], pipe: int) -> None:
+    low = 3
+    for fd in sorted({*keep, pipe}):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
 def _read_until_eof(fd: int, deadline: float) -> bytes | None:

@@ -144,3 +144,59 @@ def test_a_stuck_child_is_killed_at_the_deadline():
 
     with pytest.raises(ContainerError, match="took over 1 s"):
         workdir._in_child(lambda: time.sleep(60), None, timeout_s=1)
+
+
+def test_the_child_keeps_no_descriptor_of_the_executor(tmp_path):
+    held = os.open(tmp_path, os.O_RDONLY)  # stands for the executor's sockets and files
+
+    def probe():
+        try:
+            os.fstat(held)
+        except OSError:
+            return 0
+        return 1
+
+    try:
+        assert workdir._in_child(probe, NOBODY, timeout_s=30) == 0
+    finally:
+        os.close(held)
+
+
+def test_random_archives_of_links_never_resolve_outside(tmp_path):
+    """A bounded, seeded search over small archives of folders, files and links over a few
+    names: whatever the rules accept must leave every link resolving inside (the kernel's
+    resolution, read back with ``realpath`` on these short paths) and nothing outside."""
+    import random
+
+    rng = random.Random(20261126)
+    names = ["a", "b", "a/b", "b/a", "a/b/c"]
+    targets = [".", "..", "a", "b", "a/..", "b/../..", "a/b/..", "../a", "a/b/../..", "c"]
+    accepted = 0
+    for round_ in range(150):
+        sandbox = tmp_path / f"s{round_}"
+        workspace = sandbox / "workspace"
+        workspace.mkdir(parents=True)
+        members = []
+        for _ in range(rng.randint(2, 6)):
+            name = rng.choice(names)
+            kind = rng.choice(["link", "link", "dir", "file"])
+            if kind == "link":
+                members.append((entry(name, tarfile.SYMTYPE, rng.choice(targets)), None))
+            elif kind == "dir":
+                members.append((entry(name, tarfile.DIRTYPE), None))
+            else:
+                members.append((entry(f"{name}/{PLANTED}"), b"x"))
+        try:
+            workdir.unpack_snapshot(archive(*members), workspace)
+            accepted += 1
+        except ContainerError:
+            pass
+        assert os.listdir(sandbox) == ["workspace"], members
+        real = os.path.realpath(workspace)
+        for here, dirs, files in os.walk(workspace):
+            for name in dirs + files:
+                path = os.path.join(here, name)
+                if os.path.islink(path):
+                    resolved = os.path.realpath(path)
+                    assert resolved == real or resolved.startswith(real + "/"), members
+    assert accepted > 20  # the search also covers archives that pass
