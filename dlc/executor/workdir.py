@@ -254,9 +254,11 @@ def _close_all_but(keep: tuple[int, ...], pipe: int) -> None:
 def _read_until_eof(fd: int, deadline: float) -> bytes | None:
     """All of ``fd`` until its writer closes it; ``None`` past ``deadline``."""
     chunks = []
+    poller = select.poll()  # not select(): that one fails for descriptors past 1023
+    poller.register(fd, select.POLLIN)
     while True:
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
+        if left <= 0 or not poller.poll(left * 1000):
             return None
         chunk = os.read(fd, 65536)
         if not chunk:
