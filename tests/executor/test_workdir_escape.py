@@ -80,6 +80,8 @@ def test_links_to_the_workspace_cannot_reach_its_parent(workspace, tmp_path, dat
         ([(entry("h", tarfile.LNKTYPE, "../x"), None)], "not a file, directory or link"),
         ([(entry("f"), b"1"), (entry("f/g"), b"2")], "goes through the file f"),
         ([(entry("f"), b"1"), (entry("f", tarfile.SYMTYPE, "."), None)], "appears twice"),
+        ([(entry("d/" * 128 + "f"), b"x")], "or 128 folders deep"),  # cost grows with depth
+        ([(entry("l", tarfile.SYMTYPE, "d/" * 129), None)], "or 128 folders deep"),
     ],
 )  # fmt: skip
 def test_absolute_dotdot_and_hard_links_are_refused(workspace, tmp_path, members, message):
