@@ -90,22 +90,30 @@ def quota_view(core: Any) -> dict:
 
 
 def nodes_view(core: Any) -> list[dict]:
-    """Agents by pool: GPUs in all, taken by DLC's tasks, draining, free."""
+    """Agents by pool: GPUs in all, taken whole by DLC's tasks, holding shares (and the
+    share memory they hold), draining, free."""
     taken: dict[str, set[int]] = {}
+    # shares: agent -> GPU -> MiB the shares on it hold (their GPUs are neither free nor taken)
+    shares: dict[str, dict[int, int]] = {}
     for job in core.active_jobs():
         for task in job.tasks:
             taken.setdefault(task.agent_id, set()).update(task.gpu_ids)
+            if task.share_gpu is not None:
+                held = shares.setdefault(task.agent_id, {})
+                held[task.share_gpu] = held.get(task.share_gpu, 0) + task.share_memory_mib
     out = []
     for agent in sorted(
         core.inventory.agents(), key=lambda a: (agent_pool(a.attributes), a.hostname or a.agent_id)
     ):
         used = taken.get(agent.agent_id, set()) & agent.gpu_ids
-        draining = set(core.draining_gpus(agent.agent_id)) - used
+        held = {i: m for i, m in shares.get(agent.agent_id, {}).items() if i in agent.gpu_ids}
+        draining = set(core.draining_gpus(agent.agent_id)) - used - set(held)
         out.append({
             "agent_id": agent.agent_id, "hostname": agent.hostname,
             "pool": agent_pool(agent.attributes), "gpu_model": agent.gpu_model,
             "gpus": len(agent.gpu_ids), "taken": len(used), "draining": len(draining),
-            "free": len(agent.gpu_ids) - len(used) - len(draining),
+            "shared": len(held), "share_mem_mib": sum(held.values()),
+            "free": len(agent.gpu_ids) - len(used) - len(held) - len(draining),
             "cpus": agent.cpus, "mem_mib": agent.mem_mib,
         })  # fmt: skip
     return out

@@ -122,6 +122,26 @@ class IgnoredUpdates:
         )  # fmt: skip
 
 
+#: task states in which a node of a gang ended on its own (its mates are then killed)
+_NODE_FAILED = frozenset({"TASK_FAILED", "TASK_ERROR", "TASK_LOST", "TASK_DROPPED", "TASK_GONE"})
+
+
+def _gang_cause(
+    job: Job, task: TaskPlacement | None, state: str, message: str, killing: bool
+) -> str:
+    """The job's message for a node's update: a node of a gang that failed is named (its
+    mates are killed for it); a mate killed for that failure keeps the failure as the
+    cause (not "killed on request")."""
+    if task is None or len(job.tasks) < 2 or job.kill_requested:
+        return message
+    if state in _NODE_FAILED and killing:
+        return f"node {task.rank} failed: {message}"
+    failed = [t for t in job.tasks if t.task_id != task.task_id and t.state in _NODE_FAILED]
+    if state == "TASK_KILLED" and failed and job.message:
+        return job.message
+    return message
+
+
 class StatusMixin(TenancyMixin):
     """Status updates and the kills and reconciliation that follow restarts."""
 
@@ -184,6 +204,7 @@ class StatusMixin(TenancyMixin):
             actions.kills = [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
         elif job.kill_requested and state not in _TERMINAL_TASK and task is not None:
             actions.kills = [(task_id, task.agent_id)]  # a live task of a killed job: again
+        message = _gang_cause(job, task, state, message, bool(actions.kills))
         if job.kill_requested and new_state.terminal and not actions.kills:
             new_state = JobState.KILLED
             if job.message.startswith(_STOPPED):  # the core stopped it: keep saying why

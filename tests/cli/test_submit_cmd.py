@@ -170,6 +170,27 @@ def test_parse_mem_rejects():
         parse_mem("16 parsecs")
 
 
+@pytest.mark.parametrize("text", ["32", "1.5", "255"])
+def test_a_bare_number_that_looks_like_gib_is_refused_with_a_hint(text):
+    with pytest.raises(JobSpecError) as raised:
+        parse_mem(text)
+    assert str(raised.value) == (
+        f"mem: {text} without a unit is {text} MiB, too little for a job; "
+        f"write {text}G for GiB (or {text}M if you mean MiB)"
+    )
+    assert parse_mem(f"{text}M") == max(1, int(float(text)))  # an explicit unit still works
+    assert parse_mem("256") == 256  # bare MiB as before from 256 on
+
+
+def test_submit_mem_32_is_refused_in_one_line(tmp_path):
+    result = CliRunner().invoke(cli, ["submit", "--image", "x", "--mem", "32", "--", "true"])
+    assert result.exit_code != 0
+    assert result.output.strip().splitlines() == [
+        "Error: mem: 32 without a unit is 32 MiB, too little for a job; write 32G for GiB "
+        "(or 32M if you mean MiB)"
+    ]
+
+
 def test_logs_follow_prints_until_the_job_ends(env):
     e, core, tmp = env
     job_id = run(e, "submit", "--image", "x", "--", "train").output.split()[0]

@@ -98,7 +98,7 @@ def test_two_memory_shares_run_together_on_one_gpu(service):
     ids = []
     for _ in range(2):
         out = _cli(service, "submit", "--image", IMAGE, "--gpu-memory", "4G", "--cpus", "0.5",
-                   "--mem", "128", "--", "sh", "-c", HOLD)  # fmt: skip
+                   "--mem", "128M", "--", "sh", "-c", HOLD)  # fmt: skip
         assert out.exit_code == 0, out.output
         ids.append(out.output.split()[0])
 
