@@ -1,4 +1,4 @@
-"""The API URL agents get (`--api-advertise-url`): never 0.0.0.0, loopback only with a local master."""
+"""The API URL agents get (`--api-advertise-url`): never 0.0.0.0; loopback only locally."""
 
 from __future__ import annotations
 

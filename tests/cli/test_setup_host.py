@@ -20,8 +20,8 @@ def test_files_lists_units_settings_and_docs():
     out = _run("files")
     assert out.exit_code == 0, out.output
     names = [line.split()[0] for line in out.output.splitlines()]
-    for name in ("dlc-scheduler.service", "dlc-mesos-agent.service", "dlc-mesos-master.service",
-                 "scheduler.env", "agent.env", "master.env", "install.md", "README.md"):  # fmt: skip
+    units = ("dlc-scheduler.service", "dlc-mesos-agent.service", "dlc-mesos-master.service")
+    for name in (*units, "scheduler.env", "agent.env", "master.env", "install.md", "README.md"):
         assert name in names
 
 

@@ -68,9 +68,7 @@ def _wait(svc, job_id, timeout=60):
     raise AssertionError(f"job {job_id} stuck in {svc.store.get_job(job_id).state}")
 
 
-def test_cp_of_random_bytes_from_the_agents_files_endpoint_is_exact(
-    service, tmp_path, monkeypatch
-):
+def test_cp_of_random_bytes_from_the_agents_files_endpoint_is_exact(service, tmp_path, monkeypatch):
     import dlc.api.env_routes as env_routes
 
     # 2.5 MiB of random bytes (three 1 MiB chunks), then every byte value once
@@ -78,8 +76,8 @@ def test_cp_of_random_bytes_from_the_agents_files_endpoint_is_exact(
               "printf \"$(printf '\\\\%03o' $(seq 0 255))\" >> /outputs/ckpt.bin")  # fmt: skip
     env = {"DLC_API": service.api_url, "DLC_TOKEN": ADMIN}
     runner = CliRunner()
-    submitted = runner.invoke(cli, ["submit", "--image", IMAGE, "--gpus", "1", "--cpus", "0.5",
-                                    "--mem", "128M", "--", "sh", "-c", script], env=env)  # fmt: skip
+    args = ["submit", "--image", IMAGE, "--gpus", "1", "--cpus", "0.5", "--mem", "128M"]
+    submitted = runner.invoke(cli, [*args, "--", "sh", "-c", script], env=env)
     assert submitted.exit_code == 0, submitted.output
     job_id = submitted.output.split()[0]
     job = _wait(service, job_id)
