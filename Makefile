@@ -44,7 +44,7 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 unit: setup
-	$(PY) -m pytest -q -m "not docker and not mesos and not browser"
+	$(PY) -m pytest -q -m "not docker and not mesos and not browser and not multihost"
 
 # What the docker-, mesos- and browser-marked tests need: the Docker engine with a local
 # registry and test image, ZooKeeper and PostgreSQL (Debian packages; the HA and store tests

@@ -139,17 +139,19 @@ def docs_dir():
 @click.argument("role", type=click.Choice(sorted(ROLES)))
 @click.option(
     "--unit-dir",
+    envvar="DLC_SETUP_UNIT_DIR",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("/etc/systemd/system"),
     show_default=True,
-    help="Where the systemd unit goes.",
+    help="Where the systemd unit goes (env DLC_SETUP_UNIT_DIR).",
 )
 @click.option(
     "--etc-dir",
+    envvar="DLC_SETUP_ETC_DIR",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("/etc/dlc"),
     show_default=True,
-    help="Where the settings file goes.",
+    help="Where the settings file goes (env DLC_SETUP_ETC_DIR).",
 )
 @click.option("--force", is_flag=True, help="Replace an existing settings file too.")  # fmt: skip
 def install(role, unit_dir, etc_dir, force):
