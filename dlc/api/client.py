@@ -76,9 +76,11 @@ class ApiClient:
         body = {"user": user, "all_users": all_users, "states": states or None}
         return self._call("POST", "/v1/jobs/kill", body)
 
-    def logs(self, job_id: str, stream: str = "stdout", offset: int = 0, length: int = 65536):
-        """A chunk of a job's container output: ``{"data", "offset", "done", ...}``."""
-        query = urllib.parse.urlencode({"stream": stream, "offset": offset, "length": length})
+    def logs(self, job_id: str, stream: str = "stdout", offset: int = 0, length: int = 65536,
+             rank: int = 0):  # fmt: skip
+        """A chunk of node ``rank``'s container output: ``{"data", "offset", "done", ...}``."""
+        fields = {"stream": stream, "offset": offset, "length": length, "rank": rank}
+        query = urllib.parse.urlencode(fields)
         return self._call("GET", f"/v1/jobs/{_quote(job_id)}/logs?{query}")
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:

@@ -31,8 +31,10 @@ class NoLogsYet(ApiError):
 @click.option("--since", "since", metavar="T",
               help="Only output from T on: an age (30s, 10m, 2h, 1d) or a time "
                    "(2026-11-22T10:00, local unless it names a zone).")  # fmt: skip
+@click.option("--rank", type=click.IntRange(0), default=0, show_default=True,
+              help="Which node of a multi-node job.")  # fmt: skip
 @api_options
-def command(job_id, follow, use_stderr, interval, tail_lines, since, api, token):
+def command(job_id, follow, use_stderr, interval, tail_lines, since, rank, api, token):
     """Print a job's container output (stdout, or --stderr).
 
     A queued job has no output yet: without -f that is an error (exit code 3); with -f
@@ -42,15 +44,15 @@ def command(job_id, follow, use_stderr, interval, tail_lines, since, api, token)
     stream = "stderr" if use_stderr else "stdout"
     offset, printed, waiting_said = 0, False, False
     if since is not None:
-        query = urllib.parse.urlencode({"t": parse_since(since), "stream": stream})
+        query = urllib.parse.urlencode({"t": parse_since(since), "stream": stream, "rank": rank})
         path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/logs/since?{query}"
         offset = int(client._call("GET", path)["offset"])
     if tail_lines is not None:
         start = offset
-        offset = _print_tail(client, job_id, stream, tail_lines, start)
+        offset = _print_tail(client, job_id, stream, tail_lines, start, rank)
         printed = offset > start
     while True:
-        chunk = client.logs(job_id, stream, offset)
+        chunk = client.logs(job_id, stream, offset, rank=rank)
         if chunk["data"]:
             sys.stdout.write(chunk["data"])
             sys.stdout.flush()
@@ -97,14 +99,14 @@ def parse_since(text: str, now: float | None = None) -> float:
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def _print_tail(client, job_id: str, stream: str, lines: int, start: int = 0) -> int:
+def _print_tail(client, job_id: str, stream: str, lines: int, start: int = 0, rank: int = 0) -> int:
     """Print the last ``lines`` lines of what the stream holds now from ``start``; returns
     where it ended."""
     import collections
 
     offset, last, partial = start, collections.deque(maxlen=lines or 1), ""
     while True:
-        chunk = client.logs(job_id, stream, offset)
+        chunk = client.logs(job_id, stream, offset, rank=rank)
         if not chunk["data"]:
             break
         offset = chunk["offset"]

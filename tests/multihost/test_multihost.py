@@ -40,6 +40,8 @@ IMAGE = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
 MASTER_PORT = 5050
 API_PORT = 8642
 RESOURCES = "cpus:4;mem:4096;disk:10240;ports:[31000-31100];gpus:2;gpu_ids:{0,1}"
+#: `dlc submit` of a small busybox job (no GPU style on these hosts: no GPUs)
+SUBMIT = ("submit", "--image", IMAGE, "--gpus", "1", "--cpus", "0.5", "--mem", "64M")
 SITE = Path(sys.executable).parents[1] / "lib" / "python3.11" / "site-packages"
 #: what the guide's install must bring from dist/ itself, not from the test's venv
 FROM_DIST = ("dlc", "dlc-", "__editable__", "http_parser", "__pycache__")
@@ -76,7 +78,9 @@ class Cluster:
                 "DLC_SETUP_UNIT_DIR": f"{self.root}/etc/systemd/system",
                 "DLC_SETUP_ETC_DIR": f"{self.root}/etc/dlc", **extra}  # fmt: skip
 
-    def run(self, role: str, argv: list[str], timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    def run(
+        self, role: str, argv: list[str], timeout: float = 120, **kw
+    ) -> subprocess.CompletedProcess:
         """Run ``argv`` on host ``role`` (a namespace), capturing its output."""
         env = kw.pop("env", None) or self.env(role)
         kw.setdefault("cwd", env["HOME"])  # never the checkout: `python -c` imports from cwd
@@ -236,11 +240,12 @@ def test_workdir_logs_and_a_10_mib_binary_copy_across_hosts(cluster, tmp_path):
         "echo from the snapshot; head -c 10485760 /dev/urandom > /outputs/ckpt.bin; "
         "sha256sum /outputs/ckpt.bin\n"
     )
-    job_id = _job_id(cluster.dlc("submit", "--image", IMAGE, "--gpus", "1", "--cpus", "0.5",
-                                 "--mem", "128M", "--workdir", str(code), "--", "sh", "run.sh"))  # fmt: skip
+    job_id = _job_id(cluster.dlc(*SUBMIT, "--workdir", str(code), "--", "sh", "run.sh"))
     logs = cluster.dlc("logs", "-f", job_id, timeout=120)
     assert logs.returncode == 0, logs.stderr
-    assert "from the snapshot" in logs.stdout  # fetched from the advertised API URL
+    assert "from the snapshot" in logs.stdout, cluster.dlc(
+        "status", job_id
+    ).stdout  # fetched from the advertised API URL
     want = re.search(r"([0-9a-f]{64})\s+/outputs/ckpt.bin", logs.stdout)
     assert want, logs.stdout
     assert _wait_state(cluster, job_id, {"finished", "failed"})["state"] == "finished"
@@ -252,8 +257,7 @@ def test_workdir_logs_and_a_10_mib_binary_copy_across_hosts(cluster, tmp_path):
 
 
 def test_exec_shell_and_kill_of_a_running_job(cluster):
-    job_id = _job_id(cluster.dlc("submit", "--image", IMAGE, "--gpus", "1", "--cpus", "0.5",
-                                 "--mem", "64M", "--", "sleep", "600"))  # fmt: skip
+    job_id = _job_id(cluster.dlc(*SUBMIT, "--", "sleep", "600"))
     _wait_state(cluster, job_id, {"running"})
     deadline = time.monotonic() + 60
     while True:  # the executor's exec server comes up just after the container
@@ -272,9 +276,8 @@ def test_exec_shell_and_kill_of_a_running_job(cluster):
 
 
 def test_a_two_node_gang_runs_on_both_agents(cluster):
-    job_id = _job_id(cluster.dlc("submit", "--image", IMAGE, "--gpus", "1", "--nodes", "2",
-                                 "--cpus", "0.5", "--mem", "64M", "--", "sh", "-c",
-                                 "echo rank $NODE_RANK of $WORLD_SIZE at $MASTER_ADDR"))  # fmt: skip
+    echo = "echo rank $NODE_RANK of $WORLD_SIZE at $MASTER_ADDR"
+    job_id = _job_id(cluster.dlc(*SUBMIT, "--nodes", "2", "--", "sh", "-c", echo))
     assert _wait_state(cluster, job_id, {"finished", "failed", "killed"})["state"] == "finished"
     master_ip = cluster.net.hosts["master"].ip
     for rank in (0, 1):
