@@ -119,8 +119,12 @@ def unpack_snapshot(
             for member in members:
                 member.mode = (member.mode or 0o644) | 0o644  # readable whatever the archive
                 member.uid = member.gid = os.getuid()
-            # the "data" filter (Python >= 3.11.4) checks the same again inside tarfile
-            tar.extractall(dest, members=members, filter="data")
+            # the "data" filter checks the same again inside tarfile; it came with Python
+            # 3.11.4, and Debian 12's python3 is 3.11.2: there _checked_members alone guards
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, members=members, filter="data")
+            else:
+                tar.extractall(dest, members=members)  # noqa: S202 - members checked above
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise ContainerError(f"workdir: the snapshot is not a readable tar.gz ({exc})") from None
     return len(members)
