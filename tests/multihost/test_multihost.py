@@ -26,6 +26,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ from tests.real_mesos import ensure_built, venv_env
 pytestmark = [pytest.mark.docker, pytest.mark.mesos, pytest.mark.multihost]
 
 IMAGE = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
+ENV_IMAGE = "dlc-test/envhttp:1"  # answers like JupyterLab (tests/e2e/envhttp)
 MASTER_PORT = 5050
 API_PORT = 8642
 RESOURCES = "cpus:4;mem:4096;disk:10240;ports:[31000-31100];gpus:2;gpu_ids:{0,1}"
@@ -224,6 +226,33 @@ def _wait_state(cluster: Cluster, job_id: str, states: set[str], timeout: float 
     raise AssertionError(f"job {job_id} never reached {states}: {shown.stdout}{shown.stderr}")
 
 
+def _shell_on_a_pty(cluster: Cluster, job_id: str, typed: bytes) -> tuple[int, bytes]:
+    """`dlc shell JOB` on a terminal of its own (a pty), as a user types into it."""
+    import pty
+    import select
+
+    leader, follower = pty.openpty()
+    env = cluster.env("user")
+    proc = subprocess.Popen(["ip", "netns", "exec", cluster.net.hosts["user"].ns, "dlc",
+                             "shell", job_id], stdin=follower, stdout=follower,
+                            stderr=follower, env=env, cwd=env["HOME"])  # fmt: skip
+    os.close(follower)
+    os.write(leader, typed)
+    output, deadline = b"", time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.5)
+        if ready:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's last user closed it
+                break
+            output += data
+        elif proc.poll() is not None:
+            break
+    os.close(leader)
+    return proc.wait(timeout=10), output
+
+
 def test_the_installed_command_is_the_wheel_not_a_checkout(cluster):
     where = cluster.run("user", ["python3", "-c", "print(1)"], text=True)
     assert where.returncode == 0
@@ -266,13 +295,37 @@ def test_exec_shell_and_kill_of_a_running_job(cluster):
             break
         time.sleep(0.5)
     assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr
-    shell = cluster.run("user", ["dlc", "shell", job_id], input=b"echo h$((40+2))i; exit 3\n",
-                        timeout=60)  # fmt: skip
-    assert shell.returncode == 3, shell.stderr
-    assert b"h42i" in shell.stdout
+    code, output = _shell_on_a_pty(cluster, job_id, b"echo h$((40+2))i; exit 3\n")
+    assert code == 3, output
+    assert b"h42i" in output  # computed in the container: the typed line reads h$((40+2))i
     killed = cluster.dlc("kill", job_id)
     assert killed.returncode == 0, killed.stderr
     assert _wait_state(cluster, job_id, {"killed", "failed", "finished"})["state"] == "killed"
+
+
+def test_open_prints_the_agents_url_and_the_lab_answers(cluster):
+    """`dlc open` from the user host: a URL at the master host's address (never 127.x or
+    0.0.0.0) and a port of the agent's range. The container's port is published by the
+    engine of the root namespace (the one engine these hosts share), so the lab is asked
+    there, at loopback; on a real cluster each agent host runs its own engine and the URL
+    answers at the agent's address (tests/e2e/test_environments.py covers the server)."""
+    import docker
+
+    docker.from_env().images.build(path=str(guide.ROOT / "tests" / "e2e" / "envhttp"),
+                                   tag=ENV_IMAGE, rm=True)  # fmt: skip
+    submitted = cluster.dlc("submit", "--image", ENV_IMAGE, "--interactive", "--idle-timeout",
+                            "600", *SUBMIT[3:])  # fmt: skip
+    job_id = _job_id(submitted)
+    opened = cluster.dlc("open", job_id, "--wait", "60")
+    assert opened.returncode == 0, opened.stderr
+    url = opened.stdout.strip()
+    match = re.fullmatch(r"http://([\d.]+):(\d+)/lab\?token=\w+", url)
+    assert match and match[1] == cluster.net.hosts["master"].ip, url
+    assert 31000 <= int(match[2]) <= 31100
+    local = url.replace(match[1], "127.0.0.1", 1)
+    with urllib.request.urlopen(local, timeout=10) as resp:
+        assert resp.read().decode().strip() == "hello from the lab"
+    assert cluster.dlc("kill", job_id).returncode == 0
 
 
 def test_a_two_node_gang_runs_on_both_agents(cluster):
