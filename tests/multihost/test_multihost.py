@@ -237,8 +237,7 @@ def _shell_on_a_pty(cluster: Cluster, job_id: str, typed: bytes) -> tuple[int, b
                              "shell", job_id], stdin=follower, stdout=follower,
                             stderr=follower, env=env, cwd=env["HOME"])  # fmt: skip
     os.close(follower)
-    os.write(leader, typed)
-    output, deadline = b"", time.monotonic() + 60
+    output, typed_at, deadline = b"", None, time.monotonic() + 60
     while time.monotonic() < deadline:
         ready, _, _ = select.select([leader], [], [], 0.5)
         if ready:
@@ -247,10 +246,17 @@ def _shell_on_a_pty(cluster: Cluster, job_id: str, typed: bytes) -> tuple[int, b
             except OSError:  # EIO: the terminal's last user closed it
                 break
             output += data
+            if typed_at is None:  # the remote prompt is there: type (raw mode flushed
+                os.write(leader, typed)  # whatever came before it)
+                typed_at = len(output)
         elif proc.poll() is not None:
             break
     os.close(leader)
-    return proc.wait(timeout=10), output
+    try:
+        return proc.wait(timeout=10), output
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"dlc shell did not end; the terminal showed {output!r}") from None
 
 
 def test_the_installed_command_is_the_wheel_not_a_checkout(cluster):
@@ -295,7 +301,7 @@ def test_exec_shell_and_kill_of_a_running_job(cluster):
             break
         time.sleep(0.5)
     assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr
-    code, output = _shell_on_a_pty(cluster, job_id, b"echo h$((40+2))i; exit 3\n")
+    code, output = _shell_on_a_pty(cluster, job_id, b"echo h$((40+2))i; exit 3\r")
     assert code == 3, output
     assert b"h42i" in output  # computed in the container: the typed line reads h$((40+2))i
     killed = cluster.dlc("kill", job_id)
