@@ -78,10 +78,12 @@ def script(found: Block, root: Path, site_packages: str) -> str:
 
 
 def exec_start(unit: Path) -> list[str]:
-    """The argv of a unit's ``ExecStart=`` (continuation lines joined)."""
+    """The argv of a unit's ``ExecStart=`` (continuation lines joined, ``$$`` made ``$`` as
+    systemd does; its ``$NAME`` substitution is left to the shell, which sees the same
+    values in its environment)."""
     text = unit.read_text().replace("\\\n", " ")
     line = next(x for x in text.splitlines() if x.startswith("ExecStart="))
-    return shlex.split(line.removeprefix("ExecStart="))
+    return [word.replace("$$", "$") for word in shlex.split(line.removeprefix("ExecStart="))]
 
 
 def env_file(path: Path, **changes: str) -> dict[str, str]:
