@@ -5,16 +5,19 @@ Hosts are network namespaces on a private bridge (tests/multihost/netns.py): the
 scheduler host (`dlc scheduler` started from the installed unit, at 198.51.100.3; the master
 host's sandboxes hidden from it by a tmpfs, as on a real cluster) and the user host (only the
 `dlc` command, at 198.51.100.4). All three run the one venv the guide installs from `dist/`
-(hosts share this machine's file system; the venv's third-party packages come from the test's
-own venv through a .pth file, so the install runs offline). Containers run on the root
-namespace's Docker engine: the executor in the master host reaches it through its unix socket,
-which network namespaces do not separate.
+(hosts share this machine's file system). DLC and http-parser come from `dist/` only; the
+third-party packages come from the test's own venv through a .pth file, so the install runs
+offline. Containers run on the root namespace's Docker engine: the executor in the master host
+reaches it through its unix socket, which network namespaces do not separate.
 
-The guide's tagged blocks are run as written (tests/multihost/guide.py), then the README's
-workflow from the user host: `--workdir`, `logs -f`, `cp` of a 10 MiB random file (checksums
-equal), `exec`, `shell`, a 2-node gang and `kill`. Each host has its own 127.0.0.1, so a path
-that reaches another host at loopback fails; the test also checks that nothing advertises
-0.0.0.0 or 127.x to the other hosts.
+The scheduler binds 0.0.0.0 and advertises http://198.51.100.3:8642 (`--api-advertise-url`):
+executors must fetch `--workdir` snapshots at the advertised address, and the master must
+show it as the framework's web UI. The guide's tagged blocks are run as written
+(tests/multihost/guide.py), then the README's workflow from the user host: `--workdir`,
+`logs -f`, `cp` of a 10 MiB random file (checksums equal), `open`, `exec`, `shell` on a pty,
+a 2-node gang (logs of both ranks) and `kill`. Each host has its own 127.0.0.1, so a path that
+reaches another host at loopback fails; the test also checks that nothing advertises 0.0.0.0
+or 127.x to the other hosts.
 """
 
 from __future__ import annotations
@@ -152,7 +155,7 @@ def _start_scheduler(cluster: Cluster) -> None:
     settings = guide.env_file(
         cluster.root / "etc" / "dlc" / "scheduler.env",
         DLC_MASTER=f"{master.ip}:{MASTER_PORT}",
-        DLC_API_HOST=sched.ip,
+        DLC_API_HOST="0.0.0.0",  # noqa: S104 - bound everywhere, advertised at one address
         DLC_API_ADVERTISE_URL=cluster.api_url,
         DLC_SCHEDULER_ARGS="--executor-gpu-style none",
     )
