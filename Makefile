@@ -15,7 +15,7 @@ PY     := $(VENV)/bin/python
 DLC    := $(VENV)/bin/dlc
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup services demo test lint unit bench clean probe e2e-pytorch e2e-jupyter gpu-check gpu-usage-check soak fault ha-fault
+.PHONY: setup services demo test lint unit bench clean dist probe e2e-pytorch e2e-jupyter gpu-check gpu-usage-check soak fault ha-fault
 
 $(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup-python.sh
@@ -30,13 +30,21 @@ probe:
 	@if [ -n "$(NVCC)" ]; then $(MAKE) -s -C native/p2p_probe NVCC=$(NVCC); \
 	else echo "notice: nvcc not found, skipping the native P2P probe build (native/p2p_probe/README.md)"; fi
 
+# What an operator installs, no checkout needed (docs/install.md): the DLC wheel (code, systemd
+# units, example settings, docs: `dlc setup-host`) and the http-parser compatibility wheel that
+# pymesos needs, so that `pip install --find-links dist dlc` resolves from dist/ plus the index.
+dist: $(STAMP)
+	rm -rf dist build/lib build/bdist.* && mkdir -p dist
+	$(PY) -m pip wheel -q --no-deps -w dist . ./compat/http-parser
+	@ls dist
+
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 
 unit: setup
-	$(PY) -m pytest -q -m "not docker and not mesos and not browser"
+	$(PY) -m pytest -q -m "not docker and not mesos and not browser and not multihost"
 
 # What the docker-, mesos- and browser-marked tests need: the Docker engine with a local
 # registry and test image, ZooKeeper and PostgreSQL (Debian packages; the HA and store tests
@@ -89,7 +97,7 @@ e2e-jupyter: setup
 	VENV=$(VENV) bash scripts/e2e-jupyter.sh
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache
 
 # On a machine with an NVIDIA GPU (no network needed): DLC's GPU paths against the real driver
 # (NVML and nvidia-smi discovery, node-config, the P2P probe, MPS limits, the NVML memory

@@ -137,11 +137,12 @@ def add_env_routes(app: FastAPI, api: Any) -> None:
             data, size = read_local_output(sandbox, rel, offset, length)
         else:
             chunk = api.logs._read_remote(task, f"outputs/{rel}", offset, length)
-            data, size = chunk["data"].encode(), None
+            data, size = chunk["raw"], None  # the exact bytes, not text
         return {
             "data": base64.b64encode(data).decode(),
             "offset": offset + len(data),
-            "eof": len(data) < length if size is None else offset + len(data) >= size,
+            # an agent answers at most 64 KiB a read: only an empty read is its end
+            "eof": not data if size is None else offset + len(data) >= size,
             "state": job.state.value,
         }
 

@@ -176,7 +176,9 @@ class LogReader:
                 "offset": offset + len(data),
                 "source": str(found.path),
             }
-        return self._read_remote(task, stream, offset, length)
+        chunk = self._read_remote(task, stream, offset, length)
+        chunk.pop("raw")  # the API answers in JSON: text only
+        return chunk
 
     @staticmethod
     def _read_local(found: SandboxFile, offset: int, length: int) -> bytes:
@@ -257,8 +259,16 @@ class LogReader:
         virtual = f"/frameworks/{fid}/executors/{task.executor_id}/runs/latest/{stream}"
         query = urllib.parse.urlencode({"path": virtual, "offset": offset, "length": length})
         body = self._get_json(f"http://{agent}/files/read?{query}")
-        data = body.get("data", "")
-        return {"data": data, "offset": offset + len(data.encode()), "source": f"{agent}{virtual}"}
+        # The agent writes the file's bytes into the JSON string as they are (only control
+        # characters escaped); _get_json kept undecodable ones as surrogates: undo that for
+        # the exact bytes (``raw``, what ``dlc cp`` copies), and give text readers valid text.
+        raw = body.get("data", "").encode("utf-8", "surrogateescape")
+        return {
+            "data": raw.decode(errors="replace"),
+            "raw": raw,
+            "offset": offset + len(raw),
+            "source": f"{agent}{virtual}",
+        }
 
     def _agent_address(self, master: str, agent_id: str) -> str:
         slaves = fetch_slaves(master.rstrip("/"), self._timeout)  # the one master client
@@ -272,7 +282,8 @@ class LogReader:
     def _get_json(self, url: str) -> dict:
         try:
             with urllib.request.urlopen(url, timeout=self._timeout) as resp:  # noqa: S310
-                return json.loads(resp.read() or b"{}")
+                # surrogateescape: a binary file's bytes are not UTF-8 (see _read_remote)
+                return json.loads((resp.read() or b"{}").decode("utf-8", "surrogateescape"))
         except (OSError, ValueError) as exc:
             raise DlcError(f"cannot read the sandbox via {url}: {exc}") from None
 

@@ -18,6 +18,7 @@ from dlc.api.logs import LogReader
 from dlc.api.metrics import SchedulerMetrics
 from dlc.api.server import ApiServer, ServerLimits
 from dlc.api.shell_relay import SessionLimits
+from dlc.app.advertise import advertised_api_url, loopback_warning
 from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
@@ -39,6 +40,8 @@ class ServiceConfig:
         master: Mesos master ``host:port`` or ``zk://...``.
         db: SQLite file of the job store.
         api_host, api_port: where the API listens (port 0: any free port).
+        api_advertise_url: the API as agents reach it (``--api-advertise-url``; ``None``:
+            the bound address): executors fetch ``--workdir`` snapshots from it.
         policy: allocator policy.
         allowed_volumes: host path prefixes jobs may mount.
         sandbox_roots: local agent work dirs to read logs from.
@@ -54,6 +57,7 @@ class ServiceConfig:
     db: str = "dlc-scheduler.db"
     api_host: str = "127.0.0.1"
     api_port: int = 8642
+    api_advertise_url: str | None = None
     policy: str = "tree"
     allowed_volumes: tuple[str, ...] = ()
     sandbox_roots: tuple[str, ...] = ()
@@ -99,6 +103,8 @@ class SchedulerService:
 
     def __init__(self, config: ServiceConfig, resolver=None, driver_factory=None):
         self.config = config
+        host = f"[{config.api_host}]" if ":" in config.api_host else config.api_host
+        advertised_api_url(f"http://{host}:{config.api_port}", config.api_advertise_url)
         # One scheduler per DB: a second one exits here, before touching anything. With
         # --zk several instances share the DB and the leader epoch fences them instead.
         local = config.db != ":memory:" and not is_postgres_url(config.db) and not config.zk
@@ -144,9 +150,11 @@ class SchedulerService:
             self.store.close()
             self._release_lock()
             raise
+        #: the API as agents and users reach it (checked above, now with the bound port)
+        self.advertised_url = advertised_api_url(self.api.url, config.api_advertise_url)
         self._wire_env_routes(config)
         if fw_config.webui_url is None:
-            fw_config = _with_webui(fw_config, self.api.url + "/")
+            fw_config = _with_webui(fw_config, self.advertised_url + "/")
         self.framework = MesosFramework(self.core, fw_config, driver_factory)
         #: called once when this instance loses its leadership (the CLI exits then)
         self.on_step_down = lambda why: None
@@ -166,7 +174,7 @@ class SchedulerService:
             self.store.set_meta("job_secret_key", key)
         gate = SessionGate(config.sessions)
         self.api.env = EnvContext(BlobStore(f"{config.db}.blobs"), key, gate)
-        executor = replace(self.core.config.executor, api_url=self.api.url, job_key=key)
+        executor = replace(self.core.config.executor, api_url=self.advertised_url, job_key=key)
         self.core.config = replace(self.core.config, executor=executor)
 
     def _release_lock(self) -> None:
@@ -203,8 +211,8 @@ class SchedulerService:
 
     @property
     def api_url(self) -> str:
-        """Where the API answers."""
-        return self.api.url
+        """Where the API answers, as agents and users reach it (``--api-advertise-url``)."""
+        return self.advertised_url
 
     def start(self) -> None:
         """Start the API and the framework (both in background threads).
@@ -216,8 +224,11 @@ class SchedulerService:
             from dlc.app.leader import LeaderElection
 
             self.election = LeaderElection(
-                self.config.zk, self.api.url, self._elected, self._lost_leadership
+                self.config.zk, self.advertised_url, self._elected, self._lost_leadership
             )
+        warning = loopback_warning(self.advertised_url, self.config.master)
+        if warning:
+            log.warning(warning)
         # /v1/health answers on every instance, a single one too (the dashboard reads it)
         self.api.leadership = self.role
         self.api.start()
@@ -237,12 +248,12 @@ class SchedulerService:
     def role(self) -> dict:
         """Who leads: this instance or which other one (``/v1/health``, the dashboard)."""
         if self.election is None:
-            return {"leading": True, "leader_url": self.api.url, "instance": "single"}
+            return {"leading": True, "leader_url": self.advertised_url, "instance": "single"}
         leading = self.election.leading.is_set()
         leader = None if leading else self.election.leader()
         return {
             "leading": leading,
-            "leader_url": self.api.url if leading else (leader or {}).get("api_url"),
+            "leader_url": self.advertised_url if leading else (leader or {}).get("api_url"),
             "leader": self.election.instance_id if leading else (leader or {}).get("id"),
             "instance": self.election.instance_id,
             "epoch": getattr(self.store, "_fence", None),

@@ -140,7 +140,10 @@ def command(master, hostname, from_file, output):
     driver, version = check_driver()
     checks = [driver, *check_docker(version), *guard_checks()]
     if master:
+        from dlc.cli.doctor_agent import agent_host_checks
+
         checks.append(check_agent(master, hostname, from_file))
+        checks += agent_host_checks(Check)  # mesos-agent, install path, MESOS_IP
     if output in ("json", "yaml"):
         emit([asdict(c) for c in checks], output)
     else:

@@ -55,6 +55,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("dlc.cli.config_cmd", "Show the config file's contexts; switch between them."),
     "tokens": ("dlc.cli.tokens_cmd", "List, create, expire and revoke API tokens (admin)."),
     "doctor": ("dlc.cli.doctor_cmd", "Check an agent host: driver, Docker, GPU runtime, flags."),
+    "setup-host": ("dlc.cli.setup_host_cmd", "Print or install the shipped systemd units, docs."),
 }
 
 

@@ -1,4 +1,9 @@
-"""``dlc open JOB``: the URL of an interactive job's JupyterLab (with its token)."""
+"""``dlc open JOB``: the URL of an interactive job's JupyterLab (with its token).
+
+The URL points at the agent's port, not at the API: a TLS proxy in front of the API does not
+cover it (docs/install.md, "TLS in front of the API"), and the command says so when the API
+itself is ``https://``.
+"""
 
 from __future__ import annotations
 
@@ -30,10 +35,24 @@ def env_url(client: ApiClient, job_id: str, wait_s: float, interval: float = 1.0
 @api_options
 def command(job_id, wait_s, api, token):
     """Print the URL (with its secret token) of an interactive job: dlc open JOB."""
-    found = env_url(ApiClient(api, token), job_id, wait_s)
+    client = ApiClient(api, token)
+    found = env_url(client, job_id, wait_s)
     if not found["url"]:
         raise DlcError(
             f"job {job_id} is {found['state']} and its environment has no URL yet; "
             "try again, or see `dlc status` / `dlc logs`"
         )
+    note = plain_http_note(client.url, found["url"])
+    if note:
+        click.echo(note, err=True)
     click.echo(found["url"])
+
+
+def plain_http_note(api_url: str, env_url: str) -> str | None:
+    """A one-line note when the API is HTTPS but the environment's URL is plain HTTP."""
+    if api_url.startswith("https://") and env_url.startswith("http://"):
+        return (
+            "note: this URL goes to the agent in plain HTTP, not through the API's TLS; "
+            "on an untrusted network open it through an SSH tunnel (docs/install.md)"
+        )
+    return None

@@ -222,6 +222,9 @@ def admin_token_from(token_file: str | None) -> str | None:
 )
 @click.option("--api-host", default="127.0.0.1", show_default=True, help="API listen address.")
 @click.option("--api-port", type=PORT, default=8642, show_default=True, help="API port (0: any).")
+@click.option("--api-advertise-url", metavar="URL",
+              help="The API as agents reach it (executors fetch --workdir snapshots there), "
+              "e.g. https://dlc.example.org; default: http://API-HOST:API-PORT.")  # fmt: skip
 @click.option("--policy", type=POLICY, default="tree", show_default=True, help="GPU placement.")
 @click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
 @click.option("--allow-registry", multiple=True, help="Registry jobs may pull from (default: any).")
@@ -291,7 +294,8 @@ def admin_token_from(token_file: str | None) -> str | None:
               "on an unauthenticated endpoint: only behind a trusted scraper).")  # fmt: skip
 @session_options
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
-def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_registry,
+def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow_volume,
+            allow_registry,
             container_user, max_queued_per_user, max_connections_per_ip, max_connections,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
@@ -341,6 +345,7 @@ def command(master, db, zk, api_host, api_port, policy, allow_volume, allow_regi
         db=db,
         api_host=api_host,
         api_port=api_port,
+        api_advertise_url=api_advertise_url or None,
         policy=policy,
         allowed_volumes=tuple(allow_volume),
         allowed_registries=tuple(allow_registry),

@@ -119,3 +119,26 @@ def test_blob_store_owner_cap_and_ids(tmp_path):
     blobs.delete(blob)
     assert blobs.owner(blob) is None
     assert (tmp_path / "blobs").stat().st_mode & 0o777 == 0o700
+
+
+def test_unpack_works_and_still_refuses_escapes_on_python_without_the_data_filter(
+    tmp_path, monkeypatch
+):
+    # Debian 12's python3 is 3.11.2: tarfile has no extraction filters there (3.11.4+)
+    monkeypatch.delattr(tarfile, "data_filter")
+    extractall = tarfile.TarFile.extractall
+
+    def old_extractall(self, path=".", members=None, *, numeric_owner=False, **kw):
+        if kw:  # 3.11.2's signature: no filter argument
+            raise TypeError(f"extractall() got an unexpected keyword argument {next(iter(kw))!r}")
+        return extractall(self, path, members, numeric_owner=numeric_owner, filter="fully_trusted")
+
+    monkeypatch.setattr(tarfile.TarFile, "extractall", old_extractall)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "run.sh").write_text("echo hi\n")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    assert unpack_snapshot(make_snapshot(tmp_path / "src"), dest) >= 1
+    assert (dest / "run.sh").read_text() == "echo hi\n"
+    with pytest.raises(ContainerError, match="leaves the workspace"):
+        unpack_snapshot(_tar((_entry("../../x"), b"x")), dest)
