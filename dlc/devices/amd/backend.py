@@ -1,0 +1,109 @@
+"""The AMD (ROCm) backend: SMI discovery, DRM-node rendering, SMI sampling, no shares."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from dlc.devices.amd.render import render_rocm
+from dlc.devices.base import GpuContainerArgs, GpuReservation, GpuSample, SharingSupport
+from dlc.errors import DiscoveryError
+from dlc.topology.model import AMD, Topology
+
+#: commands whose combined ``--json`` output :func:`parse_amd_smi_text` reads, best first
+SMI_COMMANDS = (
+    (("amd-smi", "topology", "--json"), ("amd-smi", "static", "--json")),
+    (("rocm-smi", "--showtopo", "--showtoponuma", "--showbus", "--showproductname",
+      "--showmeminfo", "vram", "--json"),),
+)  # fmt: skip
+#: why shares are refused on AMD GPUs (docs/sharing.md, "AMD GPUs")
+NO_SHARE_REASON = (
+    "GPU shares are not offered on AMD GPUs: ROCm has no MPS-like per-process compute or "
+    "memory limit that DLC can enforce; ask for whole GPUs (--gpus N)"
+)
+
+
+class AmdBackend:
+    """``amd-smi`` (else ``rocm-smi``) facts; ``/dev/kfd`` + render nodes; no shares."""
+
+    vendor = AMD
+
+    def fingerprint(self, from_file: str | Path | None = None) -> Topology:
+        """This host's AMD GPUs from ``amd-smi`` or ``rocm-smi``, or a saved output file.
+
+        Raises:
+            DiscoveryError: neither tool is on PATH or both fail.
+            TopologyParseError: the tool's output is malformed.
+        """
+        from dlc.topology.discovery.discover import discover
+        from dlc.topology.parse_amd import parse_amd_smi_text
+
+        if from_file is not None:
+            return discover(from_file=from_file)
+        problems = []
+        for commands in SMI_COMMANDS:
+            if shutil.which(commands[0][0]) is None:
+                problems.append(f"{commands[0][0]} not on PATH")
+                continue
+            try:
+                text = "\n".join(_run(cmd) for cmd in commands)
+            except DiscoveryError as exc:
+                problems.append(str(exc))
+                continue
+            return parse_amd_smi_text(text)
+        raise DiscoveryError(f"no AMD GPU found: {'; '.join(problems)}")
+
+    def render(
+        self, reservation: GpuReservation, style: Any = None, device_root: str = "/dev"
+    ) -> GpuContainerArgs:
+        """``/dev/kfd``, the GPUs' ``renderD``/``card`` nodes, ``video``/``render`` groups."""
+        return render_rocm(reservation, device_root)
+
+    def stats(self, source: Any, indices: tuple[int, ...]) -> list[GpuSample]:
+        """Samples from ``rocm-smi --showuse --showmeminfo vram --json`` (``source``: its text)."""
+        return parse_rocm_usage(source, indices)
+
+    def sharing(self) -> SharingSupport:
+        """None: see :data:`NO_SHARE_REASON`."""
+        return SharingSupport(modes=(), refusal=NO_SHARE_REASON)
+
+
+def parse_rocm_usage(text: str, indices: tuple[int, ...]) -> list[GpuSample]:
+    """GPU use and VRAM of ``indices`` from ``rocm-smi --showuse --showmeminfo vram --json``.
+
+    A card missing from the output or with unreadable numbers is left out of the sample.
+    """
+    try:
+        doc = json.loads(text)
+    except (TypeError, ValueError):
+        return []
+    found = []
+    for index in indices:
+        card = doc.get(f"card{index}") if isinstance(doc, dict) else None
+        if not isinstance(card, dict):
+            continue
+        try:
+            total = int(card["VRAM Total Memory (B)"]) >> 20
+            used = int(card["VRAM Total Used Memory (B)"]) >> 20
+        except (KeyError, ValueError):
+            continue
+        util = card.get("GPU use (%)")
+        found.append(GpuSample(index, int(util) if str(util).isdigit() else None, used, total))
+    return found
+
+
+def _run(cmd: tuple[str, ...]) -> str:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DiscoveryError(f"{' '.join(cmd)} failed: {exc}") from exc
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise DiscoveryError(f"{' '.join(cmd)} exited {done.returncode}: {tail[0]}")
+    return done.stdout
+
+
+BACKEND = AmdBackend()
