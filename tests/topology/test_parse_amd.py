@@ -138,3 +138,29 @@ def test_bad_or_partial_output_is_a_one_line_error(text, message):
     with pytest.raises(TopologyParseError) as err:
         parse_amd_smi_text(text)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_node_config_advertises_vendor_model_rocm_and_no_share_ranges():
+    from dataclasses import replace
+
+    from dlc.errors import NodeConfigError
+    from dlc.topology.node_config import node_config, parse_agent_attributes
+
+    topo = replace(discover(from_file=MI300X_JSON), driver_version="6.4.1")
+    config = node_config(topo)
+    assert config.attributes["gpu_vendor"] == "vamd"
+    assert config.attributes["rocm"] == "v6.4.1" and "nvidia_driver" not in config.attributes
+    assert "dlc_sharing" not in config.attributes
+    assert "gpu_mem:" not in config.resources and "gpus:8" in config.resources
+    info = parse_agent_attributes(config.attributes)
+    assert (info.gpu_vendor, info.rocm_version, info.gpu_model) == (
+        "amd",
+        "6.4.1",
+        "AMD_Instinct_MI300X",
+    )
+    assert info.topology.vendor == AMD
+    with pytest.raises(NodeConfigError, match="sharing"):
+        node_config(topo, sharing="mps")
+    nvidia = node_config(Topology(gpus=(Gpu(0, model="Tesla V100", memory_mib=16384),)))
+    assert "gpu_vendor" not in nvidia.attributes  # unchanged for NVIDIA agents
+    assert parse_agent_attributes(nvidia.attributes).gpu_vendor == NVIDIA
