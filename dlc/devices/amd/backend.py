@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from dlc.devices.amd.render import render_rocm
+from dlc.devices.amd.render import ROCM_GROUPS, device_paths, render_rocm
 from dlc.devices.base import GpuContainerArgs, GpuReservation, GpuSample, SharingSupport
 from dlc.errors import DiscoveryError
 from dlc.topology.model import AMD, Topology
@@ -59,8 +60,11 @@ class AmdBackend:
     def render(
         self, reservation: GpuReservation, style: Any = None, device_root: str = "/dev"
     ) -> GpuContainerArgs:
-        """``/dev/kfd``, the GPUs' ``renderD``/``card`` nodes, ``video``/``render`` groups."""
-        return render_rocm(reservation, device_root)
+        """``/dev/kfd``, the GPUs' ``renderD``/``card`` nodes, and the groups owning them."""
+        if not reservation.indices:
+            return render_rocm(reservation, device_root)
+        paths = [f"{device_root.rstrip('/')}/{p}" for p in device_paths(reservation)]
+        return render_rocm(reservation, device_root, node_groups(paths))
 
     def stats(self, source: Any, indices: tuple[int, ...]) -> list[GpuSample]:
         """Samples from ``rocm-smi --showuse --showmeminfo vram --json`` (``source``: its text)."""
@@ -69,6 +73,23 @@ class AmdBackend:
     def sharing(self) -> SharingSupport:
         """None: see :data:`NO_SHARE_REASON`."""
         return SharingSupport(modes=(), refusal=NO_SHARE_REASON)
+
+
+def node_groups(paths: list[str]) -> tuple[str, ...]:
+    """The numeric group ids owning ``paths`` (the host's ``video``/``render``), in order.
+
+    Numeric ids need no entry in the image's ``/etc/group``; a node that cannot be read
+    falls back to the group names, which is what ROCm's own docs pass to ``docker run``.
+    """
+    gids: list[str] = []
+    for path in paths:
+        try:
+            gid = str(os.stat(path).st_gid)
+        except OSError:
+            return ROCM_GROUPS
+        if gid not in gids:
+            gids.append(gid)
+    return tuple(gids)
 
 
 def parse_rocm_usage(text: str, indices: tuple[int, ...]) -> list[GpuSample]:
