@@ -46,6 +46,8 @@ def test_mi250_directness_from_bandwidth_not_hops():
     routed = [link for link in topo.pairs() if not link.nvlinks]
     assert len(routed) == 16 and all(link.p2p_capable for link in routed)
     assert topo.link_label(topo.link(0, 3)) == "XGMI*"
+    summary = analyze(topo).summary
+    assert "XGMI: 4 dual-die packages {0,1} {2,3} {4,5} {6,7} (XGMI4 inside" in summary
 
 
 def test_mi250x_directness_from_weights_where_hops_all_say_one():

@@ -169,12 +169,33 @@ def fabric_words(topo: Topology, text: str) -> str:
     if topo.vendor != AMD:
         return text
     text = text.replace(" (NVSwitch fabric)", "").replace("NVSwitch fabric", "XGMI all-to-all")
+    text = text.replace("NVLink NV#", "XGMI#").replace("NV#", "XGMI#")
     return text.replace("NVLinked", "XGMI-linked").replace("NVLink", "XGMI")
 
 
 def describe_nvlink(topo: Topology, groups: tuple[frozenset[int], ...]) -> str:
     """The NVLink (or XGMI) shape in words: none, all-to-all, pairs, cube-mesh, or groups."""
-    return fabric_words(topo, _describe_nvlink(topo, groups))
+    return _dual_die(topo) or fabric_words(topo, _describe_nvlink(topo, groups))
+
+
+def _dual_die(topo: Topology) -> str | None:
+    """MI250X-style packages: the most-linked XGMI pairs pair off every GPU (two dies each)."""
+    links = [link for link in topo.pairs() if link.nvlinks]
+    if topo.vendor != AMD or len(topo.gpus) < 4 or not links:
+        return None
+    most = max(link.nvlinks for link in links)
+    pairs = [(link.a, link.b) for link in links if link.nvlinks == most]
+    dies = [g for pair in pairs for g in pair]
+    if len(dies) != len(topo.gpus) or len(set(dies)) != len(dies):
+        return None
+    between = sorted({link.nvlinks for link in links if link.nvlinks != most}, reverse=True)
+    listed = " ".join(fmt_set(p) for p in pairs)
+    names = "/".join(f"XGMI{c}" for c in between) or "none"
+    total = len(topo.gpus) * (len(topo.gpus) - 1) // 2
+    return (
+        f"XGMI: {len(pairs)} dual-die packages {listed} (XGMI{most} inside, {names} between; "
+        f"{len(links)} of {total} pairs linked)"
+    )
 
 
 def _describe_nvlink(topo: Topology, groups: tuple[frozenset[int], ...]) -> str:
