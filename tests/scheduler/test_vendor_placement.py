@@ -70,3 +70,29 @@ def test_framework_implies_vendor_and_shares_refused_on_amd():
         JobSpec.from_dict({"image": "rocm/pytorch:latest", "gpus": 0.5, "gpu_vendor": "amd"})
     with pytest.raises(JobSpecError, match="gpu_vendor: 'intel' is not a GPU vendor"):
         JobSpec.from_dict({"image": "busybox", "gpu_vendor": "intel"})
+
+
+@pytest.mark.mesos
+def test_real_master_keeps_the_vendor_and_placement_reads_it(tmp_path):
+    """A real Mesos 1.11 agent started with an MI300X's flags reports the vendor back, and
+    placement on the master's view of the agent lands AMD jobs and refuses CUDA images."""
+    import json
+    import urllib.request
+
+    from dlc.topology.node_config import node_config
+    from tests.real_mesos import real_mesos_master
+
+    topo = replace(discover(from_file=MI300X), driver_version="6.4.1")
+    config = node_config(topo, cpus=2, mem_mib=1024)
+    with real_mesos_master(tmp_path / "run", **config.env()) as mesos:
+        url = f"http://{mesos.address}/master/slaves"
+        agent = json.loads(urllib.request.urlopen(url, timeout=10).read())["slaves"][0]
+    attrs = agent["attributes"]
+    assert (attrs["gpu_vendor"], attrs["rocm"]) == ("vamd", "v6.4.1")
+    assert "gpu_mem" not in agent["resources"]  # no share ranges on AMD
+    offers = [offer("o1", "mi300x", attrs=attrs)]
+    assert [la.agent_id for la in place(offers, [job("a", gpus=8, gpu_vendor="amd")]).launches] == [
+        "mi300x"
+    ]
+    refused = place(offers, [job("c", gpus=1, cuda_version="12.4")])
+    assert not refused.launches and "built for NVIDIA CUDA" in refused.waiting["c"]
