@@ -23,8 +23,10 @@ def command(api, token):
         t[1] += n["taken"]
         t[2] += n["free"]
     print_table(
-        ("POOL", "AGENT", "GPU MODEL", "GPUS", "TAKEN", "DRAINING", "FREE", "CPUS", "MEM"),
-        ((n["pool"], n["hostname"] or n["agent_id"], n["gpu_model"], n["gpus"], n["taken"],
+        ("POOL", "AGENT", "VENDOR", "GPU MODEL", "GPUS", "TAKEN", "DRAINING", "FREE", "CPUS",
+         "MEM"),
+        ((n["pool"], n["hostname"] or n["agent_id"], n.get("gpu_vendor", "nvidia"), n["gpu_model"],
+          n["gpus"], n["taken"],
           n["draining"], n["free"], f"{n['cpus']:g}", f"{n['mem_mib'] / 1024:.0f}G")
          for n in nodes),
     )  # fmt: skip
