@@ -79,11 +79,11 @@ def _key(a: int, b: int) -> tuple[int, int]:
 def looks_like_amd(text: str) -> bool:
     """Whether ``text`` is ``rocm-smi``/``amd-smi`` output rather than ``nvidia-smi topo -m``."""
     head = text.lstrip()[:4000]
-    if "ROCm System Management Interface" in head or "between two GPUs" in head:
-        return True
-    if "DRM devices" in head or '"link_type"' in head or '"links"' in head:
-        return True
-    return head.startswith(("[", "{")) and ('"gpu"' in head or '"card' in head)
+    if head.startswith("{"):  # rocm-smi --json; a dlc-topology/1 document has a "schema"
+        return '"schema"' not in head and ('"system"' in head or '"card' in head)
+    if head.startswith("["):  # amd-smi --json: a list of GPUs
+        return any(key in head for key in ('"links"', '"link_type"', '"asic"', '"bdf"'))
+    return "ROCm System Management Interface" in head or "between two GPUs" in head
 
 
 def parse_amd_smi_text(text: str) -> Topology:

@@ -166,3 +166,28 @@ def test_node_config_advertises_vendor_model_rocm_and_no_share_ranges():
     nvidia = node_config(Topology(gpus=(Gpu(0, model="Tesla V100", memory_mib=16384),)))
     assert "gpu_vendor" not in nvidia.attributes  # unchanged for NVIDIA agents
     assert parse_agent_attributes(nvidia.attributes).gpu_vendor == NVIDIA
+
+
+def test_cli_reads_rocm_smi_json_and_its_own_amd_document(tmp_path):
+    from click.testing import CliRunner
+
+    from dlc.cli.main import cli
+
+    rocm = {
+        "system": {
+            "(Topology) Weight between DRM devices 0 and 1": "15",
+            "(Topology) Link type between DRM devices 0 and 1": "XGMI",
+        },
+        "card0": {"Card Series": "AMD Instinct MI210"},
+        "card1": {"Card Series": "AMD Instinct MI210"},
+    }
+    path = tmp_path / "rocm.json"
+    path.write_text(json.dumps(rocm))  # starts with "{" like a dlc-topology/1 document
+    out = CliRunner().invoke(cli, ["topology", "--from-file", str(path)]).output
+    assert out.startswith("2 GPUs (AMD Instinct MI210) on ")
+    assert "XGMI1 between the two GPUs" in out
+    doc = CliRunner().invoke(cli, ["topology", "--from-file", str(MI250_BW), "--json"]).output
+    (tmp_path / "doc.json").write_text(doc)
+    again = CliRunner().invoke(cli, ["topology", "--from-file", str(tmp_path / "doc.json")])
+    assert "XGMI: 4 dual-die packages" in again.output
+    assert not looks_like_amd(doc)

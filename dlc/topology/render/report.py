@@ -170,6 +170,7 @@ def fabric_words(topo: Topology, text: str) -> str:
         return text
     text = text.replace(" (NVSwitch fabric)", "").replace("NVSwitch fabric", "XGMI all-to-all")
     text = text.replace("NVLink NV#", "XGMI#").replace("NV#", "XGMI#")
+    text = text.replace("NVLink XGMI", "XGMI")  # "NVLink NV2" was written "NVLink XGMI2"
     return text.replace("NVLinked", "XGMI-linked").replace("NVLink", "XGMI")
 
 
