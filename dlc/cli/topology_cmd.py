@@ -1,7 +1,8 @@
 """``dlc topology``: report a machine's GPU topology.
 
 The machine comes from NVML, else ``nvidia-smi``, else ``--from-file`` (saved
-``nvidia-smi topo -m`` text, or a document written earlier by ``--json``). The
+``nvidia-smi topo -m`` text, saved ``rocm-smi``/``amd-smi`` output, or a document
+written earlier by ``--json``). The
 default output is a report for a person; ``--json`` prints the documented
 ``dlc-topology/1`` document instead; ``--svg``/``--png`` also draw the tree.
 """
@@ -28,8 +29,8 @@ from dlc.topology.render.report import analyze, render_report
 @click.option(
     "--from-file",
     metavar="FILE",
-    help="Saved `nvidia-smi topo -m` output (or a `dlc topology --json` document) "
-    "instead of this host's GPUs.",
+    help="Saved `nvidia-smi topo -m` output, saved `rocm-smi`/`amd-smi` output (text or "
+    "--json, detected), or a `dlc topology --json` document, instead of this host's GPUs.",
 )
 @click.option(
     "--p2p-file",
