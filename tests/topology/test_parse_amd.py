@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,21 @@ def test_cli_reads_rocm_smi_json_and_its_own_amd_document(tmp_path):
     again = CliRunner().invoke(cli, ["topology", "--from-file", str(tmp_path / "doc.json")])
     assert "XGMI: 4 dual-die packages" in again.output
     assert not looks_like_amd(doc)
+
+
+def test_live_discovery_runs_the_amd_tools_on_an_amd_host(tmp_path, monkeypatch):
+    """No NVML, no nvidia-smi, an amd-smi on PATH (printing the fixture): an AMD topology."""
+    from dlc.devices.registry import backend_for
+
+    tool = tmp_path / "amd-smi"
+    docs = MI300X_JSON.read_text().split("\n[", 1)
+    (tmp_path / "topology.json").write_text(docs[0])
+    (tmp_path / "static.json").write_text("[" + docs[1])
+    tool.write_text(f'#!/bin/sh\nexec /bin/cat "{tmp_path}/$1.json"\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no NVML on this host
+    topo = discover()
+    assert topo.source == "amd-smi" and topo.vendor == AMD and len(topo.gpus) == 8
+    assert topo.gpu(0).model == "AMD Instinct MI300X"
+    assert backend_for("amd").fingerprint().gpu_indices == tuple(range(8))

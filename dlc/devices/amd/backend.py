@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from dlc.devices.amd.render import ROCM_GROUPS, device_paths, render_rocm
 from dlc.devices.base import GpuContainerArgs, GpuReservation, GpuSample, SharingSupport
-from dlc.errors import DiscoveryError
 from dlc.topology.model import AMD, Topology
 
-#: commands whose combined ``--json`` output :func:`parse_amd_smi_text` reads, best first
-SMI_COMMANDS = (
-    (("amd-smi", "topology", "--json"), ("amd-smi", "static", "--json")),
-    (("rocm-smi", "--showtopo", "--showtoponuma", "--showbus", "--showproductname",
-      "--showmeminfo", "vram", "--json"),),
-)  # fmt: skip
 #: why shares are refused on AMD GPUs (docs/sharing.md, "AMD GPUs")
 NO_SHARE_REASON = (
     "GPU shares are not offered on AMD GPUs: ROCm has no MPS-like per-process compute or "
@@ -39,23 +30,12 @@ class AmdBackend:
             DiscoveryError: neither tool is on PATH or both fail.
             TopologyParseError: the tool's output is malformed.
         """
+        from dlc.topology.discovery.amd_smi import topology_from_amd_smi
         from dlc.topology.discovery.discover import discover
-        from dlc.topology.parse_amd import parse_amd_smi_text
 
         if from_file is not None:
             return discover(from_file=from_file)
-        problems = []
-        for commands in SMI_COMMANDS:
-            if shutil.which(commands[0][0]) is None:
-                problems.append(f"{commands[0][0]} not on PATH")
-                continue
-            try:
-                text = "\n".join(_run(cmd) for cmd in commands)
-            except DiscoveryError as exc:
-                problems.append(str(exc))
-                continue
-            return parse_amd_smi_text(text)
-        raise DiscoveryError(f"no AMD GPU found: {'; '.join(problems)}")
+        return topology_from_amd_smi()
 
     def render(
         self, reservation: GpuReservation, style: Any = None, device_root: str = "/dev"
@@ -114,17 +94,6 @@ def parse_rocm_usage(text: str, indices: tuple[int, ...]) -> list[GpuSample]:
         util = card.get("GPU use (%)")
         found.append(GpuSample(index, int(util) if str(util).isdigit() else None, used, total))
     return found
-
-
-def _run(cmd: tuple[str, ...]) -> str:
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise DiscoveryError(f"{' '.join(cmd)} failed: {exc}") from exc
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise DiscoveryError(f"{' '.join(cmd)} exited {done.returncode}: {tail[0]}")
-    return done.stdout
 
 
 BACKEND = AmdBackend()

@@ -1,9 +1,10 @@
-"""Find out a machine's GPU topology: from a file, NVML, or ``nvidia-smi``.
+"""Find out a machine's GPU topology: from a file, NVML, ``nvidia-smi`` or the AMD SMIs.
 
 :func:`discover` is what ``dlc node-config``, ``dlc topo`` and ``dlc local`` call.
 Order of preference on a live host: NVML (exact facts, NVSwitch-aware), then
-``nvidia-smi`` on PATH, else a one-line :class:`~dlc.errors.DiscoveryError` telling
-the user to describe the machine with ``--from-file``.
+``nvidia-smi`` on PATH, then ``amd-smi``/``rocm-smi`` (an AMD host), else a one-line
+:class:`~dlc.errors.DiscoveryError` telling the user to describe the machine with
+``--from-file``.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ def discover(
     except DiscoveryError as exc:
         nvml_reason = str(exc).removeprefix("NVML unavailable: ")
     if shutil.which(smi) is None:
+        from dlc.topology.discovery.amd_smi import amd_tools_present, topology_from_amd_smi
+
+        if amd_tools_present():  # an AMD host: amd-smi / rocm-smi describe its GPUs
+            return topology_from_amd_smi()
         raise DiscoveryError(
             f"no NVIDIA GPU found: NVML unavailable ({nvml_reason}) and {smi} not on PATH; "
             "use --from-file FILE to describe a machine"
