@@ -34,6 +34,7 @@ class JobSpecIn(BaseModel):
     )
     nodes: WholeNumber | None = Field(None, description="agents the job spans (default 1)")
     gpu_model: StrictStr | None = Field(None, examples=["V100"])
+    gpu_vendor: StrictStr | None = Field(None, examples=["amd"])
     cpus: StrictFloat | StrictInt | StrictStr | None = None
     mem_mib: WholeNumber | None = None
     disk_mib: WholeNumber | None = None
@@ -50,6 +51,7 @@ class JobSpecIn(BaseModel):
     retries: WholeNumber | None = None
     name: StrictStr | None = None
     cuda_version: StrictStr | None = None
+    rocm_version: StrictStr | None = None
     container_user: StrictStr | None = None
     workdir: StrictStr | None = None
     interactive: bool | None = None

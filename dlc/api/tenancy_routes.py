@@ -19,6 +19,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.exceptions import HTTPException
 
 from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
+from dlc.scheduler.placement import agent_vendor, default_topology_of
 from dlc.scheduler.quotas import agent_pool, job_demand, job_gpus, key_of
 from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
 
@@ -111,6 +112,7 @@ def nodes_view(core: Any) -> list[dict]:
         out.append({
             "agent_id": agent.agent_id, "hostname": agent.hostname,
             "pool": agent_pool(agent.attributes), "gpu_model": agent.gpu_model,
+            "gpu_vendor": agent_vendor(agent.attributes, default_topology_of(agent.attributes)),
             "gpus": len(agent.gpu_ids), "taken": len(used), "draining": len(draining),
             "shared": len(held), "share_mem_mib": sum(held.values()),
             "free": len(agent.gpu_ids) - len(used) - len(held) - len(draining),

@@ -26,6 +26,14 @@ from dlc.executor.gpu_render import GpuStyle
     "(nvidia-docker v1 volume + devices), none, or auto (what the engine supports).",
 )
 @click.option(
+    "--gpu-vendor",
+    type=click.Choice(["nvidia", "amd"]),
+    default=lambda: os.environ.get("DLC_GPU_VENDOR", "nvidia"),
+    show_default="nvidia, or $DLC_GPU_VENDOR",
+    help="Whose GPUs this agent has; amd gives containers /dev/kfd and their GPUs' "
+    "/dev/dri render nodes (the device backend, dlc/devices/).",
+)
+@click.option(
     "--device-root",
     default=lambda: os.environ.get("DLC_DEVICE_ROOT", "/dev"),
     show_default="/dev, or $DLC_DEVICE_ROOT",
@@ -81,6 +89,7 @@ from dlc.executor.gpu_render import GpuStyle
 )
 def command(
     gpu_style,
+    gpu_vendor,
     device_root,
     driver_version,
     grace,
@@ -123,6 +132,7 @@ def command(
         ) from None
     config = RunnerConfig(
         gpu_style=GpuStyle(gpu_style),
+        gpu_vendor=gpu_vendor,
         device_root=device_root,
         driver_version=driver_version,
         grace_s=grace if grace is not None else grace_from_env(),

@@ -37,8 +37,11 @@ def list_images(framework, as_json, output, catalog_path):
         emit([_row(e) for e in entries], "json" if as_json else output)
         return
     _table(
-        ["framework", "version", "cuda", "min driver", "image"],
-        [[e.framework, e.version, e.cuda or "-", e.min_driver or "-", e.image] for e in entries],
+        ["framework", "version", "cuda", "rocm", "min driver", "image"],
+        [
+            [e.framework, e.version, e.cuda or "-", e.rocm or "-", e.min_driver or "-", e.image]
+            for e in entries
+        ],
     )
     site = catalog_path or site_catalog_path()
     if site:
@@ -76,8 +79,9 @@ def _check_driver(ctx: click.Context, param: click.Parameter, value: str) -> str
 def check_images(driver_version, minor_compat, as_json, output, catalog_path):
     """Which catalog entries run on an agent with driver VERSION."""
     catalog = load_catalog(catalog_path)
+    # an NVIDIA driver runs no ROCm image, whatever its version
     rows = [
-        (e, catalog.driver_supports(driver_version, e.cuda, minor_compat))
+        (e, e.vendor != "amd" and catalog.driver_supports(driver_version, e.cuda, minor_compat))
         for e in catalog.entries()
     ]
     if as_json or output in ("json", "yaml"):
@@ -101,6 +105,8 @@ def _row(entry) -> dict:
         "image": entry.image,
         "cuda": entry.cuda,
         "min_driver": entry.min_driver,
+        "rocm": entry.rocm,
+        "vendor": entry.vendor,
     }
 
 

@@ -101,7 +101,9 @@ def command(
         topo = measured_topology(topo, probe_json)
     config = node_config(topo, cpus=cpus, mem_mib=mem_mib, sharing=sharing, gpu_mem_mib=gpu_mem_mib)
     notes = []
-    if topo.gpus and "gpu_mem:" not in config.resources:
+    if topo.gpus and topo.vendor == "amd":
+        notes.append("AMD GPUs: whole GPUs only, no share ranges (docs/sharing.md, AMD GPUs)")
+    elif topo.gpus and "gpu_mem:" not in config.resources:
         notes.append(
             "gpu_mem/gpu_core left out (GPU memory unknown), so this agent takes no GPU "
             "shares; pass --gpu-mem MIB"

@@ -143,6 +143,11 @@ class SubmitCommand(click.Command):
 @click.option("--exclusive-per-group", "exclusive_per", flag_value="group",
               help="Share the GPU only with shares of your group.")  # fmt: skip
 @click.option("--gpu-model", help="Only GPUs whose model contains this, e.g. V100.")
+@click.option(
+    "--gpu-vendor",
+    type=click.Choice(["nvidia", "amd"]),
+    help="Only this vendor's GPUs (a framework image implies its own: ROCm = amd).",
+)
 # Numbers stay text here: the spec's checks name the field and its range for any value
 # (click's own message for a 5,000-digit --nodes echoed every digit).
 @click.option("--nodes", metavar="N", help="Agents to span (gang-placed; default 1).")
@@ -179,7 +184,8 @@ class SubmitCommand(click.Command):
 @output_option
 @api_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def submit(spec_file, framework, image, gpus, gpu_memory, exclusive_per, gpu_model, nodes, cpus,
+def submit(spec_file, framework, image, gpus, gpu_memory, exclusive_per, gpu_model, gpu_vendor,
+           nodes, cpus,
            mem, env, volume, priority, retries, name, container_user, as_me, workdir, interactive,
            idle_timeout_s, pool, priority_class, wait, interval, output, api, token,
            command):  # fmt: skip
@@ -196,6 +202,7 @@ def submit(spec_file, framework, image, gpus, gpu_memory, exclusive_per, gpu_mod
         "gpu_memory": gpu_memory,
         "exclusive_per": exclusive_per,
         "gpu_model": gpu_model,
+        "gpu_vendor": gpu_vendor,
         "nodes": nodes,
         "cpus": cpus,
         "mem_mib": parse_mem(mem) if mem else None,

@@ -1,7 +1,8 @@
 """``dlc topology``: report a machine's GPU topology.
 
 The machine comes from NVML, else ``nvidia-smi``, else ``--from-file`` (saved
-``nvidia-smi topo -m`` text, or a document written earlier by ``--json``). The
+``nvidia-smi topo -m`` text, saved ``rocm-smi``/``amd-smi`` output, or a document
+written earlier by ``--json``). The
 default output is a report for a person; ``--json`` prints the documented
 ``dlc-topology/1`` document instead; ``--svg``/``--png`` also draw the tree.
 """
@@ -18,6 +19,7 @@ from dlc.cli.output import emit
 from dlc.errors import DiscoveryError, DlcError, TopologyParseError
 from dlc.topology.discovery.discover import discover
 from dlc.topology.model import Topology
+from dlc.topology.parse_amd import looks_like_amd
 from dlc.topology.render.jsonio import topology_from_json, topology_to_json
 from dlc.topology.render.picture import render_svg, svg_to_png, write_svg
 from dlc.topology.render.report import analyze, render_report
@@ -27,8 +29,8 @@ from dlc.topology.render.report import analyze, render_report
 @click.option(
     "--from-file",
     metavar="FILE",
-    help="Saved `nvidia-smi topo -m` output (or a `dlc topology --json` document) "
-    "instead of this host's GPUs.",
+    help="Saved `nvidia-smi topo -m` output, saved `rocm-smi`/`amd-smi` output (text or "
+    "--json, detected), or a `dlc topology --json` document, instead of this host's GPUs.",
 )
 @click.option(
     "--p2p-file",
@@ -82,7 +84,7 @@ def command(
 
 def load(from_file: str | None, p2p_file: str | None, allow_truncated: bool) -> Topology:
     """The topology to report: a ``--json`` document, saved text, or this host's GPUs."""
-    if from_file and _looks_like_json(from_file):
+    if from_file and _looks_like_json(from_file) and not _is_amd_smi(from_file):
         if p2p_file:
             raise DiscoveryError("--p2p-file: a JSON document already carries P2P status")
         try:
@@ -118,6 +120,15 @@ def _is_truncated(from_file: str) -> bool:
             if not allow:
                 return False  # the table is whole: the error came from elsewhere
     return True
+
+
+def _is_amd_smi(path: str) -> bool:
+    """Whether the file is saved ``rocm-smi``/``amd-smi`` output (``discover`` reads it)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return looks_like_amd(handle.read(4096))
+    except OSError:
+        return False
 
 
 def _looks_like_json(path: str) -> bool:

@@ -122,6 +122,7 @@ def create_kwargs(
         "user": spec.policy.container_user,
         "devices": list(gpu.devices),
         "device_requests": [dict(r) for r in gpu.device_requests],
+        "group_add": list(gpu.group_add) or None,  # ROCm: video/render own /dev/kfd, /dev/dri
         "privileged": False,
         "cap_drop": list(CAP_DROP),
         "cap_add": list(CAP_ADD),

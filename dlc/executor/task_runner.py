@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from dlc.devices.amd.host import SysfsDrm
 from dlc.errors import ContainerError, DlcError
 from dlc.executor.container_spec import (
     LABEL_EXECUTOR,
@@ -99,6 +100,8 @@ class RunnerConfig:
             that two executors on one host never claim the same GPU at the same moment.
         claim_timeout_s: how long to wait for Docker to confirm an orphan container is gone.
         shares: GPU-share enforcement (MPS daemons, watchdog, MIG); a default one if None.
+        gpu_vendor: whose GPUs this agent has (``nvidia``/``amd``): picks the device backend.
+        drm: this host's AMD DRM nodes (render/card numbers per GPU index).
         usage: samples the GPUs of running tasks and reports them (None: no sampling).
     """
 
@@ -115,6 +118,8 @@ class RunnerConfig:
     claim_timeout_s: float = 60.0
     shares: ShareHook | None = None
     usage: UsageSampler | None = None
+    gpu_vendor: str = "nvidia"
+    drm: SysfsDrm = field(default_factory=SysfsDrm)
 
 
 @dataclass
@@ -454,6 +459,8 @@ class TaskRunner:
     def _reservation(self, spec: LaunchSpec) -> GpuReservation:
         if not spec.gpu_ids:
             return GpuReservation()
+        if self.config.gpu_vendor == "amd":
+            return self._amd_reservation(spec)
         driver = self._driver_version(spec)
         minors = spec.gpu_minors
         if not minors:
@@ -461,6 +468,13 @@ class TaskRunner:
             minors = tuple(host.get(i, i) for i in spec.gpu_ids)
         uuids = spec.gpu_uuids if len(spec.gpu_uuids) == len(spec.gpu_ids) else ()
         return GpuReservation(spec.gpu_ids, minors, uuids, driver)
+
+    def _amd_reservation(self, spec: LaunchSpec) -> GpuReservation:
+        """The GPUs' render/card numbers from sysfs (usual numbering where sysfs is silent)."""
+        host = self.config.drm.gpus()
+        renders = tuple(host[i].render if i < len(host) else 128 + i for i in spec.gpu_ids)
+        cards = tuple(host[i].card if i < len(host) else i for i in spec.gpu_ids)
+        return GpuReservation(spec.gpu_ids, renders, vendor="amd", cards=cards)
 
     def _driver_version(self, spec: LaunchSpec) -> str | None:
         return (
@@ -473,6 +487,10 @@ class TaskRunner:
         configured = self.config.gpu_style
         if not spec.gpu_ids and spec.share is None:
             return GpuStyle.NONE
+        if self.config.gpu_vendor != "nvidia":
+            # NVIDIA styles do not apply: the vendor backend renders real devices, unless
+            # the GPUs are simulated (style none).
+            return GpuStyle.NONE if configured is GpuStyle.NONE else GpuStyle.TOOLKIT
         driver = self._driver_version(spec)
         volume = bool(driver) and self.runtime.volume_exists(driver_volume_name(driver))
         if configured is GpuStyle.LEGACY and not volume:

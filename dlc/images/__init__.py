@@ -7,6 +7,15 @@ from dlc.images.catalog import (
     driver_supports,
     load_catalog,
     resolve,
+    rocm_supports,
 )
 
-__all__ = ["Catalog", "ImageEntry", "current_catalog", "driver_supports", "load_catalog", "resolve"]
+__all__ = [
+    "Catalog",
+    "ImageEntry",
+    "current_catalog",
+    "driver_supports",
+    "load_catalog",
+    "resolve",
+    "rocm_supports",
+]

@@ -4,6 +4,12 @@ The shipped catalog is ``catalog.yaml`` beside this module. A site adds or overr
 with a file of the same layout (its own registry or mirror), named by ``extra_path``, else by
 ``$DLC_IMAGES``, else ``/etc/dlc/images.yaml`` when it exists. Later files win entry by entry.
 
+ROCm (AMD) images live under ``<framework>-rocm`` names and carry a ``rocm`` version instead
+of ``cuda``; an entry's :attr:`ImageEntry.vendor` says which GPUs it runs on, and
+:meth:`Catalog.resolve` with ``vendor="amd"`` turns ``pytorch:2.6`` into ``pytorch-rocm:2.6``.
+ROCm rule: AMD supports a kernel driver with the user space of its own release and up to two
+releases either side, so :meth:`Catalog.rocm_supports` compares positions in ``rocm_releases``.
+
 Driver rule (what the scheduler uses): a job runs on an agent whose driver is at least the
 minimum that NVIDIA lists for the image's CUDA version (the toolkit's own driver). CUDA
 minor-version compatibility (any 12.x on >= 525.60.13) is *not* used by default, because it
@@ -38,6 +44,7 @@ class ImageEntry:
         image: image reference the executor runs.
         cuda: CUDA version inside the image (``"12.1"``), or ``None`` for a CPU-only image.
         min_driver: minimum NVIDIA Linux driver for ``cuda`` (``None`` for CPU images).
+        rocm: ROCm version inside an AMD image (``"6.4"``), else ``None``.
     """
 
     framework: str
@@ -45,6 +52,14 @@ class ImageEntry:
     image: str
     cuda: str | None
     min_driver: str | None
+    rocm: str | None = None
+
+    @property
+    def vendor(self) -> str | None:
+        """The GPU vendor the image needs: ``amd`` (ROCm), ``nvidia`` (CUDA), ``None`` (CPU)."""
+        if self.rocm:
+            return "amd"
+        return "nvidia" if self.cuda else None
 
     @property
     def spec(self) -> str:
@@ -79,9 +94,11 @@ class Catalog:
         entries: Iterable[ImageEntry],
         cuda_min_driver: Mapping[str, str],
         minor_compat_floor: Mapping[str, str],
+        rocm_releases: Iterable[str] = (),
     ):
         self.cuda_min_driver = dict(cuda_min_driver)
         self.minor_compat_floor = dict(minor_compat_floor)
+        self.rocm_releases = [str(r) for r in rocm_releases]
         self._entries: dict[str, list[ImageEntry]] = {}
         for entry in entries:
             self._entries.setdefault(entry.framework, []).append(entry)
@@ -97,17 +114,26 @@ class Catalog:
         names = [framework] if framework else self.frameworks()
         return [e for name in names for e in self._entries.get(name, [])]
 
-    def resolve(self, framework_spec: str) -> ImageEntry:
+    def resolve(self, framework_spec: str, vendor: str | None = None) -> ImageEntry:
         """The entry for ``"pytorch"``, ``"pytorch:2.3"`` or ``"pytorch:2.3.1"``.
 
         A bare name is the newest version; a prefix picks the newest version it matches
-        (``2.3`` matches ``2.3.1``, not ``2.30.0``).
+        (``2.3`` matches ``2.3.1``, not ``2.30.0``). ``vendor="amd"`` reads ``pytorch`` as
+        its ROCm build ``pytorch-rocm`` when the catalog has one.
 
         Raises:
-            ImageNotFound: unknown framework or version; the message lists the known ones.
+            ImageNotFound: unknown framework or version (the message lists the known ones),
+                or the framework's images are for another GPU vendor than ``vendor``.
         """
         name, _, wanted = framework_spec.strip().partition(":")
         name = name.lower()
+        if vendor == "amd" and not name.endswith("-rocm") and f"{name}-rocm" in self._entries:
+            name = f"{name}-rocm"
+        if vendor == "nvidia" and name.endswith("-rocm"):
+            raise ImageNotFound(
+                f"gpu_vendor: {name} images are built for AMD ROCm, not NVIDIA; ask for "
+                f"--framework {name.removesuffix('-rocm')} or --gpu-vendor amd"
+            )
         versions = self._entries.get(name)
         if not versions:
             known = ", ".join(self.frameworks()) or "none"
@@ -147,6 +173,25 @@ class Catalog:
             )
         return version_key(driver_version) >= version_key(floor)
 
+    def rocm_supports(self, agent_rocm: str, image_rocm: str) -> bool:
+        """Whether an agent whose ROCm driver release is ``agent_rocm`` runs ``image_rocm``.
+
+        AMD supports a kernel-mode driver with user space up to two releases older or newer
+        (:attr:`rocm_releases` gives the order). Releases are compared as ``major.minor``.
+
+        Raises:
+            DlcError: either version is not in ``rocm_releases``.
+        """
+        order = self.rocm_releases
+
+        def place(version: str) -> int:
+            short = ".".join(version.strip().split(".")[:2])
+            if short not in order:
+                raise DlcError(f"rocm: {version} is not a known ROCm release ({', '.join(order)})")
+            return order.index(short)
+
+        return abs(place(agent_rocm) - place(image_rocm)) <= 2
+
 
 def _read_yaml(path: Path) -> dict:
     try:
@@ -165,6 +210,8 @@ def _read_yaml(path: Path) -> dict:
 def _merge(base: dict, extra: dict, source: str) -> None:
     for key in ("cuda_min_driver", "minor_compat_floor"):
         base.setdefault(key, {}).update({str(k): str(v) for k, v in (extra.get(key) or {}).items()})
+    if extra.get("rocm_releases"):
+        base["rocm_releases"] = [str(r) for r in extra["rocm_releases"]]
     for name, versions in (extra.get("frameworks") or {}).items():
         if not isinstance(versions, dict):
             raise DlcError(
@@ -181,6 +228,7 @@ def _merge(base: dict, extra: dict, source: str) -> None:
 
 def _build(body: dict, source: str) -> Catalog:
     drivers = body.get("cuda_min_driver", {})
+    releases = [str(r) for r in body.get("rocm_releases") or ()]
     entries = []
     for name, versions in body.get("frameworks", {}).items():
         for version, raw in versions.items():
@@ -191,12 +239,23 @@ def _build(body: dict, source: str) -> Catalog:
                     f"image catalog {source}: frameworks.{name}.{version}.cuda {cuda} has no "
                     "entry in cuda_min_driver; add one"
                 )
+            rocm = None if raw.get("rocm") in (None, "none") else str(raw["rocm"])
+            if rocm is not None and (cuda is not None or rocm not in releases):
+                raise DlcError(
+                    f"image catalog {source}: frameworks.{name}.{version}.rocm {rocm} must be "
+                    "one of rocm_releases, on an entry without cuda"
+                )
             entries.append(
                 ImageEntry(
-                    name, version, str(raw["image"]), cuda, drivers.get(cuda) if cuda else None
+                    name,
+                    version,
+                    str(raw["image"]),
+                    cuda,
+                    drivers.get(cuda) if cuda else None,
+                    rocm,
                 )
             )
-    return Catalog(entries, drivers, body.get("minor_compat_floor", {}))
+    return Catalog(entries, drivers, body.get("minor_compat_floor", {}), releases)
 
 
 def site_catalog_path() -> Path | None:
@@ -241,9 +300,16 @@ def current_catalog(extra_path: str | os.PathLike | None = None) -> Catalog:
     return _cached(str(path) if path else None, mtime)
 
 
-def resolve(framework_spec: str, extra_path: str | os.PathLike | None = None) -> ImageEntry:
-    """Shortcut: ``current_catalog(extra_path).resolve(framework_spec)``."""
-    return current_catalog(extra_path).resolve(framework_spec)
+def resolve(
+    framework_spec: str, extra_path: str | os.PathLike | None = None, vendor: str | None = None
+) -> ImageEntry:
+    """Shortcut: ``current_catalog(extra_path).resolve(framework_spec, vendor)``."""
+    return current_catalog(extra_path).resolve(framework_spec, vendor)
+
+
+def rocm_supports(agent_rocm: str, image_rocm: str) -> bool:
+    """Shortcut on the shipped + site catalog; see :meth:`Catalog.rocm_supports`."""
+    return current_catalog().rocm_supports(agent_rocm, image_rocm)
 
 
 def driver_supports(driver_version: str, cuda_version: str | None, minor_compat=False) -> bool:

@@ -100,5 +100,22 @@ def default_resolver(spec: JobSpec) -> tuple[str, str | None]:
         return spec.image, spec.cuda_version
     from dlc.images import resolve
 
-    entry = resolve(spec.framework)
+    entry = resolve(spec.framework, vendor=spec.gpu_vendor)
     return entry.image, entry.cuda
+
+
+def image_vendor(spec: JobSpec, use_catalog: bool = True) -> tuple[str | None, str | None]:
+    """``(vendor, rocm_version)`` a resolved spec's image implies (``None``: any / unknown).
+
+    A catalog framework knows its vendor (ROCm builds: ``amd``); an explicit image is known
+    only by a ``cuda_version`` (``nvidia``) or ``rocm_version`` (``amd``) the spec gives.
+    ``use_catalog=False`` (a core built with its own resolver) skips the catalog.
+    """
+    if spec.framework and not spec.image and use_catalog:
+        from dlc.images import resolve
+
+        entry = resolve(spec.framework, vendor=spec.gpu_vendor)
+        return entry.vendor, entry.rocm
+    if spec.rocm_version:
+        return "amd", spec.rocm_version
+    return ("nvidia" if spec.cuda_version else None), None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dlc.errors import JobSpecError, LimitReached
-from dlc.scheduler.core_config import LIVE_STATES, Actions
+from dlc.scheduler.core_config import LIVE_STATES, Actions, default_resolver, image_vendor
 from dlc.scheduler.core_state import _done
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.jobs import (
@@ -46,9 +46,17 @@ class RequestsMixin(TenancyMixin):
         check_volumes(spec, self.config.allowed_volumes, user)
         self._check_priority(spec, max_priority, admin)
         check_container_user(spec, self.config.executor.policy)
+        vendor, rocm = image_vendor(spec, use_catalog=self._resolver is default_resolver)
+        if vendor and spec.gpu_vendor and vendor != spec.gpu_vendor:
+            raise JobSpecError(
+                "gpu_vendor",
+                f"{spec.framework or spec.image} runs on {vendor} GPUs, not {spec.gpu_vendor}; "
+                f"drop --gpu-vendor or pick a {spec.gpu_vendor} image",
+            )
         image, cuda = self._resolver(spec)
         check_registry(spec, image, self.config.executor.policy.allowed_registries)
         spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
+        spec = replace(spec, gpu_vendor=spec.gpu_vendor or vendor, rocm_version=rocm or None)
         with self._lock:
             self._check_queue_room(user, admin)
             self.inventory.check(spec)

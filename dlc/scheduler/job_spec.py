@@ -43,6 +43,7 @@ from dlc.scheduler.spec_fields import (
 )
 from dlc.scheduler.spec_rules import gpu_model_problem
 from dlc.scheduler.tenancy import check_name, priority_of_class
+from dlc.topology.model import VENDORS
 
 #: snapshot ids as :mod:`dlc.store.blobs` makes them
 _WORKDIR_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -69,6 +70,8 @@ class JobSpec:
         retries: how many times a failed or lost job is re-queued.
         name: a short human name (defaults to the framework).
         cuda_version: CUDA version of the image (filled from the catalog).
+        gpu_vendor: ``nvidia`` or ``amd``: only that vendor's GPUs (a catalog image fills it).
+        rocm_version: ROCm version of an AMD image (filled from the catalog).
         container_user: ``UID[:GID]`` the container should run as; only where the operator
             lets jobs choose (``--allow-job-user``); ``None``: the cluster's default user.
         workdir: id of an uploaded working-directory snapshot (``dlc submit --workdir``),
@@ -109,6 +112,23 @@ class JobSpec:
     gpu_fraction: float | None = None
     gpu_memory: int | None = None
     exclusive_per: str | None = None
+    gpu_vendor: str | None = None
+    rocm_version: str | None = None
+
+    def _check_vendor(self) -> None:
+        """A known vendor; no share on AMD, where nothing enforces one (docs/sharing.md)."""
+        if self.gpu_vendor is None:
+            return
+        if self.gpu_vendor not in VENDORS:
+            raise JobSpecError(
+                "gpu_vendor", f"{_short(self.gpu_vendor)} is not a GPU vendor; {_fix('gpu_vendor')}"
+            )
+        if self.gpu_fraction is not None or self.gpu_memory is not None:
+            from dlc.devices.registry import backend_for
+
+            support = backend_for(self.gpu_vendor).sharing()
+            if not support.allowed:
+                raise JobSpecError("gpu_vendor", support.refusal)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the inverse of :meth:`from_dict`)."""
@@ -163,6 +183,7 @@ class JobSpec:
         if self.gpu_model is not None and gpu_model_problem(self.gpu_model):
             problem = gpu_model_problem(self.gpu_model)
             raise JobSpecError("gpu_model", f"{_short(self.gpu_model)} {problem}")
+        self._check_vendor()
         if self.cuda_version is not None and not _CUDA_RE.match(self.cuda_version):
             raise JobSpecError(
                 "cuda_version", f"{_short(self.cuda_version)} is not X.Y; {_fix('cuda_version')}"
@@ -320,4 +341,6 @@ def _parse_fields(data: dict) -> dict[str, Any]:
         gpu_fraction=fraction,
         gpu_memory=_gpu_memory(data.get("gpu_memory")),
         exclusive_per=_opt_str(data, "exclusive_per"),
+        gpu_vendor=(_opt_str(data, "gpu_vendor") or "").lower() or None,
+        rocm_version=_opt_str(data, "rocm_version"),
     )

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dlc.errors import AllocationError, ConfigError, DlcError, OfferError
-from dlc.images import driver_supports
+from dlc.images import driver_supports, rocm_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches, unknown_policy
 from dlc.scheduler.jobs import Job
@@ -52,7 +52,9 @@ from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
     ATTR_DRIVER,
+    ATTR_ROCM,
     ATTR_TOPOLOGY,
+    ATTR_VENDOR,
     parse_agent_attributes,
     topology_from_attributes,
 )
@@ -609,12 +611,13 @@ def _pick_gpus(slot, job, policy, topology_of, driver_ok):
     """
     spec = job.spec
     attrs = slot.attributes
+    topology = topology_of(attrs)
+    _check_vendor(spec, slot, topology)
     driver = agent_text(attrs, ATTR_DRIVER)
     if spec.cuda_version and driver and not driver_ok(driver, spec.cuda_version):
         raise AllocationError(
             f"driver {driver} on {slot.hostname} is too old for CUDA {spec.cuda_version}", "driver"
         )
-    topology = topology_of(attrs)
     has_models = topology is not None and any(g.model for g in topology.gpus)
     agent_model = agent_text(attrs, ATTR_GPU_MODEL) or ""
     if spec.gpu_model and not has_models and not model_matches(spec.gpu_model, agent_model):
@@ -643,6 +646,47 @@ def _pick_gpus(slot, job, policy, topology_of, driver_ok):
         ) from None
 
 
+def agent_vendor(attributes: dict[str, str], topology: Topology | None) -> str:
+    """The GPU vendor of an agent: its topology's, else ``gpu_vendor``, else ``nvidia``."""
+    if topology is not None and topology.gpus:
+        return topology.vendor
+    return (agent_text(attributes, ATTR_VENDOR) or "nvidia").lower()
+
+
+def _check_vendor(spec, slot, topology: Topology | None) -> None:
+    """Refuse an agent of another GPU vendor, or whose ROCm is too far from the image's.
+
+    Raises:
+        AllocationError: ``vendor_mismatch`` or ``driver``, worded for the queue.
+    """
+    vendor = agent_vendor(slot.attributes, topology)
+    if spec.gpu_vendor and spec.gpu_vendor != vendor:
+        raise AllocationError(
+            f"{slot.hostname} has {vendor} GPUs, the job asks for {spec.gpu_vendor}",
+            "vendor_mismatch",
+        )
+    if spec.cuda_version and vendor != "nvidia":
+        raise AllocationError(
+            f"image {spec.image} is built for NVIDIA CUDA {spec.cuda_version}; "
+            f"{slot.hostname} has {vendor} GPUs",
+            "vendor_mismatch",
+        )
+    rocm = agent_text(slot.attributes, ATTR_ROCM)
+    if spec.rocm_version and rocm and not _rocm_ok(rocm, spec.rocm_version):
+        raise AllocationError(
+            f"ROCm {rocm} on {slot.hostname} is more than 2 releases from the image's "
+            f"ROCm {spec.rocm_version}",
+            "driver",
+        )
+
+
+def _rocm_ok(agent_rocm: str, image_rocm: str) -> bool:
+    try:
+        return rocm_supports(agent_rocm, image_rocm)
+    except DlcError:  # a release the catalog does not list: let the executor decide
+        return True
+
+
 _bare_agents_logged: set[str] = set()
 
 
@@ -665,7 +709,9 @@ def _read_attribute(name: str, value: str) -> str:
         info = parse_agent_attributes({name: value})
     except DlcError:  # hand-written or foreign attribute: use it as it stands
         return value
-    return {ATTR_GPU_MODEL: info.gpu_model, ATTR_DRIVER: info.driver_version}.get(name) or value
+    known = {ATTR_GPU_MODEL: info.gpu_model, ATTR_DRIVER: info.driver_version}
+    known |= {ATTR_VENDOR: info.gpu_vendor, ATTR_ROCM: info.rocm_version}
+    return known.get(name) or value
 
 
 def agent_text(attributes: dict[str, str], name: str) -> str | None:

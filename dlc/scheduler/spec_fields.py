@@ -51,6 +51,7 @@ _HOW: dict[str, str] = {
     "exclusive_per": "--exclusive-per-user (or --exclusive-per-group)",
     "nodes": "--nodes N",
     "gpu_model": "--gpu-model MODEL",
+    "gpu_vendor": "--gpu-vendor nvidia|amd",
     "cpus": "--cpus N",
     "mem_mib": "--mem MIB",
     "disk_mib": "disk_mib: N",

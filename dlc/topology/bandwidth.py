@@ -30,6 +30,14 @@ NVLINK_GBPS_BY_MODEL: tuple[tuple[str, float], ...] = (
     ("H800", 25.0),
     ("H20", 25.0),
     ("B200", 50.0),
+    # AMD Infinity Fabric (XGMI), per link and direction: MI200 links 50 GB/s (OLCF
+    # Frontier guide: 4 links, 200 GB/s, between the two GCDs of an MI250X); MI300
+    # links 64 GB/s (128 GB/s bidirectional per link, AMD MI300X platform data sheet).
+    ("MI250", 50.0),
+    ("MI210", 50.0),
+    ("MI300", 64.0),
+    ("MI308", 64.0),
+    ("MI325", 64.0),
 )
 #: per-link rate when the model is unknown (NVLink 2 to 4 all run 25 GB/s).
 DEFAULT_NVLINK_GBPS = 25.0

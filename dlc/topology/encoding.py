@@ -11,9 +11,11 @@ Format ``T1``: ``/``-separated tokens, each a one-letter tag and a payload::
 * ``D``/``C``/``R``: driver version, CUDA version, source (absent: ``"unknown"``).
 * ``G[index]`` starts the next GPU (bare ``G``: previous index + 1, first 0). Its
   fields follow: ``M`` model, ``U`` uuid, ``B`` PCI bus id, ``N`` minor, ``Y``
-  memory MiB, ``A`` CPU affinity, ``K`` NUMA node, ``J`` GPU NUMA id; ``Q<tag>``
+  memory MiB, ``A`` CPU affinity, ``K`` NUMA node, ``J`` GPU NUMA id, ``V`` vendor
+  (absent on the first GPU: ``nvidia``, so encodings from before vendors decode as
+  they did); ``Q<tag>``
   sets a field to ``None``. To keep machines of identical GPUs short, model,
-  memory, affinity and NUMA fields default to the previous GPU's value and the
+  memory, affinity, NUMA and vendor fields default to the previous GPU's value and the
   minor number to the previous minor shifted by the index step; uuid and bus id
   default to ``None``.
 * ``E<name>`` adds a NIC, ``W<alias>`` gives the last NIC its ``NIC#`` alias.
@@ -78,8 +80,11 @@ _GPU_FIELDS = {
     "A": ("cpu_affinity", "str"),
     "K": ("numa_node", "int"),
     "J": ("gpu_numa_id", "int"),
+    "V": ("vendor", "str"),
 }
-_INHERITED = frozenset({"model", "memory_mib", "cpu_affinity", "numa_node", "gpu_numa_id"})
+_INHERITED = frozenset(
+    {"model", "memory_mib", "cpu_affinity", "numa_node", "gpu_numa_id", "vendor"}
+)
 
 
 #: short escapes for the characters common in model names, bus ids and CPU lists
@@ -329,7 +334,7 @@ def _apply(state: _State, tag: str, payload: str, token: str) -> None:
         state.nic_levels = payload
     else:
         raise TopologyEncodingError(
-            f"unexpected token {token!r}; expected one of DCRGMUBNYAKJQEWLP"
+            f"unexpected token {token!r}; expected one of DCRGMUBNYAKJVQEWLP"
         )
 
 

@@ -22,6 +22,11 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+#: GPU vendors DLC knows; ``Gpu.vendor`` holds one of these (lower case)
+NVIDIA = "nvidia"
+AMD = "amd"
+VENDORS = (NVIDIA, AMD)
+
 
 class PcieLevel(enum.IntEnum):
     """PCIe common-ancestor level of a device pair, ordered closest first."""
@@ -67,10 +72,12 @@ class Gpu:
     """One GPU of a machine.
 
     Only ``index`` is always known; the rest depends on the source (``topo -m``
-    text carries affinities but no model; NVML carries everything).
+    text carries affinities but no model; NVML carries everything). ``vendor``
+    defaults to ``"nvidia"`` so documents and encodings written before vendors
+    existed still read back as what they described.
     """
 
-    index: int  #: nvidia-smi / NVML index (``GPU<index>``)
+    index: int  #: nvidia-smi / NVML / amd-smi index (``GPU<index>``)
     model: str | None = None  #: e.g. ``"Tesla V100-SXM2-16GB"``
     uuid: str | None = None  #: ``GPU-xxxxxxxx-...``
     pci_bus_id: str | None = None  #: ``00000000:1A:00.0``
@@ -82,6 +89,8 @@ class Gpu:
     #: current MIG mode, ``"enabled"`` or ``"disabled"``; ``None`` where unknown or the GPU
     #: has no MIG (pre-Ampere). Live discovery only: the agent attribute does not carry it.
     mig_mode: str | None = None
+    #: who made it: ``"nvidia"`` or ``"amd"`` (see :data:`VENDORS`)
+    vendor: str = NVIDIA
 
     @property
     def name(self) -> str:
@@ -110,7 +119,9 @@ class PairLink:
         pcie_level: PCIe common-ancestor level; ``None`` when unknown (``topo -m``
             prints ``NV#`` instead of the level for NVLinked pairs).
         nvlinks: number of NVLinks joining the pair (0 for none). On NVSwitch
-            systems this is the per-GPU link count through the switch.
+            systems this is the per-GPU link count through the switch. On AMD
+            machines the same field counts the direct XGMI (Infinity Fabric) links:
+            both are GPU-to-GPU fabrics the allocator must keep groups of whole.
         p2p: P2P status (the worse of both directions when they differ).
         measured_gbps: unidirectional P2P bandwidth measured by the probe,
             replacing the estimate when present.
@@ -183,6 +194,24 @@ class Topology:
 
     def __hash__(self) -> int:  # dict fields make the generated hash unusable
         return hash((self.gpus, tuple(sorted(self.links.items())), self.nics))
+
+    @property
+    def vendor(self) -> str:
+        """The GPUs' vendor (``"nvidia"`` for an empty machine; mixed machines do not exist)."""
+        return self.gpus[0].vendor if self.gpus else NVIDIA
+
+    @property
+    def fabric(self) -> str:
+        """The GPU-to-GPU fabric's short name in reports: ``NV`` (NVLink) or ``XGMI``."""
+        return "XGMI" if self.vendor == AMD else "NV"
+
+    def link_label(self, link: PairLink) -> str:
+        """``NV#``/``XGMI#`` for fabric-linked pairs, else the PCIe level (``?`` if unknown)."""
+        if link.nvlinks:
+            return f"{self.fabric}{link.nvlinks}"
+        if self.vendor == AMD and link.pcie_level is None and link.p2p is P2PStatus.OK:
+            return "XGMI*"  # routed over other GPUs' XGMI links: peer access, no direct link
+        return link.label
 
     @property
     def gpu_indices(self) -> tuple[int, ...]:

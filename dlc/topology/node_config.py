@@ -38,13 +38,17 @@ from dlc.topology.gpu_shares import (
     parse_sharing,
     ranges_text,
 )
-from dlc.topology.model import Topology
+from dlc.topology.model import AMD, NVIDIA, VENDORS, Topology
 
 ATTR_TOPOLOGY = "dlc_topo"
 ATTR_MODEL = "gpu_model"
 ATTR_MEMORY = "gpu_mem_mib"
 ATTR_DRIVER = "nvidia_driver"
 ATTR_CUDA = "cuda"
+#: the GPUs' vendor; absent on NVIDIA agents (and on agents configured before vendors)
+ATTR_VENDOR = "gpu_vendor"
+#: ROCm release of an AMD agent's driver (its ``nvidia_driver`` counterpart)
+ATTR_ROCM = "rocm"
 #: prefix of every DLC attribute value that is not the topology encoding
 VALUE_PREFIX = "v"
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_/.-]")
@@ -88,6 +92,8 @@ class AgentGpuInfo:
     driver_version: str | None
     cuda_version: str | None
     sharing: SharingMode | None = None
+    gpu_vendor: str = NVIDIA
+    rocm_version: str | None = None
 
 
 def attribute_value(text: str) -> str:
@@ -147,7 +153,9 @@ def agent_resources(
         ids = ",".join(str(i) for i in sorted(topo.gpu_indices))
         parts += [f"gpus:{len(topo.gpus)}", f"gpu_ids:{{{ids}}}"]
         memories = gpu_memories(topo, gpu_mem_mib)
-        if memories:
+        # No share ranges on AMD: nothing on ROCm enforces a share (docs/sharing.md), so an
+        # AMD agent offers whole GPUs only and no share can ever be placed there.
+        if memories and topo.vendor != AMD:
             parts.append(f"{GPU_MEM}:{ranges_text(mem_ranges(memories))}")
             parts.append(f"{GPU_CORE}:{ranges_text(core_ranges(memories))}")
     return ";".join(parts)
@@ -190,11 +198,19 @@ def agent_attributes(topo: Topology, sharing: SharingMode | str | None = None) -
     memories = [g.memory_mib for g in topo.gpus]
     if memories and None not in memories:
         attrs[ATTR_MEMORY] = attribute_value(str(min(memories)))  # what every GPU offers
+    if topo.gpus and topo.vendor != NVIDIA:
+        attrs[ATTR_VENDOR] = attribute_value(topo.vendor)
     if topo.driver_version:
-        attrs[ATTR_DRIVER] = attribute_value(topo.driver_version)
+        name = ATTR_ROCM if topo.vendor == AMD else ATTR_DRIVER
+        attrs[name] = attribute_value(topo.driver_version)
     if topo.cuda_version:
         attrs[ATTR_CUDA] = attribute_value(topo.cuda_version)
-    if topo.gpus:
+    if topo.gpus and topo.vendor == AMD:
+        if sharing is not None:
+            raise NodeConfigError(
+                "sharing", "AMD GPUs offer no enforced shares; leave --sharing out on AMD hosts"
+            )
+    elif topo.gpus:
         mode = default_sharing(g.model for g in topo.gpus) if sharing is None else sharing
         attrs[ATTR_SHARING] = parse_sharing(mode).value
     return attrs
@@ -228,8 +244,14 @@ def parse_agent_attributes(attributes: Mapping[str, str]) -> AgentGpuInfo:
         mem_mib = int(text.split(".")[0])
     optional = {
         name: _read_value(name, attributes[name]) if name in attributes else None
-        for name in (ATTR_MODEL, ATTR_DRIVER, ATTR_CUDA)
+        for name in (ATTR_MODEL, ATTR_DRIVER, ATTR_CUDA, ATTR_VENDOR, ATTR_ROCM)
     }
+    vendor = (optional[ATTR_VENDOR] or NVIDIA).lower()
+    if vendor not in VENDORS:
+        raise TopologyEncodingError(
+            f"attribute {ATTR_VENDOR}={attributes[ATTR_VENDOR]!r}: expected one of "
+            + ", ".join(f"v{v}" for v in VENDORS)
+        )
     sharing = attributes.get(ATTR_SHARING)
     if sharing is not None:
         try:
@@ -243,6 +265,8 @@ def parse_agent_attributes(attributes: Mapping[str, str]) -> AgentGpuInfo:
         driver_version=optional[ATTR_DRIVER],
         cuda_version=optional[ATTR_CUDA],
         sharing=sharing,
+        gpu_vendor=vendor,
+        rocm_version=optional[ATTR_ROCM],
     )
 
 

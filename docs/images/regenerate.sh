@@ -13,6 +13,12 @@ picture dgx1-v100 dgx1-v100_nv1-nv2_mlx5_oneflow.txt
 picture hgx-h100 hgx-h100_nv18_gpu-numa-id_thunderkittens.txt
 picture pcie-8gpu-bridge-pairs pcie-8gpu_nv12-bridge-pairs_non-adjacent_all-sys_tabs_k8s-dp-546.txt
 picture rtx5090-pair rtx5090-2gpu_phb_tabs.txt rtx5090-2gpu_phb_tabs.p2p.txt
+# AMD machines from the saved rocm-smi / amd-smi outputs in tests/fixtures/amd (SOURCES.md)
+A=tests/fixtures/amd
+"$DLC" topology --from-file "$A/mi300x-8gpu_amd-smi-topology-static_CONSTRUCTED.json" \
+    --png docs/images/topology-mi300x.png --json >/dev/null
+"$DLC" topology --from-file "$A/mi250-8gcd_shownodesbw_toponuma_optimum-amd.txt" \
+    --png docs/images/topology-mi250x.png --json >/dev/null
 
 # The terminal report, recorded by rich and drawn with a monospace font.
 .venv/bin/python - "$F/dgx1-v100_nv1-nv2_mlx5_oneflow.txt" <<'PY'

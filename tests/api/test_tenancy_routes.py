@@ -106,6 +106,7 @@ def test_queue_shows_run_order_group_pool_and_reason(api):
     by_id = {n["agent_id"]: n for n in nodes}
     assert (by_id["a1"]["taken"], by_id["a1"]["free"], by_id["a1"]["pool"]) == (6, 2, "train")
     assert by_id["d1"]["pool"] == "dev"
+    assert by_id["a1"]["gpu_vendor"] == "nvidia"  # agents without gpu_vendor are NVIDIA
     assert first["state"] == "queued"
 
 

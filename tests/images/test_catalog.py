@@ -78,8 +78,35 @@ def test_driver_supports(catalog, driver, cuda, minor_compat, ok):
 
 def test_every_entry_has_a_driver_floor(catalog):
     for entry in catalog.entries():
+        if entry.vendor == "amd":  # ROCm images: a known release instead of a CUDA floor
+            assert entry.rocm in catalog.rocm_releases and entry.cuda is None
+            continue
         assert entry.cuda in catalog.cuda_min_driver
         assert entry.min_driver == catalog.cuda_min_driver[entry.cuda]
+
+
+def test_rocm_images_imply_amd_and_resolve_by_vendor(catalog):
+    entry = catalog.resolve("pytorch:2.6", vendor="amd")
+    assert (entry.framework, entry.rocm, entry.vendor) == ("pytorch-rocm", "6.4", "amd")
+    assert entry.image.startswith("rocm/pytorch:rocm6.4")
+    assert catalog.resolve("pytorch:2.6").vendor == "nvidia"  # no vendor: the CUDA build
+    assert catalog.resolve("tensorflow-rocm").vendor == "amd"
+    with pytest.raises(ImageNotFound, match="built for AMD ROCm, not NVIDIA"):
+        catalog.resolve("pytorch-rocm:2.6", vendor="nvidia")
+
+
+@pytest.mark.parametrize(
+    ("agent", "image", "ok"),
+    [("6.4", "6.4", True), ("6.2", "6.4", True), ("6.1", "6.4", False), ("7.2", "6.4", False),
+     ("6.4.1", "6.2", True)],
+)  # fmt: skip
+def test_rocm_driver_within_two_releases(catalog, agent, image, ok):
+    assert catalog.rocm_supports(agent, image) is ok
+
+
+def test_unknown_rocm_release_is_named(catalog):
+    with pytest.raises(DlcError, match="rocm: 9.9 is not a known ROCm release"):
+        catalog.rocm_supports("9.9", "6.4")
 
 
 def test_catalog_covers_recent_years(catalog):

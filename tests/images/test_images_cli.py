@@ -25,7 +25,7 @@ def test_list_one_framework_as_json():
 def test_list_table_has_header_and_rows():
     result = run("images", "list")
     lines = result.output.splitlines()
-    assert lines[0].split() == ["framework", "version", "cuda", "min", "driver", "image"]
+    assert lines[0].split() == ["framework", "version", "cuda", "rocm", "min", "driver", "image"]
     assert any(line.startswith("pytorch") and "2.3.1" in line for line in lines)
 
 

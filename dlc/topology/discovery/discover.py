@@ -1,9 +1,10 @@
-"""Find out a machine's GPU topology: from a file, NVML, or ``nvidia-smi``.
+"""Find out a machine's GPU topology: from a file, NVML, ``nvidia-smi`` or the AMD SMIs.
 
 :func:`discover` is what ``dlc node-config``, ``dlc topo`` and ``dlc local`` call.
 Order of preference on a live host: NVML (exact facts, NVSwitch-aware), then
-``nvidia-smi`` on PATH, else a one-line :class:`~dlc.errors.DiscoveryError` telling
-the user to describe the machine with ``--from-file``.
+``nvidia-smi`` on PATH, then ``amd-smi``/``rocm-smi`` (an AMD host), else a one-line
+:class:`~dlc.errors.DiscoveryError` telling the user to describe the machine with
+``--from-file``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def discover(
     """The GPU topology of this host, or of the machine a file describes.
 
     Args:
-        from_file: ``nvidia-smi topo -m`` output saved to a file; skips live discovery.
+        from_file: ``nvidia-smi topo -m`` output, or ``rocm-smi``/``amd-smi`` output (text
+            or ``--json``, detected), saved to a file; skips live discovery.
         p2p_file: ``nvidia-smi topo -p2p r`` output to merge (only with ``from_file``).
         allow_truncated: accept a ``topo -m`` table cut mid-row (file input only).
         nvml: an NVML binding to use instead of importing ``pynvml`` (tests).
@@ -53,6 +55,10 @@ def discover(
     except DiscoveryError as exc:
         nvml_reason = str(exc).removeprefix("NVML unavailable: ")
     if shutil.which(smi) is None:
+        from dlc.topology.discovery.amd_smi import amd_tools_present, topology_from_amd_smi
+
+        if amd_tools_present():  # an AMD host: amd-smi / rocm-smi describe its GPUs
+            return topology_from_amd_smi()
         raise DiscoveryError(
             f"no NVIDIA GPU found: NVML unavailable ({nvml_reason}) and {smi} not on PATH; "
             "use --from-file FILE to describe a machine"
@@ -74,6 +80,8 @@ def describe_source(topo: Topology) -> str:
         "nvml": "NVML (live)",
         "nvidia-smi": "nvidia-smi (live)",
         "topo-m": "nvidia-smi topo -m text",
+        "rocm-smi": "rocm-smi / amd-smi output",
+        "amd-smi": "amd-smi (live)",
     }.get(source, source)
 
 
@@ -89,13 +97,22 @@ def _from_nvml(nvml: Any) -> Topology:
 
 
 def _from_files(path: Path, p2p_file: str | Path | None, allow_truncated: bool) -> Topology:
+    from dlc.topology.parse_amd import looks_like_amd, parse_amd_smi_text
     from dlc.topology.parse_topo import load_topology_text
 
     topo_text = _read(path, "topology")
     p2p_path = Path(p2p_file) if p2p_file is not None else None
     p2p_text = _read(p2p_path, "P2P") if p2p_path is not None else None
     try:
-        topo = load_topology_text(topo_text, p2p_text, allow_truncated=allow_truncated)
+        if looks_like_amd(topo_text):  # saved rocm-smi / amd-smi output (text or --json)
+            if p2p_text is not None:
+                raise TopologyParseError(
+                    "--p2p-file is an nvidia-smi matrix; AMD SMI output carries its own links",
+                    line=1,
+                )
+            topo = parse_amd_smi_text(topo_text)
+        else:
+            topo = load_topology_text(topo_text, p2p_text, allow_truncated=allow_truncated)
     except TopologyParseError as exc:
         names = str(path) if p2p_path is None else f"{path} + {p2p_path}"
         located = TopologyParseError(f"{names}: {exc}")

@@ -12,7 +12,8 @@ The document is meant for programs, so its shape is fixed and versioned by the
 ``gpus``
     one object per GPU, by index: ``index``, ``name`` (``GPU<index>``), ``model``,
     ``uuid``, ``pci_bus_id``, ``minor``, ``memory_mib``, ``cpu_affinity``,
-    ``numa_node``, ``gpu_numa_id``, ``mig_mode`` (each ``null`` when unknown) and
+    ``numa_node``, ``gpu_numa_id``, ``mig_mode`` (each ``null`` when unknown),
+    ``vendor`` (``"nvidia"``/``"amd"``; a document without it reads as ``"nvidia"``) and
     ``nvlink_partners``: ``[{"gpu": int, "nvlinks": int}]``.
 ``nics``
     ``name``, ``alias`` (the ``NIC#`` column name or ``null``), ``levels``:
@@ -43,7 +44,7 @@ from typing import Any
 
 from dlc.errors import TopologyParseError
 from dlc.topology.bandwidth import estimate_gbps
-from dlc.topology.model import Gpu, Nic, P2PStatus, PairLink, PcieLevel, Topology
+from dlc.topology.model import NVIDIA, Gpu, Nic, P2PStatus, PairLink, PcieLevel, Topology
 from dlc.topology.render.report import TopologyFacts, analyze
 
 SCHEMA = "dlc-topology/1"
@@ -58,6 +59,7 @@ _GPU_FIELDS: dict[str, type] = {
     "numa_node": int,
     "gpu_numa_id": int,
     "mig_mode": str,
+    "vendor": str,
 }
 
 
@@ -219,6 +221,8 @@ def _req(doc: Any, key: str, kind: type, where: str) -> Any:
 def _read_gpu(item: Any, where: str) -> Gpu:
     index = _req(item, "index", int, f"{where}.index")
     fields = {key: _opt(item, key, kind, f"{where}.{key}") for key, kind in _GPU_FIELDS.items()}
+    # Documents written before GPUs had a vendor described NVIDIA machines.
+    fields["vendor"] = fields["vendor"] or NVIDIA
     return Gpu(index=index, **fields)
 
 

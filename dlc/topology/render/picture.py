@@ -21,7 +21,7 @@ import networkx as nx
 
 from dlc.topology.discovery.discover import describe_source
 from dlc.topology.model import Topology, format_cpu_list
-from dlc.topology.render.report import TopologyFacts, is_complete, nvlink_graph
+from dlc.topology.render.report import TopologyFacts, fabric_words, is_complete, nvlink_graph
 from dlc.topology.render.svg import (
     BOX_GAP,
     BOX_STYLE,
@@ -265,7 +265,9 @@ class _Layout:
             if link.nvlinks and (link.a, link.b) not in in_fabric:
                 same = self.group_of.get(link.a) == self.group_of.get(link.b)
                 colour = self._colour(link.a) if same else CROSS_COLOUR
-                arcs.append(_Arc(link.a, link.b, link.label, colour, stroke(link.nvlinks)))
+                arcs.append(
+                    _Arc(link.a, link.b, self.topo.link_label(link), colour, stroke(link.nvlinks))
+                )
             elif not link.nvlinks and link.p2p.value != "U" and not link.p2p.supported:
                 # A known "no" (GNS on GeForce, CNS, ...): the reader would expect P2P.
                 label = f"no P2P: {link.p2p.value}"
@@ -395,8 +397,10 @@ class _Layout:
             counts = sorted({link.nvlinks for link in self.topo.pairs(group)})
             bar_y = base + 60
             left, right = min(xs) - LEAF_W / 2, max(xs) + LEAF_W / 2
-            names = "/".join(f"NV{c}" for c in counts)
-            label = f"NVSwitch fabric: {names} between every pair of these {len(group)} GPUs"
+            names = "/".join(f"{self.topo.fabric}{c}" for c in counts)
+            label = fabric_words(
+                self.topo, f"NVSwitch fabric: {names} between every pair of these {len(group)} GPUs"
+            )
             out.append(
                 f'<g class="nvswitch-fabric" data-gpus="{",".join(map(str, sorted(group)))}">'
             )
@@ -433,7 +437,7 @@ class _Layout:
         items += [(k, BOX_STYLE[k][1], name) for k, name in LEGEND_KINDS if k in kinds]
         if any(inf for n, inf in self.graph.nodes(data="inferred") if n != "root"):
             items.append(("inferred", "#616161", "grouping inferred (level hidden by NV#)"))
-        return items
+        return [(kind, colour, fabric_words(self.topo, name)) for kind, colour, name in items]
 
     def _legend_positions(self) -> list[tuple[float, float]]:
         x, y, out = float(MARGIN), self.legend_y, []

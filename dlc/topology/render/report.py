@@ -23,7 +23,7 @@ from rich.tree import Tree
 
 from dlc.topology.bandwidth import estimate_gbps
 from dlc.topology.discovery.discover import describe_source
-from dlc.topology.model import PairLink, PcieLevel, Topology, format_cpu_list
+from dlc.topology.model import AMD, PairLink, PcieLevel, Topology, format_cpu_list
 from dlc.topology.tree import TopologyTree, build_tree, nvlink_groups, p2p_groups
 
 #: order of node kinds among siblings (devices after the bridges above them)
@@ -156,11 +156,50 @@ def is_complete(topo: Topology, gpus: frozenset[int]) -> bool:
 
 def _counts(topo: Topology, gpus: frozenset[int]) -> str:
     counts = sorted({link.nvlinks for link in topo.pairs(gpus) if link.nvlinks})
-    return "/".join(f"NV{c}" for c in counts)
+    return "/".join(f"{topo.fabric}{c}" for c in counts)
+
+
+def fabric_words(topo: Topology, text: str) -> str:
+    """``text`` in the machine's own fabric words: XGMI (Infinity Fabric) on AMD GPUs.
+
+    The report and picture are written in NVLink words; an AMD machine's direct XGMI
+    links fill the same role (the model counts them in ``nvlinks``), so only the words
+    change. An all-to-all XGMI hive has no switch, hence no "NVSwitch" there.
+    """
+    if topo.vendor != AMD:
+        return text
+    text = text.replace(" (NVSwitch fabric)", "").replace("NVSwitch fabric", "XGMI all-to-all")
+    text = text.replace("NVLink NV#", "XGMI#").replace("NV#", "XGMI#")
+    text = text.replace("NVLink XGMI", "XGMI")  # "NVLink NV2" was written "NVLink XGMI2"
+    return text.replace("NVLinked", "XGMI-linked").replace("NVLink", "XGMI")
 
 
 def describe_nvlink(topo: Topology, groups: tuple[frozenset[int], ...]) -> str:
-    """The NVLink shape in words: none, all-to-all, bridged pairs, cube-mesh, or groups."""
+    """The NVLink (or XGMI) shape in words: none, all-to-all, pairs, cube-mesh, or groups."""
+    return _dual_die(topo) or fabric_words(topo, _describe_nvlink(topo, groups))
+
+
+def _dual_die(topo: Topology) -> str | None:
+    """MI250X-style packages: the most-linked XGMI pairs pair off every GPU (two dies each)."""
+    links = [link for link in topo.pairs() if link.nvlinks]
+    if topo.vendor != AMD or len(topo.gpus) < 4 or not links:
+        return None
+    most = max(link.nvlinks for link in links)
+    pairs = [(link.a, link.b) for link in links if link.nvlinks == most]
+    dies = [g for pair in pairs for g in pair]
+    if len(dies) != len(topo.gpus) or len(set(dies)) != len(dies):
+        return None
+    between = sorted({link.nvlinks for link in links if link.nvlinks != most}, reverse=True)
+    listed = " ".join(fmt_set(p) for p in pairs)
+    names = "/".join(f"XGMI{c}" for c in between) or "none"
+    total = len(topo.gpus) * (len(topo.gpus) - 1) // 2
+    return (
+        f"XGMI: {len(pairs)} dual-die packages {listed} (XGMI{most} inside, {names} between; "
+        f"{len(links)} of {total} pairs linked)"
+    )
+
+
+def _describe_nvlink(topo: Topology, groups: tuple[frozenset[int], ...]) -> str:
     if not groups:
         return "no NVLink"
     n = len(topo.gpus)
@@ -321,7 +360,7 @@ def gpu_details(topo: Topology, index: int) -> Text:
     partners = nvlink_partners(topo, index)
     if partners:
         text.append("  ")
-        text.append(f"NVLink {partners}", style="green")
+        text.append(partners if topo.vendor == AMD else f"NVLink {partners}", style="green")
     return text
 
 
@@ -335,10 +374,9 @@ def nvlink_partners(topo: Topology, index: int) -> str:
         return ""
     others = len(topo.gpus) - 1
     if len(by_count) == 1 and len(next(iter(by_count.values()))) == others > 2:
-        return f"NV{next(iter(by_count))}→all {others}"
-    return " ".join(
-        f"NV{n}→" + ",".join(map(str, gpus)) for n, gpus in sorted(by_count.items(), reverse=True)
-    )
+        return f"{topo.fabric}{next(iter(by_count))}→all {others}"
+    ordered = sorted(by_count.items(), reverse=True)
+    return " ".join(f"{topo.fabric}{n}→" + ",".join(map(str, gpus)) for n, gpus in ordered)
 
 
 def link_style(link: PairLink, max_nvlinks: int) -> str:
@@ -383,7 +421,8 @@ def link_matrix(topo: Topology, width: int = 100) -> Group:
     max_nv = max((link.nvlinks for link in topo.pairs()), default=0)
 
     def cell(link: PairLink) -> Text:
-        label = link.label if link.p2p_capable else f"{link.label}!"
+        name = topo.link_label(link)
+        label = name if link.p2p_capable else f"{name}!"
         return Text(" " + label, style=link_style(link, max_nv))
 
     return _matrix(topo, "link class (! = no P2P)", cell, width)
@@ -425,7 +464,7 @@ def groups_view(facts: TopologyFacts) -> Group:
         lines[0].append(" ".join(fmt_set(g) for g in facts.p2p_groups))
     else:
         lines[0].append(describe_p2p(topo, ()), style="red")
-    line = Text("NVLink groups:      ", style="bold")
+    line = Text(fabric_words(topo, "NVLink groups:      "), style="bold")
     shapes: dict[str, list[frozenset[int]]] = {}
     for g in facts.nvlink_groups:
         shape = "fully linked" if is_complete(topo, g) else "partly linked"

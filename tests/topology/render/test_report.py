@@ -265,6 +265,7 @@ GPU_KEYS = {
     "numa_node",
     "gpu_numa_id",
     "mig_mode",
+    "vendor",
     "nvlink_partners",
 }
 LINK_KEYS = {
