@@ -360,14 +360,23 @@ static int by_name(const char *symbol, int version, cuuint64_t flags) {
     return -1;
 }
 
+static void trace(const char *how, const char *symbol, int version, int f) {
+    if (enforcing() && config.debug >= 2)
+        shim_log("%s(%s, %d) -> %s", how, symbol ? symbol : "?", version,
+                 f >= 0 ? hooks[f].name : "not wrapped");
+}
+
 static void *substitute(const char *symbol, void *fn, int version, cuuint64_t flags) {
     if (fn == NULL) return fn;
     for (int f = 0; f < F_COUNT; f++) {
         if (hooks[f].wrapper == NULL) continue;
-        if (hooks[f].wrapper == fn) return fn;
-        if (real_of(f) == fn) return hooks[f].wrapper;
+        if (hooks[f].wrapper == fn || real_of(f) == fn) {
+            trace("cuGetProcAddress", symbol, version, f);
+            return hooks[f].wrapper;
+        }
     }
     int f = symbol ? by_name(symbol, version, flags) : -1;
+    trace("cuGetProcAddress", symbol, version, f);
     if (f < 0) return fn;
     if (hooks[f].real == NULL) hooks[f].real = fn; /* the driver does not export it */
     return hooks[f].wrapper;
@@ -402,6 +411,7 @@ EXPORT void *dlsym(void *handle, const char *name) {
     int f = hooked_name(name);
     if (f < 0) return real_dlsym(handle, name);
     void *fn = real_dlsym(handle, name);
+    trace("dlsym", name, 0, fn ? f : -1);
     if (fn == NULL || fn == hooks[f].wrapper) return fn;
     if (hooks[f].real == NULL) hooks[f].real = fn;
     return hooks[f].wrapper;
