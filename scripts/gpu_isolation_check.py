@@ -157,11 +157,15 @@ class Check:
         env.update(extra)
         return env
 
-    def shim_env(self, name: str, limit_mib: int | None, **extra: str) -> dict[str, str]:
+    def shim_env(
+        self, name: str, limit_mib: int | None, debug: int = 0, **extra: str
+    ) -> dict[str, str]:
         """An environment with the shim preloaded under a share of ``limit_mib`` (one
-        accounting file per ``name``: the processes of one tenant share it)."""
+        accounting file per ``name``: the processes of one tenant share it; ``debug=2``
+        logs which driver functions the process took through the shim)."""
         config = self.out / f"shim-{name}.conf"
         lines = [f"state_file={self.out / f'shim-{name}.acct'}", "context_mib=512"]
+        lines.append(f"debug={debug}")
         if limit_mib:
             lines.append(f"limit_mib.0={limit_mib}")
         config.write_text("\n".join(lines) + "\n")
@@ -348,7 +352,7 @@ print("RESULT " + json.dumps(out), flush=True)
 def torch_limit_row(check: Check, row: Row, alloc_conf: str | None) -> None:
     need(check, "shim")
     extra = {"PYTORCH_CUDA_ALLOC_CONF": alloc_conf} if alloc_conf else {}
-    env = check.shim_env(f"torch-{row.key}", SHARE_MIB, **extra)
+    env = check.shim_env(f"torch-{row.key}", SHARE_MIB, debug=2, **extra)
     done = check.run([check.python, "-c", TORCH_LIMIT], env, timeout=90, name=f"row{row.key}")
     got = result_of(done.output)
     if got is None:
