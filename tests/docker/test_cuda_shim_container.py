@@ -40,7 +40,8 @@ echo 'alloc mem 3000' >&3
 i=0
 while [ "$(grep -c . /tmp/a.out)" -lt 3 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 echo "first: $(tr '\n' ' ' < /tmp/a.out)"
-echo "second: $(printf 'ctx\ninfo\nalloc mem 1000\nalloc mem 60\nquit\n' | /opt/t/client dlsym | tr '\n' ' ')"
+second=$(printf 'ctx\ninfo\nalloc mem 1000\nalloc mem 60\nquit\n' | /opt/t/client dlsym)
+echo "second: $(echo "$second" | tr '\n' ' ')"
 echo "third: $(printf 'ctx\nalloc mem 5000\nquit\n' | /opt/t/client getproc2 | tr '\n' ' ')"
 echo quit >&3
 wait

@@ -37,7 +37,8 @@ iso = _load()
 FAKES = {
     "nvidia-smi": 'echo "NVIDIA H200, 580.159.04, 143771, 9.0"\n',
     "nvidia-cuda-mps-control": """
-if [ "$1" = "-d" ]; then mkdir -p "$CUDA_MPS_PIPE_DIRECTORY"; touch "$CUDA_MPS_PIPE_DIRECTORY/control"; exit 0; fi
+pipe="$CUDA_MPS_PIPE_DIRECTORY"
+if [ "$1" = "-d" ]; then mkdir -p "$pipe"; touch "$pipe/control"; exit 0; fi
 read line
 [ "$line" = quit ] && rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"
 exit 0
@@ -55,12 +56,17 @@ case "$CUDA_MPS_PIPE_DIRECTORY" in
 esac
 echo "done $2 42"
 """,
-    "stand-in-fault": 'echo "started fault"; echo "fault an illegal memory access was encountered"; exit 2\n',
+    "stand-in-fault": """
+echo "started fault"
+echo "fault an illegal memory access was encountered"
+exit 2
+""",
     "python": """
 case "$2" in
   *mem_get_info*)
     echo "dlc-cuda-shim[7]: cuMemAlloc of 6144 MiB refused on GPU 0: share 4096 MiB"
-    echo 'RESULT {"mem_get_info_mib": [3584, 4096], "alloc_6gib": "OutOfMemoryError", "alloc_2gib": "ok"}';;
+    echo -n 'RESULT {"mem_get_info_mib": [3584, 4096], '
+    echo '"alloc_6gib": "OutOfMemoryError", "alloc_2gib": "ok"}';;
   *ms_per_step*) echo 'RESULT {"ms_per_step": 12.5, "steps": 30}';;
   *tflops*)
     echo ready
