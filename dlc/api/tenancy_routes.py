@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException
 from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
 from dlc.scheduler.quotas import agent_pool, demand, gpu_amount, key_of
 from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
+from dlc.topology.gpu_shares import ATTR_SHARING
 
 
 def _caller(request: Request) -> tuple[str, bool]:
@@ -75,11 +76,16 @@ def quota_view(core: Any) -> dict:
 
 
 def nodes_view(core: Any) -> list[dict]:
-    """Agents by pool: GPUs in all, taken by DLC's tasks, draining, free."""
+    """Agents by pool: GPUs in all, taken by DLC's tasks, draining, free; the share backend
+    (``dlc_sharing``) and, per shared GPU, the users whose shares run there."""
     taken: dict[str, set[int]] = {}
+    sharers: dict[str, dict[int, set[str]]] = {}
     for job in core.active_jobs():
         for task in job.tasks:
             taken.setdefault(task.agent_id, set()).update(task.gpu_ids)
+            if task.share_gpu is not None:
+                by_gpu = sharers.setdefault(task.agent_id, {})
+                by_gpu.setdefault(task.share_gpu, set()).add(job.user)
     out = []
     for agent in sorted(
         core.inventory.agents(), key=lambda a: (agent_pool(a.attributes), a.hostname or a.agent_id)
@@ -92,6 +98,9 @@ def nodes_view(core: Any) -> list[dict]:
             "gpus": len(agent.gpu_ids), "taken": len(used), "draining": len(draining),
             "free": len(agent.gpu_ids) - len(used) - len(draining),
             "cpus": agent.cpus, "mem_mib": agent.mem_mib,
+            "sharing": agent.attributes.get(ATTR_SHARING),
+            "shared_gpus": [{"gpu": gpu, "tenants": sorted(users)} for gpu, users
+                            in sorted(sharers.get(agent.agent_id, {}).items())],
         })  # fmt: skip
     return out
 
