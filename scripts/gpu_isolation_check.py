@@ -354,10 +354,14 @@ def torch_limit_row(check: Check, row: Row, alloc_conf: str | None) -> None:
     extra = {"PYTORCH_CUDA_ALLOC_CONF": alloc_conf} if alloc_conf else {}
     env = check.shim_env(f"torch-{row.key}", SHARE_MIB, debug=2, **extra)
     done = check.run([check.python, "-c", TORCH_LIMIT], env, timeout=90, name=f"row{row.key}")
+    _torch_verdict(row, done, f"row{row.key}")
+
+
+def _torch_verdict(row: Row, done: Done, log: str) -> None:
     got = result_of(done.output)
     if got is None:
         row.status = "FAIL"
-        row.detail = f"no result (exit {done.code}; logs/row{row.key}.txt)"
+        row.detail = f"no result (exit {done.code}; logs/{log}.txt)"
         return
     row.figures = got
     free, total = got["mem_get_info_mib"]
@@ -377,6 +381,41 @@ def torch_limit_row(check: Check, row: Row, alloc_conf: str | None) -> None:
         f"mem_get_info {free}/{total} MiB; 6 GiB -> torch.cuda.OutOfMemoryError at allocation "
         "(shim refused it); 2 GiB ok"
     )
+
+
+def preload_row(check: Check, row: Row) -> None:
+    """1a's PyTorch run with the shim loaded the executor's way: ``/etc/ld.so.preload`` and
+    the config at the fixed ``/etc/dlc/cuda-shim.conf``, both in a copy of ``/etc``
+    bind-mounted over ``/etc`` in a private mount namespace (the host's ``/etc`` is not
+    touched), no ``LD_PRELOAD``, and ``DLC_SHIM_CONFIG`` naming a config of 999,999 MiB."""
+    need(check, "shim")
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        row.status, row.detail = "n/a", "needs root and unshare(1) for a private /etc"
+        return
+    etc = Path(f"/tmp/dlc-iso-etc-{os.getpid()}")
+    shutil.rmtree(etc, ignore_errors=True)
+    check.cleanups.append(lambda: shutil.rmtree(etc, ignore_errors=True))
+    copied = check.run(["cp", "-a", "/etc", str(etc)], timeout=60, name="row1c-copy-etc")
+    if copied.code != 0:
+        raise RuntimeError(f"cannot copy /etc: {copied.output[-200:]}")
+    (etc / "ld.so.preload").write_text(f"{check.built['shim']}\n")
+    (etc / "dlc").mkdir(exist_ok=True)
+    (etc / "dlc" / "cuda-shim.conf").write_text(
+        f"state_file={check.out / 'shim-preload.acct'}\ncontext_mib=512\n"
+        f"limit_mib.0={SHARE_MIB}\ndebug=2\n"
+    )
+    mine = check.out / "shim-job-own.conf"
+    mine.write_text("limit_mib=999999\n")
+    script = 'mount --bind "$1" /etc && exec "$2" -c "$3"'
+    argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(etc),
+            check.python, TORCH_LIMIT]  # fmt: skip
+    env = check.env(DLC_SHIM_CONFIG=str(mine))  # the job's attempt to raise its limit
+    done = check.run(argv, env, timeout=90, name="row1c")
+    _torch_verdict(row, done, "row1c")
+    if row.status == "ok":
+        row.detail = "loaded by /etc/ld.so.preload, LD_PRELOAD unset, own config ignored: " + (
+            row.detail
+        )
 
 
 # -- row 2: what the shim costs ---------------------------------------------------------------
@@ -745,25 +784,29 @@ def torch_probe(check: Check, row: Row) -> None:
     row.detail = f"torch {version} (CUDA {cuda}), cuda available: {available}"
 
 
-ROWS = ("1a", "1b", "3a", "3b", "3c", "2a", "2b", "4a", "4b", "4c")
+ROWS = ("1a", "1b", "1c", "3b", "2a", "2b", "4b", "4c", "3a", "3c", "4a")
 
 
 def plan(check: Check, only: set[str] | None) -> list[tuple[str, str, Callable[[Row], None]]]:
-    """(key, title, body) of each row, most important first (the budget cuts the tail)."""
+    """(key, title, body) of each row: the shim's, then the MPS ones (the budget cuts the
+    tail; 4a is the least needed)."""
     rows = [
         ("1a", "shim + PyTorch: share reported, past it refused at allocation",
          lambda r: torch_limit_row(check, r, None)),
         ("1b", "shim + PyTorch expandable_segments (cuMemCreate)",
          lambda r: torch_limit_row(check, r, "expandable_segments:True")),
-        ("3a", "blast radius: one MPS daemon for all", lambda r: blast_mps_row(check, r)),
+        ("1c", "shim + PyTorch via /etc/ld.so.preload, no LD_PRELOAD",
+         lambda r: preload_row(check, r)),
         ("3b", "blast radius: time-slicing with the shim", lambda r: blast_shim_row(check, r)),
-        ("3c", "blast radius: A under MPS, B on the shim", lambda r: blast_mixed_row(check, r)),
         ("2a", "shim cost: cuMemAlloc+cuMemFree latency", lambda r: latency_row(check, r)),
         ("2b", "shim cost: training step", lambda r: train_row(check, r)),
-        ("4a", "throughput k=1,2,4: MPS", lambda r: throughput_row(check, r, "mps")),
         ("4b", "throughput k=1,2,4: time-slicing + shim",
          lambda r: throughput_row(check, r, "shim")),
         ("4c", "throughput k=1: plain (no shim)", lambda r: throughput_row(check, r, "none", (1,))),
+        # MPS last: a server left behind by a fault must not disturb the rows above
+        ("3a", "blast radius: one MPS daemon for all", lambda r: blast_mps_row(check, r)),
+        ("3c", "blast radius: A under MPS, B on the shim", lambda r: blast_mixed_row(check, r)),
+        ("4a", "throughput k=1,2,4: MPS", lambda r: throughput_row(check, r, "mps")),
     ]  # fmt: skip
     return [r for r in rows if only is None or r[0] in only]
 

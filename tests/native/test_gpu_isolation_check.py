@@ -63,7 +63,12 @@ exit 2
 """,
     "python": """
 case "$2" in
-  *mem_get_info*)
+  *mem_get_info*)  # the shim must be mapped; under ld.so.preload, its config at the fixed path
+    if ! grep -q libdlc_cuda_shim /proc/$$/maps; then
+      echo 'RESULT {"mem_get_info_mib": [9, 9], "alloc_6gib": "succeeded", "alloc_2gib": "ok"}'
+      exit 0
+    fi
+    if [ -z "$LD_PRELOAD" ] && ! grep -q limit_mib.0=4096 /etc/dlc/cuda-shim.conf; then exit 1; fi
     echo "dlc-cuda-shim[7]: cuMemAlloc of 6144 MiB refused on GPU 0: share 4096 MiB"
     echo -n 'RESULT {"mem_get_info_mib": [3584, 4096], '
     echo '"alloc_6gib": "OutOfMemoryError", "alloc_2gib": "ok"}';;
@@ -104,6 +109,12 @@ def test_full_run_on_a_fake_gpu_gives_every_row_and_its_verdict(tmp_path, fake_g
     assert [r for r in rows.values() if r["status"] in ("FAIL", "skipped")] == [], rows
     assert code == 0
     assert rows["1a"]["status"] == "ok" and rows["1a"]["figures"]["refused_by_shim"]
+    if os.geteuid() == 0:  # a private /etc needs root
+        assert rows["1c"]["detail"].startswith("loaded by /etc/ld.so.preload"), rows["1c"]
+    assert (
+        not Path("/etc/ld.so.preload").exists()
+        or "cuda_shim" not in Path("/etc/ld.so.preload").read_text()
+    )  # the host's /etc untouched
     # the stand-ins die under MPS with the faulting tenant, as the H200 showed
     assert rows["3a"]["figures"]["other_lost"] == 1 and rows["3a"]["status"] == "info"
     assert rows["3b"]["figures"]["other_lost"] == 0 and rows["3b"]["status"] == "ok"
