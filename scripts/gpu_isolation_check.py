@@ -250,18 +250,23 @@ def result_of(text: str) -> dict | None:
 
 # -- facts and builds ---------------------------------------------------------------------------
 def gpu_facts(check: Check) -> dict:
-    """name, driver, memory, compute capability of GPU 0 from nvidia-smi; {} without one."""
+    """name, driver, memory, compute capability of GPU 0 from nvidia-smi; {} without a GPU.
+    An old nvidia-smi without ``compute_cap`` still counts (nvcc then builds its default)."""
     if shutil.which("nvidia-smi") is None:
         return {}
-    fields = "name,driver_version,memory.total,compute_cap"
-    done = check.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
-                     timeout=30, name="nvidia-smi")  # fmt: skip
-    lines = [x for x in done.output.splitlines() if x.count(",") == 3]
-    if done.code != 0 or not lines:
-        return {}
-    name, driver, memory, cc = (c.strip() for c in lines[0].split(","))
-    return {"gpu": name, "driver": driver, "memory_mib": int(float(memory)), "compute_cap": cc,
-            "gpus": len(lines)}  # fmt: skip
+    for fields in ("name,driver_version,memory.total,compute_cap",
+                   "name,driver_version,memory.total"):  # fmt: skip
+        done = check.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                         timeout=30, name="nvidia-smi")  # fmt: skip
+        width = fields.count(",")
+        lines = [x for x in done.output.splitlines() if x.count(",") == width]
+        if done.code == 0 and lines:
+            cells = [c.strip() for c in lines[0].split(",")] + [None]
+            memory = cells[2] or ""
+            return {"gpu": cells[0], "driver": cells[1],
+                    "memory_mib": int(float(memory)) if re.fullmatch(r"[\d.]+", memory) else None,
+                    "compute_cap": cells[3], "gpus": len(lines)}  # fmt: skip
+    return {}
 
 
 def nvcc_path() -> str | None:
@@ -526,10 +531,31 @@ class Mps:
         except (OSError, subprocess.TimeoutExpired) as exc:
             print(f"MPS quit: {exc}", file=sys.stderr)
         wait_gone(self.pipe / "control", time.monotonic() + 10)
+        if not servers_gone(time.monotonic() + 10):
+            self.check.facts["mps_server_left_after"] = self.pipe.parent.name
+            print("warning: an nvidia-cuda-mps-server is still running", file=sys.stderr)
         for name in ("control.log", "server.log"):
             source = self.log / name
             if source.exists():
                 shutil.copy(source, self.check.logs / f"mps-{self.pipe.parent.name}-{name}")
+
+
+def servers_gone(deadline: float) -> bool:
+    """Wait (bounded) until no ``nvidia-cuda-mps-server`` runs; True if none does (or no
+    pgrep to ask)."""
+    if shutil.which("pgrep") is None:
+        return True
+    while True:
+        try:
+            found = subprocess.run(["pgrep", "-x", "nvidia-cuda-mps-server"], capture_output=True,
+                                   timeout=5, check=False).returncode == 0  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return True
+        if not found:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
 
 
 def wait_for_file(path: Path, deadline: float) -> bool:
@@ -834,7 +860,12 @@ def main(argv: list[str] | None = None) -> int:
     check = Check(args.out, args.budget_s, args.python)
     only = {r for r in args.rows.split(",") if r} or None
     try:
-        check.facts = gpu_facts(check)
+        try:
+            check.facts = gpu_facts(check)
+        except Exception as exc:  # an odd nvidia-smi must not stop the run
+            check.facts = {"gpu": f"unknown ({type(exc).__name__}: {exc})"}
+        if check.facts and Path("/tmp/nvidia-mps/control").exists():
+            check.facts["mps_daemon_already_running"] = "/tmp/nvidia-mps (not ours; not joined)"
         if not check.facts:
             for key, title, _ in plan(check, only):
                 check.rows.append(Row(key, title, "n/a", "no NVIDIA GPU visible (nvidia-smi)"))
