@@ -24,6 +24,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -180,6 +181,22 @@ static Slot *own_slot(int dev) {
 
 void shim_account_init(const ShimConfig *cfg) { config = cfg; }
 
+/* One refusal line per second and process at most: a program that retries in a loop must
+ * not flood its stderr (the refusals themselves are never skipped). */
+static int log_refusal(void) {
+    static time_t last;
+    static long skipped;
+    time_t now = time(NULL);
+    if (now == last) {
+        skipped++;
+        return 0;
+    }
+    if (skipped) shim_log("(%ld more refusals in the last second)", skipped);
+    last = now;
+    skipped = 0;
+    return 1;
+}
+
 uint64_t shim_limit(int dev) {
     if (config == NULL || dev < 0 || dev >= SHIM_MAX_DEV) return SHIM_UNLIMITED;
     return config->limit[dev];
@@ -195,6 +212,7 @@ CUresult shim_reserve(int dev, uint64_t bytes, const char *what) {
         used = sum(dev);
         if (bytes > limit || used > limit - bytes) {
             unlock();
+            if (!log_refusal()) return CUDA_ERROR_OUT_OF_MEMORY;
             shim_log("%s of %llu MiB refused on GPU %d: share %llu MiB, %llu MiB in use "
                      "(CUDA_ERROR_OUT_OF_MEMORY)",
                      what, (unsigned long long)((bytes + (1 << 20) - 1) >> 20), dev,

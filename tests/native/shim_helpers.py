@@ -11,6 +11,7 @@ import os
 import select
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,12 +59,19 @@ class Client:
     """One client process; :meth:`ask` sends a command and returns its answer line."""
 
     def __init__(self, build_: ShimBuild, mode: str, env: dict[str, str]) -> None:
+        # stderr to a file: a pipe nobody reads would block a chatty client
+        self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(  # noqa: S603 - our own test binary
             [str(build_.client), mode],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
             env=env, text=True, bufsize=1,
         )  # fmt: skip
         assert self.read() == "ready"
+
+    def errors(self) -> str:
+        """What the client (and the shim in it) wrote to stderr so far."""
+        self.stderr.seek(0)
+        return self.stderr.read()
 
     def read(self) -> str:
         deadline = time.monotonic() + DEADLINE_S
@@ -73,7 +81,7 @@ class Client:
             ready, _, _ = select.select([self.proc.stdout], [], [], left)
             if ready:
                 line = self.proc.stdout.readline()
-                assert line, f"client ended: {self.proc.stderr.read()}"
+                assert line, f"client ended: {self.errors()}"
                 return line.strip()
 
     def ask(self, command: str) -> str:
@@ -102,7 +110,7 @@ class Client:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=DEADLINE_S)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
             stream.close()
 
 

@@ -154,3 +154,16 @@ def test_memory_of_exited_processes_is_reclaimed(tmp_path, shim_build):
     second = subprocess.run([str(shim_build.client), "direct"], input=script, env=env,
                             capture_output=True, text=True, timeout=10, check=True)  # fmt: skip
     assert second.stdout.split("\n")[3] == "info 1996 4096"
+
+
+def test_racing_processes_never_get_more_than_the_share_together(share):
+    """Six processes allocate 1 MiB at a time as fast as they can, far past the share: the
+    check and the count happen under one lock, so together they never pass it."""
+    procs = [share() for _ in range(6)]  # 600 MiB of contexts
+    for client in procs:
+        client.proc.stdin.write("burst 2000 1\n")
+    for client in procs:  # all start at once
+        client.proc.stdin.flush()
+    granted = [int(client.read().split()[1]) for client in procs]
+    assert sum(granted) == 4096 - 600, granted  # never more, and nothing refused below it
+    assert procs[0].info() == (0, 4096)

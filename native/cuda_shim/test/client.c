@@ -9,6 +9,7 @@
  *   alloc KIND MIB   KIND: mem pitch managed async pool vmm  -> "ok ID" | "err CODE"
  *   free ID          -> "ok" | "err CODE"
  *   info             -> "info FREE_MIB TOTAL_MIB" | "err CODE"
+ *   burst N MIB      N allocations of MIB at once -> "granted K"
  *   quit
  */
 #define _GNU_SOURCE
@@ -187,6 +188,14 @@ int main(int argc, char **argv) {
             r = held[id].vmm ? api.release(held[id].key)
                 : held[id].async ? api.free_async(held[id].key, NULL) : api.free_(held[id].key);
             printf(r ? "err %d\n" : "ok\n", r);
+        } else if (sscanf(line, "burst %d %llu", &id, &mib) == 2) {
+            /* id allocations of mib MiB as fast as possible: how many the shim granted */
+            int granted = 0;
+            for (int i = 0; i < id; i++) {
+                int ignored;
+                if (alloc("mem", (size_t)mib << 20, &ignored) == 0) granted++;
+            }
+            printf("granted %d\n", granted);
         } else if (!strncmp(line, "info", 4)) {
             size_t f = 0, t = 0;
             r = api.info(&f, &t);
