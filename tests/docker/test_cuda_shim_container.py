@@ -91,3 +91,26 @@ def test_the_job_cannot_shed_or_raise_the_shim(docker_runtime, glibc_image, tmp_
     assert lines["second"] == "second: ready ok info 72 4096 err 2 ok 0 ", output
     assert lines["third"] == "third: ready ok err 2 ", output
     assert "refused on GPU 0: share 4096 MiB" in output
+
+
+def test_the_executor_s_create_path_takes_the_shim_mounts(
+    docker_runtime, busybox_image, framework_id, tmp_path
+):
+    """The share rendered, applied to the executor's own create kwargs and created by the
+    runtime: read-only binds and the tmpfs reach the engine as rendered."""
+    from tests.docker.test_docker_sharing import UUID, _create
+
+    library = tmp_path / "libdlc_cuda_shim.so"
+    library.write_bytes(b"")
+    share = GpuShare(0, UUID, 4096, 0, "shim")
+    files = ShimStore(str(tmp_path / "shim"), str(library)).write("t-1", share)
+    _, inspect = _create(
+        docker_runtime, busybox_image, framework_id, share, GpuStyle.TOOLKIT, shim=files
+    )
+    mounts = {m["Destination"]: m for m in inspect["Mounts"]}
+    for target in ("/usr/lib/dlc/libdlc_cuda_shim.so", "/etc/ld.so.preload",
+                   "/etc/dlc/cuda-shim.conf"):  # fmt: skip
+        assert mounts[target]["RW"] is False, mounts[target]
+    assert mounts["/run/dlc-shim"]["Type"] == "tmpfs"
+    assert inspect["HostConfig"]["IpcMode"] != "host"
+    assert "LD_PRELOAD" not in str(inspect["Config"]["Env"])
