@@ -13,7 +13,7 @@ network; run as root. Rows (docs/sharing.md, issue 27):
    faulting tenant under MPS, another tenant beside it on the shim): how many die;
 4. throughput of k = 1, 2, 4 tenants per backend (bf16 matmul 4096^3, TFLOP/s in total).
 
-Everything has its own timeout, a whole-run budget (--budget-s, default 225 s) skips what
+Everything has its own timeout, a whole-run budget (--budget-s, default 200 s) skips what
 would not fit, a failing row never stops the next, and the MPS daemon this script starts is
 always stopped (``echo quit``). Results: ``--out DIR``/results.json (rewritten after every
 row), table.md, and logs/ with every command's output. Exit 0: nothing failed; 1: a row
@@ -844,7 +844,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-isolation-check",
                         help="folder for results.json, table.md and logs/")  # fmt: skip
-    parser.add_argument("--budget-s", type=float, default=225.0,
+    parser.add_argument("--budget-s", type=float, default=200.0,
                         help="whole-run budget; rows that would not fit are skipped")  # fmt: skip
     parser.add_argument("--python", default=sys.executable,
                         help="the python with PyTorch for the tenants")  # fmt: skip
