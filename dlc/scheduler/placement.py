@@ -502,8 +502,13 @@ def _place_job(
 
 
 def _backend(slot) -> str:
-    """The agent's share backend (``dlc_sharing``; ``watchdog`` when it names none)."""
-    return agent_text(slot.attributes, gpu_shares.ATTR_SHARING) or "watchdog"
+    """The agent's share backend (``dlc_sharing``; ``watchdog`` when it names none), kept
+    on the slot: every share of a round asks it of every agent."""
+    backend = getattr(slot, "_share_backend", None)
+    if backend is None:
+        backend = agent_text(slot.attributes, gpu_shares.ATTR_SHARING) or "watchdog"
+        slot._share_backend = backend
+    return backend
 
 
 def share_fields(launch: Launch) -> dict[str, int]:
