@@ -4,7 +4,9 @@ The server is DLC's own (``ApiServer``: FastAPI on uvicorn) over a scheduler cor
 temporary SQLite job store, in a child process (so the load generator does not share its
 GIL); there is no Mesos master, so the jobs stay queued and a kill ends them at once. The
 load comes from one asyncio client, every request on its own fresh connection (the worst
-case for the listen backlog), all N of a phase started together.
+case for the listen backlog), all N of a phase started together, spread over many users (one
+token each, at most :data:`PER_USER` requests each at once): the server lets one user have 64
+requests in flight and answers more with 429, which is its per-user guard working, not load.
 
     python bench/api_load.py                 # 500 + 500, table + bench/results/api_load.json
     python bench/api_load.py --concurrency 1000 --json out.json
@@ -26,10 +28,12 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: concurrent requests per user: half the server's per-user in-flight cap (64)
+PER_USER = 32
 
 
-def serve(db: str) -> None:
-    """Child process: run the API and print ``URL TOKEN`` once it listens."""
+def serve(db: str, users: int) -> None:
+    """Child process: run the API and print ``URL TOKEN...`` (one per user) once it listens."""
     from dlc.api.logs import LogReader
     from dlc.api.server import ApiServer, ServerLimits
     from dlc.scheduler.core import SchedulerCore
@@ -41,7 +45,8 @@ def serve(db: str) -> None:
     limits = ServerLimits(max_connections_per_ip=0)
     server = ApiServer(core, LogReader(lambda: None), lambda actions: None, limits=limits)
     url = server.start()
-    print(url, store.add_token("bench"), flush=True)
+    tokens = [store.add_token(f"bench-{i}") for i in range(users)]
+    print(url, *tokens, flush=True)
     sys.stdin.read()  # until the parent closes our stdin
     server.stop()
 
@@ -67,10 +72,11 @@ async def request(host: str, port: int, method: str, path: str, token: str, body
     return time.perf_counter() - started, status, payload
 
 
-async def phase(host, port, token, calls: list[tuple[str, str, bytes]]) -> dict:
-    """Run all ``calls`` at once; latency percentiles, errors, throughput."""
+async def phase(host, port, calls: list[tuple[str, str, str, bytes]]) -> dict:
+    """Run all ``calls`` (method, path, token, body) at once; latency percentiles, errors
+    (with the statuses seen), throughput."""
     started = time.perf_counter()
-    results = await asyncio.gather(*(request(host, port, m, p, token, b) for m, p, b in calls))
+    results = await asyncio.gather(*(request(host, port, m, p, t, b) for m, p, t, b in calls))
     wall = time.perf_counter() - started
     ms = sorted(r[0] * 1000 for r in results)
     errors = sum(1 for r in results if not 200 <= r[1] < 300)
@@ -81,18 +87,25 @@ async def phase(host, port, token, calls: list[tuple[str, str, bytes]]) -> dict:
         "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1),
         "max_ms": round(ms[-1], 1),
         "throughput_rps": round(len(calls) / wall, 1),
-        "ids": [r[2]["id"] for r in results if r[2] and "id" in r[2]],
+        "error_statuses": sorted({r[1] for r in results if not 200 <= r[1] < 300}),
+        "ids": [
+            (r[2]["id"], token)
+            for r, (_, _, token, _) in zip(results, calls, strict=True)
+            if isinstance(r[2], dict) and "id" in r[2]
+        ],
     }
 
 
-async def run(url: str, token: str, n: int) -> dict:
+async def run(url: str, tokens: list[str], n: int) -> dict:
     host, port = url.split("//")[1].split(":")
     port = int(port)
     submit = json.dumps({"image": "bench", "command": ["true"]}).encode()
-    submits = await phase(host, port, token, [("POST", "/v1/jobs", submit)] * n)
-    kills = [("POST", f"/v1/jobs/{i}/kill", b"{}") for i in submits["ids"]]
-    kill = await phase(host, port, token, kills)
-    lists = await phase(host, port, token, [("GET", "/v1/jobs?limit=100", b"")] * n)
+    user = [tokens[i % len(tokens)] for i in range(n)]
+    submits = await phase(host, port, [("POST", "/v1/jobs", user[i], submit) for i in range(n)])
+    # each job is killed by the user who submitted it
+    kills = [("POST", f"/v1/jobs/{i}/kill", token, b"{}") for i, token in submits["ids"]]
+    kill = await phase(host, port, kills)
+    lists = await phase(host, port, [("GET", "/v1/jobs?limit=100", user[i], b"") for i in range(n)])
     return {"submit": submits, "kill": kill, "list (100 per page)": lists}
 
 
@@ -101,22 +114,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=500, help="requests per phase")
     parser.add_argument("--json", default=str(RESULTS / "api_load.json"), help="results file")
     parser.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
+    parser.add_argument("--users", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.serve)
+        serve(args.serve, args.users)
         return 0
+    users = max(1, -(-args.concurrency // PER_USER))
     with tempfile.TemporaryDirectory() as tmp:
         child = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(Path(tmp) / "jobs.db")],
+            [sys.executable, __file__, "--serve", str(Path(tmp) / "jobs.db"),
+             "--users", str(users)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
-            url, token = child.stdout.readline().split()
-            phases = asyncio.run(run(url, token, args.concurrency))
+            url, *tokens = child.stdout.readline().split()
+            phases = asyncio.run(run(url, tokens, args.concurrency))
         finally:
             child.stdin.close()
             child.wait(timeout=30)
-    print(f"API load: {args.concurrency} concurrent requests per phase, one connection each")
+    print(f"API load: {args.concurrency} concurrent requests per phase, one connection each, "
+          f"{users} users")  # fmt: skip
     print(f"{'phase':<20} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'req/s':>8} {'errors':>7}")
     for name, p in phases.items():
         p.pop("ids")
@@ -125,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "api_load",
         "concurrency": args.concurrency,
+        "users": users,
         "machine": {"python": platform.python_version(), "cpus": _cpus()},
         "phases": phases,
     }

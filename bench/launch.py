@@ -133,7 +133,7 @@ def dlc_launch(service, events: StartEvents) -> float:
     from dlc.cli.main import cli
 
     env = {"DLC_API": service.api_url, "DLC_TOKEN": TOKEN}
-    argv = ["submit", "--image", IMAGE, "--gpus", "1", "--cpus", "0.5", "--mem", "128", "--"]
+    argv = ["submit", "--image", IMAGE, "--gpus", "1", "--cpus", "0.5", "--mem", "128M", "--"]
     sent = time.time()
     result = CliRunner().invoke(cli, [*argv, "true"], env=env)
     if result.exit_code != 0:

@@ -2,13 +2,19 @@
 
 Wraps ``scripts/mesos-local.sh`` (which wraps ``../shared/mesos-local``). A master that
 cannot start FAILS the test (never skips): CI builds it before the tests run.
+
+The agent authenticates its executors by default (``--authenticate_http_executors`` with a JWT
+key, as docs/install.md asks of every DLC agent): executors must send the token the agent gave
+them. Pass ``MESOS_AUTHENTICATE_HTTP_EXECUTORS="false"`` for a test of the insecure mode.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,13 +25,41 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "mesos-local.sh"
 
 
+_KEY_FILE: Path | None = None
+
+
+def executor_secret_key() -> Path:
+    """A JWT signing key file for the agents of this test process (mode 0600, made once)."""
+    global _KEY_FILE
+    if _KEY_FILE is None:
+        folder = Path(tempfile.mkdtemp(prefix="dlc-mesos-jwt-"))
+        key = folder / "executor-secret.key"
+        key.touch(mode=0o600)
+        key.write_text(secrets.token_urlsafe(32))
+        _KEY_FILE = key
+    return _KEY_FILE
+
+
+def executor_auth_vars() -> dict[str, str]:
+    """The ``MESOS_*`` variables that make the agent authenticate its executors (JWT)."""
+    return {
+        "MESOS_AUTHENTICATE_HTTP_EXECUTORS": "true",
+        "MESOS_JWT_SECRET_KEY": str(executor_secret_key()),
+        # the agent builds its executor realm's authenticators from --http_authenticators
+        "MESOS_HTTP_AUTHENTICATORS": "jwt",
+    }
+
+
 def venv_env(**mesos_vars: str) -> dict[str, str]:
     """The environment for the master: this interpreter's bin/ first on PATH (the agent's
-    executors run the ``python3`` found there) plus the given ``MESOS_*`` variables."""
+    executors run the ``python3`` found there), executor authentication on (unless
+    ``MESOS_AUTHENTICATE_HTTP_EXECUTORS="false"``), plus the given ``MESOS_*`` variables."""
     env = dict(os.environ)
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = f"{venv_bin}:{env.get('PATH', '')}"
     env["VENV"] = str(Path(venv_bin).parent)
+    if mesos_vars.get("MESOS_AUTHENTICATE_HTTP_EXECUTORS", "true") == "true":
+        env.update(executor_auth_vars())
     env.update(mesos_vars)
     return env
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 import html
 import json
 import logging
+import time
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from starlette.exceptions import HTTPException
 
 from dlc import __version__
@@ -38,7 +41,7 @@ from dlc.api.models import (
 )
 from dlc.errors import DlcError, ImageNotFound, JobNotFound, JobSpecError, LimitReached
 from dlc.scheduler.core import LIVE_STATES, Actions
-from dlc.scheduler.jobs import Job, JobSpec, JobState
+from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +110,7 @@ def build_app(api: Any) -> FastAPI:
     _add_error_handlers(app)
     _add_job_routes(app, api)
     _add_session_routes(app, api)
+    _add_token_routes(app, api)
     app.include_router(tenancy_routes.router(api))
     _add_pages(app, api)
     add_env_routes(app, api)
@@ -215,14 +219,88 @@ def _add_job_routes(app: FastAPI, api: Any) -> None:
         stream: str = "stdout",
         offset: int = Query(0, ge=0, le=2**62),
         length: int = Query(65536, ge=1, le=1 << 20),
-        rank: int = Query(0, ge=0),
+        rank: int = Query(0, ge=0, description="the node of a multi-node job (0: the first)"),
+        attempt: int | None = Query(
+            None, ge=0, description="0 for the first run; default: the latest"
+        ),
     ) -> dict:
-        """A chunk of a job's container output from ``offset``."""
+        """A chunk of a job's container output from ``offset``: of node ``rank`` of
+        ``attempt`` (every attempt's sandbox is kept, so an earlier run, e.g. one that was
+        preempted, stays readable)."""
         job = core.visible_job(job_id, *_auth(request))
-        out = api.logs.read(job, stream, offset, length, rank)
+        chosen = attempt_view(job, job.attempt if attempt is None else attempt, rank)
+        out = api.logs.read(chosen, stream, offset, length, rank)
+        current = chosen.attempt == job.attempt
         out["state"] = job.state.value
-        out["done"] = job.state.terminal
+        # an earlier attempt has ended: its output grows no more
+        out["done"] = job.state.terminal or not current
+        out["attempt"], out["rank"], out["attempts"] = chosen.attempt, rank, job.attempt + 1
         return out
+
+
+class TokenIn(BaseModel):
+    """``POST /v1/tokens``: a new API token for ``user`` (admin only)."""
+
+    model_config = ConfigDict(extra="forbid")
+    user: str = Field(pattern=r"^[A-Za-z0-9_.@-]{1,64}$")
+    admin: StrictBool = False
+    max_priority: StrictInt = Field(0, ge=-1000, le=1000)
+    expires_in_s: float | None = Field(None, gt=0, le=10 * 365 * 86400)
+
+
+def _add_token_routes(app: FastAPI, api: Any) -> None:
+    store = api.core.store
+
+    @app.post("/v1/tokens", status_code=201, responses=ERRORS)
+    def create_token(body: TokenIn, request: Request) -> JSONResponse:
+        """Make an API token for ``user`` (admin only); the reply holds it, shown once (the
+        store keeps only its hash). ``dlc tokens create USER --api URL`` calls this."""
+        actor, admin = _auth(request)
+        if not admin:
+            raise DlcRequestError(403, "only admins can make tokens; ask an admin", "admin")
+        expires = None if body.expires_in_s is None else time.time() + body.expires_in_s
+        token = store.add_token(
+            body.user, admin=body.admin, max_priority=body.max_priority, expires_at=expires
+        )
+        # who made whose token goes to the scheduler log (never the token itself)
+        log.info("%s made a%s token for %s", actor, "n admin" if body.admin else "", body.user)
+        return JSONResponse(
+            {"token": token, "user": body.user, "admin": body.admin, "expires_at": expires}, 201
+        )
+
+
+def attempt_view(job: Job, attempt: int, rank: int) -> Job:
+    """``job`` as it was in ``attempt`` for reading node ``rank``'s output.
+
+    The store keeps the tasks of the latest attempt only; an earlier attempt's task is
+    rebuilt from its id (``<job>.<attempt>.<rank>``: the sandbox directory is named after
+    it), with the agent of the same node now as the best guess for reading it remotely.
+
+    Raises:
+        DlcRequestError: no such attempt or node (400, naming the range).
+    """
+    if attempt > job.attempt:
+        raise DlcRequestError(
+            400,
+            f"job {job.job_id} has attempts 0 to {job.attempt}; pass --attempt in that range",
+            "attempt",
+        )
+    if rank >= job.spec.nodes:
+        nodes = job.spec.nodes
+        raise DlcRequestError(
+            400, f"job {job.job_id} has {nodes} node(s): pass --rank 0 to {nodes - 1}", "rank"
+        )
+    if attempt == job.attempt:
+        return job
+    now = next((t for t in job.tasks if t.rank == rank), None)
+    task = TaskPlacement(
+        task_id=f"{job.job_id}.{attempt}.{rank}",
+        agent_id=now.agent_id if now else "",
+        hostname=now.hostname if now else "",
+        gpu_ids=(),
+        rank=rank,
+    )
+    return replace(job, attempt=attempt, tasks=(task,))
 
 
 def _add_session_routes(app: FastAPI, api: Any) -> None:
@@ -244,7 +322,7 @@ def _add_session_routes(app: FastAPI, api: Any) -> None:
             raise DlcRequestError(
                 401,
                 "unknown API token; paste the one `dlc local` printed "
-                "or make one with `dlc scheduler --create-token USER`",
+                "or have an admin make one with `dlc tokens create USER`",
                 "token",
             )
         response.set_cookie(

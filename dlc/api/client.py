@@ -76,10 +76,41 @@ class ApiClient:
         body = {"user": user, "all_users": all_users, "states": states or None}
         return self._call("POST", "/v1/jobs/kill", body)
 
-    def logs(self, job_id: str, stream: str = "stdout", offset: int = 0, length: int = 65536):
-        """A chunk of a job's container output: ``{"data", "offset", "done", ...}``."""
-        query = urllib.parse.urlencode({"stream": stream, "offset": offset, "length": length})
+    def logs(
+        self,
+        job_id: str,
+        stream: str = "stdout",
+        offset: int = 0,
+        length: int = 65536,
+        attempt: int | None = None,
+        rank: int = 0,
+    ):
+        """A chunk of a job's container output: ``{"data", "offset", "done", ...}``, of node
+        ``rank`` of ``attempt`` (``None``: the latest)."""
+        params: dict[str, Any] = {"stream": stream, "offset": offset, "length": length}
+        if rank:
+            params["rank"] = rank
+        if attempt is not None:
+            params["attempt"] = attempt
+        query = urllib.parse.urlencode(params)
         return self._call("GET", f"/v1/jobs/{_quote(job_id)}/logs?{query}")
+
+    def whoami(self) -> dict:
+        """``{"user", "admin"}`` of this client's token (``user`` is null for none)."""
+        return self._call("GET", "/v1/session")
+
+    def create_token(
+        self,
+        user: str,
+        admin: bool = False,
+        max_priority: int = 0,
+        expires_in_s: float | None = None,
+    ) -> dict:
+        """A new token for ``user`` (needs an admin token): ``{"token", "user", ...}``."""
+        body = {"user": user, "admin": admin, "max_priority": max_priority}
+        if expires_in_s is not None:
+            body["expires_in_s"] = expires_in_s
+        return self._call("POST", "/v1/tokens", body)
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import errno
 import hmac
 import json
 import os
@@ -34,8 +33,9 @@ from starlette.exceptions import HTTPException
 from starlette.websockets import WebSocketDisconnect
 
 from dlc.api.guard import request_token
-from dlc.api.shell_relay import SessionGate, relay
+from dlc.api.shell_relay import SessionGate, first_message, relay
 from dlc.errors import DlcError
+from dlc.executor import fd_paths
 from dlc.scheduler.task_info import env_secret, job_secret
 from dlc.store.blobs import BlobStore
 
@@ -92,11 +92,11 @@ def add_env_routes(app: FastAPI, api: Any) -> None:
             data = base64.b64decode(chunk.data, validate=True)
         except (binascii.Error, ValueError):
             raise HTTPException(400, "data: not base64; send the snapshot base64-encoded") from None
-        if chunk.blob is None:  # a new snapshot: reclaim the user's unused old ones first
+        blob = chunk.blob
+        if blob is None:  # a new snapshot: reclaim the user's unused old ones first
             live = [*core.queued_jobs(), *core.active_jobs()]
             in_use = {j.spec.workdir for j in live if j.user == user and j.spec.workdir}
-            blobs.make_room(user, in_use, time.time())
-        blob = chunk.blob or blobs.create(user)
+            blob = blobs.create_within(user, in_use, time.time())  # counted and made at once
         size = blobs.append(blob, user, data)
         return {"blob": blob, "size": size}
 
@@ -242,7 +242,7 @@ def add_shell_route(app: FastAPI, api: Any) -> None:
             context = _context(api)
             secret = job_secret(context.job_key, job_id)
             with context.sessions.session(found[0]):
-                first = await websocket.receive_json()
+                first = await first_message(websocket)
                 limits = context.sessions.limits
                 await relay(websocket, task.hostname, int(port), secret, first, limits)
         except WebSocketDisconnect:
@@ -321,35 +321,28 @@ def read_local_output(sandbox: Path, rel: str, offset: int, length: int) -> tupl
     (``ln -s /etc/shadow x``) must not make the scheduler read the host's files, nor a
     directory it swaps for ``ln -s /`` between a check of the path and its opening (red-team
     2026-11-23: resolving the path first, then opening it by name, read the host's file). So
-    each component is opened relative to its parent's descriptor with ``O_NOFOLLOW`` (as
-    :mod:`dlc.executor.host_paths` opens volumes), the file with ``O_NONBLOCK`` (a FIFO would
-    otherwise hold the API's worker thread until some writer came).
+    each component is opened relative to its parent's descriptor with ``O_NOFOLLOW``
+    (:mod:`dlc.executor.fd_paths`, which unpacks snapshots too), the file with ``O_NONBLOCK``
+    (a FIFO would otherwise hold the API's worker thread until some writer came).
     """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
     names = [p for p in rel.split("/") if p]
     try:
-        fd = os.open(sandbox / "outputs", flags | os.O_DIRECTORY)
+        root = os.open(sandbox / "outputs", fd_paths.DIR_FLAGS)
     except OSError:
         raise HTTPException(409, f"no file /outputs/{rel} in the job's sandbox") from None
     try:
-        for depth, name in enumerate(names, 1):
-            last = depth == len(names)
-            try:
-                child = os.open(
-                    name, flags | (os.O_NONBLOCK if last else os.O_DIRECTORY), dir_fd=fd
-                )
-            except FileNotFoundError:
-                raise HTTPException(409, f"no file /outputs/{rel} in the job's sandbox") from None
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise HTTPException(
-                        400, f"path: /outputs/{rel} goes through a link; copy the real file"
-                    ) from None
-                raise HTTPException(
-                    400, f"path: /outputs/{rel} cannot be read ({exc.strerror})"
-                ) from None
-            os.close(fd)
-            fd = child
+        fd = fd_paths.open_beneath(root, names, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise HTTPException(409, f"no file /outputs/{rel} in the job's sandbox") from None
+    except OSError as exc:
+        if exc.errno in fd_paths.THROUGH_LINK:
+            raise HTTPException(
+                400, f"path: /outputs/{rel} goes through a link; copy the real file"
+            ) from None
+        raise HTTPException(400, f"path: /outputs/{rel} cannot be read ({exc.strerror})") from None
+    finally:
+        os.close(root)
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise HTTPException(400, f"path: /outputs/{rel} is not a file")

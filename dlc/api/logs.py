@@ -4,23 +4,34 @@ The executor writes the container's output to its sandbox ``stdout``/``stderr``
 files (the files the Mesos UI's Sandbox link shows). The scheduler reads them
 back, trying in order:
 
-1. the sandbox directory the executor reported in a status label
-   (``dlc.sandbox``), when that path is readable here (the emulator and
-   ``dlc local``, where agent and scheduler share a host);
-2. local agent work directories given to the scheduler (``--sandbox-root``),
-   using the Mesos layout ``.../frameworks/<fid>/executors/<eid>/runs/latest``;
-3. the agent's own ``/files/read`` endpoint with the executor's virtual path
+1. local agent work directories given to the scheduler (``--sandbox-root``; ``dlc local``
+   passes its emulator's), using the Mesos layout
+   ``[slaves/<agent>/]frameworks/<fid>/executors/<eid>/runs/latest`` (the emulator has no
+   ``latest`` link: its newest run);
+2. the agent's own ``/files/read`` endpoint with the executor's virtual path
    ``/frameworks/<fid>/executors/<eid>/runs/latest/<file>``, the agent's
    address taken from the master's ``/master/slaves`` (its ``pid``) - the way
    that works on a real cluster.
+
+Every part of a sandbox path comes from the operator (the roots) or from ids DLC itself
+knows (the framework id it registered with, the agent it placed the task on, the executor id
+it launched): nothing from a status update. Status updates reach the scheduler from anything
+that can reach an executor API, and a ``dlc.sandbox`` label once made the scheduler read
+``<any path>/stdout`` (red-team finding 2026-11-26). Below the root each component is opened
+relative to its parent's descriptor without following links (:func:`open_beneath`, as the
+``/outputs`` reads do), and ``runs/latest`` must name a run directory beside it.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from dlc.errors import DlcError
@@ -31,6 +42,83 @@ STREAMS = ("stdout", "stderr")
 #: the executor's time index beside each stream (dlc.executor.runtime.TIME_INDEX_SUFFIX)
 TIME_SUFFIX = ".ts"
 MAX_CHUNK = 1 << 20
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted there would otherwise hold the API's worker thread
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class SandboxPathError(DlcError):
+    """A sandbox file is reached through a link, or is not a regular file."""
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name
+
+
+def open_beneath(root: Path, names: Sequence[str]) -> int:
+    """A read descriptor of the regular file ``root/names[0]/.../names[-1]``.
+
+    ``root`` is the operator's directory (opened as given); every name below it is opened
+    relative to its parent's descriptor with ``O_NOFOLLOW``, so a link anywhere below the root
+    (planted, or swapped in between a check and the open) is refused, not followed. The caller
+    closes the descriptor.
+
+    Raises:
+        FileNotFoundError: a component is missing.
+        SandboxPathError: a component is a link, not a plain name, or the end is not a file.
+    """
+    if not names or not all(_plain_name(n) for n in names):
+        raise SandboxPathError(f"sandbox path {'/'.join(names)!r} is not a plain relative path")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for depth, name in enumerate(names, 1):
+            flags = _FILE_FLAGS if depth == len(names) else _DIR_FLAGS
+            try:
+                child = os.open(name, flags, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise SandboxPathError(
+                        f"sandbox path {'/'.join(names[:depth])} is a link; not followed"
+                    ) from None
+                raise
+            os.close(fd)
+            fd = child
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SandboxPathError(f"sandbox path {'/'.join(names)} is not a regular file")
+        kept, fd = fd, -1
+        return kept
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class SandboxFile:
+    """A sandbox file found under an operator root: ``root/names...`` without links."""
+
+    root: Path
+    names: tuple[str, ...]
+
+    @property
+    def path(self) -> Path:
+        """The file's path (no link in it below the root when it was found)."""
+        return self.root.joinpath(*self.names)
+
+    def sibling(self, name: str) -> SandboxFile:
+        """Another file of the same run directory."""
+        return SandboxFile(self.root, (*self.names[:-1], name))
+
+    def read(self, offset: int, length: int) -> tuple[bytes, int]:
+        """``length`` bytes from ``offset`` and the file's size, opened without links.
+
+        Raises:
+            FileNotFoundError, SandboxPathError: see :func:`open_beneath`.
+        """
+        fd = open_beneath(self.root, self.names)
+        try:
+            return os.pread(fd, length, offset), os.fstat(fd).st_size
+        finally:
+            os.close(fd)
 
 
 class LogReader:
@@ -80,17 +168,24 @@ class LogReader:
         task = next((t for t in job.tasks if t.rank == rank), None)
         if task is None:
             return {"data": "", "offset": offset, "source": "none"}
-        path = self._local_file(task, stream)
-        if path is not None:
-            with open(path, "rb") as fh:
-                fh.seek(offset)
-                data = fh.read(length)
+        found = self._local(task, stream)
+        if found is not None:
+            data = self._read_local(found, offset, length)
             return {
                 "data": data.decode(errors="replace"),
                 "offset": offset + len(data),
-                "source": str(path),
+                "source": str(found.path),
             }
         return self._read_remote(task, stream, offset, length)
+
+    @staticmethod
+    def _read_local(found: SandboxFile, offset: int, length: int) -> bytes:
+        try:
+            return found.read(offset, length)[0]
+        except SandboxPathError as exc:
+            raise DlcError(f"cannot read the job's {found.names[-1]}: {exc}") from None
+        except OSError as exc:
+            raise DlcError(f"cannot read the job's {found.names[-1]}: {exc.strerror}") from None
 
     def offset_since(self, job: Job, stream: str, since: float, rank: int = 0) -> int:
         """Where the output that arrived at or after ``since`` (Unix seconds) begins.
@@ -104,11 +199,17 @@ class LogReader:
         task = next((t for t in job.tasks if t.rank == rank), None)
         if task is None:
             return 0
-        local = self._local_file(task, stream)
+        local = self._local(task, stream)
         if local is not None:
-            index = local.with_name(stream + TIME_SUFFIX)
-            text = index.read_text() if index.is_file() else ""
-            return offset_in_index(text, since, local.stat().st_size)
+            try:
+                text = local.sibling(stream + TIME_SUFFIX).read(0, MAX_CHUNK)[0].decode()
+            except (OSError, SandboxPathError, UnicodeDecodeError):
+                text = ""
+            try:
+                size = local.read(0, 0)[1]
+            except (OSError, SandboxPathError):
+                size = 0
+            return offset_in_index(text, since, size)
         text, offset = "", 0
         try:
             while True:  # the index is small: a line per second that saw output
@@ -129,15 +230,21 @@ class LogReader:
         return int(self._get_json(f"http://{agent}/files/read?{query}").get("offset", 0))
 
     def _local_file(self, task: TaskPlacement, stream: str) -> Path | None:
-        if task.sandbox and (Path(task.sandbox) / stream).is_file():
-            return Path(task.sandbox) / stream
+        """The path of a task's sandbox file on this host (no link below the root), or None."""
+        found = self._local(task, stream)
+        return found.path if found is not None else None
+
+    def _local(self, task: TaskPlacement, stream: str) -> SandboxFile | None:
         fid = self._framework_id()
-        if not fid:
+        ids = (fid or "", task.agent_id, task.executor_id)
+        if not all(_plain_name(i) for i in ids):
             return None
-        runs = Path("frameworks", fid, "executors", task.executor_id, "runs")
+        runs = ("frameworks", fid, "executors", task.executor_id, "runs")
+        # the root is an agent's work dir, its slaves/ folder, or one agent's folder
+        bases = ((), ("slaves", task.agent_id), (task.agent_id,))
         for root in self._roots:
-            for base in (root, *root.glob("*"), *root.glob("*/*")):
-                found = _newest_run(base / runs, stream)
+            for base in bases:
+                found = _newest_run(root, (*base, *runs), stream)
                 if found is not None:
                     return found
         return None
@@ -180,12 +287,56 @@ def offset_in_index(text: str, since: float, end: int) -> int:
     return end
 
 
-def _newest_run(runs: Path, stream: str) -> Path | None:
-    """``runs/latest/<stream>`` (real agents), else the newest run's file (the emulator)."""
-    if not runs.is_dir():
+def _newest_run(root: Path, runs: tuple[str, ...], stream: str) -> SandboxFile | None:
+    """``runs/latest/<stream>`` (real agents: ``latest`` must link to a run directory beside
+    it), else the newest run's file (the emulator); nothing reached through another link."""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
         return None
-    latest = runs / "latest" / stream
-    if latest.is_file():
-        return latest
-    files = [p for p in runs.glob(f"*/{stream}") if p.is_file()]
-    return max(files, key=lambda p: p.stat().st_mtime) if files else None
+    try:
+        for name in runs:
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        return _pick_run(fd, root, runs, stream)
+    except OSError:
+        return None  # missing, or a link on the way
+    finally:
+        os.close(fd)
+
+
+def _pick_run(runs_fd: int, root: Path, runs: tuple[str, ...], stream: str) -> SandboxFile | None:
+    try:
+        latest = os.readlink("latest", dir_fd=runs_fd)
+    except OSError:
+        latest = None
+    if latest is not None and _plain_name(latest) and _is_file(runs_fd, latest, stream):
+        return SandboxFile(root, (*runs, latest, stream))
+    newest: tuple[float, str] | None = None
+    for entry in os.scandir(runs_fd):
+        if entry.name == "latest" or not entry.is_dir(follow_symlinks=False):
+            continue
+        info = _file_info(runs_fd, entry.name, stream)
+        if info is not None and (newest is None or info.st_mtime > newest[0]):
+            newest = (info.st_mtime, entry.name)
+    return SandboxFile(root, (*runs, newest[1], stream)) if newest else None
+
+
+def _file_info(runs_fd: int, run: str, stream: str) -> os.stat_result | None:
+    """The stat of ``run/stream`` when ``run`` is a real directory and the file a regular one."""
+    try:
+        run_fd = os.open(run, _DIR_FLAGS, dir_fd=runs_fd)
+    except OSError:
+        return None
+    try:
+        info = os.stat(stream, dir_fd=run_fd, follow_symlinks=False)
+    except OSError:
+        return None
+    finally:
+        os.close(run_fd)
+    return info if stat.S_ISREG(info.st_mode) else None
+
+
+def _is_file(runs_fd: int, run: str, stream: str) -> bool:
+    return _file_info(runs_fd, run, stream) is not None

@@ -131,9 +131,18 @@ class SchedulerMetrics:
             ["p2p"],
             registry=self.registry,
         )
+        self.status_updates_ignored = Counter(
+            "dlc_status_updates_ignored",
+            "Task status updates ignored: not from the task's agent and executor (forged?).",
+            registry=self.registry,
+        )
         self.registry.register(_StateCollector(self))
 
     # -- events (called by SchedulerCore under its lock) -----------------------
+
+    def status_update_ignored(self) -> None:
+        """Count one update the core refused for its origin (dlc/scheduler/core_status.py)."""
+        self.status_updates_ignored.inc()
 
     def record_round(
         self,

@@ -23,6 +23,9 @@ from starlette.websockets import WebSocketDisconnect
 
 from dlc.executor import shell_frames as frames
 
+#: what the client's opening message must be (its one-line refusal names it)
+OPENING = 'send a JSON object {"rows": N, "cols": N, "argv": ["cmd", ...]} first'
+
 #: the shell when the client names none: bash where the image has it
 DEFAULT_ARGV = ["sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"]
 
@@ -127,6 +130,33 @@ async def _watch(activity: _Activity, limits: SessionLimits) -> str:
                     f"(--session-idle-timeout {limits.idle_s:g})")  # fmt: skip
 
 
+async def first_message(websocket: Any) -> dict:
+    """The client's opening message: a JSON object, else a one-line ``HTTPException(400)``
+    (a red-team ``[1, 2]`` once raised an uncaught ``AttributeError`` with a traceback).
+
+    Raises:
+        WebSocketDisconnect: the client left before sending it.
+    """
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    first = _json_object(message.get("text"))
+    if first is None:
+        raise HTTPException(400, f"shell: the first message is not a JSON object; {OPENING}")
+    return first
+
+
+def _json_object(text: str | None) -> dict | None:
+    """``text`` parsed when it is a JSON object (``None`` otherwise: binary, not JSON, a list)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 async def relay(
     websocket: Any, host: str, port: int, secret: str, first: dict,
     limits: SessionLimits | None = None,
@@ -137,6 +167,8 @@ async def relay(
     idle for ``idle_s`` or open for ``max_s``: then the user gets ``{"error"}`` in one line.
     """
     limits = limits or SessionLimits()
+    if not isinstance(first, dict):
+        raise HTTPException(400, f"shell: the first message is not a JSON object; {OPENING}")
     argv = first.get("argv") or DEFAULT_ARGV
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
         raise HTTPException(400, "argv: give the shell as a list of strings")
@@ -201,7 +233,9 @@ async def _inbound(websocket: Any, writer: asyncio.StreamWriter, activity: _Acti
             if message.get("bytes"):
                 writer.write(frames.pack(frames.INPUT, message["bytes"]))
             elif message.get("text"):
-                size = json.loads(message["text"])
+                size = _json_object(message["text"])
+                if size is None:  # not a resize: dropped (the shell goes on, no traceback)
+                    continue
                 resize = {"rows": _int(size, "rows"), "cols": _int(size, "cols")}
                 writer.write(frames.pack(frames.RESIZE, json.dumps(resize).encode()))
             await writer.drain()

@@ -1,7 +1,10 @@
 """Routes of the multi-tenant policy: the queue in run order, quotas, groups, user limits,
 agents by pool (``dlc queue``/``quota``/``groups``/``nodes`` and the dashboard's section).
 
-Reading is open to every signed-in user (like ``squeue``/``sinfo``); changing groups,
+Reading is open to every signed-in user (like ``squeue``/``sinfo``), but a non-admin sees
+only their own jobs in the queue in full: other users' jobs are anonymous rows with their
+position (red-team finding 5, docs/security.md: ids, users and reasons of jobs that
+``GET /v1/jobs/ID`` then calls "no job"). Changing groups,
 quotas and limits needs an admin token and is audited in the store. A bad setting raises
 :class:`~dlc.scheduler.tenancy.TenancyError` (a ``JobSpecError``: a 400 naming the
 field). A change takes effect
@@ -16,7 +19,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.exceptions import HTTPException
 
 from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
-from dlc.scheduler.quotas import agent_pool, demand, gpu_amount, key_of
+from dlc.scheduler.quotas import agent_pool, job_demand, job_gpus, key_of
 from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
 from dlc.topology.gpu_shares import ATTR_SHARING
 
@@ -26,6 +29,12 @@ def _caller(request: Request) -> tuple[str, bool]:
     return user, admin
 
 
+def _viewer(request: Request) -> str | None:
+    """Whose jobs the caller sees in full: ``None`` (everyone's) for an admin."""
+    user, admin = _caller(request)
+    return None if admin else user
+
+
 def _admin(request: Request) -> str:
     user, admin = _caller(request)
     if not admin:
@@ -33,18 +42,23 @@ def _admin(request: Request) -> str:
     return user
 
 
-def queue_view(core: Any) -> list[dict]:
-    """Every waiting job in run order with its group, pool, priority and reason."""
+def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
+    """Every waiting job in run order with its group, pool, priority and reason
+    (``viewer``: a non-admin, who sees other users' jobs as ``{"position", "hidden"}``)."""
     tenancy = core.plan_queue(core.queued_jobs())
+    sizes = core.gpu_sizes()
     out = []
     for index, row in enumerate(tenancy.rows, 1):
         job = row.job
+        if viewer is not None and job.user != viewer:
+            out.append({"position": index, "hidden": True})
+            continue
         reason = row.reason or core.queue_reason(job.job_id) or ""
         out.append({
             "position": index, "group_position": row.position, "id": job.job_id,
             "user": job.user, "group": row.group, "pool": row.pool,
             "priority": job.spec.priority, "priority_class": job.spec.priority_class,
-            "gpus": gpu_amount(job.spec, core.share_gpu_memory()), "admitted": row.admitted,
+            "gpus": job_gpus(core.tenancy, job, sizes), "admitted": row.admitted,
             "preempted_before": job.message.startswith("preempted"),
             "reason": reason.split("; ", 1)[1] if reason.startswith("position ") else reason,
         })  # fmt: skip
@@ -57,9 +71,10 @@ def quota_view(core: Any) -> dict:
     capacity = core.pool_capacity()
     tenancy = core.plan_queue(core.queued_jobs())
     waiting: dict = {}
+    sizes = core.gpu_sizes()
     for job in core.queued_jobs():
         key = key_of(policy, job)
-        waiting[key] = waiting.get(key, ZERO) + demand(job.spec, core.share_gpu_memory())
+        waiting[key] = waiting.get(key, ZERO) + job_demand(policy, job, sizes)
     keys = set(policy.quotas) | set(tenancy.usage) | set(waiting)
     rows = []
     for group, pool in sorted(keys):
@@ -76,14 +91,19 @@ def quota_view(core: Any) -> dict:
 
 
 def nodes_view(core: Any) -> list[dict]:
-    """Agents by pool: GPUs in all, taken by DLC's tasks, draining, free; the share backend
-    (``dlc_sharing``) and, per shared GPU, the users whose shares run there."""
+    """Agents by pool: GPUs in all, taken whole by DLC's tasks, holding shares (and the
+    share memory they hold), draining, free; the share backend (``dlc_sharing``) and, per
+    shared GPU, the users whose shares run there."""
     taken: dict[str, set[int]] = {}
+    # shares: agent -> GPU -> MiB the shares on it hold (their GPUs are neither free nor taken)
+    shares: dict[str, dict[int, int]] = {}
     sharers: dict[str, dict[int, set[str]]] = {}
     for job in core.active_jobs():
         for task in job.tasks:
             taken.setdefault(task.agent_id, set()).update(task.gpu_ids)
             if task.share_gpu is not None:
+                held = shares.setdefault(task.agent_id, {})
+                held[task.share_gpu] = held.get(task.share_gpu, 0) + task.share_memory_mib
                 by_gpu = sharers.setdefault(task.agent_id, {})
                 by_gpu.setdefault(task.share_gpu, set()).add(job.user)
     out = []
@@ -91,12 +111,14 @@ def nodes_view(core: Any) -> list[dict]:
         core.inventory.agents(), key=lambda a: (agent_pool(a.attributes), a.hostname or a.agent_id)
     ):
         used = taken.get(agent.agent_id, set()) & agent.gpu_ids
-        draining = set(core.draining_gpus(agent.agent_id)) - used
+        held = {i: m for i, m in shares.get(agent.agent_id, {}).items() if i in agent.gpu_ids}
+        draining = set(core.draining_gpus(agent.agent_id)) - used - set(held)
         out.append({
             "agent_id": agent.agent_id, "hostname": agent.hostname,
             "pool": agent_pool(agent.attributes), "gpu_model": agent.gpu_model,
             "gpus": len(agent.gpu_ids), "taken": len(used), "draining": len(draining),
-            "free": len(agent.gpu_ids) - len(used) - len(draining),
+            "shared": len(held), "share_mem_mib": sum(held.values()),
+            "free": len(agent.gpu_ids) - len(used) - len(held) - len(draining),
             "cpus": agent.cpus, "mem_mib": agent.mem_mib,
             "sharing": agent.attributes.get(ATTR_SHARING),
             "shared_gpus": [{"gpu": gpu, "tenants": sorted(users)} for gpu, users
@@ -129,9 +151,9 @@ def router(api: Any) -> APIRouter:
 
     @routes.get("/v1/queue", responses=ERRORS)
     def queue(request: Request) -> dict:
-        """Every waiting job in run order: position, priority, group, pool, reason."""
-        _caller(request)
-        return {"queue": queue_view(core)}
+        """Every waiting job in run order: position, priority, group, pool, reason (a
+        non-admin: other users' jobs as anonymous rows with their position)."""
+        return {"queue": queue_view(core, _viewer(request))}
 
     @routes.get("/v1/quota", responses=ERRORS)
     def quota(request: Request) -> dict:
@@ -214,9 +236,9 @@ def router(api: Any) -> APIRouter:
 
     @routes.get("/v1/tenancy", responses=ERRORS)
     def tenancy(request: Request) -> dict:
-        """The dashboard's section: quotas with usage and the queue in run order."""
-        _caller(request)
-        return {"quota": quota_view(core), "queue": queue_view(core)}
+        """The dashboard's section: quotas with usage and the queue in run order (redacted
+        for a non-admin as in ``/v1/queue``)."""
+        return {"quota": quota_view(core), "queue": queue_view(core, _viewer(request))}
 
     @routes.get("/v1/nodes", responses=ERRORS)
     def nodes(request: Request) -> dict:

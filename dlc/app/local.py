@@ -26,6 +26,7 @@ import errno
 import logging
 import os
 import re
+import secrets
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -190,6 +191,8 @@ def agent_spec(config: LocalConfig):
         cpus=config.cpus or cpus,
         mem_mib=config.mem_mib or mem,
         gpu_mem_mib=config.gpu_mem_mib,
+        # simulated GPUs run with DLC_GPU_STYLE=none: no MPS or watchdog limits any share
+        sharing="none" if config.simulate else None,
     )
     return AgentSpec(
         resources=agent.resources + ";disk:65536", attributes=agent.attributes_text
@@ -224,6 +227,19 @@ def previous_framework_id(db_path: Path) -> str | None:
         store.close()
 
 
+def store_bootstrapped(db_path: Path) -> bool:
+    """Whether the job database at ``db_path`` has had its first admin token registered."""
+    if not db_path.is_file():
+        return False
+    from dlc.store.sqlite import JobStore
+
+    store = JobStore(db_path)
+    try:
+        return bool(store.get_meta("bootstrapped"))
+    finally:
+        store.close()
+
+
 def end_previous_run(db_path: Path) -> int:
     """End the executors and containers a previous run left (see the module docstring).
 
@@ -251,6 +267,73 @@ def end_previous_run(db_path: Path) -> int:
     if removed:
         log.warning("ended %d container(s) left running by the previous dlc local", removed)
     return removed
+
+
+class LocalImageCheck:
+    """Submit-time image check of ``dlc local``: its jobs run on this host's Docker engine,
+    so an image that engine does not have and its registry says it has not is refused at
+    submit (one line), not queued to fail at pull time.
+
+    An image the engine has, or one whose registry does not answer (offline laptop: the
+    pull may still work later, from a mirror), is accepted. Answers are kept a minute.
+    """
+
+    TTL_S = 60.0
+
+    def __init__(self, runtime, resolver=None, clock=time.monotonic):
+        from dlc.scheduler.core_config import default_resolver
+
+        self._runtime, self._resolver, self._clock = runtime, resolver or default_resolver, clock
+        self._seen: dict[str, float] = {}
+
+    def __call__(self, spec):
+        image, cuda = self._resolver(spec)
+        if self._seen.get(image, -1e18) + self.TTL_S < self._clock():
+            self._check(image)
+            self._seen[image] = self._clock()
+        return image, cuda
+
+    def _check(self, image: str) -> None:
+        from dlc.errors import ImageNotFound
+        from dlc.executor.runtime import explain_engine_error
+
+        if self._runtime.image_env(image) is not None:
+            return
+        errors = self._runtime._docker.errors
+        try:
+            self._runtime.client.api.inspect_distribution(image)
+        except errors.APIError as exc:
+            found = explain_engine_error(image, str(exc.explanation or exc))
+            if isinstance(found, ImageNotFound):
+                raise ImageNotFound(
+                    f"image: {image} is not on this host's Docker engine and its registry "
+                    "does not have it; check the name and tag (or build/pull it first)"
+                ) from None
+            log.info("not checking image %s at submit: %s", image, found)
+        except Exception as exc:  # noqa: BLE001 - a slow registry (timeout) decides nothing
+            log.info("not checking image %s at submit: %s", image, exc)
+
+
+#: seconds a submit waits for the engine to ask the image's registry
+CHECK_TIMEOUT_S = 5.0
+
+
+def image_check(config: LocalConfig):
+    """The submit-time resolver of ``dlc local``: :class:`LocalImageCheck` when its jobs
+    run real containers on a reachable engine, else ``None`` (the default resolver)."""
+    if config.executor_command is not None:
+        return None  # a stand-in executor (tests, debugging) runs no image
+    import docker
+
+    from dlc.errors import ContainerError
+    from dlc.executor.runtime import DockerRuntime
+
+    try:
+        # a short timeout: the check runs inside a submit, and an offline registry must
+        # not hold it for the engine's full pull timeout
+        return LocalImageCheck(DockerRuntime(docker.from_env(timeout=CHECK_TIMEOUT_S)))
+    except (ContainerError, docker.errors.DockerException):
+        return None  # no engine here: the executor says so when it starts
 
 
 class LocalCluster:
@@ -296,6 +379,8 @@ class LocalCluster:
             port=self.config.mesos_port,
         ).start()
         env = (("DLC_GPU_STYLE", "none"),) if self.config.simulate else ()
+        token_path = work / "admin.token"
+        first_token = self._first_token(work / "scheduler.db", token_path)
         service_config = ServiceConfig(
             master=self.emulator.address,
             db=str(work / "scheduler.db"),
@@ -303,24 +388,42 @@ class LocalCluster:
             policy=self.config.policy,
             allowed_volumes=self.config.allowed_volumes,
             sandbox_roots=(str(work / "mesos"),),
-            admin_token=self.config.admin_token,
+            admin_token=self.config.admin_token or first_token,
             executor=ExecutorConfig(env=env, command=self.config.executor_command),
             sessions=self.config.sessions,
             share_hold=self.config.share_hold,
         )
-        self.service = SchedulerService(service_config)
+        self.service = SchedulerService(service_config, resolver=image_check(self.config))
         self.service.start()
         if not self.service.framework.registered.wait(timeout_s):
             raise DlcError(f"the scheduler did not register with the emulator in {timeout_s:g} s")
-        self.admin_token = self._remember_token(work / "admin.token")
+        self.admin_token = self._remember_token(token_path)
+
+    def _first_token(self, db_path: Path, path: Path) -> str | None:
+        """The admin token to register when the store has none yet, saved BEFORE it is.
+
+        The service registers the token it is given as soon as it opens the store, before
+        it binds the API port; a start that fails after that (the port is taken) must not
+        leave a token in the store that nobody has. So the token is made here and written
+        to ``admin.token`` first; a later start finds the file and registers the same one.
+        """
+        from dlc.app.service import write_token_file
+
+        if self.config.admin_token or store_bootstrapped(db_path):
+            return None
+        if path.is_file() and path.read_text().strip():
+            return path.read_text().strip()
+        token = secrets.token_urlsafe(24)
+        write_token_file(path, token)
+        return token
 
     def _remember_token(self, path: Path) -> str | None:
         """The admin token: new ones are saved in the work dir, later runs read it back."""
         from dlc.app.service import write_token_file
 
         token = self.service.admin_token
-        #: whether this start made the admin token (only then is it printed: a token the
-        #: operator passed, or one an earlier start saved, stays out of service logs)
+        #: whether this start registered the admin token (only then is it printed: a token
+        #: the operator passed, or one an earlier start registered, stays out of service logs)
         self.token_is_new = bool(token) and self.config.admin_token is None
         if token:
             write_token_file(path, token)

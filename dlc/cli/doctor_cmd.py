@@ -2,8 +2,10 @@
 
 Checks the NVIDIA driver (NVML, else ``nvidia-smi``, else ``/proc/driver/nvidia``), the
 Docker engine and how containers get GPUs (the ``nvidia`` runtime, else a legacy driver
-volume), and -- with ``--master URL`` -- that the Mesos agent of this host advertises what
-``dlc node-config`` says it should. Exit code 1 when any check fails.
+volume), that the Mesos agent authenticates its executors and that the firewall keeps containers
+away from the agent's and the master's ports (:mod:`dlc.cli.doctor_guard`), and -- with
+``--master URL`` -- that the Mesos agent of this host advertises what ``dlc node-config`` says
+it should. Exit code 1 when any check fails.
 """
 
 from __future__ import annotations
@@ -11,29 +13,16 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
+from dlc.cli.doctor_check import Check
+from dlc.cli.doctor_guard import guard_checks
 from dlc.cli.output import emit
 
 PROC_VERSION = Path("/proc/driver/nvidia/version")
-
-
-@dataclass(frozen=True)
-class Check:
-    """One check's outcome: ``ok``, what was found, and the fix when it failed."""
-
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-
-    def line(self) -> str:
-        """``ok    driver: ...`` or ``FAIL  docker: ...; fix: ...``."""
-        head = f"{'ok' if self.ok else 'FAIL':<5} {self.name}: {self.detail}"
-        return head if self.ok or not self.fix else f"{head}; fix: {self.fix}"
 
 
 def check_driver() -> tuple[Check, str | None]:
@@ -146,9 +135,10 @@ def check_agent(master: str, hostname: str, from_file: str | None, fetch=None) -
 @click.option("--from-file", metavar="FILE", hidden=True, help="topo -m text instead of NVML.")
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table")
 def command(master, hostname, from_file, output):
-    """Check this agent host: driver, Docker, GPU runtime, node-config flags."""
+    """Check this agent host: driver, Docker, GPU runtime, executor authentication, the
+    firewall in front of Mesos's ports, node-config flags."""
     driver, version = check_driver()
-    checks = [driver, *check_docker(version)]
+    checks = [driver, *check_docker(version), *guard_checks()]
     if master:
         checks.append(check_agent(master, hostname, from_file))
     if output in ("json", "yaml"):

@@ -5,17 +5,22 @@ from __future__ import annotations
 import click
 
 from dlc.cli.client_opts import api_options
-from dlc.cli.queue_cmd import call, num, print_table
+from dlc.cli.output import output_option
+from dlc.cli.queue_cmd import call, num, print_table, structured
+from dlc.errors import DlcError
 
 
 @click.group("groups", invoke_without_command=True)
+@output_option
 @api_options
 @click.pass_context
-def command(ctx, api, token):
+def command(ctx, output, api, token):
     """Groups, their members and default pools."""
     if ctx.invoked_subcommand is not None:
         return
     groups = call(api, token, "GET", "/v1/groups")["groups"]
+    if structured(output, groups):
+        return
     if not groups:
         click.echo("no group yet; `dlc groups create NAME --pool POOL` (admin)")
         return
@@ -23,8 +28,23 @@ def command(ctx, api, token):
         ("GROUP", "DEFAULT POOL", "PREEMPT WITHIN", "MEMBERS"),
         ((g["name"], g["default_pool"], "yes" if g["preempt_within"] else "no",
           ", ".join(g["members"])) for g in groups),
-        width=120,
+        width=120, wide=output == "wide",
     )  # fmt: skip
+
+
+def check_pool(pool: str, quota: dict) -> None:
+    """Refuse a pool that no agent advertises and no quota names (a typo would otherwise
+    leave every job of the group waiting for agents that never come).
+
+    Raises:
+        DlcError: one line naming the known pools (none known yet: nothing is refused).
+    """
+    known = set(quota.get("pools") or {}) | {q["pool"] for q in quota.get("quotas") or []}
+    if known and pool not in known:
+        raise DlcError(
+            f"--pool {pool}: no agent or quota has that pool; known pools: "
+            f"{', '.join(sorted(known))} (agents join one with the dlc_pool attribute)"
+        )
 
 
 @command.command("create")
@@ -36,6 +56,7 @@ def command(ctx, api, token):
 @api_options
 def create(name, default_pool, preempt_within, api, token):
     """Create a group (or change its settings; admin, audited)."""
+    check_pool(default_pool, call(api, token, "GET", "/v1/quota"))
     body = {"name": name, "default_pool": default_pool, "preempt_within": preempt_within}
     call(api, token, "POST", "/v1/groups", body)
     click.echo(f"group {name} (default pool {default_pool})")

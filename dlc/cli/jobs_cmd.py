@@ -10,6 +10,7 @@ from dlc.api.client import ApiClient
 from dlc.cli.client_opts import api_options
 from dlc.cli.job_view import STATES, age, gpus, placement, used
 from dlc.cli.output import emit, emit_line, format_table, output_option, terminal_width
+from dlc.errors import DlcError
 
 HEADERS = ("ID", "USER", "STATE", "NAME", "GPUS", "PLACED ON", "AGE", "MESSAGE")
 #: widest a cell gets in the default table: one job's long name never pushes the rest away
@@ -51,6 +52,26 @@ def fetch(client: ApiClient, limit: int | None, states: tuple[str, ...], users: 
     return found[:limit] if limit is not None else found
 
 
+def check_users(client: ApiClient, users: tuple[str, ...]) -> None:
+    """Refuse ``--user`` naming someone else for a non-admin token (the API would show
+    an empty list, which reads as "bob has no jobs").
+
+    Raises:
+        DlcError: one line naming the option and who the token belongs to.
+    """
+    if not users:
+        return
+    me = client.whoami()
+    if me["user"] is None:
+        return  # no valid token: the listing itself says so
+    others = sorted(set(users) - {me["user"]})
+    if others and not me["admin"]:
+        raise DlcError(
+            f"--user {others[0]}: only admins can list other users' jobs; your token is "
+            f"{me['user']}'s (drop --user, or use an admin token)"
+        )
+
+
 @click.command("jobs")
 @click.option("--limit", "-n", type=click.IntRange(1), default=50, show_default=True,
               help="Show the newest N jobs.")  # fmt: skip
@@ -69,6 +90,7 @@ def fetch(client: ApiClient, limit: int | None, states: tuple[str, ...], users: 
 def command(api, token, limit, show_all, states, users, watch, interval, rounds, output):
     """List your jobs, newest first (all users' jobs with an admin token)."""
     client = ApiClient(api, token)
+    check_users(client, users)
     limit = None if show_all else limit
     jobs = fetch(client, limit, states, users)
     if output in ("json", "yaml") and not watch:

@@ -109,9 +109,15 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
                 err=True,
             )
         print_login(service.api_url, token if cluster.token_is_new else None, token_file)
-        if token and not cluster.token_is_new and admin_token_from(admin_token_file) is None:
+        if admin_token_from(admin_token_file) is None and not cluster.token_is_new:
             saved = Path(work_dir) / "admin.token"
-            click.echo(f"  export DLC_TOKEN=$(cat {saved})   # the admin token saved earlier")
+            if token:
+                click.echo(f"  export DLC_TOKEN=$(cat {saved})   # the admin token saved earlier")
+            else:  # stored hashed: a lost file cannot be re-read, only replaced
+                click.echo(
+                    f"  ({saved} is gone; make a new admin token with "
+                    f"`dlc tokens create admin --admin --work-dir {work_dir}`)"
+                )
         click.echo("Press Ctrl-C to stop.", err=True)
         wait_for_signal()
     finally:

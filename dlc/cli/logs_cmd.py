@@ -31,16 +31,23 @@ class NoLogsYet(ApiError):
 @click.option("--since", "since", metavar="T",
               help="Only output from T on: an age (30s, 10m, 2h, 1d) or a time "
                    "(2026-11-22T10:00, local unless it names a zone).")  # fmt: skip
+@click.option("--attempt", type=click.IntRange(0), metavar="N",
+              help="Output of attempt N (0: the first run) [default: the latest]; earlier "
+                   "attempts (retried, preempted) stay readable.")  # fmt: skip
+@click.option("--rank", type=click.IntRange(0), default=0, show_default=True, metavar="R",
+              help="Node R of a multi-node job.")  # fmt: skip
 @api_options
-def command(job_id, follow, use_stderr, interval, tail_lines, since, api, token):
+def command(job_id, follow, use_stderr, interval, tail_lines, since, attempt, rank, api, token):
     """Print a job's container output (stdout, or --stderr).
 
     A queued job has no output yet: without -f that is an error (exit code 3); with -f
     the command says so and waits. A job that ran and printed nothing says so on stderr.
     """
-    client = ApiClient(api, token)
+    client = _Reader(ApiClient(api, token), attempt, rank)
     stream = "stderr" if use_stderr else "stdout"
     offset, printed, waiting_said = 0, False, False
+    if since is not None and (attempt is not None or rank):
+        raise click.BadParameter("reads the latest attempt's node 0 only", param_hint="--since")
     if since is not None:
         query = urllib.parse.urlencode({"t": parse_since(since), "stream": stream})
         path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/logs/since?{query}"
@@ -59,10 +66,11 @@ def command(job_id, follow, use_stderr, interval, tail_lines, since, api, token)
         if chunk["data"]:
             continue  # more may be waiting beyond this chunk
         state = chunk.get("state", "")
-        if not printed and state in ("queued", "staging"):
+        if not printed and state in ("queued", "staging") and chunk.get("done") is not True:
             if not follow:
                 raise NoLogsYet(
                     f"job {job_id} is {state}: no logs yet (dlc logs -f {job_id} waits for them)"
+                    + _earlier(chunk, job_id)
                 )
             if not waiting_said:
                 click.echo(f"job {job_id} is {state}: no logs yet, waiting", err=True)
@@ -72,7 +80,31 @@ def command(job_id, follow, use_stderr, interval, tail_lines, since, api, token)
         time.sleep(interval)
     if not printed:
         verb = "has printed" if not chunk["done"] else f"ended ({state}) with"
-        click.echo(f"job {job_id} {verb} no {stream} output", err=True)
+        said = f"job {job_id} {verb} no {stream} output"
+        if chunk.get("attempt") is not None and chunk["attempt"] + 1 < chunk.get("attempts", 0):
+            said = f"attempt {chunk['attempt']} of job {job_id} printed no {stream} output"
+        click.echo(said, err=True)
+
+
+class _Reader:
+    """The client's ``logs`` bound to one attempt and node."""
+
+    def __init__(self, client: ApiClient, attempt: int | None, rank: int):
+        self._client, self._attempt, self._rank = client, attempt, rank
+
+    def logs(self, job_id: str, stream: str, offset: int) -> dict:
+        return self._client.logs(job_id, stream, offset, attempt=self._attempt, rank=self._rank)
+
+    def _call(self, method: str, path: str):
+        return self._client._call(method, path)
+
+
+def _earlier(chunk: dict, job_id: str) -> str:
+    """A pointer to the previous attempt's output when the latest has none yet."""
+    attempt = chunk.get("attempt") or 0
+    if attempt < 1:
+        return ""
+    return f"; attempt {attempt - 1} printed: dlc logs --attempt {attempt - 1} {job_id}"
 
 
 def parse_since(text: str, now: float | None = None) -> float:

@@ -9,7 +9,7 @@ import click
 
 from dlc.api.client import ApiClient
 from dlc.cli.client_opts import api_options
-from dlc.cli.output import clean, cut
+from dlc.cli.output import clean, cut, emit, format_table, output_option
 
 
 def cell(value: Any, width: int):
@@ -24,11 +24,19 @@ def call(api: str | None, token: str | None, method: str, path: str, body: Any =
     return ApiClient(api, token)._call(method, path, body)
 
 
-def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], width: int = 60) -> None:
-    """A plain table (cells cut to ``width``; user text cannot restyle it)."""
+def print_table(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], width: int = 60, wide: bool = False
+) -> None:
+    """A plain table (cells cut to ``width``, or whole with ``wide``; user text cannot
+    restyle it)."""
     from rich.console import Console
     from rich.table import Table
 
+    if wide:
+        rows = [["-" if v is None else v for v in row] for row in rows]
+        for line in format_table(columns, rows):
+            click.echo(line)
+        return
     texts = [[cell("-" if v is None else v, width) for v in row] for row in rows]
     table = Table(box=None, pad_edge=False)
     for index, name in enumerate(columns):
@@ -48,16 +56,23 @@ def num(value: float | None) -> str:
     return f"{round(value, 3):g}"
 
 
-@click.command("queue")
-@click.option("--json", "as_json", is_flag=True, help="Print the API's JSON.")
-@api_options
-def command(as_json, api, token):
-    """Waiting jobs in run order: position, priority, group, pool, reason."""
-    rows = call(api, token, "GET", "/v1/queue")["queue"]
-    if as_json:
-        import json
+def structured(output: str, body: Any) -> bool:
+    """Print ``body`` (the API's answer) for ``-o json|yaml`` and say so."""
+    if output in ("json", "yaml"):
+        emit(body, output)
+        return True
+    return False
 
-        click.echo(json.dumps(rows, indent=2))
+
+@click.command("queue")
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as -o json.")
+@output_option
+@api_options
+def command(as_json, output, api, token):
+    """Waiting jobs in run order: position, priority, group, pool, reason (-o wide: whole
+    reasons)."""
+    rows = call(api, token, "GET", "/v1/queue")["queue"]
+    if structured("json" if as_json else output, rows):
         return
     if not rows:
         click.echo("no job is waiting")
@@ -65,7 +80,9 @@ def command(as_json, api, token):
     print_table(
         ("POS", "ID", "USER", "GROUP", "POOL", "PRIO", "GPUS", "REASON"),
         (
-            (
+            (r["position"], "-", "(another user)", "-", "-", "-", "-", "")
+            if r.get("hidden")  # a non-admin sees other users' jobs by position only
+            else (
                 r["position"],
                 r["id"],
                 r["user"],
@@ -78,4 +95,5 @@ def command(as_json, api, token):
             for r in rows
         ),  # fmt: skip
         width=120,
+        wide=output == "wide",
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from dlc.cli.client_opts import api_options
-from dlc.cli.queue_cmd import call, num, print_table
+from dlc.cli.output import output_option
+from dlc.cli.queue_cmd import call, num, print_table, structured
 
 
 def _mem(mib: float | None) -> str:
@@ -19,13 +20,16 @@ def _of(used: dict, limit: dict | None, key: str, fmt=num) -> str:
 
 
 @click.group("quota", invoke_without_command=True)
+@output_option
 @api_options
 @click.pass_context
-def command(ctx, api, token):
+def command(ctx, output, api, token):
     """Each group's usage against its guarantee per pool, and what it borrows."""
     if ctx.invoked_subcommand is not None:
         return
     body = call(api, token, "GET", "/v1/quota")
+    if structured(output, body):
+        return
     pools = ", ".join(f"{p} {num(c['gpus'])} GPUs" for p, c in body["pools"].items())
     click.echo(f"pools: {pools or 'none known yet'}; preemption grace {num(body['grace_s'])} s")
     if not body["quotas"]:
@@ -55,6 +59,7 @@ def command(ctx, api, token):
             )
             for q in body["quotas"]
         ),  # fmt: skip
+        wide=output == "wide",
     )
 
 
@@ -88,15 +93,18 @@ def grace(seconds, api, token):
 
 @command.command("audit")
 @click.option("--limit", "-n", type=click.IntRange(1, 1000), default=20, show_default=True)
+@output_option
 @api_options
-def audit(limit, api, token):
+def audit(limit, output, api, token):
     """The latest changes to groups, quotas and limits (admin)."""
     import datetime
 
     rows = call(api, token, "GET", f"/v1/quota/audit?limit={limit}")["audit"]
+    if structured(output, rows):
+        return
     print_table(
         ("WHEN", "WHO", "WHAT", "DETAIL"),
         ((datetime.datetime.fromtimestamp(e["at"]).isoformat(timespec="seconds"), e["actor"],
           e["action"], " ".join(f"{k}={v}" for k, v in e["detail"].items())) for e in rows),
-        width=120,
+        width=120, wide=output == "wide",
     )  # fmt: skip

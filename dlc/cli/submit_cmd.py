@@ -25,13 +25,19 @@ from dlc.scheduler.jobs import JobSpec
 
 _MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]i?[bB]?)?\s*$")
 _MEM_UNITS = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+#: a bare number below this many MiB is refused: ``--mem 32`` almost surely meant 32 GiB,
+#: and 32 MiB would not start a Python interpreter (a unit says which was meant)
+BARE_MIB_FLOOR = 256
 
 
 def parse_mem(text: str) -> int:
     """``4096`` (MiB), ``512M``, ``16G``, ``16GiB`` -> MiB.
 
+    A number without a unit is MiB (as before), but one under :data:`BARE_MIB_FLOOR` is
+    refused: it looks like GiB.
+
     Raises:
-        JobSpecError: not a size.
+        JobSpecError: not a size, or a bare number that looks like GiB.
     """
     if len(str(text).strip()) > 40:  # float() of 5,000 digits is inf, int(inf) a traceback
         raise JobSpecError(
@@ -42,6 +48,13 @@ def parse_mem(text: str) -> int:
     match = _MEM_RE.match(str(text))
     if not match:
         raise JobSpecError("mem", f"{text!r} is not a size like 4096, 512M or 16G")
+    if match.group(2) is None and float(match.group(1)) < BARE_MIB_FLOOR:
+        number = match.group(1)
+        raise JobSpecError(
+            "mem",
+            f"{number} without a unit is {number} MiB, too little for a job; "
+            f"write {number}G for GiB (or {number}M if you mean MiB)",
+        )
     unit = (match.group(2) or "m")[0].lower()
     return max(1, int(float(match.group(1)) * _MEM_UNITS[unit]))
 

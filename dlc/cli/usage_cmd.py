@@ -26,7 +26,7 @@ def rows(body: dict) -> list[tuple]:
             r["gpus_sampled"],
             r["gpus_idle"],
             "-" if r["util_pct"] is None else f"{r['util_pct']:.0f}%",
-            f"{r['mem_used_mib'] / 1024:.1f} GiB",
+            "-" if not r["gpus_sampled"] else f"{r['mem_used_mib'] / 1024:.1f} GiB",
         )
         for r in body["rows"]
     ]

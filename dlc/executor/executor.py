@@ -7,6 +7,9 @@ Environment read by :func:`run_executor` (set by the Mesos agent):
 
 * ``MESOS_AGENT_ENDPOINT``, ``MESOS_FRAMEWORK_ID``, ``MESOS_EXECUTOR_ID`` (required);
 * ``MESOS_SLAVE_PID`` (its id part names the agent's executor API path, ``/<id>/api/v1/executor``);
+* ``MESOS_EXECUTOR_AUTHENTICATION_TOKEN``: set by an agent with ``--authenticate_http_executors``
+  (and by DLC's emulator); the driver sends it with every executor call
+  (:mod:`dlc.mesos.executor_endpoint`) and removes it from the environment first;
 * ``MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD`` (e.g. ``5secs``): the default container stop grace;
 * ``MESOS_DIRECTORY`` / ``MESOS_SANDBOX``: the sandbox receiving container ``stdout``/``stderr``;
 * ``MESOS_LOCAL``: stops pymesos from killing its own process group on SHUTDOWN (tests);

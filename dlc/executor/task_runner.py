@@ -50,7 +50,7 @@ from dlc.executor.sharing.render import apply_share
 from dlc.executor.usage import UsageSampler
 from dlc.executor.volume_pins import pin_volumes
 from dlc.executor.workdir import prepare as prepare_job_folders
-from dlc.scheduler.launch_spec import LaunchSpec
+from dlc.scheduler.launch_spec import LaunchSpec, parse_user
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +260,11 @@ class TaskRunner:
         )
         spec = checked_spec(spec)  # volumes resolved on this host, user policy; last before create
         # /workspace (the --workdir snapshot) and /outputs live in the sandbox (dlc cp reads it)
-        folders = prepare_job_folders(Path(self.config.sandbox), spec.workdir_url, spec.job_secret)
+        # the snapshot is unpacked as the container's uid (checked_spec vetted it), not root
+        user = parse_user(spec.policy.container_user)
+        folders = prepare_job_folders(
+            Path(self.config.sandbox), spec.workdir_url, spec.job_secret, user
+        )
         # Docker mounts by path: pin each checked volume to the inode the check saw.
         spec, task.unpin = self.pin_volumes(spec, self._sandbox(f".dlc-volumes/{task.task_id}"))
         kwargs = create_kwargs(

@@ -30,6 +30,10 @@ The subclass also fixes what pymesos 0.3.15 gets wrong for an executor that must
   (``Executor cannot be found``: the agent did not recover this executor) still aborts the
   driver, and the executor then removes its containers at once
   (:func:`dlc.executor.executor.serve`).
+* pymesos never authenticates. An agent started with ``--authenticate_http_executors`` (and DLC's
+  emulator, by default) gives the executor a token in ``MESOS_EXECUTOR_AUTHENTICATION_TOKEN`` and
+  answers ``401`` to any executor call without it; here SUBSCRIBE, UPDATE and MESSAGE carry it
+  as ``Authorization: Bearer <token>``.
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ DEFAULT_EXECUTOR_API_PATH = "/api/v1/executor"
 #: seconds between attempts to reach the (local) agent; well inside its 2 s re-registration window
 RECONNECT_S = 0.5
 _PID_ID = re.compile(r"^[A-Za-z0-9_.()-]+$")
+#: where a Mesos agent (or DLC's emulator) hands the executor its token
+TOKEN_VARIABLE = "MESOS_EXECUTOR_AUTHENTICATION_TOKEN"
+#: a JWT: base64url parts and dots, nothing that could end or add an HTTP header
+_TOKEN = re.compile(r"^[A-Za-z0-9_.=-]+$")
 
 
 def executor_api_path(environ: Mapping[str, str] | None = None) -> str:
@@ -79,6 +87,22 @@ def executor_api_path(environ: Mapping[str, str] | None = None) -> str:
     return f"/{process_id}{DEFAULT_EXECUTOR_API_PATH}"
 
 
+def executor_token(environ: Mapping[str, str] | None = None) -> str | None:
+    """The executor's authentication token, or ``None`` when the agent gave none.
+
+    Raises:
+        DlcError: the variable holds something that is not a token (it would break the
+            request's headers).
+    """
+    env = os.environ if environ is None else environ
+    token = env.get(TOKEN_VARIABLE, "").strip()
+    if not token:
+        return None
+    if not _TOKEN.match(token):
+        raise DlcError(f"{TOKEN_VARIABLE} is not a JWT (base64url parts joined by dots)")
+    return token
+
+
 def make_executor_driver(
     executor: Any,
     *,
@@ -89,8 +113,10 @@ def make_executor_driver(
     """Creates a pymesos ``MesosExecutorDriver`` that talks to ``api_path``.
 
     The returned driver is a subclass of ``pymesos.MesosExecutorDriver`` that sends its
-    SUBSCRIBE and every later call (UPDATE, MESSAGE) to the agent's real path, and that does not
-    share header dicts between calls (pymesos's ``_send`` has a mutable default argument).
+    SUBSCRIBE and every later call (UPDATE, MESSAGE) to the agent's real path, with the agent's
+    executor token (:func:`executor_token`, then removed from ``os.environ``) as a ``Bearer``
+    header, and that does not share header dicts between calls (pymesos's ``_send`` has a
+    mutable default argument).
 
     Args:
         executor: a ``pymesos.Executor`` implementation.
@@ -107,7 +133,10 @@ def make_executor_driver(
     """
     path = api_path or executor_api_path()
     cls = _driver_class()
-    return cls(executor, api_path=path, use_addict=use_addict, **kwargs)
+    token = executor_token()
+    # the executor's children (tools it runs, containers) have no use for the token
+    os.environ.pop(TOKEN_VARIABLE, None)
+    return cls(executor, api_path=path, token=token, use_addict=use_addict, **kwargs)
 
 
 _DRIVER_CLASS: type | None = None
@@ -155,9 +184,12 @@ def _driver_class() -> type:
     class AgentPathExecutorDriver(pymesos.MesosExecutorDriver):
         """``MesosExecutorDriver`` using a configurable executor API path."""
 
-        def __init__(self, executor: Any, api_path: str, **kwargs: Any) -> None:
+        def __init__(
+            self, executor: Any, api_path: str, token: str | None = None, **kwargs: Any
+        ) -> None:
             super().__init__(executor, **kwargs)
             self.api_path = api_path
+            self._auth = {"Authorization": f"Bearer {token}"} if token else {}
             self.checkpoint = os.environ.get("MESOS_CHECKPOINT", "").strip() == "1"
             self._quiet_stop = False
 
@@ -198,8 +230,11 @@ def _driver_class() -> type:
 
         def gen_request(self) -> bytes:
             request = super().gen_request()
-            old = f"POST {DEFAULT_EXECUTOR_API_PATH} ".encode()
-            return request.replace(old, f"POST {self.api_path} ".encode(), 1)
+            old = f"POST {DEFAULT_EXECUTOR_API_PATH} HTTP/1.1\r\n".encode()
+            new = f"POST {self.api_path} HTTP/1.1\r\n"
+            for name, value in self._auth.items():
+                new += f"{name}: {value}\r\n"
+            return request.replace(old, new.encode(), 1)
 
         def _send(
             self,
@@ -209,7 +244,10 @@ def _driver_class() -> type:
             headers: dict[str, str] | None = None,
         ) -> Any:
             return super()._send(
-                body, path=path or self.api_path, method=method, headers=headers or {}
+                body,
+                path=path or self.api_path,
+                method=method,
+                headers={**(headers or {}), **self._auth},
             )
 
     _DRIVER_CLASS = AgentPathExecutorDriver

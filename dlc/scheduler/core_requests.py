@@ -52,7 +52,7 @@ class RequestsMixin(TenancyMixin):
         with self._lock:
             self._check_queue_room(user, admin)
             self.inventory.check(spec)
-            check_submit(self.tenancy, user, spec, self.pool_capacity(), self.share_gpu_memory())
+            check_submit(self.tenancy, user, spec, self.pool_capacity(), self.gpu_sizes())
             job = Job(self.store.new_job_id(), user, spec, submitted_at=self._clock())
             return self._track(self.store.add_job(job))
 

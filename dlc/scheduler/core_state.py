@@ -42,6 +42,7 @@ from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
 from dlc.scheduler.refusals import Refusals
 from dlc.scheduler.reserve import Reserver
+from dlc.scheduler.shape_cache import ShapeBudget
 from dlc.scheduler.task_states import NOT_RUNNING_STATES
 from dlc.scheduler.tenancy import Policy
 from dlc.scheduler.usage import UsageBook
@@ -104,6 +105,8 @@ class CoreState:
         self._reservations = Reservations(self.config.max_skips, self.config.reservation_s)
         self._drains = Drains(self.config.drain_timeout_s)
         self._refusals = Refusals()
+        #: failed placement attempts per user per round, in turn (dlc/scheduler/shape_cache.py)
+        self._shape_budget = ShapeBudget(placement.shape_tries_per_user)
         idle_s = self.config.reserve_idle_s
         self._reserver = None if idle_s is None else Reserver(idle_s, self.config.principal)
         self._queued: dict[str, Job] = {}

@@ -6,10 +6,17 @@ keeps its GPUs out of offers (:mod:`~dlc.scheduler.draining`); a launch the mast
 saw, or whose resources it refused (:mod:`~dlc.scheduler.refusals`), queues the job again
 without using a retry; ``TASK_UNREACHABLE`` is not an end. Kills are re-sent and tasks
 reconciled after every (re)registration.
+
+Status updates are not trusted for more than a task's state (red-team finding 2026-11-26,
+forged updates): an update is applied only when it comes from the agent the task was placed on
+and, when it names one, from the executor DLC launched it with (:func:`foreign_origin`); nothing
+path-like is taken from it (the sandbox comes from the agent's layout and DLC's own ids:
+:mod:`dlc.api.logs`).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from dlc.scheduler.core_config import Actions
@@ -42,13 +49,10 @@ _UNREACHABLE = "TASK_UNREACHABLE"
 
 #: how many ended tasks' placements are remembered (to drain GPUs of late stale updates)
 _PREVIOUS_KEPT = 4096
+#: how many task ids whose foreign updates were logged are remembered (one line per task)
+_FOREIGN_LOGGED_KEPT = 4096
 
-
-def _label(status: dict, key: str) -> str | None:
-    for item in (status.get("labels") or {}).get("labels", ()):
-        if item.get("key") == key:
-            return item.get("value")
-    return None
+log = logging.getLogger(__name__)
 
 
 def _job_state(job: Job) -> JobState:
@@ -69,14 +73,73 @@ def _job_state(job: Job) -> JobState:
 
 
 def _with_task_state(
-    tasks: tuple[TaskPlacement, ...], task_id: str, state: str, status: dict
+    tasks: tuple[TaskPlacement, ...], task_id: str, state: str
 ) -> tuple[TaskPlacement, ...]:
-    """The job's tasks with ``task_id`` in its new state (and sandbox, when reported)."""
-    sandbox = _label(status, "dlc.sandbox") or ""
-    return tuple(
-        replace(t, state=state, sandbox=sandbox or t.sandbox) if t.task_id == task_id else t
-        for t in tasks
-    )
+    """The job's tasks with ``task_id`` in its new state.
+
+    Nothing else is taken from the update: a ``dlc.sandbox`` label (which older stand-ins sent)
+    is ignored, because whoever reaches an executor API could put any path there and the
+    scheduler would then read ``<path>/stdout`` (red-team finding 2026-11-26)."""
+    return tuple(replace(t, state=state) if t.task_id == task_id else t for t in tasks)
+
+
+def foreign_origin(task: TaskPlacement, status: dict) -> str | None:
+    """Why ``status`` cannot be ``task``'s own update, or ``None`` when it may be.
+
+    The master stamps every update with the agent it came from; an update from another agent
+    than the one the task was placed on, or naming another executor than the one DLC launched
+    it with (Mesos names the executor only in the agent's own updates), is not the task's.
+    Updates without an agent (the master's answers about tasks it does not know) pass.
+    """
+    agent_id = (status.get("agent_id") or {}).get("value") or ""
+    if agent_id and task.agent_id and agent_id != task.agent_id:
+        return f"from agent {agent_id}, but the task runs on agent {task.agent_id}"
+    executor_id = (status.get("executor_id") or {}).get("value") or ""
+    if executor_id and executor_id != task.executor_id:
+        return f"from executor {executor_id}, but the task's executor is {task.executor_id}"
+    return None
+
+
+class IgnoredUpdates:
+    """Counts the updates refused by :func:`foreign_origin` and logs the first per task."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._logged: dict[str, None] = {}
+
+    def note(self, task_id: str, state: str, why: str) -> None:
+        """Count one refused update; log it unless this task's were logged already."""
+        self.count += 1
+        if task_id in self._logged:
+            return
+        self._logged[task_id] = None
+        while len(self._logged) > _FOREIGN_LOGGED_KEPT:
+            self._logged.pop(next(iter(self._logged)))
+        log.warning(
+            "ignored %s for task %s: it came %s (a forged or misrouted update; further ones "
+            "for this task are counted, not logged)",
+            state, task_id, why,
+        )  # fmt: skip
+
+
+#: task states in which a node of a gang ended on its own (its mates are then killed)
+_NODE_FAILED = frozenset({"TASK_FAILED", "TASK_ERROR", "TASK_LOST", "TASK_DROPPED", "TASK_GONE"})
+
+
+def _gang_cause(
+    job: Job, task: TaskPlacement | None, state: str, message: str, killing: bool
+) -> str:
+    """The job's message for a node's update: a node of a gang that failed is named (its
+    mates are killed for it); a mate killed for that failure keeps the failure as the
+    cause (not "killed on request")."""
+    if task is None or len(job.tasks) < 2 or job.kill_requested:
+        return message
+    if state in _NODE_FAILED and killing:
+        return f"node {task.rank} failed: {message}"
+    failed = [t for t in job.tasks if t.task_id != task.task_id and t.state in _NODE_FAILED]
+    if state == "TASK_KILLED" and failed and job.message:
+        return job.message
+    return message
 
 
 class StatusMixin(TenancyMixin):
@@ -93,7 +156,26 @@ class StatusMixin(TenancyMixin):
             stale = job is None or parsed[1] != job.attempt or job.state is JobState.QUEUED
             if stale:
                 return self._on_stale(task_id, agent_id, state, status)
+            task = next((t for t in job.tasks if t.task_id == task_id), None)
+            why = foreign_origin(task, status) if task is not None else None
+            if why is not None:
+                self._ignore_update(task_id, state, why)
+                return Actions()
             return self._apply_status(job, task_id, state, status)
+
+    @property
+    def ignored_updates(self) -> IgnoredUpdates:
+        """The updates refused because they did not come from the task's agent and executor."""
+        book = self.__dict__.get("_ignored_updates")
+        if book is None:
+            book = self.__dict__["_ignored_updates"] = IgnoredUpdates()
+        return book
+
+    def _ignore_update(self, task_id: str, state: str, why: str) -> None:
+        self.ignored_updates.note(task_id, state, why)
+        hook = getattr(self.metrics, "status_update_ignored", None)
+        if hook is not None:
+            hook()
 
     def _on_stale(self, task_id: str, agent_id: str, state: str, status: dict) -> Actions:
         """An update of a task that is not the job's current attempt: make sure it ends,
@@ -113,7 +195,7 @@ class StatusMixin(TenancyMixin):
         queue it again for free, or keep it (killing gang mates of a task that failed)."""
         task = next((t for t in job.tasks if t.task_id == task_id), None)
         message, never_seen, refused = self._note_task_end(task, task_id, state, status)
-        job = replace(job, tasks=_with_task_state(job.tasks, task_id, state, status))
+        job = replace(job, tasks=_with_task_state(job.tasks, task_id, state))
         if job.state is JobState.PREEMPTED and not job.kill_requested:
             return self._preempted_update(job)
         new_state = _job_state(job)
@@ -122,6 +204,7 @@ class StatusMixin(TenancyMixin):
             actions.kills = [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
         elif job.kill_requested and state not in _TERMINAL_TASK and task is not None:
             actions.kills = [(task_id, task.agent_id)]  # a live task of a killed job: again
+        message = _gang_cause(job, task, state, message, bool(actions.kills))
         if job.kill_requested and new_state.terminal and not actions.kills:
             new_state = JobState.KILLED
             if job.message.startswith(_STOPPED):  # the core stopped it: keep saying why

@@ -12,7 +12,8 @@ from dataclasses import replace
 
 from dlc.scheduler.core_state import _STOPPED, CoreState, _done
 from dlc.scheduler.jobs import Job, JobState
-from dlc.scheduler.quotas import QueuePlan, largest_gpu_memory, plan, pool_capacity
+from dlc.scheduler.quotas import QueuePlan, agent_pool, plan, pool_capacity
+from dlc.scheduler.share_charge import GpuSizes
 from dlc.scheduler.share_placement import ShareTenants
 from dlc.scheduler.tenancy import NO_GROUP, Policy, fmt_span
 
@@ -59,9 +60,10 @@ class TenancyMixin(CoreState):
                         tenants.add(task.agent_id, task.share_gpu, tenants.tenant(job))
         return tenants
 
-    def share_gpu_memory(self) -> int | None:
-        """The GPU size quotas count memory shares against (the largest GPU advertised)."""
-        return largest_gpu_memory(self.inventory.agents())
+    def gpu_sizes(self) -> GpuSizes:
+        """The GPU sizes quotas charge memory shares against: the GPU a share runs on, the
+        smallest of its pool while it waits (:mod:`~dlc.scheduler.share_charge`)."""
+        return GpuSizes.of(self.inventory.agents(), agent_pool)
 
     def plan_queue(self, queue: list[Job] | None = None) -> QueuePlan:
         """Order, admit or hold the queued jobs by the tenancy policy (``dlc queue``)."""
@@ -70,7 +72,7 @@ class TenancyMixin(CoreState):
                 queue = [j for j in self.queued_jobs() if self._impossible_reason(j.spec) is None]
             return plan(
                 queue, self._active.values(), self.tenancy, self.pool_capacity(), self._started,
-                self.share_gpu_memory(),
+                self.gpu_sizes() if self.tenancy.enabled else None,  # unused without a policy
             )  # fmt: skip
 
     def _preempt(self, tenancy: QueuePlan) -> list[tuple[str, str]]:

@@ -23,6 +23,7 @@ from dlc.scheduler.placement import (
     TopologyOf,
     place,
 )
+from dlc.scheduler.shape_cache import ShapeBudget
 from dlc.scheduler.share_hold import ShareHold
 from dlc.scheduler.share_placement import ShareTenants
 
@@ -67,6 +68,7 @@ def decide(
     split: Splitter | None = None,
     share_tenants: ShareTenants | None = None,
     share_hold: ShareHold | None = None,
+    budget: ShapeBudget | None = None,
 ) -> Decision:
     """Decide one offer round.
 
@@ -86,6 +88,9 @@ def decide(
         share_tenants: who holds shares on each GPU, for exclusive placement
             (:class:`~dlc.scheduler.share_placement.ShareTenants`); default: nobody.
         share_hold: the round's share hold (:mod:`~dlc.scheduler.share_hold`); default: none.
+        budget: failed placement attempts per user per round, kept across rounds so the
+            jobs it defers go first next time (:class:`~dlc.scheduler.shape_cache.ShapeBudget`);
+            this call starts its round. Default: no bound.
 
     Returns:
         The launches, declines and every waiting job's reason.
@@ -100,13 +105,16 @@ def decide(
         else:
             impossible[job.job_id] = f"impossible on the current agents: {why}"
     offers = _mark_share_agents(offers, inventory)
+    if budget is not None:
+        budget.start()
+        runnable = budget.ordered(runnable)
     started = time.perf_counter()
     batches = split(offers, runnable) if split is not None else [(list(offers), runnable)]
     result = PlacementResult()
     for batch_offers, batch_jobs in batches:
         part = place(
             batch_offers, batch_jobs, config, topology_of, driver_ok, reserved, share_tenants,
-            share_hold,
+            share_hold, budget,
         )  # fmt: skip
         result.launches += part.launches
         result.declined += part.declined

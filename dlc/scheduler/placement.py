@@ -39,6 +39,13 @@ from dlc.scheduler.jobs import Job
 from dlc.scheduler.launch_spec import GpuShare
 from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
+from dlc.scheduler.shape_cache import (
+    DEFAULT_TRIES_PER_USER,
+    FailedShapes,
+    ShapeBudget,
+    demand_of,
+    kind_of,
+)
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, ShareHoldSettings
 from dlc.scheduler.share_placement import ShareTenants, choose_share
 from dlc.topology import gpu_shares
@@ -223,18 +230,26 @@ class PlacementConfig:
             without a topology get first-fit whatever this says.
         executor_cpus, executor_mem_mib: what each task's executor costs.
         share_hold: the opt-in share hold (``--share-hold-*``, docs/sharing.md); off by default.
+        shape_tries_per_user: failed placement attempts one user's jobs may cost per offer
+            round before the rest wait their turn (:mod:`~dlc.scheduler.shape_cache`).
 
     Raises:
-        ConfigError: unknown policy name (the message lists the known ones).
+        ConfigError: unknown policy name (the message lists the known ones), or
+            ``shape_tries_per_user`` below 1.
     """
 
     policy: str = "tree"
     executor_cpus: float = 0.1
     executor_mem_mib: float = 64.0
     share_hold: ShareHoldSettings = ShareHoldSettings()
+    shape_tries_per_user: int = DEFAULT_TRIES_PER_USER
 
     def __post_init__(self) -> None:
         check_policy(self.policy)
+        if self.shape_tries_per_user < 1:
+            raise ConfigError(
+                "shape_tries_per_user", f"must be at least 1, not {self.shape_tries_per_user}"
+            )
 
 
 def check_policy(name: str) -> str:
@@ -323,6 +338,7 @@ def place(
     reserved: Mapping[str, str] | None = None,
     share_tenants: ShareTenants | None = None,
     share_hold: ShareHold | None = None,
+    budget: ShapeBudget | None = None,
 ) -> PlacementResult:
     """Decide launches and declines for one batch of offers.
 
@@ -336,6 +352,8 @@ def place(
         share_tenants: who holds shares on each GPU, for exclusive placement (updated with
             the shares placed here); default: nobody.
         share_hold: this round's share hold (:mod:`~dlc.scheduler.share_hold`); default: none.
+        budget: failed attempts each user may have this round
+            (:class:`~dlc.scheduler.shape_cache.ShapeBudget`); default: no bound.
 
     Returns:
         The launches, the offers to decline and why waiting jobs wait.
@@ -353,16 +371,21 @@ def place(
     share_tenants = share_tenants if share_tenants is not None else ShareTenants()
     holders = set(reserved.values())
     others = [s for s in slots if s.agent_id not in reserved]
-    # A job that did not fit tells the answer for every later job of the same shape until
-    # a launch changes the slots: 5,000 queued look-alikes cost one placement attempt.
-    failed: dict[tuple, str] = {}
+    # A job that did not fit tells the answer for every later job of its kind needing no
+    # less, until a launch changes the slots: 5,000 look-alikes cost one placement attempt
+    # (shape_cache says why that is sound); the budget bounds what the cache cannot cover.
+    failed = FailedShapes()
     for job in queue:
         holder = job.job_id in holders
-        shape = _shape(job)
+        kind = kind_of(job)
         if share_hold is not None and job.spec.is_share:
-            shape += (share_hold.exempt(job),)  # a share held long enough is placed anyway
-        if not holder and shape in failed:
-            result.waiting[job.job_id] = _held_tail(failed[shape], job, share_hold)
+            kind += (share_hold.exempt(job),)  # a share held long enough is placed anyway
+        known = None if holder else failed.known(kind, demand_of(job))
+        if known is not None:
+            result.waiting[job.job_id] = _held_tail(known, job, share_hold)
+            continue
+        if not holder and budget is not None and not budget.may_try(job):
+            result.waiting[job.job_id] = budget.defer(job)
             continue
         usable = (
             [s for s in slots if reserved.get(s.agent_id, job.job_id) == job.job_id]
@@ -387,19 +410,12 @@ def place(
         reason = _held_fit(job, slots, usable, reserved) or reason
         result.waiting[job.job_id] = _held_tail(reason, job, share_hold)
         if not holder:
-            failed[shape] = reason
+            failed.add(kind, demand_of(job), reason, monotone=not job.spec.is_share)
+            if budget is not None:
+                budget.failed(job)
     used = {launch.agent_id for launch in result.launches}
     result.declined = [oid for slot in slots if slot.agent_id not in used for oid in slot.offer_ids]
     return result
-
-
-def _shape(job: Job) -> tuple:
-    """What placement looks at in a job (jobs of one shape fit or fail alike). A share's
-    user counts: exclusive placement may keep one user's share off a GPU and not another's."""
-    spec = job.spec
-    return (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
-            spec.cuda_version, spec.gpu_fraction, spec.gpu_memory, spec.exclusive_per,
-            job.user if spec.is_share else None)  # fmt: skip
 
 
 def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | None:

@@ -31,6 +31,7 @@ from dlc.errors import JobSpecError
 from dlc.scheduler.fairness import claim, group_key
 from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.preemption import Preemption, pick_victims
+from dlc.scheduler.share_charge import GpuSizes, as_sizes
 from dlc.scheduler.tenancy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Policy, Resources, fmt
 
 Key = tuple[str, str]  # (group, pool)
@@ -39,10 +40,11 @@ Key = tuple[str, str]  # (group, pool)
 def gpu_amount(spec: JobSpec, gpu_mib: int | None = None) -> float:
     """GPUs a job holds, a share counted by its part of one GPU.
 
-    ``--gpus 0.5`` counts 0.5. A memory share counts its memory over ``gpu_mib`` (the
-    largest GPU memory the agents advertise, :func:`largest_gpu_memory`); with both, the
-    larger of the two parts. A memory share with no GPU size known counts one GPU: it
-    cannot be placed before an agent advertises its memory anyway.
+    ``--gpus 0.5`` counts 0.5. A memory share counts its memory over ``gpu_mib`` (the GPU
+    it runs on, or at admission the smallest GPU of its pool:
+    :class:`~dlc.scheduler.share_charge.GpuSizes`); with both, the larger of the two parts.
+    A memory share with no GPU size known counts one GPU: it cannot be placed before an
+    agent advertises its memory anyway.
     """
     if not spec.is_share:
         return float(spec.gpus * spec.nodes)
@@ -61,6 +63,23 @@ def largest_gpu_memory(agents: Iterable) -> int | None:
 def demand(spec: JobSpec, gpu_mib: int | None = None) -> Resources:
     """What a job holds while it runs, over all its nodes (a share: its part of a GPU)."""
     return Resources(gpu_amount(spec, gpu_mib), spec.cpus * spec.nodes, spec.mem_mib * spec.nodes)
+
+
+def job_demand(policy: Policy, job: Job, sizes: GpuSizes | int | None = None) -> Resources:
+    """:func:`demand` of ``job`` with its share charged as :mod:`~dlc.scheduler.share_charge`
+    says (the GPU it runs on; waiting: the smallest GPU of its pool)."""
+    return demand(job.spec, _charged_mib(policy, job, sizes))
+
+
+def job_gpus(policy: Policy, job: Job, sizes: GpuSizes | int | None = None) -> float:
+    """:func:`gpu_amount` of ``job``, charged as in :func:`job_demand`."""
+    return gpu_amount(job.spec, _charged_mib(policy, job, sizes))
+
+
+def _charged_mib(policy: Policy, job: Job, sizes: GpuSizes | int | None) -> int | None:
+    if not job.spec.is_share or job.spec.gpu_memory is None:
+        return None  # whole GPUs and fractions do not depend on the GPU size
+    return as_sizes(sizes).charged_mib(job, policy.pool_of(job.user, job.spec.pool))
 
 
 def agent_pool(attributes: Mapping[str, str]) -> str:
@@ -132,13 +151,13 @@ def key_of(policy: Policy, job: Job) -> Key:
 
 
 def usage_of(
-    policy: Policy, active: Iterable[Job], gpu_mib: int | None = None
+    policy: Policy, active: Iterable[Job], gpu_mib: GpuSizes | int | None = None
 ) -> dict[Key, Resources]:
-    """(group, pool) -> what active jobs hold (``gpu_mib``: as in :func:`gpu_amount`)."""
+    """(group, pool) -> what active jobs hold (``gpu_mib``: as in :func:`job_demand`)."""
     usage: dict[Key, Resources] = {}
     for job in active:
         key = key_of(policy, job)
-        usage[key] = usage.get(key, ZERO) + demand(job.spec, gpu_mib)
+        usage[key] = usage.get(key, ZERO) + job_demand(policy, job, gpu_mib)
     return usage
 
 
@@ -148,7 +167,7 @@ def plan(
     policy: Policy,
     capacity: Mapping[str, Resources],
     started: Mapping[str, float] | None = None,
-    gpu_mib: int | None = None,
+    gpu_mib: GpuSizes | int | None = None,
 ) -> QueuePlan:
     """Order, admit or hold every queued job and pick preemptions (see the module doc).
 
@@ -160,7 +179,8 @@ def plan(
             and reclaim are not limited by it).
         started: job id -> when its current run started (victims: youngest first); a job
             missing counts from its submission.
-        gpu_mib: the GPU size memory shares are counted against (:func:`gpu_amount`).
+        gpu_mib: the GPU sizes memory shares are charged against
+            (:class:`~dlc.scheduler.share_charge.GpuSizes`; an int: one size for all).
     """
     active = list(active)
     if not policy.enabled:
@@ -191,8 +211,8 @@ class _Planner:
         for job in active:
             key = key_of(policy, job)
             if job.state is JobState.PREEMPTED:
-                self.freeing[key[1]] = self.freeing.get(key[1], ZERO) + self._demand(job.spec)
-                self.freeing_key[key] = self.freeing_key.get(key, ZERO) + self._demand(job.spec)
+                self.freeing[key[1]] = self.freeing.get(key[1], ZERO) + self._demand(job)
+                self.freeing_key[key] = self.freeing_key.get(key, ZERO) + self._demand(job)
             else:
                 self.running.setdefault(key, []).append(job)
             self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
@@ -203,7 +223,7 @@ class _Planner:
         for job in queue:
             key = key_of(policy, job)
             self.queues.setdefault(key, []).append(job)
-            self.pending[key] = self.pending.get(key, ZERO) + self._demand(job.spec)
+            self.pending[key] = self.pending.get(key, ZERO) + self._demand(job)
         self.keys_in_pool: dict[str, list[Key]] = {}
         for key in set(self.queues) | set(self.usage):
             self.keys_in_pool.setdefault(key[1], []).append(key)
@@ -222,11 +242,11 @@ class _Planner:
         self.claims[key] = new
         self.claim_total[key[1]] = self.claim_total.get(key[1], ZERO) + new - old
 
-    def _demand(self, spec: JobSpec) -> Resources:
-        return demand(spec, self.gpu_mib)
+    def _demand(self, job: Job) -> Resources:
+        return job_demand(self.policy, job, self.gpu_mib)
 
     def _gpus(self, job: Job) -> float:
-        return gpu_amount(job.spec, self.gpu_mib)
+        return job_gpus(self.policy, job, self.gpu_mib)
 
     def run(self) -> QueuePlan:
         heap: list = []
@@ -246,7 +266,7 @@ class _Planner:
         job = self.queues[key][index]
         quota = self.policy.quota(*key)
         fair = group_key(
-            self.usage.get(key, ZERO), quota.guaranteed, self._cap(key[1]), self._demand(job.spec)
+            self.usage.get(key, ZERO), quota.guaranteed, self._cap(key[1]), self._demand(job)
         )
         heapq.heappush(heap, ((*fair, -job.spec.priority, job.submitted_at, job.job_id), key))
 
@@ -261,7 +281,7 @@ class _Planner:
 
     def _decide(self, key: Key, job: Job) -> None:
         group, pool = key
-        need = self._demand(job.spec)
+        need = self._demand(job)
         self.pending[key] = self.pending[key] - need
         self._refresh(key)
         position = self.positions[group] = self.positions.get(group, 0) + 1
@@ -353,9 +373,7 @@ class _Planner:
         if excess.fits(ZERO):
             return f"waiting for preempted jobs of {key[0]} to stop ({self._grace()})"
         lower = [j for j in self.running.get(key, ()) if j.spec.priority < job.spec.priority]
-        victims = pick_victims(
-            lower, excess, lambda j: self._demand(j.spec), started_of=self.started_of
-        )
+        victims = pick_victims(lower, excess, self._demand, started_of=self.started_of)
         if not victims:
             return None
         why = (f"preempted: job {job.job_id} of {key[0]} has a higher priority "
@@ -386,15 +404,13 @@ class _Planner:
 
         def take(victim: Job) -> None:
             vkey = key_of(self.policy, victim)
-            usage[vkey] = usage.get(vkey, ZERO) - self._demand(victim.spec)
+            usage[vkey] = usage.get(vkey, ZERO) - self._demand(victim)
 
         candidates = [
             j for other, jobs in self.running.items()
             if other[1] == pool and other[0] != group for j in jobs
         ]  # fmt: skip
-        victims = pick_victims(
-            candidates, excess, lambda j: self._demand(j.spec), borrows, take, self.started_of
-        )
+        victims = pick_victims(candidates, excess, self._demand, borrows, take, self.started_of)
         if not victims:
             self.out.notes[job.job_id] = (
                 f"{group} is within its quota in pool {pool}; waiting for running jobs to end"
@@ -411,7 +427,7 @@ class _Planner:
         for victim in victims:
             vkey = key_of(self.policy, victim)
             self.running[vkey] = [j for j in self.running[vkey] if j.job_id != victim.job_id]
-            self.usage[vkey] = self.usage.get(vkey, ZERO) - self._demand(victim.spec)
+            self.usage[vkey] = self.usage.get(vkey, ZERO) - self._demand(victim)
             self._refresh(vkey)
             self.out.preemptions.append(Preemption(victim.job_id, reason(victim)))
 
@@ -424,7 +440,7 @@ def check_submit(
     user: str,
     spec: JobSpec,
     capacity: Mapping[str, Resources],
-    gpu_mib: int | None = None,
+    gpu_mib: GpuSizes | int | None = None,
 ):
     """Refuse at once what the policy can never run: an unknown pool, more than the group's
     ceiling, more than the pool has, more GPUs than the user may hold.
@@ -436,7 +452,7 @@ def check_submit(
         return
     group = policy.group_of(user)
     pool = policy.pool_of(user, spec.pool)
-    need = demand(spec, gpu_mib)
+    need = demand(spec, as_sizes(gpu_mib).admission_mib(pool))
     known = {p for p, cap in capacity.items() if cap.gpus > 0 or cap.cpus > 0}
     if known and pool not in known:
         raise JobSpecError(

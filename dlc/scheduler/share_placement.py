@@ -236,6 +236,26 @@ def _without_barred(fits, totals_of, barred: Callable[[str, int], bool]):
     return kept, kept_totals
 
 
+def _short_beside_shares(slots: Sequence[Any], cpus: float, mem: float, disk: float) -> str:
+    """Why a share waits when no offer with GPU shares free has its cpus, memory or disk:
+    names the short resource(s), what the share needs and the most one such offer has."""
+    short = [
+        name
+        for name, need, most in (
+            ("cpus", cpus, max(s.cpus for s in slots)),
+            ("memory", mem, max(s.mem for s in slots)),
+            ("disk", disk, max(s.disk for s in slots)),
+        )
+        if most < need - 1e-9
+    ] or ["cpus or memory"]  # each offer lacks one, but not the same one
+    best = max(slots, key=lambda s: (s.cpus, s.mem))
+    return (
+        f"not enough {' and '.join(short)} beside the free GPU shares: the share needs "
+        f"{cpus:g} cpus/{mem:g} MiB (with its executor's), the most an agent with shares "
+        f"free has is {best.cpus:g} cpus/{best.mem:g} MiB"
+    )
+
+
 def choose_share(
     spec: JobSpec,
     slots: Sequence[Any],
@@ -263,10 +283,11 @@ def choose_share(
     shareable = [s for s in slots if s.gpu_core]
     if not shareable:
         return "no offer has GPU shares (gpu_mem/gpu_core ranges) free"
-    need_milli, barred = 1, 0
+    need_milli, barred, roomy = 1, 0, 0
     for slot in shareable:
         if slot.cpus < cpus - 1e-9 or slot.mem < mem - 1e-9 or slot.disk < spec.disk_mib - 1e-9:
             continue
+        roomy += 1
         topology = topology_of(slot.attributes)
         gpu_open = (lambda i, a=slot.agent_id: open_to(a, i)) if open_to else _open_to_all
         totals, ok, need, kept_off = _fitting_gpus(
@@ -281,6 +302,8 @@ def choose_share(
         fits, totals_of = _without_barred(fits, totals_of, held[0])
         if not fits:
             return held[1]
+    if not fits and not roomy:  # the GPUs have room: what is short sits beside them
+        return _short_beside_shares(shareable, cpus, mem, spec.disk_mib)
     if not fits:
         what = spec.share_text
         why = f"no GPU has a share of {what} left (with {spec.cpus:g} cpus/{spec.mem_mib} MiB)"

@@ -6,12 +6,14 @@ names the id; the executor fetches it once through the API with the job's secret
 records its owner, so a job can only use its own user's uploads.
 
 Layout: ``ROOT/<id>.tgz`` (the bytes) and ``ROOT/<id>.owner`` (the uploading user). ``ROOT`` is
-created mode 0700.
+created mode 0700. ``ROOT/.lock`` serialises :meth:`BlobStore.create_within` (an ``flock``:
+threads of the API and other processes on the same folder alike).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import secrets
@@ -53,6 +55,31 @@ class BlobStore:
         self._path(blob_id, ".owner").write_text(owner)
         self._path(blob_id, ".tgz").touch(mode=0o600)
         return blob_id
+
+    def create_within(
+        self,
+        owner: str,
+        in_use: set[str],
+        now: float,
+        max_blobs: int = MAX_BLOBS_PER_USER,
+        min_age_s: float = MIN_RECLAIM_AGE_S,
+    ) -> str:
+        """:meth:`make_room` then :meth:`create`, as one step no other upload can split.
+
+        Counting and creating apart let concurrent first chunks all count the same number and
+        all create (red-team 2026-11-26: 48 at once took a user from 2 snapshots to 41 of 32).
+
+        Raises:
+            DlcError: ``owner`` still holds ``max_blobs`` (see :meth:`make_room`).
+        """
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close below
+            self.make_room(owner, in_use, now, max_blobs, min_age_s)
+            return self.create(owner)
+        finally:
+            os.close(fd)
 
     def owner(self, blob_id: str) -> str | None:
         """Who uploaded ``blob_id`` (``None``: no such blob)."""
@@ -110,6 +137,7 @@ class BlobStore:
     ) -> None:
         """Before ``owner`` uploads another blob: delete their oldest blobs that no live job
         uses (``in_use``) and that are older than ``min_age_s``, down to ``max_blobs - 1``.
+        Uploads call it through :meth:`create_within`, which holds the lock around both.
 
         Raises:
             DlcError: ``owner`` still holds ``max_blobs`` (all in use or recent).

@@ -16,6 +16,7 @@ from dlc.errors import ApiError
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.placement import PlacementConfig
 from dlc.store.sqlite import JobStore
+from tests.sandboxes import FRAMEWORK_ID, agent_sandbox
 from tests.scheduler.helpers import offer
 
 
@@ -30,7 +31,7 @@ def api(tmp_path):
     dispatched = []
     server = ApiServer(
         core,
-        LogReader(lambda: core.framework_id),
+        LogReader(lambda: FRAMEWORK_ID, sandbox_roots=[tmp_path / "agents"]),
         dispatched.append,
         framework_url=lambda: "http://master:5050/#/frameworks/fw-1",
     )
@@ -126,21 +127,19 @@ def test_bad_submit_is_one_line_400(api, body, status, match):
     assert match in payload["error"] and "\n" not in payload["error"]
 
 
-def test_logs_from_reported_sandbox(api, tmp_path):
+def test_logs_from_the_agent_sandbox(api, tmp_path):
     server, core, tokens, _ = api
     alice = client(server, tokens["alice"])
     job = alice.submit({"image": "x"})
     assert alice.logs(job["id"])["data"] == ""  # not started yet
     core.on_offers([offer("o1", "a1", [0])])
-    sandbox = tmp_path / "sandbox"
-    sandbox.mkdir()
+    sandbox = agent_sandbox(tmp_path / "agents", f"{job['id']}.0.0")
     (sandbox / "stdout").write_text("epoch 1\nepoch 2\n")
     core.on_status(
         {
             "task_id": {"value": f"{job['id']}.0.0"},
             "agent_id": {"value": "a1"},
             "state": "TASK_RUNNING",
-            "labels": {"labels": [{"key": "dlc.sandbox", "value": str(sandbox)}]},
         }
     )
     first = alice.logs(job["id"], length=8)

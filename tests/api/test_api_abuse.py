@@ -199,17 +199,25 @@ def test_slow_body_is_408(tmp_path):
         core.store.close()
 
 
-def test_500_concurrent_connections_are_all_served(api):
-    """500 at once from 10 client addresses (50 each: under the per-address cap)."""
-    server, _, _ = api
-    socks = [_connect(server, f"127.0.0.{1 + i % 10}") for i in range(500)]
+def test_500_concurrent_connections_are_all_served(tmp_path):
+    """500 at once from 10 client addresses (50 each: under the per-address cap).
+
+    The header deadline is counted from connect, and opening 500 connections takes a loaded
+    machine more than a second: this test is about serving them all, so its server gives the
+    headers as long as the socket timeout (the slowloris test checks the deadline itself).
+    """
+    server, core, _ = _server(tmp_path, header_timeout_s=WAIT_S)
+    socks = []
     try:
+        socks += [_connect(server, f"127.0.0.{1 + i % 10}") for i in range(500)]
         for sock in socks:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         statuses = [_response(_read_all(sock))[0] for sock in socks]
     finally:
         for sock in socks:
             sock.close()
+        server.stop()
+        core.store.close()
     assert statuses == [200] * 500
 
 

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,108 @@ def test_failed_start_cleans_up_on_any_exception(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         cluster.start()
     assert cluster.emulator is None and cluster.service is None
+
+
+def test_a_start_that_fails_on_the_port_does_not_lock_the_admin_out(tmp_path):
+    """The first start registers no token nobody has: the next start's token works."""
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    config = LocalConfig(simulate=str(DGX1), work_dir=str(tmp_path), executor_command=STAND_IN)
+    try:
+        with pytest.raises(DlcError, match="cannot listen"):
+            LocalCluster(replace(config, api_port=blocker.getsockname()[1])).start()
+    finally:
+        blocker.close()
+    cluster = LocalCluster(replace(config, api_port=0)).start()
+    try:
+        token = cluster.admin_token
+        assert token and (tmp_path / "admin.token").read_text().strip() == token
+        assert ApiClient(cluster.service.api_url, token).jobs() == []
+        assert cluster.service.core.user_for_token(token) == ("admin", True)
+    finally:
+        cluster.stop()
+
+
+def test_logs_of_every_attempt_and_node_stay_readable(tmp_path):
+    """A retried job's first attempt and a gang's node 1 are read with --attempt/--rank."""
+    from click.testing import CliRunner
+
+    from dlc.cli.main import cli
+
+    config = LocalConfig(
+        simulate=str(DGX1), work_dir=str(tmp_path / "s"), api_port=0, executor_command=STAND_IN,
+        agents=2,
+    )  # fmt: skip
+    cluster = LocalCluster(config).start()
+    try:
+        client = ApiClient(cluster.service.api_url, cluster.admin_token)
+        marker = tmp_path / "ran-once"
+        script = (f"if [ -e {marker} ]; then echo second run; "
+                  f"else touch {marker}; echo first run, failing; exit 3; fi")  # fmt: skip
+        retried = client.submit(
+            {"image": "none", "gpus": 1, "retries": 1, "command": ["sh", "-c", script]}
+        )
+        gang = client.submit(
+            {"image": "none", "gpus": 1, "nodes": 2, "command": ["sh", "-c", "echo node $RANK"]}
+        )
+        assert wait_done(client, retried["id"])["attempt"] == 1
+        assert wait_done(client, gang["id"])["state"] == "finished"
+        env = {"DLC_API": cluster.service.api_url, "DLC_TOKEN": cluster.admin_token}
+
+        def logs(*args):
+            result = CliRunner().invoke(cli, ["logs", *args], env=env)
+            assert result.exit_code == 0, result.output
+            return result.output
+
+        assert logs(retried["id"]).endswith("second run\n")
+        assert logs(retried["id"], "--attempt", "0").endswith("first run, failing\n")
+        assert logs(retried["id"], "--attempt", "1").endswith("second run\n")
+        assert logs(gang["id"]).endswith("node 0\n")
+        assert logs(gang["id"], "--rank", "1").endswith("node 1\n")
+        bad = CliRunner().invoke(cli, ["logs", gang["id"], "--rank", "2"], env=env)
+        assert bad.exit_code == 1 and bad.output == (
+            f"Error: job {gang['id']} has 2 node(s): pass --rank 0 to 1\n"
+        )
+        bad = CliRunner().invoke(cli, ["logs", retried["id"], "--attempt", "5"], env=env)
+        assert f"job {retried['id']} has attempts 0 to 1" in bad.output
+    finally:
+        cluster.stop()
+
+
+def test_a_lost_admin_token_file_gets_a_hint_to_make_a_new_one(tmp_path):
+    work = tmp_path / "state"
+    first = LocalCluster(LocalConfig(simulate=str(DGX1), work_dir=str(work), api_port=0)).start()
+    first.stop()
+    (work / "admin.token").unlink()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlc", "local", "--simulate", str(DGX1), "--api-port", "0",
+         "--work-dir", str(work), "--executor-command", STAND_IN],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        lines: list[str] = []
+        while not any(line.startswith("Press Ctrl-C") for line in lines):
+            line = proc.stdout.readline()
+            assert line, "dlc local exited early:\n" + "".join(lines)
+            lines.append(line)
+        text = "".join(lines)
+        assert "DLC_TOKEN=" not in text
+        assert (
+            f"({work / 'admin.token'} is gone; make a new admin token with "
+            f"`dlc tokens create admin --admin --work-dir {work}`)"
+        ) in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    made = subprocess.run(
+        [sys.executable, "-m", "dlc", "tokens", "create", "admin", "--admin", "--work-dir",
+         str(work)], capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
+    )  # fmt: skip
+    cluster = LocalCluster(
+        LocalConfig(simulate=str(DGX1), work_dir=str(work), api_port=0, executor_command=STAND_IN)
+    ).start()
+    try:
+        assert ApiClient(cluster.service.api_url, made.stdout.strip()).jobs() == []
+    finally:
+        cluster.stop()

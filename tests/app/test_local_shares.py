@@ -1,8 +1,10 @@
 """The AIStation split on `dlc local --agents 2`: two simulated agents of 8 x 32 GiB GPUs take
 128 jobs of --gpu-memory 4G at the same time, eight per GPU; the 129th queues with a reason.
 
-Executors are the stand-in (no Docker): each runs `sleep` as a plain process. The helpers
-here are shared with the same check on the real Mesos master
+Executors are the stand-in (no Docker): each runs `sleep` as a plain process. The jobs hold
+their share until the test ends (the cluster's stop kills them), so seeing all 128 running
+does not race their end however slow a loaded machine starts the executors. The helpers here
+are shared with the same check on the real Mesos master
 (tests/e2e/test_share_split_real_mesos.py).
 """
 
@@ -22,8 +24,11 @@ GPUS = 8
 GPU_MEM_MIB = 32768
 #: 32 GiB / 4 GiB = 8 shares per GPU
 SHARES = AGENTS * GPUS * 8
+#: the jobs never end by themselves: the test's cluster stop ends them (a job that ended
+#: before all were seen running would make "all 128 at once" a race against the machine's load)
+HOLD_S = 86400
 BODY = {"image": "none", "gpu_memory": "4G", "cpus": 0.1, "mem_mib": 64,
-        "command": ["sleep", "120"]}  # fmt: skip
+        "command": ["sleep", str(HOLD_S)]}  # fmt: skip
 
 
 def wait_for(predicate, timeout=90.0, what=""):
@@ -50,8 +55,9 @@ def check_share_split(client: ApiClient, master_url: str) -> None:
         jobs = {j["id"]: j for j in client.jobs()}
         return all(jobs[i]["state"] == "running" for i in ids) and jobs
 
-    # 128 stand-in executors start on a 2-core machine: allow for a loaded one
-    jobs = wait_for(running, timeout=240.0, what=f"{SHARES} shares running")
+    # 128 stand-in executors start on a 2-core machine; the jobs hold, so a loaded machine
+    # only makes this slower, never wrong: the bound only catches a stuck launch
+    jobs = wait_for(running, timeout=600.0, what=f"{SHARES} shares running")
     per_gpu: dict[tuple[str, int], int] = {}
     for job_id in ids:
         (task,) = jobs[job_id]["tasks"]

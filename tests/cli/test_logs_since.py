@@ -13,6 +13,7 @@ from dlc.api.logs import offset_in_index
 from dlc.cli.logs_cmd import parse_since
 from dlc.executor.runtime import TIME_INDEX_SUFFIX, TimeIndex
 from tests.cli.test_submit_cmd import env, offer_json, run  # noqa: F401 (fixture)
+from tests.sandboxes import agent_sandbox
 
 
 def _job_with_timed_output(e, core, tmp, pieces: list[tuple[float, str]]) -> str:
@@ -20,8 +21,7 @@ def _job_with_timed_output(e, core, tmp, pieces: list[tuple[float, str]]) -> str
     by the executor's own :class:`TimeIndex`."""
     job_id = run(e, "submit", "--image", "x", "--", "train").output.split()[0]
     core.on_offers([offer_json("o1", "a1")])
-    sandbox = tmp / "sandbox"
-    sandbox.mkdir()
+    sandbox = agent_sandbox(tmp / "agents", f"{job_id}.0.0")
     clock = iter([t for t, _ in pieces])
     index = TimeIndex(str(sandbox / "stdout") + TIME_INDEX_SUFFIX, clock=lambda: next(clock))
     written = 0
@@ -31,8 +31,7 @@ def _job_with_timed_output(e, core, tmp, pieces: list[tuple[float, str]]) -> str
             out.write(text)
             written += len(text.encode())
     task = {"task_id": {"value": f"{job_id}.0.0"}, "agent_id": {"value": "a1"}}
-    label = {"labels": [{"key": "dlc.sandbox", "value": str(sandbox)}]}
-    core.on_status({**task, "state": "TASK_FINISHED", "labels": label})
+    core.on_status({**task, "state": "TASK_FINISHED"})
     return job_id
 
 

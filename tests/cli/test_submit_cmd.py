@@ -17,6 +17,7 @@ from dlc.errors import ImageNotFound, JobSpecError
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.placement import PlacementConfig
 from dlc.store.sqlite import JobStore
+from tests.sandboxes import FRAMEWORK_ID, agent_sandbox
 
 
 def _resolver(spec):
@@ -35,7 +36,8 @@ def env(tmp_path):
         placement=PlacementConfig("first-fit"), allowed_volumes=("/data",), default_max_priority=10
     )
     core = SchedulerCore(store, config, _resolver)
-    server = ApiServer(core, LogReader(lambda: None), lambda actions: None)
+    logs = LogReader(lambda: FRAMEWORK_ID, sandbox_roots=[tmp_path / "agents"])
+    server = ApiServer(core, logs, lambda actions: None)
     server.start()
     token = store.add_token("alice", max_priority=10)
     yield {"DLC_API": server.url, "DLC_TOKEN": token}, core, tmp_path
@@ -168,24 +170,43 @@ def test_parse_mem_rejects():
         parse_mem("16 parsecs")
 
 
+@pytest.mark.parametrize("text", ["32", "1.5", "255"])
+def test_a_bare_number_that_looks_like_gib_is_refused_with_a_hint(text):
+    with pytest.raises(JobSpecError) as raised:
+        parse_mem(text)
+    assert str(raised.value) == (
+        f"mem: {text} without a unit is {text} MiB, too little for a job; "
+        f"write {text}G for GiB (or {text}M if you mean MiB)"
+    )
+    assert parse_mem(f"{text}M") == max(1, int(float(text)))  # an explicit unit still works
+    assert parse_mem("256") == 256  # bare MiB as before from 256 on
+
+
+def test_submit_mem_32_is_refused_in_one_line(tmp_path):
+    result = CliRunner().invoke(cli, ["submit", "--image", "x", "--mem", "32", "--", "true"])
+    assert result.exit_code != 0
+    assert result.output.strip().splitlines() == [
+        "Error: mem: 32 without a unit is 32 MiB, too little for a job; write 32G for GiB "
+        "(or 32M if you mean MiB)"
+    ]
+
+
 def test_logs_follow_prints_until_the_job_ends(env):
     e, core, tmp = env
     job_id = run(e, "submit", "--image", "x", "--", "train").output.split()[0]
     core.on_offers([offer_json("o1", "a1")])
-    sandbox = tmp / "sandbox"
-    sandbox.mkdir()
+    sandbox = agent_sandbox(tmp / "agents", f"{job_id}.0.0")
     out = sandbox / "stdout"
     out.write_text("epoch 1\n")
     task = {"task_id": {"value": f"{job_id}.0.0"}, "agent_id": {"value": "a1"}}
-    label = {"labels": [{"key": "dlc.sandbox", "value": str(sandbox)}]}
-    core.on_status({**task, "state": "TASK_RUNNING", "labels": label})
+    core.on_status({**task, "state": "TASK_RUNNING"})
 
     def finish_later():
         time.sleep(0.5)
         with out.open("a") as fh:
             fh.write("epoch 2\n")
         time.sleep(0.3)
-        core.on_status({**task, "state": "TASK_FINISHED", "labels": label})
+        core.on_status({**task, "state": "TASK_FINISHED"})
 
     threading.Thread(target=finish_later, daemon=True).start()
     result = run(e, "logs", "-f", "--interval", "0.1", job_id)

@@ -7,17 +7,16 @@ from dataclasses import replace
 
 from dlc.scheduler.launch_spec import TaskPolicy
 from tests.cli.test_submit_cmd import env, offer_json, run  # noqa: F401 (fixture)
+from tests.sandboxes import agent_sandbox
 
 
 def _running_job_with_output(e, core, tmp, text: str) -> str:
     job_id = run(e, "submit", "--image", "x", "--", "train").output.split()[0]
     core.on_offers([offer_json("o1", "a1")])
-    sandbox = tmp / "sandbox"
-    sandbox.mkdir()
+    sandbox = agent_sandbox(tmp / "agents", f"{job_id}.0.0")
     (sandbox / "stdout").write_text(text)
     task = {"task_id": {"value": f"{job_id}.0.0"}, "agent_id": {"value": "a1"}}
-    label = {"labels": [{"key": "dlc.sandbox", "value": str(sandbox)}]}
-    core.on_status({**task, "state": "TASK_FINISHED", "labels": label})
+    core.on_status({**task, "state": "TASK_FINISHED"})
     return job_id
 
 

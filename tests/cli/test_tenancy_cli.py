@@ -47,3 +47,71 @@ def test_a_user_cannot_change_quotas_and_gets_one_line(api):  # noqa: F811
     assert out.strip().splitlines() == [
         "Error: changing groups, quotas or limits needs an admin token"
     ]
+
+
+def test_every_listing_takes_o_json(api):  # noqa: F811
+    import json
+
+    server, _, tokens = api
+    admin = tokens["admin"]
+    dlc(server, admin, "groups", "create", "team-a", "--pool", "train")
+    dlc(server, admin, "quota", "set", "team-a", "--pool", "train", "--gpus", "6")
+    groups = json.loads(dlc(server, admin, "groups", "-o", "json"))
+    assert groups == [{"name": "team-a", "members": [], "default_pool": "train",
+                       "preempt_within": False}]  # fmt: skip
+    quota = json.loads(dlc(server, admin, "quota", "-o", "json"))
+    assert quota["quotas"][0]["group"] == "team-a" and quota["pools"]["train"]["gpus"] == 16
+    nodes = json.loads(dlc(server, admin, "nodes", "-o", "json"))
+    assert {n["agent_id"]: n["free"] for n in nodes} == {"a1": 8, "a2": 8, "d1": 4}
+    assert json.loads(dlc(server, admin, "queue", "-o", "json")) == []
+    assert json.loads(dlc(server, admin, "quota", "audit", "-o", "json"))[0]["action"]
+    assert "- name: team-a" in dlc(server, admin, "groups", "-o", "yaml")
+
+
+def test_a_group_with_an_unknown_pool_is_refused_naming_the_known_ones(api):  # noqa: F811
+    server, _, tokens = api
+    out = dlc(server, tokens["admin"], "groups", "create", "team-c", "--pool", "nosuchpool",
+              code=1)  # fmt: skip
+    assert out.strip().splitlines() == [
+        "Error: --pool nosuchpool: no agent or quota has that pool; known pools: dev, train "
+        "(agents join one with the dlc_pool attribute)"
+    ]
+    assert "team-c" not in dlc(server, tokens["admin"], "groups")
+
+
+def test_nodes_show_gpus_held_by_shares(api):  # noqa: F811
+    import json
+
+    from dlc.scheduler.jobs import JobSpec
+    from tests.api.test_tenancy_routes import slave
+    from tests.scheduler.test_share_placement import ranged_offer
+
+    server, core, tokens = api
+    a1 = slave("a1", "train")
+    stride = 1 << 20
+    a1["resources"]["gpu_mem"] = "[" + ", ".join(
+        f"{i * stride}-{i * stride + 32767}" for i in range(8)) + "]"  # fmt: skip
+    a1["resources"]["gpu_core"] = "[" + ", ".join(
+        f"{i * stride}-{i * stride + 999}" for i in range(8)) + "]"  # fmt: skip
+    core.update_agents([a1, slave("a2", "train"), slave("d1", "dev", 4)])
+    for _ in range(3):
+        core.submit("alice", JobSpec.from_dict({"image": "b", "cpus": 0.1, "mem_mib": 64,
+                                                "gpu_memory": "4G"}))  # fmt: skip
+    result = core.on_offers([ranged_offer("o1", "a1")])
+    assert sum(len(infos) for _, infos in result.accepts) == 3
+    (a1,) = [n for n in json.loads(dlc(server, tokens["alice"], "nodes", "-o", "json"))
+             if n["agent_id"] == "a1"]  # fmt: skip
+    assert (a1["shared"], a1["share_mem_mib"], a1["taken"], a1["free"]) == (1, 12288, 0, 7)
+    table = dlc(server, tokens["alice"], "nodes")
+    assert "1 (12 GiB)" in table and "pool train: 15 of 16 GPUs free, 0 taken, 1 shared" in table
+
+
+def test_a_user_asking_for_another_users_jobs_is_told_only_admins_can(api):  # noqa: F811
+    server, _, tokens = api
+    out = dlc(server, tokens["alice"], "jobs", "--user", "bob", code=1)
+    assert out.strip().splitlines() == [
+        "Error: --user bob: only admins can list other users' jobs; your token is alice's "
+        "(drop --user, or use an admin token)"
+    ]
+    assert dlc(server, tokens["alice"], "jobs", "--user", "alice").startswith("ID")
+    assert dlc(server, tokens["admin"], "jobs", "--user", "bob").startswith("ID")

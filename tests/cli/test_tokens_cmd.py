@@ -63,3 +63,61 @@ def test_bad_inputs_are_one_line(db, args, message):
 def test_missing_store_is_named(tmp_path):
     result = run("list", "--db", tmp_path / "nope.db")
     assert result.exit_code == 1 and "no such job store" in result.output
+
+
+def test_the_store_of_dlc_local_is_found_without_db(tmp_path, monkeypatch):
+    """`dlc tokens create alice` on a `dlc local` host finds .dlc-local/scheduler.db."""
+    monkeypatch.chdir(tmp_path)
+    missing = run("create", "alice")
+    assert missing.exit_code != 0 and "--db: no job store here" in missing.output
+    (tmp_path / ".dlc-local").mkdir()
+    JobStore(tmp_path / ".dlc-local" / "scheduler.db").close()
+    made = run("create", "alice")
+    assert made.exit_code == 0, made.output
+    store = JobStore(tmp_path / ".dlc-local" / "scheduler.db")
+    assert store.authenticate(made.output.strip())[0] == "alice"
+    elsewhere = tmp_path / "state"
+    elsewhere.mkdir()
+    JobStore(elsewhere / "scheduler.db").close()
+    bob = run("create", "bob", "--work-dir", elsewhere)
+    assert JobStore(elsewhere / "scheduler.db").authenticate(bob.output.strip())[0] == "bob"
+    assert "alice" in run("list", "--work-dir", ".dlc-local").output
+
+
+@pytest.fixture
+def api(tmp_path):
+    from dlc.api.logs import LogReader
+    from dlc.api.server import ApiServer
+    from dlc.scheduler.core import CoreConfig, SchedulerCore
+
+    store = JobStore(tmp_path / "api.db")
+    core = SchedulerCore(store, CoreConfig(), lambda spec: (spec.image, "12.1"))
+    server = ApiServer(core, LogReader(lambda: core.framework_id), lambda actions: None)
+    server.start()
+    yield server.url, store
+    server.stop()
+
+
+def test_an_admin_makes_tokens_over_the_api(api, monkeypatch):
+    url, store = api
+    root = store.add_token("root", admin=True)
+    made = run("create", "carol", "--api", url, "--token", root, "--expires-in", "2h")
+    assert made.exit_code == 0, made.output
+    user, admin, ceiling = store.authenticate(made.output.strip())
+    assert (user, admin, ceiling) == ("carol", False, 0)
+    (info,) = [t for t in store.list_tokens() if t.user == "carol"]
+    assert 7000 < info.expires_at - info.created_at <= 7200
+    # bare --api reads $DLC_API, like every other command
+    monkeypatch.setenv("DLC_API", url)
+    monkeypatch.setenv("DLC_TOKEN", root)
+    admin_made = run("create", "dave", "--api", "--admin")
+    assert store.authenticate(admin_made.output.strip())[:2] == ("dave", True)
+
+
+def test_a_user_cannot_make_tokens_over_the_api(api):
+    url, store = api
+    alice = store.add_token("alice")
+    refused = run("create", "mallory", "--api", url, "--token", alice, "--admin")
+    assert refused.exit_code != 0
+    assert refused.output == "Error: only admins can make tokens; ask an admin\n"
+    assert [t.user for t in store.list_tokens()] == ["alice"]

@@ -92,3 +92,14 @@ def test_usage_lists_allocated_used_and_idle_gpus_per_user_and_job(served):
     with pytest.raises(ApiError, match="by") as raised:  # the API alone: one line, 400
         ApiClient(env["DLC_API"], env["DLC_TOKEN"]).usage("pool")
     assert "\n" not in str(raised.value)
+
+
+def test_a_row_without_samples_shows_a_dash_not_zero_gib(served):
+    core, env, _ = served
+    job = core.submit("carol", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
+    [(_, [info])] = core.on_offers([offer("o-1", "a1", gpus=[0])]).accepts
+    core.on_status({"task_id": info["task_id"], "state": "TASK_RUNNING",
+                    "agent_id": {"value": "a1"}})  # fmt: skip
+    table = CliRunner().invoke(cli, ["usage", "--by", "job"], env=env)
+    (line,) = table.output.splitlines()[1:]
+    assert line.split() == [job.job_id, "1", "0", "0", "-", "-"], table.output

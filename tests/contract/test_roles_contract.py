@@ -212,13 +212,20 @@ def test_reserve_keeps_used_gpus_for_dlc_then_releases_them_when_idle(shared_mas
         assert {int(i) for i in reserved["gpu_ids"].strip("{}").split(",")} == used
         # between jobs another framework is offered only the two unreserved GPUs
         other = _Other(master).start()
-        time.sleep(1.5)
-        other.drain()
-        offered = {
-            int(i) for o in other.seen for r in o["resources"] if r["name"] == "gpu_ids"
-            for i in r["set"]["item"]
-        }  # fmt: skip
-        assert offered and not offered & used
+
+        def offered():
+            other.drain()
+            return {
+                int(i) for o in other.seen for r in o["resources"] if r["name"] == "gpu_ids"
+                for i in r["set"]["item"]
+            }  # fmt: skip
+
+        # wait for an offer that holds GPUs (however slow a loaded master is), then check it
+        deadline = time.monotonic() + 30
+        while not offered():
+            assert time.monotonic() < deadline, f"no GPU offered to the other: {other.seen}"
+            time.sleep(0.2)
+        assert not offered() & used, (offered(), used)
         # idle for 3 s in DLC's offers: UNRESERVE gives them back
         deadline = time.monotonic() + 20
         while _reserved_gpus(master).get("gpus"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import signal
 import subprocess
 import sys
@@ -33,31 +34,43 @@ def _wait_gone(runtime, labels, timeout=30):
     return False
 
 
+#: runs the reaper with its poll sleep instrumented: it prints "looked again" after its second
+#: look at the executor's pid found it alive, which proves it was watching (not still starting)
+_NOTING_REAPER = """
+import sys, time
+from dlc.executor import reaper
+_sleep, _calls = time.sleep, []
+def _noting(seconds):
+    _calls.append(seconds)
+    if len(_calls) == 2:
+        print("looked again", flush=True)
+    _sleep(seconds)
+time.sleep = _noting
+sys.exit(reaper.main(sys.argv[1:]))
+"""
+
+
+def _read_line(proc, timeout=60.0) -> str:
+    """The next line of ``proc``'s stdout, or "" after ``timeout`` or at its end."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    return proc.stdout.readline().decode().strip() if ready else ""
+
+
 def test_reaper_removes_containers_of_a_killed_executor(
     docker_runtime, busybox_image, framework_id
 ):
     # a stand-in executor process; the reaper watches its pid, as `dlc executor` arranges
     executor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    _run_container(docker_runtime, busybox_image, framework_id, "ex-dead", "t1")
+    survivor = _run_container(docker_runtime, busybox_image, framework_id, "ex-alive", "t2")
     reaper = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dlc.executor.reaper",
-            "--pid",
-            str(executor.pid),
-            "--framework-id",
-            framework_id,
-            "--executor-id",
-            "ex-dead",
-            "--grace",
-            "0",
-        ],
-        start_new_session=True,
-    )
+        [sys.executable, "-c", _NOTING_REAPER, "--pid", str(executor.pid),
+         "--framework-id", framework_id, "--executor-id", "ex-dead", "--grace", "0"],
+        start_new_session=True, stdout=subprocess.PIPE,
+    )  # fmt: skip
     try:
-        _run_container(docker_runtime, busybox_image, framework_id, "ex-dead", "t1")
-        survivor = _run_container(docker_runtime, busybox_image, framework_id, "ex-alive", "t2")
-        time.sleep(1.0)  # the executor is alive: nothing may be removed
+        # the reaper has looked at the live executor twice: it must not have removed anything
+        assert _read_line(reaper) == "looked again"
         assert len(docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id})) == 2
         executor.send_signal(signal.SIGKILL)
         executor.wait()

@@ -33,22 +33,22 @@ IMAGE = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
 RESOURCES = "cpus:2;mem:2048;disk:1024;ports:[31200-31210];gpus:1;gpu_ids:{0}"
 TOKEN = "gang-admin-token"
 
-# node 0 answers the first connection; node 1 retries until node 0 listens. Each side keeps its
-# end open after its line (busybox nc stops at its stdin's end, maybe before the peer's
-# line arrived: node 0's log then lacked node 1's line now and then). Node 0 started listening
-# before node 1 may connect (late on a loaded machine), so its end stays open 15 s, not 2
+# node 0 answers the first connection; node 1 retries until node 0 listens (bounded at about
+# 7 min: the test's own deadline ends it sooner). Each side sends its line and keeps its end open
+# until the peer's line has arrived (busybox nc stops at its stdin's end), so neither side can
+# close before the other has spoken, however late a loaded machine starts node 0
 SCRIPT = (
     'echo "rank=$RANK world=$WORLD_SIZE nproc=$NPROC_PER_NODE master=$MASTER_ADDR:$MASTER_PORT"; '
     'echo "tf=$TF_CONFIG"; '
-    'if [ "$NODE_RANK" = 0 ]; then '
-    '  (echo "hello from node 0"; sleep 15) | nc -l -p "$MASTER_PORT" -w 30; '
+    'hold() { echo "hello from node $NODE_RANK"; '
+    "  while [ ! -s /tmp/peer ] && [ ! -e /tmp/ended ]; do sleep 0.2; done; }; "
+    "talk() { rm -f /tmp/peer /tmp/ended; "
+    '  hold | { nc "$@" > /tmp/peer; touch /tmp/ended; }; [ -s /tmp/peer ]; }; '
+    'if [ "$NODE_RANK" = 0 ]; then talk -l -p "$MASTER_PORT"; '
     "else "
-    "  for i in $(seq 60); do "
-    '    if (echo "hello from node 1"; sleep 2) | nc -w 5 "$MASTER_ADDR" "$MASTER_PORT"; '
-    "    then exit 0; fi; "
-    "    sleep 0.5; "
-    "  done; exit 1; "
-    "fi"
+    '  for i in $(seq 600); do talk "$MASTER_ADDR" "$MASTER_PORT" && break; sleep 0.5; done; '
+    "fi; "
+    "cat /tmp/peer; [ -s /tmp/peer ]"
 )
 
 
@@ -130,7 +130,7 @@ def test_two_node_gang_containers_reach_each_other(gang_service):
     for other in (["logs", job_id], ["kill", job_id], ["cp", f"{job_id}:x", "-"]):
         refused = CliRunner().invoke(cli, other, env=bob)
         assert refused.exit_code != 0 and "no job" in refused.output.lower(), refused.output
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 300  # a bound for a stuck gang; the wait ends when it ends
     while time.monotonic() < deadline:
         job = svc.store.get_job(job_id)
         if job.state.terminal:

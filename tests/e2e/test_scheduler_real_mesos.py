@@ -103,7 +103,9 @@ def _cli(service, *args):
 
 def test_submitted_job_gets_allocator_gpus_runs_and_shows(master, tmp_path):
     master, kind = master
-    service = _service(master, tmp_path / "db")
+    # the emulator serves no /files/read: its sandboxes are read from its work dir
+    roots = (str(tmp_path / "emulator"),) if kind == "emulator" else ()
+    service = _service(master, tmp_path / "db", roots)
     try:
         out = _cli(service, "submit", "--image", "none", "--gpus", "2", "--", "sh", "-c",
                    "echo hello from the job")  # fmt: skip

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from dlc.cli.main import cli
-from dlc.executor.container_spec import LABEL_FRAMEWORK
+from dlc.executor.container_spec import LABEL_FRAMEWORK, LABEL_JOB
 
 pytestmark = pytest.mark.docker
 
@@ -65,30 +65,56 @@ def _cli(svc, *args):
     return CliRunner().invoke(cli, list(args), env=env)
 
 
+#: the job holds its share until the test sends SIGUSR1 (then it exits 0): "both run at once" is
+#: then a state the test waits for, not a race against a fixed sleep on a loaded machine
+HOLD = "echo share=$DLC_GPU_MEMORY_MIB; trap 'exit 0' USR1; while :; do sleep 1 & wait $!; done"
+
+
+def _wait(predicate, what, timeout_s=120.0):
+    """Polls ``predicate`` until true; fails naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _release(job_id):
+    """SIGUSR1 to the job's running container: its command exits 0."""
+    import docker
+
+    client = docker.from_env()
+    try:
+        found = client.api.containers(filters={"label": f"{LABEL_JOB}={job_id}"})
+        assert found, f"no running container of {job_id}"
+        for c in found:
+            client.api.kill(c["Id"], signal="SIGUSR1")
+    finally:
+        client.close()
+
+
 def test_two_memory_shares_run_together_on_one_gpu(service):
     ids = []
     for _ in range(2):
         out = _cli(service, "submit", "--image", IMAGE, "--gpu-memory", "4G", "--cpus", "0.5",
-                   "--mem", "128", "--", "sh", "-c",
-                   "echo share=$DLC_GPU_MEMORY_MIB; sleep 4")  # fmt: skip
+                   "--mem", "128M", "--", "sh", "-c", HOLD)  # fmt: skip
         assert out.exit_code == 0, out.output
         ids.append(out.output.split()[0])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def both_running():
         jobs = [service.store.get_job(i) for i in ids]
-        if all(j.state.value == "running" for j in jobs):
-            break
         assert not any(j.state.terminal for j in jobs), [j.message for j in jobs]
-        time.sleep(0.2)
-    else:
-        raise AssertionError(f"not both running: {[j.state for j in jobs]}")
+        return all(j.state.value == "running" for j in jobs)
+
+    _wait(both_running, "both shares running")
+    jobs = [service.store.get_job(i) for i in ids]
     assert {j.tasks[0].share_gpu for j in jobs} == {0}
     table = _cli(service, "jobs").output
     assert table.count("4 GiB of GPU 0") == 2, table
-    while time.monotonic() < deadline and not all(
-        service.store.get_job(i).state.terminal for i in ids
-    ):
-        time.sleep(0.2)
+    for job_id in ids:
+        _release(job_id)
+    _wait(lambda: all(service.store.get_job(i).state.terminal for i in ids), "both jobs ended")
     for job_id in ids:
         job = service.store.get_job(job_id)
         assert job.state.value == "finished", job.message

@@ -6,7 +6,11 @@ and 64 MiB: on a 2-CPU agent the queue stopped after about 20 jobs. Here ``DLC_S
 master + an agent with 2 CPUs, and ``DLC_SOAK_EMULATOR_JOBS`` (default 30) through the emulator
 (`dlc local`'s path).
 Afterwards: every job finished, no executor process of the framework remains, and the agent's
-used resources are back to zero. The run's figures are printed (``-s`` shows them).
+used resources are back to zero. The fault suite's launch checks run on the Docker events of
+the whole soak (tests/fault/checks.py): no job launched twice, no GPU held by two containers at
+once, every container's GPUs known and the scheduler's, every finished job had a container
+that exited 0, and no container of the soak is left. The run's figures are printed (``-s``
+shows them).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from pathlib import Path
 import pytest
 
 from dlc.api.client import ApiClient
+from tests.fault.checks import PlannedJob, judge
+from tests.fault.docker_watch import DockerWatch
 from tests.real_mesos import RealMesos, ensure_built, venv_env
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -100,11 +106,41 @@ def _until(predicate, timeout_s: float, interval_s: float = 0.5):
     return value
 
 
+def check_launches(watch: DockerWatch, client: ApiClient, ids: list[str], t0: float) -> int:
+    """The fault suite's launch checks on the soak's containers; returns how many ran."""
+    planned = []
+    for i in ids:
+        job = PlannedJob(i, "ok", JOB["gpus"], 0, 0.0, i, t0)
+        job.final = client.show(i)
+        planned.append(job)
+    until = time.time()
+    containers = watch.containers(until)
+    report = judge(planned, containers, [], until, t0)
+    counts = report.zero_counts()
+    launches = {k: counts[k] for k in ("launched_twice", "gpu_conflicts", "gpus_unknown")}
+    launches["no_container"] = counts["no_container"]
+    assert launches == dict.fromkeys(launches, 0), report.details[:10]
+    assert not watch.stream_errors, watch.stream_errors
+    left = _until(lambda: not watch.leftovers(), timeout_s=60) or watch.leftovers()
+    assert left is True, f"containers left: {[c['Names'] for c in left]}"
+    return report.containers
+
+
 def soak(svc, address: str, jobs: int, label: str) -> None:
     """Submit ``jobs`` jobs, wait for all, check nothing is left; prints the figures."""
     client = ApiClient(svc.api_url, TOKEN, timeout_s=30)
+    ids: list[str] = []
+    watch = DockerWatch(f"soak-{label}", lambda: set(ids)).start()
+    try:
+        _soak(svc, client, address, ids, jobs, label, watch)
+    finally:
+        watch.stop()
+
+
+def _soak(svc, client, address, ids, jobs, label, watch) -> None:
+    t0 = time.time()
     started = time.monotonic()
-    ids = [client.submit(dict(JOB, name=f"soak-{i}"))["id"] for i in range(jobs)]
+    ids += [client.submit(dict(JOB, name=f"soak-{i}"))["id"] for i in range(jobs)]
     submitted = time.monotonic()
 
     def all_done():
@@ -129,10 +165,12 @@ def soak(svc, address: str, jobs: int, label: str) -> None:
     assert left is True, f"executor processes left: {left}"
     used = _until(lambda: all(v == 0 for v in agent_used(address).values()), 30)
     assert used, f"agent still uses {agent_used(address)}"
+    containers = check_launches(watch, client, ids, t0)
     run_s = ended - started
     print(
         f"\nsoak[{label}]: {jobs} jobs, submit {submitted - started:.1f} s, "
         f"all finished after {run_s:.1f} s ({jobs / run_s:.2f} jobs/s); "
+        f"{containers} containers, none twice, no GPU shared, none left; "
         "0 executors left; agent used resources 0"
     )
 

@@ -179,3 +179,54 @@ def test_the_readme_laptop_example_runs_as_written(service, tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     assert _cli(service, ADMIN, "cp", f"{job_id}:model.txt", ".").exit_code == 0
     assert (tmp_path / "model.txt").read_text() == "w=3.000 b=1.000\n"
+
+
+def _workspaces(root) -> list[str]:
+    from pathlib import Path
+
+    return [str(p) for p in Path(root).rglob("workspace") if (p.parent / "stdout").exists()]
+
+
+def test_hostile_snapshots_write_nothing_outside_and_fail_in_one_line(service, tmp_path):
+    """Red-team 2026-11-26: snapshots that climbed out of the workspace through links wrote
+    host files as root. Each must now fail its job with one line and leave nothing outside."""
+    from pathlib import Path
+
+    from dlc.api.client import ApiClient
+    from dlc.cli.snapshot import make_snapshot, upload_snapshot
+    from tests.executor.snapshot_attacks import (
+        PLANTED,
+        dot_link_escape,
+        late_link_escape,
+        link_chain_escape,
+    )
+
+    work = Path(service.config.db).parent  # the agents' sandboxes live below it
+    alice = ApiClient(service.api_url, service.store.add_token("alice3"))
+    # the attacker learns its sandbox path's length from a first job (/proc/self/mountinfo);
+    # the test reads it from the disk: the chain's folder names are sized from it
+    (tmp_path / "ok.txt").write_text("hello\n")
+    first = alice.submit({"image": IMAGE, "gpus": 1, "cpus": 0.5, "mem_mib": 128,
+                                     "workdir": upload_snapshot(alice, make_snapshot(tmp_path)),
+                                     "command": ["sh", "-c", "cat ok.txt && echo more >> ok.txt "
+                                                 "&& mkdir made"]})  # fmt: skip
+    # unpacked as the container's uid: the job may change its workspace
+    assert _wait(service, first["id"]).state.value == "finished"
+    length = max(len(p) for p in _workspaces(work))
+    attacks = {
+        "chain": (link_chain_escape(length), "goes through the link a"),
+        "d1": (dot_link_escape(), "goes through the link d1"),
+        "late": (late_link_escape(), "stands where an earlier link's target walks through"),
+    }
+    outcomes = {}
+    for name, (data, _) in attacks.items():
+        blob = upload_snapshot(alice, data)
+        job = alice.submit({"image": IMAGE, "gpus": 1, "cpus": 0.5, "mem_mib": 128,
+                            "workdir": blob, "command": ["true"]})  # fmt: skip
+        outcomes[name] = _wait(service, job["id"])
+    assert list(work.rglob(PLANTED)) == []  # nothing outside (nor inside: refused up front)
+    assert not Path("/tmp", PLANTED).exists()
+    for name, (_, reason) in attacks.items():
+        done = outcomes[name]
+        assert done.state.value == "failed", (name, done.message)
+        assert reason in done.message and "\n" not in done.message, (name, done.message)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from dlc.api.client import ApiClient
 from tests.fault import procs
+from tests.real_mesos import executor_auth_vars
 
 ROOT = Path(__file__).resolve().parents[2]
 MESOS_SCRIPT = ROOT / "scripts" / "mesos-local.sh"
@@ -35,6 +36,8 @@ RESOURCES = (
     f"cpus:16;mem:32768;disk:10240;ports:[31000-31100];gpus:{GPUS};gpu_ids:{{0,1,2,3,4,5,6,7}}"
 )
 TOKEN = "fault-admin-token"
+#: each simulated GPU's memory where the cluster offers GPU shares (``dlc local --gpu-mem``)
+SHARE_GPU_MEM_MIB = 16384
 
 
 def free_port() -> int:
@@ -52,6 +55,7 @@ class Cluster:
 
     targets: tuple[str, ...] = ()
     backend = ""
+    shares = False  # whether its agent offers GPU shares (gpu_mem ranges)
 
     def __init__(self, run_dir: Path, run_id: str):
         self.run_dir = run_dir
@@ -86,12 +90,18 @@ class Cluster:
                 time.sleep(0.3)
         raise ClusterError(f"{self.backend}: the API did not come up in {timeout_s:g} s")
 
-    def kill_executor(self, rng, busy=lambda: set(), timeout_s: float = 8.0):
-        """SIGKILL one live executor, one whose container runs if any (``busy()``: their ids);
-        returns (detail, victim job id)."""
+    def kill_executor(self, rng, busy=lambda: set(), eligible=lambda task_id: True,
+                      timeout_s: float = 8.0):  # fmt: skip
+        """SIGKILL one live executor, one whose container runs if any (``busy()``: their ids),
+        of a task ``eligible(task_id)`` accepts (the harness picks attempts with a retry left:
+        the job must be able to finish); returns (detail, victim job id), victim ``None``
+        when no executor could be killed (the caller reports that as a run error)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            live = procs.executors(self.run_id)
+            live = [
+                p for p in procs.executors(self.run_id)
+                if eligible(p.env.get("MESOS_EXECUTOR_ID", "").removeprefix("dlc-executor."))
+            ]  # fmt: skip
             running = busy()
             if any(p.env.get("MESOS_EXECUTOR_ID") in running for p in live):
                 live = [p for p in live if p.env.get("MESOS_EXECUTOR_ID") in running]
@@ -106,21 +116,24 @@ class Cluster:
             time.sleep(0.2)
         return "no live executor to kill", None
 
-    def inject(self, target: str, outage_s: float, rng, busy=lambda: set()):
+    def inject(self, target: str, outage_s: float, rng, busy=lambda: set(), eligible=None):
         """Inflict ``target``'s fault, wait ``outage_s``, bring it back; (detail, victim job).
 
         ``busy()`` gives the ids of executors whose container runs (an executor target
-        prefers those)."""
+        prefers those); ``eligible(task_id)`` the tasks it may kill."""
         if target == "executor":
-            return self.kill_executor(rng, busy)
+            return self.kill_executor(rng, busy, eligible or (lambda task_id: True))
         return self._inject(target, outage_s), None
 
     def _inject(self, target: str, outage_s: float) -> str:
         raise NotImplementedError
 
     def leftover_processes(self) -> list[procs.Proc]:
-        """Executors and reapers of the run still alive."""
-        return [p for p in procs.run_processes(self.run_id) if p.kind in ("executor", "reaper")]
+        """Executors and reapers of the run still alive: those carrying the run's marker and,
+        found independently, those working inside the run's directory."""
+        marked = [p for p in procs.run_processes(self.run_id) if p.kind in ("executor", "reaper")]
+        pids = {p.pid for p in marked}
+        return marked + [p for p in procs.under(self.run_dir) if p.pid not in pids]
 
     def stop(self) -> None:
         raise NotImplementedError
@@ -143,6 +156,7 @@ class RealCluster(Cluster):
         self.mesos_dir = run_dir / "mesos"
         executor_env = {"PATH": self.env["PATH"], "DLC_GPU_STYLE": "none", procs.MARKER: run_id}
         self.env.update(
+            **executor_auth_vars(),  # the agent authenticates executors (docs/install.md)
             MESOS_RESOURCES=RESOURCES,
             MESOS_EXECUTOR_ENVIRONMENT_VARIABLES=json.dumps(executor_env),
             VENV=str(Path(sys.executable).parent.parent),
@@ -238,6 +252,7 @@ class LocalCluster(Cluster):
 
     targets = ("local", "executor")
     backend = "local"
+    shares = True
 
     def __init__(self, run_dir: Path, run_id: str):
         super().__init__(run_dir, run_id)
@@ -264,6 +279,8 @@ class LocalCluster(Cluster):
                 "16",
                 "--mem",
                 "32768",
+                "--gpu-mem",
+                str(SHARE_GPU_MEM_MIB),
             ],
         )
         self.wait_api()

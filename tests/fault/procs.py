@@ -3,6 +3,11 @@
 Every process a run starts carries ``DLC_FAULT_RUN=<run id>`` in its environment: ``dlc local``
 and the scheduler get it directly, executors and their reapers inherit it (the emulator passes
 its own environment on; the real agent gets it through ``MESOS_EXECUTOR_ENVIRONMENT_VARIABLES``).
+
+The leak check does not rest on that marker alone: :func:`under` finds executors and reapers
+by their working directory (their sandbox, inside the run's directory), so a marker that
+stopped reaching them would not silence the check (and the executor-kill target, which finds
+its victims by the marker, reports a kill point with no victim as a run error).
 """
 
 from __future__ import annotations
@@ -68,6 +73,30 @@ def run_processes(run_id: str) -> list[Proc]:
             if item
         )
         found.append(Proc(int(pid_dir.name), argv, env))
+    return found
+
+
+def under(root: Path) -> list[Proc]:
+    """Live ``dlc executor`` and reaper processes whose working directory is inside ``root``
+    (found without the run's marker)."""
+    found = []
+    prefix = str(Path(root).resolve())
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(pid_dir / "cwd")
+            argv = tuple(
+                a.decode(errors="replace")
+                for a in (pid_dir / "cmdline").read_bytes().split(b"\0")
+                if a
+            )
+        except OSError:
+            continue
+        proc = Proc(int(pid_dir.name), argv, {})
+        inside = cwd == prefix or cwd.startswith(prefix + "/")
+        if inside and proc.kind != "other" and _alive(pid_dir):
+            found.append(proc)
     return found
 
 

@@ -29,11 +29,14 @@ COLUMNS = (
     "jobs_lost",
     "launched_twice",
     "gpu_conflicts",
+    "gpus_unknown",
+    "no_container",
     "orphan_containers",
     "executors_left",
     "wrong_state",
 )
-#: printed and totalled too, but allowed (see docs/fault-tolerance.md)
+#: printed and totalled too (see docs/fault-tolerance.md): ``ended_by_fault`` jobs are also in
+#: ``jobs_lost``; ``ended_while_running`` is allowed (``gpu_conflicts`` counts actual reuse)
 INFO = ("ended_by_fault", "ended_while_running")
 WIDTH = {c: max(len(c) + 1, 6) for c in COLUMNS + INFO}
 

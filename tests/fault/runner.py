@@ -1,12 +1,14 @@
 """One fault run: a seeded stream of short GPU jobs, seeded kill points, then the counts.
 
 The stream: every job runs ``sleep S; exit C`` in the test image with 1 or 2 (simulated) GPUs.
-``ok`` jobs exit 0 (some with retries); ``long`` ones too, after 3-6 s, with two retries (they
-are the ones running, and retried, when a fault strikes); ``fail`` jobs exit 3 with one retry
-(they must end FAILED after at most two attempts); ``kill`` jobs sleep long and are killed
-through the API (they must end KILLED). Before every crash of the API's process
-(``scheduler``/``local``) the harness sends one such kill, so a kill accepted just before a
-crash is tested on every one.
+``ok`` jobs exit 0 (with one or two retries: a fault may end an attempt, and the job must
+still finish); ``long`` ones too, after 3-6 s, with two retries (they are the ones running,
+and retried, when a fault strikes); ``fail`` jobs exit 3 with one retry (they must end FAILED
+after at most two attempts); ``kill`` jobs sleep long and are killed through the API (they
+must end KILLED). On ``dlc local`` (whose agent offers GPU shares) one ``ok`` job in three is
+a 4 GiB share instead of whole GPUs, so shares run beside whole GPUs and each other. Before
+every crash of the API's process (``scheduler``/``local``) the harness sends one such kill, so
+a kill accepted just before a crash is tested on every one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tests.fault.checks import TERMINAL, KillPoint, PlannedJob, Report, judge
-from tests.fault.clusters import CLUSTERS, Cluster
+from tests.fault.clusters import CLUSTERS, SHARE_GPU_MEM_MIB, Cluster
 from tests.fault.docker_watch import RUN_ENV, DockerWatch
 
 IMAGE = "dlc-test/busybox:1"
@@ -55,23 +57,33 @@ class RunResult:
         return body
 
 
-def plan_jobs(rng: random.Random, n: int, seed: int) -> list[PlannedJob]:
-    """The seeded job stream."""
+#: the memory of one share job (MiB); a simulated GPU of ``dlc local`` holds four
+SHARE_MIB = SHARE_GPU_MEM_MIB // 4
+
+
+def plan_jobs(rng: random.Random, n: int, seed: int, shares: bool = False) -> list[PlannedJob]:
+    """The seeded job stream (``shares``: some ``ok`` jobs take a GPU share, ``gpus`` 0)."""
     jobs = []
+    oks = 0
     for i in range(n):
         kind = rng.choices(["ok", "long", "fail", "kill"], weights=[6, 3, 2, 2])[0]
         sleep = {"kill": 30.0, "long": round(rng.uniform(3, 6), 1)}.get(kind)
         sleep = sleep or round(rng.uniform(0.3, 1.5), 1)
-        retries = {"ok": rng.choice([0, 1, 2]), "long": 2, "fail": 1, "kill": 1}[kind]
-        jobs.append(PlannedJob(f"f{seed}-{i}", kind, rng.choice([1, 1, 2]), retries, sleep))
+        retries = {"ok": rng.choice([1, 2]), "long": 2, "fail": 1, "kill": 1}[kind]
+        gpus = rng.choice([1, 1, 2])
+        oks += kind == "ok"
+        if shares and kind == "ok" and oks % 3 == 1:  # the 1st, 4th, 7th ... ok job: a share
+            gpus = 0
+        jobs.append(PlannedJob(f"f{seed}-{i}", kind, gpus, retries, sleep))
     return jobs
 
 
 def job_body(job: PlannedJob, run_id: str) -> dict:
     code = 3 if job.kind == "fail" else 0
+    place = {"gpus": job.gpus} if job.gpus else {"gpu_memory": f"{SHARE_MIB}M"}
     return {
         "image": IMAGE,
-        "gpus": job.gpus,
+        **place,
         "cpus": 0.1,
         "mem_mib": 64,
         "retries": job.retries,
@@ -96,7 +108,7 @@ class FaultRun:
         self.run_dir = base_dir / f"{backend}-{target}-{seed}-{self.run_id}"
         self.run_dir.mkdir(parents=True)
         self.cluster: Cluster = CLUSTERS[backend](self.run_dir, self.run_id)
-        self.jobs = plan_jobs(self.rng, max(4, 3 * kills + 2), seed)
+        self.jobs = plan_jobs(self.rng, max(4, 3 * kills + 2), seed, self.cluster.shares)
         self.kill_plan = self._plan_kills(kills)
         self.kills: list[KillPoint] = []
         self.errors: list[str] = []
@@ -171,7 +183,7 @@ class FaultRun:
 
     def run(self) -> RunResult:
         started = time.monotonic()
-        watch = self.watch = DockerWatch(self.run_id).start()
+        watch = self.watch = DockerWatch(self.run_id, self.job_ids).start()
         report = Report()
         try:
             self.cluster.start()
@@ -201,6 +213,18 @@ class FaultRun:
             self.errors,
         )
 
+    def job_ids(self) -> set[str]:
+        """Ids the API gave the run's jobs so far."""
+        return {j.job_id for j in self.jobs if j.job_id}
+
+    def retry_left(self, task_id: str) -> bool:
+        """Whether the job of ``task_id`` (``job.attempt.rank``) has a retry left after that
+        attempt: an executor kill must leave the job a way to finish."""
+        job_id, _, rest = task_id.partition(".")
+        attempt = rest.partition(".")[0]
+        job = next((j for j in self.jobs if j.job_id == job_id), None)
+        return job is not None and attempt.isdigit() and int(attempt) < job.retries
+
     def _fault(self, outage: float, target: str) -> None:
         at = time.time()
         if target in API_CRASH_TARGETS:
@@ -212,8 +236,11 @@ class FaultRun:
             if victim is not None:
                 self.kill_job(victim)
         detail, victim_job = self.cluster.inject(
-            target, outage, self.rng, self.watch.busy_executors
+            target, outage, self.rng, self.watch.busy_executors, self.retry_left
         )
+        if target == "executor" and victim_job is None:
+            # the kill point did nothing: it must not pass as a fault survived
+            self.errors.append(f"kill point at t={at - self.t0:.1f}s: {detail}")
         self.kills.append(KillPoint(target, at, outage, detail, victim_job))
 
     def _settle_and_judge(self, watch: DockerWatch) -> Report:
@@ -247,13 +274,20 @@ class FaultRun:
         ):
             time.sleep(0.5)
         until = time.time()
-        report = judge(self.jobs, watch.containers(until), self.kills, until, self.t0)
+        containers = watch.containers(until)
+        report = judge(self.jobs, containers, self.kills, until, self.t0, SHARE_GPU_MEM_MIB)
+        self.errors += watch.stream_errors
         leftovers = watch.leftovers()
         report.orphan_containers = len(leftovers)
         report.details += [f"orphan container {c['Names'][0]} ({c['State']})" for c in leftovers]
         left = self.cluster.leftover_processes()
         report.executor_procs = sum(1 for p in left if p.kind == "executor")
         report.reaper_procs = sum(1 for p in left if p.kind == "reaper")
+        report.details += [
+            f"left: {p.kind} pid {p.pid} ({' '.join(p.argv)[:120]})"
+            + ("" if p.env else " - found by its directory only: the run's marker missed it")
+            for p in left
+        ]
         return report
 
     def _ended_at(self, job_id: str) -> float | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tests.fault import procs
 from tests.fault.clusters import MESOS_SCRIPT, RESOURCES, ROOT, Cluster, ClusterError, free_port
+from tests.real_mesos import executor_auth_vars
 
 
 def http(method: str, url: str, token: str, body: dict | None = None) -> tuple[int, dict, dict]:
@@ -53,6 +54,7 @@ class HaCluster(Cluster):
         self.mesos_dir = run_dir / "mesos"
         executor_env = {"PATH": self.env["PATH"], "DLC_GPU_STYLE": "none", procs.MARKER: run_id}
         self.env.update(
+            **executor_auth_vars(),  # the agent authenticates executors (docs/install.md)
             MESOS_RESOURCES=RESOURCES,
             MESOS_EXECUTOR_ENVIRONMENT_VARIABLES=json.dumps(executor_env),
             MESOS_ZK=f"zk://{zk_hosts}/mesos", MESOS_QUORUM="1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -36,7 +37,13 @@ def test_a_standby_takes_over_when_the_leader_goes_and_the_old_one_stops_at_once
     a.start()
     assert elected[0].wait(10)
     b.start()
-    time.sleep(0.5)
+    # b stands in line once its own node is among the contenders, behind a's: only then does
+    # "b is not elected" say something (a fixed sleep could end before b even asked)
+    deadline = time.monotonic() + 30
+    while len(b._lock.contenders()) < 2:
+        assert time.monotonic() < deadline, "b never entered the election"
+        time.sleep(0.05)
+    assert json.loads(b._lock.contenders()[1])["api_url"] == "http://b"
     assert not elected[1].is_set() and b.leader()["api_url"] == "http://a"
     a.client._connection._socket.close()  # the leader's connection drops
     assert elected[1].wait(15)

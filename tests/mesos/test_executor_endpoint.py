@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from dlc.errors import DlcError
@@ -152,3 +154,30 @@ def test_a_restarting_agent_is_retried_until_it_refuses_the_executor(monkeypatch
     # handler depends on other tests in the process (the scheduler adapter silences it), so
     # only the abort itself is asserted.
     assert driver.aborted
+
+
+def test_the_agents_token_goes_with_every_call(executor_env: None, monkeypatch) -> None:
+    """An agent with --authenticate_http_executors answers 401 to calls without it."""
+    monkeypatch.setenv("MESOS_EXECUTOR_AUTHENTICATION_TOKEN", "aGVhZA.Y2xhaW1z.c2ln")
+    driver = make_executor_driver(object())
+    assert "MESOS_EXECUTOR_AUTHENTICATION_TOKEN" not in os.environ  # children do not inherit it
+    request = driver.gen_request()
+    assert request.startswith(
+        b"POST /slave(1)/api/v1/executor HTTP/1.1\r\nAuthorization: Bearer aGVhZA.Y2xhaW1z.c2ln\r\n"
+    )
+    connection = _Connection()
+    driver._conn = connection
+    driver.stream_id = "stream-1"
+    driver.sendStatusUpdate({"task_id": {"value": "t1"}, "state": "TASK_RUNNING"})
+    driver.sendFrameworkMessage("aGk=")
+    assert [r[2]["Authorization"] for r in connection.requests] == [
+        "Bearer aGVhZA.Y2xhaW1z.c2ln"
+    ] * 2
+
+
+def test_no_token_no_header_and_a_malformed_one_is_refused(executor_env, monkeypatch) -> None:
+    monkeypatch.delenv("MESOS_EXECUTOR_AUTHENTICATION_TOKEN", raising=False)
+    assert b"Authorization" not in make_executor_driver(object()).gen_request()
+    monkeypatch.setenv("MESOS_EXECUTOR_AUTHENTICATION_TOKEN", "a.b\r\nX-Evil: 1")
+    with pytest.raises(DlcError, match="MESOS_EXECUTOR_AUTHENTICATION_TOKEN is not a JWT"):
+        make_executor_driver(object())

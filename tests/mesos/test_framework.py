@@ -133,8 +133,12 @@ def test_offer_to_launch_status_ack_after_store(setup):
     assert core.store.get_job(job.job_id).state is JobState.RUNNING
     # reconcile answers carry no uuid and are not acknowledged
     driver.callbacks.statusUpdate(driver, {**status, "uuid": None})
-    time.sleep(0.1)
-    assert len(driver.named("acknowledgeStatusUpdate")) == 1
+    # a later update that is acknowledged: the worker takes events in order, so once its ack
+    # is there the reconcile answer has been handled too (a sleep might end before it was)
+    driver.callbacks.statusUpdate(driver, {**status, "uuid": "dXVpZDI="})
+    wait_for(lambda: len(driver.named("acknowledgeStatusUpdate")) == 2)
+    acked = [args[0]["uuid"] for args in driver.named("acknowledgeStatusUpdate")]
+    assert acked == ["dXVpZA==", "dXVpZDI="]
 
 
 def test_bad_event_does_not_kill_the_worker(setup):

@@ -93,3 +93,26 @@ def test_start_applies_resources_and_attributes_then_stop_ends_it(tmp_path: Path
     finally:
         assert run(["stop", str(tmp_path)]).returncode == 0
     assert not running(pid)
+
+
+def test_build_gives_the_agent_a_working_hmac_sha256() -> None:
+    """The shared build stubs OpenSSL 1.0 as abort-if-called; an agent authenticating its
+    executors signs their JWTs with ``HMAC(EVP_sha256(), ...)``. The build forwards those
+    calls to OpenSSL 3 (scripts/mesos-hmac-shim.c): the result is the real HMAC-SHA256."""
+    import ctypes
+    import hashlib
+    import hmac
+
+    assert run(["build"]).returncode == 0
+    build = Path(os.environ.get("DLC_MESOS_BUILD", ROOT / "build" / "mesos"))
+    lib = ctypes.CDLL(str(build / "libcrypto.so.1.0.0"))
+    lib.EVP_sha256.restype = ctypes.c_void_p
+    lib.HMAC.restype = ctypes.c_void_p
+    c = ctypes
+    lib.HMAC.argtypes = [c.c_void_p, c.c_char_p, c.c_int, c.c_char_p, c.c_size_t, c.c_char_p,
+                         c.POINTER(c.c_uint)]  # fmt: skip
+    out, size = ctypes.create_string_buffer(64), ctypes.c_uint(0)
+    key, data = b"secret-key", b"header.claims"
+    lib.HMAC(lib.EVP_sha256(), key, len(key), data, len(data), out, ctypes.byref(size))
+    assert out.raw[: size.value] == hmac.new(key, data, hashlib.sha256).digest()
+    assert (build / "libexec" / "mesos-executor").read_text().count("Bearer") == 1

@@ -2,7 +2,8 @@
 
 It decodes the LaunchSpec from TaskInfo.data, writes ``gpu_ids=<ids>`` and the command's output
 into the sandbox ``stdout`` (as the real executor writes container output there), and reports
-TASK_RUNNING then TASK_FINISHED or TASK_FAILED with the sandbox in a ``dlc.sandbox`` label.
+TASK_RUNNING then TASK_FINISHED or TASK_FAILED. Like the real executor it names no sandbox path
+in its updates: the scheduler finds the sandbox from the agent's layout (dlc/api/logs.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ def _status(task, state, message, sandbox):
         "agent_id": task["agent_id"],
         "state": state,
         "message": message,
-        "labels": {"labels": [{"key": "dlc.sandbox", "value": sandbox}]},
     }
 
 

@@ -546,3 +546,18 @@ def test_node_refusing_a_double_assignment_costs_no_retry_and_moves_the_job(time
     [(_, [info])] = core.on_offers([offer("o2", "a1", [0, 1])]).accepts
     ids = {int(i) for r in info["resources"] if r["name"] == "gpu_ids" for i in r["set"]["item"]}
     assert ids.isdisjoint(first.gpu_ids)
+
+
+def test_a_failed_gang_reports_the_failing_nodes_cause_not_its_mates_kill(core):
+    job = submit(core, gpus=1, nodes=2)
+    core.on_offers([offer("o1", "a1", [0]), offer("o2", "a2", [0])])
+    t0, t1 = f"{job.job_id}.0.0", f"{job.job_id}.0.1"
+    core.on_status(status(t0, "TASK_RUNNING"))
+    core.on_status(status(t1, "TASK_RUNNING", "a2"))
+    core.on_status(status(t0, "TASK_FAILED", message="nc: bind: Address already in use"))
+    core.on_status(
+        status(t1, "TASK_KILLED", "a2", message="killed on request (SIGTERM, then SIGKILL)")
+    )
+    ended = core.store.get_job(job.job_id)
+    assert ended.state is JobState.FAILED
+    assert ended.message == "node 0 failed: nc: bind: Address already in use"

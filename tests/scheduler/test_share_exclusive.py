@@ -165,3 +165,23 @@ def test_the_core_keeps_other_users_off_a_gpu_an_exclusive_share_runs_on(tmp_pat
     core.on_offers([ranged_offer("o2", "a1", used=used(held))])
     (other,) = core.store.get_job(alice.job_id).tasks
     assert other.share_gpu != task.share_gpu  # packing alone would have put it there
+
+
+@pytest.mark.parametrize(
+    "cpus, mem, short",
+    [(0.5, 65536, "not enough cpus beside"), (16, 1024, "not enough memory beside"),
+     (0.5, 1024, "not enough cpus and memory beside")],
+)  # fmt: skip
+def test_a_share_short_of_cpus_or_memory_is_told_so_not_gpu_memory(cpus, mem, short):
+    # 8 x 32 GiB GPUs, all free: the 4 GiB share waits for the agent's CPUs or memory
+    body = ranged_offer("o1", "a1")
+    for res in body["resources"]:
+        if res["name"] in ("cpus", "mem"):
+            res["scalar"]["value"] = cpus if res["name"] == "cpus" else mem
+    share = Job("j1", "alice", JobSpec.from_dict({"image": "b", "cpus": 1, "mem_mib": 2048,
+                                                   "gpu_memory": "4G"}))  # fmt: skip
+    result = place([body], [share])
+    assert not result.launches
+    reason = result.waiting["j1"]
+    assert reason.startswith(short) and "GPU has a share" not in reason, reason
+    assert f"the most an agent with shares free has is {cpus:g} cpus/{mem:g} MiB" in reason

@@ -73,3 +73,35 @@ def test_the_api_refuses_the_33rd_fresh_snapshot_of_one_user(tmp_path):
     finally:
         server.stop()
         core.store.close()
+
+
+def test_concurrent_first_chunks_cannot_pass_the_cap(tmp_path):
+    """Red-team 2026-11-26: 48 first chunks at once took a user from 2 snapshots to 41 (the
+    count and the create were apart). Now exactly the 30 that fit are made; the rest refused."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    core = SchedulerCore(JobStore(tmp_path / "db"), resolver=lambda s: (s.image, None))
+    server = ApiServer(core, LogReader(lambda: None), lambda a: None)
+    server.env = EnvContext(BlobStore(tmp_path / "db.blobs"), "key")
+    _blobs(server.env.blobs, "alice", 2, age_s=60)  # recent: neither may be reclaimed
+    _blobs(server.env.blobs, "bob", 200, age_s=60)  # a longer count: the race shows each run
+    server.start()
+    try:
+        alice = ApiClient(server.url, core.store.add_token("alice"))
+        chunk = {"data": base64.b64encode(b"snapshot").decode()}
+
+        def upload(_):
+            try:
+                return alice._call("POST", "/v1/workdirs", chunk)["blob"]
+            except ApiError as exc:
+                return str(exc)
+
+        with ThreadPoolExecutor(48) as pool:
+            results = list(pool.map(upload, range(48), timeout=120))
+        made = [r for r in results if len(r) == 32 and "snapshots" not in r]
+        refused = [r for r in results if "alice already keeps 32 snapshots" in r]
+        assert (len(made), len(refused)) == (30, 18), results
+        assert len(server.env.blobs.owned("alice")) == 32
+    finally:
+        server.stop()
+        core.store.close()

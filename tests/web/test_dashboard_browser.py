@@ -199,3 +199,81 @@ def _create_user_token(db: Path, user: str) -> str:
         capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
     )  # fmt: skip
     return out.stdout.strip()
+
+
+HUE = """
+return [...arguments[0]].map(id => {
+  const seg = document.querySelector(`#agents .cell[data-job="${id}"] .segs i`);
+  return seg ? getComputedStyle(seg).backgroundColor : null;
+});
+"""
+
+
+def _hue(css: str) -> float:
+    import colorsys
+
+    r, g, b = (int(v) / 255 for v in re.findall(r"\d+", css)[:3])
+    return colorsys.rgb_to_hsv(r, g, b)[0] * 360
+
+
+def _gaps(colours: list[str]) -> list[float]:
+    """Hue distance in degrees between every two of ``colours`` (CSS rgb() or #rrggbb)."""
+    hues = []
+    for c in colours:
+        if c.startswith("#"):
+            c = "rgb(" + ",".join(str(int(c[i : i + 2], 16)) for i in (1, 3, 5)) + ")"
+        hues.append(_hue(c))
+    return [min(abs(a - b), 360 - abs(a - b)) for i, a in enumerate(hues) for b in hues[i + 1 :]]
+
+
+def test_one_users_jobs_get_far_apart_colours(dlc_local, browser):
+    dashboard, api, token, _ = dlc_local
+    admin = ApiClient(api, token)
+    sign_in(browser, dashboard, token)
+    jobs = [admin.submit({"image": "none", "gpus": 1, "command": ["sleep", "30"]})["id"]
+            for _ in range(3)]  # fmt: skip
+    try:
+        colours = wait_for(browser, "const c = " + HUE[len("return "):] + "; "
+                           "return c.every(Boolean) && c", 30, jobs)  # fmt: skip
+        assert min(_gaps(colours)) >= 60, colours
+        # six jobs of one user on screen at once still get hues at least 30 degrees apart
+        ids = [f"{jobs[0]}-{n}" for n in range(6)]
+        six = browser.execute_script(
+            "assignColours(arguments[0]); return arguments[0].map(jobColour);", ids
+        )
+        assert min(_gaps(six)) >= 29, six
+    finally:
+        for job_id in jobs:
+            admin.kill(job_id)
+
+
+def test_pages_say_what_a_user_may_see_and_number_attempts_from_0(dlc_local, browser):
+    _, api, token, db = dlc_local
+    admin = ApiClient(api, token)
+    job = admin.submit({"image": "none", "gpus": 1, "command": ["true"]})
+    bob = _create_user_token(db, "bob")
+    sign_in(browser, f"{api}/", bob)
+    # the overview's first queue panel lists bob's own jobs only, and says so
+    wait_for(browser, "return document.getElementById('queue-title').textContent "
+             "=== 'Your queued jobs'")  # fmt: skip
+    assert "none of your jobs is waiting" in browser.find_element("css selector", "#queue").text
+    # another user's job: "no such job", not "cannot reach the scheduler"
+    browser.get(f"{api}/#/jobs/{job['id']}")
+    wait_for(browser, "return document.getElementById('job-title').textContent === 'no such job'")
+    status = browser.find_element("css selector", "#status").text
+    assert "cannot reach" not in status and "no such job" in status
+    assert f"no job {job['id']}" in browser.find_element("css selector", "#job-message").text
+    # simulated GPUs enforce nothing: the agent page does not claim MPS limits
+    agent = admin.show(job["id"])["tasks"][0]["agent_id"]
+    browser.get(f"{api}/#/agents/{agent}")
+    facts = wait_for(browser, "return document.getElementById('agent-facts').textContent")
+    assert "MPS" not in facts and "without limits" in facts
+    assert all("404" in e for e in console_errors(browser))
+    # the admin's job page numbers attempts from 0, like `dlc status` and `dlc logs --attempt`
+    browser.delete_all_cookies()  # sign bob out
+    sign_in(browser, f"{api}/", token)
+    wait_for(browser, "return document.getElementById('login-view').hidden")
+    browser.get(f"{api}/#/jobs/{job['id']}")
+    facts = wait_for(browser, "const t = document.getElementById('job-facts').textContent; "
+                     "return t.includes('Attempt') && t")  # fmt: skip
+    assert "Attempt0 (the first run; retries allowed: 0)" in facts.replace("\n", "")

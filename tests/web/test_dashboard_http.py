@@ -166,6 +166,10 @@ def test_wrong_token_does_not_sign_in_and_sign_out_clears(server):
     api, _ = server
     status, set_cookie, body = _sign_in(api, "not-a-token")
     assert status == 401 and set_cookie is None and body["field"] == "token"
+    # both hints name the command that makes tokens today
+    assert "`dlc tokens create USER`" in body["error"] and "--create-token" not in body["error"]
+    page = get(api.url + "/")[2]
+    assert b"<code>dlc tokens create USER</code>" in page and b"--create-token" not in page
     assert _with_cookie(api, "/v1/session", "dlc_session=nope") == (
         200,
         {"user": None, "admin": False},

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlc.mesos.emulator.executor_auth import TOKEN_VARIABLE, ExecutorTokens, check_call
 from dlc.mesos.emulator.master import CallError
 from dlc.mesos.emulator.model import Agent, Framework, Task, make_status
 from dlc.mesos.emulator.streams import EventStream
@@ -77,12 +78,22 @@ class AgentRuntime:
             process-watching threads).
         work_dir: root of the sandboxes.
         address: returns the emulator's ``host:port``.
+        tokens: signs and checks executor tokens (:mod:`~dlc.mesos.emulator.executor_auth`);
+            ``None`` accepts unauthenticated executor calls, like an agent without
+            ``--authenticate_http_executors``.
     """
 
-    def __init__(self, lock: threading.RLock, work_dir: Path, address: Any) -> None:
+    def __init__(
+        self,
+        lock: threading.RLock,
+        work_dir: Path,
+        address: Any,
+        tokens: ExecutorTokens | None = None,
+    ) -> None:
         self.lock = lock
         self.work_dir = work_dir
         self.address = address
+        self.tokens = tokens
         self.master: Any = None  # set by the emulator once the master exists
         self.runs: dict[tuple[str, str, str], ExecutorRun] = {}
 
@@ -174,6 +185,11 @@ class AgentRuntime:
             MESOS_HTTP_COMMAND_EXECUTOR="0",
             MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD=f"{SHUTDOWN_GRACE_SECONDS:g}secs",
         )
+        env.pop(TOKEN_VARIABLE, None)  # never one from the task's own environment
+        if self.tokens is not None and run.info is not None:
+            env[TOKEN_VARIABLE] = self.tokens.issue(
+                run.framework_id, run.executor_id, run.container_id
+            )
         return env
 
     def _spawn(self, run: ExecutorRun, command: dict[str, Any]) -> bool:
@@ -306,6 +322,10 @@ class AgentRuntime:
                 "Killed before the executor subscribed",
                 reason="REASON_TASK_KILLED_DURING_LAUNCH",
             )
+            if not run.queued and not run.tasks:
+                # as a Mesos agent does: an unregistered executor left with no task is killed
+                # (it would otherwise subscribe later and wait for a task for ever)
+                self._shutdown(run)
         elif run.stream is not None:
             run.stream.send({"type": "KILL", "kill": {"task_id": {"value": task.task_id}}})
 
@@ -350,7 +370,29 @@ class AgentRuntime:
 
     # -- the v1 executor API ---------------------------------------------------------------------
 
-    def _find(self, call: dict[str, Any], agent_index: int | None) -> ExecutorRun:
+    def _find(
+        self, call: dict[str, Any], agent_index: int | None, authorization: str | None
+    ) -> ExecutorRun:
+        """The run a call is for; with tokens on, only for the executor the token names.
+
+        Raises:
+            CallError: ``401`` no valid token, ``403`` the token names another executor (or an
+                earlier container of this one), ``400`` no such executor.
+        """
+        principal = None
+        if self.tokens is not None:
+            principal = self.tokens.principal(authorization)
+            check_call(principal, call)
+        run = self._lookup(call, agent_index)
+        if principal is not None and principal.container_id != run.container_id:
+            raise CallError(
+                f"Forbidden: the token is for container '{principal.container_id}', not the "
+                f"executor's current container '{run.container_id}'",
+                403,
+            )
+        return run
+
+    def _lookup(self, call: dict[str, Any], agent_index: int | None) -> ExecutorRun:
         framework_id = (call.get("framework_id") or {}).get("value")
         executor_id = (call.get("executor_id") or {}).get("value")
         for run in self.runs.values():
@@ -363,9 +405,13 @@ class AgentRuntime:
                 return run
         raise CallError(f"Executor '{executor_id}' of framework '{framework_id}' is not found")
 
-    def executor_subscribe(self, call: dict[str, Any], agent_index: int | None) -> EventStream:
-        """Handles an executor's SUBSCRIBE; returns its stream with SUBSCRIBED and LAUNCHes."""
-        run = self._find(call, agent_index)
+    def executor_subscribe(
+        self, call: dict[str, Any], agent_index: int | None, authorization: str | None = None
+    ) -> EventStream:
+        """Handles an executor's SUBSCRIBE; returns its stream with SUBSCRIBED and LAUNCHes.
+
+        ``authorization`` is the request's ``Authorization`` header (see :meth:`_find`)."""
+        run = self._find(call, agent_index, authorization)
         if run.stream is not None:
             run.stream.close()
         run.stream = stream = EventStream()
@@ -395,16 +441,24 @@ class AgentRuntime:
             self._shutdown(run)
         return stream
 
-    def executor_call(self, call: dict[str, Any], agent_index: int | None) -> None:
-        """Handles an executor's UPDATE or MESSAGE call."""
-        run = self._find(call, agent_index)
+    def executor_call(
+        self, call: dict[str, Any], agent_index: int | None, authorization: str | None = None
+    ) -> None:
+        """Handles an executor's UPDATE or MESSAGE call (``authorization``: see :meth:`_find`)."""
+        run = self._find(call, agent_index, authorization)
         kind = call.get("type")
         if kind == "UPDATE":
             status = dict((call.get("update") or {}).get("status") or {})
             task_id = (status.get("task_id") or {}).get("value")
             task = run.tasks.get(str(task_id))
             if task is None:
-                raise CallError(f"Task '{task_id}' is unknown to executor '{run.executor_id}'")
+                # With tokens on, the caller proved it is this executor, and the task is not
+                # its own: forbidden. (The real agent 1.11 forwards such an update when the
+                # task is another executor's of the same framework; docs/security.md.)
+                raise CallError(
+                    f"Task '{task_id}' is unknown to executor '{run.executor_id}'",
+                    403 if self.tokens is not None else 400,
+                )
             if not status.get("uuid") or not status.get("state"):
                 raise CallError("Status update needs 'state' and 'uuid'")
             status.setdefault("source", "SOURCE_EXECUTOR")

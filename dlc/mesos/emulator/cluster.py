@@ -15,8 +15,10 @@ Roles and reservations as the master has them (static ``gpus(dlc):4`` in ``resou
 through RESERVE/UNRESERVE, per-role offers with ``allocation_info``; docs/roles.md).
 
 What it is not: no quota or weights, no containerizers or images (executors and command tasks
-run as plain host processes in a sandbox directory), no LAUNCH_GROUP, no authentication, no
-agent recovery or checkpointing.
+run as plain host processes in a sandbox directory), no LAUNCH_GROUP, no framework or operator
+authentication, no agent recovery or checkpointing. Executors are authenticated as by an agent
+with ``--authenticate_http_executors`` (:mod:`~dlc.mesos.emulator.executor_auth`) unless
+``authenticate_executors=False``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 from dlc.errors import EmulatorError
 from dlc.mesos.emulator.agent import AgentRuntime
+from dlc.mesos.emulator.executor_auth import ExecutorTokens
 from dlc.mesos.emulator.http import EmulatorHTTPServer
 from dlc.mesos.emulator.master import Master
 from dlc.mesos.emulator.model import AgentSpec
@@ -70,6 +73,9 @@ class MesosEmulator:
         host: address to bind; loopback by default.
         port: port to bind; 0 picks a free one.
         allocation_interval: seconds between periodic allocation runs (Mesos's default is 1).
+        authenticate_executors: hand each executor a token and refuse executor API calls
+            without a valid one (``401``) or for another executor (``403``). Only tests of the
+            insecure mode turn it off.
 
     Raises:
         ResourceSyntaxError: an agent's resources or attributes text is malformed.
@@ -82,6 +88,7 @@ class MesosEmulator:
         host: str = "127.0.0.1",
         port: int = 0,
         allocation_interval: float = 1.0,
+        authenticate_executors: bool = True,
     ) -> None:
         self.agent_specs = list(agents) if agents is not None else [AgentSpec()]
         # Parse now so that a typo fails at construction, with the offending item named.
@@ -93,6 +100,7 @@ class MesosEmulator:
         self._work_dir = Path(work_dir) if work_dir is not None else None
         self._bind = (host, port)
         self._allocation_interval = allocation_interval
+        self._tokens = ExecutorTokens() if authenticate_executors else None
         self.lock = threading.RLock()
         self.master: Master | None = None
         self.runtime: AgentRuntime | None = None
@@ -121,7 +129,7 @@ class MesosEmulator:
                 f"--mesos-port {port}: cannot listen on {host}:{port} ({exc.strerror}); "
                 "pick another port, or 0 for any"
             ) from None
-        self.runtime = AgentRuntime(self.lock, self._work_dir, lambda: self.address)
+        self.runtime = AgentRuntime(self.lock, self._work_dir, lambda: self.address, self._tokens)
         self.master = Master(
             str(uuid.uuid4()), self.runtime, lambda: self.address, self._allocation_interval
         )

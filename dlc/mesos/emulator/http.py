@@ -5,7 +5,9 @@ Routes: ``GET /`` (an HTML page: what the emulator is and holds), ``/version``,
 ``/master/slaves``, ``/slave(N)/state``; ``POST /api/v1/scheduler``, ``/api/v1/executor`` and
 ``/slave(N)/api/v1/executor``. Subscriptions answer ``200`` with a chunked RecordIO body (and a
 ``Mesos-Stream-Id`` header); other calls ``202 Accepted`` with an empty body; refused calls
-``400`` (or ``415`` for a non-JSON body) with a one-line text reason, as the real master does.
+``400`` (or ``415`` for a non-JSON body) with a one-line text reason, as the real master does;
+executor calls without a valid token ``401``, with another executor's token ``403``
+(:mod:`~dlc.mesos.emulator.executor_auth`).
 """
 
 from __future__ import annotations
@@ -146,9 +148,10 @@ class EmulatorHandler(BaseHTTPRequestHandler):
                     return emulator.master.subscribe(call)
                 emulator.master.call(call, self.headers.get("Mesos-Stream-Id"))
                 return None
+            authorization = self.headers.get("Authorization")
             if call["type"] == "SUBSCRIBE":
-                return emulator.runtime.executor_subscribe(call, agent_index)
-            emulator.runtime.executor_call(call, agent_index)
+                return emulator.runtime.executor_subscribe(call, agent_index, authorization)
+            emulator.runtime.executor_call(call, agent_index, authorization)
             return None
 
     def _stream(self, stream: EventStream, api: str) -> None:

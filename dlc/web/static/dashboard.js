@@ -5,9 +5,10 @@
 "use strict";
 
 const POLL_MS = 2000;
-// Colours of jobs holding GPUs: distinct hues, light enough for dark text on them.
-const JOB_COLOURS = ["#64b5f6", "#ffb74d", "#81c784", "#f06292", "#4dd0e1", "#fff176",
-  "#ba68c8", "#4db6ac", "#ff8a65", "#dce775", "#7986cb", "#ffd54f"];
+// Colours of jobs holding GPUs: twelve hues 30 degrees apart, light enough for dark text, in
+// an order where each next colour is far from the ones before (jobs take them in turn).
+const JOB_COLOURS = ["#f48c8c", "#8cf4f4", "#c0f48c", "#c08cf4", "#f4c08c", "#8cc0f4",
+  "#8cf48c", "#f48cf4", "#f4f48c", "#8c8cf4", "#8cf4c0", "#f48cc0"];
 const TAKEN = "#b0bec5";  // another user's GPU: shown as taken, without details
 
 const state = { signedIn: false, snapshot: null, svgs: {}, stream: "stdout", logOffset: 0,
@@ -20,8 +21,9 @@ function esc(text) {
     "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
 
-// Job colours: each job keeps the colour it got first; a new job takes its hash's colour,
-// or the next one no other job on screen uses, so neighbours stay distinguishable.
+// Job colours: each job keeps the colour it got first; a new job takes the first colour of
+// the list that no job on screen uses (so a user's consecutive jobs get far-apart hues, not
+// neighbours of one hash); past twelve jobs on screen colours repeat, in the same order.
 const colourOf = new Map();
 
 function assignColours(jobIds) {
@@ -29,14 +31,11 @@ function assignColours(jobIds) {
   for (const id of [...colourOf.keys()]) if (!live.has(id)) colourOf.delete(id);
   for (const id of jobIds) {
     if (colourOf.has(id)) continue;
-    let h = 0;
-    for (const ch of id) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
-    const used = new Set(colourOf.values());
-    let pick = h % JOB_COLOURS.length;
-    for (let i = 0; i < JOB_COLOURS.length && used.has(JOB_COLOURS[pick]); i += 1) {
-      pick = (pick + 1) % JOB_COLOURS.length;
-    }
-    colourOf.set(id, JOB_COLOURS[pick]);
+    const used = [...colourOf.values()];
+    const count = (c) => used.filter((u) => u === c).length;
+    let pick = JOB_COLOURS[0];
+    for (const c of JOB_COLOURS) if (count(c) < count(pick)) pick = c;
+    colourOf.set(id, pick);
   }
 }
 
@@ -70,6 +69,7 @@ function dropTokenFromAddress() {
 }
 
 class AuthError extends Error {}
+class NotFoundError extends Error {}
 
 async function api(path, options = {}) {
   const resp = await fetch(path, {
@@ -80,6 +80,7 @@ async function api(path, options = {}) {
   });
   const body = await resp.json().catch(() => ({}));
   if (resp.status === 401) throw new AuthError(body.error || "unknown token");
+  if (resp.status === 404) throw new NotFoundError(body.error || "not found");
   if (!resp.ok) throw new Error(body.error || `HTTP ${resp.status}`);
   return body;
 }
@@ -202,8 +203,12 @@ function renderJobs(snap) {
     ["Job", "User", "Name / framework", "GPUs", "Used", "State", "Age"], "nothing running",
     TABLE_ROWS);
   // the core's run order (the snapshot lists queued jobs by position)
+  // a user's snapshot lists their own jobs only; the run order of everyone's is below
+  $("queue-title").textContent = snap.me.admin ? "Queue" : "Your queued jobs";
+  const empty = snap.me.admin ? "the queue is empty"
+    : "none of your jobs is waiting (everyone's: Queue in run order, below)";
   renderTable("queue", queued, ["pos", "id", "user", "prio", "gpus", "wait", "msg"],
-    ["#", "Job", "User", "Priority", "GPUs", "Waiting", "Why"], "the queue is empty", TABLE_ROWS);
+    ["#", "Job", "User", "Priority", "GPUs", "Waiting", "Why"], empty, TABLE_ROWS);
   renderTable("done", done, ["id", "user", "name", "gpus", "state", "age", "msg"],
     ["Job", "User", "Name / framework", "GPUs", "State", "Age", "Last message"], "none yet");
   $("running-count").textContent = `${running.length}`;
@@ -442,7 +447,9 @@ async function renderJob(jobId, snap) {
     fact("Command", `<code>${esc(job.command.join(" "))}</code>`),
     fact("Submitted", `${new Date(job.submitted_at * 1000).toLocaleString()} ` +
       `(${duration(snap.now - job.submitted_at)} ago)`),
-    fact("Attempt", `${job.attempt + 1} (retries allowed: ${job.retries})`),
+    // numbered from 0 like `dlc status` and `dlc logs --attempt N`
+    fact("Attempt", `${job.attempt} ${job.attempt ? `(retry ${job.attempt} of ${job.retries})`
+      : `(the first run; retries allowed: ${job.retries})`}`),
   ].join("") + await environmentFact(job, mine, ended);
   const rows = job.history.map((h) => `<tr><td>${clock(h.at)}</td>` +
     `<td><span class="state ${esc(h.state)}">${esc(h.state)}</span></td>` +
@@ -562,6 +569,17 @@ async function renderAgentPage(agentId, snap) {
   await renderAgents("agent-drawing", [agent], snap, null);
 }
 
+// A job page the API answers 404 for: say so once (polling stops until the address changes).
+function showNoSuchJob(message) {
+  $("job-title").textContent = "no such job";
+  $("job-state").textContent = "";
+  $("job-state").className = "state";
+  $("kill").hidden = true;
+  $("job-message").textContent = `${message} (you see only your own jobs unless you are an admin)`;
+  for (const id of ["job-facts", "job-history", "logs", "job-agents"]) $(id).innerHTML = "";
+  $("status").textContent = "no such job";
+}
+
 async function refresh() {
   clearTimeout(state.timer);
   renderRole();
@@ -599,6 +617,11 @@ async function refresh() {
     if (err instanceof AuthError) {
       // Not signed in yet is not a failure; a session that stopped working is.
       showLogin(state.signedIn ? `Sign-in failed: ${err.message}` : "");
+      return;
+    }
+    if (err instanceof NotFoundError && route().view === "job") {
+      // another user's job, or a mistyped id: the API says "no job X" (404), not a failure
+      showNoSuchJob(err.message);
       return;
     }
     $("status").textContent = `cannot reach the scheduler (${err.message}); retrying`;

@@ -52,7 +52,7 @@
     table(
       "tenancy-queue",
       ["#", "job", "user", "group", "pool", "priority", "GPUs", "reason"],
-      body.queue.map((r) => [
+      body.queue.map((r) => r.hidden ? [r.position, "-", "another user", "", "", "", "", ""] : [
         r.position, r.id, r.user, r.group + " #" + r.group_position, r.pool,
         r.priority_class || r.priority, num(r.gpus),
         (r.admitted ? "next to run; " : "") + r.reason,

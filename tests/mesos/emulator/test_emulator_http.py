@@ -145,9 +145,9 @@ def test_version_and_state(emulator: MesosEmulator) -> None:
             "/api/v1/executor",
             '{"type": "SUBSCRIBE", "framework_id": {"value": "f"}, "executor_id": {"value": "e"}}',
             None,
-            400,
-            "not found",
-            id="unknown-executor",
+            401,
+            "Unauthorized",
+            id="executor-without-token",
         ),
     ],
 )
@@ -256,3 +256,54 @@ def test_index_page_says_it_is_the_emulator_and_links_framework_ui(emulator: Mes
 
 def test_version_names_the_emulator(emulator: MesosEmulator) -> None:
     assert get(emulator.address, "/version")[1]["build_user"] == "dlc-emulator"
+
+
+def test_killing_the_only_task_of_an_unsubscribed_executor_ends_the_executor(
+    emulator: MesosEmulator,
+) -> None:
+    """As on a Mesos agent: the executor would otherwise subscribe later and wait for ever
+    (the fault suite found such executors left after a job was killed during its launch)."""
+    framework_info = {"user": "u", "name": "n", "capabilities": [{"type": "GPU_RESOURCES"}]}
+    subscriber = Subscriber(emulator.address, framework_info)
+    framework_id = subscriber.event("SUBSCRIBED")["subscribed"]["framework_id"]["value"]
+    offer = subscriber.event("OFFERS")["offers"]["offers"][0]
+    task = {
+        "task_id": {"value": "t1"},
+        "agent_id": offer["agent_id"],
+        "name": "t1",
+        "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 1}}],
+        # an executor that never subscribes: its task stays queued at the agent
+        "executor": {"executor_id": {"value": "e1"},
+                     "command": {"value": "echo $$ > pid.txt; exec sleep 60"}},
+    }  # fmt: skip
+    accept = {
+        "offer_ids": [offer["id"]],
+        "operations": [{"type": "LAUNCH", "launch": {"task_infos": [task]}}],
+    }
+    assert subscriber.call(framework_id, "ACCEPT", accept) == 202
+    deadline = time.monotonic() + 30
+    while not list(Path(emulator.work_dir).rglob("pid.txt")):
+        assert time.monotonic() < deadline, "the executor did not start"
+        time.sleep(0.05)
+    pid_file = next(Path(emulator.work_dir).rglob("pid.txt"))
+    while not pid_file.read_text().strip():
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    kill = {"task_id": {"value": "t1"}, "agent_id": offer["agent_id"]}
+    assert subscriber.call(framework_id, "KILL", kill) == 202
+    status = subscriber.event("UPDATE")["update"]["status"]
+    assert status["state"] == "TASK_KILLED", status
+    assert "before the executor subscribed" in status["message"]
+    deadline = time.monotonic() + 30
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the unsubscribed executor still runs"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not count)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
