@@ -289,8 +289,9 @@ def build_all(check: Check, row: Row) -> None:
     shim = check.bin / "libdlc_cuda_shim.so"
     sources = [str(SHIM_SRC / f) for f in ("cuda_shim.c", "account.c", "config.c", "allocmap.c")]
     # what native/cuda_shim/Makefile runs, without needing make
-    argv = ["gcc", "-O2", "-g", "-std=gnu11", "-fPIC", "-fvisibility=hidden", "-Wall",
-            "-fno-strict-aliasing", "-shared", "-Wl,-z,defs", "-Wl,-soname,libdlc_cuda_shim.so",
+    argv = ["gcc", "-O2", "-foptimize-sibling-calls", "-g", "-std=gnu11", "-fPIC",
+            "-fvisibility=hidden", "-Wall", "-fno-strict-aliasing", "-shared", "-Wl,-z,defs",
+            "-Wl,-soname,libdlc_cuda_shim.so",
             "-o", str(shim), *sources, "-ldl", "-lpthread"]  # fmt: skip
     if check.run(argv, timeout=120, name="build-shim").code == 0:
         check.built["shim"] = shim

@@ -406,7 +406,8 @@ static int hooked_name(const char *name) {
 
 /* dlsym(handle of libcuda, "cuMemAlloc_v2") would find the driver's own function: hand out
  * the wrapper instead. Any other name is passed on as a tail call, so glibc still sees the
- * caller's return address (it decides what RTLD_NEXT means from it). */
+ * caller's return address (it decides what RTLD_NEXT means from it): the Makefile builds
+ * with -O2 -foptimize-sibling-calls, and tests/native/test_cuda_shim.py checks RTLD_NEXT. */
 EXPORT void *dlsym(void *handle, const char *name) {
     int f = hooked_name(name);
     if (f < 0) return real_dlsym(handle, name);

@@ -167,3 +167,36 @@ def test_racing_processes_never_get_more_than_the_share_together(share):
     granted = [int(client.read().split()[1]) for client in procs]
     assert sum(granted) == 4096 - 600, granted  # never more, and nothing refused below it
     assert procs[0].info() == (0, 4096)
+
+
+NEXT_LIB = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <unistd.h>
+uid_t getuid(void) {  /* another interposer, loaded after the shim */
+    uid_t (*next)(void) = (uid_t (*)(void))dlsym(RTLD_NEXT, "getuid");
+    return next == getuid ? (uid_t)-1 : next() + 1000000;
+}
+"""
+MAIN = r"""
+#include <stdio.h>
+#include <unistd.h>
+int main(void) { printf("%u\n", (unsigned)getuid()); return 0; }
+"""
+
+
+def test_rtld_next_keeps_its_meaning_for_other_libraries(tmp_path, shim_build):
+    """The wrapped dlsym passes other names on as a tail call, so glibc still sees the real
+    caller: an interposer loaded after the shim gets the NEXT getuid, not its own."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    (tmp_path / "next.c").write_text(NEXT_LIB)
+    (tmp_path / "main.c").write_text(MAIN)
+    lib, exe = tmp_path / "libnext.so", tmp_path / "main"
+    for argv in (["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "next.c"), "-ldl"],
+                 ["gcc", "-o", str(exe), str(tmp_path / "main.c")]):  # fmt: skip
+        subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    env = {**shim_env(shim_build, None), "LD_PRELOAD": f"{shim_build.shim} {lib}"}
+    out = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=10)
+    assert int(out.stdout) == os.getuid() + 1000000, out
