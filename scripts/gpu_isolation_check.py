@@ -542,6 +542,7 @@ class Mps:
             source = self.log / name
             if source.exists():
                 shutil.copy(source, self.check.logs / f"mps-{self.pipe.parent.name}-{name}")
+        shutil.rmtree(self.pipe.parent, ignore_errors=True)
 
 
 def servers_gone(deadline: float) -> bool:
