@@ -15,13 +15,19 @@ PY     := $(VENV)/bin/python
 DLC    := $(VENV)/bin/dlc
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup services demo test lint unit bench clean dist probe e2e-pytorch e2e-jupyter gpu-check gpu-usage-check soak fault ha-fault
+.PHONY: setup services demo test lint unit bench clean dist probe shim e2e-pytorch e2e-jupyter gpu-check gpu-usage-check gpu-isolation-check soak fault ha-fault
 
 $(STAMP): setup.cfg pyproject.toml scripts/setup-python.sh compat/http-parser/pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup-python.sh
 	touch $(STAMP)
 
-setup: $(STAMP) probe
+setup: $(STAMP) probe shim
+
+# DLC's CUDA driver-API interposer for `shim` shares (native/cuda_shim, plain gcc, no CUDA):
+# native/cuda_shim/build/libdlc_cuda_shim.so, where the executor looks for it (docs/sharing.md)
+shim:
+	@if command -v gcc >/dev/null 2>&1; then $(MAKE) -s -C native/cuda_shim; \
+	else echo "notice: gcc not found, skipping the CUDA shim build (shim shares need it)"; fi
 
 # The native P2P probe needs nvcc; without it the build is skipped with a notice
 # (dlc probe --probe-json FILE still works); `make test` installs nvcc first (scripts/cuda.sh).
@@ -106,7 +112,16 @@ GPU_PY ?= $(shell test -x $(VENV)/bin/python && echo $(VENV)/bin/python || echo 
 gpu-check:
 	$(MAKE) -s -C native/p2p_probe NVCC=$(or $(NVCC),nvcc)
 	$(MAKE) -s -C native/share_check NVCC=$(or $(NVCC),nvcc)
+	$(MAKE) -s -C native/cuda_shim
 	$(GPU_PY) scripts/gpu_check.py
+
+# Isolation on one GPU (no Docker, no network, as root, under 4 minutes): the CUDA shim with
+# PyTorch, its cost, the blast radius of a faulting tenant per backend and k-tenant throughput;
+# python3 with PyTorch runs the tenants. Writes ISO_OUT/results.json and table.md (docs/sharing.md).
+ISO_PY  ?= python3
+ISO_OUT ?= build/gpu-isolation-check
+gpu-isolation-check:
+	$(ISO_PY) scripts/gpu_isolation_check.py --out $(ISO_OUT) --python $(ISO_PY)
 
 # Allocated versus used on a real GPU: the executor's NVML sampler reads an idle GPU, a memory
 # holder and a copy loop (docs/executor.md, "GPU usage").

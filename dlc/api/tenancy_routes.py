@@ -22,6 +22,7 @@ from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
 from dlc.scheduler.placement import agent_vendor, default_topology_of
 from dlc.scheduler.quotas import agent_pool, job_demand, job_gpus, key_of
 from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
+from dlc.topology.gpu_shares import ATTR_SHARING
 
 
 def _caller(request: Request) -> tuple[str, bool]:
@@ -92,16 +93,20 @@ def quota_view(core: Any) -> dict:
 
 def nodes_view(core: Any) -> list[dict]:
     """Agents by pool: GPUs in all, taken whole by DLC's tasks, holding shares (and the
-    share memory they hold), draining, free."""
+    share memory they hold), draining, free; the share backend (``dlc_sharing``) and, per
+    shared GPU, the users whose shares run there."""
     taken: dict[str, set[int]] = {}
     # shares: agent -> GPU -> MiB the shares on it hold (their GPUs are neither free nor taken)
     shares: dict[str, dict[int, int]] = {}
+    sharers: dict[str, dict[int, set[str]]] = {}
     for job in core.active_jobs():
         for task in job.tasks:
             taken.setdefault(task.agent_id, set()).update(task.gpu_ids)
             if task.share_gpu is not None:
                 held = shares.setdefault(task.agent_id, {})
                 held[task.share_gpu] = held.get(task.share_gpu, 0) + task.share_memory_mib
+                by_gpu = sharers.setdefault(task.agent_id, {})
+                by_gpu.setdefault(task.share_gpu, set()).add(job.user)
     out = []
     for agent in sorted(
         core.inventory.agents(), key=lambda a: (agent_pool(a.attributes), a.hostname or a.agent_id)
@@ -117,6 +122,9 @@ def nodes_view(core: Any) -> list[dict]:
             "shared": len(held), "share_mem_mib": sum(held.values()),
             "free": len(agent.gpu_ids) - len(used) - len(held) - len(draining),
             "cpus": agent.cpus, "mem_mib": agent.mem_mib,
+            "sharing": agent.attributes.get(ATTR_SHARING),
+            "shared_gpus": [{"gpu": gpu, "tenants": sorted(users)} for gpu, users
+                            in sorted(sharers.get(agent.agent_id, {}).items())],
         })  # fmt: skip
     return out
 

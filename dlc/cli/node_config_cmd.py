@@ -55,7 +55,7 @@ GPU_NAMES = ("gpus", "gpu_ids", "gpu_mem", "gpu_core")
 )
 @click.option(
     "--sharing",
-    type=click.Choice(["mps", "watchdog", "mig", "none"]),
+    type=click.Choice(["mps", "watchdog", "mig", "none", "shim"]),
     help="How this node enforces GPU shares, carried as the dlc_sharing attribute "
     "[default: mps where every GPU is Volta or later, else watchdog].",
 )

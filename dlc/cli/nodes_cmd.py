@@ -46,3 +46,12 @@ def command(output, api, token):
     )  # fmt: skip
     for pool, (gpus, taken, free, shared) in sorted(totals.items()):
         click.echo(f"pool {pool}: {free} of {gpus} GPUs free, {taken} taken, {shared} shared")
+    per_gpu = [(n, s) for n in nodes for s in n.get("shared_gpus", ())]
+    if per_gpu:  # who shares which GPU, under which backend (docs/sharing.md 3b)
+        click.echo("")
+        print_table(
+            ("AGENT", "GPU", "BACKEND", "TENANTS"),
+            ((n["hostname"] or n["agent_id"], s["gpu"], n.get("sharing") or "watchdog",
+              ",".join(s["tenants"])) for n, s in per_gpu),
+            wide=output == "wide",
+        )  # fmt: skip

@@ -103,7 +103,7 @@ class TaskPolicy:
 
 
 #: enforcement backends a share can name (``dlc_sharing`` agent attribute)
-SHARE_BACKENDS = ("mps", "watchdog", "mig", "none")
+SHARE_BACKENDS = ("mps", "watchdog", "mig", "none", "shim")
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,8 @@ class GpuShare:
         gpu_uuid: its UUID (``GPU-...``), or a MIG device's (``MIG-...``) for ``mig``.
         memory_mib: the memory share in MiB (0: no memory floor or limit).
         core_milli: the compute share in thousandths of the GPU (0: shared without a floor).
-        backend: how the agent enforces it: ``mps``, ``watchdog``, ``mig`` or ``none``.
+        backend: how the agent enforces it: ``mps``, ``watchdog``, ``mig``, ``none`` or
+            ``shim``.
         gpu_minor: ``/dev/nvidia<minor>`` of the GPU when known (legacy GPU style).
     """
 

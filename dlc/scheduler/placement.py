@@ -519,6 +519,16 @@ def _place_job(
     return None
 
 
+def _backend(slot) -> str:
+    """The agent's share backend (``dlc_sharing``; ``watchdog`` when it names none), kept
+    on the slot: every share of a round asks it of every agent."""
+    backend = getattr(slot, "_share_backend", None)
+    if backend is None:
+        backend = agent_text(slot.attributes, gpu_shares.ATTR_SHARING) or "watchdog"
+        slot._share_backend = backend
+    return backend
+
+
 def share_fields(launch: Launch) -> dict[str, int]:
     """The :class:`~dlc.scheduler.jobs.TaskPlacement` share fields of a launch (none: {})."""
     if launch.share is None:
@@ -531,9 +541,10 @@ def share_fields(launch: Launch) -> dict[str, int]:
 def _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold) -> str | None:
     """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None."""
     tenant = tenants.tenant(job)
-    open_to = None  # nobody exclusive: every GPU is open, no per-GPU check
-    if tenants.restricts(tenant):
-        open_to = lambda agent_id, gpu: tenants.open_to(tenant, agent_id, gpu)  # noqa: E731
+    open_to = None  # nobody exclusive, no other tenant under MPS: every GPU is open
+    mps = {s.agent_id for s in slots if _backend(s) == "mps"} if tenants.by_gpu else set()
+    if tenants.restricts(tenant, bool(mps)):
+        open_to = lambda agent_id, gpu: tenants.open_to(tenant, agent_id, gpu, agent_id in mps)  # noqa: E731
     hold = None
     if share_hold is not None:
 
@@ -556,7 +567,7 @@ def _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold
     slot.take_ranges(choice.take)
     tenants.add(slot.agent_id, choice.gpu_index, tenant)
     uuids, minors = gpu_facts(choice.topology, (choice.gpu_index,))
-    backend = agent_text(slot.attributes, gpu_shares.ATTR_SHARING) or "watchdog"
+    backend = _backend(slot)
     share = GpuShare(
         choice.gpu_index, uuids[0] if uuids else None, choice.memory_mib, choice.core_milli,
         backend, minors[0] if minors else None,

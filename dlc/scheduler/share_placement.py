@@ -11,6 +11,15 @@ Exclusive placement (``--exclusive-per-user``/``--exclusive-per-group``): a shar
 for it goes only on a GPU whose shares are all its user's (or group's), and no other user's
 share joins it there (:func:`may_share`, :class:`ShareTenants`). A fault in one MPS client
 takes down its co-runners on that GPU; this keeps such a fault within one user or group.
+
+Tenancy under MPS (always, without asking): on an agent whose backend is ``mps`` a GPU's
+shares all belong to ONE tenant (:func:`mps_tenancy`: the user, or the group when the job
+asks for ``--exclusive-per-group``), because the GPU's one MPS daemon spreads any client's
+fatal fault to every client (measured on the H200: docs/sharing.md). Another tenant's share
+goes to another GPU, or to an agent with a fault-isolated backend (``shim``, ``watchdog``,
+``none``: a context per process) where tenants may mix. The simpler of the two correct rules
+was taken: a GPU never runs MPS for one tenant beside time-slicing for another, which would
+need a per-share backend and two enforcement paths on one GPU.
 Pure: no I/O.
 """
 
@@ -59,6 +68,17 @@ def may_share(a: Tenant, b: Tenant) -> bool:
     return _allows(a, b) and _allows(b, a)
 
 
+def mps_tenancy(tenant: Tenant) -> tuple[str, str]:
+    """Whom a share may meet under one MPS daemon: its group when the job opted into group
+    placement (``exclusive_per == "group"``), else its user."""
+    return ("group", tenant.group) if tenant.exclusive == "group" else ("user", tenant.user)
+
+
+def may_share_mps(a: Tenant, b: Tenant) -> bool:
+    """:func:`may_share`, and one tenant (:func:`mps_tenancy`): one MPS daemon for both."""
+    return may_share(a, b) and mps_tenancy(a) == mps_tenancy(b)
+
+
 @dataclass
 class ShareTenants:
     """Who holds shares on each GPU (``(agent id, GPU index) -> tenants``).
@@ -80,17 +100,25 @@ class ShareTenants:
         """Record a share of ``tenant`` on GPU ``gpu`` of ``agent_id``."""
         self.by_gpu.setdefault((agent_id, gpu), []).append(tenant)
 
-    def restricts(self, tenant: Tenant) -> bool:
+    def restricts(self, tenant: Tenant, mps: bool = False) -> bool:
         """Whether exclusivity can keep ``tenant`` off any GPU: it asks for it, or a share
-        already placed does. When not, placement skips the per-GPU check (at 1,213 agents
-        that check was a third of a share's placement time)."""
+        already placed does, or (``mps``: some agent runs MPS) another tenant holds a share.
+        When not, placement skips the per-GPU check (at 1,213 agents that check was a third
+        of a share's placement time)."""
         if tenant.exclusive:
             return True
-        return any(t.exclusive for ts in self.by_gpu.values() for t in ts)
+        mine = mps_tenancy(tenant)
+        return any(
+            t.exclusive or (mps and mps_tenancy(t) != mine)
+            for ts in self.by_gpu.values()
+            for t in ts
+        )
 
-    def open_to(self, tenant: Tenant, agent_id: str, gpu: int) -> bool:
-        """Whether ``tenant`` may put a share on that GPU, given the shares already there."""
-        return all(may_share(tenant, t) for t in self.by_gpu.get((agent_id, gpu), ()))
+    def open_to(self, tenant: Tenant, agent_id: str, gpu: int, mps: bool = False) -> bool:
+        """Whether ``tenant`` may put a share on that GPU, given the shares already there
+        (``mps``: the agent's backend is MPS, so only its own tenant's shares may be there)."""
+        check = may_share_mps if mps else may_share
+        return all(check(tenant, t) for t in self.by_gpu.get((agent_id, gpu), ()))
 
 
 @dataclass(frozen=True)

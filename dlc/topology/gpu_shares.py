@@ -43,6 +43,8 @@ class SharingMode(enum.StrEnum):
     WATCHDOG = "watchdog"  #: NVML memory sampling; a task over its share is ended
     MIG = "mig"  #: existing MIG instances only (DLC never reconfigures MIG)
     NONE = "none"  #: time-slicing, no limits at all
+    #: time-slicing with DLC's CUDA shim: memory refused at allocation, faults kept apart
+    SHIM = "shim"
 
 
 # Model names of GPUs older than Volta (no MPS memory or thread limits): Kepler, Maxwell,

@@ -135,3 +135,26 @@ def test_bad_grace_is_one_line_naming_the_field(api):
     with pytest.raises(ApiError, match="needs an admin token"):
         call(server, tokens["alice"], "PUT", "/v1/preemption-grace", {"grace_s": 5})
     assert core.tenancy.grace_s == 30.0
+
+
+def test_nodes_show_each_shared_gpu_with_its_backend_and_tenants(api):
+    from click.testing import CliRunner
+
+    from dlc.cli.main import cli
+    from tests.scheduler.test_share_placement import ranged_offer
+
+    server, core, tokens = api
+    alice = ApiClient(server.url, tokens["alice"])
+    root = ApiClient(server.url, tokens["admin"])
+    core.on_offers([ranged_offer("o1", "s1", sharing="shim")])  # the agent is known
+    for client in (alice, root):
+        client.submit({"image": "busybox", "cpus": 0.1, "mem_mib": 64, "gpu_memory": "4G"})
+    core.on_offers([ranged_offer("o2", "s1", sharing="shim")])
+    nodes = call(server, tokens["alice"], "GET", "/v1/nodes")["nodes"]
+    (node,) = [n for n in nodes if n["agent_id"] == "s1"]
+    assert node["sharing"] == "shim"
+    # a fault-isolated backend: two users' shares pack onto one GPU
+    assert [s["tenants"] for s in node["shared_gpus"]] == [["alice", "root"]]
+    env = {"DLC_API": server.url, "DLC_TOKEN": tokens["alice"]}
+    out = CliRunner().invoke(cli, ["nodes"], env=env).output
+    assert "BACKEND" in out and "alice,root" in out and "shim" in out

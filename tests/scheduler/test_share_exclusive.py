@@ -59,8 +59,9 @@ TABLE = {
 
 @pytest.mark.parametrize("held, new, want", TABLE.values(), ids=TABLE.keys())
 def test_exclusive_placement_table(held, new, want):
+    # a fault-isolated backend: under MPS every GPU is single-tenant anyway (test_share_tenancy)
     result = place(
-        [ranged_offer("o1", "a1", used=used(held))], [job("j1", *new)],
+        [ranged_offer("o1", "a1", used=used(held), sharing="watchdog")], [job("j1", *new)],
         share_tenants=tenants(held),
     )  # fmt: skip
     (launch,) = result.launches

@@ -1,4 +1,5 @@
-"""GPU-share enforcement on the node: MPS limits, an NVML memory watchdog, MIG, or none.
+"""GPU-share enforcement on the node: MPS limits, an NVML memory watchdog, MIG, DLC's CUDA
+shim, or none.
 
 One backend per agent (``dlc node-config --sharing``, the ``dlc_sharing`` attribute); the
 scheduler copies it into the task's :class:`~dlc.scheduler.launch_spec.GpuShare`.
@@ -9,6 +10,8 @@ scheduler copies it into the task's :class:`~dlc.scheduler.launch_spec.GpuShare`
   after its last;
 * :mod:`.watchdog`: samples per-process GPU memory through NVML and ends a task over its share;
 * :mod:`.mig`: lists the MIG instances that exist already (never reconfigures MIG);
+* :mod:`.shim`: the ``shim`` backend's files on the agent (DLC's CUDA driver-API interposer,
+  ``native/cuda_shim``, loaded through a read-only ``/etc/ld.so.preload``);
 * :mod:`.hook`: the small object :class:`~dlc.executor.task_runner.TaskRunner` calls around a
   share's container.
 """

@@ -1,9 +1,10 @@
 """What :class:`~dlc.executor.task_runner.TaskRunner` calls around a share's container.
 
 ``prepare`` (before create: starts the GPU's MPS daemon for its first share, checks a MIG
-device still exists, renders the container arguments), ``started`` (the watchdog begins),
-``outcome`` (the watchdog's TASK_FAILED message, if it ended the task) and ``finished`` (after
-the container is removed: stops watching, stops the MPS daemon after the GPU's last share).
+device still exists, writes a ``shim`` share's config, renders the container arguments),
+``started`` (the watchdog begins), ``outcome`` (the watchdog's TASK_FAILED message, if it
+ended the task) and ``finished`` (after the container is removed: stops watching, stops the
+MPS daemon after the GPU's last share, removes a ``shim`` share's files).
 On simulated GPUs (GPU style ``none``) nothing is started and nothing is enforced.
 """
 
@@ -20,6 +21,7 @@ from dlc.executor.gpu_render import GpuStyle
 from dlc.executor.sharing.mig import MigDevice, find_mig_device, list_mig_devices
 from dlc.executor.sharing.mps import MpsManager
 from dlc.executor.sharing.render import LABEL_SHARING, ShareArgs, render_share
+from dlc.executor.sharing.shim import ShimStore
 from dlc.executor.sharing.watchdog import (
     MemoryWatchdog,
     Violation,
@@ -50,6 +52,7 @@ class ShareHook:
         stop_container: ``container_id -> None`` used when the watchdog ends a task; the
             runner binds it with :meth:`bind`.
         pids_of: container id -> host pids (default: the Docker API's top, else cgroups).
+        shim: where ``shim`` shares' files are written (a default store when ``None``).
     """
 
     def __init__(
@@ -59,8 +62,10 @@ class ShareHook:
         stop_container: Callable[[str], None] | None = None,
         pids_of: Callable[[str], Any] | None = None,
         interval_s: float = 2.0,
+        shim: ShimStore | None = None,
     ) -> None:
         self.mps = mps or MpsManager()
+        self.shim = shim or ShimStore()
         self.nvml_factory = nvml_factory
         self.stop_container = stop_container
         self.pids_of = pids_of or pids_from_cgroups
@@ -105,17 +110,29 @@ class ShareHook:
             return replace(
                 args, labels={**args.labels, LABEL_SHARING: f"{share.backend}-simulated"}
             )
-        pipe_dir = None
+        pipe_dir, shim_files = None, None
         if share.backend == "mig":
             self._check_mig(share)
+        if share.backend == "shim":
+            shim_files = self.shim.write(task_id, share)
         if share.backend == "mps":
             pipe_dir = self.mps.acquire(task_id, share).pipe_dir
         with self._lock:
             self._shares[task_id] = (share, share.backend == "mps")
-        return render_share(share, style, driver_version, pipe_dir, device_root)
+        return self._render(
+            task_id, share, style, driver_version, pipe_dir, device_root, shim_files
+        )
+
+    def _render(self, task_id, share, style, driver, pipe_dir, device_root, shim_files):
+        try:
+            return render_share(share, style, driver, pipe_dir, device_root, shim_files)
+        except Exception:
+            self.finished(task_id)  # nothing will run: give the daemon and files back
+            raise
 
     def started(self, task_id: str, container_id: str) -> None:
-        """The container runs: watch its memory when the backend is ``watchdog`` or ``mps``.
+        """The container runs: watch its memory when the backend is ``watchdog``, ``mps`` or
+        ``shim`` (the backstop for what the shim cannot see: raw ioctls, static binaries).
 
         Under MPS too: its memory cap is the client variable ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``,
         which the job owns; unset or raised, a 2,048 MiB share got 6,144 MiB on the H100
@@ -123,7 +140,7 @@ class ShareHook:
         """
         with self._lock:
             share, _ = self._shares.get(task_id, (None, False))
-        watched = ("watchdog", "mps")
+        watched = ("watchdog", "mps", "shim")
         if share is None or share.backend not in watched or share.memory_mib <= 0:
             return
         self._watchdog_started().watch(task_id, container_id, share)
@@ -144,6 +161,8 @@ class ShareHook:
             self._watchdog.unwatch(task_id)
         if share is not None and uses_mps:
             self.mps.release(task_id, share.gpu_index)
+        if share is not None and share.backend == "shim":
+            self.shim.remove(task_id)
 
     def close(self) -> None:
         """Stop the watchdog thread."""

@@ -17,7 +17,12 @@ Backends:
   (SysV and POSIX shared memory are visible to it), so MPS is for trusted tenants;
 * ``watchdog``: the GPU plus hints; memory is enforced by :mod:`.watchdog`, compute is not;
 * ``mig``: the MIG device's UUID (``MIG-...``) as the only device (toolkit style only);
-* ``none``: the GPU plus hints, labelled as time-slicing with no limits.
+* ``none``: the GPU plus hints, labelled as time-slicing with no limits;
+* ``shim``: the GPU plus DLC's CUDA driver-API interposer (``native/cuda_shim``), loaded into
+  every process through ``/etc/ld.so.preload``; the library, that file and the limit config
+  are bind-mounted READ-ONLY (the container runs as a non-root user, so it cannot replace
+  them), and the processes' shared accounting lives on a per-container tmpfs. Time-slicing
+  otherwise: each process has its own CUDA context, so one tenant's fault stays its own.
 """
 
 from __future__ import annotations
@@ -39,7 +44,34 @@ ISOLATION = {
     "watchdog": "memory watched through NVML, task ended over its share; compute not limited",
     "mig": "MIG instance: memory, compute and faults isolated by the hardware",
     "none": "time-slicing: no memory or compute limits",
+    "shim": "time-slicing; memory refused at allocation by DLC's CUDA shim across the "
+    "container's processes (NVML watchdog as backstop); compute not limited",
 }
+
+#: where the shim's files appear inside the container (native/cuda_shim/shim.h has the same
+#: config path compiled in: the shim reads only that file when it exists)
+SHIM_LIBRARY_TARGET = "/usr/lib/dlc/libdlc_cuda_shim.so"
+SHIM_CONFIG_TARGET = "/etc/dlc/cuda-shim.conf"
+SHIM_PRELOAD_TARGET = "/etc/ld.so.preload"
+SHIM_STATE_DIR = "/run/dlc-shim"
+#: the CUDA context's footprint the shim counts per process and GPU: the real one is not
+#: observable from the driver API (about 300-600 MiB on Hopper with CUDA 12 lazy loading)
+DEFAULT_CONTEXT_MIB = 512
+
+
+@dataclass(frozen=True)
+class ShimFiles:
+    """Host paths of what a ``shim`` share's container mounts read-only.
+
+    Attributes:
+        library: ``libdlc_cuda_shim.so`` (built by ``make setup``).
+        config: this task's config (:func:`shim_config_text`).
+        preload: this task's ``ld.so.preload`` (:func:`shim_preload_text`).
+    """
+
+    library: str
+    config: str
+    preload: str
 
 
 @dataclass(frozen=True)
@@ -95,6 +127,46 @@ def mps_env(share: GpuShare, pipe_dir: str) -> dict[str, str]:
     return env
 
 
+def shim_config_text(share: GpuShare, context_mib: int = DEFAULT_CONTEXT_MIB) -> str:
+    """The shim's config for ``share``: device 0 (the container sees only its GPU) limited to
+    the memory share (none when the share names no memory), the context estimate, and the
+    accounting file on the container's tmpfs."""
+    lines = [
+        "# written by the DLC executor for one GPU share (docs/sharing.md)",
+        f"state_file={SHIM_STATE_DIR}/accounting",
+        f"context_mib={max(0, int(context_mib))}",
+    ]
+    if share.memory_mib:
+        lines.append(f"limit_mib.0={share.memory_mib}")
+    return "\n".join(lines) + "\n"
+
+
+def shim_preload_text() -> str:
+    """``/etc/ld.so.preload`` of a ``shim`` container: the shim, nothing else."""
+    return SHIM_LIBRARY_TARGET + "\n"
+
+
+def shim_mounts(files: ShimFiles) -> tuple[dict, ...]:
+    """Engine ``Mounts`` of a ``shim`` share: three read-only files and the accounting tmpfs
+    (mode 1777: the container's non-root processes share it; gone with the container)."""
+
+    def read_only(source: str, target: str) -> dict:
+        return {"Type": "bind", "Source": source, "Target": target, "ReadOnly": True,
+                "BindOptions": {"Propagation": "rprivate"}}  # fmt: skip
+
+    tmpfs = {
+        "Type": "tmpfs",
+        "Target": SHIM_STATE_DIR,
+        "TmpfsOptions": {"SizeBytes": 1 << 20, "Mode": 0o1777},
+    }
+    return (
+        read_only(files.library, SHIM_LIBRARY_TARGET),
+        read_only(files.config, SHIM_CONFIG_TARGET),
+        read_only(files.preload, SHIM_PRELOAD_TARGET),
+        tmpfs,
+    )
+
+
 def _device(share: GpuShare, style: GpuStyle, driver: str | None, device_root: str):
     minors = (share.gpu_minor,) if share.gpu_minor is not None else ()
     uuids = (share.gpu_uuid,) if share.gpu_uuid else ()
@@ -108,6 +180,7 @@ def render_share(
     driver_version: str | None = None,
     pipe_dir: str | None = None,
     device_root: str = "/dev",
+    shim: ShimFiles | None = None,
 ) -> ShareArgs:
     """Container arguments for ``share`` in GPU ``style`` (resolved, not ``AUTO``).
 
@@ -117,10 +190,11 @@ def render_share(
         driver_version: host driver (legacy style).
         pipe_dir: the MPS daemon's pipe directory on the host (``mps`` only).
         device_root: host directory of the ``nvidia*`` device nodes (legacy style).
+        shim: the shim's host files (``shim`` only).
 
     Raises:
-        DlcError: ``mps`` without a pipe directory, ``mig`` without a MIG UUID or in the
-            legacy style.
+        DlcError: ``mps`` without a pipe directory, ``shim`` without its files, ``mig``
+            without a MIG UUID or in the legacy style.
     """
     if share.backend == "mig":
         if not (share.gpu_uuid or "").startswith("MIG-"):
@@ -130,6 +204,10 @@ def render_share(
     gpu = _device(share, style, driver_version, device_root)
     env = {**gpu.env, **hint_env(share)}
     labels = {LABEL_SHARE: share_label(share), LABEL_SHARING: share.backend}
+    if share.backend == "shim":
+        if shim is None:
+            raise DlcError("shim share: the executor has no CUDA shim files for this task")
+        return ShareArgs(replace(gpu, env=env), mounts=shim_mounts(shim), labels=labels)
     if share.backend != "mps":
         return ShareArgs(replace(gpu, env=env), labels=labels)
     if not pipe_dir:

@@ -7,8 +7,9 @@
 
 const IDLE_PCT = 5;  // allocated GPUs below this utilisation are "allocated but idle"
 const SHARING = {
-  mps: "MPS (memory and compute limits)",
+  mps: "MPS (memory and compute limits; one tenant per GPU)",
   watchdog: "memory watchdog",
+  shim: "time-slicing, memory limited at allocation (DLC's CUDA shim)",
   mig: "MIG instances",
   none: "time-slicing without limits",
 };
