@@ -49,15 +49,15 @@ def command(job_id, follow, use_stderr, interval, tail_lines, since, attempt, ra
     if since is not None and (attempt is not None or rank):
         raise click.BadParameter("reads the latest attempt's node 0 only", param_hint="--since")
     if since is not None:
-        query = urllib.parse.urlencode({"t": parse_since(since), "stream": stream, "rank": rank})
+        query = urllib.parse.urlencode({"t": parse_since(since), "stream": stream})
         path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/logs/since?{query}"
         offset = int(client._call("GET", path)["offset"])
     if tail_lines is not None:
         start = offset
-        offset = _print_tail(client, job_id, stream, tail_lines, start, rank)
+        offset = _print_tail(client, job_id, stream, tail_lines, start)
         printed = offset > start
     while True:
-        chunk = client.logs(job_id, stream, offset, rank=rank)
+        chunk = client.logs(job_id, stream, offset)
         if chunk["data"]:
             sys.stdout.write(chunk["data"])
             sys.stdout.flush()
@@ -129,14 +129,14 @@ def parse_since(text: str, now: float | None = None) -> float:
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def _print_tail(client, job_id: str, stream: str, lines: int, start: int = 0, rank: int = 0) -> int:
+def _print_tail(client, job_id: str, stream: str, lines: int, start: int = 0) -> int:
     """Print the last ``lines`` lines of what the stream holds now from ``start``; returns
     where it ended."""
     import collections
 
     offset, last, partial = start, collections.deque(maxlen=lines or 1), ""
     while True:
-        chunk = client.logs(job_id, stream, offset, rank=rank)
+        chunk = client.logs(job_id, stream, offset)
         if not chunk["data"]:
             break
         offset = chunk["offset"]
