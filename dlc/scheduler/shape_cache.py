@@ -7,8 +7,8 @@ docs/security.md: ``--cpus 5.999, 5.998, ...``) within a small factor of an ordi
 * :class:`FailedShapes`, the round's failure cache. A job's *kind* is what placement
   compares exactly (GPUs, nodes, model, CUDA, vendor, ROCm, share size, exclusivity, a
   share's user); its *demand* is ``(cpus, mem, disk)``. A job is skipped only when a job of
-  the same kind whose demand is no larger in every dimension already failed this round. Why that is
-  sound: within a round the slots change only when a launch happens (the cache is then
+  the same kind whose demand is no larger in every dimension already failed this round. Why
+  that is sound: within a round the slots change only when a launch happens (the cache is then
   emptied), and every test placement makes on cpus/mem/disk is ``free >= demand`` on a
   slot, the rest not depending on them; so the set of slots that can hold a job shrinks
   as its demand grows, and a larger job fails wherever a smaller one of its kind did.
