@@ -287,12 +287,22 @@ class LocalImageCheck:
         self._runtime, self._resolver, self._clock = runtime, resolver or default_resolver, clock
         self._seen: dict[str, float] = {}
 
+    #: images remembered at most (each submit may name a new one: the memory stays bounded)
+    MAX_SEEN = 4096
+
     def __call__(self, spec):
         image, cuda = self._resolver(spec)
         if self._seen.get(image, -1e18) + self.TTL_S < self._clock():
             self._check(image)
-            self._seen[image] = self._clock()
+            self._remember(image, self._clock())
         return image, cuda
+
+    def _remember(self, image: str, now: float) -> None:
+        if len(self._seen) >= self.MAX_SEEN:
+            self._seen = {i: t for i, t in self._seen.items() if t + self.TTL_S >= now}
+            if len(self._seen) >= self.MAX_SEEN:
+                self._seen.clear()  # only saves probes: forgetting is safe
+        self._seen[image] = now
 
     def _check(self, image: str) -> None:
         from dlc.errors import ImageNotFound
