@@ -34,6 +34,7 @@ from pathlib import Path
 from dlc.api.shell_relay import SessionLimits
 from dlc.app.service import SchedulerService, ServiceConfig, private_dir
 from dlc.errors import ConfigError, DiscoveryError, DlcError
+from dlc.mesos.framework import FrameworkConfig
 from dlc.scheduler.placement import PlacementConfig, check_policy
 from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.scheduler.task_info import ExecutorConfig
@@ -286,12 +287,22 @@ class LocalImageCheck:
         self._runtime, self._resolver, self._clock = runtime, resolver or default_resolver, clock
         self._seen: dict[str, float] = {}
 
+    #: images remembered at most (each submit may name a new one: the memory stays bounded)
+    MAX_SEEN = 4096
+
     def __call__(self, spec):
         image, cuda = self._resolver(spec)
         if self._seen.get(image, -1e18) + self.TTL_S < self._clock():
             self._check(image)
-            self._seen[image] = self._clock()
+            self._remember(image, self._clock())
         return image, cuda
+
+    def _remember(self, image: str, now: float) -> None:
+        if len(self._seen) >= self.MAX_SEEN:
+            self._seen = {i: t for i, t in self._seen.items() if t + self.TTL_S >= now}
+            if len(self._seen) >= self.MAX_SEEN:
+                self._seen.clear()  # only saves probes: forgetting is safe
+        self._seen[image] = now
 
     def _check(self, image: str) -> None:
         from dlc.errors import ImageNotFound
@@ -373,16 +384,22 @@ class LocalCluster:
         work = private_dir(Path(self.config.work_dir).resolve())
         spec, self.topology = agent_spec(self.config)
         self.ended_leftovers = end_previous_run(work / "scheduler.db")
+        # a host-network job shares loopback with the emulator: only DLC may be its framework
+        credential = ("dlc", secrets.token_urlsafe(24))
         self.emulator = MesosEmulator(
             agents=agent_specs(spec, self.config.agents),
             work_dir=work / "mesos",
             port=self.config.mesos_port,
+            framework_credential=credential,
         ).start()
         env = (("DLC_GPU_STYLE", "none"),) if self.config.simulate else ()
         token_path = work / "admin.token"
         first_token = self._first_token(work / "scheduler.db", token_path)
         service_config = ServiceConfig(
             master=self.emulator.address,
+            framework=FrameworkConfig(
+                master=self.emulator.address, principal=credential[0], secret=credential[1]
+            ),
             db=str(work / "scheduler.db"),
             api_port=self.config.api_port,
             policy=self.config.policy,

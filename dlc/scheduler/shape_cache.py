@@ -5,10 +5,10 @@ try 1,000 jobs that all fail. Two parts keep a hostile queue (red-team finding 3
 docs/security.md: ``--cpus 5.999, 5.998, ...``) within a small factor of an ordinary one:
 
 * :class:`FailedShapes`, the round's failure cache. A job's *kind* is what placement
-  compares exactly (GPUs, nodes, model, CUDA, share size, exclusivity, a share's user);
-  its *demand* is ``(cpus, mem, disk)``. A job is skipped only when a job of the same kind
-  whose demand is no larger in every dimension already failed this round. Why that is
-  sound: within a round the slots change only when a launch happens (the cache is then
+  compares exactly (GPUs, nodes, model, CUDA, vendor, ROCm, share size, exclusivity, a
+  share's user); its *demand* is ``(cpus, mem, disk)``. A job is skipped only when a job of
+  the same kind whose demand is no larger in every dimension already failed this round. Why
+  that is sound: within a round the slots change only when a launch happens (the cache is then
   emptied), and every test placement makes on cpus/mem/disk is ``free >= demand`` on a
   slot, the rest not depending on them; so the set of slots that can hold a job shrinks
   as its demand grows, and a larger job fails wherever a smaller one of its kind did.
@@ -42,11 +42,13 @@ DEFAULT_TRIES_PER_USER = 4
 
 def kind_of(job: Job) -> tuple:
     """What placement compares exactly (jobs of one kind differ only in their demand). A
-    share's user counts: exclusive placement may keep one user's share off a GPU."""
+    share's user counts: exclusive placement may keep one user's share off a GPU. The vendor
+    and ROCm release count too: without them one user's unplaceable AMD job kept every
+    other user's like-sized NVIDIA job waiting (red-team 2026-11-26, docs/security.md)."""
     spec = job.spec
     return (spec.gpus, spec.nodes, spec.gpu_model, spec.cuda_version, spec.gpu_fraction,
-            spec.gpu_memory, spec.exclusive_per, spec.interactive,
-            job.user if spec.is_share else None)  # fmt: skip
+            spec.gpu_memory, spec.exclusive_per, spec.interactive, spec.gpu_vendor,
+            spec.rocm_version, job.user if spec.is_share else None)  # fmt: skip
 
 
 def demand_of(job: Job) -> tuple[float, float, float]:

@@ -60,6 +60,8 @@ def node_groups(paths: list[str]) -> tuple[str, ...]:
 
     Numeric ids need no entry in the image's ``/etc/group``; a node that cannot be read
     falls back to the group names, which is what ROCm's own docs pass to ``docker run``.
+    Group 0 is never passed: it would give the job the root group (every root-group file it
+    can see); a node owned by it opens only if it is open to all, which needs no group.
     """
     gids: list[str] = []
     for path in paths:
@@ -67,7 +69,7 @@ def node_groups(paths: list[str]) -> tuple[str, ...]:
             gid = str(os.stat(path).st_gid)
         except OSError:
             return ROCM_GROUPS
-        if gid not in gids:
+        if gid != "0" and gid not in gids:
             gids.append(gid)
     return tuple(gids)
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from dlc.errors import EmulatorError
 from dlc.mesos.emulator.agent import AgentRuntime
-from dlc.mesos.emulator.executor_auth import ExecutorTokens
+from dlc.mesos.emulator.executor_auth import ExecutorTokens, basic_authorization
 from dlc.mesos.emulator.http import EmulatorHTTPServer
 from dlc.mesos.emulator.master import Master
 from dlc.mesos.emulator.model import AgentSpec
@@ -76,6 +76,10 @@ class MesosEmulator:
         authenticate_executors: hand each executor a token and refuse executor API calls
             without a valid one (``401``) or for another executor (``403``). Only tests of the
             insecure mode turn it off.
+        framework_credential: ``(principal, secret)`` every scheduler API call must carry as
+            HTTP Basic (else ``401``), like a master with ``--authenticate_http_frameworks``.
+            ``dlc local`` draws one: a host-network job shares loopback with the emulator and
+            could otherwise fail DLC's framework over or take offers (red-team 2026-11-26).
 
     Raises:
         ResourceSyntaxError: an agent's resources or attributes text is malformed.
@@ -89,6 +93,7 @@ class MesosEmulator:
         port: int = 0,
         allocation_interval: float = 1.0,
         authenticate_executors: bool = True,
+        framework_credential: tuple[str, str] | None = None,
     ) -> None:
         self.agent_specs = list(agents) if agents is not None else [AgentSpec()]
         # Parse now so that a typo fails at construction, with the offending item named.
@@ -101,6 +106,10 @@ class MesosEmulator:
         self._bind = (host, port)
         self._allocation_interval = allocation_interval
         self._tokens = ExecutorTokens() if authenticate_executors else None
+        #: the ``Authorization`` value scheduler calls must send (None: any caller)
+        self.framework_authorization = (
+            None if framework_credential is None else basic_authorization(*framework_credential)
+        )
         self.lock = threading.RLock()
         self.master: Master | None = None
         self.runtime: AgentRuntime | None = None

@@ -106,3 +106,20 @@ def check_call(principal: ExecutorPrincipal, call: Mapping[str, Any]) -> None:
             f"executor '{executor_id}' of framework '{framework_id}'",
             403,
         )
+
+
+def basic_authorization(principal: str, secret: str) -> str:
+    """The HTTP Basic ``Authorization`` value a framework with this credential sends."""
+    return "Basic " + base64.b64encode(f"{principal}:{secret}".encode()).decode()
+
+
+def check_framework(expected: str | None, authorization: str | None) -> None:
+    """Refuses a scheduler API call without the framework credential (when one is set).
+
+    Raises:
+        CallError: ``401``.
+    """
+    if expected is not None and not hmac.compare_digest(
+        (authorization or "").encode(), expected.encode()
+    ):
+        raise CallError("Unauthorized: scheduler calls need the framework's credential", 401)

@@ -21,6 +21,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from dlc.mesos.emulator.executor_auth import check_framework
 from dlc.mesos.emulator.master import HEARTBEAT_INTERVAL_SECONDS, CallError
 from dlc.mesos.emulator.model import EMULATOR_BUILD_USER
 from dlc.mesos.emulator.page import render_index
@@ -144,6 +145,7 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         emulator = self.server.emulator
         with emulator.lock:
             if api == "scheduler":
+                check_framework(emulator.framework_authorization, self.headers.get("Authorization"))
                 if call["type"] == "SUBSCRIBE":
                     return emulator.master.subscribe(call)
                 emulator.master.call(call, self.headers.get("Mesos-Stream-Id"))
