@@ -142,7 +142,8 @@ def test_submitted_job_gets_allocator_gpus_runs_and_shows(master, tmp_path):
 def test_scheduler_restart_mid_run_loses_and_duplicates_nothing(master, tmp_path):
     master, kind = master
     db = tmp_path / "db"
-    first = _service(master, db)
+    roots = (str(tmp_path / "emulator"),) if kind == "emulator" else ()
+    first = _service(master, db, roots)
     framework_id = first.core.framework_id
     out = _cli(first, "submit", "--image", "none", "--gpus", "1", "--", "sh", "-c",
                "echo start; sleep 6; echo end")  # fmt: skip
@@ -151,7 +152,7 @@ def test_scheduler_restart_mid_run_loses_and_duplicates_nothing(master, tmp_path
     _wait_state(first, job_id, {"running"})
     first.stop()  # the scheduler dies mid-run (failover stop: no teardown)
 
-    second = _service(master, db)
+    second = _service(master, db, roots)
     try:
         assert second.core.framework_id == framework_id
         job = _wait_state(second, job_id, {"finished", "failed", "lost", "killed"})
