@@ -16,7 +16,7 @@ from dlc.cli.scheduler_cmd import (
     port_in_use_error,
     print_login,
     share_hold_options,
-    wait_for_signal,
+    stop_on_signals,
 )
 from dlc.errors import DlcError
 
@@ -86,6 +86,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
         Path(work_dir).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise DlcError(f"--work-dir {work_dir}: cannot create it ({exc.strerror})") from None
+    stop = stop_on_signals()  # before anything starts: a SIGTERM now still stops it cleanly
     try:
         cluster = LocalCluster(config).start()
     except OSError as exc:
@@ -119,6 +120,6 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
                     f"`dlc tokens create admin --admin --work-dir {work_dir}`)"
                 )
         click.echo("Press Ctrl-C to stop.", err=True)
-        wait_for_signal()
+        stop.wait()
     finally:
         cluster.stop()

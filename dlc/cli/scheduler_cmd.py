@@ -26,12 +26,41 @@ PORT = click.IntRange(0, 65535)
 POLICY = click.Choice(sorted(POLICY_MODULES))
 
 
+class StopSignals:
+    """SIGINT/SIGTERM, or an event another thread sets, end :meth:`wait`.
+
+    Install it before telling anyone the service is up: a SIGTERM that came between "Press
+    Ctrl-C" and the handler would kill the process with the default action, skipping the stop.
+    The handler only sets a flag: setting a ``threading.Event`` there could deadlock, since it
+    takes the event's lock, which the interrupted main thread may be holding inside
+    ``Event.wait`` (seen: 3 of 8 ``dlc local`` runs hung on a SIGTERM sent right after start).
+    """
+
+    POLL_S = 0.2
+
+    def __init__(self, done: threading.Event | None = None) -> None:
+        self.done = done or threading.Event()
+        self.signalled = False
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._note)
+
+    def _note(self, *_: object) -> None:
+        self.signalled = True
+
+    def wait(self) -> None:
+        """Block until a signal came or ``done`` was set."""
+        while not self.signalled and not self.done.wait(self.POLL_S):
+            pass
+
+
+def stop_on_signals(done: threading.Event | None = None) -> StopSignals:
+    """Install :class:`StopSignals` (see there) and return it."""
+    return StopSignals(done)
+
+
 def wait_for_signal(done: threading.Event | None = None) -> None:
     """Block until SIGINT/SIGTERM or ``done`` (the service threads do the work)."""
-    done = done or threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
-    done.wait()
+    stop_on_signals(done).wait()
 
 
 def port_in_use_error(exc: OSError, api_port: int) -> DlcError:
@@ -370,7 +399,8 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
             executor_memlock_unlimited,
         ),  # fmt: skip
     )
-    done = threading.Event()
+    stop = stop_on_signals()
+    done = stop.done
     try:
         service = SchedulerService(config)
         # Fencing: a leader that lost its ZooKeeper session has stopped its driver and
@@ -388,7 +418,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
             f"HA:        standing by until elected through {zk} ({service.role()['instance']})"
         )
     try:
-        wait_for_signal(done)
+        stop.wait()
     finally:
         service.stop()
     if service.election is not None and service.election.lost.is_set():
