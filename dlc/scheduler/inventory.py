@@ -120,6 +120,10 @@ class Inventory:
         self._ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
         #: bumped whenever an agent's totals change (callers cache answers per version)
         self.version = 0
+        #: admission answers (:meth:`impossible`) for this version, by the spec fields they read:
+        #: submit asks once per job, and scanning 1,213 agents each time held the core's lock
+        self._answers: dict[tuple, tuple[str, str] | None] = {}
+        self._answers_version = -1
 
     # -- feeding --------------------------------------------------------------
 
@@ -299,7 +303,25 @@ class Inventory:
 
     def impossible(self, spec: JobSpec) -> JobSpecError | None:
         """Why no set of known agents could ever run ``spec`` (``None``: it could, or no
-        agent is known yet, which is a fresh start, not a refusal)."""
+        agent is known yet, which is a fresh start, not a refusal).
+
+        Answers are kept until the agents change (:attr:`version`); each call returns a new
+        error object, since an exception raised twice would grow its traceback."""
+        if self._answers_version != self.version:
+            self._answers.clear()
+            self._answers_version = self.version
+        key = (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
+               spec.cuda_version, spec.is_share, spec.gpu_memory)  # fmt: skip
+        if key not in self._answers:
+            error = self._impossible(spec)
+            # FieldError's text is "<field>: <message>"; keep the two parts to rebuild it
+            self._answers[key] = (
+                None if error is None else (error.field, str(error)[len(error.field) + 2 :])
+            )
+        answer = self._answers[key]
+        return None if answer is None else JobSpecError(*answer)
+
+    def _impossible(self, spec: JobSpec) -> JobSpecError | None:
         if not self._agents:
             return None
         able = self.able_agents(spec)
