@@ -14,7 +14,7 @@ first, and returns them with every metadata field copied. Pure: dicts in, dicts 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,18 +189,23 @@ def _merge(resources: list[Resource]) -> list[Resource]:
 
 
 def pools_of(
-    offers: Iterable[Mapping[str, Any]], roles: Iterable[str] | None = None
+    offers: Iterable[Mapping[str, Any]],
+    roles: Iterable[str] | None = None,
+    agents: Collection[str] | None = None,
 ) -> dict[tuple[str, str | None], Pool]:
     """One :class:`Pool` per (agent id, allocation role) of ``offers``.
 
     Entries reserved for a role DLC does not hold are left out (``roles``; ``None``: keep all
     the master offered). Reserved entries come first, so a task uses the operator's reserved
-    pool before unreserved resources of the same kind.
+    pool before unreserved resources of the same kind. ``agents``: only these agents' offers
+    (``None``: all).
     """
     roles = None if roles is None else tuple(roles)
     pools: dict[tuple[str, str | None], Pool] = {}
     for offer in offers:
         agent = offer["agent_id"]["value"]
+        if agents is not None and agent not in agents:
+            continue
         role = allocation_role(offer)
         pool = pools.setdefault((agent, role), Pool(role=role))
         pool.offer_ids.append(offer["id"]["value"])
@@ -254,7 +259,12 @@ def echo_round(
         The accepts, the unused offers and the jobs that did not fit (all or nothing per job:
         a gang whose one node does not fit launches no node).
     """
-    pools = pools_of(offers, roles)
+    # without --reserve only the placed jobs' agents are cut from: the other offers are
+    # declined whole, so copying their resources (1,213 agents' worth a round) is waste
+    needed = None
+    if reserver is None:
+        needed = {info["agent_id"]["value"] for _, infos in jobs for info in infos}
+    pools = pools_of(offers, roles, needed)
     by_agent: dict[str, list[Pool]] = {}
     for (agent, _), pool in pools.items():
         by_agent.setdefault(agent, []).append(pool)

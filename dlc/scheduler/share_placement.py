@@ -70,6 +70,11 @@ class ShareTenants:
 
     by_gpu: dict[tuple[str, int], list[Tenant]] = field(default_factory=dict)
     group_of: Callable[[str], str | None] = field(default=lambda user: None)
+    #: how many tenants in ``by_gpu`` are exclusive (:meth:`restricts` asks per share)
+    exclusive_count: int = field(default=-1, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.exclusive_count = sum(1 for ts in self.by_gpu.values() for t in ts if t.exclusive)
 
     def tenant(self, job: Job) -> Tenant:
         """``job`` as a tenant (its user's group from ``group_of``, else the user)."""
@@ -79,6 +84,7 @@ class ShareTenants:
     def add(self, agent_id: str, gpu: int, tenant: Tenant) -> None:
         """Record a share of ``tenant`` on GPU ``gpu`` of ``agent_id``."""
         self.by_gpu.setdefault((agent_id, gpu), []).append(tenant)
+        self.exclusive_count += bool(tenant.exclusive)
 
     def restricts(self, tenant: Tenant) -> bool:
         """Whether exclusivity can keep ``tenant`` off any GPU: it asks for it, or a share
@@ -86,7 +92,7 @@ class ShareTenants:
         that check was a third of a share's placement time)."""
         if tenant.exclusive:
             return True
-        return any(t.exclusive for ts in self.by_gpu.values() for t in ts)
+        return self.exclusive_count > 0
 
     def open_to(self, tenant: Tenant, agent_id: str, gpu: int) -> bool:
         """Whether ``tenant`` may put a share on that GPU, given the shares already there."""
