@@ -234,7 +234,8 @@ def run(args: argparse.Namespace) -> dict:
         even_ms, even_errors = bench.even(sizes.even_rate, sizes.even_s)
         rss = _rss_mib()
         with bench.store._tx("killing the queue"):  # noqa: SLF001 - one bulk write
-            bench.core.kill_all("admin", admin=True, owner=None, states=frozenset({JobState.QUEUED}))
+            queued = frozenset({JobState.QUEUED})
+            bench.core.kill_all("admin", admin=True, owner=None, states=queued)
         empty = [bench.round() for _ in range(sizes.empty_rounds)]
         bench.store.close()
     return {
