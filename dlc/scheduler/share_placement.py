@@ -99,6 +99,60 @@ class ShareTenants:
         return all(may_share(tenant, t) for t in self.by_gpu.get((agent_id, gpu), ()))
 
 
+class ShareRoom:
+    """The slots of one placement round indexed by the most compute one of their GPUs has
+    free, so a share looks only at agents it could fit on.
+
+    Every share used to read every agent's GPUs: at openb scale (1,213 agents, mostly full
+    once the round is under way) that was over half of an offer round. Slots are bucketed by
+    that room; a slot whose ranges change (:meth:`refresh`, called by the slot) moves bucket.
+    :meth:`at_least` returns the slots in their original order, so ties go where they went.
+    """
+
+    _WIDTH = 50  # thousandths per bucket
+
+    def __init__(self, slots: Sequence[Any]):
+        self._slots = slots
+        self._order = {id(s): k for k, s in enumerate(slots)}
+        self._room: dict[int, int] = {}
+        self._buckets: list[dict[int, Any]] = [{} for _ in range(fgd.MILLI // self._WIDTH + 1)]
+        for slot in slots:
+            self.refresh(slot)
+
+    def covers(self, slots: Sequence[Any]) -> bool:
+        """Whether ``slots`` is the list indexed (a job holding reserved agents has its own)."""
+        return slots is self._slots
+
+    def refresh(self, slot: Any) -> None:
+        """Re-read ``slot``'s room (its ``gpu_core`` ranges changed)."""
+        key = id(slot)
+        old = self._room.pop(key, None)
+        if old is not None:
+            del self._buckets[self._bucket(old)][key]
+        if slot.gpu_core:
+            room = max(gpu_shares.amounts(slot.gpu_core).values(), default=0)
+            self._room[key] = room
+            self._buckets[self._bucket(room)][key] = slot
+
+    def _bucket(self, room: int) -> int:
+        return min(room // self._WIDTH, len(self._buckets) - 1)
+
+    def shareable(self) -> bool:
+        """Whether any slot has share ranges left."""
+        return bool(self._room)
+
+    def at_least(self, milli: int) -> list[Any]:
+        """Slots with a GPU of at least ``milli`` thousandths free, in the original order."""
+        found = [
+            slot
+            for bucket in self._buckets[self._bucket(milli) :]
+            for key, slot in bucket.items()
+            if self._room[key] >= milli
+        ]
+        found.sort(key=lambda slot: self._order[id(slot)])
+        return found
+
+
 @dataclass(frozen=True)
 class ShareChoice:
     """Where a share goes: the slot (agent), the GPU, its amounts and the ranges taken."""
@@ -223,6 +277,7 @@ def choose_share(
     agent_model: Callable[[Any], str],
     open_to: Callable[[str, int], bool] | None = None,
     hold: Callable[[int], tuple[Callable[[str, int], bool], str] | None] | None = None,
+    room: ShareRoom | None = None,
 ) -> ShareChoice | str:
     """The GPU for a share of ``spec`` among ``slots`` (``_Slot`` of placement), or why not.
 
@@ -236,11 +291,19 @@ def choose_share(
             (:mod:`~dlc.scheduler.share_hold`) keeps it off whole free GPUs: ``barred(agent
             id, GPU index)`` names them, ``why`` is the reason if nothing else fits; else
             ``None``. Default: nothing held.
+        room: ``slots`` indexed by free compute (:class:`ShareRoom`): only the agents with
+            a GPU that has the share's compute free are read; same choice, fewer reads.
     """
     views, fits, totals_of = [], [], []
-    shareable = [s for s in slots if s.gpu_core]
-    if not shareable:
-        return "no offer has GPU shares (gpu_mem/gpu_core ranges) free"
+    if room is not None and room.covers(slots):
+        if not room.shareable():
+            return "no offer has GPU shares (gpu_mem/gpu_core ranges) free"
+        # a slot without a GPU of this much compute free fits nowhere below: skip it unread
+        shareable = room.at_least(spec.share_core_milli)
+    else:
+        shareable = [s for s in slots if s.gpu_core]
+        if not shareable:
+            return "no offer has GPU shares (gpu_mem/gpu_core ranges) free"
     need_milli, barred = 1, 0
     for slot in shareable:
         if slot.cpus < cpus - 1e-9 or slot.mem < mem - 1e-9 or slot.disk < spec.disk_mib - 1e-9:
