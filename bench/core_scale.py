@@ -70,7 +70,7 @@ class Sizes:
         self.agents = 120 if quick else None  # None: every openb node
         self.queued = 600 if quick else 10_000
         self.finished = 1_000 if quick else 20_000
-        self.steady_rounds = 5 if quick else 30
+        self.steady_rounds = 5 if quick else 20
         self.empty_rounds = 3 if quick else 7
         self.burst = 50 if quick else 500
         self.even_rate = 50.0 if quick else 200.0

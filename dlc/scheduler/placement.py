@@ -371,8 +371,11 @@ def place(
     by_agent: dict[str, list[OfferView]] = {}
     for view in views:
         by_agent.setdefault(view.agent_id, []).append(view)
-    slots = [_Slot(group) for group in by_agent.values()]
     result = PlacementResult()
+    if not queue:  # nothing to place: decline all, without reading what the offers hold
+        result.declined = [v.offer_id for group in by_agent.values() for v in group]
+        return result
+    slots = [_Slot(group) for group in by_agent.values()]
     reserved = reserved or {}
     share_tenants = share_tenants if share_tenants is not None else ShareTenants()
     holders = set(reserved.values())
