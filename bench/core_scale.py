@@ -9,9 +9,12 @@ builds them), 10,000 queued openb pods and 20,000 finished jobs in a SQLite stor
 Measures, with the CPU time of the deciding thread (``time.thread_time``, so the other
 processes on a shared machine do not count):
 
-* ``first_round_ms``: the first offer round (every agent free, the whole queue new);
+* ``first_round_ms``: the first offer round of a busy cluster (another framework's tasks hold
+  every GPU but part of one per agent, and half the CPUs and memory): the whole queue gets
+  its first waiting reasons;
 * ``round_ms_p50`` / ``round_ms_p99``: steady rounds; between two rounds 2% of the running
-  tasks finish and as many new pods are submitted, and every agent with anything free offers;
+  tasks (DLC's and the others') finish and as many new pods are submitted, and every agent
+  with anything free offers;
 * ``empty_round_ms``: a round with nothing queued (median of a few);
 
 and wall-clock submit latency through :meth:`SchedulerCore.submit` (SQLite included):
@@ -43,14 +46,16 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from dlc.mesos.resources import Resources  # noqa: E402
 from dlc.scheduler.core import CoreConfig, SchedulerCore  # noqa: E402
 from dlc.scheduler.jobs import Job, JobState  # noqa: E402
 from dlc.scheduler.placement import PlacementConfig  # noqa: E402
 from dlc.sim import io  # noqa: E402
-from dlc.sim.cluster_sim.master import SimMaster  # noqa: E402
-from dlc.sim.cluster_sim.openb import agent_of, spec_of  # noqa: E402
+from dlc.sim.cluster_sim.master import SimMaster, SimTask  # noqa: E402
+from dlc.sim.cluster_sim.openb import DEFAULT_GPU_MIB, GPU_MIB, agent_of, spec_of  # noqa: E402
 from dlc.sim.workload import arrival_sequence  # noqa: E402
 from dlc.store.sqlite import JobStore  # noqa: E402
+from dlc.topology import gpu_shares  # noqa: E402
 
 #: (measure, limit, how it compares): the issue's targets
 TARGETS = [
@@ -105,10 +110,38 @@ class Bench:
         )
         self.core.update_agents(self.master.slaves())
         self.load_s = time.perf_counter() - started
+        self._occupy({n.name: n for n in nodes})
         self.users = [f"u{i:03d}" for i in range(500)]
 
     def clock(self) -> float:
         return self.now
+
+    def _occupy(self, nodes: dict) -> None:
+        """Make the cluster busy, as it is when 10,000 jobs queue: on every agent another
+        framework's tasks hold half the CPUs and memory, every GPU but the last, and a random
+        part of the last one. Churn ends some of these as it ends DLC's tasks."""
+        for agent_id, node in nodes.items():
+            if not node.gpus:
+                continue
+            mib = GPU_MIB.get(node.model, DEFAULT_GPU_MIB)
+            last = node.gpus - 1
+            part = self.rng.randrange(0, 1000)
+            parts = [(i, 1000) for i in range(last)] + ([(last, part)] if part else [])
+            for n, (gpu, milli) in enumerate(parts):
+                base = gpu * gpu_shares.STRIDE
+                text = (f"gpu_mem:[{base}-{base + mib * milli // 1000 - 1}];"
+                        f"gpu_core:[{base}-{base + milli - 1}]")  # fmt: skip
+                if milli == 1000:
+                    text += f";gpus:1;gpu_ids:{{{gpu}}}"
+                if n == 0:
+                    text += f";cpus:{node.cpu_milli / 2000:g};mem:{node.memory_mib // 2}"
+                need = Resources.parse(text)
+                task_id = f"other-{agent_id}-{gpu}"
+                self.master.free[agent_id] = self.master.free[agent_id] - need
+                self.master.tasks[task_id] = SimTask(
+                    task_id, agent_id, need, (gpu,) if milli == 1000 else (),
+                    {gpu: mib * milli // 1000},
+                )  # fmt: skip
 
     def spec(self):
         return self.rng.choice(self.specs)
@@ -127,13 +160,20 @@ class Bench:
 
     # -- rounds ---------------------------------------------------------------
 
+    #: a cProfile.Profile that records the offer rounds only (``--profile``)
+    profiler = None
+
     def round(self) -> float:
         """One offer round of every agent with anything free; returns its CPU ms."""
         self.now += 1.0
         offers = self.master.offers()
+        if self.profiler is not None:
+            self.profiler.enable()
         t0 = time.thread_time()
         actions = self.core.on_offers(offers)
         cpu_ms = 1000 * (time.thread_time() - t0)
+        if self.profiler is not None:
+            self.profiler.disable()
         for offer_ids, infos in actions.accepts:
             for info, (task, _) in zip(infos, self.master.launch(offer_ids, infos), strict=True):
                 state = "TASK_RUNNING" if task is not None else "TASK_ERROR"
@@ -150,7 +190,8 @@ class Bench:
         ending = self.rng.sample(tasks, int(len(tasks) * fraction))
         for task in ending:
             self.master.release(task.task_id)
-            self._status(task.task_id, task.agent_id, "TASK_FINISHED")
+            if not task.task_id.startswith("other-"):
+                self._status(task.task_id, task.agent_id, "TASK_FINISHED")
         for _ in ending:
             self.core.submit(self.rng.choice(self.users), self.spec(), admin=True)
 
@@ -218,21 +259,31 @@ def _rss_mib() -> float:
     return 0.0
 
 
-def run(args: argparse.Namespace) -> dict:
+def _say(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace, profiler=None) -> dict:
     sizes = Sizes(args.quick)
     with tempfile.TemporaryDirectory(prefix="core-scale-") as tmp:
         started = time.perf_counter()
         bench = Bench(sizes, args.seed, args.trace, args.trace_dir, Path(tmp) / "dlc.db")
+        bench.profiler = profiler
         setup_s = time.perf_counter() - started
+        _say(f"set up in {setup_s:.1f} s; first round")
         first = bench.round()
+        _say(f"first round {first:.0f} ms CPU; {sizes.steady_rounds} steady rounds")
         steady = []
         for _ in range(sizes.steady_rounds):
             bench.churn(0.02)
             steady.append(bench.round())
         queued_after = len(bench.core.queued_jobs())
+        _say(f"steady p50 {_p(steady, 50):.0f} ms CPU; {sizes.burst} submits at once")
         burst_ms, burst_s, burst_errors = bench.burst(sizes.burst)
+        _say(f"{sizes.even_rate:g}/s submits for {sizes.even_s:g} s")
         even_ms, even_errors = bench.even(sizes.even_rate, sizes.even_s)
         rss = _rss_mib()
+        _say("empty rounds")
         with bench.store._tx("killing the queue"):  # noqa: SLF001 - one bulk write
             queued = frozenset({JobState.QUEUED})
             bench.core.kill_all("admin", admin=True, owner=None, states=queued)
@@ -284,7 +335,7 @@ def main() -> None:
         import cProfile
 
         profiler = cProfile.Profile()
-        result = profiler.runcall(run, args)
+        result = run(args, profiler)
         profiler.dump_stats(args.profile)
     else:
         result = run(args)
