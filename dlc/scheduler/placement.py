@@ -436,7 +436,8 @@ def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | Non
     the job wants free (so the reservation, not the cluster, is what it waits for)."""
     if len(usable) == len(slots):
         return None
-    held = [s for s in slots if s not in usable and len(s.free) >= job.spec.gpus]
+    inside = {id(s) for s in usable}  # a list's `in` made this O(agents^2) per waiting job
+    held = [s for s in slots if id(s) not in inside and len(s.free) >= job.spec.gpus]
     if not held:
         return None
     holder = reserved[held[0].agent_id]

@@ -116,6 +116,9 @@ class ShareRoom:
         self._order = {id(s): k for k, s in enumerate(slots)}
         self._room: dict[int, int] = {}
         self._buckets: list[dict[int, Any]] = [{} for _ in range(fgd.MILLI // self._WIDTH + 1)]
+        #: answers of :meth:`at_least` until a slot changes (most shares that reach placement
+        #: in a busy round fail and change nothing)
+        self._found: dict[int, list[Any]] = {}
         for slot in slots:
             self.refresh(slot)
 
@@ -125,6 +128,7 @@ class ShareRoom:
 
     def refresh(self, slot: Any) -> None:
         """Re-read ``slot``'s room (its ``gpu_core`` ranges changed)."""
+        self._found.clear()
         key = id(slot)
         old = self._room.pop(key, None)
         if old is not None:
@@ -143,6 +147,8 @@ class ShareRoom:
 
     def at_least(self, milli: int) -> list[Any]:
         """Slots with a GPU of at least ``milli`` thousandths free, in the original order."""
+        if milli in self._found:
+            return self._found[milli]
         found = [
             slot
             for bucket in self._buckets[self._bucket(milli) :]
@@ -150,6 +156,7 @@ class ShareRoom:
             if self._room[key] >= milli
         ]
         found.sort(key=lambda slot: self._order[id(slot)])
+        self._found[milli] = found
         return found
 
 
