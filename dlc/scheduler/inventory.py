@@ -124,6 +124,10 @@ class Inventory:
         #: submit asks once per job, and scanning 1,213 agents each time held the core's lock
         self._answers: dict[tuple, tuple[str, str] | None] = {}
         self._answers_version = -1
+        #: agent id -> what of its last offer :meth:`note_offer` read: learning from offers
+        #: only grows totals, so the same offer again changes nothing (an idle cluster
+        #: re-offers every agent each round)
+        self._noted: dict[str, tuple] = {}
 
     # -- feeding --------------------------------------------------------------
 
@@ -141,6 +145,7 @@ class Inventory:
         if agents != self._agents:
             self._agents = agents
             self.version += 1
+        self._noted.clear()  # the master's totals replaced what offers taught
         self._offered = {a: o for a, o in self._offered.items() if a in agents}
         self._ranges = {a: r for a, r in self._ranges.items() if a in agents}
 
@@ -150,12 +155,19 @@ class Inventory:
         batch: dict[str, tuple[float, float, float, float | None]] = {}
         ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
         for view in views:
-            self.note_offer(view)
-            mem, core = ranges.get(view.agent_id, ((), ()))
-            ranges[view.agent_id] = (
-                gpu_shares.normalise(mem + view.gpu_mem),
-                gpu_shares.normalise(core + view.gpu_core),
-            )
+            seen = (view.gpu_ids, view.gpu_mem, view.cpus, view.mem_mib, view.disk_mib,
+                    view.hostname, view.attributes)  # fmt: skip
+            if self._noted.get(view.agent_id) != seen or view.agent_id not in self._agents:
+                self.note_offer(view)
+                self._noted[view.agent_id] = seen
+            if view.agent_id not in ranges:  # a view's ranges are normalised already
+                ranges[view.agent_id] = (view.gpu_mem, view.gpu_core)
+            else:
+                mem, core = ranges[view.agent_id]
+                ranges[view.agent_id] = (
+                    gpu_shares.normalise(mem + view.gpu_mem),
+                    gpu_shares.normalise(core + view.gpu_core),
+                )
             cpus, mem, disk, _ = batch.get(view.agent_id, (0.0, 0.0, 0.0, at))
             batch[view.agent_id] = (cpus + view.cpus, mem + view.mem_mib, disk + view.disk_mib, at)
         self._offered.update(batch)
