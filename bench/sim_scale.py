@@ -43,14 +43,23 @@ class _Timer:
 
 
 def replay(
-    root: Path, trace: str, seed: int, batch_pct: float, tune: float, hold_reserve: float = 0.0
+    root: Path,
+    trace: str,
+    seed: int,
+    batch_pct: float,
+    tune: float,
+    hold_reserve: float = 0.0,
+    agents_limit: int | None = None,
 ) -> dict:
     """One replay through the core; timings and the allocation ratio reached.
 
     ``hold_reserve``: the scheduler's ``--share-hold-reserve`` (0: off); a share it holds
     is withdrawn at the end of its round, like any pod its round could not place.
+    ``agents_limit``: only the first that many openb nodes (a short run; the demand scales
+    with them). Identical arguments give identical results: the simulator numbers jobs in
+    submit order, so a batch's order does not depend on random job ids.
     """
-    nodes = io.load_nodes(root)
+    nodes = io.load_nodes(root)[:agents_limit]
     agents = [agent_of(n) for n in nodes]
     total_milli = sum(n.gpus for n in nodes) * 1000
     pods = arrival_sequence(

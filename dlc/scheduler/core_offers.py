@@ -210,7 +210,9 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
         return "; ".join(parts)
 
     def _note_reasons(self, now: float, waiting: dict[str, str], views) -> None:
+        """Keep each waiting job's reason; write the messages that changed, in one go."""
         active = self._reservations.active
+        changed = []
         for job_id, reason in waiting.items():
             if active is not None and active.job_id == job_id:
                 reason = active.describe(now, self._free_text(active.agent_ids, views))
@@ -220,4 +222,14 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
             job = self._queued[job_id]
             message = f"waiting: {reason}"
             if job.message != message:
-                self._save(replace(job, message=message))
+                changed.append(replace(job, message=message))
+        # one transaction for the round's reasons (a store without the batch write, such as
+        # a test's, gets them one by one)
+        save_messages = getattr(self.store, "save_messages", None)
+        if save_messages is None:
+            for job in changed:
+                self._save(job)
+            return
+        save_messages(changed)
+        for job in changed:
+            self._track(job)

@@ -68,7 +68,7 @@ class RequestsMixin(TenancyMixin):
         cap = self.config.max_queued_per_user
         if not cap or admin:
             return
-        queued = sum(1 for job in self._queued.values() if job.user == user)
+        queued = self._queued_by_user.get(user, 0)
         if queued >= cap:
             raise LimitReached(
                 f"{user} already has {queued} jobs queued, the most one user may queue "

@@ -110,11 +110,15 @@ class CoreState:
         idle_s = self.config.reserve_idle_s
         self._reserver = None if idle_s is None else Reserver(idle_s, self.config.principal)
         self._queued: dict[str, Job] = {}
+        #: user -> how many of ``_queued`` are theirs (the per-user cap at submit, O(1))
+        self._queued_by_user: dict[str, int] = {}
         self._active: dict[str, Job] = {}
         self._order: list[str] | None = None
         self._reasons: dict[str, str] = {}
         #: job id -> when the share hold first held it (dlc/scheduler/core_share_hold.py)
         self._share_held_since: dict[str, float] = {}
+        #: facts computed from the inventory (pool capacity, GPU sizes) with its version
+        self._inventory_facts: dict[str, tuple[int, object]] = {}
         self._impossible: dict[tuple, str | None] = {}
         self._impossible_version = -1
         self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
@@ -147,6 +151,7 @@ class CoreState:
         has just been elected leader: another instance wrote the store meanwhile)."""
         with self._lock:
             self._queued.clear()
+            self._queued_by_user.clear()
             self._active.clear()
             self._order = None
             self._reasons.clear()
@@ -174,10 +179,14 @@ class CoreState:
 
     def _track(self, job: Job) -> Job:
         """Keep the in-memory queue and active set in step with a stored job."""
-        was_queued = self._queued.pop(job.job_id, None) is not None
+        old = self._queued.pop(job.job_id, None)
+        was_queued = old is not None
+        if old is not None:
+            self._count_queued(old.user, -1)
         self._active.pop(job.job_id, None)
         if job.state is JobState.QUEUED and not job.kill_requested:
             self._queued[job.job_id] = job
+            self._count_queued(job.user, 1)
             if not was_queued:
                 self._order = None
         elif was_queued:
@@ -193,6 +202,13 @@ class CoreState:
         else:
             self._started.pop(job.job_id, None)
         return job
+
+    def _count_queued(self, user: str, step: int) -> None:
+        count = self._queued_by_user.get(user, 0) + step
+        if count:
+            self._queued_by_user[user] = count
+        else:
+            self._queued_by_user.pop(user, None)
 
     def _save(self, job: Job, event: str | None = None) -> Job:
         return self._track(self.store.save_job(job, event=event))

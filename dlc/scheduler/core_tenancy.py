@@ -41,8 +41,17 @@ class TenancyMixin(CoreState):
             return list(self._active.values())
 
     def pool_capacity(self) -> dict:
-        """Pool -> totals of the known agents."""
-        return pool_capacity(self.inventory.agents())
+        """Pool -> totals of the known agents (kept until the agents change: every submit
+        and round asks, and summing 1,213 agents each time held the core's lock)."""
+        return dict(self._per_inventory("pool_capacity", lambda a: pool_capacity(a)))
+
+    def _per_inventory(self, name: str, compute):
+        """``compute(agents)``, cached until :attr:`Inventory.version` changes."""
+        version, value = self._inventory_facts.get(name, (-1, None))
+        if version != self.inventory.version:
+            value = compute(self.inventory.agents())
+            self._inventory_facts[name] = (self.inventory.version, value)
+        return value
 
     def _share_tenants(self) -> ShareTenants:
         """Who holds shares on each GPU now (exclusive placement, docs/sharing.md)."""
@@ -63,7 +72,7 @@ class TenancyMixin(CoreState):
     def gpu_sizes(self) -> GpuSizes:
         """The GPU sizes quotas charge memory shares against: the GPU a share runs on, the
         smallest of its pool while it waits (:mod:`~dlc.scheduler.share_charge`)."""
-        return GpuSizes.of(self.inventory.agents(), agent_pool)
+        return self._per_inventory("gpu_sizes", lambda a: GpuSizes.of(a, agent_pool))
 
     def plan_queue(self, queue: list[Job] | None = None) -> QueuePlan:
         """Order, admit or hold the queued jobs by the tenancy policy (``dlc queue``)."""

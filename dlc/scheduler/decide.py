@@ -104,7 +104,7 @@ def decide(
             runnable.append(job)
         else:
             impossible[job.job_id] = f"impossible on the current agents: {why}"
-    offers = _mark_share_agents(offers, inventory)
+    offers = _mark_share_agents(offers, inventory) if runnable else list(offers)
     if budget is not None:
         budget.start()
         runnable = budget.ordered(runnable)

@@ -120,6 +120,14 @@ class Inventory:
         self._ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
         #: bumped whenever an agent's totals change (callers cache answers per version)
         self.version = 0
+        #: admission answers (:meth:`impossible`) for this version, by the spec fields they read:
+        #: submit asks once per job, and scanning 1,213 agents each time held the core's lock
+        self._answers: dict[tuple, tuple[str, str] | None] = {}
+        self._answers_version = -1
+        #: agent id -> what of its last offer :meth:`note_offer` read: learning from offers
+        #: only grows totals, so the same offer again changes nothing (an idle cluster
+        #: re-offers every agent each round)
+        self._noted: dict[str, tuple] = {}
 
     # -- feeding --------------------------------------------------------------
 
@@ -137,6 +145,7 @@ class Inventory:
         if agents != self._agents:
             self._agents = agents
             self.version += 1
+        self._noted.clear()  # the master's totals replaced what offers taught
         self._offered = {a: o for a, o in self._offered.items() if a in agents}
         self._ranges = {a: r for a, r in self._ranges.items() if a in agents}
 
@@ -146,12 +155,19 @@ class Inventory:
         batch: dict[str, tuple[float, float, float, float | None]] = {}
         ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
         for view in views:
-            self.note_offer(view)
-            mem, core = ranges.get(view.agent_id, ((), ()))
-            ranges[view.agent_id] = (
-                gpu_shares.normalise(mem + view.gpu_mem),
-                gpu_shares.normalise(core + view.gpu_core),
-            )
+            seen = (view.gpu_ids, view.gpu_mem, view.cpus, view.mem_mib, view.disk_mib,
+                    view.hostname, view.attributes)  # fmt: skip
+            if self._noted.get(view.agent_id) != seen or view.agent_id not in self._agents:
+                self.note_offer(view)
+                self._noted[view.agent_id] = seen
+            if view.agent_id not in ranges:  # a view's ranges are normalised already
+                ranges[view.agent_id] = (view.gpu_mem, view.gpu_core)
+            else:
+                mem, core = ranges[view.agent_id]
+                ranges[view.agent_id] = (
+                    gpu_shares.normalise(mem + view.gpu_mem),
+                    gpu_shares.normalise(core + view.gpu_core),
+                )
             cpus, mem, disk, _ = batch.get(view.agent_id, (0.0, 0.0, 0.0, at))
             batch[view.agent_id] = (cpus + view.cpus, mem + view.mem_mib, disk + view.disk_mib, at)
         self._offered.update(batch)
@@ -299,7 +315,25 @@ class Inventory:
 
     def impossible(self, spec: JobSpec) -> JobSpecError | None:
         """Why no set of known agents could ever run ``spec`` (``None``: it could, or no
-        agent is known yet, which is a fresh start, not a refusal)."""
+        agent is known yet, which is a fresh start, not a refusal).
+
+        Answers are kept until the agents change (:attr:`version`); each call returns a new
+        error object, since an exception raised twice would grow its traceback."""
+        if self._answers_version != self.version:
+            self._answers.clear()
+            self._answers_version = self.version
+        key = (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
+               spec.cuda_version, spec.is_share, spec.gpu_memory)  # fmt: skip
+        if key not in self._answers:
+            error = self._impossible(spec)
+            # FieldError's text is "<field>: <message>"; keep the two parts to rebuild it
+            self._answers[key] = (
+                None if error is None else (error.field, str(error)[len(error.field) + 2 :])
+            )
+        answer = self._answers[key]
+        return None if answer is None else JobSpecError(*answer)
+
+    def _impossible(self, spec: JobSpec) -> JobSpecError | None:
         if not self._agents:
             return None
         able = self.able_agents(spec)

@@ -14,7 +14,7 @@ first, and returns them with every metadata field copied. Pure: dicts in, dicts 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,18 +189,23 @@ def _merge(resources: list[Resource]) -> list[Resource]:
 
 
 def pools_of(
-    offers: Iterable[Mapping[str, Any]], roles: Iterable[str] | None = None
+    offers: Iterable[Mapping[str, Any]],
+    roles: Iterable[str] | None = None,
+    agents: Collection[str] | None = None,
 ) -> dict[tuple[str, str | None], Pool]:
     """One :class:`Pool` per (agent id, allocation role) of ``offers``.
 
     Entries reserved for a role DLC does not hold are left out (``roles``; ``None``: keep all
     the master offered). Reserved entries come first, so a task uses the operator's reserved
-    pool before unreserved resources of the same kind.
+    pool before unreserved resources of the same kind. ``agents``: only these agents' offers
+    (``None``: all).
     """
     roles = None if roles is None else tuple(roles)
     pools: dict[tuple[str, str | None], Pool] = {}
     for offer in offers:
         agent = offer["agent_id"]["value"]
+        if agents is not None and agent not in agents:
+            continue
         role = allocation_role(offer)
         pool = pools.setdefault((agent, role), Pool(role=role))
         pool.offer_ids.append(offer["id"]["value"])
@@ -254,7 +259,12 @@ def echo_round(
         The accepts, the unused offers and the jobs that did not fit (all or nothing per job:
         a gang whose one node does not fit launches no node).
     """
-    pools = pools_of(offers, roles)
+    # without --reserve only the placed jobs' agents are cut from: the other offers are
+    # declined whole, so copying their resources (1,213 agents' worth a round) is waste
+    needed = None
+    if reserver is None:
+        needed = {info["agent_id"]["value"] for _, infos in jobs for info in infos}
+    pools = pools_of(offers, roles, needed)
     by_agent: dict[str, list[Pool]] = {}
     for (agent, _), pool in pools.items():
         by_agent.setdefault(agent, []).append(pool)
@@ -299,7 +309,11 @@ def _echo_job(infos: Sequence[dict], by_agent: Mapping[str, list[Pool]], only: s
     Raises:
         CarveError: some task does not fit its agent's pools (of role ``only`` when given).
     """
-    saved = {id(p): list(p.entries) for ps in by_agent.values() for p in ps}
+    # only the pools of the job's own agents can change: copying every agent's pools per
+    # job made a round with 1,213 agents quadratic
+    touched = [p for agent in {i["agent_id"]["value"] for i in infos}
+               for p in by_agent.get(agent, ())]  # fmt: skip
+    saved = {id(p): list(p.entries) for p in touched}
     chosen = []
     try:
         for info in infos:
@@ -310,9 +324,8 @@ def _echo_job(infos: Sequence[dict], by_agent: Mapping[str, list[Pool]], only: s
                     raise CarveError(f"waiting for an offer of its group's role {only}")
             chosen.append(_echo_task(info, candidates))
     except CarveError:
-        for pools in by_agent.values():
-            for pool in pools:
-                pool.entries = saved[id(pool)]
+        for pool in touched:
+            pool.entries = saved[id(pool)]
         raise
     return chosen
 

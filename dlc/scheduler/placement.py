@@ -47,7 +47,7 @@ from dlc.scheduler.shape_cache import (
     kind_of,
 )
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, ShareHoldSettings
-from dlc.scheduler.share_placement import ShareTenants, choose_share
+from dlc.scheduler.share_placement import ShareRoom, ShareTenants, choose_share
 from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
@@ -286,6 +286,8 @@ class _Slot:
         self.ports_taken: set[int] = set()
         self.gpu_mem = gpu_shares.normalise(r for o in offers for r in o.gpu_mem)
         self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
+        #: the round's index of slots by free share room, told when the ranges change
+        self.share_room: ShareRoom | None = None
         if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
             # an agent that accounts shares: a GPU any share holds part of is not whole
             self.free = frozenset(
@@ -296,6 +298,8 @@ class _Slot:
         """Consume ``take`` from what this agent's offers have left."""
         self.gpu_mem = gpu_shares.subtract(self.gpu_mem, take.mem)
         self.gpu_core = gpu_shares.subtract(self.gpu_core, take.core)
+        if self.share_room is not None and take.core:
+            self.share_room.refresh(self)
         # a GPU a share now holds part of is no longer whole for the jobs after it
         self.free = frozenset(
             i for i in self.free if gpu_shares.is_whole(i, self.gpu_mem, self.gpu_core)
@@ -305,6 +309,8 @@ class _Slot:
         """Give ``take`` back (a gang that did not fit whole)."""
         self.gpu_mem = gpu_shares.normalise(self.gpu_mem + take.mem)
         self.gpu_core = gpu_shares.normalise(self.gpu_core + take.core)
+        if self.share_room is not None and take.core:
+            self.share_room.refresh(self)
 
     def whole_take(self, ids: tuple[int, ...]) -> gpu_shares.GpuRanges:
         """The whole blocks of GPUs ``ids`` (nothing where the agent offers no ranges)."""
@@ -367,12 +373,19 @@ def place(
     by_agent: dict[str, list[OfferView]] = {}
     for view in views:
         by_agent.setdefault(view.agent_id, []).append(view)
-    slots = [_Slot(group) for group in by_agent.values()]
     result = PlacementResult()
+    if not queue:  # nothing to place: decline all, without reading what the offers hold
+        result.declined = [v.offer_id for group in by_agent.values() for v in group]
+        return result
+    slots = [_Slot(group) for group in by_agent.values()]
     reserved = reserved or {}
     share_tenants = share_tenants if share_tenants is not None else ShareTenants()
     holders = set(reserved.values())
     others = [s for s in slots if s.agent_id not in reserved]
+    if any(job.spec.is_share for job in queue):
+        room = ShareRoom(others)  # shares read only the agents with room (share_placement)
+        for slot in others:
+            slot.share_room = room
     # A job that did not fit tells the answer for every later job of its kind needing no
     # less, until a launch changes the slots: 5,000 look-alikes cost one placement attempt
     # (shape_cache says why that is sound); the budget bounds what the cache cannot cover.
@@ -425,7 +438,8 @@ def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | Non
     the job wants free (so the reservation, not the cluster, is what it waits for)."""
     if len(usable) == len(slots):
         return None
-    held = [s for s in slots if s not in usable and len(s.free) >= job.spec.gpus]
+    inside = {id(s) for s in usable}  # a list's `in` made this O(agents^2) per waiting job
+    held = [s for s in slots if id(s) not in inside and len(s.free) >= job.spec.gpus]
     if not held:
         return None
     holder = reserved[held[0].agent_id]
@@ -555,7 +569,7 @@ def _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold
     choice = choose_share(
         job.spec, slots, cpus, mem, topology_of,
         lambda slot: agent_text(slot.attributes, ATTR_GPU_MODEL) or "",
-        open_to, hold,
+        open_to, hold, slots[0].share_room if slots else None,
     )  # fmt: skip
     if isinstance(choice, str):
         return choice

@@ -13,7 +13,7 @@ import hashlib
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from dlc.errors import DlcError, JobNotFound
@@ -41,10 +41,15 @@ class MemoryJobStore(MemoryTenancy):
 
     Args:
         clock: time source (the simulator passes its virtual clock).
+        sequential_ids: number jobs in submit order (``j00000001``, ...) instead of random
+            ids. The queue breaks ties of priority and submit time by job id, and the
+            simulator submits a whole batch at one virtual instant: with random ids two
+            identical runs placed different counts; with these, the order is the submit order.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.time):
+    def __init__(self, clock: Callable[[], float] = time.time, sequential_ids: bool = False):
         self._clock = clock
+        self._sequence = 0 if sequential_ids else None
         self._lock = threading.RLock()
         self._jobs: dict[str, Job] = {}
         self._events: list[tuple[str, float, str, str]] = []
@@ -62,7 +67,11 @@ class MemoryJobStore(MemoryTenancy):
         """A fresh, unused job id (``j`` + 8 hex digits)."""
         with self._lock:
             while True:
-                job_id = "j" + secrets.token_hex(4)
+                if self._sequence is not None:
+                    self._sequence += 1
+                    job_id = f"j{self._sequence:08x}"
+                else:
+                    job_id = "j" + secrets.token_hex(4)
                 if job_id not in self._jobs:
                     return job_id
 
@@ -97,6 +106,14 @@ class MemoryJobStore(MemoryTenancy):
                     (job.job_id, self._clock(), job.state.value, event or job.message or "")
                 )
             return job
+
+    def save_messages(self, jobs: Sequence[Job]) -> None:
+        """Store the new message of each of ``jobs`` (as the SQLite store: no history)."""
+        with self._lock:
+            for job in jobs:
+                if job.job_id not in self._jobs:
+                    raise JobNotFound(f"no job {job.job_id}")
+                self._jobs[job.job_id] = job
 
     def get_job(self, job_id: str) -> Job:
         """The job with ``job_id``.

@@ -148,7 +148,8 @@ class Engine:
         self.now = 0.0
         self.params = params or EngineParams()
         self.master = SimMaster(agents)
-        self.store = MemoryJobStore(clock=self.clock)
+        # ids in submit order: a batch submitted at one virtual instant keeps its order
+        self.store = MemoryJobStore(clock=self.clock, sequential_ids=True)
         self.core = SchedulerCore(
             self.store, config, resolver=lambda spec: (spec.image or "sim/job:1", None),
             clock=self.clock, metrics=metrics,
