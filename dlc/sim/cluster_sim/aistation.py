@@ -29,6 +29,11 @@ DAY = 86400.0
 HOUR = 3600.0
 GIB = 1024
 
+#: The scenario's agents share GPUs among users, so they run the fault-isolated ``shim``
+#: backend: on an ``mps`` agent each GPU now holds one tenant's shares (docs/sharing.md 3b),
+#: which would change what this scenario measures (users' sessions sharing cards).
+SHARING = "shim"
+
 
 def agents(scenario: Scenario) -> list[SimAgentSpec]:
     """The cluster's agents, as ``mesos-agent --resources`` would declare them."""
@@ -42,7 +47,7 @@ def agents(scenario: Scenario) -> list[SimAgentSpec]:
         f"ports:[31000-32000];gpus:{len(gpus)};gpu_ids:{{{','.join(map(str, gpus))}}};"
         f"gpu_mem:{mem};gpu_core:{core}"
     )
-    attributes = {"gpu_model": c["gpu_model"], gpu_shares.ATTR_SHARING: "mps"}
+    attributes = {"gpu_model": c["gpu_model"], gpu_shares.ATTR_SHARING: SHARING}
     if c["topology_file"]:
         attributes = _topology_attributes(c["topology_file"], c["gpu_model"], mib, len(gpus))
     return [SimAgentSpec(f"agent-{n}", f"node{n}", text, attributes) for n in range(c["nodes"])]
@@ -65,7 +70,7 @@ def _topology_attributes(path: str, model: str, mib: int, count: int) -> dict[st
             "cluster.topology_file", f"{path} has {len(topo.gpus)} GPUs, not gpus_per_node {count}"
         )
     gpus = tuple(replace(g, model=model, memory_mib=mib) for g in topo.gpus)
-    return agent_attributes(replace(topo, gpus=gpus), "mps")
+    return agent_attributes(replace(topo, gpus=gpus), SHARING)
 
 
 def users(scenario: Scenario) -> list[tuple[str, str]]:
