@@ -212,7 +212,7 @@ def test_a_notebook_on_a_gpu_share_and_a_real_terminal_in_it(service, env_image)
     assert submitted.exit_code == 0, submitted.output
     job_id = submitted.output.split()[0]
     opened = _cli(service, alice, "open", job_id, "--wait", "60")
-    assert opened.exit_code == 0, opened.output
+    assert opened.exit_code == 0, (opened.output, service.store.get_job(job_id).message)
     url = opened.output.strip().splitlines()[-1]
     assert _status(url) == (200, "hello from the lab")
     assert _status(url.split("?")[0])[0] == 403  # the secret is required
