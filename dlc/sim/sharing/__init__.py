@@ -1,0 +1,1 @@
+"""Sharing-cost simulator: backends' measured throughput, faults and their blast radius."""
