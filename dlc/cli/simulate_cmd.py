@@ -194,27 +194,48 @@ def _number(option: str, text: str) -> float | int:
 @click.option("--hours", default=48.0, show_default=True, type=click.FloatRange(0.1, 24 * 60))
 @click.option("--nodes", default=32, show_default=True, type=click.IntRange(1, 2000))
 @click.option(
-    "--load", default=1.0, show_default=True, type=click.FloatRange(0.05, 5),
+    "--load",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.05, 5),
     help="offered GPU demand over the cluster's GPUs.",
-)  # fmt: skip
+)
 @click.option("--tenants", default=20, show_default=True, type=click.IntRange(1, 10000))
 @click.option(
-    "--fault-rate", default=0.02, show_default=True, type=click.FloatRange(0, 100),
+    "--fault-rate",
+    default=0.02,
+    show_default=True,
+    type=click.FloatRange(0, 100),
     help="fatal faults per running share-hour (an assumption, not measured).",
-)  # fmt: skip
+)
 @click.option("--checkpoint-minutes", default=30.0, show_default=True, type=click.FloatRange(1))
 @click.option(
-    "--kernel-mix", default="large=1,medium=1,small=1", show_default=True,
+    "--kernel-mix",
+    default="large=1,medium=1,small=1",
+    show_default=True,
     help="weights of the measured matmul sizes (8192^3, 4096^3, 1024^3).",
-)  # fmt: skip
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--trace-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="folder holding alibaba-gpu-v2023/ (default: $DLC_TRACES or ../shared/traces).",
 )
-def sharing_cost(policies, mps_fraction, trace, seeds, hours, nodes, load, tenants, fault_rate,
-                 checkpoint_minutes, kernel_mix, json_path, trace_dir) -> None:  # fmt: skip
+def sharing_cost(
+    policies,
+    mps_fraction,
+    trace,
+    seeds,
+    hours,
+    nodes,
+    load,
+    tenants,
+    fault_rate,
+    checkpoint_minutes,
+    kernel_mix,
+    json_path,
+    trace_dir,
+) -> None:
     """Work delivered per sharing backend: measured throughput, faults and their blast radius."""
     from dlc.sim import io
     from dlc.sim.sharing import report
@@ -225,15 +246,27 @@ def sharing_cost(policies, mps_fraction, trace, seeds, hours, nodes, load, tenan
     from dlc.sim.sharing.workload import WorkloadSpec
 
     pols = [parse_policy(p, mps_fraction) for p in _split(policies)]
-    work = WorkloadSpec(hours=hours, load=load, nodes=nodes, tenants=tenants,
-                        kernel_mix=parse_kernel_mix(kernel_mix))  # fmt: skip
+    work = WorkloadSpec(
+        hours=hours,
+        load=load,
+        nodes=nodes,
+        tenants=tenants,
+        kernel_mix=parse_kernel_mix(kernel_mix),
+    )
     faults = FaultSpec(fault_rate_per_hour=fault_rate, checkpoint_minutes=checkpoint_minutes)
     node_list, lives = load_inputs(trace_dir, trace)
     rows = run_all(node_list, lives, pols, parse_seeds(seeds), work, faults)
     summary = summarise(rows)
     report.print_table(summary, f"{trace}: {nodes} nodes, {hours:g} h, faults {fault_rate:g}/h")
     if json_path is not None:
-        io.write_json(json_path, {"trace": trace, "workload": work.__dict__ | {"kernel_mix": dict(work.kernel_mix)},
-                                  "faults": faults.__dict__, "costs": default_model().sources(),
-                                  "runs": rows, "summary": summary})  # fmt: skip
+        workload = work.__dict__ | {"kernel_mix": dict(work.kernel_mix)}
+        payload = {
+            "trace": trace,
+            "workload": workload,
+            "faults": faults.__dict__,
+            "costs": default_model().sources(),
+            "runs": rows,
+            "summary": summary,
+        }
+        io.write_json(json_path, payload)
         click.echo(f"wrote {json_path}")

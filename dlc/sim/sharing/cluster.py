@@ -47,10 +47,11 @@ class Cluster:
     def __init__(self, nodes: Sequence[NodeSpec], policy: BackendPolicy) -> None:
         self.policy = policy
         self.nodes = [
-            Node(n.cpu_milli, n.memory_mib,
-                 [Gpu(i, g, policy.backend_of(i)) for g in range(n.gpus)])
+            Node(
+                n.cpu_milli, n.memory_mib, [Gpu(i, g, policy.backend_of(i)) for g in range(n.gpus)]
+            )
             for i, n in enumerate(nodes)
-        ]  # fmt: skip
+        ]
         self.total_gpus = sum(len(n.gpus) for n in self.nodes)
 
     def _open_to(self, gpu: Gpu, tenant: str) -> bool:

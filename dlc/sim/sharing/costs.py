@@ -22,8 +22,13 @@ MPS = "mps"
 TIME_SLICING = "time-slicing"
 BACKENDS = (MPS, TIME_SLICING)
 #: DLC's backend names and the simulator's two kinds (mig is not modelled: not measured)
-BACKEND_OF = {"mps": MPS, "shim": TIME_SLICING, "watchdog": TIME_SLICING, "none": TIME_SLICING,
-              "time-slicing": TIME_SLICING}  # fmt: skip
+BACKEND_OF = {
+    "mps": MPS,
+    "shim": TIME_SLICING,
+    "watchdog": TIME_SLICING,
+    "none": TIME_SLICING,
+    "time-slicing": TIME_SLICING,
+}
 
 #: kernel classes by the matmul that measured them
 KERNELS = ("large", "medium", "small")
@@ -114,10 +119,17 @@ class SharingCostModel:
     def sources(self) -> list[dict]:
         """Every figure with its source (for reports)."""
         return [
-            {"backend": b, "kernel": kern, "size": KERNEL_SIZE[kern], "k": k,
-             "relative_total": round(f.value, 4), "source": f.source}
-            for (b, kern), pts in self.table.items() for k, f in sorted(pts.items())
-        ]  # fmt: skip
+            {
+                "backend": b,
+                "kernel": kern,
+                "size": KERNEL_SIZE[kern],
+                "k": k,
+                "relative_total": round(f.value, 4),
+                "source": f.source,
+            }
+            for (b, kern), pts in self.table.items()
+            for k, f in sorted(pts.items())
+        ]
 
 
 def default_model() -> SharingCostModel:

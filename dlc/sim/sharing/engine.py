@@ -91,8 +91,16 @@ class Result:
 class Simulation:
     """One policy, one seed: call :meth:`run`."""
 
-    def __init__(self, nodes: Sequence[NodeSpec], jobs: Sequence[JobSpec], policy: BackendPolicy,
-                 model: SharingCostModel, faults: FaultSpec, seed: int, hours: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        nodes: Sequence[NodeSpec],
+        jobs: Sequence[JobSpec],
+        policy: BackendPolicy,
+        model: SharingCostModel,
+        faults: FaultSpec,
+        seed: int,
+        hours: float,
+    ) -> None:
         self.cluster = Cluster(nodes, policy)
         self.runs = [Run(j) for j in jobs]
         self.model, self.faults, self.seed = model, faults, seed

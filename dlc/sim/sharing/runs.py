@@ -24,10 +24,20 @@ from dlc.sim.sharing.workload import PodLife, WorkloadSpec, make_jobs, parse_liv
 from dlc.sim.trace import NodeSpec
 
 #: the per-run numbers the summary reports, in table order
-METRICS = ("allocated_gpu_h", "useful_gpu_h", "useful_per_allocated", "lost_gpu_h",
-           "lost_other_tenant_gpu_h", "lost_same_tenant_gpu_h", "lost_own_gpu_h",
-           "killed_other_tenant", "killed_same_tenant", "faults", "completed",
-           "queued_at_end")  # fmt: skip
+METRICS = (
+    "allocated_gpu_h",
+    "useful_gpu_h",
+    "useful_per_allocated",
+    "lost_gpu_h",
+    "lost_other_tenant_gpu_h",
+    "lost_same_tenant_gpu_h",
+    "lost_own_gpu_h",
+    "killed_other_tenant",
+    "killed_same_tenant",
+    "faults",
+    "completed",
+    "queued_at_end",
+)
 
 
 def load_lives(root: Path, trace: str) -> list[PodLife]:
@@ -46,9 +56,15 @@ def load_inputs(trace_dir: str | Path | None, trace: str) -> tuple[list[NodeSpec
     return io.load_nodes(root), load_lives(root, trace)
 
 
-def simulate(nodes: Sequence[NodeSpec], lives: Sequence[PodLife], policy: BackendPolicy,
-             seed: int, work: WorkloadSpec, faults: FaultSpec,
-             model: SharingCostModel | None = None) -> Result:  # fmt: skip
+def simulate(
+    nodes: Sequence[NodeSpec],
+    lives: Sequence[PodLife],
+    policy: BackendPolicy,
+    seed: int,
+    work: WorkloadSpec,
+    faults: FaultSpec,
+    model: SharingCostModel | None = None,
+) -> Result:
     """One policy and seed (the workload depends on the seed only)."""
     rng = np.random.default_rng(seed)
     picked = sample_nodes(nodes, work.nodes, rng)
@@ -60,15 +76,24 @@ def simulate(nodes: Sequence[NodeSpec], lives: Sequence[PodLife], policy: Backen
 def row_of(result: Result, seconds: float) -> dict:
     """One run as a flat dict of the metrics."""
     row = asdict(result)
-    row.update(lost_gpu_h=result.lost_gpu_h, killed_by_others=result.killed_by_others,
-               useful_per_allocated=result.useful_gpu_h / max(result.allocated_gpu_h, 1e-9),
-               seconds=seconds)  # fmt: skip
+    row.update(
+        lost_gpu_h=result.lost_gpu_h,
+        killed_by_others=result.killed_by_others,
+        useful_per_allocated=result.useful_gpu_h / max(result.allocated_gpu_h, 1e-9),
+        seconds=seconds,
+    )
     return row
 
 
-def run_all(nodes: Sequence[NodeSpec], lives: Sequence[PodLife],
-            policies: Sequence[BackendPolicy], seeds: Sequence[int], work: WorkloadSpec,
-            faults: FaultSpec, tick: Callable[[str, int], None] | None = None) -> list[dict]:  # fmt: skip
+def run_all(
+    nodes: Sequence[NodeSpec],
+    lives: Sequence[PodLife],
+    policies: Sequence[BackendPolicy],
+    seeds: Sequence[int],
+    work: WorkloadSpec,
+    faults: FaultSpec,
+    tick: Callable[[str, int], None] | None = None,
+) -> list[dict]:
     """Every policy under every seed: one row per run."""
     rows = []
     for seed in seeds:
@@ -90,13 +115,20 @@ def summarise(rows: Sequence[dict], baseline: str | None = None) -> dict[str, di
     base = {r["seed"]: r["useful_gpu_h"] for r in rows if r["policy"] == (baseline or names[0])}
     for name in names:
         mine = [r for r in rows if r["policy"] == name]
-        entry: dict = {"seeds": [r["seed"] for r in mine],
-                       "cpu_seconds_per_run": float(np.mean([r["seconds"] for r in mine]))}  # fmt: skip
+        entry: dict = {
+            "seeds": [r["seed"] for r in mine],
+            "cpu_seconds_per_run": float(np.mean([r["seconds"] for r in mine])),
+        }
         for m in METRICS:
             ci = mean_ci([float(r[m]) for r in mine])
             entry[m] = {"mean": ci.mean, "ci95": ci.half_width}
-        ratio = mean_ci([100.0 * r["useful_gpu_h"] / base[r["seed"]] - 100.0
-                         for r in mine if base.get(r["seed"])])  # fmt: skip
+        ratio = mean_ci(
+            [
+                100.0 * r["useful_gpu_h"] / base[r["seed"]] - 100.0
+                for r in mine
+                if base.get(r["seed"])
+            ]
+        )
         entry["useful_vs_baseline_pct"] = {"mean": ratio.mean, "ci95": ratio.half_width}
         out[name] = entry
     return out

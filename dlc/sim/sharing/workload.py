@@ -75,8 +75,12 @@ class WorkloadSpec:
 
     def check(self) -> None:
         """One-line errors naming the field."""
-        for name, value, lo in (("hours", self.hours, 0.01), ("load", self.load, 0.01),
-                                ("nodes", self.nodes, 1), ("tenants", self.tenants, 1)):  # fmt: skip
+        for name, value, lo in (
+            ("hours", self.hours, 0.01),
+            ("load", self.load, 0.01),
+            ("nodes", self.nodes, 1),
+            ("tenants", self.tenants, 1),
+        ):
             if value < lo:
                 raise FieldError(f"--{name}", f"{value} is too small; give at least {lo}")
 
@@ -90,9 +94,15 @@ def parse_lives(rows: Iterable[Mapping[str, str]]) -> list[PodLife]:
             continue
         milli = min(max(int(float(row.get("gpu_milli") or 0)), 1), MILLI)
         start, end = float(row.get("creation_time") or 0), float(row.get("deletion_time") or 0)
-        lives.append(PodLife(num_gpu, MILLI if num_gpu > 1 else milli,
-                             int(float(row.get("cpu_milli") or 0)) or 100,
-                             int(float(row.get("memory_mib") or 0)), max(end - start, 0.0)))  # fmt: skip
+        lives.append(
+            PodLife(
+                num_gpu,
+                MILLI if num_gpu > 1 else milli,
+                int(float(row.get("cpu_milli") or 0)) or 100,
+                int(float(row.get("memory_mib") or 0)),
+                max(end - start, 0.0),
+            )
+        )
     if not lives:
         raise FieldError("--trace", "the pod list has no GPU pod; give an openb pod list")
     return lives
@@ -124,9 +134,16 @@ def make_jobs(
             return jobs
         i = int(rng.integers(len(lives)))
         p = lives[i]
-        jobs.append(JobSpec(
-            idx=len(jobs), arrival=t, tenant=f"t{int(rng.choice(spec.tenants, p=weights))}",
-            num_gpu=p.num_gpu, gpu_milli=MILLI if p.num_gpu > 1 else p.gpu_milli,
-            cpu_milli=p.cpu_milli, memory_mib=p.memory_mib, work=float(secs[i]),
-            kernel=kinds[int(rng.choice(len(kinds), p=kind_p))],
-        ))  # fmt: skip
+        jobs.append(
+            JobSpec(
+                idx=len(jobs),
+                arrival=t,
+                tenant=f"t{int(rng.choice(spec.tenants, p=weights))}",
+                num_gpu=p.num_gpu,
+                gpu_milli=MILLI if p.num_gpu > 1 else p.gpu_milli,
+                cpu_milli=p.cpu_milli,
+                memory_mib=p.memory_mib,
+                work=float(secs[i]),
+                kernel=kinds[int(rng.choice(len(kinds), p=kind_p))],
+            )
+        )
