@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,7 +51,8 @@ class Run:
     next_ckpt: float = math.inf
     started: float = -1.0
     ran: float = 0.0
-    fault_at: float = math.inf
+    #: running seconds (over all its runs) at which the share faults next
+    fault_at: float | None = None
     run_ver: int = 0
     fin_ver: int = 0
     gpus: list[Gpu] = field(default_factory=list)
@@ -100,7 +101,11 @@ class Simulation:
         faults: FaultSpec,
         seed: int,
         hours: float,
+        fault_gap: Callable[[Run], float] | None = None,
     ) -> None:
+        """``fault_gap``: running seconds from one fault of a share to its next (default:
+        exponential at ``faults.fault_rate_per_hour`` from the job's own seeded stream)."""
+        self._gap = fault_gap or self._exponential_gap
         self.cluster = Cluster(nodes, policy)
         self.runs = [Run(j) for j in jobs]
         self.model, self.faults, self.seed = model, faults, seed
@@ -184,10 +189,8 @@ class Simulation:
         r.run_ver += 1
         r.rate = 1.0
         if r.spec.is_share:
-            rate = self.faults.fault_rate_per_hour
-            if rate > 0 and r.rng is None:
-                r.rng = np.random.default_rng((self.seed, r.spec.idx))
-                r.fault_at = r.rng.exponential(3600.0 / rate)
+            if r.fault_at is None:
+                r.fault_at = self._gap(r)
             if r.fault_at < math.inf:
                 self._push(now + r.fault_at - r.ran, FAULT, r.spec.idx, r.run_ver)
             self._rerate(gpus, now)
@@ -221,8 +224,15 @@ class Simulation:
             victim.done = victim.kept
             self._stop(victim, now)
             bisect.insort(self.queue, idx)
-        assert r.rng is not None
-        r.fault_at += r.rng.exponential(3600.0 / self.faults.fault_rate_per_hour)
+        r.fault_at = (r.fault_at or 0.0) + self._gap(r)
+
+    def _exponential_gap(self, r: Run) -> float:
+        rate = self.faults.fault_rate_per_hour
+        if rate <= 0:
+            return math.inf
+        if r.rng is None:
+            r.rng = np.random.default_rng((self.seed, r.spec.idx))
+        return float(r.rng.exponential(3600.0 / rate))
 
     def _close(self) -> Result:
         res = self.result
