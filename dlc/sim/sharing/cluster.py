@@ -109,6 +109,13 @@ class Cluster:
 
     def room(self) -> tuple[int, int]:
         """The most thousandths free on one shareable GPU, the most whole GPUs on one node."""
-        share = max((g.free for n in self.nodes for g in n.gpus if not g.whole), default=0)
-        whole = max((sum(g.free == MILLI for g in n.gpus) for n in self.nodes), default=0)
+        share = whole = 0
+        for node in self.nodes:
+            free = 0
+            for gpu in node.gpus:
+                if gpu.free == MILLI:
+                    free += 1
+                if not gpu.whole and gpu.free > share:
+                    share = gpu.free
+            whole = max(whole, free)
         return share, whole

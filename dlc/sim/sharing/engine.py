@@ -173,7 +173,9 @@ class Simulation:
             candidates = [only_new] if self.queue and self.queue[-1] == only_new else []
         else:
             candidates = self.queue[: self.faults.scan]
-        share_room, whole_room = self.cluster.room()
+        # an upper bound on what fits (placements only shrink it): most queued jobs are
+        # turned away here without a walk over every GPU
+        share_room, whole_room = self.cluster.room() if len(candidates) > 1 else (1000, 8)
         for idx in candidates:
             spec = self.runs[idx].spec
             if (spec.gpu_milli > share_room) if spec.is_share else (spec.num_gpu > whole_room):
