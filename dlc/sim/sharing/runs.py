@@ -66,6 +66,7 @@ def simulate(
     model: SharingCostModel | None = None,
 ) -> Result:
     """One policy and seed (the workload depends on the seed only)."""
+    work.check()
     rng = np.random.default_rng(seed)
     picked = sample_nodes(nodes, work.nodes, rng)
     jobs = make_jobs(lives, sum(n.gpus for n in picked), work, rng)
