@@ -171,3 +171,102 @@ def _number(option: str, text: str) -> float | int:
     except ValueError:
         raise FieldError(option, f"{text!r} is not a number; give e.g. 0.05,0.15") from None
     return int(value) if value.is_integer() and "." not in text else value
+
+
+@command.command(name="sharing-cost")
+@click.option(
+    "--policy",
+    "policies",
+    default="mps-mixed,tenancy,time-slicing",
+    show_default=True,
+    help="mps-mixed, tenancy[:MPS_FRACTION], time-slicing (comma-separated).",
+)
+@click.option(
+    "--backend-mix",
+    "mps_fraction",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="part of the agents running MPS under 'tenancy' (the rest run the shim).",
+)
+@click.option("--trace", default="default", show_default=True, help="openb pod list name.")
+@click.option("--seeds", default="42-51", show_default=True, help="e.g. 42-51 or 42,43.")
+@click.option("--hours", default=48.0, show_default=True, type=click.FloatRange(0.1, 24 * 60))
+@click.option("--nodes", default=32, show_default=True, type=click.IntRange(1, 2000))
+@click.option(
+    "--load",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.05, 5),
+    help="offered GPU demand over the cluster's GPUs.",
+)
+@click.option("--tenants", default=20, show_default=True, type=click.IntRange(1, 10000))
+@click.option(
+    "--fault-rate",
+    default=0.02,
+    show_default=True,
+    type=click.FloatRange(0, 100),
+    help="fatal faults per running share-hour (an assumption, not measured).",
+)
+@click.option("--checkpoint-minutes", default=30.0, show_default=True, type=click.FloatRange(1))
+@click.option(
+    "--kernel-mix",
+    default="large=1,medium=1,small=1",
+    show_default=True,
+    help="weights of the measured matmul sizes (8192^3, 4096^3, 1024^3).",
+)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--trace-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder holding alibaba-gpu-v2023/ (default: $DLC_TRACES or ../shared/traces).",
+)
+def sharing_cost(
+    policies,
+    mps_fraction,
+    trace,
+    seeds,
+    hours,
+    nodes,
+    load,
+    tenants,
+    fault_rate,
+    checkpoint_minutes,
+    kernel_mix,
+    json_path,
+    trace_dir,
+) -> None:
+    """Work delivered per sharing backend: measured throughput, faults and their blast radius."""
+    from dlc.sim import io
+    from dlc.sim.sharing import report
+    from dlc.sim.sharing.costs import default_model, parse_kernel_mix
+    from dlc.sim.sharing.engine import FaultSpec
+    from dlc.sim.sharing.policy import parse_policy
+    from dlc.sim.sharing.runs import load_inputs, run_all, summarise
+    from dlc.sim.sharing.workload import WorkloadSpec
+
+    pols = [parse_policy(p, mps_fraction) for p in _split(policies)]
+    work = WorkloadSpec(
+        hours=hours,
+        load=load,
+        nodes=nodes,
+        tenants=tenants,
+        kernel_mix=parse_kernel_mix(kernel_mix),
+    )
+    faults = FaultSpec(fault_rate_per_hour=fault_rate, checkpoint_minutes=checkpoint_minutes)
+    node_list, lives = load_inputs(trace_dir, trace)
+    rows = run_all(node_list, lives, pols, parse_seeds(seeds), work, faults)
+    summary = summarise(rows)
+    report.print_table(summary, f"{trace}: {nodes} nodes, {hours:g} h, faults {fault_rate:g}/h")
+    if json_path is not None:
+        workload = work.__dict__ | {"kernel_mix": dict(work.kernel_mix)}
+        payload = {
+            "trace": trace,
+            "workload": workload,
+            "faults": faults.__dict__,
+            "costs": default_model().sources(),
+            "runs": rows,
+            "summary": summary,
+        }
+        io.write_json(json_path, payload)
+        click.echo(f"wrote {json_path}")
