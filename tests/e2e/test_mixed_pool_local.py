@@ -72,15 +72,9 @@ def test_jobs_land_on_the_vendor_they_ask_for_and_cuda_images_are_refused_on_amd
             assert f"vendor={vendor}\n" in client.logs(job["id"])["data"]
         # a CUDA-only catalog framework (tensorflow 2.13 has no ROCm build) on AMD: refused
         # at submit, one line, as a user meets it through the CLI
-        env = {"DLC_API": client.url, "DLC_TOKEN": client.token, "COLUMNS": "100"}
-        argv = ["submit", "--framework", "tensorflow:2.13", "--gpu-vendor", "amd", "--gpus", "1",
-                "--", "python", "train.py"]  # fmt: skip
-        result = CliRunner().invoke(cli, argv, env=env, prog_name="dlc")
-        assert result.exit_code != 0
-        lines = result.output.strip().splitlines()
-        assert len(lines) == 1, result.output
-        assert "built for NVIDIA (CUDA 11.8) only, not AMD" in lines[0]
-        assert "Traceback" not in result.output
+        output = cuda_on_amd_refusal(client)
+        assert len(output.strip().splitlines()) == 1, output
+        assert "built for NVIDIA (CUDA 11.8) only, not AMD" in output
         assert not [j for j in client.jobs() if "tensorflow" in (j.get("image") or "")]
     finally:
         proc.terminate()
@@ -156,3 +150,67 @@ def test_amd_container_gets_exactly_its_render_nodes_on_the_real_engine(
         assert wait_done(client, job["id"], timeout=60)["state"] == "killed"
     finally:
         cluster.stop()
+
+
+def cuda_on_amd_refusal(client: ApiClient) -> str:
+    """The CLI's whole output for a CUDA-only catalog framework asked on AMD (must fail)."""
+    env = {"DLC_API": client.url, "DLC_TOKEN": client.token or "", "COLUMNS": "100"}
+    argv = ["submit", "--framework", "tensorflow:2.13", "--gpu-vendor", "amd", "--gpus", "1",
+            "--", "python", "train.py"]  # fmt: skip
+    result = CliRunner().invoke(cli, argv, env=env, prog_name="dlc")
+    assert result.exit_code != 0, result.output
+    return result.output
+
+
+@pytest.mark.mesos
+def test_vendor_placement_on_the_real_master(tmp_path):
+    """The real Mesos 1.11 master, one agent started with the MI300X's `dlc node-config` flags
+    (the test helper's agents are all alike, so the NVIDIA side is a job that must wait): the
+    AMD job runs there with its executor given the vendor by the agent, the NVIDIA job waits
+    with a one-line reason, a CUDA-only image on AMD is refused at submit."""
+    import json
+
+    from dlc.app.service import SchedulerService, ServiceConfig
+    from dlc.scheduler.task_info import ExecutorConfig
+    from dlc.topology.discovery.discover import discover
+    from dlc.topology.node_config import node_config
+    from tests.real_mesos import real_mesos_master
+
+    flags = node_config(discover(from_file=MI300X), cpus=4, mem_mib=4096).env()
+    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+    # a real AMD agent's operator sets the vendor for its executors, as dlc local does
+    executor_env = json.dumps({"PATH": path, "DLC_GPU_VENDOR": "amd", "DLC_GPU_STYLE": "none"})
+    with real_mesos_master(
+        tmp_path / "mesos", MESOS_EXECUTOR_ENVIRONMENT_VARIABLES=executor_env, **flags
+    ) as mesos:
+        service = SchedulerService(
+            ServiceConfig(
+                master=mesos.address, db=str(tmp_path / "db"), api_port=0,
+                executor=ExecutorConfig(command=STAND_IN), admin_token="mixed-pool-token",
+            )
+        )  # fmt: skip
+        service.start()
+        try:
+            assert service.framework.registered.wait(30), "no registration with the master"
+            client = ApiClient(service.api_url, "mixed-pool-token")
+            amd = client.submit(
+                {"image": "none", "gpus": 8, "gpu_vendor": "amd", "command": PRINT_VENDOR}
+            )
+            done = wait_done(client, amd["id"], timeout=90)
+            assert done["state"] == "finished", done["message"]
+            assert sorted(done["tasks"][0]["gpu_ids"]) == list(range(8))  # the XGMI group whole
+            assert "vendor=amd\n" in client.logs(amd["id"])["data"]
+            nvidia = client.submit({"image": "none", "gpus": 1, "gpu_vendor": "nvidia",
+                                    "command": ["true"]})  # fmt: skip
+            waiting = wait_for(
+                lambda: (
+                    "the job asks for nvidia" in (m := client.show(nvidia["id"])["message"]) and m
+                )
+            )
+            assert "has amd GPUs, the job asks for nvidia" in waiting and "\n" not in waiting
+            assert client.show(nvidia["id"])["state"] == "queued"
+            output = cuda_on_amd_refusal(client)
+            assert len(output.strip().splitlines()) == 1, output
+            assert "built for NVIDIA (CUDA 11.8) only, not AMD" in output
+        finally:
+            service.stop()
