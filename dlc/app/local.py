@@ -140,7 +140,8 @@ def simulated_executor_env(vendor: str, device_root: str | None) -> tuple[tuple[
     agent has stand-in device nodes under ``device_root`` (NVIDIA ones would need a real
     driver and the ``nvidia`` runtime, so those stay deviceless)."""
     if vendor == "amd" and device_root:
-        return (("DLC_GPU_VENDOR", vendor), ("DLC_GPU_STYLE", "auto"),
+        # the nodes are stand-ins: claims stay within this agent, as for style none
+        return (("DLC_GPU_VENDOR", vendor), ("DLC_GPU_STYLE", "auto"), ("DLC_SIMULATED_GPUS", "1"),
                 ("DLC_DEVICE_ROOT", str(Path(device_root).resolve())))  # fmt: skip
     return (("DLC_GPU_VENDOR", vendor), ("DLC_GPU_STYLE", "none"))
 

@@ -37,5 +37,6 @@ def test_stand_in_devices_only_for_simulated_amd_agents(tmp_path):
     specs, _ = pool_specs(LocalConfig(simulate=BOTH, device_root=str(tmp_path)))
     assert dict(specs[0].executor_env)["DLC_GPU_STYLE"] == "none"  # NVIDIA needs a real driver
     assert dict(specs[1].executor_env) == {
-        "DLC_GPU_VENDOR": "amd", "DLC_GPU_STYLE": "auto", "DLC_DEVICE_ROOT": str(tmp_path)
+        "DLC_GPU_VENDOR": "amd", "DLC_GPU_STYLE": "auto", "DLC_SIMULATED_GPUS": "1",
+        "DLC_DEVICE_ROOT": str(tmp_path),
     }  # fmt: skip

@@ -109,6 +109,10 @@ def wait_for(predicate, timeout_s=90.0):
     raise AssertionError("condition not met in time")
 
 
+def running_containers(runtime, job_id: str) -> list:
+    return [c for c in runtime.list_containers({LABEL_JOB: job_id}) if c.status == "running"]
+
+
 @pytest.mark.docker
 def test_amd_container_gets_exactly_its_render_nodes_on_the_real_engine(
     docker_runtime,  # noqa: F811
@@ -123,17 +127,23 @@ def test_amd_container_gets_exactly_its_render_nodes_on_the_real_engine(
     cluster = LocalCluster(config).start()
     try:
         client = ApiClient(cluster.service.api_url, cluster.admin_token)
+        # an NVIDIA job holds all 8 of the DGX-1's GPUs first: simulated GPUs of
+        # another agent must not block the AMD agent's (stand-in) devices
+        nvidia = client.submit(
+            {"image": busybox_image, "gpus": 8, "gpu_vendor": "nvidia", "cpus": 0.5,
+             "mem_mib": 64, "command": ["sleep", "300"]}
+        )  # fmt: skip
+        (held,) = wait_for(lambda: running_containers(docker_runtime, nvidia["id"]))
+        assert client.show(nvidia["id"])["tasks"][0]["hostname"] == NVIDIA_HOST
+        assert docker_runtime.client.api.inspect_container(held.id)["HostConfig"]["Devices"] in (
+            None,
+            [],
+        )  # simulated NVIDIA GPUs: no devices
         job = client.submit(
             {"image": busybox_image, "gpus": 2, "gpu_vendor": "amd", "cpus": 0.5, "mem_mib": 64,
              "command": ["sleep", "300"]}
         )  # fmt: skip
-        (container,) = wait_for(
-            lambda: [
-                c
-                for c in docker_runtime.list_containers({LABEL_JOB: job["id"]})
-                if c.status == "running"
-            ]
-        )
+        (container,) = wait_for(lambda: running_containers(docker_runtime, job["id"]))
         task = client.show(job["id"])["tasks"][0]
         assert task["hostname"] == AMD_HOST
         host = docker_runtime.client.api.inspect_container(container.id)["HostConfig"]
@@ -146,8 +156,9 @@ def test_amd_container_gets_exactly_its_render_nodes_on_the_real_engine(
         assert len(task["gpu_ids"]) == 2
         assert sorted(host["GroupAdd"]) == sorted([str(RENDER_GID), str(VIDEO_GID)])
         assert host["DeviceRequests"] in (None, []) and host["Privileged"] is False
-        client.kill(job["id"])
-        assert wait_done(client, job["id"], timeout=60)["state"] == "killed"
+        for ended in (job, nvidia):
+            client.kill(ended["id"])
+            assert wait_done(client, ended["id"], timeout=60)["state"] == "killed"
     finally:
         cluster.stop()
 
