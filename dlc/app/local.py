@@ -9,9 +9,17 @@ With ``--simulate``, ``--agents N`` runs N alike simulated agents (hostnames ``1
 ``127.0.0.2``, ...: all loopback on Linux), e.g. two DGX-1s for the GPU-share split of
 docs/sharing.md. This host's own GPUs are one agent only: two would hand out one GPU twice.
 
+``--simulate`` may be given more than once for a mixed pool: one agent per file (``--agents N``:
+N of each), each with its own topology and vendor, e.g. a DGX-1 (``topo -m``) beside an MI300X
+(``amd-smi`` output). Each agent advertises what ``dlc node-config`` prints for its file, and
+its executors get the agent's vendor (``DLC_GPU_VENDOR``), as an operator sets it on a real
+agent, so an AMD agent's containers are rendered by the AMD device backend.
+
 Simulated GPUs do not exist, so their tasks' executors run with
 ``DLC_GPU_STYLE=none``: containers start without GPU devices while the scheduler
-still places them by topology.
+still places them by topology. With ``device_root`` (stand-in ``/dev/kfd`` and
+``/dev/dri`` nodes made under it), a simulated AMD agent's containers get those nodes
+instead, exactly as a real AMD agent's would (the render-node check of the e2e tests).
 
 The emulator lives in this process, so after a crash (SIGKILL) of ``dlc local`` its executors
 and containers are orphans. A restart ends them (executor processes get SIGTERM, containers are
@@ -47,7 +55,8 @@ class LocalConfig:
     """What ``dlc local`` takes.
 
     Attributes:
-        simulate: ``nvidia-smi topo -m`` file of a machine to simulate (None: this host).
+        simulate: ``nvidia-smi topo -m`` (or ``amd-smi``/``rocm-smi``) file of a machine to
+            simulate, or several (a tuple): one agent per file (None: this host).
         work_dir: state directory (job DB, sandboxes).
         api_port: API port (0: any free port).
         mesos_port: emulator port (0: any free port).
@@ -60,10 +69,13 @@ class LocalConfig:
             not say it (a ``topo -m`` file never does): then the agent takes GPU shares.
         executor_command: replaces ``<python> -m dlc executor`` (tests, debugging).
         allowed_volumes: host path prefixes jobs may mount.
-        agents: how many alike agents to run (more than one only with ``simulate``).
+        agents: how many alike agents to run per simulated file (more than one only with
+            ``simulate``).
+        device_root: a directory of stand-in ``kfd``/``dri/renderD*``/``dri/card*`` nodes that
+            simulated AMD agents' containers get (None: simulated GPUs get no devices).
     """
 
-    simulate: str | None = None
+    simulate: str | tuple[str, ...] | None = None
     work_dir: str = ".dlc-local"
     api_port: int = 8642
     mesos_port: int = 0
@@ -76,6 +88,7 @@ class LocalConfig:
     allowed_volumes: tuple[str, ...] = field(default_factory=tuple)
     admin_token: str | None = None
     agents: int = 1
+    device_root: str | None = None
     #: caps on ``dlc shell``/``dlc exec`` sessions (as ``dlc scheduler --max-sessions ...``)
     sessions: SessionLimits = field(default_factory=SessionLimits)
     #: the share hold (as ``dlc scheduler --share-hold-*``; off by default)
@@ -83,14 +96,21 @@ class LocalConfig:
 
     def __post_init__(self) -> None:
         check_policy(self.policy)
-        check_agents(self.agents, self.simulate)
+        check_agents(self.agents * max(1, len(self.simulate_files)), self.simulate)
+
+    @property
+    def simulate_files(self) -> tuple[str, ...]:
+        """The topology files to simulate, one agent (or ``agents``) each; () for this host."""
+        if not self.simulate:
+            return ()
+        return (self.simulate,) if isinstance(self.simulate, str) else tuple(self.simulate)
 
 
 #: the most simulated agents ``dlc local`` runs (each is a few threads' work in the emulator)
 MAX_LOCAL_AGENTS = 64
 
 
-def check_agents(count: int, simulate: str | None) -> int:
+def check_agents(count: int, simulate: str | tuple[str, ...] | None) -> int:
     """``count`` if ``dlc local`` can run that many agents.
 
     Raises:
@@ -110,9 +130,20 @@ def check_agents(count: int, simulate: str | None) -> int:
     return count
 
 
-def agent_specs(spec, count: int) -> list:
-    """``count`` copies of the agent ``spec``, named ``127.0.0.1``, ``127.0.0.2``, ..."""
-    return [replace(spec, hostname=f"127.0.0.{i + 1}") for i in range(count)]
+def agent_specs(spec, count: int, first: int = 0) -> list:
+    """``count`` copies of the agent ``spec``, named ``127.0.0.<first+1>``, ``<first+2>``, ..."""
+    return [replace(spec, hostname=f"127.0.0.{first + i + 1}") for i in range(count)]
+
+
+def simulated_executor_env(vendor: str, device_root: str | None) -> tuple[tuple[str, str], ...]:
+    """What a simulated agent's executors get: its vendor, and no GPU devices unless an AMD
+    agent has stand-in device nodes under ``device_root`` (NVIDIA ones would need a real
+    driver and the ``nvidia`` runtime, so those stay deviceless)."""
+    if vendor == "amd" and device_root:
+        # the nodes are stand-ins: claims stay within this agent, as for style none
+        return (("DLC_GPU_VENDOR", vendor), ("DLC_GPU_STYLE", "auto"), ("DLC_SIMULATED_GPUS", "1"),
+                ("DLC_DEVICE_ROOT", str(Path(device_root).resolve())))  # fmt: skip
+    return (("DLC_GPU_VENDOR", vendor), ("DLC_GPU_STYLE", "none"))
 
 
 def host_memory_mib() -> int:
@@ -163,8 +194,10 @@ def with_model(topo, model: str | None):
     return replace(topo, gpus=tuple(replace(g, model=g.model or model) for g in topo.gpus))
 
 
-def agent_spec(config: LocalConfig):
-    """The emulated agent: resources and attributes as ``dlc node-config`` prints them.
+def agent_spec(config: LocalConfig, simulate: str | None = None):
+    """The emulated agent of ``simulate`` (default: the first ``--simulate`` file, else this
+    host): resources and attributes as
+    ``dlc node-config`` prints them, and the environment its executors get.
 
     Raises:
         DiscoveryError: no topology file and no GPUs found on this host.
@@ -174,30 +207,47 @@ def agent_spec(config: LocalConfig):
     from dlc.topology.discovery.discover import discover
     from dlc.topology.node_config import node_config
 
-    if config.simulate:
-        topo = discover(from_file=config.simulate)
+    simulate = simulate or next(iter(config.simulate_files), None)
+    if simulate:
+        topo = discover(from_file=simulate)
     else:
         try:
             topo = discover()
         except DiscoveryError as exc:
             text = str(exc).replace("--from-file FILE", "--simulate FILE")
             raise DiscoveryError(f"{text} (e.g. examples/topologies/dgx1-v100.txt)") from None
-    model = config.gpu_model or (model_from_file_name(config.simulate) if config.simulate else None)
+    model = config.gpu_model or (model_from_file_name(simulate) if simulate else None)
     topo = with_model(topo, model)
     cpus, mem = default_resources(
-        len(topo.gpus), float(os.cpu_count() or 2), host_memory_mib(), bool(config.simulate)
+        len(topo.gpus), float(os.cpu_count() or 2), host_memory_mib(), bool(simulate)
     )
     agent = node_config(
         topo,
         cpus=config.cpus or cpus,
         mem_mib=config.mem_mib or mem,
         gpu_mem_mib=config.gpu_mem_mib,
-        # simulated GPUs run with DLC_GPU_STYLE=none: no MPS or watchdog limits any share
-        sharing="none" if config.simulate else None,
+        # simulated NVIDIA GPUs run with DLC_GPU_STYLE=none: no MPS or watchdog limits any
+        # share; AMD agents advertise none at all (node-config refuses a mode for them)
+        sharing="none" if simulate and topo.vendor == "nvidia" else None,
     )
+    env = simulated_executor_env(topo.vendor, config.device_root) if simulate else ()
     return AgentSpec(
-        resources=agent.resources + ";disk:65536", attributes=agent.attributes_text
+        resources=agent.resources + ";disk:65536",
+        attributes=agent.attributes_text,
+        executor_env=env,
     ), topo
+
+
+def pool_specs(config: LocalConfig) -> tuple[list, list]:
+    """The emulated agents (``config.agents`` per simulated file, or this host's one) and
+    the topology of each file, in order."""
+    files = config.simulate_files or (None,)
+    specs, topologies = [], []
+    for simulate in files:
+        spec, topo = agent_spec(config, simulate)
+        specs += agent_specs(spec, config.agents, first=len(specs))
+        topologies.append(topo)
+    return specs, topologies
 
 
 def local_os_error(exc: OSError, config: LocalConfig) -> DlcError:
@@ -354,7 +404,9 @@ class LocalCluster:
         self.config = config
         self.emulator = None
         self.service: SchedulerService | None = None
-        self.topology = None
+        self.topology = None  # the first agent's (this host's, or the first --simulate file's)
+        #: each simulated file's topology, in --simulate order ([this host's] without one)
+        self.topologies: list = []
         self.admin_token: str | None = None
         self.token_is_new = False
         self.ended_leftovers = 0
@@ -382,17 +434,17 @@ class LocalCluster:
         from dlc.mesos.emulator.cluster import MesosEmulator
 
         work = private_dir(Path(self.config.work_dir).resolve())
-        spec, self.topology = agent_spec(self.config)
+        specs, self.topologies = pool_specs(self.config)
+        self.topology = self.topologies[0]
         self.ended_leftovers = end_previous_run(work / "scheduler.db")
         # a host-network job shares loopback with the emulator: only DLC may be its framework
         credential = ("dlc", secrets.token_urlsafe(24))
         self.emulator = MesosEmulator(
-            agents=agent_specs(spec, self.config.agents),
+            agents=specs,
             work_dir=work / "mesos",
             port=self.config.mesos_port,
             framework_credential=credential,
         ).start()
-        env = (("DLC_GPU_STYLE", "none"),) if self.config.simulate else ()
         token_path = work / "admin.token"
         first_token = self._first_token(work / "scheduler.db", token_path)
         service_config = ServiceConfig(
@@ -406,7 +458,8 @@ class LocalCluster:
             allowed_volumes=self.config.allowed_volumes,
             sandbox_roots=(str(work / "mesos"),),
             admin_token=self.config.admin_token or first_token,
-            executor=ExecutorConfig(env=env, command=self.config.executor_command),
+            # simulated agents' executors get their vendor and GPU style from the agent
+            executor=ExecutorConfig(command=self.config.executor_command),
             sessions=self.config.sessions,
             share_hold=self.config.share_hold,
         )

@@ -139,6 +139,8 @@ def command(
         network_mode=network_mode,
         memlock_unlimited=memlock_unlimited,
         sandbox=sandbox,
+        # set by `dlc local` for simulated agents (stand-in AMD device nodes included)
+        simulated_gpus=os.environ.get("DLC_SIMULATED_GPUS") == "1",
         usage=UsageSampler(load_nvml, interval_s=gpu_sample_interval)
         if gpu_style != GpuStyle.NONE.value and gpu_sample_interval > 0
         else None,

@@ -22,7 +22,9 @@ from dlc.errors import DlcError
 
 
 @click.command("local")
-@click.option("--simulate", metavar="FILE", help="Simulate the machine of a topo -m file.")
+@click.option("--simulate", metavar="FILE", multiple=True,
+              help="Simulate the machine of a topo -m (or amd-smi/rocm-smi) file; repeat it "
+              "for a mixed pool, one agent per file.")  # fmt: skip
 @click.option("--work-dir", default=".dlc-local", show_default=True, help="State directory.")
 @click.option("--api-port", type=PORT, default=8642, show_default=True, help="API port (0: any).")
 @click.option("--mesos-port", type=PORT, default=0, help="Emulator port (default: any free).")
@@ -45,8 +47,10 @@ from dlc.errors import DlcError
     default=1,
     show_default=True,
     metavar="N",
-    help="Run N alike simulated agents (with --simulate), e.g. 2 for two machines.",
+    help="Run N alike simulated agents per --simulate file, e.g. 2 for two machines.",
 )
+@click.option("--device-root", hidden=True, metavar="DIR",
+              help="Stand-in kfd/dri nodes for simulated AMD agents' containers.")  # fmt: skip
 @click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
 @click.option("--token-file", help="Also write the admin token to this file (mode 600).")
 @admin_token_options
@@ -54,12 +58,16 @@ from dlc.errors import DlcError
 @click.option("--executor-command", hidden=True, help="Replace `python -m dlc executor`.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu_model,
-            gpu_mem_mib, agents, allow_volume, token_file, admin_token_file, share_hold_reserve,
-            share_hold_fill, share_hold_max_wait, executor_command, verbose):  # fmt: skip
+            gpu_mem_mib, agents, device_root, allow_volume, token_file, admin_token_file,
+            share_hold_reserve, share_hold_fill, share_hold_max_wait, executor_command,
+            verbose):  # fmt: skip
     """Run a Mesos emulator, its agent(s) and the DLC scheduler here, until interrupted.
 
     The agent offers this host's GPUs, or with --simulate FILE the GPUs and
-    topology of the machine an `nvidia-smi topo -m` output describes.
+    topology of the machine an `nvidia-smi topo -m` (or `amd-smi`/`rocm-smi`) output
+    describes. Repeat --simulate for a mixed pool, e.g. a DGX-1 beside an MI300X:
+    `--simulate examples/topologies/dgx1-v100.txt
+    --simulate examples/topologies/mi300x-amd-smi.json`.
     """
     from dlc.app.local import LocalCluster, LocalConfig
     from dlc.app.service import write_token_file
@@ -67,7 +75,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
 
     configure_logging(verbose, logging.WARNING)
     config = LocalConfig(
-        simulate=simulate,
+        simulate=tuple(simulate) or None,
         work_dir=work_dir,
         api_port=api_port,
         mesos_port=mesos_port,
@@ -77,6 +85,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
         gpu_model=gpu_model,
         gpu_mem_mib=gpu_mem_mib,
         agents=agents,
+        device_root=device_root,
         executor_command=executor_command,
         allowed_volumes=tuple(allow_volume),
         admin_token=admin_token_from(admin_token_file),
@@ -96,13 +105,10 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
         token = cluster.admin_token
         if token_file and token:
             write_token_file(token_file, token)
-        gpus = ",".join(str(i) for i in cluster.topology.gpu_indices)
-        what = f"simulated from {simulate}" if simulate else "this host"
-        models = sorted({g.model for g in cluster.topology.gpus if g.model})
-        what += f", model {'/'.join(models)}" if models else ", no GPU model (see --gpu-model)"
         click.echo(f"Mesos:     {cluster.emulator.url}/ (DLC's Mesos emulator, no Mesos web UI;")
-        many = f"{agents} agents, each with " if agents > 1 else "agent "
-        click.echo(f"           {many}GPUs {gpus}, {what})")
+        pool = pool_lines(cluster.topologies, simulate, agents)
+        for n, line in enumerate(pool, 1):
+            click.echo(f"           {line}{')' if n == len(pool) else ';'}")
         if cluster.ended_leftovers:
             click.echo(
                 f"Ended {cluster.ended_leftovers} container(s) the previous dlc local left "
@@ -123,3 +129,16 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
         stop.wait()
     finally:
         cluster.stop()
+
+
+def pool_lines(topologies, files, agents: int) -> list[str]:
+    """One line per simulated file (or this host): its agents' GPUs, vendor and model."""
+    lines = []
+    for topo, source in zip(topologies, files or (None,), strict=True):
+        gpus = ",".join(str(i) for i in topo.gpu_indices)
+        what = f"simulated from {source}" if source else "this host"
+        models = sorted({g.model for g in topo.gpus if g.model})
+        what += f", model {'/'.join(models)}" if models else ", no GPU model (see --gpu-model)"
+        many = f"{agents} agents, each with " if agents > 1 else "agent "
+        lines.append(f"{many}{topo.vendor} GPUs {gpus}, {what}")
+    return lines

@@ -103,6 +103,9 @@ class RunnerConfig:
         gpu_vendor: whose GPUs this agent has (``nvidia``/``amd``): picks the device backend.
         drm: this host's AMD DRM nodes (render/card numbers per GPU index).
         usage: samples the GPUs of running tasks and reports them (None: no sampling).
+        simulated_gpus: this agent's GPUs are simulated (``dlc local``), even when stand-in
+            device nodes are rendered: they are claimed within this framework and agent only,
+            like style ``none`` GPUs, so another simulated agent's GPU numbers never clash.
     """
 
     gpu_style: GpuStyle = GpuStyle.AUTO
@@ -120,6 +123,7 @@ class RunnerConfig:
     usage: UsageSampler | None = None
     gpu_vendor: str = "nvidia"
     drm: SysfsDrm = field(default_factory=SysfsDrm)
+    simulated_gpus: bool = False
 
 
 @dataclass
@@ -288,11 +292,12 @@ class TaskRunner:
             LABEL_GPUS: gpus_label(spec.gpu_ids),
             LABEL_EXECUTOR_PID: executor_pid_label(),
         }
-        if style is GpuStyle.NONE and os.environ.get("MESOS_SLAVE_ID"):
+        simulated = style is GpuStyle.NONE or self.config.simulated_gpus
+        if simulated and os.environ.get("MESOS_SLAVE_ID"):
             kwargs["labels"][LABEL_SIM_AGENT] = os.environ["MESOS_SLAVE_ID"]
         with self._gpu_claim_lock():
             # simulated GPUs (style none) are only this framework's agent's; real ones the host's
-            scope = self.framework_id if style is GpuStyle.NONE else None
+            scope = self.framework_id if simulated else None
             self._claim_gpus(task, spec.gpu_ids, scope)
             with task.lock:
                 if task.killed:

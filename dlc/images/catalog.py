@@ -126,7 +126,7 @@ class Catalog:
                 or the framework's images are for another GPU vendor than ``vendor``.
         """
         name, _, wanted = framework_spec.strip().partition(":")
-        name = name.lower()
+        name = asked = name.lower()
         if vendor == "amd" and not name.endswith("-rocm") and f"{name}-rocm" in self._entries:
             name = f"{name}-rocm"
         if vendor == "nvidia" and name.endswith("-rocm"):
@@ -144,10 +144,23 @@ class Catalog:
         matches = [e for e in versions if version_key(e.version)[: len(want)] == want]
         if not matches:
             known = ", ".join(e.version for e in versions)
+            cuda = self._cuda_only(asked, want) if name != asked else None
+            if cuda is not None:  # e.g. tensorflow:2.13 --gpu-vendor amd: only a CUDA build
+                raise ImageNotFound(
+                    f"gpu_vendor: {asked}:{wanted} is built for NVIDIA (CUDA {cuda}) only, not "
+                    f"AMD; pick a ROCm build ({name} {known}) or --gpu-vendor nvidia"
+                )
             raise ImageNotFound(
                 f"{name}:{wanted} is not in the image catalog (known {name} versions: {known})"
             )
         return matches[-1]
+
+    def _cuda_only(self, name: str, want: tuple) -> str | None:
+        """The CUDA version of ``name``'s newest build matching ``want``, if it has one."""
+        found = [
+            e for e in self._entries.get(name, ()) if version_key(e.version)[: len(want)] == want
+        ]
+        return (found[-1].cuda or "") if found else None
 
     def driver_supports(self, driver_version: str, cuda: str | None, minor_compat=False) -> bool:
         """Whether an agent's driver runs images built for ``cuda``.

@@ -51,7 +51,7 @@ def test_dlc_local_command_runs_a_job_on_the_simulated_machine(tmp_path):
             assert line, "dlc local exited early:\n" + "".join(lines)
             lines.append(line)
         text = "".join(lines)
-        assert "agent GPUs 0,1,2,3,4,5,6,7, simulated from" in text
+        assert "agent nvidia GPUs 0,1,2,3,4,5,6,7, simulated from" in text
         api = re.search(r"export DLC_API=(\S+)", text).group(1)
         token = re.search(r"export DLC_TOKEN=(\S+)", text).group(1)
         assert (tmp_path / "state" / "admin.token").read_text().strip() == token

@@ -168,6 +168,7 @@ class AgentRuntime:
         # as `python3 ...` has the same packages (pymesos, dlc) as the process that launched it.
         python_bin = os.path.dirname(sys.executable)
         env["PATH"] = f"{python_bin}:{env.get('PATH', _DEFAULT_PATH)}"
+        env.update(run.agent.executor_env)  # the agent's own, as --executor_environment_variables
         for variable in (command.get("environment") or {}).get("variables") or []:
             env[str(variable.get("name"))] = str(variable.get("value", ""))
         host, _, port = self.address().partition(":")

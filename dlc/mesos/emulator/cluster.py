@@ -145,7 +145,7 @@ class MesosEmulator:
         self.runtime.master = self.master
         with self.lock:
             for spec, resources, attributes in self._parsed:
-                self.master.add_agent(spec.hostname, resources, attributes)
+                self.master.add_agent(spec.hostname, resources, attributes, spec.executor_env)
         self._stopping.clear()
         self._threads = [
             threading.Thread(

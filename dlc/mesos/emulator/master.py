@@ -71,10 +71,17 @@ class Master(StatusUpdates):
 
     # -- agents ----------------------------------------------------------------------------------
 
-    def add_agent(self, hostname: str, total: Resources, attributes: list[dict[str, Any]]) -> Agent:
+    def add_agent(
+        self,
+        hostname: str,
+        total: Resources,
+        attributes: list[dict[str, Any]],
+        executor_env: tuple[tuple[str, str], ...] = (),
+    ) -> Agent:
         """Registers an agent; it is offered on the next allocation."""
         index = len(self.agents) + 1
-        agent = Agent(f"{self.master_id}-S{index - 1}", index, hostname, total, attributes)
+        agent_id = f"{self.master_id}-S{index - 1}"
+        agent = Agent(agent_id, index, hostname, total, attributes, executor_env=executor_env)
         self.agents[agent.agent_id] = agent
         self.allocator.request()
         return agent

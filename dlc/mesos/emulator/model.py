@@ -23,11 +23,14 @@ class AgentSpec:
         resources: ``--resources`` text, e.g. ``"cpus:4;mem:4096;gpus:4;gpu_ids:{0,1,2,3}"``.
         attributes: ``--attributes`` text, e.g. ``"dlc_topo:...;gpu_model:V100"``.
         hostname: the hostname offers carry.
+        executor_env: environment this agent gives its executors, like ``mesos-agent
+            --executor_environment_variables`` (the task's own CommandInfo variables win).
     """
 
     resources: str = "cpus:4;mem:4096;disk:10240;ports:[31000-31100]"
     attributes: str = ""
     hostname: str = "127.0.0.1"
+    executor_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -40,6 +43,8 @@ class Agent:
     total: Resources
     attributes: list[dict[str, Any]]
     registered_time: float = field(default_factory=time.time)
+    #: environment its executors get before their CommandInfo's (see AgentSpec)
+    executor_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
