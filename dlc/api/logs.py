@@ -249,6 +249,15 @@ class LogReader:
                 found = _newest_run(root, (*base, *runs), stream)
                 if found is not None:
                     return found
+        # An earlier attempt (``dlc logs --attempt``) may have run on another agent: the store
+        # keeps the latest attempt's agent only. The executor id names the job and attempt,
+        # so look for it under each agent of the roots (names the agents made, no links).
+        for root in self._roots:
+            for agent in _agent_dirs(root):
+                if agent != task.agent_id:
+                    found = _newest_run(root, ("slaves", agent, *runs), stream)
+                    if found is not None:
+                        return found
         return None
 
     def _read_remote(self, task: TaskPlacement, stream: str, offset: int, length: int) -> dict:
@@ -351,3 +360,12 @@ def _file_info(runs_fd: int, run: str, stream: str) -> os.stat_result | None:
 
 def _is_file(runs_fd: int, run: str, stream: str) -> bool:
     return _file_info(runs_fd, run, stream) is not None
+
+
+def _agent_dirs(root: Path) -> list[str]:
+    """The agent folders under ``root/slaves`` (plain names only; none when unreadable)."""
+    try:
+        names = os.listdir(root / "slaves")
+    except OSError:
+        return []
+    return sorted(n for n in names if _plain_name(n))

@@ -78,3 +78,12 @@ def test_a_symlinked_run_directory_is_not_followed(tmp_path, reader):
     os.symlink(elsewhere, runs / "c0ffee")  # no latest: the emulator's newest-run search
     with pytest.raises(DlcError):
         reader.read(_job(tmp_path))  # nothing local: falls to the agent, which is unknown
+
+
+def test_an_earlier_attempt_on_another_agent_is_found_by_its_executor_id(tmp_path, reader):
+    """``dlc logs --attempt 0`` rebuilds attempt 0's task with the latest attempt's agent (the
+    store keeps only that one): attempt 0 ran on a2, so its sandbox is under a2."""
+    run = agent_sandbox(tmp_path / "agents", "j1.0.0", agent_id="a2")
+    (run / "stdout").write_text("first run, failing\n")
+    agent_sandbox(tmp_path / "agents", "j1.1.0", agent_id="a1")
+    assert reader.read(_job(tmp_path))["data"] == "first run, failing\n"
