@@ -24,7 +24,6 @@ relative to its parent's descriptor without following links (:func:`open_beneath
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlc.errors import DlcError
+from dlc.executor import fd_paths
 from dlc.mesos.master import fetch_slaves
 from dlc.scheduler.jobs import Job, TaskPlacement
 
@@ -42,9 +42,6 @@ STREAMS = ("stdout", "stderr")
 #: the executor's time index beside each stream (dlc.executor.runtime.TIME_INDEX_SUFFIX)
 TIME_SUFFIX = ".ts"
 MAX_CHUNK = 1 << 20
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_NONBLOCK: a FIFO planted there would otherwise hold the API's worker thread
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class SandboxPathError(DlcError):
@@ -59,9 +56,11 @@ def open_beneath(root: Path, names: Sequence[str]) -> int:
     """A read descriptor of the regular file ``root/names[0]/.../names[-1]``.
 
     ``root`` is the operator's directory (opened as given); every name below it is opened
-    relative to its parent's descriptor with ``O_NOFOLLOW``, so a link anywhere below the root
-    (planted, or swapped in between a check and the open) is refused, not followed. The caller
-    closes the descriptor.
+    relative to its parent's descriptor with ``O_NOFOLLOW`` (:func:`fd_paths.open_beneath`, the
+    same opener as the ``/outputs`` reads and the snapshot unpacking), so a link anywhere below
+    the root (planted, or swapped in between a check and the open) is refused, not followed.
+    ``O_NONBLOCK``: a FIFO planted there would otherwise hold the API's worker thread. The
+    caller closes the descriptor.
 
     Raises:
         FileNotFoundError: a component is missing.
@@ -69,27 +68,21 @@ def open_beneath(root: Path, names: Sequence[str]) -> int:
     """
     if not names or not all(_plain_name(n) for n in names):
         raise SandboxPathError(f"sandbox path {'/'.join(names)!r} is not a plain relative path")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for depth, name in enumerate(names, 1):
-            flags = _FILE_FLAGS if depth == len(names) else _DIR_FLAGS
-            try:
-                child = os.open(name, flags, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise SandboxPathError(
-                        f"sandbox path {'/'.join(names[:depth])} is a link; not followed"
-                    ) from None
-                raise
-            os.close(fd)
-            fd = child
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SandboxPathError(f"sandbox path {'/'.join(names)} is not a regular file")
-        kept, fd = fd, -1
-        return kept
+        fd = fd_paths.open_beneath(root_fd, list(names), os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno in fd_paths.THROUGH_LINK:
+            raise SandboxPathError(
+                f"sandbox path {'/'.join(names)} goes through a link; not followed"
+            ) from None
+        raise
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(root_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SandboxPathError(f"sandbox path {'/'.join(names)} is not a regular file")
+    return fd
 
 
 @dataclass(frozen=True)
@@ -311,17 +304,19 @@ def _newest_run(root: Path, runs: tuple[str, ...], stream: str) -> SandboxFile |
     """``runs/latest/<stream>`` (real agents: ``latest`` must link to a run directory beside
     it), else the newest run's file (the emulator); nothing reached through another link."""
     try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        for name in runs:
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = child
-        return _pick_run(fd, root, runs, stream)
+        fd = fd_paths.open_dir(root_fd, list(runs))
     except OSError:
         return None  # missing, or a link on the way
+    finally:
+        os.close(root_fd)
+    try:
+        return _pick_run(fd, root, runs, stream)
+    except OSError:
+        return None
     finally:
         os.close(fd)
 
@@ -346,7 +341,7 @@ def _pick_run(runs_fd: int, root: Path, runs: tuple[str, ...], stream: str) -> S
 def _file_info(runs_fd: int, run: str, stream: str) -> os.stat_result | None:
     """The stat of ``run/stream`` when ``run`` is a real directory and the file a regular one."""
     try:
-        run_fd = os.open(run, _DIR_FLAGS, dir_fd=runs_fd)
+        run_fd = fd_paths.open_dir(runs_fd, [run])
     except OSError:
         return None
     try:
