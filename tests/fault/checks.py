@@ -17,6 +17,9 @@ TASK_ENDING_TARGETS = {"executor", "agent", "local"}
 TERMINAL = {"finished", "failed", "killed", "lost"}
 #: tolerance (s) around a kill point when deciding which jobs it hit (for the evidence only)
 HIT_SLACK_S = 1.0
+
+#: the scheduler's bound on relaunches that use no retry (dlc.scheduler.infra_loss)
+FREE_RELAUNCHES = 10
 #: memory of each simulated GPU (MiB) unless the run says otherwise: shares on one GPU must fit
 GPU_MEM_MIB = 16384
 
@@ -292,9 +295,12 @@ def judge(
     report.details += twice + conflicts + unknown + missing
     hit = hit_jobs(jobs, containers, kills)
     attempts: dict[str, set[int]] = {}
+    own_ends: dict[str, set[int]] = {}
     for c in containers:
         if c.start is not None:
             attempts.setdefault(c.job_id, set()).add(c.attempt)
+        if ended_by_its_command(c, kills):
+            own_ends.setdefault(c.job_id, set()).add(c.attempt)
     for j in jobs:
         _check_ended_while_running(j, containers, end, t0, report)
         if j.job_id is None:
@@ -303,12 +309,28 @@ def judge(
             continue
         _judge_state(j, j.job_id in hit, report)
         ran = len(attempts.get(j.job_id, ()))
-        if ran > j.retries + 1:
+        own = len(own_ends.get(j.job_id, ()))
+        if own > j.retries + 1 or ran > j.retries + 1 + FREE_RELAUNCHES:
             report.over_retries += 1
             report.details.append(
-                f"job {j.job_id} ({j.name}): {ran} attempts ran, retries allow {j.retries + 1}"
+                f"job {j.job_id} ({j.name}): {ran} attempts ran, {own} ended by the command; "
+                f"retries allow {j.retries + 1} such ends and {FREE_RELAUNCHES} free relaunches"
             )
     return report
+
+
+#: exit codes of a container stopped by a signal (SIGKILL, SIGTERM): the infrastructure's end
+_SIGNAL_EXITS = frozenset({137, 143})
+
+
+def ended_by_its_command(c: Container, kills: list[KillPoint]) -> bool:
+    """Whether ``c``'s attempt ended on its own (the command's exit code, not a signal),
+    seen by the scheduler: an end inside a scheduler outage may go unseen, and the attempt
+    is then rightly relaunched for free (the master forgot it), so it is not counted."""
+    if c.start is None or c.die is None or c.exit_code is None or c.exit_code in _SIGNAL_EXITS:
+        return False
+    outages = [k for k in kills if k.target in TASK_ENDING_TARGETS and k.target != "executor"]
+    return not any(k.at - HIT_SLACK_S <= c.die <= k.at + k.outage_s + HIT_SLACK_S for k in outages)
 
 
 def _judge_state(j: PlannedJob, hit: bool, report: Report) -> None:
