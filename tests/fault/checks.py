@@ -296,7 +296,12 @@ def judge(
     hit = hit_jobs(jobs, containers, kills)
     attempts: dict[str, set[int]] = {}
     own_ends: dict[str, set[int]] = {}
+    ends_seen: dict[str, list[str]] = {}
     for c in containers:
+        if c.die is not None:
+            ends_seen.setdefault(c.job_id, []).append(
+                f"attempt {c.attempt} exit {c.exit_code} at t={c.die - t0:.1f}s"
+            )
         if c.start is not None:
             attempts.setdefault(c.job_id, set()).add(c.attempt)
         if ended_by_its_command(c, kills):
@@ -314,7 +319,8 @@ def judge(
             report.over_retries += 1
             report.details.append(
                 f"job {j.job_id} ({j.name}): {ran} attempts ran, {own} ended by the command; "
-                f"retries allow {j.retries + 1} such ends and {FREE_RELAUNCHES} free relaunches"
+                f"retries allow {j.retries + 1} such ends and {FREE_RELAUNCHES} free relaunches "
+                f"({', '.join(ends_seen.get(j.job_id, []))})"
             )
     return report
 
@@ -325,9 +331,17 @@ _SIGNAL_EXITS = frozenset({137, 143})
 
 def ended_by_its_command(c: Container, kills: list[KillPoint]) -> bool:
     """Whether ``c``'s attempt ended on its own (the command's exit code, not a signal),
-    seen by the scheduler: an end inside a scheduler outage may go unseen, and the attempt
-    is then rightly relaunched for free (the master forgot it), so it is not counted."""
+    seen by the scheduler. Two ends go unseen, and the attempt is then rightly relaunched for
+    free: one inside an outage (the master forgot the task), and that of a container whose
+    executor was killed while it ran (the container may exit later, with no one to report
+    it; the agent reports the executor's death instead)."""
     if c.start is None or c.die is None or c.exit_code is None or c.exit_code in _SIGNAL_EXITS:
+        return False
+    orphaned = any(
+        k.target == "executor" and k.victim_job == c.job_id and c.start <= k.at <= c.die
+        for k in kills
+    )
+    if orphaned:
         return False
     outages = [k for k in kills if k.target in TASK_ENDING_TARGETS and k.target != "executor"]
     return not any(k.at - HIT_SLACK_S <= c.die <= k.at + k.outage_s + HIT_SLACK_S for k in outages)
