@@ -154,7 +154,14 @@ class StatusMixin(TenancyMixin):
             parsed = job_id_of_task(task_id)
             agent_id = status.get("agent_id", {}).get("value", "")
             job = self._find(parsed[0]) if parsed else None
-            stale = job is None or parsed[1] != job.attempt or job.state is JobState.QUEUED
+            # an ended job's attempt is over too: a late or repeated update (reconciliation
+            # echoes the latest state) must not reopen it, only confirm or end its task
+            stale = (
+                job is None
+                or parsed[1] != job.attempt
+                or job.state is JobState.QUEUED
+                or job.state.terminal
+            )
             if stale:
                 return self._on_stale(task_id, agent_id, state, status)
             task = next((t for t in job.tasks if t.task_id == task_id), None)

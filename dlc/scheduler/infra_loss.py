@@ -19,6 +19,8 @@ _LOSS_STATES = frozenset(
 )
 
 #: reasons (from the agent or master, not the executor) that say the same of any state
+#: (not ``REASON_RECONCILIATION``: reconciliation echoes the latest state, a loss only when
+#: that state is one; "unknown to the master" comes as TASK_LOST or TASK_UNKNOWN)
 _LOSS_REASONS = frozenset(
     {
         "REASON_EXECUTOR_TERMINATED",
@@ -34,7 +36,6 @@ _LOSS_REASONS = frozenset(
         "REASON_SLAVE_RESTARTED",
         "REASON_SLAVE_REREGISTERED",
         "REASON_MASTER_DISCONNECTED",
-        "REASON_RECONCILIATION",
     }
 )
 

@@ -639,3 +639,31 @@ def test_a_failed_gang_reports_the_failing_nodes_cause_not_its_mates_kill(core):
     ended = core.store.get_job(job.job_id)
     assert ended.state is JobState.FAILED
     assert ended.message == "node 0 failed: nc: bind: Address already in use"
+
+
+@pytest.mark.parametrize(
+    "late",
+    [
+        pytest.param(
+            {"state": "TASK_FAILED", "source": "SOURCE_MASTER", "reason": "REASON_RECONCILIATION"},
+            id="reconciliation-echo",
+        ),  # fmt: skip
+        pytest.param(
+            {"state": "TASK_LOST", "source": "SOURCE_MASTER", "reason": "REASON_RECONCILIATION"},
+            id="late-loss",
+        ),  # fmt: skip
+    ],
+)
+def test_an_ended_job_is_not_reopened_by_a_late_update(core, late):
+    # the held-out fault seed 7700: a job failed for good, then the master's answer to
+    # reconciliation (its latest state) relaunched it as if the task had been lost
+    job = submit(core, retries=1)
+    core.on_offers([offer("o1", "a1", [0])])
+    core.on_status(status(f"{job.job_id}.0.0", "TASK_FAILED", message="exit 3"))
+    core.on_offers([offer("o2", "a1", [1])])
+    core.on_status(status(f"{job.job_id}.1.0", "TASK_FAILED", message="exit 3"))
+    assert core.store.get_job(job.job_id).state is JobState.FAILED
+    actions = core.on_status(status(f"{job.job_id}.1.0", **late))
+    again = core.store.get_job(job.job_id)
+    assert again.state is JobState.FAILED and again.attempt == 1 and not actions.revive
+    assert again.message == "exit 3"
