@@ -93,8 +93,8 @@ class Cluster:
     def kill_executor(self, rng, busy=lambda: set(), eligible=lambda task_id: True,
                       timeout_s: float = 8.0):  # fmt: skip
         """SIGKILL one live executor, one whose container runs if any (``busy()``: their ids),
-        of a task ``eligible(task_id)`` accepts (the harness picks attempts with a retry left:
-        the job must be able to finish); returns (detail, victim job id), victim ``None``
+        of a task ``eligible(task_id)`` accepts (the harness's: any of its jobs, whatever
+        retries it has: the loss uses none); returns (detail, victim job id), victim ``None``
         when no executor could be killed (the caller reports that as a run error)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
