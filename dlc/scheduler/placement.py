@@ -35,6 +35,7 @@ from dlc.errors import AllocationError, ConfigError, DlcError, OfferError
 from dlc.images import driver_supports, rocm_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches, unknown_policy
+from dlc.scheduler.gang_topology import Locality, choose_group, domain_names, missing, wanted
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.launch_spec import GpuShare
 from dlc.scheduler.offered import taken_by_scalar
@@ -104,6 +105,13 @@ class OfferView:
     #: the agent accounts GPU shares (its totals hold ``gpu_mem`` blocks) even when this
     #: offer holds no ranges (shares took them all): then no GPU of it is whole
     shares_accounted: bool = False
+    #: the agent's Mesos fault domain ``(region, zone)`` from the offer's ``domain``
+    domain: tuple[str, str] = ("", "")
+
+    @property
+    def locality(self) -> Locality:
+        """Where the agent stands: its fault domain, rack and switch (gang placement)."""
+        return Locality(*self.domain).with_attributes(self.attributes)
 
     @classmethod
     def from_mesos(cls, offer: dict) -> OfferView:
@@ -143,6 +151,7 @@ class OfferView:
                 address=_agent_address(offer),
                 gpu_mem=mem,
                 gpu_core=core,
+                domain=domain_names(offer.get("domain")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise OfferError(f"malformed offer {offer.get('id')}: {exc!r}") from None
@@ -281,6 +290,7 @@ class _Slot:
         self.gpus = sum(o.gpus for o in offers)
         self.free: frozenset[int] = frozenset().union(*(o.gpu_ids for o in offers))
         self.attributes = first.attributes
+        self.locality = first.locality
         self.address = first.address or first.hostname
         self.port_ranges: Ranges = tuple(sorted(r for o in offers for r in o.ports))
         self.ports_taken: set[int] = set()
@@ -473,6 +483,10 @@ def _place_job(
     )
     if not candidates and slots:
         reason = f"no offer has {spec.gpus} free GPUs"
+    if spec.nodes > 1 and candidates:
+        candidates, why = _gang_order(job, candidates, cpus, mem, config, topology_of, driver_ok)
+        if why is not None:
+            return why
     for slot in candidates:
         if len(chosen) == spec.nodes:
             break
@@ -531,6 +545,43 @@ def _place_job(
             )
         )
     return None
+
+
+def _gang_order(job, candidates, cpus, mem, config, topology_of, driver_ok):
+    """``(agents to try, None)`` with the gang's narrowest fitting group first
+    (:mod:`~dlc.scheduler.gang_topology`), or ``(_, why it waits)`` when its ``required``
+    level has no group that holds it. Agents that say nothing of where they stand keep
+    the best-fit order (no probing: it costs an allocation per agent)."""
+    spec = job.spec
+    if not any(s.locality.known for s in candidates):
+        want = wanted(spec.gang_topology)
+        return candidates, (missing(want, spec.nodes, spec.gpus) if want.required else None)
+    able = [s for s in candidates if _fits_one(s, job, cpus, mem, config, topology_of, driver_ok)]
+    if len(able) < spec.nodes:
+        return candidates, None  # the loop names what is short
+    want = wanted(spec.gang_topology)
+    choice = choose_group(able, spec.nodes, lambda s: s.locality, want)
+    if choice is None:
+        return candidates, missing(want, spec.nodes, spec.gpus)
+    return choice.order, None
+
+
+def _fits_one(slot, job, cpus, mem, config, topology_of, driver_ok) -> bool:
+    """Whether ``slot`` could take one node of ``job`` now (nothing is taken)."""
+    spec = job.spec
+    if slot.cpus < cpus - 1e-9 or slot.mem < mem - 1e-9 or slot.disk < spec.disk_mib - 1e-9:
+        return False
+    if slot.gpus < spec.gpus - 1e-9:
+        return False
+    try:
+        _pick_gpus(slot, job, config.policy, topology_of, driver_ok)
+    except AllocationError:
+        return False
+    ports = slot.take_ports(ports_needed(spec.nodes, spec.interactive))
+    if ports is None:
+        return False
+    slot.ports_taken.difference_update(ports)
+    return True
 
 
 def _backend(slot) -> str:

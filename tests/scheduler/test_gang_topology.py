@@ -1,0 +1,160 @@
+"""Gangs across racks: one switch first, then one rack, then one zone; required or preferred."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlc.errors import JobSpecError
+from dlc.scheduler.gang_topology import GangTopology, Locality, choose_group
+from dlc.scheduler.placement import OfferView, PlacementConfig, place
+from tests.scheduler.helpers import job, offer
+
+FF = PlacementConfig(policy="first-fit")
+
+
+def racked(oid, agent, rack="", switch="", zone="", gpus=None):
+    """An offer of an agent in ``zone`` (fault domain), ``rack`` and ``switch``."""
+    attrs = {}
+    if rack:
+        attrs["dlc_rack"] = rack
+    if switch:
+        attrs["dlc_switch"] = switch
+    body = offer(oid, agent, gpus, attrs=attrs)
+    if zone:
+        body["domain"] = {"fault_domain": {"region": {"name": "eu"}, "zone": {"name": zone}}}
+    return body
+
+
+def agents_of(result, job_id):
+    return sorted(x.agent_id for x in result.launches if x.job_id == job_id)
+
+
+def test_offer_domain_and_rack_attributes_make_the_locality():
+    view = OfferView.from_mesos(racked("o1", "a1", rack="r1", switch="s1", zone="z1"))
+    assert view.locality == Locality("eu", "z1", "r1", "s1")
+    assert OfferView.from_mesos(offer("o2", "a2")).locality == Locality()
+
+
+def test_gang_goes_to_one_switch_even_when_best_fit_would_spread_it():
+    # a1 (switch s1) and b1 (switch s2) fit best (4 GPUs free each): without the preference
+    # the gang took them; s2 has two 8-GPU agents, which hold the gang under one switch
+    offers = [
+        racked("o1", "a1", "r1", "s1", gpus=[0, 1, 2, 3]),
+        racked("o2", "b1", "r1", "s2", gpus=[0, 1, 2, 3]),
+        racked("o3", "b2", "r1", "s2"),
+        racked("o4", "b3", "r1", "s2"),
+    ]
+    result = place(offers, [job("g", gpus=4, nodes=3)], FF)
+    assert agents_of(result, "g") == ["b1", "b2", "b3"]
+
+
+def test_one_rack_when_no_switch_holds_the_gang():
+    offers = [
+        racked("o1", "a1", "r1", "s1", gpus=[0, 1]),
+        racked("o2", "b1", "r2", "s2"),
+        racked("o3", "b2", "r2", "s3"),
+        racked("o4", "c1", "r3", "s4", gpus=[0, 1]),
+    ]
+    result = place(offers, [job("g", gpus=2, nodes=2)], FF)
+    assert agents_of(result, "g") == ["b1", "b2"]
+
+
+def test_one_zone_when_no_rack_holds_the_gang():
+    offers = [
+        racked("o1", "a1", "r1", zone="z1", gpus=[0, 1]),
+        racked("o2", "b1", "r2", zone="z2"),
+        racked("o3", "b2", "r3", zone="z2"),
+    ]
+    result = place(offers, [job("g", gpus=2, nodes=2)], FF)
+    assert agents_of(result, "g") == ["b1", "b2"]
+
+
+def test_the_smallest_group_that_holds_the_gang_keeps_big_ones_whole():
+    offers = [racked(f"o{i}", f"a{i}", "r1", "s1") for i in range(4)]
+    offers += [racked(f"p{i}", f"b{i}", "r2", "s2") for i in range(2)]
+    result = place(offers, [job("g", gpus=8, nodes=2)], FF)
+    assert agents_of(result, "g") == ["b0", "b1"]
+
+
+def test_preferred_spreads_when_no_group_holds_the_gang():
+    offers = [racked("o1", "a1", "r1", "s1"), racked("o2", "b1", "r2", "s2")]
+    result = place(offers, [job("g", gpus=8, nodes=2, gang_topology="switch")], FF)
+    assert agents_of(result, "g") == ["a1", "b1"]
+
+
+def test_required_waits_naming_what_is_missing():
+    offers = [racked("o1", "a1", "r1", "s1"), racked("o2", "b1", "r1", "s2")]
+    result = place(offers, [job("g", gpus=8, nodes=2, gang_topology="switch:required")], FF)
+    assert result.launches == []
+    assert result.waiting["g"] == "no switch has 2 agents with 8 free GPUs each"
+    # the rack holds both: required at rack level runs
+    rack = place(offers, [job("g", gpus=8, nodes=2, gang_topology="rack:required")], FF)
+    assert agents_of(rack, "g") == ["a1", "b1"]
+
+
+def test_required_waits_where_agents_do_not_say_where_they_stand():
+    offers = [offer("o1", "a1"), offer("o2", "a2")]
+    result = place(offers, [job("g", gpus=8, nodes=2, gang_topology="rack:required")], FF)
+    assert result.waiting["g"] == "no rack has 2 agents with 8 free GPUs each"
+    assert agents_of(place(offers, [job("g", gpus=8, nodes=2)], FF), "g") == ["a1", "a2"]
+
+
+def test_switch_names_are_scoped_by_rack():
+    # both racks call their switch tor1: they are different switches
+    offers = [racked("o1", "a1", "r1", "tor1"), racked("o2", "b1", "r2", "tor1")]
+    result = place(offers, [job("g", gpus=8, nodes=2, gang_topology="switch:required")], FF)
+    assert result.launches == []
+
+
+def test_agents_that_cannot_take_a_node_do_not_count_for_a_group():
+    # s1 has two agents, but one has only 2 free GPUs: the gang goes to s2
+    offers = [
+        racked("o1", "a1", "r1", "s1"),
+        racked("o2", "a2", "r1", "s1", gpus=[0, 1]),
+        racked("o3", "b1", "r1", "s2"),
+        racked("o4", "b2", "r1", "s2"),
+    ]
+    result = place(offers, [job("g", gpus=4, nodes=2, gang_topology="switch:required")], FF)
+    assert agents_of(result, "g") == ["b1", "b2"]
+
+
+def test_choose_group_order_and_required_cutoff():
+    where = {
+        "a": Locality("", "z", "r1", "s1"),
+        "b": Locality("", "z", "r1", "s2"),
+        "c": Locality("", "z", "r2", "s3"),
+    }
+    chosen = choose_group(["a", "b", "c"], 2, where.get, GangTopology("switch", "preferred"))
+    assert (chosen.level, chosen.order[:2]) == ("rack", ["a", "b"])
+    assert choose_group(["a", "b", "c"], 2, where.get, GangTopology("switch", "required")) is None
+    zone = choose_group(["c", "a", "b"], 3, where.get, GangTopology("zone", "required"))
+    assert (zone.level, zone.order) == ("zone", ["c", "a", "b"])
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("rack", "rack:preferred"),
+        ("zone:required", "zone:required"),
+        ({"level": "switch", "mode": "required"}, "switch:required"),
+    ],
+)
+def test_spec_field_forms(value, text):
+    assert job("g", nodes=2, gang_topology=value).spec.gang_topology == text
+
+
+@pytest.mark.parametrize(
+    ("value", "nodes", "words"),
+    [
+        ("row", 2, "level 'row' is not one of switch, rack, zone"),
+        ("rack:must", 2, "mode 'must' is not one of preferred, required"),
+        ({"level": "rack", "strict": True}, 2, "unknown key 'strict'"),
+        ("rack", 1, "pass --nodes 2 or more"),
+    ],
+)
+def test_spec_field_errors_name_the_field_and_the_fix(value, nodes, words):
+    with pytest.raises(JobSpecError) as err:
+        job("g", nodes=nodes, gang_topology=value)
+    text = str(err.value)
+    assert text.startswith("gang_topology: ") and words in text and "\n" not in text
+    assert "--gang-topology" in text or "--nodes" in text
