@@ -25,6 +25,7 @@ from typing import Any
 from dlc.errors import FieldError, JobSpecError
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.cluster import AgentView, Holder, gpu_views
+from dlc.scheduler.gang_topology import Locality, domain_names
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import (
     ATTR_DRIVER,
@@ -67,6 +68,13 @@ class AgentTotals:
     gpu_memory: dict[int, int] = field(default_factory=dict)
     #: the role (one of DLC's, or its parent) the agent's GPUs are reserved for, if any
     role: str | None = None
+    #: the agent's Mesos fault domain ``(region, zone)`` (``("", "")``: none)
+    domain: tuple[str, str] = ("", "")
+
+    @property
+    def locality(self) -> Locality:
+        """Where the agent stands: fault domain, rack and switch (gang placement)."""
+        return Locality(*self.domain).with_attributes(self.attributes)
 
     @property
     def shareable(self) -> bool:
@@ -156,7 +164,7 @@ class Inventory:
         ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
         for view in views:
             seen = (view.gpu_ids, view.gpu_mem, view.cpus, view.mem_mib, view.disk_mib,
-                    view.hostname, view.attributes)  # fmt: skip
+                    view.hostname, view.attributes, view.domain)  # fmt: skip
             if self._noted.get(view.agent_id) != seen or view.agent_id not in self._agents:
                 self.note_offer(view)
                 self._noted[view.agent_id] = seen
@@ -183,6 +191,7 @@ class Inventory:
             known,
             gpu_ids=known.gpu_ids | view.gpu_ids,
             attributes=known.attributes or dict(view.attributes),
+            domain=known.domain if any(known.domain) else view.domain,
             gpu_memory={
                 i: max(known.gpu_memory.get(i, 0), seen.get(i, 0))
                 for i in set(known.gpu_memory) | set(seen)
@@ -244,6 +253,7 @@ class Inventory:
                     hostname=totals.hostname,
                     attributes=dict(totals.attributes),
                     role=totals.role,
+                    domain=totals.domain,
                     cpus=totals.cpus,
                     mem_mib=totals.mem_mib,
                     disk_mib=totals.disk_mib,
@@ -457,6 +467,7 @@ def agent_from_master(slave: Mapping[str, Any], roles: tuple[str, ...] = ()) -> 
             exact=True,
             gpu_memory=_gpu_memory(totals.get(gpu_shares.GPU_MEM), others),
             role=gpu_role,
+            domain=domain_names(slave.get("domain")),
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
