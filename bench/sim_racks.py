@@ -191,8 +191,8 @@ def table(rows: list[dict]) -> str:
         sub = [r for r in rows if r["preference"] is pref]
         if not sub:
             continue
-        total = {k: sum(r[k] for r in sub) for k in
-                 ("gangs", "fit_one_switch", "fit_placed_one_switch", "one_switch", "one_rack")}  # fmt: skip
+        keys = ("gangs", "fit_one_switch", "fit_placed_one_switch", "one_switch", "one_rack")
+        total = {k: sum(r[k] for r in sub) for k in keys}
         out.append(
             f"| all | {'on' if pref else 'off'} | {total['gangs']} | {total['fit_one_switch']} | "
             f"{_pct(total['fit_placed_one_switch'], total['fit_one_switch'])} | "
