@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import statistics
 import sys
@@ -212,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="1-5")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    # openb agents carry no dlc_topo: placement warns once per agent that it goes first-fit
+    logging.getLogger("dlc.scheduler.placement").setLevel(logging.ERROR)
     if args.agents % (AGENTS_PER_SWITCH * SWITCHES_PER_RACK):
         ap.error(f"--agents must be a multiple of {AGENTS_PER_SWITCH * SWITCHES_PER_RACK}")
     rows = []
