@@ -25,7 +25,7 @@ from typing import Any
 from dlc.errors import FieldError, JobSpecError
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.cluster import AgentView, Holder, gpu_views
-from dlc.scheduler.gang_topology import Locality, domain_names
+from dlc.scheduler.gang_topology import LEVELS, Locality, choose_group, domain_names, wanted
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import (
     ATTR_DRIVER,
@@ -333,7 +333,7 @@ class Inventory:
             self._answers.clear()
             self._answers_version = self.version
         key = (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
-               spec.cuda_version, spec.is_share, spec.gpu_memory)  # fmt: skip
+               spec.cuda_version, spec.is_share, spec.gpu_memory, spec.gang_topology)  # fmt: skip
         if key not in self._answers:
             error = self._impossible(spec)
             # FieldError's text is "<field>: <message>"; keep the two parts to rebuild it
@@ -348,7 +348,7 @@ class Inventory:
             return None
         able = self.able_agents(spec)
         if len(able) >= spec.nodes:
-            return None
+            return _no_group(spec, able)
         if able:
             return JobSpecError(
                 "nodes",
@@ -437,6 +437,33 @@ class Inventory:
             + (f", {a.cpus:g} cpus, {a.mem_mib:g} MiB" if a.exact else "")
             for a in self.agents()[:5]
         )
+
+
+def _no_group(spec: JobSpec, able: list[AgentTotals]) -> JobSpecError | None:
+    """Why a gang that *requires* one switch, rack or zone can never have one: no such
+    group holds ``spec.nodes`` of the agents able to run it (``None``: one does, or the
+    gang only prefers one)."""
+    if spec.nodes < 2 or not spec.gang_topology:
+        return None
+    want = wanted(spec.gang_topology)
+    if not want.required or choose_group(able, spec.nodes, lambda a: a.locality, want):
+        return None
+    sizes: dict[tuple[str, ...], int] = {}
+    for agent in able:
+        key = agent.locality.key(want.level)
+        if key is not None:
+            sizes[key] = sizes.get(key, 0) + 1
+    most = max(sizes.values(), default=0)
+    wider = LEVELS[LEVELS.index(want.level) + 1] if want.level != LEVELS[-1] else None
+    fixes = [f"--gang-topology {wider}:required"] if wider else []
+    fixes.append(f"--gang-topology {want.level}:preferred")
+    if most >= 2:  # a smaller gang fits
+        fixes.append(f"--nodes {most}")
+    return JobSpecError(
+        "gang_topology",
+        f"no {want.level} has {spec.nodes} agents that can run this job (the largest has "
+        f"{most}); pass {' or '.join(fixes)}",
+    )
 
 
 def agent_from_master(slave: Mapping[str, Any], roles: tuple[str, ...] = ()) -> AgentTotals | None:

@@ -158,3 +158,29 @@ def test_spec_field_errors_name_the_field_and_the_fix(value, nodes, words):
     text = str(err.value)
     assert text.startswith("gang_topology: ") and words in text and "\n" not in text
     assert "--gang-topology" in text or "--nodes" in text
+
+
+def _slave(agent, rack, switch):
+    return {"id": agent, "hostname": agent, "active": True,
+            "resources": {"cpus": 64.0, "mem": 262144.0, "gpus": 8.0,
+                          "gpu_ids": "{0, 1, 2, 3, 4, 5, 6, 7}"},
+            "attributes": {"dlc_rack": rack, "dlc_switch": switch}}  # fmt: skip
+
+
+def test_admission_refuses_a_required_gang_no_group_could_ever_hold():
+    from dlc.scheduler.inventory import Inventory
+
+    inventory = Inventory()
+    inventory.update_from_master(
+        [_slave("a1", "r1", "s1"), _slave("a2", "r1", "s2"), _slave("a3", "r2", "s3")]
+    )
+    spec = job("g", gpus=8, nodes=2, gang_topology="switch:required").spec
+    error = inventory.impossible(spec)
+    assert str(error) == (
+        "gang_topology: no switch has 2 agents that can run this job (the largest has 1); "
+        "pass --gang-topology rack:required or --gang-topology switch:preferred"
+    )
+    assert (
+        inventory.impossible(job("g", gpus=8, nodes=2, gang_topology="rack:required").spec) is None
+    )
+    assert inventory.impossible(job("g", gpus=8, nodes=2, gang_topology="switch").spec) is None
