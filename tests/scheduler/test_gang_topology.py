@@ -184,3 +184,18 @@ def test_admission_refuses_a_required_gang_no_group_could_ever_hold():
         inventory.impossible(job("g", gpus=8, nodes=2, gang_topology="rack:required").spec) is None
     )
     assert inventory.impossible(job("g", gpus=8, nodes=2, gang_topology="switch").spec) is None
+
+
+@pytest.mark.parametrize("flag", ["--rack", "--switch"])
+def test_node_config_refuses_a_rack_or_switch_mesos_would_misread(flag):
+    from click.testing import CliRunner
+
+    from dlc.cli.main import cli
+    from tests.fixture_files import complete_topo_files
+
+    topo = next(p for p in complete_topo_files() if p.name.startswith("dgx1-v100"))
+    result = CliRunner().invoke(cli, ["node-config", "--from-file", str(topo), flag, "12"])
+    kind = flag.removeprefix("--")
+    assert result.exit_code != 0
+    assert f"{kind}: '12' is not a valid {kind} name; pass {flag} with" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
