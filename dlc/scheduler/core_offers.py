@@ -16,6 +16,7 @@ from dlc.scheduler.core_config import Actions
 from dlc.scheduler.core_share_hold import ShareHoldMixin
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.decide import Decision, decide
+from dlc.scheduler.gang_topology import choose_group, wanted
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, parse_offers, share_fields
@@ -181,6 +182,12 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
                 continue
             free = self._free_gpus(views)
             able.sort(key=lambda a: (-len(free.get(a.agent_id, ())), a.agent_id))
+            if job.spec.nodes > 1:  # a gang drains agents of one switch, rack or zone
+                want = wanted(job.spec.gang_topology)
+                group = choose_group(able, job.spec.nodes, lambda a: a.locality, want)
+                if group is None:
+                    continue
+                able = group.order
             chosen = [a.agent_id for a in able[: job.spec.nodes]]
             held = self._reservations.reserve(job.job_id, chosen, now)
             self._save(job, event=held.describe(now, self._free_text(held.agent_ids, views)))

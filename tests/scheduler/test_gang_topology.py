@@ -199,3 +199,24 @@ def test_node_config_refuses_a_rack_or_switch_mesos_would_misread(flag):
     assert result.exit_code != 0
     assert f"{kind}: '12' is not a valid {kind} name; pass {flag} with" in result.output
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_passed_over_gang_reserves_agents_of_one_switch(tmp_path):
+    from dlc.scheduler.core import CoreConfig, SchedulerCore
+    from dlc.store.sqlite import JobStore
+
+    config = CoreConfig(placement=FF, max_skips=2, reservation_s=600)
+    core = SchedulerCore(JobStore(tmp_path / "db"), config, lambda s: (s.image, None))
+    core.update_agents([_slave("a1", "r1", "s1"), _slave("a2", "r1", "s1"),
+                        _slave("b1", "r2", "s2"), _slave("b2", "r2", "s2")])  # fmt: skip
+    gang = core.submit("alice", job("g", gpus=8, nodes=2).spec)
+    # a1 and b1 have the most GPUs free, in two switches: never 8 free anywhere
+    offers = [racked("o1", "a1", "r1", "s1", gpus=[0, 1, 2, 3, 4, 5]),
+              racked("o2", "b1", "r2", "s2", gpus=[0, 1, 2, 3, 4, 5]),
+              racked("o3", "a2", "r1", "s1", gpus=[0]),
+              racked("o4", "b2", "r2", "s2", gpus=[0])]  # fmt: skip
+    for _ in range(3):
+        core.on_offers(offers)
+    held = core._reservations.active
+    assert held is not None and held.job_id == gang.job_id
+    assert sorted(held.agent_ids) == ["a1", "a2"]
