@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/sim_racks.py [--agents 64] [--hours 72] [--seeds 1-5]
+    .venv/bin/python bench/sim_racks.py [--agents 64] [--hours 24] [--seeds 1-5]
         [--json bench/results/sim_racks.json]
 
 The cluster is openb-sized: the first ``--agents`` 8-GPU G2 machines of the Alibaba openb node
@@ -209,7 +209,7 @@ def table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--agents", type=int, default=64)
-    ap.add_argument("--hours", type=float, default=72.0)
+    ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--seeds", default="1-5")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
