@@ -59,3 +59,26 @@ def test_nodes_carry_zone_rack_and_switch(api):
     assert any(r.split()[:5] == ["default", "host-a2", "eu-1b", "r2", "r2-tor"] for r in rows)
     out = CliRunner().invoke(cli, ["nodes", "-o", "json"], env=env).output
     assert {n["rack"] for n in json.loads(out)} == {"r1", "r2", "r3"}
+
+
+def test_submit_takes_gang_topology_as_text_or_mapping_and_refuses_a_bad_one(api):
+    from dlc.errors import ApiError
+
+    server, _core, token = api
+    client = ApiClient(server.url, token)
+    base = {"image": "busybox", "gpus": 8, "nodes": 2}
+    job = client.submit({**base, "gang_topology": {"level": "rack", "mode": "preferred"}})
+    assert job["gang_topology"] == "rack:preferred"
+    assert client.submit({**base, "gang_topology": "zone"})["gang_topology"] == ("zone:preferred")
+    with pytest.raises(ApiError) as err:
+        client.submit({**base, "gang_topology": "row:required"})
+    text = str(err.value)
+    assert "gang_topology: level 'row' is not one of switch, rack, zone" in text
+    assert "--gang-topology" in text and "\n" not in text
+    # a1 and a2 are in two racks (and zones): no rack could ever hold a required 2-node gang
+    with pytest.raises(ApiError) as err:
+        client.submit({**base, "gang_topology": {"level": "rack", "mode": "required"}})
+    assert str(err.value) == (
+        "gang_topology: no rack has 2 agents that can run this job (the largest has 1); "
+        "pass --gang-topology zone:required or --gang-topology rack:preferred"
+    )
