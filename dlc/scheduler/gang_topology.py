@@ -171,11 +171,13 @@ class GroupChoice:
         order: the able agents to try, the chosen group's first (``required``: only those).
         level: the narrowest level whose one group holds the whole gang (``""``: none).
         group: that group's key.
+        size: how many agents of :attr:`order`, from the front, are in that group.
     """
 
     order: list
     level: str = ""
     group: tuple[str, ...] = ()
+    size: int = 0
 
 
 def choose_group(
@@ -190,12 +192,13 @@ def choose_group(
     ``want.level`` or narrower holds the gang.
     """
     last = LEVELS.index(want.level)
+    places = [locality_of(agent) for agent in able]
     for level in LEVELS:
         if LEVELS.index(level) > last and want.required:
             break
+        keys = [place.key(level) for place in places]
         groups: dict[tuple[str, ...], list[T]] = {}
-        for agent in able:
-            key = locality_of(agent).key(level)
+        for agent, key in zip(able, keys, strict=True):
             if key is not None:
                 groups.setdefault(key, []).append(agent)
         fits = [(len(members), n, key) for n, (key, members) in enumerate(groups.items())
@@ -203,8 +206,9 @@ def choose_group(
         if fits:
             _, _, key = min(fits)
             inside = groups[key]
-            rest = [a for a in able if locality_of(a).key(level) != key]
-            return GroupChoice(inside if want.required else inside + rest, level, key)
+            rest = [a for a, k in zip(able, keys, strict=True) if k != key]
+            order = inside if want.required else inside + rest
+            return GroupChoice(order, level, key, len(inside))
     if want.required:
         return None
     return GroupChoice(list(able))

@@ -293,6 +293,7 @@ class _Slot:
         self.locality = first.locality
         self.address = first.address or first.hostname
         self.port_ranges: Ranges = tuple(sorted(r for o in offers for r in o.ports))
+        self.port_count = sum(end - begin + 1 for begin, end in self.port_ranges)
         self.ports_taken: set[int] = set()
         self.gpu_mem = gpu_shares.normalise(r for o in offers for r in o.gpu_mem)
         self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
@@ -551,36 +552,51 @@ def _gang_order(job, candidates, cpus, mem, config, topology_of, driver_ok):
     """``(agents to try, None)`` with the gang's narrowest fitting group first
     (:mod:`~dlc.scheduler.gang_topology`), or ``(_, why it waits)`` when its ``required``
     level has no group that holds it. Agents that say nothing of where they stand keep
-    the best-fit order (no probing: it costs an allocation per agent)."""
+    the best-fit order at no extra cost.
+
+    Groups are chosen on the cheap checks (CPUs, memory, disk, GPU count, a port); only the
+    chosen group's agents are asked of the allocator (model, driver, links), until enough
+    pass: an agent that fails leaves the count and the group is chosen again. Asking every
+    agent cost 3.8 s for 20 gangs on 1,000 agents."""
     spec = job.spec
-    if not any(s.locality.known for s in candidates):
-        want = wanted(spec.gang_topology)
-        return candidates, (missing(want, spec.nodes, spec.gpus) if want.required else None)
-    able = [s for s in candidates if _fits_one(s, job, cpus, mem, config, topology_of, driver_ok)]
-    if len(able) < spec.nodes:
-        return candidates, None  # the loop names what is short
     want = wanted(spec.gang_topology)
-    choice = choose_group(able, spec.nodes, lambda s: s.locality, want)
-    if choice is None:
-        return candidates, missing(want, spec.nodes, spec.gpus)
-    return choice.order, None
+    if not any(s.locality.known for s in candidates):
+        return candidates, (missing(want, spec.nodes, spec.gpus) if want.required else None)
+    able = [s for s in candidates if _room_for_one(s, spec, cpus, mem)]
+    while len(able) >= spec.nodes:
+        choice = choose_group(able, spec.nodes, lambda s: s.locality, want)
+        if choice is None:
+            return candidates, missing(want, spec.nodes, spec.gpus)
+        if not choice.level:  # no group holds it: anywhere, in best-fit order
+            return choice.order, None
+        bad, good = set(), 0
+        for slot in choice.order[: choice.size]:
+            if _pick_ok(slot, job, config, topology_of, driver_ok):
+                good += 1
+                if good == spec.nodes:
+                    return choice.order, None
+            else:
+                bad.add(id(slot))
+        able = [s for s in able if id(s) not in bad]
+    return candidates, None  # too few agents: the loop names what is short
 
 
-def _fits_one(slot, job, cpus, mem, config, topology_of, driver_ok) -> bool:
-    """Whether ``slot`` could take one node of ``job`` now (nothing is taken)."""
-    spec = job.spec
+def _room_for_one(slot, spec, cpus: float, mem: float) -> bool:
+    """Whether ``slot`` has the amounts for one node of a gang now (nothing is taken)."""
     if slot.cpus < cpus - 1e-9 or slot.mem < mem - 1e-9 or slot.disk < spec.disk_mib - 1e-9:
         return False
-    if slot.gpus < spec.gpus - 1e-9:
+    if slot.gpus < spec.gpus - 1e-9 or len(slot.free) < spec.gpus:
         return False
+    # ports are counted, not taken: the ranges are disjoint and every taken port is in them
+    return slot.port_count - len(slot.ports_taken) >= ports_needed(spec.nodes, spec.interactive)
+
+
+def _pick_ok(slot, job, config, topology_of, driver_ok) -> bool:
+    """Whether the allocator finds ``job``'s GPUs on ``slot`` (model, driver, layout)."""
     try:
         _pick_gpus(slot, job, config.policy, topology_of, driver_ok)
     except AllocationError:
         return False
-    ports = slot.take_ports(ports_needed(spec.nodes, spec.interactive))
-    if ports is None:
-        return False
-    slot.ports_taken.difference_update(ports)
     return True
 
 
