@@ -16,7 +16,7 @@ from dlc.scheduler.core_config import Actions
 from dlc.scheduler.core_share_hold import ShareHoldMixin
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.decide import Decision, decide
-from dlc.scheduler.gang_topology import choose_group, wanted
+from dlc.scheduler.gang_topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, parse_offers, share_fields
@@ -148,9 +148,16 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
         )
         if any(x.policy == NO_TOPOLOGY_POLICY for x in launches):
             gpus += " (first-fit: the agent has no dlc_topo attribute)"
+        if len(tasks) > 1:  # where the gang went: one switch, one rack ... (gang_topology)
+            where = spread([self._locality(t.agent_id) for t in tasks])
+            gpus += f" ({where})" if where else ""
         return self._save(
             replace(job, state=JobState.STAGING, tasks=tasks, message=f"launching on {gpus}")
         )
+
+    def _locality(self, agent_id: str) -> Locality:
+        agent = self.inventory.get(agent_id)
+        return agent.locality if agent is not None else Locality()
 
     def _end_reservation_if_due(self, now: float) -> None:
         active = self._reservations.active

@@ -214,6 +214,22 @@ def choose_group(
     return GroupChoice(list(able))
 
 
+def spread(places: Sequence[Locality]) -> str:
+    """Where a gang's nodes went, for its message: ``one switch r1/tor1``, ``one rack r1``,
+    ``one zone eu-1a``, ``2 racks``; empty when the agents do not say."""
+    if not any(p.known for p in places):
+        return ""
+    for level in LEVELS:
+        keys = {p.key(level) for p in places}
+        if len(keys) == 1 and None not in keys:
+            first = places[0]
+            name = {"switch": f"{first.rack}/{first.switch}" if first.rack else first.switch,
+                    "rack": first.rack, "zone": first.zone}[level]  # fmt: skip
+            return f"one {level} {name}"
+    racks = {p.key("rack") for p in places}
+    return f"{len(racks)} racks" if None not in racks else "agents without a rack"
+
+
 def missing(want: GangTopology, nodes: int, gpus: int) -> str:
     """Why a ``required`` gang waits: ``no switch has 4 agents with 8 free GPUs each``."""
     return f"no {want.level} has {nodes} agents with {gpus} free GPUs each"

@@ -220,3 +220,19 @@ def test_a_passed_over_gang_reserves_agents_of_one_switch(tmp_path):
     held = core._reservations.active
     assert held is not None and held.job_id == gang.job_id
     assert sorted(held.agent_ids) == ["a1", "a2"]
+
+
+def test_a_placed_gang_says_where_it_went(tmp_path):
+    from dlc.scheduler.core import CoreConfig, SchedulerCore
+    from dlc.store.sqlite import JobStore
+
+    core = SchedulerCore(JobStore(tmp_path / "db"), CoreConfig(placement=FF),
+                         lambda s: (s.image, None))  # fmt: skip
+    core.update_agents([_slave("a1", "r1", "s1"), _slave("a2", "r1", "s1"),
+                        _slave("b1", "r2", "s2")])  # fmt: skip
+    gang = core.submit("alice", job("g", gpus=8, nodes=2).spec)
+    spread_gang = core.submit("alice", job("h", gpus=8, nodes=2).spec)
+    core.on_offers([racked("o1", "a1", "r1", "s1"), racked("o2", "a2", "r1", "s1")])
+    assert core.store.get_job(gang.job_id).message.endswith("(one switch r1/s1)")
+    core.on_offers([racked("o3", "b1", "r2", "s2"), racked("o4", "c1", "r3", "s3")])
+    assert core.store.get_job(spread_gang.job_id).message.endswith("(2 racks)")
