@@ -123,10 +123,18 @@ def nodes_view(core: Any) -> list[dict]:
             "free": len(agent.gpu_ids) - len(used) - len(held) - len(draining),
             "cpus": agent.cpus, "mem_mib": agent.mem_mib,
             "sharing": agent.attributes.get(ATTR_SHARING),
+            **_place_of(agent.locality),
             "shared_gpus": [{"gpu": gpu, "tenants": sorted(users)} for gpu, users
                             in sorted(sharers.get(agent.agent_id, {}).items())],
         })  # fmt: skip
     return out
+
+
+def _place_of(locality: Any) -> dict[str, str]:
+    """An agent's ``region``/``zone`` (Mesos fault domain), ``rack`` and ``switch``
+    (``dlc node-config --rack/--switch``); empty where unknown."""
+    return {"region": locality.region, "zone": locality.zone, "rack": locality.rack,
+            "switch": locality.switch}  # fmt: skip
 
 
 def groups_view(core: Any) -> list[dict]:
