@@ -196,9 +196,13 @@ class StatusMixin(TenancyMixin):
         task = next((t for t in job.tasks if t.task_id == task_id), None)
         message, never_seen, refused = self._note_task_end(task, task_id, state, status)
         job = replace(job, tasks=_with_task_state(job.tasks, task_id, state))
-        if job.state is JobState.PREEMPTED and not job.kill_requested and (
-            # a victim still in its eviction delay that ended on its own ends as it ended
-            not self._awaiting_eviction(job.job_id) or not _job_state(job).terminal
+        if (
+            job.state is JobState.PREEMPTED
+            and not job.kill_requested
+            and (
+                # a victim still in its eviction delay that ended on its own ends as it ended
+                not self._awaiting_eviction(job.job_id) or not _job_state(job).terminal
+            )
         ):
             return self._preempted_update(job)
         new_state = _job_state(job)
@@ -309,8 +313,8 @@ class StatusMixin(TenancyMixin):
                 + [
                     (t.task_id, t.agent_id)
                     for job in self._active.values()
-                    if job.kill_requested or (job.state is JobState.PREEMPTED
-                                              and not self._awaiting_eviction(job.job_id))
+                    if job.kill_requested
+                    or (job.state is JobState.PREEMPTED and not self._awaiting_eviction(job.job_id))
                     for t in job.tasks
                     if not _done(t) and (t.task_id, t.agent_id) not in fresh
                 ]

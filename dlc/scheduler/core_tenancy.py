@@ -159,7 +159,8 @@ class TenancyMixin(CoreState):
             view = fair_view(ledger, self.tenancy.quotas.values(), now)
             groups = []
             for group, used in sorted(ledger.groups(now).items()):
-                users = [{"user": u, "gpu_hours": h} for (g, u), h in sorted(view.user_usage.items())
+                users = [{"user": u, "gpu_hours": h}
+                         for (g, u), h in sorted(view.user_usage.items())
                          if g == group and (viewer is None or u == viewer)]  # fmt: skip
                 groups.append({"group": group, "gpu_hours": used,
                                "weight": max(weights.get(group, 0.0), 1.0),

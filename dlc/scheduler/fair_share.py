@@ -11,8 +11,9 @@ once a minute, or once after a restart), and an update costs O(running jobs), ne
 of history. A share counts by its part of one GPU (:func:`~dlc.scheduler.quotas.job_gpus`).
 
 The *weight* of a group is its guaranteed GPUs over all pools (at least one GPU: a group
-guaranteed less, or none, or no group, weighs one). Borrowing order and reclaim order compare ``usage / weight``
-(:meth:`UsageLedger.ratio`): lower borrows first, higher is reclaimed first.
+guaranteed less, or none, or no group, weighs one). Borrowing order and reclaim order
+compare ``usage / weight`` (:meth:`FairView.ratio`): lower borrows first, higher is
+reclaimed first.
 """
 
 from __future__ import annotations

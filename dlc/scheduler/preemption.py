@@ -69,7 +69,7 @@ def parse_protection(items: Iterable[str]) -> ProtectionRules:
         if not sep or name not in PRIORITY_CLASSES:
             known = ", ".join(PRIORITY_CLASSES)
             raise TenancyError(
-                "protect", f"{str(item)[:40]!r}: write CLASS=MIN_RUNTIME[:DELAY], CLASS one of {known}"
+                "protect", f"{str(item)[:40]!r}: write CLASS=MIN_RUNTIME[:DELAY] (CLASS: {known})"
             )
         runtime, _, delay = spans.partition(":")
         out[name] = Protection(parse_span(runtime, "protect"), parse_span(delay or "0", "protect"))

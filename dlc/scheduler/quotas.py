@@ -253,8 +253,9 @@ class _Planner:
             self.queues.setdefault(key, []).append(job)
             self.pending[key] = self.pending.get(key, ZERO) + self._demand(job)
         if fair is not None:  # same priority: the user who used less over time first
-            for key, jobs in self.queues.items():
-                jobs.sort(key=lambda j: (-j.spec.priority, fair.user_usage.get((key[0], j.user), 0.0)))
+            for (group, _), jobs in self.queues.items():
+                used = fair.user_usage
+                jobs.sort(key=lambda j, g=group: (-j.spec.priority, used.get((g, j.user), 0.0)))
         self.keys_in_pool: dict[str, list[Key]] = {}
         for key in set(self.queues) | set(self.usage):
             self.keys_in_pool.setdefault(key[1], []).append(key)

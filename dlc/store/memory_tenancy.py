@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from dlc.scheduler.fair_share import UsageRow
 from dlc.scheduler.tenancy import (
     DEFAULT_GRACE_S,
     DEFAULT_POOL,
@@ -20,7 +21,6 @@ from dlc.scheduler.tenancy import (
     UserLimits,
     check_name,
 )
-from dlc.scheduler.fair_share import UsageRow
 from dlc.store.tenancy import (
     _GRACE_KEY,
     FAIR_AT_KEY,
