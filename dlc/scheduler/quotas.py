@@ -451,10 +451,12 @@ class _Planner:
             free, excess, self._demand, borrows, take, self.started_of, self.ratio_of
         )
         if not victims:
-            guarded = len(candidates) - len(free)
+            guarded = " (borrowed jobs are in their protected runtime)" if len(free) < len(
+                candidates
+            ) else ""  # fmt: skip
             self.out.notes[job.job_id] = (
                 f"{group} is within its quota in pool {pool}; waiting for running jobs to end"
-                + (f" ({guarded} borrowed job(s) in their protected runtime)" if guarded else "")
+                + guarded
             )
             return
         why = f"preempted: {group} reclaims its guarantee in pool {pool} for job {job.job_id}"
