@@ -66,8 +66,10 @@ def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
     return out
 
 
-def quota_view(core: Any) -> dict:
-    """Usage against guarantees per group and pool, with what is borrowed and waiting."""
+def quota_view(core: Any, viewer: str | None = None) -> dict:
+    """Usage against guarantees per group and pool, with what is borrowed and waiting, and
+    each group's decayed GPU-hours (``fair_share``; ``viewer``: a non-admin, who sees only
+    their own user's row of it)."""
     policy = core.tenancy
     capacity = core.pool_capacity()
     tenancy = core.plan_queue(core.queued_jobs())
@@ -88,7 +90,8 @@ def quota_view(core: Any) -> dict:
             "waiting": waiting.get((group, pool), ZERO).to_dict(),
         })  # fmt: skip
     pools = {p: c.to_dict() for p, c in sorted(capacity.items())}
-    return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s}
+    fair = core.fair_share(viewer) if hasattr(core, "fair_share") else None
+    return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s, "fair_share": fair}
 
 
 def nodes_view(core: Any) -> list[dict]:
@@ -169,7 +172,7 @@ def router(api: Any) -> APIRouter:
     def quota(request: Request) -> dict:
         """Each group's usage against its guarantee per pool, and what it borrows."""
         _caller(request)
-        return quota_view(core)
+        return quota_view(core, _viewer(request))
 
     @routes.put("/v1/quota/{group}", responses=ERRORS)
     def set_quota(group: str, body: QuotaIn, request: Request) -> dict:
@@ -248,7 +251,8 @@ def router(api: Any) -> APIRouter:
     def tenancy(request: Request) -> dict:
         """The dashboard's section: quotas with usage and the queue in run order (redacted
         for a non-admin as in ``/v1/queue``)."""
-        return {"quota": quota_view(core), "queue": queue_view(core, _viewer(request))}
+        viewer = _viewer(request)
+        return {"quota": quota_view(core, viewer), "queue": queue_view(core, viewer)}
 
     @routes.get("/v1/nodes", responses=ERRORS)
     def nodes(request: Request) -> dict:
