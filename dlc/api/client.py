@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
 
-from dlc.errors import ApiError
+from dlc.errors import ApiError, FieldError
 
 DEFAULT_API = "http://127.0.0.1:8642"
 
@@ -148,7 +149,17 @@ def checked_api_url(url: str) -> str:
     return url
 
 
+#: what a job id may hold (the API's own pattern); anything else cannot name a job
+_JOB_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
 def _quote(job_id: str) -> str:
+    """``job_id`` for a URL path; refused (one line) when it cannot be a job id (``j/../x``
+    reached no route: "no endpoint GET /v1/jobs/j/../x")."""
+    if not _JOB_ID.match(job_id) or job_id in (".", ".."):
+        raise FieldError(
+            "JOB", f"{job_id!r} is not a job id; give one as `dlc jobs` lists it (e.g. j8eb007af)"
+        )
     return urllib.parse.quote(job_id, safe="")
 
 

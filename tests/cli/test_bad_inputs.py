@@ -438,6 +438,9 @@ ONLINE = [
     ("status-unknown-job", ["status", "nosuchjob"], ("nosuchjob",)),
     ("kill-unknown-job", ["kill", "nosuchjob"], ("nosuchjob",)),
     ("logs-unknown-job", ["logs", "nosuchjob"], ("nosuchjob",)),
+    # was "no endpoint GET /v1/jobs/j/../x; see /openapi.json"
+    ("status-not-a-job-id", ["status", "j/../x"], ("JOB: 'j/../x' is not a job id", "dlc jobs")),
+    ("kill-not-a-job-id", ["kill", "j1 j2"], ("JOB: 'j1 j2' is not a job id",)),
 ]
 
 
