@@ -380,8 +380,19 @@ def test_bad_input_is_one_error_line(files, monkeypatch, tmp_path, args, fragmen
 @pytest.mark.parametrize("args", [[], ["images"]], ids=["dlc", "dlc-images"])
 def test_a_bare_group_shows_its_help_not_an_error(files, args):
     result = invoke(args, files)
-    assert "Usage: dlc" in result.output and "Commands:" in result.output
-    assert "Error:" not in result.output
+    assert "Usage: dlc" in result.output and "Error:" not in result.output
+    assert ("Start here" if args == [] else "Commands:") in result.output
+
+
+def test_dlc_help_lists_every_command_once_starting_with_local_and_submit():
+    from dlc.cli.main import COMMANDS, SECTIONS
+
+    listed = [name for _, names in SECTIONS for name in names]
+    assert sorted(listed) == sorted(COMMANDS)  # each once, none left out
+    out = CliRunner().invoke(cli, ["--help"]).output
+    start = out.index("Start here")
+    assert start < out.index("  local ") < out.index("  submit ") < out.index("Hosts and operators")
+    assert out.index("Hosts and operators") < out.index("  executor ")
 
 
 def test_p2p_mismatch_gives_no_truncation_hint(files):
