@@ -115,3 +115,16 @@ def test_a_user_asking_for_another_users_jobs_is_told_only_admins_can(api):  # n
     ]
     assert dlc(server, tokens["alice"], "jobs", "--user", "alice").startswith("ID")
     assert dlc(server, tokens["admin"], "jobs", "--user", "bob").startswith("ID")
+
+
+def test_a_quota_for_a_pool_no_agent_has_is_set_with_a_note(api):  # noqa: F811
+    # a pool may get its quota before its agents join (not refused), but not without a word
+    server, _, tokens = api
+    dlc(server, tokens["admin"], "groups", "create", "team-a", "--pool", "train")
+    out = dlc(server, tokens["admin"], "quota", "set", "team-a", "--pool", "trian", "--gpus", "2")
+    assert out.strip().splitlines()[-1] == (
+        "note: --pool trian: no agent is in that pool yet (agents' pools: dev, train); the "
+        "guarantee counts once agents join it (their dlc_pool attribute)"
+    )
+    quiet = dlc(server, tokens["admin"], "quota", "set", "team-a", "--pool", "train", "--gpus", "2")
+    assert "note:" not in quiet
