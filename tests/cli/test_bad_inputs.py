@@ -347,6 +347,14 @@ OFFLINE = [
         2,
     ),
     ("local-port-out-of-range", ["local", "--api-port", "99999"], ("--api-port",), 2),
+    # was an agent of 32 MiB on which every job waited
+    (
+        "local-mem-without-unit",
+        ["local", "--api-port", "0", "--mem", "32"],
+        ("mem: 32 without a unit is 32 MiB, too little for an agent; write 32G",),
+        2,
+    ),
+    ("local-mem-not-a-size", ["local", "--api-port", "0", "--mem", "lots"], ("mem: 'lots'",), 2),
     ("local-unknown-policy", ["local", "--policy", "nosuch"], ("--policy", "first-fit"), 2),
     (
         "local-simulate-garbage",
