@@ -10,6 +10,7 @@ import click
 from dlc.cli.scheduler_cmd import (
     POLICY,
     PORT,
+    absolute_prefixes,
     admin_token_from,
     admin_token_options,
     configure_logging,
@@ -51,7 +52,8 @@ from dlc.errors import DlcError
 )
 @click.option("--device-root", hidden=True, metavar="DIR",
               help="Stand-in kfd/dri nodes for simulated AMD agents' containers.")  # fmt: skip
-@click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
+@click.option("--allow-volume", multiple=True, callback=absolute_prefixes,
+              help="Host path prefix jobs may mount.")  # fmt: skip
 @click.option("--token-file", help="Also write the admin token to this file (mode 600).")
 @admin_token_options
 @share_hold_options

@@ -354,6 +354,18 @@ OFFLINE = [
         ("mem: 32 without a unit is 32 MiB, too little for an agent; write 32G",),
         2,
     ),
+    (
+        "local-relative-allow-volume",
+        ["local", "--api-port", "0", "--allow-volume", "data"],
+        ("--allow-volume: 'data' is not an absolute path; pass a host directory",),
+        2,
+    ),
+    (
+        "scheduler-relative-allow-volume",
+        ["scheduler", "--master", "x", "--allow-volume", "data"],
+        ("--allow-volume: 'data' is not an absolute path",),
+        2,
+    ),
     ("local-mem-not-a-size", ["local", "--api-port", "0", "--mem", "lots"], ("mem: 'lots'",), 2),
     ("local-unknown-policy", ["local", "--policy", "nosuch"], ("--policy", "first-fit"), 2),
     (
