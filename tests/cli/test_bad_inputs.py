@@ -462,9 +462,9 @@ ONLINE = [
     (
         "unknown-framework-version",
         ["submit", "--framework", "pytorch:0.1", "--", "true"],
-        ("pytorch:0.1", "known pytorch versions"),
+        ("framework: pytorch:0.1", "known pytorch versions", "pass one of them as pytorch:VERSION"),
     ),
-    ("unknown-framework", ["submit", "--framework", "caffe:1.0"], ("caffe",)),
+    ("unknown-framework", ["submit", "--framework", "caffe:1.0"], ("framework: 'caffe'",)),
     ("volume-not-allowed", ["submit", "--image", "x", "-v", "/etc:/h"], ("volumes:", "/etc")),
     ("status-unknown-job", ["status", "nosuchjob"], ("nosuchjob",)),
     ("kill-unknown-job", ["kill", "nosuchjob"], ("nosuchjob",)),
