@@ -10,7 +10,7 @@ import urllib.parse
 
 import click
 
-from dlc.api.client import ApiClient
+from dlc.api.client import ApiClient, quote_job_id
 from dlc.cli.client_opts import api_options, complete_job_ids
 from dlc.errors import ApiError
 
@@ -52,7 +52,7 @@ def command(job_id, follow, use_stderr, interval, tail_lines, since, attempt, ra
         raise click.BadParameter("reads the latest attempt's node 0 only", param_hint="--since")
     if since is not None:
         query = urllib.parse.urlencode({"t": parse_since(since), "stream": stream})
-        path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/logs/since?{query}"
+        path = f"/v1/jobs/{quote_job_id(job_id)}/logs/since?{query}"
         offset = int(client._call("GET", path)["offset"])
     if tail_lines is not None:
         start = offset

@@ -472,6 +472,10 @@ ONLINE = [
     # was "no endpoint GET /v1/jobs/j/../x; see /openapi.json"
     ("status-not-a-job-id", ["status", "j/../x"], ("JOB: 'j/../x' is not a job id", "dlc jobs")),
     ("kill-not-a-job-id", ["kill", "j1 j2"], ("JOB: 'j1 j2' is not a job id",)),
+    ("logs-since-not-a-job-id", ["logs", "j/../x", "--since", "5m"], ("JOB: 'j/../x'",)),
+    ("cp-not-a-job-id", ["cp", "j/../x:a.txt", "-"], ("JOB: 'j/../x'",)),
+    ("open-not-a-job-id", ["open", "j/../x"], ("JOB: 'j/../x'",)),
+    ("exec-not-a-job-id", ["exec", "j/../x", "--", "ls"], ("JOB: 'j/../x'",)),
 ]
 
 
