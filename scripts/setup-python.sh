@@ -6,7 +6,8 @@ PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 # apt and pip talk a lot (setuptools deprecation notices, index warnings): all of it goes to
 # a log file, and only a failure shows it (its last lines and where the rest is).
-LOG=${DLC_SETUP_LOG:-${TMPDIR:-/tmp}/dlc-setup-$(id -u).log}
+# One log per checkout: two checkouts set up at once must not truncate each other's log.
+LOG=${DLC_SETUP_LOG:-${TMPDIR:-/tmp}/dlc-setup-$(id -u)-$(pwd -P | cksum | cut -d' ' -f1).log}
 : >"$LOG"
 
 quietly() {

@@ -236,6 +236,7 @@ def _add_job_routes(app: FastAPI, api: Any) -> None:
         # an earlier attempt has ended: its output grows no more
         out["done"] = job.state.terminal or not current
         out["attempt"], out["rank"], out["attempts"] = chosen.attempt, rank, job.attempt + 1
+        out["nodes"] = job.spec.nodes  # so `dlc logs` can say the other nodes' are there
         return out
 
 

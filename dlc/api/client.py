@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
 
-from dlc.errors import ApiError
+from dlc.errors import ApiError, FieldError
 
 DEFAULT_API = "http://127.0.0.1:8642"
 
@@ -58,7 +59,7 @@ class ApiClient:
 
     def show(self, job_id: str) -> dict:
         """One job with its history."""
-        return self._call("GET", f"/v1/jobs/{_quote(job_id)}")
+        return self._call("GET", f"/v1/jobs/{quote_job_id(job_id)}")
 
     def usage(self, by: str = "user") -> dict:
         """GPUs allocated and used per ``user``, ``group`` or ``job``: ``{"by", "rows"}``."""
@@ -66,7 +67,7 @@ class ApiClient:
 
     def kill(self, job_id: str) -> dict:
         """Kill a job."""
-        return self._call("POST", f"/v1/jobs/{_quote(job_id)}/kill", {})
+        return self._call("POST", f"/v1/jobs/{quote_job_id(job_id)}/kill", {})
 
     def kill_all(
         self, user: str | None = None, all_users: bool = False, states: list[str] | None = None
@@ -93,7 +94,7 @@ class ApiClient:
         if attempt is not None:
             params["attempt"] = attempt
         query = urllib.parse.urlencode(params)
-        return self._call("GET", f"/v1/jobs/{_quote(job_id)}/logs?{query}")
+        return self._call("GET", f"/v1/jobs/{quote_job_id(job_id)}/logs?{query}")
 
     def whoami(self) -> dict:
         """``{"user", "admin"}`` of this client's token (``user`` is null for none)."""
@@ -148,7 +149,17 @@ def checked_api_url(url: str) -> str:
     return url
 
 
-def _quote(job_id: str) -> str:
+#: what a job id may hold (the API's own pattern); anything else cannot name a job
+_JOB_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def quote_job_id(job_id: str) -> str:
+    """``job_id`` for a URL path; refused (one line) when it cannot be a job id (``j/../x``
+    reached no route: "no endpoint GET /v1/jobs/j/../x")."""
+    if not _JOB_ID.match(job_id) or job_id in (".", ".."):
+        raise FieldError(
+            "JOB", f"{job_id!r} is not a job id; give one as `dlc jobs` lists it (e.g. j8eb007af)"
+        )
     return urllib.parse.quote(job_id, safe="")
 
 

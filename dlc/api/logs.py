@@ -231,12 +231,13 @@ class LogReader:
 
     def _local(self, task: TaskPlacement, stream: str) -> SandboxFile | None:
         fid = self._framework_id()
-        ids = (fid or "", task.agent_id, task.executor_id)
-        if not all(_plain_name(i) for i in ids):
+        if not (_plain_name(fid or "") and _plain_name(task.executor_id)):
             return None
         runs = ("frameworks", fid, "executors", task.executor_id, "runs")
-        # the root is an agent's work dir, its slaves/ folder, or one agent's folder
-        bases = ((), ("slaves", task.agent_id), (task.agent_id,))
+        # the root is an agent's work dir, its slaves/ folder, or one agent's folder; an
+        # earlier attempt of a job queued again has no agent (the search below finds it)
+        agent = (("slaves", task.agent_id), (task.agent_id,)) if _plain_name(task.agent_id) else ()
+        bases = ((), *agent)
         for root in self._roots:
             for base in bases:
                 found = _newest_run(root, (*base, *runs), stream)
@@ -257,6 +258,13 @@ class LogReader:
         fid, master = self._framework_id(), self._master_url()
         if not fid or not master:
             raise DlcError("cannot locate the job's sandbox: the scheduler is not registered yet")
+        if not task.agent_id:
+            attempt = task.task_id.split(".")[-2] if task.task_id.count(".") >= 2 else "?"
+            raise DlcError(
+                f"attempt {attempt} of this job ran on an agent the scheduler no longer records "
+                "(a job queued again keeps none) and its sandbox is not on this host; read it "
+                "on that agent under frameworks/*/executors/" + task.executor_id
+            )
         agent = self._agent_address(master, task.agent_id)
         virtual = f"/frameworks/{fid}/executors/{task.executor_id}/runs/latest/{stream}"
         query = urllib.parse.urlencode({"path": virtual, "offset": offset, "length": length})

@@ -322,11 +322,12 @@ def end_previous_run(db_path: Path) -> int:
 
 class LocalImageCheck:
     """Submit-time image check of ``dlc local``: its jobs run on this host's Docker engine,
-    so an image that engine does not have and its registry says it has not is refused at
-    submit (one line), not queued to fail at pull time.
+    so an image that engine does not have is refused at submit (one line), not queued to
+    fail at pull time, when its registry says it has not, or cannot be reached at all (no
+    such host, connection refused: an offline laptop) and no mirror could serve it.
 
-    An image the engine has, or one whose registry does not answer (offline laptop: the
-    pull may still work later, from a mirror), is accepted. Answers are kept a minute.
+    An image the engine has, or one whose registry is slow to answer (the pull may still
+    work), is accepted. Answers are kept a minute.
     """
 
     TTL_S = 60.0
@@ -356,7 +357,7 @@ class LocalImageCheck:
 
     def _check(self, image: str) -> None:
         from dlc.errors import ImageNotFound
-        from dlc.executor.runtime import explain_engine_error
+        from dlc.executor.runtime import explain_engine_error, registry_of
 
         if self._runtime.image_env(image) is not None:
             return
@@ -370,9 +371,41 @@ class LocalImageCheck:
                     f"image: {image} is not on this host's Docker engine and its registry "
                     "does not have it; check the name and tag (or build/pull it first)"
                 ) from None
+            cause = _unreachable(str(exc.explanation or exc))
+            if cause and not self._mirrored(image):
+                raise ImageNotFound(
+                    f"image: {image} is not on this host's Docker engine and its registry "
+                    f"{registry_of(image)} cannot be reached ({cause}); pull or load it on "
+                    "this host first (docker pull, docker load), or check the name"
+                ) from None
             log.info("not checking image %s at submit: %s", image, found)
         except Exception as exc:  # noqa: BLE001 - a slow registry (timeout) decides nothing
             log.info("not checking image %s at submit: %s", image, exc)
+
+    def _mirrored(self, image: str) -> bool:
+        """Whether the engine has registry mirrors that may serve ``image`` (Docker Hub's)."""
+        from dlc.executor.runtime import registry_of
+
+        if registry_of(image) != "docker.io":
+            return False  # the engine mirrors Docker Hub only
+        try:
+            mirrors = (self._runtime.client.info().get("RegistryConfig") or {}).get("Mirrors")
+        except Exception:  # noqa: BLE001 - cannot tell: do not refuse
+            return True
+        return bool(mirrors)
+
+
+#: engine answers meaning the registry cannot be reached at all (not merely slow)
+_UNREACHABLE = ("no such host", "connection refused", "network is unreachable")
+
+
+def _unreachable(text: str) -> str | None:
+    """The words of ``text`` saying its registry cannot be reached, or None (a timeout,
+    or anything else, may pass on a later try)."""
+    lowered = text.lower()
+    if "timeout" in lowered or "timed out" in lowered:
+        return None
+    return next((cause for cause in _UNREACHABLE if cause in lowered), None)
 
 
 #: seconds a submit waits for the engine to ask the image's registry

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from dlc.api.client import ApiClient
+from dlc.api.client import ApiClient, quote_job_id
 from dlc.cli.client_opts import api_options
 
 
@@ -18,9 +18,7 @@ def fetch_output(client: ApiClient, job_id: str, path: str, out, rank: int = 0) 
     offset = 0
     while True:
         query = urllib.parse.urlencode({"path": path, "offset": offset, "rank": rank})
-        chunk = client._call(
-            "GET", f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/outputs?{query}"
-        )
+        chunk = client._call("GET", f"/v1/jobs/{quote_job_id(job_id)}/outputs?{query}")
         data = base64.b64decode(chunk["data"])
         out.write(data)
         offset = chunk["offset"]

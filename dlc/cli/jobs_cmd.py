@@ -9,7 +9,14 @@ import click
 from dlc.api.client import ApiClient
 from dlc.cli.client_opts import api_options
 from dlc.cli.job_view import STATES, age, gpus, placement, used
-from dlc.cli.output import emit, emit_line, format_table, output_option, terminal_width
+from dlc.cli.output import (
+    emit,
+    emit_line,
+    format_table,
+    note_if_cut,
+    output_option,
+    terminal_width,
+)
 from dlc.errors import DlcError
 
 HEADERS = ("ID", "USER", "STATE", "NAME", "GPUS", "PLACED ON", "AGE", "MESSAGE")
@@ -100,8 +107,10 @@ def command(api, token, limit, show_all, states, users, watch, interval, rounds,
         for job in jobs:
             emit_line(job, output)
     else:
-        for line in table(jobs, output):
+        lines = table(jobs, output)
+        for line in lines:
             click.echo(line)
+        note_if_cut(lines)
     if watch:
         _watch(client, jobs, limit, states, users, interval, rounds, output)
 

@@ -10,6 +10,7 @@ import click
 from dlc.cli.scheduler_cmd import (
     POLICY,
     PORT,
+    absolute_prefixes,
     admin_token_from,
     admin_token_options,
     configure_logging,
@@ -32,9 +33,9 @@ from dlc.errors import DlcError
 @click.option(
     "--cpus", type=float, help="Agent CPUs [default: this host's; simulated: >= 4.1 per GPU]."
 )
-@click.option(
-    "--mem", "mem_mib", type=int, help="Agent MiB [default: host's; simulated: >= 16448 per GPU]."
-)
+@click.option("--mem", "mem_mib", metavar="SIZE",
+              help="Agent memory: 256G, 65536 (MiB) [default: host's; simulated: >= 16448 MiB "
+              "per GPU].")  # fmt: skip
 @click.option("--gpu-model", metavar="MODEL",
               help="Model the GPUs advertise (for --gpu-model jobs) [default: one named in "
               "the --simulate file's name, e.g. V100 for dgx1-v100.txt].")  # fmt: skip
@@ -51,7 +52,8 @@ from dlc.errors import DlcError
 )
 @click.option("--device-root", hidden=True, metavar="DIR",
               help="Stand-in kfd/dri nodes for simulated AMD agents' containers.")  # fmt: skip
-@click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
+@click.option("--allow-volume", multiple=True, callback=absolute_prefixes,
+              help="Host path prefix jobs may mount.")  # fmt: skip
 @click.option("--token-file", help="Also write the admin token to this file (mode 600).")
 @admin_token_options
 @share_hold_options
@@ -74,6 +76,10 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
     from dlc.scheduler.share_hold import ShareHoldSettings
 
     configure_logging(verbose, logging.WARNING)
+    if mem_mib is not None:
+        from dlc.cli.submit_cmd import parse_mem
+
+        mem_mib = parse_mem(mem_mib, "an agent")  # `--mem 32` was an agent of 32 MiB
     config = LocalConfig(
         simulate=tuple(simulate) or None,
         work_dir=work_dir,

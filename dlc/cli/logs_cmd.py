@@ -10,7 +10,7 @@ import urllib.parse
 
 import click
 
-from dlc.api.client import ApiClient
+from dlc.api.client import ApiClient, quote_job_id
 from dlc.cli.client_opts import api_options, complete_job_ids
 from dlc.errors import ApiError
 
@@ -34,15 +34,17 @@ class NoLogsYet(ApiError):
 @click.option("--attempt", type=click.IntRange(0), metavar="N",
               help="Output of attempt N (0: the first run) [default: the latest]; earlier "
                    "attempts (retried, preempted) stay readable.")  # fmt: skip
-@click.option("--rank", type=click.IntRange(0), default=0, show_default=True, metavar="R",
-              help="Node R of a multi-node job.")  # fmt: skip
+@click.option("--rank", "rank_given", type=click.IntRange(0), metavar="R",
+              help="Node R of a multi-node job [default: 0].")  # fmt: skip
 @api_options
-def command(job_id, follow, use_stderr, interval, tail_lines, since, attempt, rank, api, token):
+def command(job_id, follow, use_stderr, interval, tail_lines, since, attempt, rank_given, api,
+            token):  # fmt: skip
     """Print a job's container output (stdout, or --stderr).
 
     A queued job has no output yet: without -f that is an error (exit code 3); with -f
     the command says so and waits. A job that ran and printed nothing says so on stderr.
     """
+    rank = rank_given or 0
     client = _Reader(ApiClient(api, token), attempt, rank)
     stream = "stderr" if use_stderr else "stdout"
     offset, printed, waiting_said = 0, False, False
@@ -50,7 +52,7 @@ def command(job_id, follow, use_stderr, interval, tail_lines, since, attempt, ra
         raise click.BadParameter("reads the latest attempt's node 0 only", param_hint="--since")
     if since is not None:
         query = urllib.parse.urlencode({"t": parse_since(since), "stream": stream})
-        path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/logs/since?{query}"
+        path = f"/v1/jobs/{quote_job_id(job_id)}/logs/since?{query}"
         offset = int(client._call("GET", path)["offset"])
     if tail_lines is not None:
         start = offset
@@ -78,6 +80,11 @@ def command(job_id, follow, use_stderr, interval, tail_lines, since, attempt, ra
         if not follow or chunk["done"]:
             break
         time.sleep(interval)
+    nodes = chunk.get("nodes") or 1
+    if rank_given is None and nodes > 1:
+        # node 0 alone was all `dlc logs` showed of a gang, whichever node failed
+        others = "1" if nodes == 2 else f"1 to {nodes - 1}"
+        click.echo(f"(node 0 of {nodes}; the others: dlc logs --rank {others} {job_id})", err=True)
     if not printed:
         verb = "has printed" if not chunk["done"] else f"ended ({state}) with"
         said = f"job {job_id} {verb} no {stream} output"

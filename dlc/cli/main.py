@@ -59,6 +59,29 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: ``dlc --help`` in the order a newcomer needs it: (heading, command names); every command of
+#: :data:`COMMANDS` is in exactly one section (a test checks it)
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Start here (README, Quick start)", ("local", "submit", "jobs", "status", "logs")),
+    ("Your jobs", ("kill", "cp", "open", "exec", "shell", "queue", "usage", "images")),
+    ("Access and tenancy", ("login", "config", "tokens", "groups", "quota", "nodes")),
+    (
+        "Hosts and operators",
+        (
+            "scheduler",
+            "node-config",
+            "doctor",
+            "setup-host",
+            "topology",
+            "probe",
+            "simulate",
+            "cleanup",
+            "executor",
+        ),
+    ),  # fmt: skip
+)
+
+
 class LazyGroup(click.Group):
     """A click group that imports each subcommand's module on first use."""
 
@@ -74,11 +97,11 @@ class LazyGroup(click.Group):
         return module.command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """List the subcommands with their static one-line help."""
+        """List the subcommands by :data:`SECTIONS`, each with its static one-line help."""
         # Static help, so that `dlc --help` imports no subcommand module.
-        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        for heading, names in SECTIONS:
+            with formatter.section(heading):
+                formatter.write_dl([(name, COMMANDS[name][1]) for name in names])
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Parse the group's own options; a usage error becomes one ``Error:`` line."""
@@ -155,7 +178,15 @@ def _fail_usage(ctx: click.Context, exc: click.UsageError) -> NoReturn:
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dlc")
 def cli() -> None:
-    """DLC: deep-learning containers on Apache Mesos with topology-aware GPU placement."""
+    """DLC: deep-learning containers on Apache Mesos with topology-aware GPU placement.
+
+    \b
+    New here? On one machine, no Mesos needed:
+      dlc local --simulate examples/topologies/dgx1-v100.txt   # prints DLC_API and DLC_TOKEN
+      dlc submit --image dlc-test/busybox:1 --gpus 1 -- echo hello
+      dlc jobs; dlc logs JOB
+    Every command takes -h; listings take -o json|yaml|wide.
+    """
 
 
 def main(argv: list[str] | None = None) -> None:

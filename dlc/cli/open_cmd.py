@@ -8,11 +8,10 @@ itself is ``https://``.
 from __future__ import annotations
 
 import time
-import urllib.parse
 
 import click
 
-from dlc.api.client import ApiClient
+from dlc.api.client import ApiClient, quote_job_id
 from dlc.cli.client_opts import api_options
 from dlc.errors import DlcError
 
@@ -21,7 +20,7 @@ def env_url(client: ApiClient, job_id: str, wait_s: float, interval: float = 1.0
     """``{"url", "state"}`` of the job's environment, waiting up to ``wait_s`` for the URL."""
     deadline = time.monotonic() + wait_s
     while True:
-        found = client._call("GET", f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/env")
+        found = client._call("GET", f"/v1/jobs/{quote_job_id(job_id)}/env")
         ended = found["state"] in ("finished", "failed", "killed", "lost")
         if found["url"] or ended or time.monotonic() >= deadline:
             return found

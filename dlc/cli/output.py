@@ -58,6 +58,16 @@ def cut(text: str, width: int | None) -> str:
     return text
 
 
+#: said on stderr under a table whose text was cut to fit (stdout stays the table alone)
+CUT_NOTE = "(\u2026 marks text cut to fit: -o wide shows it whole)"
+
+
+def note_if_cut(lines: Sequence[str]) -> None:
+    """Say on stderr how to see cut text whole, when a line of the table has some."""
+    if any("\u2026" in line for line in lines):
+        click.echo(CUT_NOTE, err=True)
+
+
 def format_table(
     headers: Sequence[str],
     rows: Sequence[Sequence[Any]],

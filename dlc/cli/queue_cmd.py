@@ -9,7 +9,7 @@ import click
 
 from dlc.api.client import ApiClient
 from dlc.cli.client_opts import api_options
-from dlc.cli.output import clean, cut, emit, format_table, output_option
+from dlc.cli.output import CUT_NOTE, clean, cut, emit, format_table, output_option
 
 
 def cell(value: Any, width: int):
@@ -38,15 +38,22 @@ def print_table(
             click.echo(line)
         return
     texts = [[cell("-" if v is None else v, width) for v in row] for row in rows]
+    console = Console(width=max(150, Console().width))
+    sizes = [max([len(n)] + [len(r[i]) for r in texts]) for i, n in enumerate(columns)]
+    # every column but the last keeps its widest cell whole; the last one gets what is left,
+    # cut with a visible mark (the console's edge cropped it silently)
+    room = max(20, console.width - sum(sizes[:-1]) - 2 * (len(sizes) - 1))
     table = Table(box=None, pad_edge=False)
     for index, name in enumerate(columns):
-        # every column but the last keeps its widest cell whole; the last one gives way
-        widest = max([len(name)] + [len(r[index]) for r in texts])
         last = index == len(columns) - 1
-        table.add_column(name, no_wrap=True, min_width=None if last else widest)
+        table.add_column(name, no_wrap=True, overflow="ellipsis",
+                         min_width=None if last else sizes[index],
+                         max_width=room if last else None)  # fmt: skip
     for row in texts:
         table.add_row(*row)
-    Console(width=max(150, Console().width)).print(table)
+    console.print(table)
+    if sizes[-1] > room or any("\u2026" in str(t) for row in texts for t in row):
+        click.echo(CUT_NOTE, err=True)
 
 
 def num(value: float | None) -> str:

@@ -96,6 +96,16 @@ def set_quota(group, pool, gpus, cpus, mem, ceiling_gpus, ceiling_cpus, ceiling_
             "ceiling_cpus": ceiling_cpus, "ceiling_mem": ceiling_mem}  # fmt: skip
     call(api, token, "PUT", f"/v1/quota/{group}", {k: v for k, v in body.items() if v is not None})
     click.echo(f"{group} in pool {pool}: {num(gpus)} GPUs, {num(cpus)} CPUs, {mem} guaranteed")
+    # A pool may get its quota before its agents join, so this is a note, not a refusal; but a
+    # typo would otherwise guarantee GPUs that never come without a word.
+    agent_pools = sorted(call(api, token, "GET", "/v1/quota").get("pools") or {})
+    if agent_pools and pool not in agent_pools:
+        click.echo(
+            f"note: --pool {pool}: no agent is in that pool yet (agents' pools: "
+            f"{', '.join(agent_pools)}); the guarantee counts once agents join it "
+            "(their dlc_pool attribute)",
+            err=True,
+        )
 
 
 @command.command("grace")

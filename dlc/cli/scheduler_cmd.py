@@ -63,6 +63,18 @@ def wait_for_signal(done: threading.Event | None = None) -> None:
     stop_on_signals(done).wait()
 
 
+def absolute_prefixes(ctx, param, values: tuple[str, ...]) -> tuple[str, ...]:
+    """``--allow-volume`` values: absolute host paths (a relative one could never match a
+    job's ``-v /HOST:...``, so every mount under it would be refused)."""
+    for value in values:
+        if not value.startswith("/"):
+            raise click.BadParameter(
+                f"{value!r} is not an absolute path; pass a host directory such as /data",
+                param_hint="--allow-volume",
+            )
+    return values
+
+
 def port_in_use_error(exc: OSError, api_port: int) -> DlcError:
     """The one-line error for an API (or other) socket that could not be bound."""
     if exc.errno == errno.EADDRINUSE:
@@ -255,7 +267,8 @@ def admin_token_from(token_file: str | None) -> str | None:
               help="The API as agents reach it (executors fetch --workdir snapshots there), "
               "e.g. https://dlc.example.org; default: http://API-HOST:API-PORT.")  # fmt: skip
 @click.option("--policy", type=POLICY, default="tree", show_default=True, help="GPU placement.")
-@click.option("--allow-volume", multiple=True, help="Host path prefix jobs may mount.")
+@click.option("--allow-volume", multiple=True, callback=absolute_prefixes,
+              help="Host path prefix jobs may mount.")  # fmt: skip
 @click.option("--allow-registry", multiple=True, help="Registry jobs may pull from (default: any).")
 @click.option("--container-user", default="65534:65534", show_default=True, help="UID:GID of jobs.")
 @click.option("--allow-root", is_flag=True, help="Let --container-user be root (uid or gid 0).")

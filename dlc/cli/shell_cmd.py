@@ -15,11 +15,10 @@ import shutil
 import signal
 import sys
 import threading
-import urllib.parse
 
 import click
 
-from dlc.api.client import ApiClient, ApiError
+from dlc.api.client import ApiClient, ApiError, quote_job_id
 from dlc.cli.client_opts import api_options
 
 
@@ -31,7 +30,7 @@ from dlc.cli.client_opts import api_options
 def command(job_id, api, token, shell_cmd):
     """Open an interactive shell in your running job's container: dlc shell JOB"""
     client = ApiClient(api, token)
-    path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/shell"
+    path = f"/v1/jobs/{quote_job_id(job_id)}/shell"
     url = "ws" + client.url[len("http") :] + path
     sys.exit(run_session(url, client.token, [shell_cmd] if shell_cmd else None))
 

@@ -30,11 +30,11 @@ _MEM_UNITS = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
 BARE_MIB_FLOOR = 256
 
 
-def parse_mem(text: str) -> int:
+def parse_mem(text: str, what: str = "a job") -> int:
     """``4096`` (MiB), ``512M``, ``16G``, ``16GiB`` -> MiB.
 
     A number without a unit is MiB (as before), but one under :data:`BARE_MIB_FLOOR` is
-    refused: it looks like GiB.
+    refused: it looks like GiB (``what`` says whose memory it is, for the message).
 
     Raises:
         JobSpecError: not a size, or a bare number that looks like GiB.
@@ -52,7 +52,7 @@ def parse_mem(text: str) -> int:
         number = match.group(1)
         raise JobSpecError(
             "mem",
-            f"{number} without a unit is {number} MiB, too little for a job; "
+            f"{number} without a unit is {number} MiB, too little for {what}; "
             f"write {number}G for GiB (or {number}M if you mean MiB)",
         )
     unit = (match.group(2) or "m")[0].lower()

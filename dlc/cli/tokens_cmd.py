@@ -34,6 +34,9 @@ def _db_options(func):
     return click.option("--db", metavar="PATH", help=db)(func)
 
 
+#: a user name a token may carry (the same as ``POST /v1/tokens`` takes)
+USER_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -146,6 +149,10 @@ def list_tokens(db, work_dir, show_all, output):
               help="With --api: an admin token (env DLC_TOKEN).")  # fmt: skip
 def create(user, db, work_dir, admin, max_priority, expires_in, api_url, token):
     """Print a new token for USER (shown once: it is stored hashed)."""
+    if not USER_NAME.match(user):
+        raise DlcError(
+            f"USER: {user!r} is not a user name; use 1 to 64 letters, digits, '_', '.', '@' or '-'"
+        )
     seconds = parse_duration(expires_in, "--expires-in") if expires_in else None
     if api_url is not None:
         if db or work_dir:

@@ -133,6 +133,8 @@ class _Task:
     #: the TaskInfo's kill_policy grace (None: the runner's ``grace_s``)
     grace_s: float | None = None
     killed: bool = False
+    #: a kill's stop (SIGTERM, grace, SIGKILL) is under way: a repeated kill waits for it
+    stopping: bool = False
     terminal_sent: bool = False
     #: undoes the task's pinned volume mounts (after its container is removed)
     unpin: Callable[[], None] | None = None
@@ -196,6 +198,12 @@ class TaskRunner:
             # Mesos expects a terminal update for a kill of an unknown task.
             self.sink.update(task_id, "TASK_LOST", "task unknown to this executor")
             return
+        with task.lock:
+            if task.stopping:
+                # The scheduler sends a kill again until the task ends: a second SIGTERM
+                # would cut short what the job does in its grace period (checkpointing).
+                return
+            task.stopping = True
         threading.Thread(target=self._kill_guarded, args=(task,), daemon=True).start()
 
     def shutdown(self) -> list[str]:
@@ -363,6 +371,8 @@ class TaskRunner:
             self._terminal(task, "TASK_KILLED", "killed on request (SIGTERM, then SIGKILL)")
         except Exception as exc:
             log.exception("killing task %s", task.task_id)
+            with task.lock:
+                task.stopping = False  # a later kill tries the stop again
             self._terminal(task, "TASK_KILLED", f"killed; cleanup failed: {exc}")
 
     def _terminal(self, task: _Task, state: str, message: str, reason: str | None = None) -> None:

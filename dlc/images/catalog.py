@@ -137,7 +137,10 @@ class Catalog:
         versions = self._entries.get(name)
         if not versions:
             known = ", ".join(self.frameworks()) or "none"
-            raise ImageNotFound(f"framework {name!r} is not in the image catalog (known: {known})")
+            raise ImageNotFound(
+                f"framework: {name!r} is not in the image catalog (known: {known}); pass one "
+                "of them as NAME:VERSION (`dlc images list` shows the versions)"
+            )
         if not wanted:
             return versions[-1]
         want = version_key(wanted)
@@ -151,7 +154,8 @@ class Catalog:
                     f"AMD; pick a ROCm build ({name} {known}) or --gpu-vendor nvidia"
                 )
             raise ImageNotFound(
-                f"{name}:{wanted} is not in the image catalog (known {name} versions: {known})"
+                f"framework: {name}:{wanted} is not in the image catalog (known {name} "
+                f"versions: {known}); pass one of them as {name}:VERSION"
             )
         return matches[-1]
 

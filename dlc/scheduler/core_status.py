@@ -131,15 +131,16 @@ def _gang_cause(
     job: Job, task: TaskPlacement | None, state: str, message: str, killing: bool
 ) -> str:
     """The job's message for a node's update: a node of a gang that failed is named (its
-    mates are killed for it); a mate killed for that failure keeps the failure as the
-    cause (not "killed on request")."""
+    mates are killed for it); once one has, every later update of a mate (a late "running",
+    its kill) keeps that failure as the cause (not "container ... running" or "killed on
+    request")."""
     if task is None or len(job.tasks) < 2 or job.kill_requested:
         return message
+    failed = [t for t in job.tasks if t.task_id != task.task_id and t.state in _NODE_FAILED]
+    if failed and job.message:
+        return job.message
     if state in _NODE_FAILED and killing:
         return f"node {task.rank} failed: {message}"
-    failed = [t for t in job.tasks if t.task_id != task.task_id and t.state in _NODE_FAILED]
-    if state == "TASK_KILLED" and failed and job.message:
-        return job.message
     return message
 
 

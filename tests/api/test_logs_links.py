@@ -87,3 +87,28 @@ def test_an_earlier_attempt_on_another_agent_is_found_by_its_executor_id(tmp_pat
     (run / "stdout").write_text("first run, failing\n")
     agent_sandbox(tmp_path / "agents", "j1.1.0", agent_id="a1")
     assert reader.read(_job(tmp_path))["data"] == "first run, failing\n"
+
+
+def test_an_earlier_attempt_of_a_job_queued_again_is_found_though_no_agent_is_known(
+    tmp_path, reader
+):
+    """Seen on ``dlc local``: a preempted job queued again has no task, so attempt 0's task is
+    rebuilt with no agent; what it printed in its grace period is still found under the agent
+    that ran it (was: "agent  is not known to the master any more")."""
+    from dlc.api.app import attempt_view
+
+    run = agent_sandbox(tmp_path / "agents", "j1.0.0", agent_id="a2")
+    (run / "stdout").write_text("got SIGTERM, checkpointing\n")
+    queued = replace(Job("j1", "alice", JobSpec(image="x")), attempt=1, tasks=())
+    assert reader.read(attempt_view(queued, 0, 0))["data"] == "got SIGTERM, checkpointing\n"
+
+
+def test_an_attempt_whose_agent_is_unknown_says_so_when_not_found_here(tmp_path, reader):
+    from dlc.api.app import attempt_view
+
+    queued = replace(Job("j1", "alice", JobSpec(image="x")), attempt=1, tasks=())
+    remote = LogReader(lambda: FRAMEWORK_ID, master_url=lambda: "http://127.0.0.1:9")
+    with pytest.raises(DlcError) as raised:
+        remote.read(attempt_view(queued, 0, 0))
+    assert "agent  " not in str(raised.value)
+    assert "attempt 0" in str(raised.value)

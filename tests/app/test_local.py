@@ -221,13 +221,18 @@ def test_logs_of_every_attempt_and_node_stay_readable(tmp_path):
         def logs(*args):
             result = CliRunner().invoke(cli, ["logs", *args], env=env)
             assert result.exit_code == 0, result.output
-            return result.output
+            return result.stdout
 
         assert logs(retried["id"]).endswith("second run\n")
         assert logs(retried["id"], "--attempt", "0").endswith("first run, failing\n")
         assert logs(retried["id"], "--attempt", "1").endswith("second run\n")
         assert logs(gang["id"]).endswith("node 0\n")
         assert logs(gang["id"], "--rank", "1").endswith("node 1\n")
+        # node 0 alone, with no word of the others, was all `dlc logs` showed of a gang
+        said = CliRunner().invoke(cli, ["logs", gang["id"]], env=env).stderr
+        assert said == f"(node 0 of 2; the others: dlc logs --rank 1 {gang['id']})\n"
+        assert CliRunner().invoke(cli, ["logs", gang["id"], "--rank", "0"], env=env).stderr == ""
+        assert CliRunner().invoke(cli, ["logs", retried["id"]], env=env).stderr == ""
         bad = CliRunner().invoke(cli, ["logs", gang["id"], "--rank", "2"], env=env)
         assert bad.exit_code == 1 and bad.output == (
             f"Error: job {gang['id']} has 2 node(s): pass --rank 0 to 1\n"

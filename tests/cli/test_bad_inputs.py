@@ -347,6 +347,26 @@ OFFLINE = [
         2,
     ),
     ("local-port-out-of-range", ["local", "--api-port", "99999"], ("--api-port",), 2),
+    # was an agent of 32 MiB on which every job waited
+    (
+        "local-mem-without-unit",
+        ["local", "--api-port", "0", "--mem", "32"],
+        ("mem: 32 without a unit is 32 MiB, too little for an agent; write 32G",),
+        2,
+    ),
+    (
+        "local-relative-allow-volume",
+        ["local", "--api-port", "0", "--allow-volume", "data"],
+        ("--allow-volume: 'data' is not an absolute path; pass a host directory",),
+        2,
+    ),
+    (
+        "scheduler-relative-allow-volume",
+        ["scheduler", "--master", "x", "--allow-volume", "data"],
+        ("--allow-volume: 'data' is not an absolute path",),
+        2,
+    ),
+    ("local-mem-not-a-size", ["local", "--api-port", "0", "--mem", "lots"], ("mem: 'lots'",), 2),
     ("local-unknown-policy", ["local", "--policy", "nosuch"], ("--policy", "first-fit"), 2),
     (
         "local-simulate-garbage",
@@ -380,8 +400,19 @@ def test_bad_input_is_one_error_line(files, monkeypatch, tmp_path, args, fragmen
 @pytest.mark.parametrize("args", [[], ["images"]], ids=["dlc", "dlc-images"])
 def test_a_bare_group_shows_its_help_not_an_error(files, args):
     result = invoke(args, files)
-    assert "Usage: dlc" in result.output and "Commands:" in result.output
-    assert "Error:" not in result.output
+    assert "Usage: dlc" in result.output and "Error:" not in result.output
+    assert ("Start here" if args == [] else "Commands:") in result.output
+
+
+def test_dlc_help_lists_every_command_once_starting_with_local_and_submit():
+    from dlc.cli.main import COMMANDS, SECTIONS
+
+    listed = [name for _, names in SECTIONS for name in names]
+    assert sorted(listed) == sorted(COMMANDS)  # each once, none left out
+    out = CliRunner().invoke(cli, ["--help"]).output
+    start = out.index("Start here")
+    assert start < out.index("  local ") < out.index("  submit ") < out.index("Hosts and operators")
+    assert out.index("Hosts and operators") < out.index("  executor ")
 
 
 def test_p2p_mismatch_gives_no_truncation_hint(files):
@@ -431,13 +462,20 @@ ONLINE = [
     (
         "unknown-framework-version",
         ["submit", "--framework", "pytorch:0.1", "--", "true"],
-        ("pytorch:0.1", "known pytorch versions"),
+        ("framework: pytorch:0.1", "known pytorch versions", "pass one of them as pytorch:VERSION"),
     ),
-    ("unknown-framework", ["submit", "--framework", "caffe:1.0"], ("caffe",)),
+    ("unknown-framework", ["submit", "--framework", "caffe:1.0"], ("framework: 'caffe'",)),
     ("volume-not-allowed", ["submit", "--image", "x", "-v", "/etc:/h"], ("volumes:", "/etc")),
     ("status-unknown-job", ["status", "nosuchjob"], ("nosuchjob",)),
     ("kill-unknown-job", ["kill", "nosuchjob"], ("nosuchjob",)),
     ("logs-unknown-job", ["logs", "nosuchjob"], ("nosuchjob",)),
+    # was "no endpoint GET /v1/jobs/j/../x; see /openapi.json"
+    ("status-not-a-job-id", ["status", "j/../x"], ("JOB: 'j/../x' is not a job id", "dlc jobs")),
+    ("kill-not-a-job-id", ["kill", "j1 j2"], ("JOB: 'j1 j2' is not a job id",)),
+    ("logs-since-not-a-job-id", ["logs", "j/../x", "--since", "5m"], ("JOB: 'j/../x'",)),
+    ("cp-not-a-job-id", ["cp", "j/../x:a.txt", "-"], ("JOB: 'j/../x'",)),
+    ("open-not-a-job-id", ["open", "j/../x"], ("JOB: 'j/../x'",)),
+    ("exec-not-a-job-id", ["exec", "j/../x", "--", "ls"], ("JOB: 'j/../x'",)),
 ]
 
 

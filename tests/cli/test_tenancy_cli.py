@@ -144,3 +144,16 @@ def test_quota_shows_decayed_usage_per_group_and_user(api):  # noqa: F811
     assert round(fair["team-b"]["gpu_hours"], 3) == 1.5 and fair["team-b"]["users"] == []
     assert [u["user"] for u in fair["team-a"]["users"]] == ["alice"]
     assert round(fair["team-a"]["ratio"], 3) == 2.5
+
+
+def test_a_quota_for_a_pool_no_agent_has_is_set_with_a_note(api):  # noqa: F811
+    # a pool may get its quota before its agents join (not refused), but not without a word
+    server, _, tokens = api
+    dlc(server, tokens["admin"], "groups", "create", "team-a", "--pool", "train")
+    out = dlc(server, tokens["admin"], "quota", "set", "team-a", "--pool", "trian", "--gpus", "2")
+    assert out.strip().splitlines()[-1] == (
+        "note: --pool trian: no agent is in that pool yet (agents' pools: dev, train); the "
+        "guarantee counts once agents join it (their dlc_pool attribute)"
+    )
+    quiet = dlc(server, tokens["admin"], "quota", "set", "team-a", "--pool", "train", "--gpus", "2")
+    assert "note:" not in quiet

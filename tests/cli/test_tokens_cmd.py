@@ -52,7 +52,10 @@ def test_create_list_expire_revoke(db):
     "args, message",
     [(["revoke", "deadbeef00"], "no token match"),
      (["create", "bob", "--expires-in", "soon"], "--expires-in: 'soon' is not a duration"),
-     (["expire", "deadbeef00", "--in", "3d", "--never"], "--never: give --never or --in")],
+     (["expire", "deadbeef00", "--in", "3d", "--never"], "--never: give --never or --in"),
+     # an empty or odd name made a token no API call could ever have made
+     (["create", ""], "USER: '' is not a user name; use 1 to 64 letters"),
+     (["create", "bob smith"], "USER: 'bob smith' is not a user name")],
 )  # fmt: skip
 def test_bad_inputs_are_one_line(db, args, message):
     result = run(*args, "--db", db)
@@ -121,3 +124,10 @@ def test_a_user_cannot_make_tokens_over_the_api(api):
     assert refused.exit_code != 0
     assert refused.output == "Error: only admins can make tokens; ask an admin\n"
     assert [t.user for t in store.list_tokens()] == ["alice"]
+
+
+def test_the_user_names_the_cli_takes_are_the_apis():
+    from dlc.api.app import TokenIn
+    from dlc.cli.tokens_cmd import USER_NAME
+
+    assert TokenIn.model_fields["user"].metadata[0].pattern == USER_NAME.pattern

@@ -25,9 +25,16 @@ def test_a_missing_image_is_refused_at_submit_and_present_ones_pass(
         f"image: {missing} is not on this host's Docker engine and its registry does not have "
         "it; check the name and tag (or build/pull it first)"
     )
-    # a registry that does not answer cannot say: the job is accepted (the pull may work later)
+    # a registry that cannot be reached at all (an offline laptop): the pull at launch would
+    # fail the same way, so the submit is refused now (it was queued, then failed)
     offline = "127.0.0.1:9/dlc-test/somewhere:1"
-    assert check(spec(offline))[0] == offline
+    with pytest.raises(ImageNotFound) as raised:
+        check(spec(offline))
+    assert str(raised.value) == (
+        f"image: {offline} is not on this host's Docker engine and its registry 127.0.0.1:9 "
+        "cannot be reached (connection refused); pull or load it on this host first (docker "
+        "pull, docker load), or check the name"
+    )
 
 
 def test_the_core_refuses_the_submit_and_queues_nothing(docker_runtime, local_registry):

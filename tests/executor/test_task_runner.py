@@ -282,3 +282,35 @@ def test_containers_carry_gpu_and_executor_pid_labels(tmp_path):
     assert labels["dlc.gpus"] == "2,0"
     assert labels["dlc.executor_pid"].startswith(f"{os.getpid()}:")
     runner.shutdown()
+
+
+def test_a_repeated_kill_during_the_grace_period_sends_no_second_sigterm(tmp_path):
+    """Seen on ``dlc local``: a preempted job printed "got SIGTERM, checkpointing" twice, its
+    handler cut short by a second SIGTERM when the kill was sent again within the grace."""
+
+    class SlowStop(FakeRuntime):
+        def __init__(self):
+            super().__init__()
+            self.in_grace, self.grace_over = threading.Event(), threading.Event()
+
+        def stop(self, cid, grace_s):
+            self.calls.append(("stop", cid, grace_s))
+            self.in_grace.set()  # SIGTERM sent: the container checkpoints now
+            self.grace_over.wait(5)
+            if cid in self.containers and not self.containers[cid]["done"].is_set():
+                self.finish(cid, 143)
+
+    runtime = SlowStop()
+    runtime.auto_exit = False
+    runner, _, sink = make(tmp_path, runtime, grace_s=7)
+    runner.launch("t1", data())
+    while "TASK_RUNNING" not in sink.states():
+        threading.Event().wait(0.01)
+    runner.kill("t1")
+    assert runtime.in_grace.wait(5)
+    runner.kill("t1")  # the scheduler sends the kill again
+    runtime.grace_over.set()
+    runner.join(5)
+    assert sink.terminal.wait(5)
+    assert [c[0] for c in runtime.calls].count("stop") == 1
+    assert sink.states().count("TASK_KILLED") == 1

@@ -641,6 +641,25 @@ def test_a_failed_gang_reports_the_failing_nodes_cause_not_its_mates_kill(core):
     assert ended.message == "node 0 failed: nc: bind: Address already in use"
 
 
+@pytest.mark.parametrize("late", ["TASK_STARTING", "TASK_RUNNING"])
+def test_a_mates_late_start_does_not_hide_the_failed_nodes_cause(core, late):
+    # seen on dlc local: node 0 failed while node 1 was still starting its container; node
+    # 1's "container ... running" then became the failed job's only message
+    job = submit(core, gpus=1, nodes=2)
+    core.on_offers([offer("o1", "a1", [0]), offer("o2", "a2", [0])])
+    t0, t1 = f"{job.job_id}.0.0", f"{job.job_id}.0.1"
+    core.on_status(status(t0, "TASK_RUNNING"))
+    core.on_status(status(t0, "TASK_FAILED", message="exit code 1; last output: nc: bind"))
+    core.on_status(status(t1, late, "a2", message="container 3544a528051d running busybox"))
+    assert core.store.get_job(job.job_id).message == (
+        "node 0 failed: exit code 1; last output: nc: bind"
+    )
+    core.on_status(status(t1, "TASK_KILLED", "a2", message="killed on request"))
+    ended = core.store.get_job(job.job_id)
+    assert ended.state is JobState.FAILED
+    assert ended.message == "node 0 failed: exit code 1; last output: nc: bind"
+
+
 @pytest.mark.parametrize(
     "late",
     [
