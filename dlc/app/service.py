@@ -82,6 +82,8 @@ class ServiceConfig:
     sessions: SessionLimits = field(default_factory=SessionLimits)
     #: the opt-in share hold (``--share-hold-*``, docs/sharing.md); off by default
     share_hold: ShareHoldSettings = field(default_factory=ShareHoldSettings)
+    #: jobs consolidation may move per hour (``--consolidation-moves-per-hour``; 0: off)
+    consolidation_moves_per_hour: int = 0
 
     def __post_init__(self) -> None:
         check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
@@ -127,6 +129,7 @@ class SchedulerService:
             reserve_idle_s=fw_config.unreserve_after_s if fw_config.reserve else None,
             principal=fw_config.principal,
             group_roles=fw_config.group_roles,
+            consolidation_moves_per_hour=config.consolidation_moves_per_hour,
         )
         self.metrics = SchedulerMetrics(self.store, tenant_labels=config.metrics_tenant_labels)
         self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)

@@ -316,6 +316,14 @@ def admin_token_from(token_file: str | None) -> str | None:
     show_default=True,
     help="Open API connections in all; more are refused at accept.",
 )
+@click.option(
+    "--consolidation-moves-per-hour",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Preemptible jobs DLC may move per hour so that a whole-GPU job fragmentation "
+    "keeps waiting gets its set on one node (0: off; docs/scheduler.md).",
+)
 @share_hold_options
 @executor_options
 @click.option("--metrics-tenant-labels", is_flag=True,
@@ -328,8 +336,8 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
             container_user, max_queued_per_user, max_connections_per_ip, max_connections,
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
-            group_roles, share_hold_reserve, share_hold_fill, share_hold_max_wait,
-            failover_timeout,
+            group_roles, consolidation_moves_per_hour, share_hold_reserve, share_hold_fill,
+            share_hold_max_wait, failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, metrics_tenant_labels, verbose, sessions):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
@@ -391,6 +399,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
         max_connections=max_connections,
         sessions=sessions,
         share_hold=share_hold,
+        consolidation_moves_per_hour=consolidation_moves_per_hour,
         executor=executor_config(
             executor_command,
             executor_env,
