@@ -115,8 +115,11 @@ def quota_gpus(scenario: Scenario) -> tuple[float, float]:
 
 
 def core_config(policy: dict) -> CoreConfig:
-    """The core's settings for a policy (its whole-GPU allocator)."""
-    return CoreConfig(placement=PlacementConfig(policy=policy.get("allocator", "first-fit")))
+    """The core's settings for a policy (its whole-GPU allocator, consolidation)."""
+    return CoreConfig(
+        placement=PlacementConfig(policy=policy.get("allocator", "first-fit")),
+        consolidation_moves_per_hour=policy.get("consolidation_moves_per_hour", 0),
+    )
 
 
 def engine_params(scenario: Scenario) -> EngineParams:

@@ -58,7 +58,8 @@ _PAIRS = {
     "training": ("sm_range", "open_window_hours"),
 }
 _POLICY_FIELDS = {"quotas": bool, "priorities": bool, "sessions": str, "allocator": str,
-                  "replicas": int, "preempt_within": bool}  # fmt: skip
+                  "replicas": int, "preempt_within": bool,
+                  "consolidation_moves_per_hour": int}  # fmt: skip
 _SESSION_MODES = ("whole", "share", "timeslice")
 
 
@@ -71,7 +72,8 @@ class Scenario:
         days: virtual days simulated, starting on a Monday at 00:00.
         sections: the checked sections, by name (see ``_SCHEMA``).
         policies: policy name -> its settings (``quotas``, ``priorities``, ``sessions``
-            (whole|share|timeslice), ``allocator``, ``replicas``, ``preempt_within``).
+            (whole|share|timeslice), ``allocator``, ``replicas``, ``preempt_within``,
+            ``consolidation_moves_per_hour``).
     """
 
     name: str
