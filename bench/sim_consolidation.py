@@ -39,6 +39,10 @@ def _seeds(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
+def _number(text: str) -> int | float:
+    return float(text) if "." in text else int(text)
+
+
 def table(summary: list[dict], policies: list[str]) -> str:
     by = {row["policy"]: row["metrics"] for row in summary}
     lines = ["| metric | " + " | ".join(policies) + " |", "|---" * (len(policies) + 1) + "|"]
@@ -61,10 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--days", type=float, default=None)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--set", default="", help='scenario overrides, "FIELD=VALUE;..."')
     args = ap.parse_args(argv)
     policies = args.policies.split(",")
     started = time.time()
-    rows = run_all(load_scenario(Path(args.scenario)), policies, _seeds(args.seeds),
+    scenario = load_scenario(Path(args.scenario))
+    for pair in filter(None, args.set.split(";")):
+        field, _, value = pair.partition("=")
+        scenario = scenario.with_value(field.strip(), _number(value.strip()))
+    rows = run_all(scenario, policies, _seeds(args.seeds),
                    jobs=args.jobs, days=args.days,
                    progress=lambda n, t: print(f"{n}/{t} runs", file=sys.stderr))
     summary = summarise(rows)
