@@ -51,8 +51,11 @@ def table(summary: list[dict], policies: list[str]) -> str:
         for p in policies:
             stat = by[p].get(key, {})
             mean, ci = stat.get("mean"), stat.get("ci95")
-            cells.append("-" if mean is None else fmt.format(mean) + (
-                "" if ci is None else " ± " + fmt.format(ci)))
+            cells.append(
+                "-"
+                if mean is None
+                else fmt.format(mean) + ("" if ci is None else " ± " + fmt.format(ci))
+            )
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -73,9 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     for pair in filter(None, args.set.split(";")):
         field, _, value = pair.partition("=")
         scenario = scenario.with_value(field.strip(), _number(value.strip()))
-    rows = run_all(scenario, policies, _seeds(args.seeds),
-                   jobs=args.jobs, days=args.days,
-                   progress=lambda n, t: print(f"{n}/{t} runs", file=sys.stderr))
+    rows = run_all(
+        scenario,
+        policies,
+        _seeds(args.seeds),
+        jobs=args.jobs,
+        days=args.days,
+        progress=lambda n, t: print(f"{n}/{t} runs", file=sys.stderr),
+    )
     summary = summarise(rows)
     if args.out:
         Path(args.out).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
