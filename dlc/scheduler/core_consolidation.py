@@ -95,11 +95,16 @@ class ConsolidationMixin(TenancyMixin):
     def _consolidation_request(self, now: float, job: Job, views) -> ConsolidationRequest:
         """The planner's view: agents able to run the job, free GPUs, movable jobs."""
         free = self._free_gpus(views)
+        # offers were made before this round's launches: take out every GPU a live task holds
+        # (whole, or a share of it), including the ones launched a moment ago
         shared: dict[str, set[int]] = {}
         for other in self._active.values():
             for task in other.tasks:
-                if task.share_gpu is not None and not _done(task):
-                    shared.setdefault(task.agent_id, set()).add(task.share_gpu)
+                if not _done(task):
+                    taken = shared.setdefault(task.agent_id, set())
+                    taken.update(task.gpu_ids)
+                    if task.share_gpu is not None:
+                        taken.add(task.share_gpu)
         held = self._reservations.held()
         agents = [
             AgentGpus(a.agent_id, frozenset(free.get(a.agent_id, frozenset())
@@ -149,6 +154,8 @@ class ConsolidationMixin(TenancyMixin):
             text = f"preempted: {why}; a place is free on {self._host(move.to_agent)} ({lost})"
             victims.append(Preemption(move.job_id, text))
             moved_at[move.job_id] = now
+        for job_id in [j for j, at in moved_at.items() if now - at >= 3600.0]:
+            del moved_at[job_id]  # only the last hour's moves matter
         kills = self._preempt(QueuePlan(preemptions=victims))
         budget.spend(now, len(plan.moves))
         under_way[job.job_id] = plan
