@@ -158,3 +158,26 @@ def test_environments_and_higher_priority_jobs_are_not_moved(tmp_path):
     # the waiting job has priority -1: B and C (priority 0) outrank it
     submit(core, 8, priority=-1)
     assert core.on_offers(fragmented_offers(1)).kills == []
+
+
+def test_the_scheduler_flag_reaches_the_core_config(monkeypatch):
+    from click.testing import CliRunner
+
+    import dlc.app.service as service
+    from dlc.cli.main import cli
+
+    seen = {}
+
+    class Captured(Exception):
+        pass
+
+    def fake_service(config):
+        seen["config"] = config
+        raise Captured
+
+    monkeypatch.setattr(service, "SchedulerService", fake_service)
+    where = ["scheduler", "--master", "127.0.0.1:1", "--db", ":memory:"]
+    CliRunner().invoke(cli, [*where, "--consolidation-moves-per-hour", "6"])
+    assert seen["config"].consolidation_moves_per_hour == 6
+    bad = CliRunner().invoke(cli, [*where, "--consolidation-moves-per-hour", "-1"])
+    assert bad.exit_code != 0 and "--consolidation-moves-per-hour" in bad.output
