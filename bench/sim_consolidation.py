@@ -39,6 +39,13 @@ def _seeds(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
+def _append(out: str, rows: list[dict]) -> None:
+    """Save each run's rows as it ends (a long run cut short keeps what it did)."""
+    with open(f"{out}.rows", "a") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
 def _number(text: str) -> int | float:
     return float(text) if "." in text else int(text)
 
@@ -83,9 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         jobs=args.jobs,
         days=args.days,
         progress=lambda n, t: print(f"{n}/{t} runs", file=sys.stderr),
+        on_rows=(lambda part: _append(args.out, part)) if args.out else None,
     )
     summary = summarise(rows)
-    if args.out:
+    if args.out:  # the rows went to OUT.rows as they came; the summary goes to OUT
         Path(args.out).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
     print(table(summary, policies))
     print(f"\n{len(rows)} runs in {time.time() - started:.0f} s", file=sys.stderr)
