@@ -29,19 +29,24 @@ from dlc.scheduler.core_state import _done
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.preemption import Preemption
-from dlc.scheduler.quotas import QueuePlan
+from dlc.scheduler.quotas import QueuePlan, agent_pool
+
+#: seconds before a job whose planning found no plan is planned for again (a planning looks
+#: at every running job; a waiting job is passed over every round)
+RETRY_S = 60.0
 
 
 class ConsolidationMixin(TenancyMixin):
     """Consolidation hooks of the core: plan for a fragmented waiting job, move, hold."""
 
-    def _consolidation(self) -> tuple[MoveBudget, dict[str, ConsolidationPlan], dict]:
-        """The budget, the plans under way (waiting job id -> plan) and when each job was
-        last moved (made on first use, so the core's construction stays as it was)."""
+    def _consolidation(self) -> tuple[MoveBudget, dict[str, ConsolidationPlan], dict, dict]:
+        """The budget, the plans under way (waiting job id -> plan), when each job was last
+        moved, and when a job without a plan may be planned for again (made on first use, so
+        the core's construction stays as it was)."""
         state = getattr(self, "_consolidation_state", None)
         if state is None:
             budget = MoveBudget(self.config.consolidation_moves_per_hour)
-            state = self._consolidation_state = (budget, {}, {})
+            state = self._consolidation_state = (budget, {}, {}, {})
         return state
 
     def consolidation_totals(self) -> tuple[int, float]:
@@ -61,7 +66,9 @@ class ConsolidationMixin(TenancyMixin):
         """
         if self.config.consolidation_moves_per_hour <= 0:
             return []
-        budget, under_way, _ = self._consolidation()
+        budget, under_way, _, retry = self._consolidation()
+        for job_id in [j for j in retry if j not in self._queued]:
+            del retry[job_id]
         for job_id in list(under_way):
             if job_id not in self._queued or not self._holds(job_id):
                 del under_way[job_id]  # placed, gone, or its hold ended: it may plan again
@@ -73,8 +80,11 @@ class ConsolidationMixin(TenancyMixin):
                 continue
             if active is not None and active.job_id != job.job_id:
                 return []  # one hold at a time: the freed set could not be kept for it
+            if now < retry.get(job.job_id, now - 1):
+                continue  # nothing found for it a moment ago
             plan = plan_consolidation(self._consolidation_request(now, job, views))
             if isinstance(plan, NoPlan):
+                retry[job.job_id] = now + RETRY_S
                 continue
             return self._move(now, job, plan)
         return []
@@ -113,7 +123,7 @@ class ConsolidationMixin(TenancyMixin):
             for a in self.inventory.agents()
             if held.get(a.agent_id, job.job_id) == job.job_id
         ]  # fmt: skip
-        able = {a.agent_id for a in self.inventory.able_agents(job.spec)}
+        able = self._able(job)
         # the waiting job's set may only come from agents able to run it
         agents = [a if a.agent_id in able else _no_room(a) for a in agents]
         running = [r for r in (self._movable(now, j, job) for j in self._active.values()) if r]
@@ -140,13 +150,28 @@ class ConsolidationMixin(TenancyMixin):
         ran = max(0.0, now - self._started.get(job.job_id, now)) + grace
         return RunningJob(
             job.job_id, task.agent_id, tuple(task.gpu_ids), spec.priority,
-            len(task.gpu_ids) * ran / 3600.0, not recently,
-            frozenset(a.agent_id for a in self.inventory.able_agents(spec)),
+            len(task.gpu_ids) * ran / 3600.0, not recently, self._able(job),
         )  # fmt: skip
+
+    def _able(self, job: Job) -> frozenset[str]:
+        """Agents that could run ``job`` when idle and are in its pool (kept per shape until
+        the agents change: a planning asks for every running job)."""
+        spec = job.spec
+        pools = self.tenancy.enabled or spec.pool is not None  # as split_by_pool decides
+        pool = self.tenancy.pool_of(job.user, spec.pool) if pools else None
+        key = (spec.gpus, spec.gpu_model, spec.is_share, spec.gpu_memory, spec.cuda_version,
+               spec.cpus, spec.mem_mib, spec.disk_mib, pool)  # fmt: skip
+        cache = self._per_inventory("consolidation_able", lambda agents: {})
+        if key not in cache:
+            cache[key] = frozenset(
+                a.agent_id for a in self.inventory.able_agents(spec)
+                if pool is None or agent_pool(a.attributes) == pool
+            )  # fmt: skip
+        return cache[key]
 
     def _move(self, now: float, job: Job, plan: ConsolidationPlan) -> list[tuple[str, str]]:
         """Stop the plan's jobs (preemption path) and hold the cleared agent for ``job``."""
-        budget, under_way, moved_at = self._consolidation()
+        budget, under_way, moved_at, _ = self._consolidation()
         why = plan.reason()
         victims = []
         for move in plan.moves:
