@@ -181,3 +181,31 @@ def test_the_scheduler_flag_reaches_the_core_config(monkeypatch):
     assert seen["config"].consolidation_moves_per_hour == 6
     bad = CliRunner().invoke(cli, [*where, "--consolidation-moves-per-hour", "-1"])
     assert bad.exit_code != 0 and "--consolidation-moves-per-hour" in bad.output
+
+
+def test_a_moved_job_needs_a_place_in_its_own_pool(tmp_path):
+    """a4 (pool dev) has the 4 free GPUs C would need: C may not run there, so clearing a2
+    has no joint placement and nothing moves."""
+    config = CoreConfig(placement=PlacementConfig("first-fit"), max_skips=0,
+                        consolidation_moves_per_hour=4)  # fmt: skip
+    core = SchedulerCore(JobStore(tmp_path / "db"), config, lambda s: (s.image, None),
+                         clock=Clock())  # fmt: skip
+    dev = {**slave("a4"), "attributes": {"dlc_pool": "dev"}}
+    core.update_agents([slave(a) for a in ("a1", "a2", "a3")] + [dev])
+    jobs = {}
+    for name, gpus, agent in (("A", 6, "a1"), ("B", 2, "a2"), ("C", 4, "a2"), ("D", 8, "a3")):
+        jobs[name] = submit(core, gpus, pool="default")
+        free = list(range(2, 8)) if name == "C" else None  # B holds a2's GPUs 0 and 1
+        core.on_offers([offer(f"o-{name}", agent, free)])
+        core.on_status(status(f"{jobs[name].job_id}.0.0", "TASK_RUNNING", agent))
+    busy = submit(core, 4, pool="dev")
+    core.on_offers([offer("o-dev", "a4", attrs={"dlc_pool": "dev"})])
+    core.on_status(status(f"{busy.job_id}.0.0", "TASK_RUNNING", "a4"))
+    assert all(core.visible_job(j.job_id, "alice").state is JobState.RUNNING
+               for j in [*jobs.values(), busy])  # fmt: skip
+    submit(core, 8, pool="default")
+    offers = [offer("f1", "a1", [6, 7]), offer("f2", "a2", [6, 7]),
+              offer("f4", "a4", [4, 5, 6, 7], attrs={"dlc_pool": "dev"})]  # fmt: skip
+    assert core.on_offers(offers).kills == []
+    assert core.visible_job(jobs["C"].job_id, "alice").tasks[0].gpu_ids == (2, 3, 4, 5)
+    assert core.visible_job(jobs["C"].job_id, "alice").state is JobState.RUNNING
