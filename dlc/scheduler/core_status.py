@@ -214,7 +214,14 @@ class StatusMixin(TenancyMixin):
         if state in _TERMINAL_TASK and lost_by_infrastructure(status):
             self.lost_attempts.note(job.task_prefix())
         job = replace(job, tasks=_with_task_state(job.tasks, task_id, state))
-        if job.state is JobState.PREEMPTED and not job.kill_requested:
+        if (
+            job.state is JobState.PREEMPTED
+            and not job.kill_requested
+            and (
+                # a victim still in its eviction delay that ended on its own ends as it ended
+                not self._awaiting_eviction(job.job_id) or not _job_state(job).terminal
+            )
+        ):
             return self._preempted_update(job)
         new_state = _job_state(job)
         actions = Actions()
@@ -332,7 +339,8 @@ class StatusMixin(TenancyMixin):
                 + [
                     (t.task_id, t.agent_id)
                     for job in self._active.values()
-                    if job.kill_requested or job.state is JobState.PREEMPTED
+                    if job.kill_requested
+                    or (job.state is JobState.PREEMPTED and not self._awaiting_eviction(job.job_id))
                     for t in job.tasks
                     if not _done(t) and (t.task_id, t.agent_id) not in fresh
                 ]

@@ -8,6 +8,7 @@ their own, and every count is shown to catch a planted violation (tests/fault/te
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -329,6 +330,13 @@ def judge(
 _SIGNAL_EXITS = frozenset({137, 143})
 
 
+def victim_task(k: KillPoint) -> str | None:
+    """The task whose executor an executor kill point killed (from its detail, which names
+    the executor ``dlc-executor.<task id>``), or None."""
+    found = re.search(r"dlc-executor\.(\S+?)\)", k.detail)
+    return found.group(1) if found else None
+
+
 def ended_by_its_command(c: Container, kills: list[KillPoint]) -> bool:
     """Whether ``c``'s attempt ended on its own (the command's exit code, not a signal),
     seen by the scheduler. Two ends go unseen, and the attempt is then rightly relaunched for
@@ -337,12 +345,8 @@ def ended_by_its_command(c: Container, kills: list[KillPoint]) -> bool:
     it; the agent reports the executor's death instead)."""
     if c.start is None or c.die is None or c.exit_code is None or c.exit_code in _SIGNAL_EXITS:
         return False
-    orphaned = any(
-        k.target == "executor" and k.victim_job == c.job_id and c.start <= k.at <= c.die
-        for k in kills
-    )
-    if orphaned:
-        return False
+    if any(k.target == "executor" and victim_task(k) == c.task_id for k in kills):
+        return False  # its executor was killed: whatever the container did next went unseen
     outages = [k for k in kills if k.target in TASK_ENDING_TARGETS and k.target != "executor"]
     return not any(k.at - HIT_SLACK_S <= c.die <= k.at + k.outage_s + HIT_SLACK_S for k in outages)
 
