@@ -9,6 +9,9 @@ agents, free GPUs and running jobs, and carries a plan out through the preemptio
 take it back). Off unless ``CoreConfig.consolidation_moves_per_hour`` is above 0
 (``dlc scheduler --consolidation-moves-per-hour N``; docs/scheduler.md).
 
+Moves respect the priority classes' protection (``--protect``): a job inside its protected
+runtime is not moved, and a moved job's eviction waits its class's delay.
+
 Which waiting job: a single-node whole-GPU job the queue has passed over long enough to
 reserve agents (``--max-skips`` rounds), the same moment the reservation starts; one plan
 at a time, and none while an earlier plan's moved jobs are still stopping.
@@ -28,7 +31,7 @@ from dlc.scheduler.consolidation import (
 from dlc.scheduler.core_state import _done
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.jobs import Job, JobState
-from dlc.scheduler.preemption import Preemption
+from dlc.scheduler.preemption import Preemption, protected_reason
 from dlc.scheduler.quotas import QueuePlan, agent_pool
 
 #: seconds before a job whose planning found no plan is planned for again (a planning looks
@@ -146,8 +149,11 @@ class ConsolidationMixin(TenancyMixin):
             return None
         moved_at = self._consolidation()[2].get(job.job_id)
         recently = moved_at is not None and now - moved_at < 3600.0
+        ran_s = max(0.0, now - self._started.get(job.job_id, now))
+        if self.config.protection.protected(job, ran_s):
+            return None  # its class's protected runtime (--protect) holds for moves too
         grace = self.tenancy.grace_s if self.tenancy.enabled else 0.0
-        ran = max(0.0, now - self._started.get(job.job_id, now)) + grace
+        ran = ran_s + grace
         return RunningJob(
             job.job_id, task.agent_id, tuple(task.gpu_ids), spec.priority,
             len(task.gpu_ids) * ran / 3600.0, not recently, self._able(job),
@@ -177,7 +183,11 @@ class ConsolidationMixin(TenancyMixin):
         for move in plan.moves:
             lost = f"{move.lost_gpu_h:.2f} GPU-hours at most"
             text = f"preempted: {why}; a place is free on {self._host(move.to_agent)} ({lost})"
-            victims.append(Preemption(move.job_id, text))
+            victim = self._active[move.job_id]
+            protection = self.config.protection.of(victim)
+            ran_s = max(0.0, now - self._started.get(move.job_id, now))
+            text = protected_reason(text, ran_s, protection)
+            victims.append(Preemption(move.job_id, text, protection.evict_delay_s))
             moved_at[move.job_id] = now
         for job_id in [j for j, at in moved_at.items() if now - at >= 3600.0]:
             del moved_at[job_id]  # only the last hour's moves matter

@@ -28,11 +28,12 @@ def slave(agent: str) -> dict:
                           "gpu_ids": "{0, 1, 2, 3, 4, 5, 6, 7}"}}  # fmt: skip
 
 
-def make_core(tmp_path, moves_per_hour: int) -> SchedulerCore:
+def make_core(tmp_path, moves_per_hour: int, **kw) -> SchedulerCore:
     config = CoreConfig(
         placement=PlacementConfig("first-fit"),
         max_skips=0,  # the waiting job may reserve (and consolidate) on its first round
         consolidation_moves_per_hour=moves_per_hour,
+        **kw,
     )
     store = JobStore(tmp_path / "db")
     core = SchedulerCore(store, config, lambda s: (s.image, None), clock=Clock(),
@@ -209,3 +210,24 @@ def test_a_moved_job_needs_a_place_in_its_own_pool(tmp_path):
     assert core.on_offers(offers).kills == []
     assert core.visible_job(jobs["C"].job_id, "alice").tasks[0].gpu_ids == (2, 3, 4, 5)
     assert core.visible_job(jobs["C"].job_id, "alice").state is JobState.RUNNING
+
+
+def test_protected_runtime_and_eviction_delay_hold_for_moves(tmp_path):
+    from dlc.scheduler.preemption import parse_protection
+
+    core = make_core(tmp_path, 4, protection=parse_protection(["normal=30m:45s"]))
+    _, b, c, _ = fragment(core)
+    w = submit(core, 8)
+    # B and C started a moment ago: inside their 30 min protection, nothing moves
+    assert core.on_offers(fragmented_offers(1)).kills == []
+    assert core.consolidation_totals()[0] == 0
+    core._clock.now += 31 * 60  # past the protection
+    assert core.on_offers(fragmented_offers(2)).kills == []  # decided; evicted after 45 s
+    for job in (b, c):
+        moved = core.visible_job(job.job_id, "alice")
+        assert moved.state is JobState.PREEMPTED
+        assert f"moved to make room for job {w.job_id}" in moved.message
+        assert "to be evicted 45 s after the decision" in moved.message
+    core._clock.now += 46
+    kills = core.on_offers(fragmented_offers(3)).kills
+    assert sorted(kills) == sorted([(f"{b.job_id}.0.0", "a2"), (f"{c.job_id}.0.0", "a2")])
