@@ -136,6 +136,16 @@ class SchedulerMetrics:
             "Task status updates ignored: not from the task's agent and executor (forged?).",
             registry=self.registry,
         )
+        self.consolidation_moves = Counter(
+            "dlc_consolidation_moves",
+            "Jobs moved by consolidation so that a job fragmentation denied got its GPUs.",
+            registry=self.registry,
+        )
+        self.consolidation_lost = Counter(
+            "dlc_consolidation_lost_gpu_hours",
+            "GPU-hours the moved jobs lost (an upper bound: work since each one's start).",
+            registry=self.registry,
+        )
         self.registry.register(_StateCollector(self))
 
     # -- events (called by SchedulerCore under its lock) -----------------------
@@ -143,6 +153,11 @@ class SchedulerMetrics:
     def status_update_ignored(self) -> None:
         """Count one update the core refused for its origin (dlc/scheduler/core_status.py)."""
         self.status_updates_ignored.inc()
+
+    def consolidation_moved(self, moves: int, lost_gpu_h: float) -> None:
+        """Count one consolidation (dlc/scheduler/core_consolidation.py)."""
+        self.consolidation_moves.inc(moves)
+        self.consolidation_lost.inc(lost_gpu_h)
 
     def record_round(
         self,

@@ -84,6 +84,8 @@ class ServiceConfig:
     sessions: SessionLimits = field(default_factory=SessionLimits)
     #: the opt-in share hold (``--share-hold-*``, docs/sharing.md); off by default
     share_hold: ShareHoldSettings = field(default_factory=ShareHoldSettings)
+    #: jobs consolidation may move per hour (``--consolidation-moves-per-hour``; 0: off)
+    consolidation_moves_per_hour: int = 0
     #: ``--fair-share-half-life`` (0: off) and ``--protect`` (docs/quotas.md)
     fair_share_half_life_s: float = DEFAULT_HALF_LIFE_S
     protection: ProtectionRules = field(default_factory=ProtectionRules)
@@ -132,6 +134,7 @@ class SchedulerService:
             reserve_idle_s=fw_config.unreserve_after_s if fw_config.reserve else None,
             principal=fw_config.principal,
             group_roles=fw_config.group_roles,
+            consolidation_moves_per_hour=config.consolidation_moves_per_hour,
             fair_share_half_life_s=config.fair_share_half_life_s,
             protection=config.protection,
         )

@@ -339,6 +339,14 @@ def admin_token_from(token_file: str | None) -> str | None:
     show_default=True,
     help="Open API connections in all; more are refused at accept.",
 )
+@click.option(
+    "--consolidation-moves-per-hour",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Preemptible jobs DLC may move per hour so that a whole-GPU job fragmentation "
+    "keeps waiting gets its set on one node (0: off; docs/scheduler.md).",
+)
 @share_hold_options
 @executor_options
 @click.option("--metrics-tenant-labels", is_flag=True,
@@ -352,7 +360,8 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
             group_roles, share_hold_reserve, share_hold_fill, share_hold_max_wait,
-            fair_share_half_life, protect, failover_timeout,
+            fair_share_half_life, protect, consolidation_moves_per_hour,
+            failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, metrics_tenant_labels, verbose, sessions):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
@@ -416,6 +425,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
         max_connections=max_connections,
         sessions=sessions,
         share_hold=share_hold,
+        consolidation_moves_per_hour=consolidation_moves_per_hour,
         fair_share_half_life_s=parse_span(fair_share_half_life),
         protection=parse_protection(protect),
         executor=executor_config(

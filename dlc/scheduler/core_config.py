@@ -90,6 +90,9 @@ class CoreConfig:
     #: ``(group, role)``: a group's jobs use only offers allocated to that Mesos role, so
     #: Mesos quota on the role guarantees the group's GPUs (``--group-role``; docs/roles.md)
     group_roles: tuple[tuple[str, str], ...] = ()
+    #: jobs consolidation may move per rolling hour so that a job fragmentation denies gets
+    #: its set (0: off; :mod:`~dlc.scheduler.consolidation`, docs/scheduler.md)
+    consolidation_moves_per_hour: int = 0
     #: ``--fair-share-half-life``: the half-life of each group's decayed GPU-hours, seconds
     #: (0: fair share over time off; borrowing by DRF on what is borrowed now, docs/quotas.md)
     fair_share_half_life_s: float = DEFAULT_HALF_LIFE_S

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dlc.scheduler.core_config import Actions
+from dlc.scheduler.core_consolidation import ConsolidationMixin
 from dlc.scheduler.core_share_hold import ShareHoldMixin
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.decide import Decision, decide
@@ -30,7 +31,7 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min"
 
 
-class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
+class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
     """The offer round: :meth:`on_offers` and what it writes through."""
 
     def on_offers(self, offers: list[dict]) -> Actions:
@@ -99,6 +100,7 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
         set_aside = set(decision.impossible) | set(held)
         runnable = [j for j in queue if j.job_id not in set_aside]
         self._maybe_reserve(now, runnable, placeable, usable)
+        actions.kills += self._consolidate(now, runnable, placeable, usable)  # after reserving
         self._note_reasons(now, {**waiting, **held}, usable)
         # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
         actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())

@@ -116,6 +116,8 @@ def test_metric_names_and_types_follow_prometheus_conventions(monitored):
         "dlc_group_gpu_memory_used_bytes": "gauge",
         "dlc_jobs": "gauge",
         "dlc_status_updates_ignored": "counter",
+        "dlc_consolidation_moves": "counter",
+        "dlc_consolidation_lost_gpu_hours": "counter",
         "dlc_build_info": "gauge",
     }
     # gauges never end in _total (reserved for counters); no user or job in any label

@@ -116,6 +116,8 @@ class SimResult:
     refused: int = 0
     problems: list[str] = field(default_factory=list)
     states: dict[str, int] = field(default_factory=dict)
+    #: ``(jobs moved, GPU-hours lost)`` by the core's consolidation (an upper bound)
+    consolidation: tuple[int, float] = (0, 0.0)
 
 
 #: an item finished: ``(item, now) -> new items`` (a closed loop resubmits)
@@ -200,6 +202,7 @@ class Engine:
             if progress is not None:
                 progress(self.now)
         self.now = until
+        self.result.consolidation = self.core.consolidation_totals()
         return self._finish(until)
 
     # -- events ---------------------------------------------------------------

@@ -70,11 +70,16 @@ def timelines(result: SimResult, scenario: Scenario, seed: int) -> dict[str, np.
     return out
 
 
-def _waits(records, until: float, kind: str, group: str | None = None) -> list[float]:
-    """Waits in minutes; an item never started counts with the time it waited (a lower bound)."""
+def _waits(
+    records, until: float, kind: str, group: str | None = None, gpus: int | None = None
+) -> list[float]:
+    """Waits in minutes; an item never started counts with the time it waited (a lower bound).
+    ``gpus``: only items asking that many whole GPUs in all (8: the consolidation target)."""
     out = []
     for r in records:
         if r.item.kind != kind or (group is not None and r.item.group != group):
+            continue
+        if gpus is not None and r.item.spec.gpus * r.item.spec.nodes != gpus:
             continue
         if r.state == "failed" and r.first_start is None:
             continue
@@ -107,6 +112,9 @@ def measure(result: SimResult, scenario: Scenario, seed: int) -> dict:
         waits = _waits(records, result.until, kind)
         out[f"{kind}_wait_p50_min"] = _pct(waits, 50)
         out[f"{kind}_wait_p95_min"] = _pct(waits, 95)
+        big = _waits(records, result.until, kind, gpus=8)
+        out[f"{kind}_wait_p95_min_8gpu"] = _pct(big, 95)
+        out[f"{kind}_wait_p50_min_8gpu"] = _pct(big, 50)
         for group in sorted({r.item.group for r in records}):
             w = _waits(records, result.until, kind, group)
             out[f"{kind}_wait_p95_min_{group}"] = _pct(w, 95)
@@ -123,6 +131,9 @@ def measure(result: SimResult, scenario: Scenario, seed: int) -> dict:
     out["preempted_gpu_h_lost_per_week"] = (
         sum(r.lost_gpu_s for r in records) / 3600.0 * WEEK_DAYS / days
     )
+    moved, moved_lost = result.consolidation
+    out["consolidation_moves_per_week"] = moved * WEEK_DAYS / days
+    out["consolidation_gpu_h_bound_per_week"] = moved_lost * WEEK_DAYS / days
     tenants = lines["tenants"][allocated]
     out["tenants_per_gpu_mean"] = float(tenants.mean()) if tenants.size else 0.0
     out["tenants_per_gpu_p95"] = _pct(tenants, 95) if tenants.size else 0.0

@@ -59,6 +59,7 @@ _PAIRS = {
 }
 _POLICY_FIELDS = {"quotas": bool, "priorities": bool, "sessions": str, "allocator": str,
                   "replicas": int, "preempt_within": bool,
+                  "consolidation_moves_per_hour": int,
                   "fair_share_half_life_s": float}  # fmt: skip
 _SESSION_MODES = ("whole", "share", "timeslice")
 
@@ -72,7 +73,8 @@ class Scenario:
         days: virtual days simulated, starting on a Monday at 00:00.
         sections: the checked sections, by name (see ``_SCHEMA``).
         policies: policy name -> its settings (``quotas``, ``priorities``, ``sessions``
-            (whole|share|timeslice), ``allocator``, ``replicas``, ``preempt_within``).
+            (whole|share|timeslice), ``allocator``, ``replicas``, ``preempt_within``,
+            ``consolidation_moves_per_hour``).
     """
 
     name: str
