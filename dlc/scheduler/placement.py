@@ -382,10 +382,14 @@ def place(
     share_tenants = share_tenants if share_tenants is not None else ShareTenants()
     holders = set(reserved.values())
     others = [s for s in slots if s.agent_id not in reserved]
+    mps_others: frozenset[str] = frozenset()
     if any(job.spec.is_share for job in queue):
         room = ShareRoom(others)  # shares read only the agents with room (share_placement)
         for slot in others:
             slot.share_room = room
+        # the agents running MPS, once a round: asked per share, this set over 1,213 agents
+        # was half of a busy round
+        mps_others = _mps_agents(others)
     # A job that did not fit tells the answer for every later job of its kind needing no
     # less, until a launch changes the slots: 5,000 look-alikes cost one placement attempt
     # (shape_cache says why that is sound); the budget bounds what the cache cannot cover.
@@ -409,8 +413,9 @@ def place(
         )
         launched = len(result.launches)
         reason = _place_job(
-            job, usable, config, topology_of, driver_ok, result, share_tenants, share_hold
-        )
+            job, usable, config, topology_of, driver_ok, result, share_tenants, share_hold,
+            None if holder else mps_others,
+        )  # fmt: skip
         if reason is None:
             if len(result.launches) != launched:
                 failed.clear()
@@ -455,14 +460,19 @@ def _held_tail(reason: str, job: Job, share_hold: ShareHold | None) -> str:
 
 
 def _place_job(
-    job, slots, config, topology_of, driver_ok, result, tenants, share_hold=None
+    job, slots, config, topology_of, driver_ok, result, tenants, share_hold=None, mps=None
 ) -> str | None:
-    """Gang-place every node of ``job``; returns why not, or ``None`` when placed."""
+    """Gang-place every node of ``job``; returns why not, or ``None`` when placed.
+
+    ``mps``: the ids of ``slots``' agents whose share backend is MPS, when the caller has
+    them (``None``: read from ``slots``)."""
     spec = job.spec
     cpus = spec.cpus + config.executor_cpus
     mem = spec.mem_mib + config.executor_mem_mib
     if spec.is_share:
-        return _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold)
+        if mps is None:
+            mps = _mps_agents(slots)
+        return _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold, mps)
     chosen: list[tuple[_Slot, tuple[int, ...], str, tuple[int, ...], Topology | None]] = []
     reason = "no offers"
     takes: dict[str, gpu_shares.GpuRanges] = {}
@@ -552,11 +562,18 @@ def share_fields(launch: Launch) -> dict[str, int]:
             "share_core_milli": share.core_milli}  # fmt: skip
 
 
-def _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold) -> str | None:
+def _mps_agents(slots) -> frozenset[str]:
+    """The agents among ``slots`` whose share backend is MPS."""
+    return frozenset(s.agent_id for s in slots if _backend(s) == "mps")
+
+
+def _place_share(
+    job, slots, cpus, mem, topology_of, result, tenants, share_hold, mps_agents
+) -> str | None:
     """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None."""
     tenant = tenants.tenant(job)
     open_to = None  # nobody exclusive, no other tenant under MPS: every GPU is open
-    mps = {s.agent_id for s in slots if _backend(s) == "mps"} if tenants.by_gpu else set()
+    mps = mps_agents if tenants.by_gpu else frozenset()
     if tenants.restricts(tenant, bool(mps)):
         open_to = lambda agent_id, gpu: tenants.open_to(tenant, agent_id, gpu, agent_id in mps)  # noqa: E731
     hold = None
