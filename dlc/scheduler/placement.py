@@ -41,6 +41,7 @@ from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
 from dlc.scheduler.shape_cache import (
     DEFAULT_TRIES_PER_USER,
+    CarriedFailures,
     FailedShapes,
     ShapeBudget,
     demand_of,
@@ -347,6 +348,7 @@ def place(
     share_tenants: ShareTenants | None = None,
     share_hold: ShareHold | None = None,
     budget: ShapeBudget | None = None,
+    carry: bool = True,
 ) -> PlacementResult:
     """Decide launches and declines for one batch of offers.
 
@@ -361,7 +363,11 @@ def place(
             the shares placed here); default: nobody.
         share_hold: this round's share hold (:mod:`~dlc.scheduler.share_hold`); default: none.
         budget: failed attempts each user may have this round
-            (:class:`~dlc.scheduler.shape_cache.ShapeBudget`); default: no bound.
+            (:class:`~dlc.scheduler.shape_cache.ShapeBudget`); default: no bound. Its
+            :class:`~dlc.scheduler.shape_cache.CarriedFailures` keep failed shapes from
+            round to round.
+        carry: whether this call may use and keep those carried failures (``False``: a
+            round cut into several batches, each with its own agents; they are forgotten).
 
     Returns:
         The launches, the offers to decline and why waiting jobs wait.
@@ -394,6 +400,9 @@ def place(
     # less, until a launch changes the slots: 5,000 look-alikes cost one placement attempt
     # (shape_cache says why that is sound); the budget bounds what the cache cannot cover.
     failed = FailedShapes()
+    # ... and what failed in earlier rounds is tried only on the agents that grew since
+    carried = budget.carried if budget is not None and carry else None
+    grown = carried.start(others) if carried is not None else others
     for job in queue:
         holder = job.job_id in holders
         kind = kind_of(job)
@@ -412,10 +421,18 @@ def place(
             else others
         )
         launched = len(result.launches)
-        reason = _place_job(
-            job, usable, config, topology_of, driver_ok, result, share_tenants, share_hold,
-            None if holder else mps_others,
-        )  # fmt: skip
+        carries = carried is not None and not holder and _carries(job, share_hold)
+        before = _carried_reason(carried, kind, demand_of(job)) if carries else None
+        reason = before
+        if before is None or (before is not _NOW and grown):
+            reason = _place_job(
+                job, usable if before is None else grown, config, topology_of, driver_ok,
+                result, share_tenants, share_hold, None if holder else mps_others,
+            )  # fmt: skip
+            if reason is not None and before is not None:
+                reason = before  # the grown agents did not take it: last round's reason stands
+        if reason is _NOW:
+            reason = carried.known_now(kind, demand_of(job))
         if reason is None:
             if len(result.launches) != launched:
                 failed.clear()
@@ -427,15 +444,40 @@ def place(
                         share = launch.share
                         share_hold.took(launch.agent_id, (share.gpu_index,), share.core_milli)
             continue
+        if carries and reason != _SHARE_PORTS:
+            carried.add(kind, demand_of(job), reason, monotone=not job.spec.is_share)
         reason = _held_fit(job, slots, usable, reserved) or reason
         result.waiting[job.job_id] = _held_tail(reason, job, share_hold)
         if not holder:
             failed.add(kind, demand_of(job), reason, monotone=not job.spec.is_share)
             if budget is not None:
                 budget.failed(job)
+    if carried is not None:
+        carried.finish(others)
+    elif budget is not None:
+        budget.carried.reset()
     used = {launch.agent_id for launch in result.launches}
     result.declined = [oid for slot in slots if slot.agent_id not in used for oid in slot.offer_ids]
     return result
+
+
+#: stands for "failed earlier in this round" (:meth:`CarriedFailures.known_now`)
+_NOW = "failed earlier in this round"
+#: why a share fails on the agent it chose: another agent might have been chosen instead
+_SHARE_PORTS = "no offer with a GPU share free has a free port in its ports resource"
+
+
+def _carries(job: Job, share_hold: ShareHold | None) -> bool:
+    """Whether ``job``'s failures may be carried (:class:`CarriedFailures` says which)."""
+    return job.spec.nodes == 1 and not (job.spec.is_share and share_hold is not None)
+
+
+def _carried_reason(carried: CarriedFailures, kind: tuple, demand) -> str | None:
+    """:data:`_NOW` when the shape failed earlier this round, last round's reason when it
+    failed then, else ``None``."""
+    if carried.known_now(kind, demand) is not None:
+        return _NOW
+    return carried.known_before(kind, demand)
 
 
 def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | None:
@@ -593,7 +635,7 @@ def _place_share(
     slot = choice.slot
     ports = slot.take_ports(ports_needed(1, job.spec.interactive))
     if ports is None:
-        return "no offer with a GPU share free has a free port in its ports resource"
+        return _SHARE_PORTS
     slot.take(cpus, mem, job.spec.disk_mib, (), +1)
     slot.take_ranges(choice.take)
     tenants.add(slot.agent_id, choice.gpu_index, tenant)
