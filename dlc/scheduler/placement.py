@@ -405,7 +405,9 @@ def place(
     grown = carried.start(others) if carried is not None else others
     for job in queue:
         holder = job.job_id in holders
-        kind = kind_of(job)
+        # a share's user matters only where exclusivity or MPS can keep it off a GPU
+        kind = kind_of(job, bool(job.spec.exclusive_per or share_tenants.exclusive_count > 0
+                                 or mps_others))  # fmt: skip
         if share_hold is not None and job.spec.is_share:
             kind += (share_hold.exempt(job),)  # a share held long enough is placed anyway
         known = None if holder else failed.known(kind, demand_of(job))

@@ -42,15 +42,18 @@ _EPS = 1e-9
 DEFAULT_TRIES_PER_USER = 4
 
 
-def kind_of(job: Job) -> tuple:
+def kind_of(job: Job, tenants_matter: bool = True) -> tuple:
     """What placement compares exactly (jobs of one kind differ only in their demand). A
-    share's user counts: exclusive placement may keep one user's share off a GPU. The vendor
-    and ROCm release count too: without them one user's unplaceable AMD job kept every
-    other user's like-sized NVIDIA job waiting (red-team 2026-11-26, docs/security.md)."""
+    share's user counts while ``tenants_matter``: exclusive placement (or one tenant per MPS
+    GPU) may keep one user's share off a GPU; where nobody is exclusive and no agent runs
+    MPS every GPU is open to every user, and 500 users' look-alike shares are one kind. The
+    vendor and ROCm release count too: without them one user's unplaceable AMD job kept
+    every other user's like-sized NVIDIA job waiting (red-team 2026-11-26,
+    docs/security.md)."""
     spec = job.spec
     return (spec.gpus, spec.nodes, spec.gpu_model, spec.cuda_version, spec.gpu_fraction,
             spec.gpu_memory, spec.exclusive_per, spec.interactive, spec.gpu_vendor,
-            spec.rocm_version, job.user if spec.is_share else None)  # fmt: skip
+            spec.rocm_version, job.user if spec.is_share and tenants_matter else None)  # fmt: skip
 
 
 def demand_of(job: Job) -> tuple[float, float, float]:

@@ -125,3 +125,28 @@ def test_a_round_cut_into_pools_carries_nothing(attempts):
     attempts.clear()
     decide(queue, Inventory(), small, CONFIG, 1.0, budget=budget)
     assert attempts == [("big", ("a1", "a2"))]  # tried in full: the pool round kept nothing
+
+
+def _shares_of(users: list[str], exclusive: str | None = None) -> list[Job]:
+    body = {"image": "busybox", "cpus": 0.1, "mem_mib": 64, "gpu_fraction": 0.5}
+    if exclusive:
+        body["exclusive_per"] = exclusive
+    return [Job(f"s-{u}", u, JobSpec.from_dict(body)) for u in users]
+
+
+def test_look_alike_shares_of_many_users_cost_one_attempt(attempts):
+    """Where nobody is exclusive and no agent runs MPS every GPU is open to every user, so
+    one user's failed share answers for the same share of every other user."""
+    full = {i: (0, 800) for i in range(2)}
+    busy = [OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2, used=full, sharing="shim"))]
+    out = decide(_shares_of(["u1", "u2", "u3"]), Inventory(), busy, PlacementConfig(), 0.0,
+                 budget=ShapeBudget())  # fmt: skip
+    assert len(attempts) == 1 and len(out.waiting) == 3
+
+
+def test_exclusive_shares_are_tried_per_user(attempts):
+    full = {i: (0, 800) for i in range(2)}
+    busy = [OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2, used=full, sharing="shim"))]
+    decide(_shares_of(["u1", "u2"], exclusive="user"), Inventory(), busy, PlacementConfig(), 0.0,
+           budget=ShapeBudget())  # fmt: skip
+    assert len(attempts) == 2
