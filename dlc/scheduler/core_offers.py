@@ -18,7 +18,7 @@ from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.decide import Decision, decide
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offered import EchoedRound, echo_round
-from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, parse_offers, share_fields
+from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, share_fields
 from dlc.scheduler.quotas import QueuePlan, split_by_pool
 from dlc.scheduler.shape_cache import DEFERRED_PREFIX
 from dlc.scheduler.share_hold import HELD_PREFIX
@@ -37,7 +37,7 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
         decision out: persist launches before returning them, record reasons."""
         with self._lock:
             now = self._clock()
-            views, bad = parse_offers(offers)
+            views, bad = self._offer_parser.parse(offers)  # each agent's offer parsed once
             self.inventory.note_offers(views, now)
             self._drains.expire(now)
             # an agent whose master just refused a task's resources takes no task for a while
@@ -57,7 +57,8 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
                 self._reservations.held(), self._impossible_reason,
                 self._topology_of, self._driver_ok,
                 lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
-                self._share_tenants(), self._share_hold(now, tenancy.runnable),
+                self._share_tenants() if tenancy.runnable else None,
+                self._share_hold(now, tenancy.runnable),
                 self._shape_budget,
             )  # fmt: skip
             self._note_held(now, decision.waiting)
