@@ -58,8 +58,8 @@ class OfferParser:
         if cached is None:
             return None
         old, view = cached
-        if any(a is b and a is not None for a, b in zip(old, fields, strict=True)):
-            return None  # the same object: it may have been changed in place
+        if any(a is b and isinstance(a, list | dict) for a, b in zip(old, fields, strict=True)):
+            return None  # the same list or dict: it may have been changed in place
         if old != fields:
             return None
         return view if view.offer_id == offer_id else replace(view, offer_id=offer_id)
