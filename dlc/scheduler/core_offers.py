@@ -10,8 +10,10 @@ reason kept for every waiting job.
 
 from __future__ import annotations
 
+from contextlib import nullcontext, suppress
 from dataclasses import replace
 
+from dlc.errors import DlcError
 from dlc.scheduler.core_config import Actions
 from dlc.scheduler.core_share_hold import ShareHoldMixin
 from dlc.scheduler.core_tenancy import TenancyMixin
@@ -63,7 +65,22 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
             )  # fmt: skip
             self._note_held(now, decision.waiting)
             held.update(tenancy.held)
-            return self._carry_out(now, offers, views, usable, queue, bad, decision, held, tenancy)
+            if not queue:
+                return self._carry_out(now, offers, views, usable, queue, bad, decision, held,
+                                       tenancy)  # fmt: skip
+            # the round's launches and reasons in one transaction; if it fails, memory is
+            # read back from the store so the two agree (nothing of the round happened)
+            batch = getattr(self.store, "transaction", None)
+            try:
+                with batch("writing an offer round") if batch else nullcontext():
+                    return self._carry_out(
+                        now, offers, views, usable, queue, bad, decision, held, tenancy
+                    )
+            except Exception:
+                if batch:
+                    with suppress(DlcError):  # a store that cannot be read: the error above
+                        self.reload()
+                raise
 
     def _carry_out(
         self, now, offers, views, usable, queue, bad, decision: Decision, held: dict[str, str],
