@@ -406,10 +406,15 @@ def place(
     for job in queue:
         holder = job.job_id in holders
         # a share's user matters only where exclusivity or MPS can keep it off a GPU
-        kind = kind_of(job, bool(job.spec.exclusive_per or share_tenants.exclusive_count > 0
+        kind = kind_of(job)
+        # carried failures cost the budget as attempts do, so there a share's user may be
+        # left out where exclusivity and MPS cannot keep it off a GPU (the answer is the
+        # same for every user; the round's cache above is free, so it keeps the user)
+        wide = kind_of(job, bool(job.spec.exclusive_per or share_tenants.exclusive_count > 0
                                  or mps_others))  # fmt: skip
         if share_hold is not None and job.spec.is_share:
             kind += (share_hold.exempt(job),)  # a share held long enough is placed anyway
+            wide += (share_hold.exempt(job),)
         known = None if holder else failed.known(kind, demand_of(job))
         if known is not None:
             result.waiting[job.job_id] = _held_tail(known, job, share_hold)
@@ -424,7 +429,7 @@ def place(
         )
         launched = len(result.launches)
         carries = carried is not None and not holder and _carries(job, share_hold)
-        before = _carried_reason(carried, kind, demand_of(job)) if carries else None
+        before = _carried_reason(carried, wide, demand_of(job)) if carries else None
         reason = before
         if before is None or (before is not _NOW and grown):
             reason = _place_job(
@@ -434,7 +439,7 @@ def place(
             if reason is not None and before is not None:
                 reason = before  # the grown agents did not take it: last round's reason stands
         if reason is _NOW:
-            reason = carried.known_now(kind, demand_of(job))
+            reason = carried.known_now(wide, demand_of(job))
         if reason is None:
             if len(result.launches) != launched:
                 failed.clear()
@@ -447,7 +452,7 @@ def place(
                         share_hold.took(launch.agent_id, (share.gpu_index,), share.core_milli)
             continue
         if carries and reason != _SHARE_PORTS:
-            carried.add(kind, demand_of(job), reason, monotone=not job.spec.is_share)
+            carried.add(wide, demand_of(job), reason, monotone=not job.spec.is_share)
         reason = _held_fit(job, slots, usable, reserved) or reason
         result.waiting[job.job_id] = _held_tail(reason, job, share_hold)
         if not holder:
