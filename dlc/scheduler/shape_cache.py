@@ -21,6 +21,10 @@ docs/security.md: ``--cpus 5.999, 5.998, ...``) within a small factor of an ordi
   and go first among that user's jobs next round (:meth:`ShapeBudget.ordered`), so every
   job is tried within ``ceil(n / limit)`` rounds: no starvation. Placements that succeed
   cost nothing from the budget (they take resources, which quotas bound).
+* :class:`CarriedFailures`, kept across rounds: a shape that failed is tried next round only
+  on the agents that grew since, and a failure stands for the rest of its round after a
+  launch (launches only shrink agents). These answers cost the budget as the attempts they
+  replace would have, so the jobs tried and deferred do not change, only the cost.
 """
 
 from __future__ import annotations
