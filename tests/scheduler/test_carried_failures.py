@@ -150,3 +150,36 @@ def test_exclusive_shares_are_tried_per_user(attempts):
     decide(_shares_of(["u1", "u2"], exclusive="user"), Inventory(), busy, PlacementConfig(), 0.0,
            budget=ShapeBudget())  # fmt: skip
     assert len(attempts) == 2
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_carrying_decides_what_trying_everything_decides(seed):
+    """Random rounds over agents that grow and shrink: the same jobs placed on the same
+    agents with the same GPUs, and the same jobs deferred, with and without carrying."""
+    import random
+
+    rng = random.Random(seed)
+    queue = [cpu_job(f"j{n:02d}", rng.choice([1.0, 3.0, 6.0, 9.0, 12.0]),
+                     gpus=rng.choice([1, 2, 4]), user=f"u{n % 3}")
+             for n in range(40)]  # fmt: skip
+    budgets = {True: ShapeBudget(2), False: ShapeBudget(2)}
+    left = {True: list(queue), False: list(queue)}
+    cpus = {f"a{a}": rng.choice([2.0, 4.0, 8.0, 16.0]) for a in range(4)}
+    gpus = {a: sorted(rng.sample(range(8), rng.randint(0, 8))) for a in cpus}
+    for rnd in range(8):
+        if rnd:  # one agent changes a round (grows or shrinks), the others offer the same
+            agent = rng.choice(sorted(cpus))
+            cpus[agent] = rng.choice([2.0, 4.0, 8.0, 16.0])
+            gpus[agent] = sorted(rng.sample(range(8), rng.randint(0, 8)))
+        seen = {}
+        for carry in (True, False):
+            budget = budgets[carry]
+            budget.start()
+            ordered = budget.ordered(left[carry])
+            out = placement.place(views(cpus, gpus), ordered, CONFIG, budget=budget, carry=carry)
+            deferred = {j for j, r in out.waiting.items() if r.startswith("not tried")}
+            launches = [(x.job_id, x.agent_id, x.gpu_ids) for x in out.launches]
+            seen[carry] = (launches, deferred)
+            placed = set(out.placed_jobs)
+            left[carry] = [j for j in left[carry] if j.job_id not in placed]
+        assert seen[True] == seen[False], f"round {rnd}"
