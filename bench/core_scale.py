@@ -30,6 +30,7 @@ for them).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import random
@@ -110,6 +111,7 @@ class Bench:
         )
         self.core.update_agents(self.master.slaves())
         self.load_s = time.perf_counter() - started
+        gc.freeze()  # as the scheduler service does once its core has loaded (dlc/app/service.py)
         self._occupy({n.name: n for n in nodes})
         self.users = [f"u{i:03d}" for i in range(500)]
 

@@ -10,8 +10,10 @@ reason kept for every waiting job.
 
 from __future__ import annotations
 
+from contextlib import nullcontext, suppress
 from dataclasses import replace
 
+from dlc.errors import DlcError
 from dlc.scheduler.core_config import Actions
 from dlc.scheduler.core_consolidation import ConsolidationMixin
 from dlc.scheduler.core_share_hold import ShareHoldMixin
@@ -20,7 +22,7 @@ from dlc.scheduler.decide import Decision, decide
 from dlc.scheduler.gang_topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offered import EchoedRound, echo_round
-from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, parse_offers, share_fields
+from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, share_fields
 from dlc.scheduler.quotas import QueuePlan, split_by_pool
 from dlc.scheduler.shape_cache import DEFERRED_PREFIX
 from dlc.scheduler.share_hold import HELD_PREFIX
@@ -39,7 +41,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         decision out: persist launches before returning them, record reasons."""
         with self._lock:
             now = self._clock()
-            views, bad = parse_offers(offers)
+            views, bad = self._offer_parser.parse(offers)  # each agent's offer parsed once
             self.inventory.note_offers(views, now)
             self._drains.expire(now)
             # an agent whose master just refused a task's resources takes no task for a while
@@ -59,12 +61,28 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                 self._reservations.held(), self._impossible_reason,
                 self._topology_of, self._driver_ok,
                 lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
-                self._share_tenants(), self._share_hold(now, tenancy.runnable),
+                self._share_tenants() if tenancy.runnable else None,
+                self._share_hold(now, tenancy.runnable),
                 self._shape_budget,
             )  # fmt: skip
             self._note_held(now, decision.waiting)
             held.update(tenancy.held)
-            return self._carry_out(now, offers, views, usable, queue, bad, decision, held, tenancy)
+            if not queue:
+                return self._carry_out(now, offers, views, usable, queue, bad, decision, held,
+                                       tenancy)  # fmt: skip
+            # the round's launches and reasons in one transaction; if it fails, memory is
+            # read back from the store so the two agree (nothing of the round happened)
+            batch = getattr(self.store, "transaction", None)
+            try:
+                with batch("writing an offer round") if batch else nullcontext():
+                    return self._carry_out(
+                        now, offers, views, usable, queue, bad, decision, held, tenancy
+                    )
+            except Exception:
+                if batch:
+                    with suppress(DlcError):  # a store that cannot be read: the error above
+                        self.reload()
+                raise
 
     def _carry_out(
         self, now, offers, views, usable, queue, bad, decision: Decision, held: dict[str, str],

@@ -37,6 +37,7 @@ from dlc.scheduler.core_config import CoreConfig, ImageResolver, default_resolve
 from dlc.scheduler.draining import Drains
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
+from dlc.scheduler.offer_views import OfferParser
 from dlc.scheduler.placement import DriverCheck, TopologyOf
 from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
@@ -105,6 +106,8 @@ class CoreState:
         self._reservations = Reservations(self.config.max_skips, self.config.reservation_s)
         self._drains = Drains(self.config.drain_timeout_s)
         self._refusals = Refusals()
+        #: each agent's offer parsed once while it offers the same (dlc/scheduler/offer_views.py)
+        self._offer_parser = OfferParser()
         #: failed placement attempts per user per round, in turn (dlc/scheduler/shape_cache.py)
         self._shape_budget = ShapeBudget(placement.shape_tries_per_user)
         idle_s = self.config.reserve_idle_s

@@ -90,7 +90,8 @@ def decide(
         share_hold: the round's share hold (:mod:`~dlc.scheduler.share_hold`); default: none.
         budget: failed placement attempts per user per round, kept across rounds so the
             jobs it defers go first next time (:class:`~dlc.scheduler.shape_cache.ShapeBudget`);
-            this call starts its round. Default: no bound.
+            this call starts its round. It also carries failed shapes to the next round
+            (:class:`~dlc.scheduler.shape_cache.CarriedFailures`). Default: no bound.
 
     Returns:
         The launches, declines and every waiting job's reason.
@@ -112,9 +113,10 @@ def decide(
     batches = split(offers, runnable) if split is not None else [(list(offers), runnable)]
     result = PlacementResult()
     for batch_offers, batch_jobs in batches:
+        # failed shapes are carried from round to round only over one batch of all agents
         part = place(
             batch_offers, batch_jobs, config, topology_of, driver_ok, reserved, share_tenants,
-            share_hold, budget,
+            share_hold, budget, carry=len(batches) == 1,
         )  # fmt: skip
         result.launches += part.launches
         result.declined += part.declined

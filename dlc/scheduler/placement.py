@@ -42,6 +42,7 @@ from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
 from dlc.scheduler.shape_cache import (
     DEFAULT_TRIES_PER_USER,
+    CarriedFailures,
     FailedShapes,
     ShapeBudget,
     demand_of,
@@ -358,6 +359,7 @@ def place(
     share_tenants: ShareTenants | None = None,
     share_hold: ShareHold | None = None,
     budget: ShapeBudget | None = None,
+    carry: bool = True,
 ) -> PlacementResult:
     """Decide launches and declines for one batch of offers.
 
@@ -372,7 +374,11 @@ def place(
             the shares placed here); default: nobody.
         share_hold: this round's share hold (:mod:`~dlc.scheduler.share_hold`); default: none.
         budget: failed attempts each user may have this round
-            (:class:`~dlc.scheduler.shape_cache.ShapeBudget`); default: no bound.
+            (:class:`~dlc.scheduler.shape_cache.ShapeBudget`); default: no bound. Its
+            :class:`~dlc.scheduler.shape_cache.CarriedFailures` keep failed shapes from
+            round to round.
+        carry: whether this call may use and keep those carried failures (``False``: a
+            round cut into several batches, each with its own agents; they are forgotten).
 
     Returns:
         The launches, the offers to decline and why waiting jobs wait.
@@ -393,19 +399,33 @@ def place(
     share_tenants = share_tenants if share_tenants is not None else ShareTenants()
     holders = set(reserved.values())
     others = [s for s in slots if s.agent_id not in reserved]
+    mps_others: frozenset[str] = frozenset()
     if any(job.spec.is_share for job in queue):
         room = ShareRoom(others)  # shares read only the agents with room (share_placement)
         for slot in others:
             slot.share_room = room
+        # the agents running MPS, once a round: asked per share, this set over 1,213 agents
+        # was half of a busy round
+        mps_others = _mps_agents(others)
     # A job that did not fit tells the answer for every later job of its kind needing no
     # less, until a launch changes the slots: 5,000 look-alikes cost one placement attempt
     # (shape_cache says why that is sound); the budget bounds what the cache cannot cover.
     failed = FailedShapes()
+    # ... and what failed in earlier rounds is tried only on the agents that grew since
+    carried = budget.carried if budget is not None and carry else None
+    grown = carried.start(others) if carried is not None else others
     for job in queue:
         holder = job.job_id in holders
+        # a share's user matters only where exclusivity or MPS can keep it off a GPU
         kind = kind_of(job)
+        # carried failures cost the budget as attempts do, so there a share's user may be
+        # left out where exclusivity and MPS cannot keep it off a GPU (the answer is the
+        # same for every user; the round's cache above is free, so it keeps the user)
+        wide = kind_of(job, bool(job.spec.exclusive_per or share_tenants.exclusive_count > 0
+                                 or mps_others))  # fmt: skip
         if share_hold is not None and job.spec.is_share:
             kind += (share_hold.exempt(job),)  # a share held long enough is placed anyway
+            wide += (share_hold.exempt(job),)
         known = None if holder else failed.known(kind, demand_of(job))
         if known is not None:
             result.waiting[job.job_id] = _held_tail(known, job, share_hold)
@@ -419,9 +439,18 @@ def place(
             else others
         )
         launched = len(result.launches)
-        reason = _place_job(
-            job, usable, config, topology_of, driver_ok, result, share_tenants, share_hold
-        )
+        carries = carried is not None and not holder and _carries(job, share_hold)
+        before = _carried_reason(carried, wide, demand_of(job)) if carries else None
+        reason = before
+        if before is None or (before is not _NOW and grown):
+            reason = _place_job(
+                job, usable if before is None else grown, config, topology_of, driver_ok,
+                result, share_tenants, share_hold, None if holder else mps_others,
+            )  # fmt: skip
+            if reason is not None and before is not None:
+                reason = before  # the grown agents did not take it: last round's reason stands
+        if reason is _NOW:
+            reason = carried.known_now(wide, demand_of(job))
         if reason is None:
             if len(result.launches) != launched:
                 failed.clear()
@@ -433,15 +462,40 @@ def place(
                         share = launch.share
                         share_hold.took(launch.agent_id, (share.gpu_index,), share.core_milli)
             continue
+        if carries and reason != _SHARE_PORTS:
+            carried.add(wide, demand_of(job), reason, monotone=not job.spec.is_share)
         reason = _held_fit(job, slots, usable, reserved) or reason
         result.waiting[job.job_id] = _held_tail(reason, job, share_hold)
         if not holder:
             failed.add(kind, demand_of(job), reason, monotone=not job.spec.is_share)
             if budget is not None:
                 budget.failed(job)
+    if carried is not None:
+        carried.finish(others)
+    elif budget is not None:
+        budget.carried.reset()
     used = {launch.agent_id for launch in result.launches}
     result.declined = [oid for slot in slots if slot.agent_id not in used for oid in slot.offer_ids]
     return result
+
+
+#: stands for "failed earlier in this round" (:meth:`CarriedFailures.known_now`)
+_NOW = "failed earlier in this round"
+#: why a share fails on the agent it chose: another agent might have been chosen instead
+_SHARE_PORTS = "no offer with a GPU share free has a free port in its ports resource"
+
+
+def _carries(job: Job, share_hold: ShareHold | None) -> bool:
+    """Whether ``job``'s failures may be carried (:class:`CarriedFailures` says which)."""
+    return job.spec.nodes == 1 and not (job.spec.is_share and share_hold is not None)
+
+
+def _carried_reason(carried: CarriedFailures, kind: tuple, demand) -> str | None:
+    """:data:`_NOW` when the shape failed earlier this round, last round's reason when it
+    failed then, else ``None``."""
+    if carried.known_now(kind, demand) is not None:
+        return _NOW
+    return carried.known_before(kind, demand)
 
 
 def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | None:
@@ -466,14 +520,19 @@ def _held_tail(reason: str, job: Job, share_hold: ShareHold | None) -> str:
 
 
 def _place_job(
-    job, slots, config, topology_of, driver_ok, result, tenants, share_hold=None
+    job, slots, config, topology_of, driver_ok, result, tenants, share_hold=None, mps=None
 ) -> str | None:
-    """Gang-place every node of ``job``; returns why not, or ``None`` when placed."""
+    """Gang-place every node of ``job``; returns why not, or ``None`` when placed.
+
+    ``mps``: the ids of ``slots``' agents whose share backend is MPS, when the caller has
+    them (``None``: read from ``slots``)."""
     spec = job.spec
     cpus = spec.cpus + config.executor_cpus
     mem = spec.mem_mib + config.executor_mem_mib
     if spec.is_share:
-        return _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold)
+        if mps is None:
+            mps = _mps_agents(slots)
+        return _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold, mps)
     chosen: list[tuple[_Slot, tuple[int, ...], str, tuple[int, ...], Topology | None]] = []
     reason = "no offers"
     takes: dict[str, gpu_shares.GpuRanges] = {}
@@ -619,11 +678,18 @@ def share_fields(launch: Launch) -> dict[str, int]:
             "share_core_milli": share.core_milli}  # fmt: skip
 
 
-def _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold) -> str | None:
+def _mps_agents(slots) -> frozenset[str]:
+    """The agents among ``slots`` whose share backend is MPS."""
+    return frozenset(s.agent_id for s in slots if _backend(s) == "mps")
+
+
+def _place_share(
+    job, slots, cpus, mem, topology_of, result, tenants, share_hold, mps_agents
+) -> str | None:
     """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None."""
     tenant = tenants.tenant(job)
     open_to = None  # nobody exclusive, no other tenant under MPS: every GPU is open
-    mps = {s.agent_id for s in slots if _backend(s) == "mps"} if tenants.by_gpu else set()
+    mps = mps_agents if tenants.by_gpu else frozenset()
     if tenants.restricts(tenant, bool(mps)):
         open_to = lambda agent_id, gpu: tenants.open_to(tenant, agent_id, gpu, agent_id in mps)  # noqa: E731
     hold = None
@@ -643,7 +709,7 @@ def _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold
     slot = choice.slot
     ports = slot.take_ports(ports_needed(1, job.spec.interactive))
     if ports is None:
-        return "no offer with a GPU share free has a free port in its ports resource"
+        return _SHARE_PORTS
     slot.take(cpus, mem, job.spec.disk_mib, (), +1)
     slot.take_ranges(choice.take)
     tenants.add(slot.agent_id, choice.gpu_index, tenant)

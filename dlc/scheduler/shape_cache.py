@@ -21,14 +21,20 @@ docs/security.md: ``--cpus 5.999, 5.998, ...``) within a small factor of an ordi
   and go first among that user's jobs next round (:meth:`ShapeBudget.ordered`), so every
   job is tried within ``ceil(n / limit)`` rounds: no starvation. Placements that succeed
   cost nothing from the budget (they take resources, which quotas bound).
+* :class:`CarriedFailures`, kept across rounds: a shape that failed is tried next round only
+  on the agents that grew since, and a failure stands for the rest of its round after a
+  launch (launches only shrink agents). These answers cost the budget as the attempts they
+  replace would have, so the jobs tried and deferred do not change, only the cost.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from dlc.scheduler.jobs import Job
+from dlc.topology.gpu_shares import subtract
 
 #: how a job deferred by the budget's reason starts (it was not passed over for lack of room)
 DEFERRED_PREFIX = "not tried this offer round"
@@ -40,16 +46,19 @@ _EPS = 1e-9
 DEFAULT_TRIES_PER_USER = 4
 
 
-def kind_of(job: Job) -> tuple:
+def kind_of(job: Job, tenants_matter: bool = True) -> tuple:
     """What placement compares exactly (jobs of one kind differ only in their demand). A
-    share's user counts: exclusive placement may keep one user's share off a GPU. The vendor
-    and ROCm release count too: without them one user's unplaceable AMD job kept every
-    other user's like-sized NVIDIA job waiting (red-team 2026-11-26, docs/security.md). A
-    gang that requires one switch fails where one that prefers it runs: the level counts."""
+    share's user counts while ``tenants_matter``: exclusive placement (or one tenant per MPS
+    GPU) may keep one user's share off a GPU; where nobody is exclusive and no agent runs
+    MPS every GPU is open to every user, and 500 users' look-alike shares are one kind. The
+    vendor and ROCm release count too: without them one user's unplaceable AMD job kept
+    every other user's like-sized NVIDIA job waiting (red-team 2026-11-26,
+    docs/security.md). A gang that requires one switch fails where one that prefers it
+    runs: the level counts."""
     spec = job.spec
     return (spec.gpus, spec.nodes, spec.gpu_model, spec.cuda_version, spec.gpu_fraction,
             spec.gpu_memory, spec.exclusive_per, spec.interactive, spec.gpu_vendor,
-            spec.rocm_version, job.user if spec.is_share else None,
+            spec.rocm_version, job.user if spec.is_share and tenants_matter else None,
             spec.gang_topology)  # fmt: skip
 
 
@@ -113,6 +122,8 @@ class ShapeBudget:
     """
 
     limit: int = DEFAULT_TRIES_PER_USER
+    #: failed shapes kept from round to round (:class:`CarriedFailures`)
+    carried: CarriedFailures = field(default_factory=lambda: CarriedFailures())
     _failures: dict[str, int] = field(default_factory=dict)
     _deferred: set[str] = field(default_factory=set)
     _deferred_before: set[str] = field(default_factory=set)
@@ -155,3 +166,93 @@ class ShapeBudget:
             f"in this round (DLC tries {self.limit} per user per round; this one goes first "
             "next round)"
         )
+
+
+#: how much a slot's figures may move before it counts as grown (placement's tolerance)
+_GROWN_EPS = 1e-9
+
+
+def _snapshot(slot: Any) -> tuple:
+    """What placement reads of one agent's slot (:class:`~dlc.scheduler.placement._Slot`):
+    cpus, mem, disk, the ``gpus`` scalar, whole free GPUs, share ranges, free ports and the
+    attributes (topology, driver, model, vendor come from these)."""
+    ports = sum(e - b + 1 for b, e in slot.port_ranges) - len(slot.ports_taken)
+    return (slot.cpus, slot.mem, slot.disk, slot.gpus, slot.free, slot.gpu_mem, slot.gpu_core,
+            ports, slot.attributes)  # fmt: skip
+
+
+def _ranges_grew(now: tuple, before: tuple) -> bool:
+    return now != before and bool(subtract(now, before))
+
+
+def grew(now: tuple, before: tuple | None) -> bool:
+    """Whether a slot whose snapshot is ``now`` could hold a job that failed on one whose
+    snapshot was ``before`` (``None``: not offered then): some figure is larger, a GPU or
+    range is free that was not, or the attributes differ. Every test placement makes on a
+    slot is ``free >= demand`` in these, so a slot that did not grow cannot take it."""
+    if before is None:
+        return True
+    if now[8] != before[8]:
+        return True
+    if any(n > b + _GROWN_EPS for n, b in zip(now[:4], before[:4], strict=True)):
+        return True
+    if not now[4] <= before[4] or now[7] > before[7]:
+        return True
+    return _ranges_grew(now[5], before[5]) or _ranges_grew(now[6], before[6])
+
+
+@dataclass
+class CarriedFailures:
+    """Failed shapes kept across offer rounds until an agent they might fit on changes.
+
+    :class:`FailedShapes` forgets at the end of a round and at every launch; at openb scale
+    the next round then tried the same 2,000 failing shapes again though most agents were
+    as before. This memory keeps a round's failures of single-node jobs with the snapshot
+    of every agent at the round's end (:meth:`finish`). The next round (:meth:`start`)
+    finds the agents that *grew* since (:func:`grew`: more of anything, or new); a job
+    whose shape failed last round is tried on those agents alone, and when it fails there
+    it fails with last round's reason. Why that is sound: a shape that failed on an agent
+    fails on it while the agent does not grow (placement's tests are ``free >= demand``,
+    and launches only shrink agents), so among the agents that did not grow none can take
+    it, and placement on the grown ones decides exactly as placement on all would (the
+    others are not candidates). The same holds inside a round after a launch, which only
+    shrinks an agent: a failure this round stands for the rest of it (:meth:`known_now`).
+
+    Not carried (tried in full each round, as before): gangs (a gang fails when too few
+    agents fit *together*: one that fit alone may count again), shares under the share hold
+    (the hold's verdict moves as GPUs are taken), a share refused for lack of a port on the
+    agent it chose (another agent might have been chosen), jobs holding a reservation, and
+    rounds cut into resource pools (:meth:`reset`: each pool has its own agents).
+    """
+
+    _before: FailedShapes = field(default_factory=FailedShapes)
+    _now: FailedShapes = field(default_factory=FailedShapes)
+    _agents: dict[str, tuple] = field(default_factory=dict)
+
+    def start(self, slots: Sequence[Any]) -> list[Any]:
+        """Begin a round over ``slots``; returns the ones that grew since the last round's
+        end (in ``slots``' order)."""
+        self._before, self._now = self._now, FailedShapes()
+        agents, self._agents = self._agents, {}
+        return [s for s in slots if grew(_snapshot(s), agents.get(s.agent_id))]
+
+    def known_now(self, kind: tuple, demand: tuple[float, float, float]) -> str | None:
+        """Why a job of this shape failed earlier in this round (it still does)."""
+        return self._now.known(kind, demand)
+
+    def known_before(self, kind: tuple, demand: tuple[float, float, float]) -> str | None:
+        """Why a job of this shape failed last round on every agent that has not grown."""
+        return self._before.known(kind, demand)
+
+    def add(self, kind: tuple, demand: tuple[float, float, float], reason: str,
+            monotone: bool) -> None:  # fmt: skip
+        """Remember a failure of this round (``monotone``: as :meth:`FailedShapes.add`)."""
+        self._now.add(kind, demand, reason, monotone)
+
+    def finish(self, slots: Sequence[Any]) -> None:
+        """End the round: remember what every agent of ``slots`` has left."""
+        self._agents = {s.agent_id: _snapshot(s) for s in slots}
+
+    def reset(self) -> None:
+        """Forget everything (a round cut into pools, or one that did not carry)."""
+        self._before, self._now, self._agents = FailedShapes(), FailedShapes(), {}

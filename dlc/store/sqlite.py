@@ -226,6 +226,14 @@ class JobStore(TenancyStore):
                 raise self._error(exc, action) from None
 
     @contextmanager
+    def transaction(self, action: str) -> Iterator[None]:
+        """Make the writes inside one transaction (each joins it; a failure rolls all of
+        them back as a :class:`StoreError`). The core writes an offer round's launches and
+        reasons so: one commit a round, not one per launched job."""
+        with self._tx(action):
+            yield
+
+    @contextmanager
     def _read(self, action: str) -> Iterator[None]:
         with self._lock:
             try:

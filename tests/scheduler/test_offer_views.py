@@ -1,0 +1,55 @@
+"""Offers parsed once while an agent offers the same (dlc/scheduler/offer_views.py, issue 26)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from dlc.scheduler import offer_views
+from dlc.scheduler.offer_views import OfferParser
+from dlc.scheduler.placement import OfferView, parse_offers
+
+from .helpers import offer
+
+
+@pytest.fixture
+def parses(monkeypatch) -> list[str]:
+    """Offer ids parsed from scratch."""
+    seen: list[str] = []
+    real = OfferView.from_mesos
+
+    def counting(body):
+        seen.append(body["id"]["value"])
+        return real(body)
+
+    monkeypatch.setattr(offer_views.OfferView, "from_mesos", staticmethod(counting))
+    return seen
+
+
+def test_an_unchanged_offer_reuses_its_view_under_the_new_id(parses):
+    parser = OfferParser()
+    parser.parse([offer("o1", "a1"), offer("o2", "a2")])
+    views, bad = parser.parse([offer("o3", "a1"), offer("o4", "a2", cpus=3)])
+    assert parses == ["o1", "o2", "o4"] and not bad  # o3 is a1's o1 again
+    assert views == parse_offers([offer("o3", "a1"), offer("o4", "a2", cpus=3)])[0]
+
+
+def test_an_offer_changed_in_place_is_parsed_again(parses):
+    parser = OfferParser()
+    body = offer("o1", "a1", cpus=4)
+    parser.parse([body])
+    body["resources"][0]["scalar"]["value"] = 8.0
+    body["id"]["value"] = "o2"
+    views, _ = parser.parse([body])
+    assert views[0].cpus == 8.0 and parses == ["o1", "o2"]
+
+
+def test_a_malformed_offer_is_declined_and_not_cached(parses):
+    parser = OfferParser()
+    broken = copy.deepcopy(offer("o1", "a1"))
+    broken["resources"][0]["scalar"] = {}
+    views, bad = parser.parse([broken])
+    assert views == [] and bad == ["o1"]
+    views, bad = parser.parse([offer("o2", "a1")])
+    assert len(views) == 1 and not bad
