@@ -20,6 +20,7 @@ from dlc.scheduler.jobs import Job
 from dlc.scheduler.quotas import largest_gpu_memory
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, build
 from dlc.scheduler.share_placement import share_milli
+from dlc.scheduler.whole_score import WorkloadMix, demand_mix
 
 
 class ShareHoldMixin(CoreState):
@@ -50,6 +51,31 @@ class ShareHoldMixin(CoreState):
         draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
         agents = self.inventory.view(taken, draining)
         return build(settings, agents, demands, now, self._share_held_since, share_used)
+
+    def _placement_mix(self) -> WorkloadMix | None:
+        """The mix whole-GPU placements are scored against (:mod:`~dlc.scheduler.whole_score`):
+        every queued job and every running task by shape (CPUs with the executor's, GPU
+        thousandths, GPUs). ``None`` when nothing is queued: then nothing is placed."""
+        if not self._queued:
+            return None
+        largest = largest_gpu_memory(self.inventory.agents()) or 0
+        extra = int(self.config.placement.executor_cpus * 1000)
+        demands = []
+        for job in self._queued.values():
+            spec, cpu = job.spec, int(job.spec.cpus * 1000) + extra
+            if spec.is_share:
+                demands.append((cpu, share_milli(spec, largest), 1))
+            elif spec.gpus:
+                demands += [(cpu, MILLI, spec.gpus)] * spec.nodes
+        for job, task, _ in self._running_tasks():
+            cpu = int(job.spec.cpus * 1000) + extra
+            if task.gpu_ids:
+                demands.append((cpu, MILLI, len(task.gpu_ids)))
+            elif task.share_gpu is not None:
+                agent = self.inventory.get(task.agent_id)
+                total = (agent.gpu_memory.get(task.share_gpu) if agent else None) or largest
+                demands.append((cpu, share_milli(job.spec, total), 1))
+        return demand_mix(demands)
 
     def _note_held(self, now: float, waiting: Mapping[str, str]) -> None:
         """Remember when each share now held was first held; forget the jobs no longer

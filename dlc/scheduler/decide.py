@@ -26,6 +26,7 @@ from dlc.scheduler.placement import (
 from dlc.scheduler.shape_cache import ShapeBudget
 from dlc.scheduler.share_hold import ShareHold
 from dlc.scheduler.share_placement import ShareTenants
+from dlc.scheduler.whole_score import WorkloadMix
 
 
 @dataclass
@@ -69,6 +70,7 @@ def decide(
     share_tenants: ShareTenants | None = None,
     share_hold: ShareHold | None = None,
     budget: ShapeBudget | None = None,
+    mix: WorkloadMix | None = None,
 ) -> Decision:
     """Decide one offer round.
 
@@ -91,6 +93,9 @@ def decide(
         budget: failed placement attempts per user per round, kept across rounds so the
             jobs it defers go first next time (:class:`~dlc.scheduler.shape_cache.ShapeBudget`);
             this call starts its round. Default: no bound.
+        mix: the expected workload whole-GPU placements are scored against (the core's
+            queued and running jobs by shape, :mod:`~dlc.scheduler.whole_score`); default:
+            each batch's own queue.
 
     Returns:
         The launches, declines and every waiting job's reason.
@@ -114,7 +119,7 @@ def decide(
     for batch_offers, batch_jobs in batches:
         part = place(
             batch_offers, batch_jobs, config, topology_of, driver_ok, reserved, share_tenants,
-            share_hold, budget,
+            share_hold, budget, mix,
         )  # fmt: skip
         result.launches += part.launches
         result.declined += part.declined

@@ -47,7 +47,8 @@ from dlc.scheduler.shape_cache import (
     kind_of,
 )
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, ShareHoldSettings
-from dlc.scheduler.share_placement import ShareRoom, ShareTenants, choose_share
+from dlc.scheduler.share_placement import ShareRoom, ShareTenants, choose_share, share_milli
+from dlc.scheduler.whole_score import WholeScore, WorkloadMix, demand_mix
 from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
@@ -288,6 +289,8 @@ class _Slot:
         self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
         #: the round's index of slots by free share room, told when the ranges change
         self.share_room: ShareRoom | None = None
+        #: the round's whole-GPU scoring (whole_score), told when anything here changes
+        self.whole_score: WholeScore | None = None
         if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
             # an agent that accounts shares: a GPU any share holds part of is not whole
             self.free = frozenset(
@@ -300,6 +303,8 @@ class _Slot:
         self.gpu_core = gpu_shares.subtract(self.gpu_core, take.core)
         if self.share_room is not None and take.core:
             self.share_room.refresh(self)
+        if self.whole_score is not None:
+            self.whole_score.changed(self)
         # a GPU a share now holds part of is no longer whole for the jobs after it
         self.free = frozenset(
             i for i in self.free if gpu_shares.is_whole(i, self.gpu_mem, self.gpu_core)
@@ -311,6 +316,8 @@ class _Slot:
         self.gpu_core = gpu_shares.normalise(self.gpu_core + take.core)
         if self.share_room is not None and take.core:
             self.share_room.refresh(self)
+        if self.whole_score is not None:
+            self.whole_score.changed(self)
 
     def whole_take(self, ids: tuple[int, ...]) -> gpu_shares.GpuRanges:
         """The whole blocks of GPUs ``ids`` (nothing where the agent offers no ranges)."""
@@ -335,6 +342,39 @@ class _Slot:
         self.disk -= sign * disk
         self.gpus -= sign * len(ids)
         self.free = self.free - set(ids) if sign > 0 else self.free | set(ids)
+        if self.whole_score is not None:
+            self.whole_score.changed(self)
+
+
+class _LazyWholeScore:
+    """The round's :class:`WholeScore`, built when a whole-GPU job first has a choice of
+    agents (a round whose jobs fit nowhere, or only one place, never pays for it)."""
+
+    def __init__(self, slots: list[_Slot], mix: WorkloadMix | None):
+        self._slots = slots
+        self._mix = mix
+        self._score: WholeScore | None = None
+
+    def get(self) -> WholeScore | None:
+        if self._score is None and self._mix is not None:
+            self._score = WholeScore(self._slots, self._mix)
+            for slot in self._slots:
+                slot.whole_score = self._score
+        return self._score
+
+
+def queue_demands(jobs: Iterable[Job], config: PlacementConfig) -> Iterable[tuple[int, int, int]]:
+    """``(CPU thousandths with the executor's, GPU thousandths, GPUs)`` per task of ``jobs``:
+    :func:`~dlc.scheduler.whole_score.demand_mix`'s input. A share's size is its compute
+    (memory needs the GPU's size, which the core knows and passes in its own mix)."""
+    for job in jobs:
+        spec = job.spec
+        cpu = int((spec.cpus + config.executor_cpus) * 1000)
+        if spec.is_share:
+            yield cpu, min(share_milli(spec, 0), 999), 1
+        elif spec.gpus:
+            for _ in range(spec.nodes):
+                yield cpu, 1000, spec.gpus
 
 
 def place(
@@ -347,6 +387,7 @@ def place(
     share_tenants: ShareTenants | None = None,
     share_hold: ShareHold | None = None,
     budget: ShapeBudget | None = None,
+    mix: WorkloadMix | None = None,
 ) -> PlacementResult:
     """Decide launches and declines for one batch of offers.
 
@@ -362,6 +403,9 @@ def place(
         share_hold: this round's share hold (:mod:`~dlc.scheduler.share_hold`); default: none.
         budget: failed attempts each user may have this round
             (:class:`~dlc.scheduler.shape_cache.ShapeBudget`); default: no bound.
+        mix: the expected workload whole-GPU jobs are scored against
+            (:mod:`~dlc.scheduler.whole_score`; the core passes its queued and running jobs
+            by shape); default: the shapes of ``queue``.
 
     Returns:
         The launches, the offers to decline and why waiting jobs wait.
@@ -390,6 +434,9 @@ def place(
     # less, until a launch changes the slots: 5,000 look-alikes cost one placement attempt
     # (shape_cache says why that is sound); the budget bounds what the cache cannot cover.
     failed = FailedShapes()
+    if mix is None:
+        mix = demand_mix(queue_demands(queue, config))
+    whole = _LazyWholeScore(slots, mix)
     for job in queue:
         holder = job.job_id in holders
         kind = kind_of(job)
@@ -409,7 +456,7 @@ def place(
         )
         launched = len(result.launches)
         reason = _place_job(
-            job, usable, config, topology_of, driver_ok, result, share_tenants, share_hold
+            job, usable, config, topology_of, driver_ok, result, share_tenants, share_hold, whole
         )
         if reason is None:
             if len(result.launches) != launched:
@@ -455,7 +502,7 @@ def _held_tail(reason: str, job: Job, share_hold: ShareHold | None) -> str:
 
 
 def _place_job(
-    job, slots, config, topology_of, driver_ok, result, tenants, share_hold=None
+    job, slots, config, topology_of, driver_ok, result, tenants, share_hold=None, whole=None
 ) -> str | None:
     """Gang-place every node of ``job``; returns why not, or ``None`` when placed."""
     spec = job.spec
@@ -471,6 +518,11 @@ def _place_job(
     candidates = sorted(
         (s for s in slots if len(s.free) >= spec.gpus), key=lambda s: (len(s.free), s.agent_id)
     )
+    score = whole.get() if whole is not None and spec.nodes == 1 and len(candidates) > 1 else None
+    if score is not None and spec.gpus:
+        # the least growth of fragmentation against the expected mix first (whole_score:
+        # the measure the simulator's replay credits), best fit among equals
+        candidates = score.order(candidates, spec.gpus, cpus, mem)
     if not candidates and slots:
         reason = f"no offer has {spec.gpus} free GPUs"
     for slot in candidates:
