@@ -58,7 +58,7 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
                 self._topology_of, self._driver_ok,
                 lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
                 self._share_tenants(), self._share_hold(now, tenancy.runnable),
-                self._shape_budget, self._placement_mix(),
+                self._shape_budget, self._placement_mix,
             )  # fmt: skip
             self._note_held(now, decision.waiting)
             held.update(tenancy.held)

@@ -55,7 +55,9 @@ class ShareHoldMixin(CoreState):
     def _placement_mix(self) -> WorkloadMix | None:
         """The mix whole-GPU placements are scored against (:mod:`~dlc.scheduler.whole_score`):
         every queued job and every running task by shape (CPUs with the executor's, GPU
-        thousandths, GPUs). ``None`` when nothing is queued: then nothing is placed."""
+        thousandths, GPUs). ``None`` when nothing is queued: then nothing is placed. Placement
+        calls it only when a whole-GPU job has a choice of agents (it reads every running
+        task)."""
         if not self._queued:
             return None
         largest = largest_gpu_memory(self.inventory.agents()) or 0

@@ -70,6 +70,8 @@ NO_TOPOLOGY_POLICY = "first-fit (agent has no dlc_topo attribute)"
 log = logging.getLogger(__name__)
 
 TopologyOf = Callable[[dict[str, str]], Topology | None]
+#: the expected workload, or a function that computes it when first needed
+MixSource = WorkloadMix | Callable[[], WorkloadMix | None] | None
 DriverCheck = Callable[[str, str], bool]
 
 
@@ -350,16 +352,19 @@ class _LazyWholeScore:
     """The round's :class:`WholeScore`, built when a whole-GPU job first has a choice of
     agents (a round whose jobs fit nowhere, or only one place, never pays for it)."""
 
-    def __init__(self, slots: list[_Slot], mix: WorkloadMix | None):
+    def __init__(self, slots: list[_Slot], mix: MixSource):
         self._slots = slots
         self._mix = mix
         self._score: WholeScore | None = None
 
     def get(self) -> WholeScore | None:
         if self._score is None and self._mix is not None:
-            self._score = WholeScore(self._slots, self._mix)
-            for slot in self._slots:
-                slot.whole_score = self._score
+            mix = self._mix() if callable(self._mix) else self._mix
+            self._mix = mix
+            if mix is not None:
+                self._score = WholeScore(self._slots, mix)
+                for slot in self._slots:
+                    slot.whole_score = self._score
         return self._score
 
 
@@ -387,7 +392,7 @@ def place(
     share_tenants: ShareTenants | None = None,
     share_hold: ShareHold | None = None,
     budget: ShapeBudget | None = None,
-    mix: WorkloadMix | None = None,
+    mix: MixSource = None,
 ) -> PlacementResult:
     """Decide launches and declines for one batch of offers.
 
@@ -405,7 +410,8 @@ def place(
             (:class:`~dlc.scheduler.shape_cache.ShapeBudget`); default: no bound.
         mix: the expected workload whole-GPU jobs are scored against
             (:mod:`~dlc.scheduler.whole_score`; the core passes its queued and running jobs
-            by shape); default: the shapes of ``queue``.
+            by shape; or a function computing it, called only when a whole-GPU job first has
+            a choice of agents); default: the shapes of ``queue``.
 
     Returns:
         The launches, the offers to decline and why waiting jobs wait.

@@ -99,11 +99,9 @@ class WholeScore:
             self._mix, agents.model, agents.cpu_left, agents.mem_left, agents.gpu_left, params
         )
         self._agents = agents
-        self._chooser = fragscore.IncrementalChooser(
-            len(self._slots),
-            agents.gpu_left.shape[1],
-            lambda req, nodes: fragscore.node_costs(req, agents, self._mix, nodes, params),
-        )
+        #: each slot's state version; costs per request shape with the version they read
+        self._version = np.zeros(len(self._slots), dtype=np.int64)
+        self._costs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._dirty: set[int] = set()
 
     def changed(self, slot: Any) -> None:
@@ -124,7 +122,7 @@ class WholeScore:
             agents.mem_left[k] = view.mem_free_mib
             agents.gpu_left[k] = 0
             agents.gpu_left[k, : len(view.gpu_free)] = view.gpu_free
-            self._chooser.touched(int(k))
+            self._version[k] += 1
         agents.frag[rows] = fragscore.node_frag(self._mix, agents, rows, self._params)
 
     def order(self, candidates: Sequence[Any], gpus: int, cpus: float, mem: float) -> list[Any]:
@@ -132,10 +130,27 @@ class WholeScore:
         ``cpus``/``mem`` (with its executor's): the least growth of fragmentation first, then
         the fewest free GPUs (best fit), then the agent id."""
         self._refresh()
-        request = fgd.ShareRequest(int(cpus * 1000), int(mem), gpus, MILLI)
-        cost = self._chooser.costs(request)[:, 0]
         row = self._row
+        rows = np.array(sorted(row[id(s)] for s in candidates))
+        cost = self._cost(fgd.ShareRequest(int(cpus * 1000), 0, gpus, MILLI), rows)
         return sorted(candidates, key=lambda s: (cost[row[id(s)]], len(s.free), s.agent_id))
+
+    def _cost(self, request: fgd.ShareRequest, rows: np.ndarray) -> np.ndarray:
+        """Costs of ``request`` per slot, fresh for ``rows`` (the candidates; the caller checks
+        memory). Kept per shape like the replay's IncrementalChooser, but only the candidates'
+        stale costs are computed: in a busy round few agents have the GPUs a job asks."""
+        key = (request.cpu_milli, request.num_gpus)
+        entry = self._costs.get(key)
+        if entry is None:
+            n = len(self._slots)
+            entry = self._costs[key] = (np.zeros(n), np.full(n, -1, dtype=np.int64))
+        cost, stamp = entry
+        stale = rows[stamp[rows] != self._version[rows]]
+        if len(stale):
+            costs = fragscore.node_costs(request, self._agents, self._mix, stale, self._params)
+            cost[stale] = costs[:, 0]
+            stamp[stale] = self._version[stale]
+        return cost
 
 
 WorkloadMix = fgd.WorkloadMix
