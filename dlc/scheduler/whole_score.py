@@ -80,8 +80,9 @@ class WholeScore:
         mix: the expected workload (:func:`demand_mix`).
         params: fragscore's knobs (the replay's defaults).
 
-    A slot whose resources change must say so (:meth:`changed`); its costs are read again
-    before the next ranking.
+    An agent's state is read (and its fragmentation measured) only when it is first a
+    candidate, and again after it changed: a slot whose resources change must say so
+    (:meth:`changed`). In a busy round few agents have the GPUs a job asks, so few are read.
     """
 
     def __init__(
@@ -93,52 +94,60 @@ class WholeScore:
         self._slots = list(slots)
         self._row = {id(s): k for k, s in enumerate(self._slots)}
         self._params = params
-        agents, models = fgd.arrays_from_views([_view(s) for s in self._slots])
-        self._mix = fragscore.mix_arrays(mix, models, params)
-        agents.frag = fragscore.frag_dedup(
-            self._mix, agents.model, agents.cpu_left, agents.mem_left, agents.gpu_left, params
+        self._mix = fragscore.mix_arrays(mix, ["gpu"], params)
+        n = len(self._slots)
+        self._agents = fgd.AgentArrays(
+            model=np.zeros(n, dtype=np.int64),  # one model: the mix names none
+            cpu_left=np.zeros(n, dtype=np.int64),
+            mem_left=np.zeros(n, dtype=np.int64),
+            gpu_left=np.zeros((n, fgd.MAX_GPUS), dtype=np.int64),
+            access_of=lambda allowed: np.ones(n, dtype=bool),
+            frag=np.zeros(n),
         )
-        self._agents = agents
-        #: each slot's state version; costs per request shape with the version they read
-        self._version = np.zeros(len(self._slots), dtype=np.int64)
+        #: rows not read yet or changed since; each row's state version
+        self._stale = np.ones(n, dtype=bool)
+        self._version = np.zeros(n, dtype=np.int64)
+        #: costs per request shape (CPU thousandths, GPUs), with the version each read
         self._costs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-        self._dirty: set[int] = set()
 
     def changed(self, slot: Any) -> None:
         """``slot``'s offered resources changed (a task was placed on it or given back)."""
         row = self._row.get(id(slot))
         if row is not None:
-            self._dirty.add(row)
+            self._stale[row] = True
 
-    def _refresh(self) -> None:
-        if not self._dirty:
-            return
+    def _read(self, rows: np.ndarray) -> None:
+        """Read the state of slots ``rows`` and measure their fragmentation."""
         agents = self._agents
-        rows = np.array(sorted(self._dirty))
-        self._dirty.clear()
         for k in rows:
             view = _view(self._slots[k])
+            if len(view.gpu_free) > agents.gpu_left.shape[1]:  # a wider agent than any so far
+                wider = len(view.gpu_free) - agents.gpu_left.shape[1]
+                agents.gpu_left = np.pad(agents.gpu_left, ((0, 0), (0, wider)))
             agents.cpu_left[k] = view.cpu_free_milli
             agents.mem_left[k] = view.mem_free_mib
             agents.gpu_left[k] = 0
             agents.gpu_left[k, : len(view.gpu_free)] = view.gpu_free
-            self._version[k] += 1
         agents.frag[rows] = fragscore.node_frag(self._mix, agents, rows, self._params)
+        self._stale[rows] = False
+        self._version[rows] += 1
 
     def order(self, candidates: Sequence[Any], gpus: int, cpus: float, mem: float) -> list[Any]:
         """``candidates`` (slots of this round) best first for a job of ``gpus`` whole GPUs and
         ``cpus``/``mem`` (with its executor's): the least growth of fragmentation first, then
         the fewest free GPUs (best fit), then the agent id."""
-        self._refresh()
         row = self._row
         rows = np.array(sorted(row[id(s)] for s in candidates))
+        stale = rows[self._stale[rows]]
+        if len(stale):
+            self._read(stale)
         cost = self._cost(fgd.ShareRequest(int(cpus * 1000), 0, gpus, MILLI), rows)
         return sorted(candidates, key=lambda s: (cost[row[id(s)]], len(s.free), s.agent_id))
 
     def _cost(self, request: fgd.ShareRequest, rows: np.ndarray) -> np.ndarray:
         """Costs of ``request`` per slot, fresh for ``rows`` (the candidates; the caller checks
         memory). Kept per shape like the replay's IncrementalChooser, but only the candidates'
-        stale costs are computed: in a busy round few agents have the GPUs a job asks."""
+        out-of-date costs are computed."""
         key = (request.cpu_milli, request.num_gpus)
         entry = self._costs.get(key)
         if entry is None:
