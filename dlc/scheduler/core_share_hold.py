@@ -11,12 +11,13 @@ its wait.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from dlc.scheduler.allocator.shares import MILLI
 from dlc.scheduler.cluster import Holder
 from dlc.scheduler.core_state import CoreState
-from dlc.scheduler.jobs import Job
+from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.quotas import largest_gpu_memory
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, build
 from dlc.scheduler.share_placement import share_milli
@@ -62,21 +63,34 @@ class ShareHoldMixin(CoreState):
             return None
         largest = largest_gpu_memory(self.inventory.agents()) or 0
         extra = int(self.config.placement.executor_cpus * 1000)
-        demands = []
+        # counted by shape first: 10,000 queued jobs have few shapes, and a share's size
+        # (share_milli) is worked out once per shape
+        whole: Counter[tuple[float, int]] = Counter()
+        shares: Counter[tuple] = Counter()
+        spec_of: dict[tuple, JobSpec] = {}
+
+        def share(spec: JobSpec, total: int) -> None:
+            key = (spec.cpus, spec.gpu_fraction, spec.gpu_memory, total)
+            shares[key] += 1
+            spec_of.setdefault(key, spec)
+
         for job in self._queued.values():
-            spec, cpu = job.spec, int(job.spec.cpus * 1000) + extra
-            if spec.is_share:
-                demands.append((cpu, share_milli(spec, largest), 1))
-            elif spec.gpus:
-                demands += [(cpu, MILLI, spec.gpus)] * spec.nodes
+            if job.spec.is_share:
+                share(job.spec, largest)
+            elif job.spec.gpus:
+                whole[(job.spec.cpus, job.spec.gpus)] += job.spec.nodes
         for job, task, _ in self._running_tasks():
-            cpu = int(job.spec.cpus * 1000) + extra
             if task.gpu_ids:
-                demands.append((cpu, MILLI, len(task.gpu_ids)))
+                whole[(job.spec.cpus, len(task.gpu_ids))] += 1
             elif task.share_gpu is not None:
                 agent = self.inventory.get(task.agent_id)
                 total = (agent.gpu_memory.get(task.share_gpu) if agent else None) or largest
-                demands.append((cpu, share_milli(job.spec, total), 1))
+                share(job.spec, total)
+        demands = [(int(cpus * 1000) + extra, MILLI, gpus) for (cpus, gpus), n in whole.items()
+                   for _ in range(n)]  # fmt: skip
+        for key, n in shares.items():
+            size = share_milli(spec_of[key], key[3])
+            demands += [(int(key[0] * 1000) + extra, size, 1)] * n
         return demand_mix(demands)
 
     def _note_held(self, now: float, waiting: Mapping[str, str]) -> None:
