@@ -65,6 +65,7 @@ def job_to_dict(job: Job, history: list | None = None) -> dict[str, Any]:
         "gpu_memory": spec.gpu_memory,
         "interactive": spec.interactive,
         "nodes": spec.nodes,
+        "gang_topology": spec.gang_topology,
         "gpu_model": spec.gpu_model,
         "cpus": spec.cpus,
         "mem_mib": spec.mem_mib,

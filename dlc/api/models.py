@@ -69,6 +69,12 @@ class JobSpecIn(BaseModel):
         description="share the GPU only with shares of the same `user` or `group`",
         examples=["user"],
     )
+    gang_topology: StrictStr | dict[StrictStr, StrictStr] | None = Field(
+        None,
+        description="how close a gang's nodes must be: LEVEL[:MODE], LEVEL switch|rack|zone, "
+        "MODE preferred (default) or required",
+        examples=["switch:required"],
+    )
 
 
 Amount = StrictFloat | StrictInt | StrictStr

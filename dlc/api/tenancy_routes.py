@@ -66,8 +66,10 @@ def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
     return out
 
 
-def quota_view(core: Any) -> dict:
-    """Usage against guarantees per group and pool, with what is borrowed and waiting."""
+def quota_view(core: Any, viewer: str | None = None) -> dict:
+    """Usage against guarantees per group and pool, with what is borrowed and waiting, and
+    each group's decayed GPU-hours (``fair_share``; ``viewer``: a non-admin, who sees only
+    their own user's row of it)."""
     policy = core.tenancy
     capacity = core.pool_capacity()
     tenancy = core.plan_queue(core.queued_jobs())
@@ -88,7 +90,8 @@ def quota_view(core: Any) -> dict:
             "waiting": waiting.get((group, pool), ZERO).to_dict(),
         })  # fmt: skip
     pools = {p: c.to_dict() for p, c in sorted(capacity.items())}
-    return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s}
+    fair = core.fair_share(viewer) if hasattr(core, "fair_share") else None
+    return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s, "fair_share": fair}
 
 
 def nodes_view(core: Any) -> list[dict]:
@@ -123,10 +126,18 @@ def nodes_view(core: Any) -> list[dict]:
             "free": len(agent.gpu_ids) - len(used) - len(held) - len(draining),
             "cpus": agent.cpus, "mem_mib": agent.mem_mib,
             "sharing": agent.attributes.get(ATTR_SHARING),
+            **_place_of(agent.locality),
             "shared_gpus": [{"gpu": gpu, "tenants": sorted(users)} for gpu, users
                             in sorted(sharers.get(agent.agent_id, {}).items())],
         })  # fmt: skip
     return out
+
+
+def _place_of(locality: Any) -> dict[str, str]:
+    """An agent's ``region``/``zone`` (Mesos fault domain), ``rack`` and ``switch``
+    (``dlc node-config --rack/--switch``); empty where unknown."""
+    return {"region": locality.region, "zone": locality.zone, "rack": locality.rack,
+            "switch": locality.switch}  # fmt: skip
 
 
 def groups_view(core: Any) -> list[dict]:
@@ -161,7 +172,7 @@ def router(api: Any) -> APIRouter:
     def quota(request: Request) -> dict:
         """Each group's usage against its guarantee per pool, and what it borrows."""
         _caller(request)
-        return quota_view(core)
+        return quota_view(core, _viewer(request))
 
     @routes.put("/v1/quota/{group}", responses=ERRORS)
     def set_quota(group: str, body: QuotaIn, request: Request) -> dict:
@@ -240,7 +251,8 @@ def router(api: Any) -> APIRouter:
     def tenancy(request: Request) -> dict:
         """The dashboard's section: quotas with usage and the queue in run order (redacted
         for a non-admin as in ``/v1/queue``)."""
-        return {"quota": quota_view(core), "queue": queue_view(core, _viewer(request))}
+        viewer = _viewer(request)
+        return {"quota": quota_view(core, viewer), "queue": queue_view(core, viewer)}
 
     @routes.get("/v1/nodes", responses=ERRORS)
     def nodes(request: Request) -> dict:

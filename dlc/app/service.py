@@ -21,8 +21,10 @@ from dlc.api.shell_relay import SessionLimits
 from dlc.app.advertise import advertised_api_url, loopback_warning
 from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
 from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
 from dlc.scheduler.placement import PlacementConfig, check_policy
+from dlc.scheduler.preemption import ProtectionRules
 from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.scheduler.task_info import ExecutorConfig
 from dlc.store.lock import DbLock
@@ -82,6 +84,9 @@ class ServiceConfig:
     sessions: SessionLimits = field(default_factory=SessionLimits)
     #: the opt-in share hold (``--share-hold-*``, docs/sharing.md); off by default
     share_hold: ShareHoldSettings = field(default_factory=ShareHoldSettings)
+    #: ``--fair-share-half-life`` (0: off) and ``--protect`` (docs/quotas.md)
+    fair_share_half_life_s: float = DEFAULT_HALF_LIFE_S
+    protection: ProtectionRules = field(default_factory=ProtectionRules)
 
     def __post_init__(self) -> None:
         check_policy(self.policy)  # refuse a typo at configuration time, not at first offer
@@ -127,6 +132,8 @@ class SchedulerService:
             reserve_idle_s=fw_config.unreserve_after_s if fw_config.reserve else None,
             principal=fw_config.principal,
             group_roles=fw_config.group_roles,
+            fair_share_half_life_s=config.fair_share_half_life_s,
+            protection=config.protection,
         )
         self.metrics = SchedulerMetrics(self.store, tenant_labels=config.metrics_tenant_labels)
         self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)

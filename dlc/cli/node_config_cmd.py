@@ -47,6 +47,13 @@ GPU_NAMES = ("gpus", "gpu_ids", "gpu_mem", "gpu_core")
 @click.option("--cpus", type=float, metavar="N", help="Also declare cpus:N.")
 @click.option("--mem", "mem_mib", type=int, metavar="MIB", help="Also declare mem:MIB.")
 @click.option("--pool", metavar="NAME", help="Resource pool of this agent (dlc_pool): dev, train.")
+@click.option("--rack", metavar="NAME", help="Rack of this agent (dlc_rack): gangs keep to one.")
+@click.option(
+    "--switch",
+    metavar="NAME",
+    help="Top-of-rack switch of this agent (dlc_switch): gangs prefer one switch, then one "
+    "rack, then one zone (the zone is mesos-agent --domain).",
+)
 @click.option(
     "--role",
     metavar="ROLE",
@@ -89,6 +96,8 @@ def command(
     fmt: str,
     pool: str | None = None,
     role: str | None = None,
+    rack: str | None = None,
+    switch: str | None = None,
 ) -> None:
     """Print mesos-agent --resources (gpus, gpu_ids, gpu_mem, gpu_core) and --attributes."""
     # Imported here: live discovery may load pynvml, which `dlc --help` must not need.
@@ -120,6 +129,12 @@ def command(
         from dlc.scheduler.tenancy import POOL_ATTRIBUTE, check_name
 
         config.attributes[POOL_ATTRIBUTE] = check_name("pool", pool)
+    # where the agent stands, for gang placement (docs/scheduler.md, gangs across racks)
+    from dlc.scheduler.gang_topology import ATTR_RACK, ATTR_SWITCH, check_place_name
+
+    for name, kind, value in ((ATTR_RACK, "rack", rack), (ATTR_SWITCH, "switch", switch)):
+        if value is not None:
+            config.attributes[name] = check_place_name(kind, value)
     if fmt in ("json", "yaml"):
         doc = {
             "resources": config.resources,

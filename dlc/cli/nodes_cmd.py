@@ -36,9 +36,10 @@ def command(output, api, token):
         t[2] += n["free"]
         t[3] += n.get("shared", 0)
     print_table(
-        ("POOL", "AGENT", "VENDOR", "GPU MODEL", "GPUS", "TAKEN", "SHARED (MEM)", "DRAINING",
-         "FREE", "CPUS", "MEM"),
-        ((n["pool"], n["hostname"] or n["agent_id"], n.get("gpu_vendor", "nvidia"), n["gpu_model"],
+        ("POOL", "AGENT", "ZONE", "RACK", "SWITCH", "VENDOR", "GPU MODEL", "GPUS", "TAKEN",
+         "SHARED (MEM)", "DRAINING", "FREE", "CPUS", "MEM"),
+        ((n["pool"], n["hostname"] or n["agent_id"], n.get("zone") or "-", n.get("rack") or "-",
+          n.get("switch") or "-", n.get("gpu_vendor", "nvidia"), n["gpu_model"],
           n["gpus"], n["taken"], _shared(n), n["draining"], n["free"], f"{n['cpus']:g}",
           f"{n['mem_mib'] / 1024:.0f}G")
          for n in nodes),

@@ -61,6 +61,23 @@ def command(ctx, output, api, token):
         ),  # fmt: skip
         wide=output == "wide",
     )
+    _print_fair_share(body.get("fair_share"), output)
+
+
+def _print_fair_share(fair: dict | None, output: str | None) -> None:
+    """Each group's decayed GPU-hours, weight and usage over weight, and its users'."""
+    if not fair or not fair["groups"]:
+        return
+    days = fair["half_life_s"] / 86400
+    click.echo(f"\nfair share over time (decayed GPU-hours, half-life {num(round(days, 3))} d; "
+               "lower usage/weight borrows first, higher is reclaimed first):")  # fmt: skip
+    print_table(
+        ("GROUP", "GPU-HOURS", "WEIGHT", "USAGE/WEIGHT", "USERS (GPU-HOURS)"),
+        ((g["group"], num(round(g["gpu_hours"], 3)), num(g["weight"]), num(round(g["ratio"], 3)),
+          ", ".join(f"{u['user']} {num(round(u['gpu_hours'], 3))}" for u in g["users"]) or "-")
+         for g in fair["groups"]),
+        wide=output == "wide",
+    )  # fmt: skip
 
 
 @command.command("set")

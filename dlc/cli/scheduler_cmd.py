@@ -293,6 +293,16 @@ def admin_token_from(token_file: str | None) -> str | None:
     help="Run a DLC group's jobs only on offers of this Mesos role (one of --role), so Mesos "
     "quota on the role guarantees the group's GPUs; repeatable (docs/roles.md).",
 )  # fmt: skip
+@click.option(
+    "--fair-share-half-life", default="7d", show_default=True, metavar="SPAN",
+    help="Half-life of each group's decayed GPU-hours (7d, 12h, 0: off); lower usage for its "
+    "weight borrows first and is reclaimed last (docs/quotas.md).",
+)  # fmt: skip
+@click.option(
+    "--protect", "protect", multiple=True, metavar="CLASS=MIN_RUNTIME[:DELAY]",
+    help="Per priority class: the runtime before a job may be preempted and the delay from the "
+    "decision to the eviction, e.g. normal=10m:30s; repeatable (docs/quotas.md).",
+)  # fmt: skip
 @click.option("--failover-timeout", type=float, default=WEEK_S, show_default=True, help="Seconds.")
 @click.option("--refuse-seconds", type=float, default=5.0, show_default=True)
 @click.option(
@@ -329,7 +339,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
             group_roles, share_hold_reserve, share_hold_fill, share_hold_max_wait,
-            failover_timeout,
+            fair_share_half_life, protect, failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, metrics_tenant_labels, verbose, sessions):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
@@ -338,6 +348,8 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
     restart with the same --db reconnects to them.
     """
     from dlc.app.service import SchedulerService, ServiceConfig, write_token_file
+    from dlc.scheduler.fair_share import parse_span
+    from dlc.scheduler.preemption import parse_protection
     from dlc.store.select import open_store
 
     configure_logging(verbose, logging.INFO)
@@ -391,6 +403,8 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
         max_connections=max_connections,
         sessions=sessions,
         share_hold=share_hold,
+        fair_share_half_life_s=parse_span(fair_share_half_life),
+        protection=parse_protection(protect),
         executor=executor_config(
             executor_command,
             executor_env,

@@ -178,6 +178,9 @@ class SubmitCommand(click.Command):
 )
 @click.option("--pool", help="Resource pool to run in (default: your group's).")
 @click.option("--priority-class", help="low, normal, high or urgent (sets --priority).")
+@click.option("--gang-topology", metavar="LEVEL[:MODE]",
+              help="Keep a gang's nodes under one switch, rack or zone: preferred (the default "
+                   "for gangs: switch:preferred) or required (wait for room there).")  # fmt: skip
 @click.option("--wait", is_flag=True,
               help="Wait for the job to end; exit with its exit code (killed: 137).")  # fmt: skip
 @click.option("--interval", type=click.FloatRange(0.1), default=2.0, hidden=True)
@@ -188,7 +191,7 @@ def submit(spec_file, framework, image, gpus, gpu_memory, exclusive_per, gpu_mod
            nodes, cpus,
            mem, env, volume, priority, retries, name, container_user, as_me, workdir, interactive,
            idle_timeout_s, pool, priority_class, wait, interval, output, api, token,
-           command):  # fmt: skip
+           command, gang_topology=None):  # fmt: skip
     """Submit a job: dlc submit --framework pytorch:2.3 --gpus 4 -- python train.py
 
     Prints the job id (-o json|yaml: the job). With --wait, state changes go to stderr
@@ -216,6 +219,7 @@ def submit(spec_file, framework, image, gpus, gpu_memory, exclusive_per, gpu_mod
         "idle_timeout_s": idle_timeout_s,
         "pool": pool,
         "priority_class": priority_class,
+        "gang_topology": gang_topology,
     }
     spec = build_spec(spec_file, flags, tuple(command))
     # The scheduler checks again; checking here answers bad specs without a round trip

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from dlc.scheduler.gang_topology import Locality
 from dlc.topology.gpu_shares import Ranges, amounts
 from dlc.topology.model import PairLink, Topology
 
@@ -79,6 +80,8 @@ class AgentView:
         offered_at: when that offer came (clock seconds), or ``None``.
         topology: the decoded ``dlc_topo`` attribute, or ``None``.
         gpus: per GPU, by index.
+        domain: the Mesos fault domain ``(region, zone)``; with the ``dlc_rack`` and
+            ``dlc_switch`` attributes it makes :attr:`locality`.
     """
 
     agent_id: str
@@ -97,6 +100,12 @@ class AgentView:
     topology: Topology | None = None
     model: str = "unknown"
     gpus: tuple[GpuView, ...] = ()
+    domain: tuple[str, str] = ("", "")
+
+    @property
+    def locality(self) -> Locality:
+        """Where the agent stands: fault domain, rack and switch."""
+        return Locality(*self.domain).with_attributes(self.attributes)
 
     @property
     def gpu_ids(self) -> frozenset[int]:

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dlc.scheduler.draining import DRAIN_TIMEOUT_S
+from dlc.scheduler.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.preemption import ProtectionRules
 from dlc.scheduler.task_info import ExecutorConfig
 
 #: (framework or None, image or None) -> (image, cuda_version); raises DlcError
@@ -88,6 +90,14 @@ class CoreConfig:
     #: ``(group, role)``: a group's jobs use only offers allocated to that Mesos role, so
     #: Mesos quota on the role guarantees the group's GPUs (``--group-role``; docs/roles.md)
     group_roles: tuple[tuple[str, str], ...] = ()
+    #: ``--fair-share-half-life``: the half-life of each group's decayed GPU-hours, seconds
+    #: (0: fair share over time off; borrowing by DRF on what is borrowed now, docs/quotas.md)
+    fair_share_half_life_s: float = DEFAULT_HALF_LIFE_S
+    #: how often the leader writes the fair-share ledger to the store, seconds
+    fair_share_flush_s: float = 60.0
+    #: ``--protect CLASS=MIN_RUNTIME[:DELAY]``: per priority class, the runtime before a job
+    #: may be preempted and the delay from the decision to the eviction (none: as before)
+    protection: ProtectionRules = ProtectionRules()
 
 
 def default_resolver(spec: JobSpec) -> tuple[str, str | None]:

@@ -16,6 +16,7 @@ from dlc.scheduler.core_config import Actions
 from dlc.scheduler.core_share_hold import ShareHoldMixin
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.decide import Decision, decide
+from dlc.scheduler.gang_topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, parse_offers, share_fields
@@ -147,9 +148,16 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
         )
         if any(x.policy == NO_TOPOLOGY_POLICY for x in launches):
             gpus += " (first-fit: the agent has no dlc_topo attribute)"
+        if len(tasks) > 1:  # where the gang went: one switch, one rack ... (gang_topology)
+            where = spread([self._locality(t.agent_id) for t in tasks])
+            gpus += f" ({where})" if where else ""
         return self._save(
             replace(job, state=JobState.STAGING, tasks=tasks, message=f"launching on {gpus}")
         )
+
+    def _locality(self, agent_id: str) -> Locality:
+        agent = self.inventory.get(agent_id)
+        return agent.locality if agent is not None else Locality()
 
     def _end_reservation_if_due(self, now: float) -> None:
         active = self._reservations.active
@@ -181,6 +189,12 @@ class OfferRoundMixin(TenancyMixin, ShareHoldMixin):
                 continue
             free = self._free_gpus(views)
             able.sort(key=lambda a: (-len(free.get(a.agent_id, ())), a.agent_id))
+            if job.spec.nodes > 1:  # a gang drains agents of one switch, rack or zone
+                want = wanted(job.spec.gang_topology)
+                group = choose_group(able, job.spec.nodes, lambda a: a.locality, want)
+                if group is None:
+                    continue
+                able = group.order
             chosen = [a.agent_id for a in able[: job.spec.nodes]]
             held = self._reservations.reserve(job.job_id, chosen, now)
             self._save(job, event=held.describe(now, self._free_text(held.agent_ids, views)))

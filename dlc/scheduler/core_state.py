@@ -242,7 +242,7 @@ class CoreState:
             self._impossible.clear()
             self._impossible_version = self.inventory.version
         key = (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
-               spec.cuda_version)  # fmt: skip
+               spec.cuda_version, spec.gang_topology)  # fmt: skip
         if key not in self._impossible:
             error = self.inventory.impossible(spec)
             self._impossible[key] = None if error is None else str(error)

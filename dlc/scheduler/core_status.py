@@ -23,6 +23,7 @@ from dlc.scheduler.core_config import Actions
 from dlc.scheduler.core_state import _STOPPED, _TERMINAL_TASK, _done
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.draining import confirms_gone, may_still_run
+from dlc.scheduler.infra_loss import LostAttempts, lost_by_infrastructure, may_relaunch_free
 from dlc.scheduler.jobs import (
     Job,
     JobState,
@@ -153,7 +154,14 @@ class StatusMixin(TenancyMixin):
             parsed = job_id_of_task(task_id)
             agent_id = status.get("agent_id", {}).get("value", "")
             job = self._find(parsed[0]) if parsed else None
-            stale = job is None or parsed[1] != job.attempt or job.state is JobState.QUEUED
+            # an ended job's attempt is over too: a late or repeated update (reconciliation
+            # echoes the latest state) must not reopen it, only confirm or end its task
+            stale = (
+                job is None
+                or parsed[1] != job.attempt
+                or job.state is JobState.QUEUED
+                or job.state.terminal
+            )
             if stale:
                 return self._on_stale(task_id, agent_id, state, status)
             task = next((t for t in job.tasks if t.task_id == task_id), None)
@@ -169,6 +177,14 @@ class StatusMixin(TenancyMixin):
         book = self.__dict__.get("_ignored_updates")
         if book is None:
             book = self.__dict__["_ignored_updates"] = IgnoredUpdates()
+        return book
+
+    @property
+    def lost_attempts(self) -> LostAttempts:
+        """The attempts in flight that lost a task to the infrastructure."""
+        book = self.__dict__.get("_lost_attempts")
+        if book is None:
+            book = self.__dict__["_lost_attempts"] = LostAttempts()
         return book
 
     def _ignore_update(self, task_id: str, state: str, why: str) -> None:
@@ -195,8 +211,17 @@ class StatusMixin(TenancyMixin):
         queue it again for free, or keep it (killing gang mates of a task that failed)."""
         task = next((t for t in job.tasks if t.task_id == task_id), None)
         message, never_seen, refused = self._note_task_end(task, task_id, state, status)
+        if state in _TERMINAL_TASK and lost_by_infrastructure(status):
+            self.lost_attempts.note(job.task_prefix())
         job = replace(job, tasks=_with_task_state(job.tasks, task_id, state))
-        if job.state is JobState.PREEMPTED and not job.kill_requested:
+        if (
+            job.state is JobState.PREEMPTED
+            and not job.kill_requested
+            and (
+                # a victim still in its eviction delay that ended on its own ends as it ended
+                not self._awaiting_eviction(job.job_id) or not _job_state(job).terminal
+            )
+        ):
             return self._preempted_update(job)
         new_state = _job_state(job)
         actions = Actions()
@@ -223,6 +248,11 @@ class StatusMixin(TenancyMixin):
             # agent): queue again without using a retry.
             return self._requeue(job, "relaunching: the master never saw the launch", 0)
         elif new_state in (JobState.FAILED, JobState.LOST, JobState.KILLED) and not actions.kills:
+            lost = self.lost_attempts.pop(job.task_prefix())
+            if lost and not job.kill_requested and may_relaunch_free(job.attempt, job.failures):
+                # Its agent, executor or the master's record of it went, not its command:
+                # queue again without using one of the user's retries (bounded).
+                return self._requeue(job, f"relaunching, no retry used: {message}", 0)
             if job.failures < job.spec.retries and not job.kill_requested:
                 left = job.spec.retries - job.failures
                 return self._requeue(job, f"retrying ({left} left) after: {message}", 1)
@@ -230,6 +260,8 @@ class StatusMixin(TenancyMixin):
                 new_state = JobState.FAILED  # killed by someone else: the job did not finish
         elif new_state.terminal and actions.kills:
             new_state = JobState.RUNNING if job.state is JobState.RUNNING else job.state
+        if new_state.terminal:
+            self.lost_attempts.pop(job.task_prefix())
         self._save(job.with_state(new_state, message))
         return actions
 
@@ -265,6 +297,7 @@ class StatusMixin(TenancyMixin):
         return Actions()
 
     def _requeue(self, job: Job, message: str, failure: int) -> Actions:
+        self.lost_attempts.pop(job.task_prefix())
         for task in job.tasks:
             self._previous[task.task_id] = (task.agent_id, task.gpu_ids)
         while len(self._previous) > _PREVIOUS_KEPT:
@@ -306,7 +339,8 @@ class StatusMixin(TenancyMixin):
                 + [
                     (t.task_id, t.agent_id)
                     for job in self._active.values()
-                    if job.kill_requested or job.state is JobState.PREEMPTED
+                    if job.kill_requested
+                    or (job.state is JobState.PREEMPTED and not self._awaiting_eviction(job.job_id))
                     for t in job.tasks
                     if not _done(t) and (t.task_id, t.agent_id) not in fresh
                 ]

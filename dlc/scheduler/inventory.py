@@ -25,6 +25,7 @@ from typing import Any
 from dlc.errors import FieldError, JobSpecError
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.cluster import AgentView, Holder, gpu_views
+from dlc.scheduler.gang_topology import LEVELS, Locality, choose_group, domain_names, wanted
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import (
     ATTR_DRIVER,
@@ -67,6 +68,13 @@ class AgentTotals:
     gpu_memory: dict[int, int] = field(default_factory=dict)
     #: the role (one of DLC's, or its parent) the agent's GPUs are reserved for, if any
     role: str | None = None
+    #: the agent's Mesos fault domain ``(region, zone)`` (``("", "")``: none)
+    domain: tuple[str, str] = ("", "")
+
+    @property
+    def locality(self) -> Locality:
+        """Where the agent stands: fault domain, rack and switch (gang placement)."""
+        return Locality(*self.domain).with_attributes(self.attributes)
 
     @property
     def shareable(self) -> bool:
@@ -156,7 +164,7 @@ class Inventory:
         ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
         for view in views:
             seen = (view.gpu_ids, view.gpu_mem, view.cpus, view.mem_mib, view.disk_mib,
-                    view.hostname, view.attributes)  # fmt: skip
+                    view.hostname, view.attributes, view.domain)  # fmt: skip
             if self._noted.get(view.agent_id) != seen or view.agent_id not in self._agents:
                 self.note_offer(view)
                 self._noted[view.agent_id] = seen
@@ -183,6 +191,7 @@ class Inventory:
             known,
             gpu_ids=known.gpu_ids | view.gpu_ids,
             attributes=known.attributes or dict(view.attributes),
+            domain=known.domain if any(known.domain) else view.domain,
             gpu_memory={
                 i: max(known.gpu_memory.get(i, 0), seen.get(i, 0))
                 for i in set(known.gpu_memory) | set(seen)
@@ -244,6 +253,7 @@ class Inventory:
                     hostname=totals.hostname,
                     attributes=dict(totals.attributes),
                     role=totals.role,
+                    domain=totals.domain,
                     cpus=totals.cpus,
                     mem_mib=totals.mem_mib,
                     disk_mib=totals.disk_mib,
@@ -323,7 +333,7 @@ class Inventory:
             self._answers.clear()
             self._answers_version = self.version
         key = (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
-               spec.cuda_version, spec.is_share, spec.gpu_memory)  # fmt: skip
+               spec.cuda_version, spec.is_share, spec.gpu_memory, spec.gang_topology)  # fmt: skip
         if key not in self._answers:
             error = self._impossible(spec)
             # FieldError's text is "<field>: <message>"; keep the two parts to rebuild it
@@ -338,7 +348,7 @@ class Inventory:
             return None
         able = self.able_agents(spec)
         if len(able) >= spec.nodes:
-            return None
+            return _no_group(spec, able)
         if able:
             return JobSpecError(
                 "nodes",
@@ -429,6 +439,33 @@ class Inventory:
         )
 
 
+def _no_group(spec: JobSpec, able: list[AgentTotals]) -> JobSpecError | None:
+    """Why a gang that *requires* one switch, rack or zone can never have one: no such
+    group holds ``spec.nodes`` of the agents able to run it (``None``: one does, or the
+    gang only prefers one)."""
+    if spec.nodes < 2 or not spec.gang_topology:
+        return None
+    want = wanted(spec.gang_topology)
+    if not want.required or choose_group(able, spec.nodes, lambda a: a.locality, want):
+        return None
+    sizes: dict[tuple[str, ...], int] = {}
+    for agent in able:
+        key = agent.locality.key(want.level)
+        if key is not None:
+            sizes[key] = sizes.get(key, 0) + 1
+    most = max(sizes.values(), default=0)
+    wider = LEVELS[LEVELS.index(want.level) + 1] if want.level != LEVELS[-1] else None
+    fixes = [f"--gang-topology {wider}:required"] if wider else []
+    fixes.append(f"--gang-topology {want.level}:preferred")
+    if most >= 2:  # a smaller gang fits
+        fixes.append(f"--nodes {most}")
+    return JobSpecError(
+        "gang_topology",
+        f"no {want.level} has {spec.nodes} agents that can run this job (the largest has "
+        f"{most}); pass {' or '.join(fixes)}",
+    )
+
+
 def agent_from_master(slave: Mapping[str, Any], roles: tuple[str, ...] = ()) -> AgentTotals | None:
     """An :class:`AgentTotals` from one ``/master/slaves`` entry (``None``: inactive or
     malformed).
@@ -457,6 +494,7 @@ def agent_from_master(slave: Mapping[str, Any], roles: tuple[str, ...] = ()) -> 
             exact=True,
             gpu_memory=_gpu_memory(totals.get(gpu_shares.GPU_MEM), others),
             role=gpu_role,
+            domain=domain_names(slave.get("domain")),
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None

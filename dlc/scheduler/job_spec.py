@@ -17,6 +17,7 @@ from typing import Any
 
 from dlc.errors import JobSpecError
 from dlc.images.reference import ImageReferenceError, parse_reference
+from dlc.scheduler.gang_topology import GangTopology
 from dlc.scheduler.launch_spec import parse_user
 from dlc.scheduler.spec_fields import (
     _CUDA_RE,
@@ -86,6 +87,8 @@ class JobSpec:
             fraction, compute is shared without a floor. ``None``: none asked.
         exclusive_per: a share's GPU is shared only with shares of the same ``user`` or
             ``group`` (``--exclusive-per-user``, docs/sharing.md); ``None``: with anyone.
+        gang_topology: ``LEVEL:MODE`` (``switch:required``): how close a gang's nodes must
+            be (:mod:`~dlc.scheduler.gang_topology`); ``None``: ``switch:preferred``.
     """
 
     framework: str | None = None
@@ -114,6 +117,7 @@ class JobSpec:
     exclusive_per: str | None = None
     gpu_vendor: str | None = None
     rocm_version: str | None = None
+    gang_topology: str | None = None
 
     def _check_vendor(self) -> None:
         """A known vendor; no share on AMD, where nothing enforces one (docs/sharing.md)."""
@@ -195,6 +199,11 @@ class JobSpec:
                 raise JobSpecError("container_user", f"{exc}; {_fix('container_user')}") from None
         if self.pool is not None:
             check_name("pool", self.pool)
+        if self.gang_topology is not None and self.nodes < 2:
+            raise JobSpecError(
+                "gang_topology",
+                "places the nodes of a gang; pass --nodes 2 or more, or drop --gang-topology",
+            )
         if self.priority_class is not None:
             priority_of_class(self.priority_class)
         if self.name is not None and not _NAME_RE.match(self.name):
@@ -343,4 +352,12 @@ def _parse_fields(data: dict) -> dict[str, Any]:
         exclusive_per=_opt_str(data, "exclusive_per"),
         gpu_vendor=(_opt_str(data, "gpu_vendor") or "").lower() or None,
         rocm_version=_opt_str(data, "rocm_version"),
+        gang_topology=_gang_topology(data.get("gang_topology")),
     )
+
+
+def _gang_topology(value: Any) -> str | None:
+    """``gang_topology`` as ``LEVEL:MODE`` text (from text or a level/mode mapping)."""
+    if value is None:
+        return None
+    return GangTopology.parse(value).text

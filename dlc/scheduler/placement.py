@@ -35,6 +35,7 @@ from dlc.errors import AllocationError, ConfigError, DlcError, OfferError
 from dlc.images import driver_supports, rocm_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches, unknown_policy
+from dlc.scheduler.gang_topology import Locality, choose_group, domain_names, missing, wanted
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.launch_spec import GpuShare
 from dlc.scheduler.offered import taken_by_scalar
@@ -107,6 +108,13 @@ class OfferView:
     #: the agent accounts GPU shares (its totals hold ``gpu_mem`` blocks) even when this
     #: offer holds no ranges (shares took them all): then no GPU of it is whole
     shares_accounted: bool = False
+    #: the agent's Mesos fault domain ``(region, zone)`` from the offer's ``domain``
+    domain: tuple[str, str] = ("", "")
+
+    @property
+    def locality(self) -> Locality:
+        """Where the agent stands: its fault domain, rack and switch (gang placement)."""
+        return Locality(*self.domain).with_attributes(self.attributes)
 
     @classmethod
     def from_mesos(cls, offer: dict) -> OfferView:
@@ -146,6 +154,7 @@ class OfferView:
                 address=_agent_address(offer),
                 gpu_mem=mem,
                 gpu_core=core,
+                domain=domain_names(offer.get("domain")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise OfferError(f"malformed offer {offer.get('id')}: {exc!r}") from None
@@ -284,8 +293,10 @@ class _Slot:
         self.gpus = sum(o.gpus for o in offers)
         self.free: frozenset[int] = frozenset().union(*(o.gpu_ids for o in offers))
         self.attributes = first.attributes
+        self.locality = first.locality
         self.address = first.address or first.hostname
         self.port_ranges: Ranges = tuple(sorted(r for o in offers for r in o.ports))
+        self.port_count = sum(end - begin + 1 for begin, end in self.port_ranges)
         self.ports_taken: set[int] = set()
         self.gpu_mem = gpu_shares.normalise(r for o in offers for r in o.gpu_mem)
         self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
@@ -531,6 +542,10 @@ def _place_job(
         candidates = score.order(candidates, spec.gpus, cpus, mem)
     if not candidates and slots:
         reason = f"no offer has {spec.gpus} free GPUs"
+    if spec.nodes > 1 and candidates:
+        candidates, why = _gang_order(job, candidates, cpus, mem, config, topology_of, driver_ok)
+        if why is not None:
+            return why
     for slot in candidates:
         if len(chosen) == spec.nodes:
             break
@@ -589,6 +604,58 @@ def _place_job(
             )
         )
     return None
+
+
+def _gang_order(job, candidates, cpus, mem, config, topology_of, driver_ok):
+    """``(agents to try, None)`` with the gang's narrowest fitting group first
+    (:mod:`~dlc.scheduler.gang_topology`), or ``(_, why it waits)`` when its ``required``
+    level has no group that holds it. Agents that say nothing of where they stand keep
+    the best-fit order at no extra cost.
+
+    Groups are chosen on the cheap checks (CPUs, memory, disk, GPU count, a port); only the
+    chosen group's agents are asked of the allocator (model, driver, links), until enough
+    pass: an agent that fails leaves the count and the group is chosen again. Asking every
+    agent cost 3.8 s for 20 gangs on 1,000 agents."""
+    spec = job.spec
+    want = wanted(spec.gang_topology)
+    if not any(s.locality.known for s in candidates):
+        return candidates, (missing(want, spec.nodes, spec.gpus) if want.required else None)
+    able = [s for s in candidates if _room_for_one(s, spec, cpus, mem)]
+    while len(able) >= spec.nodes:
+        choice = choose_group(able, spec.nodes, lambda s: s.locality, want)
+        if choice is None:
+            return candidates, missing(want, spec.nodes, spec.gpus)
+        if not choice.level:  # no group holds it: anywhere, in best-fit order
+            return choice.order, None
+        bad, good = set(), 0
+        for slot in choice.order[: choice.size]:
+            if _pick_ok(slot, job, config, topology_of, driver_ok):
+                good += 1
+                if good == spec.nodes:
+                    return choice.order, None
+            else:
+                bad.add(id(slot))
+        able = [s for s in able if id(s) not in bad]
+    return candidates, None  # too few agents: the loop names what is short
+
+
+def _room_for_one(slot, spec, cpus: float, mem: float) -> bool:
+    """Whether ``slot`` has the amounts for one node of a gang now (nothing is taken)."""
+    if slot.cpus < cpus - 1e-9 or slot.mem < mem - 1e-9 or slot.disk < spec.disk_mib - 1e-9:
+        return False
+    if slot.gpus < spec.gpus - 1e-9 or len(slot.free) < spec.gpus:
+        return False
+    # ports are counted, not taken: the ranges are disjoint and every taken port is in them
+    return slot.port_count - len(slot.ports_taken) >= ports_needed(spec.nodes, spec.interactive)
+
+
+def _pick_ok(slot, job, config, topology_of, driver_ok) -> bool:
+    """Whether the allocator finds ``job``'s GPUs on ``slot`` (model, driver, layout)."""
+    try:
+        _pick_gpus(slot, job, config.policy, topology_of, driver_ok)
+    except AllocationError:
+        return False
+    return True
 
 
 def _backend(slot) -> str:

@@ -7,36 +7,129 @@ nothing. A job is stopped whole: a multi-node job frees (and is charged) all its
 resources, and every one of its tasks is killed, never some of them. A victim gets
 a kill (the executor sends SIGTERM, waits its grace period, then SIGKILL) and is queued
 again as ``preempted`` without using a retry (:mod:`dlc.scheduler.core`).
+
+Protected runtime (issue 28, as KAI's minimum runtime and preemption delay): per priority
+class, a job may not be chosen before it ran ``min_runtime_s`` (:class:`Protection`), and a
+chosen one is evicted ``evict_delay_s`` after the decision; its reason names both. With
+fair share on, a group that used more over time (``usage / weight``) is reclaimed first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from dlc.scheduler.jobs import Job
-from dlc.scheduler.tenancy import Resources
+from dlc.scheduler.tenancy import PRIORITY_CLASSES, Resources, TenancyError, fmt_span
+
+#: how a reason reads while the eviction waits for its delay; ``EVICTED`` once done
+TO_BE_EVICTED = "to be evicted"
+EVICTED = "evicted"
+
+
+@dataclass(frozen=True)
+class Protection:
+    """A priority class's protected runtime and eviction delay, seconds."""
+
+    min_runtime_s: float = 0.0
+    evict_delay_s: float = 0.0
+
+
+def class_of(job: Job) -> str:
+    """The job's priority class: the one it named, else the highest class whose number its
+    priority reaches (``low`` below them all)."""
+    if job.spec.priority_class:
+        return job.spec.priority_class
+    reached = [(n, c) for c, n in PRIORITY_CLASSES.items() if n <= job.spec.priority]
+    return max(reached)[1] if reached else min((n, c) for c, n in PRIORITY_CLASSES.items())[1]
+
+
+@dataclass(frozen=True)
+class ProtectionRules:
+    """Per priority class :class:`Protection` (a class not listed: none, as before)."""
+
+    by_class: Mapping[str, Protection] = field(default_factory=dict)
+
+    def of(self, job: Job) -> Protection:
+        """The protection of ``job``'s class."""
+        return self.by_class.get(class_of(job), Protection())
+
+    def protected(self, job: Job, ran_s: float) -> bool:
+        """Whether a job that ran ``ran_s`` seconds may not be chosen yet."""
+        return ran_s < self.of(job).min_runtime_s
+
+
+def parse_protection(items: Iterable[str]) -> ProtectionRules:
+    """``["normal=10m:30s", "low=0:5s"]`` (``CLASS=MIN_RUNTIME[:EVICT_DELAY]``) -> rules."""
+    from dlc.scheduler.fair_share import parse_span
+
+    out: dict[str, Protection] = {}
+    for item in items:
+        name, sep, spans = str(item).partition("=")
+        if not sep or name not in PRIORITY_CLASSES:
+            known = ", ".join(PRIORITY_CLASSES)
+            raise TenancyError(
+                "protect", f"{str(item)[:40]!r}: write CLASS=MIN_RUNTIME[:DELAY] (CLASS: {known})"
+            )
+        runtime, _, delay = spans.partition(":")
+        out[name] = Protection(parse_span(runtime, "protect"), parse_span(delay or "0", "protect"))
+    return ProtectionRules(out)
 
 
 @dataclass(frozen=True)
 class Preemption:
-    """One job to stop and why (shown on the job and in its history)."""
+    """One job to stop and why (shown on the job and in its history).
+
+    Attributes:
+        reason: the reason as it reads once the job is evicted.
+        delay_s: how long after the decision the eviction waits (its class's delay).
+    """
 
     job_id: str
     reason: str
+    delay_s: float = 0.0
+
+    @property
+    def pending_reason(self) -> str:
+        """The reason while the eviction waits for its delay."""
+        return self.reason.replace(f", {EVICTED} ", f", {TO_BE_EVICTED} ", 1)
+
+
+def protected_reason(base: str, ran_s: float, protection: Protection) -> str:
+    """``base`` with the victim's runtime, its protection and its eviction delay named
+    (unchanged when its class has neither)."""
+    if not protection.min_runtime_s and not protection.evict_delay_s:
+        return base
+    return (f"{base} after {_about(ran_s)} (protected for "
+            f"{fmt_span(protection.min_runtime_s)}, {EVICTED} "
+            f"{fmt_span(protection.evict_delay_s)} after the decision)")  # fmt: skip
+
+
+def _about(seconds: float) -> str:
+    """A run time as people say it: ``45 s``, ``12 min``, ``3.5 h``."""
+    if seconds < 120:
+        return f"{max(0, round(seconds))} s"
+    if seconds < 7200:
+        return f"{round(seconds / 60)} min"
+    return f"{round(seconds / 3600, 1):g} h"
 
 
 def victim_order(
-    jobs: Iterable[Job], started_of: Callable[[Job], float] | None = None
+    jobs: Iterable[Job],
+    started_of: Callable[[Job], float] | None = None,
+    ratio_of: Callable[[Job], float] | None = None,
 ) -> list[Job]:
-    """Lowest priority first, then youngest (latest started) first.
+    """Lowest priority first, then (with fair share) the group that used most over time
+    for its weight, then youngest (latest started) first.
 
     Args:
         started_of: when a job's current run started (default: its submission time, for
             callers that know no start times).
+        ratio_of: the job's group's decayed usage over its weight (default: none).
     """
     started = started_of or (lambda j: j.submitted_at)
-    return sorted(jobs, key=lambda j: (j.spec.priority, -started(j), j.job_id))
+    ratio = ratio_of or (lambda j: 0.0)
+    return sorted(jobs, key=lambda j: (j.spec.priority, -ratio(j), -started(j), j.job_id))
 
 
 def pick_victims(
@@ -46,6 +139,7 @@ def pick_victims(
     eligible: Callable[[Job], bool] = lambda job: True,
     on_pick: Callable[[Job], None] = lambda job: None,
     started_of: Callable[[Job], float] | None = None,
+    ratio_of: Callable[[Job], float] | None = None,
 ) -> list[Job] | None:
     """Victims (in :func:`victim_order`) whose demands cover ``need``, or ``None``.
 
@@ -55,11 +149,11 @@ def pick_victims(
         demand_of: what a job holds (over all its nodes: a gang is taken whole).
         eligible: re-checked before each pick (e.g. "its group still borrows").
         on_pick: told of each pick (so ``eligible`` sees the updated accounting).
-        started_of: start times for :func:`victim_order`.
+        started_of, ratio_of: for :func:`victim_order`.
     """
     freed = Resources()
     picked: list[Job] = []
-    for job in victim_order(candidates, started_of):
+    for job in victim_order(candidates, started_of, ratio_of):
         if need.fits(freed):
             break
         if not eligible(job):

@@ -15,6 +15,11 @@
   are picked for preemption (:mod:`dlc.scheduler.preemption`), lowest priority and
   youngest first; with ``preempt_within`` a group's higher-priority job may stop its
   lower-priority ones;
+* with fair share over time (:mod:`dlc.scheduler.fair_share`, a :class:`Tenure`), borrowers
+  go in order of decayed GPU-hours over weight (lower first), victims of the groups that
+  used most first, and within a group (same priority) the user who used less first;
+  a victim inside its class's protected runtime is not chosen, and one chosen is evicted
+  after its class's delay (:class:`~dlc.scheduler.preemption.ProtectionRules`);
 * every job not admitted gets a true reason (``team-a at its quota in pool train, 6 of 6
   GPUs; ...``) and its position in its group.
 
@@ -28,9 +33,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dlc.errors import JobSpecError
+from dlc.scheduler.fair_share import FairView
 from dlc.scheduler.fairness import claim, group_key
 from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.preemption import Preemption, pick_victims
+from dlc.scheduler.preemption import Preemption, ProtectionRules, pick_victims, protected_reason
 from dlc.scheduler.share_charge import GpuSizes, as_sizes
 from dlc.scheduler.tenancy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Policy, Resources, fmt
 
@@ -145,6 +151,21 @@ class QueuePlan:
     capacity: dict[str, Resources] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Tenure:
+    """Time in the policy (issue 28): fair share over time and protected runtimes.
+
+    Attributes:
+        now: the round's time (how long victims ran).
+        fair: decayed usage over weights (``None``: fair share off, DRF on borrowing only).
+        protection: per priority class, the protected runtime and eviction delay.
+    """
+
+    now: float
+    fair: FairView | None = None
+    protection: ProtectionRules = ProtectionRules()
+
+
 def key_of(policy: Policy, job: Job) -> Key:
     """The (group, pool) a job is charged to."""
     return policy.group_of(job.user), policy.pool_of(job.user, job.spec.pool)
@@ -168,6 +189,7 @@ def plan(
     capacity: Mapping[str, Resources],
     started: Mapping[str, float] | None = None,
     gpu_mib: GpuSizes | int | None = None,
+    tenure: Tenure | None = None,
 ) -> QueuePlan:
     """Order, admit or hold every queued job and pick preemptions (see the module doc).
 
@@ -181,24 +203,30 @@ def plan(
             missing counts from its submission.
         gpu_mib: the GPU sizes memory shares are charged against
             (:class:`~dlc.scheduler.share_charge.GpuSizes`; an int: one size for all).
+        tenure: fair share over time and protected runtimes (``None``: neither).
     """
     active = list(active)
     if not policy.enabled:
         rows = [QueueRow(j, "-", j.spec.pool or DEFAULT_POOL, i + 1, True, "")
                 for i, j in enumerate(queue)]  # fmt: skip
         return QueuePlan(runnable=list(queue), rows=rows, capacity=dict(capacity))
-    return _Planner(queue, active, policy, capacity, started or {}, gpu_mib).run()
+    return _Planner(queue, active, policy, capacity, started or {}, gpu_mib, tenure).run()
 
 
 class _Planner:
     """The state of one :func:`plan` call."""
 
     def __init__(
-        self, queue, active, policy: Policy, capacity, started: Mapping[str, float], gpu_mib=None
-    ):
+        self, queue, active, policy: Policy, capacity, started: Mapping[str, float], gpu_mib=None,
+        tenure: Tenure | None = None,
+    ):  # fmt: skip
         self.policy = policy
         self.gpu_mib = gpu_mib
         self.started_of = lambda job: started.get(job.job_id, job.submitted_at)
+        self.tenure = tenure
+        fair = tenure.fair if tenure else None
+        self.fair = fair
+        self.ratio_of = (lambda job: fair.ratio(policy.group_of(job.user))) if fair else None
         self.capacity = dict(capacity)
         self.usage = usage_of(policy, active, gpu_mib)
         self.out = QueuePlan(usage=dict(self.usage), capacity=self.capacity)
@@ -224,6 +252,10 @@ class _Planner:
             key = key_of(policy, job)
             self.queues.setdefault(key, []).append(job)
             self.pending[key] = self.pending.get(key, ZERO) + self._demand(job)
+        if fair is not None:  # same priority: the user who used less over time first
+            for (group, _), jobs in self.queues.items():
+                used = fair.user_usage
+                jobs.sort(key=lambda j, g=group: (-j.spec.priority, used.get((g, j.user), 0.0)))
         self.keys_in_pool: dict[str, list[Key]] = {}
         for key in set(self.queues) | set(self.usage):
             self.keys_in_pool.setdefault(key[1], []).append(key)
@@ -265,10 +297,13 @@ class _Planner:
     def _push(self, heap: list, key: Key, index: int) -> None:
         job = self.queues[key][index]
         quota = self.policy.quota(*key)
-        fair = group_key(
+        within, share = group_key(
             self.usage.get(key, ZERO), quota.guaranteed, self._cap(key[1]), self._demand(job)
         )
-        heapq.heappush(heap, ((*fair, -job.spec.priority, job.submitted_at, job.job_id), key))
+        # fair share over time: among borrowers, less used over time for its weight first
+        ratio = self.fair.ratio(key[0]) if within and self.fair is not None else 0.0
+        order = (within, ratio, share, -job.spec.priority, job.submitted_at, job.job_id)
+        heapq.heappush(heap, (order, key))
 
     def _cap(self, pool: str) -> Resources:
         return self.capacity.get(pool, ZERO)
@@ -373,12 +408,13 @@ class _Planner:
         if excess.fits(ZERO):
             return f"waiting for preempted jobs of {key[0]} to stop ({self._grace()})"
         lower = [j for j in self.running.get(key, ()) if j.spec.priority < job.spec.priority]
-        victims = pick_victims(lower, excess, self._demand, started_of=self.started_of)
+        victims = pick_victims(self._unprotected(lower), excess, self._demand,
+                               started_of=self.started_of)  # fmt: skip
         if not victims:
             return None
         why = (f"preempted: job {job.job_id} of {key[0]} has a higher priority "
                f"({job.spec.priority} > {{prio}})")  # fmt: skip
-        self._stop(key, victims, lambda v: why.format(prio=v.spec.priority))
+        self._stop(victims, lambda v: why.format(prio=v.spec.priority))
         names = ", ".join(v.job_id for v in victims)
         return f"waiting for lower-priority job {names} to stop ({self._grace()})"
 
@@ -410,26 +446,46 @@ class _Planner:
             j for other, jobs in self.running.items()
             if other[1] == pool and other[0] != group for j in jobs
         ]  # fmt: skip
-        victims = pick_victims(candidates, excess, self._demand, borrows, take, self.started_of)
+        free = self._unprotected(candidates)
+        victims = pick_victims(
+            free, excess, self._demand, borrows, take, self.started_of, self.ratio_of
+        )
         if not victims:
+            guarded = " (borrowed jobs are in their protected runtime)" if len(free) < len(
+                candidates
+            ) else ""  # fmt: skip
             self.out.notes[job.job_id] = (
                 f"{group} is within its quota in pool {pool}; waiting for running jobs to end"
+                + guarded
             )
             return
         why = f"preempted: {group} reclaims its guarantee in pool {pool} for job {job.job_id}"
-        self._stop(None, victims, lambda v: why)
+        self._stop(victims, lambda v: why)
         names = ", ".join(v.job_id for v in victims)
         self.out.notes[job.job_id] = (
             f"{group} reclaims its guarantee: stopping borrowed job {names} ({self._grace()})"
         )
 
-    def _stop(self, key: Key | None, victims: list[Job], reason) -> None:
+    def _ran_s(self, job: Job) -> float:
+        return self.tenure.now - self.started_of(job) if self.tenure else 0.0
+
+    def _unprotected(self, jobs: list[Job]) -> list[Job]:
+        """Jobs past their class's protected runtime (all of them without a tenure)."""
+        if self.tenure is None or not self.tenure.protection.by_class:
+            return jobs
+        rules = self.tenure.protection
+        return [j for j in jobs if not rules.protected(j, self._ran_s(j))]
+
+    def _stop(self, victims: list[Job], reason) -> None:
+        rules = self.tenure.protection if self.tenure else ProtectionRules()
         for victim in victims:
             vkey = key_of(self.policy, victim)
             self.running[vkey] = [j for j in self.running[vkey] if j.job_id != victim.job_id]
             self.usage[vkey] = self.usage.get(vkey, ZERO) - self._demand(victim)
             self._refresh(vkey)
-            self.out.preemptions.append(Preemption(victim.job_id, reason(victim)))
+            guard = rules.of(victim)
+            why = protected_reason(reason(victim), self._ran_s(victim), guard)
+            self.out.preemptions.append(Preemption(victim.job_id, why, guard.evict_delay_s))
 
     def _grace(self) -> str:
         return f"SIGTERM, then {fmt(self.policy.grace_s)} s grace"

@@ -44,11 +44,13 @@ def kind_of(job: Job) -> tuple:
     """What placement compares exactly (jobs of one kind differ only in their demand). A
     share's user counts: exclusive placement may keep one user's share off a GPU. The vendor
     and ROCm release count too: without them one user's unplaceable AMD job kept every
-    other user's like-sized NVIDIA job waiting (red-team 2026-11-26, docs/security.md)."""
+    other user's like-sized NVIDIA job waiting (red-team 2026-11-26, docs/security.md). A
+    gang that requires one switch fails where one that prefers it runs: the level counts."""
     spec = job.spec
     return (spec.gpus, spec.nodes, spec.gpu_model, spec.cuda_version, spec.gpu_fraction,
             spec.gpu_memory, spec.exclusive_per, spec.interactive, spec.gpu_vendor,
-            spec.rocm_version, job.user if spec.is_share else None)  # fmt: skip
+            spec.rocm_version, job.user if spec.is_share else None,
+            spec.gang_topology)  # fmt: skip
 
 
 def demand_of(job: Job) -> tuple[float, float, float]:

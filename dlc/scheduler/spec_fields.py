@@ -65,6 +65,7 @@ _HOW: dict[str, str] = {
     "container_user": "--container-user UID:GID",
     "pool": "--pool NAME",
     "priority_class": "--priority-class low|normal|high|urgent",
+    "gang_topology": "--gang-topology switch|rack|zone[:required|preferred]",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from dlc.scheduler.fair_share import UsageRow
 from dlc.scheduler.tenancy import (
     DEFAULT_GRACE_S,
     DEFAULT_POOL,
@@ -22,6 +23,7 @@ from dlc.scheduler.tenancy import (
 )
 from dlc.store.tenancy import (
     _GRACE_KEY,
+    FAIR_AT_KEY,
     AuditEntry,
     check_grace,
     check_limits,
@@ -39,6 +41,20 @@ class MemoryTenancy:
         self._quotas: dict[tuple[str, str], Quota] = {}
         self._limits: dict[str, UserLimits] = {}
         self._audit_log: list[AuditEntry] = []
+        self._fair_rows: dict[tuple[str, str], UsageRow] = {}
+
+    def fair_usage(self) -> tuple[list[UsageRow], float | None]:
+        """The fair-share ledger's rows and the time it counted up to (``None``: never)."""
+        with self._lock:
+            at = self.get_meta(FAIR_AT_KEY)
+            return list(self._fair_rows.values()), float(at) if at else None
+
+    def save_fair_usage(self, rows: list[UsageRow], at: float) -> None:
+        """Write changed ledger rows and the time counted up to."""
+        with self._lock:
+            for row in rows:
+                self._fair_rows[(row.group, row.user)] = row
+            self.set_meta(FAIR_AT_KEY, repr(float(at)))
 
     def tenancy_policy(self) -> Policy:
         """The whole policy as the core reads it."""

@@ -150,6 +150,16 @@ def _v5_interactive_cap(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE user_limits ADD COLUMN max_interactive INTEGER")
 
 
+def _v6_fair_usage(db: sqlite3.Connection) -> None:
+    """Decayed GPU-hours per group and user, as of ``at`` (fair share over time, issue 28).
+    Additive: one new table."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS fair_usage (group_name TEXT NOT NULL, user TEXT NOT NULL,"
+        " gpu_hours REAL NOT NULL DEFAULT 0, at REAL NOT NULL DEFAULT 0,"
+        " PRIMARY KEY (group_name, user))"
+    )
+
+
 #: migration ``i`` brings a database from version ``i`` to ``i + 1``; both engines run
 #: this list (append only: see the module docstring)
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
@@ -158,6 +168,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _v3_token_limits,
     _v4_tenancy,
     _v5_interactive_cap,
+    _v6_fair_usage,
 ]
 
 #: the newest schema this DLC knows

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from dlc.scheduler.fair_share import UsageRow
 from dlc.scheduler.tenancy import (
     DEFAULT_GRACE_S,
     DEFAULT_POOL,
@@ -25,6 +26,8 @@ from dlc.scheduler.tenancy import (
 )
 
 _GRACE_KEY = "preempt_grace_s"
+#: meta key: the time up to which the fair-share ledger counted what ran
+FAIR_AT_KEY = "fair_usage_at"
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,28 @@ class TenancyStore:
         with self._tx("saving the grace period") as db:
             self.set_meta(_GRACE_KEY, str(float(seconds)))
             self._audit(db, actor, "grace", {"grace_s": seconds})
+
+    def fair_usage(self) -> tuple[list[UsageRow], float | None]:
+        """The fair-share ledger's rows and the time it counted up to (``None``: never)."""
+        with self._read("reading fair-share usage"):
+            rows = [UsageRow(r["group_name"], r["user"], r["gpu_hours"], r["at"])
+                    for r in self._db.execute("SELECT * FROM fair_usage")]  # fmt: skip
+        at = self.get_meta(FAIR_AT_KEY)
+        return rows, float(at) if at else None
+
+    def save_fair_usage(self, rows: list[UsageRow], at: float) -> None:
+        """Write changed ledger rows and the time counted up to, in one transaction (only
+        the rows of groups that ran since the last write: bounded by running users)."""
+        with self._tx("saving fair-share usage") as db:
+            for row in rows:
+                db.execute(
+                    # a two-column key: an explicit upsert (see set_quota)
+                    "INSERT INTO fair_usage (group_name, user, gpu_hours, at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT(group_name, user) DO UPDATE SET"
+                    " gpu_hours = excluded.gpu_hours, at = excluded.at",
+                    (row.group, row.user, row.gpu_hours, row.at),
+                )
+            self.set_meta(FAIR_AT_KEY, repr(float(at)))
 
     def quota_audit(self, limit: int = 100) -> list[AuditEntry]:
         """The latest changes, newest first."""

@@ -150,6 +150,10 @@ def agent_view(
         "model": agent.model,
         "pool": agent_pool(agent.attributes),
         "sharing": agent.attributes.get(ATTR_SHARING),
+        # where it stands (fault domain, node-config --rack/--switch): the view groups by rack
+        "zone": agent.locality.zone,
+        "rack": agent.locality.rack,
+        "switch": agent.locality.switch,
         "total": len(gpus),
         "allocated": sum(1 for g in gpus if g["holder"]),
         "shared": sum(1 for g in gpus if g["shares"] and not g["holder"]),

@@ -53,6 +53,13 @@ def check_share_split(client: ApiClient, master_url: str) -> None:
 
     def running():
         jobs = {j["id"]: j for j in client.jobs()}
+        ended = [
+            jobs[i] for i in ids if jobs[i]["state"] in ("finished", "failed", "killed", "lost")
+        ]
+        # a job that ended can never be seen running: say why at once instead of timing out
+        assert not ended, (
+            f"{len(ended)} share job(s) ended: {ended[0]['state']}: {ended[0]['message']}"
+        )
         return all(jobs[i]["state"] == "running" for i in ids) and jobs
 
     # 128 stand-in executors start on a 2-core machine; the jobs hold, so a loaded machine

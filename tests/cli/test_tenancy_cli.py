@@ -115,3 +115,32 @@ def test_a_user_asking_for_another_users_jobs_is_told_only_admins_can(api):  # n
     ]
     assert dlc(server, tokens["alice"], "jobs", "--user", "alice").startswith("ID")
     assert dlc(server, tokens["admin"], "jobs", "--user", "bob").startswith("ID")
+
+
+def test_quota_shows_decayed_usage_per_group_and_user(api):  # noqa: F811
+    import json
+    import time
+
+    from dlc.scheduler.fair_share import UsageRow
+    from tests.api.test_tenancy_routes import configure
+
+    server, core, tokens = api
+    configure(server, tokens["admin"])  # team-a (alice) and team-b (bob), 6 GPUs each
+    now = time.time()
+    core.store.save_fair_usage([UsageRow("team-a", "alice", 12.0, now),
+                                UsageRow("team-a", "carol", 3.0, now),
+                                UsageRow("team-b", "bob", 1.5, now)], now)  # fmt: skip
+    core.reload()  # as a leader taking over: the ledger is read from the store
+    out = dlc(server, tokens["admin"], "quota")
+    assert "fair share over time (decayed GPU-hours, half-life 7 d;" in out
+    row = next(
+        line for line in out.splitlines() if line.strip().startswith("team-a") and "alice" in line
+    )
+    assert row.split()[:5] == ["team-a", "15", "6", "2.5", "alice"]
+    # a user sees every group's total but only their own user row
+    body = json.loads(dlc(server, tokens["alice"], "quota", "-o", "json"))
+    fair = {g["group"]: g for g in body["fair_share"]["groups"]}
+    assert body["fair_share"]["half_life_s"] == 7 * 86400
+    assert round(fair["team-b"]["gpu_hours"], 3) == 1.5 and fair["team-b"]["users"] == []
+    assert [u["user"] for u in fair["team-a"]["users"]] == ["alice"]
+    assert round(fair["team-a"]["ratio"], 3) == 2.5

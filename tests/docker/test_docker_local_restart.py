@@ -1,6 +1,6 @@
 """SIGKILL of `dlc local`, then a restart: the old container is gone before the retried job's
 new container starts on the same GPUs (``docker events``), the old executor exits, and the job
-is retried (not left lost) because it has retries left."""
+is relaunched (not left lost): the crash, not its command, ended it, so no retry is used."""
 
 from __future__ import annotations
 

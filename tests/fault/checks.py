@@ -8,6 +8,7 @@ their own, and every count is shown to catch a planted violation (tests/fault/te
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -17,6 +18,9 @@ TASK_ENDING_TARGETS = {"executor", "agent", "local"}
 TERMINAL = {"finished", "failed", "killed", "lost"}
 #: tolerance (s) around a kill point when deciding which jobs it hit (for the evidence only)
 HIT_SLACK_S = 1.0
+
+#: the scheduler's bound on relaunches that use no retry (dlc.scheduler.infra_loss)
+FREE_RELAUNCHES = 10
 #: memory of each simulated GPU (MiB) unless the run says otherwise: shares on one GPU must fit
 GPU_MEM_MIB = 16384
 
@@ -292,9 +296,17 @@ def judge(
     report.details += twice + conflicts + unknown + missing
     hit = hit_jobs(jobs, containers, kills)
     attempts: dict[str, set[int]] = {}
+    own_ends: dict[str, set[int]] = {}
+    ends_seen: dict[str, list[str]] = {}
     for c in containers:
+        if c.die is not None:
+            ends_seen.setdefault(c.job_id, []).append(
+                f"attempt {c.attempt} exit {c.exit_code} at t={c.die - t0:.1f}s"
+            )
         if c.start is not None:
             attempts.setdefault(c.job_id, set()).add(c.attempt)
+        if ended_by_its_command(c, kills):
+            own_ends.setdefault(c.job_id, set()).add(c.attempt)
     for j in jobs:
         _check_ended_while_running(j, containers, end, t0, report)
         if j.job_id is None:
@@ -303,12 +315,40 @@ def judge(
             continue
         _judge_state(j, j.job_id in hit, report)
         ran = len(attempts.get(j.job_id, ()))
-        if ran > j.retries + 1:
+        own = len(own_ends.get(j.job_id, ()))
+        if own > j.retries + 1 or ran > j.retries + 1 + FREE_RELAUNCHES:
             report.over_retries += 1
             report.details.append(
-                f"job {j.job_id} ({j.name}): {ran} attempts ran, retries allow {j.retries + 1}"
+                f"job {j.job_id} ({j.name}): {ran} attempts ran, {own} ended by the command; "
+                f"retries allow {j.retries + 1} such ends and {FREE_RELAUNCHES} free relaunches "
+                f"({', '.join(ends_seen.get(j.job_id, []))})"
             )
     return report
+
+
+#: exit codes of a container stopped by a signal (SIGKILL, SIGTERM): the infrastructure's end
+_SIGNAL_EXITS = frozenset({137, 143})
+
+
+def victim_task(k: KillPoint) -> str | None:
+    """The task whose executor an executor kill point killed (from its detail, which names
+    the executor ``dlc-executor.<task id>``), or None."""
+    found = re.search(r"dlc-executor\.(\S+?)\)", k.detail)
+    return found.group(1) if found else None
+
+
+def ended_by_its_command(c: Container, kills: list[KillPoint]) -> bool:
+    """Whether ``c``'s attempt ended on its own (the command's exit code, not a signal),
+    seen by the scheduler. Two ends go unseen, and the attempt is then rightly relaunched for
+    free: one inside an outage (the master forgot the task), and that of a container whose
+    executor was killed while it ran (the container may exit later, with no one to report
+    it; the agent reports the executor's death instead)."""
+    if c.start is None or c.die is None or c.exit_code is None or c.exit_code in _SIGNAL_EXITS:
+        return False
+    if any(k.target == "executor" and victim_task(k) == c.task_id for k in kills):
+        return False  # its executor was killed: whatever the container did next went unseen
+    outages = [k for k in kills if k.target in TASK_ENDING_TARGETS and k.target != "executor"]
+    return not any(k.at - HIT_SLACK_S <= c.die <= k.at + k.outage_s + HIT_SLACK_S for k in outages)
 
 
 def _judge_state(j: PlannedJob, hit: bool, report: Report) -> None:

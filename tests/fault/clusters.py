@@ -80,21 +80,51 @@ class Cluster:
                 start_new_session=True,
             )
 
-    def wait_api(self, timeout_s: float = 60.0) -> None:
+    def wait_api(
+        self, proc: subprocess.Popen | None = None, name: str = "", timeout_s: float = 60.0
+    ) -> bool:
+        """Wait for the API; False when ``proc`` exited because another process took the API
+        port between :func:`free_port` and its bind (a busy machine runs other tests: the
+        caller starts again on a new port), a :class:`ClusterError` for anything else."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
                 self.client.jobs()
-                return
+                return True
             except Exception:  # noqa: BLE001 - not up yet
+                if proc is not None and proc.poll() is not None:
+                    return self._port_taken(proc, name)
                 time.sleep(0.3)
         raise ClusterError(f"{self.backend}: the API did not come up in {timeout_s:g} s")
+
+    def _port_taken(self, proc: subprocess.Popen, name: str) -> bool:
+        log = self.run_dir / f"{name}.{self._starts[name]}.log"
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        if "Address already in use" not in tail:
+            raise ClusterError(f"{self.backend}: {name} exited {proc.returncode}: {tail[-300:]}")
+        self.new_ports()
+        return False
+
+    def new_ports(self) -> None:
+        """Pick new ports for the process serving the API."""
+        self.api_port = free_port()
+        self.client = ApiClient(f"http://127.0.0.1:{self.api_port}", TOKEN, timeout_s=5)
+
+    def start_api_process(self, name: str, spawn) -> subprocess.Popen:
+        """``spawn()`` (which starts the process serving the API on ``self.api_port``) until
+        its API answers; at most 3 tries when a port was taken under it (``name``: the
+        process's name in :meth:`_spawn`, whose log says why it exited)."""
+        for _ in range(3):
+            proc = spawn()
+            if self.wait_api(proc, name):
+                return proc
+        raise ClusterError(f"{self.backend}: a port was taken 3 times in a row")
 
     def kill_executor(self, rng, busy=lambda: set(), eligible=lambda task_id: True,
                       timeout_s: float = 8.0):  # fmt: skip
         """SIGKILL one live executor, one whose container runs if any (``busy()``: their ids),
-        of a task ``eligible(task_id)`` accepts (the harness picks attempts with a retry left:
-        the job must be able to finish); returns (detail, victim job id), victim ``None``
+        of a task ``eligible(task_id)`` accepts (the harness's: any of its jobs, whatever
+        retries it has: the loss uses none); returns (detail, victim job id), victim ``None``
         when no executor could be killed (the caller reports that as a run error)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -190,7 +220,10 @@ class RealCluster(Cluster):
         return int((self.mesos_dir / "host.pid").read_text())
 
     def start_scheduler(self) -> None:
-        self.scheduler = self._spawn(
+        self.scheduler = self.start_api_process("scheduler", self._spawn_scheduler)
+
+    def _spawn_scheduler(self) -> subprocess.Popen:
+        return self._spawn(
             "scheduler",
             [
                 sys.executable,
@@ -209,7 +242,6 @@ class RealCluster(Cluster):
                 "1",
             ],
         )
-        self.wait_api()
 
     def _inject(self, target: str, outage_s: float) -> str:
         if target == "scheduler":
@@ -260,7 +292,14 @@ class LocalCluster(Cluster):
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.process = self._spawn(
+        self.process = self.start_api_process("local", self._spawn_local)
+
+    def new_ports(self) -> None:
+        super().new_ports()
+        self.mesos_port = free_port()
+
+    def _spawn_local(self) -> subprocess.Popen:
+        return self._spawn(
             "local",
             [
                 sys.executable,
@@ -283,7 +322,6 @@ class LocalCluster(Cluster):
                 str(SHARE_GPU_MEM_MIB),
             ],
         )
-        self.wait_api()
 
     def _inject(self, target: str, outage_s: float) -> str:
         if target != "local":

@@ -217,13 +217,12 @@ class FaultRun:
         """Ids the API gave the run's jobs so far."""
         return {j.job_id for j in self.jobs if j.job_id}
 
-    def retry_left(self, task_id: str) -> bool:
-        """Whether the job of ``task_id`` (``job.attempt.rank``) has a retry left after that
-        attempt: an executor kill must leave the job a way to finish."""
-        job_id, _, rest = task_id.partition(".")
-        attempt = rest.partition(".")[0]
-        job = next((j for j in self.jobs if j.job_id == job_id), None)
-        return job is not None and attempt.isdigit() and int(attempt) < job.retries
+    def ours(self, task_id: str) -> bool:
+        """Whether ``task_id`` (``job.attempt.rank``) is a task of this run's jobs: any may
+        lose its executor (a loss uses no retry: the job must still end as its command does,
+        whatever retries it has)."""
+        job_id = task_id.partition(".")[0]
+        return any(j.job_id == job_id for j in self.jobs)
 
     def _fault(self, outage: float, target: str) -> None:
         at = time.time()
@@ -236,7 +235,7 @@ class FaultRun:
             if victim is not None:
                 self.kill_job(victim)
         detail, victim_job = self.cluster.inject(
-            target, outage, self.rng, self.watch.busy_executors, self.retry_left
+            target, outage, self.rng, self.watch.busy_executors, self.ours
         )
         if target == "executor" and victim_job is None:
             # the kill point did nothing: it must not pass as a fault survived

@@ -221,6 +221,29 @@ def test_more_attempts_than_retries_allow():
     assert judge(jobs, containers, [], 10.0, 0.0).over_retries == 1
 
 
+def test_attempts_ended_by_the_infrastructure_use_no_retry():
+    # fail job, retries 1: it failed once, its relaunch was SIGKILLed with its executor
+    # (137), a third attempt ended in a dlc local outage unseen, the fourth failed: right
+    jobs = [_job("a", "fail", 1, state="failed")]
+    codes = [3, 137, 3, 3]
+    containers = [
+        _c(f"c{i}", "a", f"a.{i}.0", (0,), 3 * i, 3 * i + 0.5, code=codes[i]) for i in range(4)
+    ]
+    outage = [KillPoint("local", 6.0, 0.6)]  # c2 died at 6.5, while dlc local was down
+    assert judge(jobs, containers, outage, 20.0, 0.0).over_retries == 0
+    # without the outage the third end was seen: three ends by the command, two allowed
+    assert judge(jobs, containers, [], 20.0, 0.0).over_retries == 1
+
+    # an executor killed under c2 (which then exited 3 unseen) excuses it the same way, even
+    # when the kill came just before Docker reported the container's start
+    def executor(task):
+        detail = f"SIGKILL executor pid 7 (dlc-executor.{task})"
+        return [KillPoint("executor", 5.9, 0.0, detail, "a")]
+
+    assert judge(jobs, containers, executor("a.2.0"), 20.0, 0.0).over_retries == 0
+    assert judge(jobs, containers, executor("a.1.0"), 20.0, 0.0).over_retries == 1
+
+
 def test_plan_runs_spreads_kills_over_targets_in_chunks():
     runs = plan_runs("all", 13, 2)
     assert sum(n for *_, n in runs) == 13

@@ -105,8 +105,73 @@ def test_failed_job_retried_then_gives_up(core):
     assert "retrying (1 left)" in again.message
     [(_, infos)] = core.on_offers([offer("o2", "a1", [0])]).accepts
     assert infos[0]["task_id"]["value"] == f"{job.job_id}.1.0"
-    core.on_status(status(f"{job.job_id}.1.0", "TASK_LOST"))
-    assert core.store.get_job(job.job_id).state is JobState.LOST
+    core.on_status(status(f"{job.job_id}.1.0", "TASK_FAILED", message="exit 1"))
+    assert core.store.get_job(job.job_id).state is JobState.FAILED
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        pytest.param({"state": "TASK_LOST", "reason": "REASON_RECONCILIATION"}, id="unknown"),
+        pytest.param({"state": "TASK_GONE", "reason": "REASON_AGENT_REMOVED"}, id="agent-gone"),
+        pytest.param(
+            {
+                "state": "TASK_FAILED",
+                "reason": "REASON_EXECUTOR_TERMINATED",
+                "source": "SOURCE_AGENT",
+            },
+            id="executor-died",
+        ),  # fmt: skip
+    ],
+)
+def test_a_task_lost_by_the_infrastructure_does_not_use_a_retry(timed, update):
+    # The fault suite's case: the retry went on a real failure, then the relaunch was lost
+    # with a dlc local crash. The job must run again and end as its command does.
+    from dlc.scheduler.draining import ORPHAN_STOP_BOUND_S
+
+    core, clock = timed
+    job = submit(core, retries=1)
+    core.on_offers([offer("o1", "a1", [0])])
+    core.on_status(status(f"{job.job_id}.0.0", "TASK_FAILED", message="exit 3"))
+    core.on_offers([offer("o2", "a1", [0])])
+    core.on_status(status(f"{job.job_id}.1.0", "TASK_RUNNING"))
+    actions = core.on_status(status(f"{job.job_id}.1.0", **update))
+    again = core.store.get_job(job.job_id)
+    assert actions.revive and again.state is JobState.QUEUED
+    assert again.failures == 1 and again.attempt == 2
+    assert again.message.startswith("relaunching, no retry used")
+    clock.now += ORPHAN_STOP_BOUND_S  # the lost task may still run: it is waited for
+    core.on_offers([offer("o3", "a1", [1])])  # GPU 0 drains longer
+    core.on_status(status(f"{job.job_id}.2.0", "TASK_FAILED", message="exit 3"))
+    assert core.store.get_job(job.job_id).state is JobState.FAILED
+
+
+def test_an_executor_reporting_its_own_error_uses_a_retry(core):
+    job = submit(core, retries=0)
+    core.on_offers([offer("o1", "a1", [0])])
+    core.on_status(status(f"{job.job_id}.0.0", "TASK_FAILED", reason="REASON_EXECUTOR_TERMINATED",
+                          source="SOURCE_EXECUTOR", message="executor error"))  # fmt: skip
+    assert core.store.get_job(job.job_id).state is JobState.FAILED
+
+
+def test_free_relaunches_after_losses_are_bounded(timed):
+    # a job whose every task dies with its node must not loop forever
+    from dlc.scheduler.draining import ORPHAN_STOP_BOUND_S
+    from dlc.scheduler.infra_loss import FREE_RELAUNCHES
+
+    core, clock = timed
+    job = submit(core, retries=1)
+    for attempt in range(FREE_RELAUNCHES + 2):
+        agent = f"a{attempt}"  # a new node each time: the lost ones' GPUs drain
+        clock.now += ORPHAN_STOP_BOUND_S
+        core.on_offers([offer(f"o{attempt}", agent, [0])])
+        core.on_status(status(f"{job.job_id}.{attempt}.0", "TASK_LOST", agent,
+                              reason="REASON_AGENT_REMOVED", source="SOURCE_MASTER"))  # fmt: skip
+        if core.store.get_job(job.job_id).state is not JobState.QUEUED:
+            break
+    again = core.store.get_job(job.job_id)
+    assert again.state is JobState.LOST
+    assert again.attempt == FREE_RELAUNCHES + 1 and again.failures == 1
 
 
 def test_update_of_old_attempt_is_killed_not_applied(core):
@@ -223,7 +288,20 @@ def test_gang_member_dropped_kills_the_rest_instead_of_free_requeue(core):
     assert actions.kills == [(t0, "a1")]
     actions = core.on_status(status(t0, "TASK_KILLED"))
     again = core.store.get_job(job.job_id)
-    assert actions.revive and again.state is JobState.QUEUED and again.failures == 1
+    # the node was lost, not failed: once its mate has ended, no retry is used
+    assert actions.revive and again.state is JobState.QUEUED and again.failures == 0
+    assert again.message.startswith("relaunching, no retry used: node 1 failed")
+
+
+def test_gang_member_failing_on_its_own_uses_a_retry(core):
+    job = submit(core, nodes=2, retries=1)
+    core.on_offers([offer("o1", "a1", [0]), offer("o2", "a2", [0])])
+    t0, t1 = f"{job.job_id}.0.0", f"{job.job_id}.0.1"
+    core.on_status(status(t0, "TASK_RUNNING"))
+    core.on_status(status(t1, "TASK_FAILED", "a2", source="SOURCE_EXECUTOR", message="exit 1"))
+    core.on_status(status(t0, "TASK_KILLED"))
+    again = core.store.get_job(job.job_id)
+    assert again.state is JobState.QUEUED and again.failures == 1
 
 
 @pytest.mark.parametrize(
@@ -561,3 +639,31 @@ def test_a_failed_gang_reports_the_failing_nodes_cause_not_its_mates_kill(core):
     ended = core.store.get_job(job.job_id)
     assert ended.state is JobState.FAILED
     assert ended.message == "node 0 failed: nc: bind: Address already in use"
+
+
+@pytest.mark.parametrize(
+    "late",
+    [
+        pytest.param(
+            {"state": "TASK_FAILED", "source": "SOURCE_MASTER", "reason": "REASON_RECONCILIATION"},
+            id="reconciliation-echo",
+        ),  # fmt: skip
+        pytest.param(
+            {"state": "TASK_LOST", "source": "SOURCE_MASTER", "reason": "REASON_RECONCILIATION"},
+            id="late-loss",
+        ),  # fmt: skip
+    ],
+)
+def test_an_ended_job_is_not_reopened_by_a_late_update(core, late):
+    # the held-out fault seed 7700: a job failed for good, then the master's answer to
+    # reconciliation (its latest state) relaunched it as if the task had been lost
+    job = submit(core, retries=1)
+    core.on_offers([offer("o1", "a1", [0])])
+    core.on_status(status(f"{job.job_id}.0.0", "TASK_FAILED", message="exit 3"))
+    core.on_offers([offer("o2", "a1", [1])])
+    core.on_status(status(f"{job.job_id}.1.0", "TASK_FAILED", message="exit 3"))
+    assert core.store.get_job(job.job_id).state is JobState.FAILED
+    actions = core.on_status(status(f"{job.job_id}.1.0", **late))
+    again = core.store.get_job(job.job_id)
+    assert again.state is JobState.FAILED and again.attempt == 1 and not actions.revive
+    assert again.message == "exit 3"

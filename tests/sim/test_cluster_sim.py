@@ -149,3 +149,11 @@ def test_interval_is_student_t():
     mean, half = mean_ci([1.0, 2.0, 3.0, None])
     assert mean == 2.0 and abs(half - 4.303 / 3**0.5) < 1e-9
     assert mean_ci([5.0]) == (5.0, None) and mean_ci([None]) == (None, None)
+
+
+def test_a_policy_turns_fair_share_over_time_on_by_its_half_life():
+    from dlc.sim.cluster_sim.aistation import core_config
+
+    # the P0-P4 figures were measured without it: a policy that names none runs without
+    assert core_config({"allocator": "first-fit"}).fair_share_half_life_s == 0.0
+    assert core_config({"fair_share_half_life_s": 3600}).fair_share_half_life_s == 3600.0

@@ -8,9 +8,12 @@ import sqlite3
 
 import pytest
 
+from dlc.scheduler.fair_share import UsageRow
 from dlc.scheduler.tenancy import Resources, TenancyError, UserLimits
 from dlc.store.memory import MemoryJobStore
+from dlc.store.schema import SCHEMA_VERSION
 from dlc.store.sqlite import JobStore
+from tests.store.conftest import reopen
 
 
 @pytest.fixture(params=["sqlite", "memory", "postgresql"])
@@ -132,7 +135,7 @@ def test_migration_5_adds_the_interactive_cap_to_a_version_4_file(tmp_path):
     db.execute("INSERT INTO user_limits (user, max_running) VALUES ('alice', 3)")
     db.close()
     store = JobStore(path)
-    assert store.schema_version == 5
+    assert store.schema_version == SCHEMA_VERSION
     assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 3)
 
 
@@ -145,6 +148,56 @@ def test_migration_4_adds_tables_to_a_version_3_file(tmp_path):
     db.execute("INSERT INTO meta (key, value) VALUES ('framework_id', 'fw-1')")
     db.close()
     store = JobStore(path)
-    assert store.schema_version == 5
+    assert store.schema_version == SCHEMA_VERSION
     assert store.tenancy_policy().enabled is False
     assert store.framework_id == "fw-1"
+
+
+def test_fair_usage_rows_round_trip_and_update_in_place(store):
+    assert store.fair_usage() == ([], None)
+    store.save_fair_usage([UsageRow("a", "alice", 12.5, 100.0), UsageRow("b", "bob", 1.0, 100.0)],
+                          100.0)  # fmt: skip
+    store.save_fair_usage([UsageRow("a", "alice", 20.25, 160.0)], 160.0)
+    rows, at = store.fair_usage()
+    assert sorted(rows, key=lambda r: r.group) == [
+        UsageRow("a", "alice", 20.25, 160.0),
+        UsageRow("b", "bob", 1.0, 100.0),
+    ]
+    assert at == 160.0
+
+
+def test_fair_usage_survives_a_reopen_on_both_engines(make_store):
+    store = make_store()
+    store.save_fair_usage([UsageRow("a", "alice", 3.0, 42.0)], 42.0)
+    again = reopen(store)
+    try:
+        assert again.fair_usage() == ([UsageRow("a", "alice", 3.0, 42.0)], 42.0)
+    finally:
+        again.close()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_migration_6_adds_fair_usage_to_a_version_5_database(engine, tmp_path, request):
+    from dlc.store import schema
+
+    if engine == "sqlite":
+        url = tmp_path / "v5.db"
+        db = sqlite3.connect(url, isolation_level=None)
+    else:
+        from dlc.store.postgres import JobStore as PgJobStore
+        from dlc.store.postgres import PgConnection
+
+        url = request.getfixturevalue("postgres").new_db()
+        db = PgConnection(url)
+    schema.migrate(db, schema.MIGRATIONS[:5])
+    db.execute("INSERT INTO user_limits (user, max_running) VALUES ('alice', 3)")
+    assert not schema.has_table(db, "fair_usage")
+    db.close()
+    store = JobStore(url) if engine == "sqlite" else PgJobStore(url)
+    try:
+        assert store.schema_version == SCHEMA_VERSION == 6
+        assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 3)  # kept
+        store.save_fair_usage([UsageRow("a", "alice", 1.5, 7.0)], 7.0)
+        assert store.fair_usage() == ([UsageRow("a", "alice", 1.5, 7.0)], 7.0)
+    finally:
+        store.close()

@@ -42,4 +42,15 @@ def test_quota_usage_and_queue_reasons_are_shown(dlc_local, browser):  # noqa: F
     queue = wait_for(browser, cells_containing("tenancy-queue", waiting["id"]))
     assert waiting["id"] in queue and "team-a #1" in queue
     assert running["id"] not in queue
+    # fair share over time: team-a's decayed GPU-hours grow while its 8 GPUs run
+    grown = (
+        "const t = [...document.querySelectorAll('#tenancy-fair tr')]"
+        ".map(tr => [...tr.cells].map(c => c.textContent).join('|')).join('\\n');"
+        "return t.split('\\n').some(l => l.startsWith('team-a|')"
+        " && parseFloat(l.split('|')[1]) > 0) && t;"
+    )
+    fair = wait_for(browser, grown)
+    row = next(line for line in fair.splitlines() if line.startswith("team-a|"))
+    group, used, weight, ratio, users = row.split("|")
+    assert float(used) > 0 and weight == "2" and users.startswith("alice ")
     assert console_errors(browser) == []

@@ -98,7 +98,12 @@ class MesosEmulator:
         self.agent_specs = list(agents) if agents is not None else [AgentSpec()]
         # Parse now so that a typo fails at construction, with the offending item named.
         self._parsed = [
-            (spec, agent_resources(spec.resources), parse_attributes(spec.attributes))
+            (
+                spec,
+                agent_resources(spec.resources),
+                parse_attributes(spec.attributes),
+                spec.domain_info(),
+            )
             for spec in self.agent_specs
         ]
         self._own_work_dir = work_dir is None
@@ -144,8 +149,10 @@ class MesosEmulator:
         )
         self.runtime.master = self.master
         with self.lock:
-            for spec, resources, attributes in self._parsed:
-                self.master.add_agent(spec.hostname, resources, attributes, spec.executor_env)
+            for spec, resources, attributes, domain in self._parsed:
+                self.master.add_agent(
+                    spec.hostname, resources, attributes, spec.executor_env, domain
+                )
         self._stopping.clear()
         self._threads = [
             threading.Thread(

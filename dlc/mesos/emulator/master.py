@@ -77,11 +77,13 @@ class Master(StatusUpdates):
         total: Resources,
         attributes: list[dict[str, Any]],
         executor_env: tuple[tuple[str, str], ...] = (),
+        domain: dict[str, Any] | None = None,
     ) -> Agent:
         """Registers an agent; it is offered on the next allocation."""
         index = len(self.agents) + 1
         agent_id = f"{self.master_id}-S{index - 1}"
-        agent = Agent(agent_id, index, hostname, total, attributes, executor_env=executor_env)
+        agent = Agent(agent_id, index, hostname, total, attributes, executor_env=executor_env,
+                      domain=domain)  # fmt: skip
         self.agents[agent.agent_id] = agent
         self.allocator.request()
         return agent
@@ -437,6 +439,8 @@ class Master(StatusUpdates):
             "resources": offer.resources.to_json(refinement, offer.role if multi else None),
             "attributes": agent.attributes,
         }
+        if agent.domain is not None:  # the agent's fault domain, as the real master sends it
+            out["domain"] = agent.domain
         if multi:
             out["allocation_info"] = {"role": offer.role}
         return out

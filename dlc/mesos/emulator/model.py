@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -25,12 +26,38 @@ class AgentSpec:
         hostname: the hostname offers carry.
         executor_env: environment this agent gives its executors, like ``mesos-agent
             --executor_environment_variables`` (the task's own CommandInfo variables win).
+        domain: ``--domain`` JSON, the agent's fault domain (:func:`fault_domain`); offers
+            and ``/master/slaves`` carry it as ``domain``, as the real master does. Empty:
+            none.
     """
 
     resources: str = "cpus:4;mem:4096;disk:10240;ports:[31000-31100]"
     attributes: str = ""
     hostname: str = "127.0.0.1"
     executor_env: tuple[tuple[str, str], ...] = ()
+    domain: str = ""
+
+    def domain_info(self) -> dict[str, Any] | None:
+        """The parsed ``DomainInfo`` (``None``: no domain).
+
+        Raises:
+            ValueError: not ``{"fault_domain": {"region": {"name": ..}, "zone": {"name": ..}}}``
+                (the real agent refuses to start on such a flag).
+        """
+        if not self.domain:
+            return None
+        info = json.loads(self.domain)
+        fault = info.get("fault_domain") if isinstance(info, dict) else None
+        names = [(fault or {}).get(k, {}).get("name") for k in ("region", "zone")]
+        if set(info) != {"fault_domain"} or not all(isinstance(n, str) and n for n in names):
+            raise ValueError(f"--domain {self.domain!r}: expected a fault_domain with a "
+                             "region name and a zone name")  # fmt: skip
+        return {"fault_domain": {"region": {"name": names[0]}, "zone": {"name": names[1]}}}
+
+
+def fault_domain(region: str, zone: str) -> str:
+    """``mesos-agent --domain`` JSON of a fault domain (region and zone names)."""
+    return json.dumps({"fault_domain": {"region": {"name": region}, "zone": {"name": zone}}})
 
 
 @dataclass
@@ -45,6 +72,8 @@ class Agent:
     registered_time: float = field(default_factory=time.time)
     #: environment its executors get before their CommandInfo's (see AgentSpec)
     executor_env: tuple[tuple[str, str], ...] = ()
+    #: its ``DomainInfo`` (``AgentSpec.domain``), or ``None``
+    domain: dict[str, Any] | None = None
 
 
 @dataclass

@@ -42,6 +42,7 @@ def _agent_json(master: Any, agent: Agent) -> dict[str, Any]:
         "registered_time": agent.registered_time,
         "active": True,
         "version": "1.11.0",
+        **({"domain": agent.domain} if agent.domain is not None else {}),
     }
 
 

@@ -115,8 +115,13 @@ def quota_gpus(scenario: Scenario) -> tuple[float, float]:
 
 
 def core_config(policy: dict) -> CoreConfig:
-    """The core's settings for a policy (its whole-GPU allocator)."""
-    return CoreConfig(placement=PlacementConfig(policy=policy.get("allocator", "first-fit")))
+    """The core's settings for a policy: its whole-GPU allocator, and fair share over time
+    only where the policy names a half-life (``fair_share_half_life_s``): the P0-P4 figures in
+    docs/simulator.md were measured without it; bench/sim_fairshare.py measures it."""
+    return CoreConfig(
+        placement=PlacementConfig(policy=policy.get("allocator", "first-fit")),
+        fair_share_half_life_s=float(policy.get("fair_share_half_life_s", 0.0)),
+    )
 
 
 def engine_params(scenario: Scenario) -> EngineParams:

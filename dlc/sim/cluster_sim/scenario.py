@@ -58,7 +58,8 @@ _PAIRS = {
     "training": ("sm_range", "open_window_hours"),
 }
 _POLICY_FIELDS = {"quotas": bool, "priorities": bool, "sessions": str, "allocator": str,
-                  "replicas": int, "preempt_within": bool}  # fmt: skip
+                  "replicas": int, "preempt_within": bool,
+                  "fair_share_half_life_s": float}  # fmt: skip
 _SESSION_MODES = ("whole", "share", "timeslice")
 
 
@@ -188,7 +189,9 @@ def _check_policy(name: str, body: Any) -> dict[str, Any]:
         if kind is None:
             known = ", ".join(_POLICY_FIELDS)
             raise FieldError(f"policies.{name}.{key}", f"unknown setting; known: {known}")
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        if kind is float and isinstance(value, int):
+            value = float(value)  # a whole number of seconds is a float too
+        if not isinstance(value, kind) or (kind in (int, float) and isinstance(value, bool)):
             raise FieldError(f"policies.{name}.{key}", f"{value!r} is not a {kind.__name__}")
     mode = body.get("sessions", "whole")
     if mode not in _SESSION_MODES:

@@ -53,6 +53,7 @@ function agentMatches(agent, f) {
   if (f.user && !holders.some((h) => h.user === f.user)) return false;
   if (!f.search) return true;
   const hay = [agent.hostname, agent.id, agent.model, agent.pool, agent.sharing || "",
+    agent.rack || "", agent.switch || "", agent.zone || "",
     ...holders.map((h) => `${h.job || ""} ${h.user || ""}`)].join(" ").toLowerCase();
   return f.search.toLowerCase().split(/\s+/).filter(Boolean).every((t) => hay.includes(t));
 }
@@ -152,6 +153,48 @@ function agentRow(agent) {
     `<td class="cells">${cellsHtml(agent)}</td></tr>`;
 }
 
+// Agents that name a rack (node-config --rack) are shown rack by rack, each rack under a
+// header row with its switches, zone and free GPUs; agents without one come last.
+function rackKey(agent) {
+  return agent.rack ? `${agent.zone || ""}\u0000${agent.rack}` : "\uffff";
+}
+
+function byRack(agents) {
+  if (!agents.some((a) => a.rack)) return agents;
+  // a stable sort: within a rack the agents keep their order (by hostname)
+  return [...agents].sort((a, b) => (rackKey(a) < rackKey(b) ? -1 : rackKey(a) > rackKey(b) ? 1 : 0));
+}
+
+function rackRow(key, members) {
+  const first = members[0];
+  const free = members.reduce((n, a) => n + a.gpus.filter(gpuFree).length, 0);
+  const total = members.reduce((n, a) => n + a.total, 0);
+  const switches = [...new Set(members.map((a) => a.switch).filter(Boolean))].sort();
+  const parts = [`${members.length} agent${members.length === 1 ? "" : "s"}`, `${free} of ${total} GPUs free`];
+  if (switches.length) parts.push(`switch ${esc(switches.join(", "))}`);
+  if (first.zone) parts.push(`zone ${esc(first.zone)}`);
+  const name = first.rack ? `rack ${esc(first.rack)}` : "no rack";
+  return `<tr class="rack-row" data-rack="${esc(first.rack || "")}"><td colspan="5"><b>${name}</b>` +
+    ` &middot; ${parts.join(" &middot; ")}</td></tr>`;
+}
+
+function rowsByRack(rows, shown) {
+  if (!shown.some((a) => a.rack)) return rows.map(agentRow).join("");
+  const racks = new Map();
+  for (const a of shown) {
+    const key = rackKey(a);
+    if (!racks.has(key)) racks.set(key, []);
+    racks.get(key).push(a);
+  }
+  let last = null;
+  return rows.map((a) => {
+    const key = rackKey(a);
+    const head = key === last ? "" : rackRow(key, racks.get(key));
+    last = key;
+    return head + agentRow(a);
+  }).join("");
+}
+
 function clusterLegend() {
   const sw = (style, cls = "") => `<span class="cell key ${cls}"><span class="segs">${style}</span></span>`;
   return [
@@ -201,14 +244,14 @@ function renderCluster(snap) {
   fillSelect("f-user", sorted(agents.flatMap((a) => agentHolders(a).map((h) => h.user))), "all users");
   for (const key of ["model", "pool", "user"]) cluster[key] = $(`f-${key}`).value;
   $("cluster-legend").innerHTML = clusterLegend();
-  const shown = agents.filter((a) => agentMatches(a, cluster));
+  const shown = byRack(agents.filter((a) => agentMatches(a, cluster)));
   const pages = Math.max(1, Math.ceil(shown.length / cluster.size));
   cluster.page = Math.min(Math.max(0, cluster.page), pages - 1);
   const first = cluster.page * cluster.size;
   const rows = shown.slice(first, first + cluster.size);
   const head = "<tr><th>Agent</th><th>GPU model &middot; pool &middot; sharing</th>" +
     "<th>Allocated</th><th>Used</th><th>GPUs</th></tr>";
-  $("agents").innerHTML = head + (rows.length ? rows.map(agentRow).join("")
+  $("agents").innerHTML = head + (rows.length ? rowsByRack(rows, shown)
     : `<tr class="empty"><td colspan="5">${agents.length ? "no agent matches" : "No agent has offered resources yet."}</td></tr>`);
   const of = shown.length === agents.length ? "" : ` (filtered from ${agents.length})`;
   $("agent-count").textContent = shown.length

@@ -1,5 +1,5 @@
 // Groups and quotas on the dashboard: each group's usage against its guarantee, what it
-// borrows, and the queue in run order with reasons. Self-contained: polls GET /v1/tenancy
+// borrows, decayed usage over time (fair share), and the queue in run order with reasons. Self-contained: polls GET /v1/tenancy
 // (same-origin session cookie) and fills #tenancy; cells are set with textContent only.
 (function () {
   "use strict";
@@ -49,6 +49,23 @@
         bar(q.used.gpus, q.guaranteed.gpus),
       ]),
     );
+    const fair = body.quota.fair_share;
+    for (const id of ["tenancy-fair-title", "tenancy-fair"]) {
+      document.getElementById(id).hidden = !fair;
+    }
+    if (fair) {
+      document.getElementById("tenancy-fair-note").textContent =
+        "decayed GPU-hours, half-life " + num(fair.half_life_s / 86400) +
+        " d; lower usage for its weight borrows first and is reclaimed last";
+      table(
+        "tenancy-fair",
+        ["group", "GPU-hours (decayed)", "weight (GPUs)", "usage / weight", "users"],
+        fair.groups.map((g) => [
+          g.group, num(g.gpu_hours), num(g.weight), num(g.ratio),
+          g.users.map((u) => u.user + " " + num(u.gpu_hours)).join(", "),
+        ]),
+      );
+    }
     table(
       "tenancy-queue",
       ["#", "job", "user", "group", "pool", "priority", "GPUs", "reason"],
