@@ -7,6 +7,9 @@ time of a full 130% replay (docs/simulator.md, "Mesos-driven simulator")::
 Pods arrive in batches of ``--batch`` percent of the cluster's GPUs; after each batch one
 offer round offers every agent's free resources; a pod the round could not place is
 withdrawn (the replay's "fails"). Writes ``bench/results/sim_scale.json``.
+``--agents N``: only the first N openb nodes (a quick run; the demand scales with them).
+Exits 1 (``--no-fail``: 0) when the replay is unsound: the simulated master reports a
+problem (a GPU used twice, a task on resources it was not offered) or refused a task.
 """
 
 from __future__ import annotations
@@ -133,7 +136,7 @@ def _round(engine: Engine, items: list) -> dict:
             "queued": len(items)}  # fmt: skip
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default="default")
     parser.add_argument("--seed", type=int, default=42)
@@ -146,6 +149,8 @@ def main() -> None:
         default=0.0,
         help="the scheduler's --share-hold-reserve (0: off)",
     )
+    parser.add_argument("--agents", type=int, default=None, help="only the first N openb nodes")
+    parser.add_argument("--no-fail", action="store_true", help="exit 0 even when unsound")
     parser.add_argument("--out", default=str(ROOT / "bench/results/sim_scale.json"))
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # one "no dlc_topo" line per agent is not news here
@@ -156,6 +161,7 @@ def main() -> None:
         args.batch,
         args.tune,
         args.share_hold_reserve,
+        args.agents,
     )
     from rich.console import Console
     from rich.table import Table
@@ -169,7 +175,11 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(f"wrote {args.out}")
+    unsound = [*result["problems"], *(["the master refused tasks"] if result["refused"] else [])]
+    for line in unsound:
+        print(f"unsound replay: {line}", file=sys.stderr)
+    return 1 if unsound and not args.no_fail else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

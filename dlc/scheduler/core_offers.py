@@ -63,7 +63,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                 lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
                 self._share_tenants() if tenancy.runnable else None,
                 self._share_hold(now, tenancy.runnable),
-                self._shape_budget,
+                self._shape_budget, self._placement_mix,
             )  # fmt: skip
             self._note_held(now, decision.waiting)
             held.update(tenancy.held)

@@ -11,15 +11,17 @@ its wait.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from dlc.scheduler.allocator.shares import MILLI
 from dlc.scheduler.cluster import Holder
 from dlc.scheduler.core_state import CoreState
-from dlc.scheduler.jobs import Job
+from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.quotas import largest_gpu_memory
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, build
 from dlc.scheduler.share_placement import share_milli
+from dlc.scheduler.whole_score import WorkloadMix, demand_mix
 
 
 class ShareHoldMixin(CoreState):
@@ -50,6 +52,46 @@ class ShareHoldMixin(CoreState):
         draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
         agents = self.inventory.view(taken, draining)
         return build(settings, agents, demands, now, self._share_held_since, share_used)
+
+    def _placement_mix(self) -> WorkloadMix | None:
+        """The mix whole-GPU placements are scored against (:mod:`~dlc.scheduler.whole_score`):
+        every queued job and every running task by shape (CPUs with the executor's, GPU
+        thousandths, GPUs). ``None`` when nothing is queued: then nothing is placed. Placement
+        calls it only when a whole-GPU job has a choice of agents (it reads every running
+        task)."""
+        if not self._queued:
+            return None
+        largest = largest_gpu_memory(self.inventory.agents()) or 0
+        extra = int(self.config.placement.executor_cpus * 1000)
+        # counted by shape first: 10,000 queued jobs have few shapes, and a share's size
+        # (share_milli) is worked out once per shape
+        whole: Counter[tuple[float, int]] = Counter()
+        shares: Counter[tuple] = Counter()
+        spec_of: dict[tuple, JobSpec] = {}
+
+        def share(spec: JobSpec, total: int) -> None:
+            key = (spec.cpus, spec.gpu_fraction, spec.gpu_memory, total)
+            shares[key] += 1
+            spec_of.setdefault(key, spec)
+
+        for job in self._queued.values():
+            if job.spec.is_share:
+                share(job.spec, largest)
+            elif job.spec.gpus:
+                whole[(job.spec.cpus, job.spec.gpus)] += job.spec.nodes
+        for job, task, _ in self._running_tasks():
+            if task.gpu_ids:
+                whole[(job.spec.cpus, len(task.gpu_ids))] += 1
+            elif task.share_gpu is not None:
+                agent = self.inventory.get(task.agent_id)
+                total = (agent.gpu_memory.get(task.share_gpu) if agent else None) or largest
+                share(job.spec, total)
+        demands = [(int(cpus * 1000) + extra, MILLI, gpus) for (cpus, gpus), n in whole.items()
+                   for _ in range(n)]  # fmt: skip
+        for key, n in shares.items():
+            size = share_milli(spec_of[key], key[3])
+            demands += [(int(key[0] * 1000) + extra, size, 1)] * n
+        return demand_mix(demands)
 
     def _note_held(self, now: float, waiting: Mapping[str, str]) -> None:
         """Remember when each share now held was first held; forget the jobs no longer

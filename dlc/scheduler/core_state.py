@@ -26,6 +26,7 @@ only; they are not an API.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -112,6 +113,8 @@ class CoreState:
         self._shape_budget = ShapeBudget(placement.shape_tries_per_user)
         idle_s = self.config.reserve_idle_s
         self._reserver = None if idle_s is None else Reserver(idle_s, self.config.principal)
+        #: the latest submit time handed out: each submit gets a later one (the queue's tie order)
+        self._last_submit = -math.inf
         self._queued: dict[str, Job] = {}
         #: user -> how many of ``_queued`` are theirs (the per-user cap at submit, O(1))
         self._queued_by_user: dict[str, int] = {}

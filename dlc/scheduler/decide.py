@@ -8,6 +8,7 @@ a simulator drives exactly this function with a virtual clock and no Mesos.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -17,6 +18,7 @@ from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.placement import (
     DriverCheck,
     Launch,
+    MixSource,
     OfferView,
     PlacementConfig,
     PlacementResult,
@@ -69,6 +71,7 @@ def decide(
     share_tenants: ShareTenants | None = None,
     share_hold: ShareHold | None = None,
     budget: ShapeBudget | None = None,
+    mix: MixSource = None,
 ) -> Decision:
     """Decide one offer round.
 
@@ -92,6 +95,9 @@ def decide(
             jobs it defers go first next time (:class:`~dlc.scheduler.shape_cache.ShapeBudget`);
             this call starts its round. It also carries failed shapes to the next round
             (:class:`~dlc.scheduler.shape_cache.CarriedFailures`). Default: no bound.
+        mix: the expected workload whole-GPU placements are scored against (the core's
+            queued and running jobs by shape, :mod:`~dlc.scheduler.whole_score`; or a function
+            computing it when first needed, at most once); default: each batch's own queue.
 
     Returns:
         The launches, declines and every waiting job's reason.
@@ -109,6 +115,8 @@ def decide(
     if budget is not None:
         budget.start()
         runnable = budget.ordered(runnable)
+    if callable(mix):
+        mix = functools.cache(mix)  # once per round, whatever the number of pools
     started = time.perf_counter()
     batches = split(offers, runnable) if split is not None else [(list(offers), runnable)]
     result = PlacementResult()
@@ -116,7 +124,7 @@ def decide(
         # failed shapes are carried from round to round only over one batch of all agents
         part = place(
             batch_offers, batch_jobs, config, topology_of, driver_ok, reserved, share_tenants,
-            share_hold, budget, carry=len(batches) == 1,
+            share_hold, budget, carry=len(batches) == 1, mix=mix,
         )  # fmt: skip
         result.launches += part.launches
         result.declined += part.declined

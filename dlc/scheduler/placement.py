@@ -49,7 +49,8 @@ from dlc.scheduler.shape_cache import (
     kind_of,
 )
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, ShareHoldSettings
-from dlc.scheduler.share_placement import ShareRoom, ShareTenants, choose_share
+from dlc.scheduler.share_placement import ShareRoom, ShareTenants, choose_share, share_milli
+from dlc.scheduler.whole_score import WholeScore, WorkloadMix, demand_mix
 from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
@@ -71,6 +72,8 @@ NO_TOPOLOGY_POLICY = "first-fit (agent has no dlc_topo attribute)"
 log = logging.getLogger(__name__)
 
 TopologyOf = Callable[[dict[str, str]], Topology | None]
+#: the expected workload, or a function that computes it when first needed
+MixSource = WorkloadMix | Callable[[], WorkloadMix | None] | None
 DriverCheck = Callable[[str, str], bool]
 
 
@@ -300,6 +303,8 @@ class _Slot:
         self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
         #: the round's index of slots by free share room, told when the ranges change
         self.share_room: ShareRoom | None = None
+        #: the round's whole-GPU scoring (whole_score), told when anything here changes
+        self.whole_score: WholeScore | None = None
         if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
             # an agent that accounts shares: a GPU any share holds part of is not whole
             self.free = frozenset(
@@ -312,6 +317,8 @@ class _Slot:
         self.gpu_core = gpu_shares.subtract(self.gpu_core, take.core)
         if self.share_room is not None and take.core:
             self.share_room.refresh(self)
+        if self.whole_score is not None:
+            self.whole_score.changed(self)
         # a GPU a share now holds part of is no longer whole for the jobs after it
         self.free = frozenset(
             i for i in self.free if gpu_shares.is_whole(i, self.gpu_mem, self.gpu_core)
@@ -323,6 +330,8 @@ class _Slot:
         self.gpu_core = gpu_shares.normalise(self.gpu_core + take.core)
         if self.share_room is not None and take.core:
             self.share_room.refresh(self)
+        if self.whole_score is not None:
+            self.whole_score.changed(self)
 
     def whole_take(self, ids: tuple[int, ...]) -> gpu_shares.GpuRanges:
         """The whole blocks of GPUs ``ids`` (nothing where the agent offers no ranges)."""
@@ -347,6 +356,42 @@ class _Slot:
         self.disk -= sign * disk
         self.gpus -= sign * len(ids)
         self.free = self.free - set(ids) if sign > 0 else self.free | set(ids)
+        if self.whole_score is not None:
+            self.whole_score.changed(self)
+
+
+class _LazyWholeScore:
+    """The round's :class:`WholeScore`, built when a whole-GPU job first has a choice of
+    agents (a round whose jobs fit nowhere, or only one place, never pays for it)."""
+
+    def __init__(self, slots: list[_Slot], mix: MixSource):
+        self._slots = slots
+        self._mix = mix
+        self._score: WholeScore | None = None
+
+    def get(self) -> WholeScore | None:
+        if self._score is None and self._mix is not None:
+            mix = self._mix() if callable(self._mix) else self._mix
+            self._mix = mix
+            if mix is not None:
+                self._score = WholeScore(self._slots, mix)
+                for slot in self._slots:
+                    slot.whole_score = self._score
+        return self._score
+
+
+def queue_demands(jobs: Iterable[Job], config: PlacementConfig) -> Iterable[tuple[int, int, int]]:
+    """``(CPU thousandths with the executor's, GPU thousandths, GPUs)`` per task of ``jobs``:
+    :func:`~dlc.scheduler.whole_score.demand_mix`'s input. A share's size is its compute
+    (memory needs the GPU's size, which the core knows and passes in its own mix)."""
+    for job in jobs:
+        spec = job.spec
+        cpu = int((spec.cpus + config.executor_cpus) * 1000)
+        if spec.is_share:
+            yield cpu, min(share_milli(spec, 0), 999), 1
+        elif spec.gpus:
+            for _ in range(spec.nodes):
+                yield cpu, 1000, spec.gpus
 
 
 def place(
@@ -360,6 +405,7 @@ def place(
     share_hold: ShareHold | None = None,
     budget: ShapeBudget | None = None,
     carry: bool = True,
+    mix: MixSource = None,
 ) -> PlacementResult:
     """Decide launches and declines for one batch of offers.
 
@@ -379,6 +425,10 @@ def place(
             round to round.
         carry: whether this call may use and keep those carried failures (``False``: a
             round cut into several batches, each with its own agents; they are forgotten).
+        mix: the expected workload whole-GPU jobs are scored against
+            (:mod:`~dlc.scheduler.whole_score`; the core passes its queued and running jobs
+            by shape; or a function computing it, called only when a whole-GPU job first has
+            a choice of agents); default: the shapes of ``queue``.
 
     Returns:
         The launches, the offers to decline and why waiting jobs wait.
@@ -414,6 +464,9 @@ def place(
     # ... and what failed in earlier rounds is tried only on the agents that grew since
     carried = budget.carried if budget is not None and carry else None
     grown = carried.start(others) if carried is not None else others
+    if mix is None:
+        mix = demand_mix(queue_demands(queue, config))
+    whole = _LazyWholeScore(slots, mix)
     for job in queue:
         holder = job.job_id in holders
         # a share's user matters only where exclusivity or MPS can keep it off a GPU
@@ -445,7 +498,7 @@ def place(
         if before is None or (before is not _NOW and grown):
             reason = _place_job(
                 job, usable if before is None else grown, config, topology_of, driver_ok,
-                result, share_tenants, share_hold, None if holder else mps_others,
+                result, share_tenants, share_hold, None if holder else mps_others, whole,
             )  # fmt: skip
             if reason is not None and before is not None:
                 reason = before  # the grown agents did not take it: last round's reason stands
@@ -520,7 +573,16 @@ def _held_tail(reason: str, job: Job, share_hold: ShareHold | None) -> str:
 
 
 def _place_job(
-    job, slots, config, topology_of, driver_ok, result, tenants, share_hold=None, mps=None
+    job,
+    slots,
+    config,
+    topology_of,
+    driver_ok,
+    result,
+    tenants,
+    share_hold=None,
+    mps=None,
+    whole=None,
 ) -> str | None:
     """Gang-place every node of ``job``; returns why not, or ``None`` when placed.
 
@@ -541,6 +603,11 @@ def _place_job(
     candidates = sorted(
         (s for s in slots if len(s.free) >= spec.gpus), key=lambda s: (len(s.free), s.agent_id)
     )
+    score = whole.get() if whole is not None and spec.nodes == 1 and len(candidates) > 1 else None
+    if score is not None and spec.gpus:
+        # the least growth of fragmentation against the expected mix first (whole_score:
+        # the measure the simulator's replay credits), best fit among equals
+        candidates = score.order(candidates, spec.gpus, cpus, mem)
     if not candidates and slots:
         reason = f"no offer has {spec.gpus} free GPUs"
     if spec.nodes > 1 and candidates:

@@ -1,0 +1,167 @@
+"""Which agent a whole-GPU job goes to: the fragmentation measure the simulator credits.
+
+The direct replay (``dlc simulate openb``, :mod:`dlc.sim.policies.dlc`) puts each pod on the
+agent whose use grows fragmentation least (:func:`dlc.scheduler.allocator.fragscore.node_costs`,
+FGD's measure against the expected workload, with DLC's CPU-aware refinements). The offer
+round used to send whole-GPU jobs to the agent with the fewest free GPUs that fits (best fit),
+and on agents without ``dlc_topo`` to its first free GPUs, so the figure the README quotes was
+not the placement that ran. :class:`WholeScore` ranks an offer round's agents for a whole-GPU
+job with that same function (not a copy), against the mix the core sees: the queued and
+running jobs by shape (:func:`demand_mix`). Which GPUs of the chosen agent the job gets is
+still the allocator's (the topology tree, or first fit on an agent without ``dlc_topo``): the
+measure counts whole GPUs per agent and cannot tell two free GPUs of one agent apart.
+
+Costs are cached per request shape and per agent, and an agent's are recomputed only after a
+placement changed it (:class:`~dlc.scheduler.allocator.fragscore.IncrementalChooser`, as in
+the replay), so a round pays the measure once per shape plus once per placement. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from dlc.scheduler.allocator import fragscore
+from dlc.scheduler.allocator import shares as fgd
+from dlc.topology import gpu_shares
+
+MILLI = fgd.MILLI
+
+#: the most frequent shapes that cover this part of the demand make the mix (as the replay's
+#: target mix, :func:`dlc.sim.workload.target_mix`): rare shapes only cost time
+POPULARITY = 0.95
+
+
+def demand_mix(demands: Iterable[tuple[int, int, int]]) -> fgd.WorkloadMix | None:
+    """The expected workload from ``(CPU thousandths, GPU thousandths, GPUs)`` per task.
+
+    A share asks one GPU of fewer than 1000 thousandths, a whole-GPU task its GPUs of 1000.
+    The most frequent shapes covering :data:`POPULARITY` of the tasks, weighted by count;
+    ``None`` when there are none.
+    """
+    counts = Counter(
+        (cpu, min(milli, MILLI), gpus if milli >= MILLI else 1)
+        for cpu, milli, gpus in demands
+        if milli > 0 and gpus > 0
+    )
+    if not counts:
+        return None
+    ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    total, covered, chosen = sum(counts.values()), 0, []
+    for shape, n in ranked:
+        if covered >= POPULARITY * total:
+            break
+        chosen.append((shape, n))
+        covered += n
+    shapes = tuple(fgd.ShareRequest(cpu, 0, gpus, milli) for (cpu, milli, gpus), _ in chosen)
+    return fgd.WorkloadMix(shapes, tuple(float(n) for _, n in chosen))
+
+
+def gpu_free(slot: Any) -> tuple[int, ...]:
+    """Free thousandths of each GPU of an offer slot (``_Slot`` of placement): 1000 for a
+    whole free GPU, the compute a share left on a partly used one, 0 for one not offered."""
+    room = gpu_shares.amounts(slot.gpu_core) if slot.gpu_core else {}
+    width = max([*slot.free, *room], default=-1) + 1
+    return tuple(MILLI if i in slot.free else min(room.get(i, 0), MILLI - 1) for i in range(width))
+
+
+def _view(slot: Any) -> fgd.AgentView:
+    return fgd.AgentView(slot.agent_id, int(slot.cpus * 1000), int(slot.mem), "gpu", gpu_free(slot))
+
+
+class WholeScore:
+    """One placement round's agents scored for whole-GPU jobs.
+
+    Args:
+        slots: the round's offer slots (``_Slot`` of placement), in their order.
+        mix: the expected workload (:func:`demand_mix`).
+        params: fragscore's knobs (the replay's defaults).
+
+    An agent's state is read (and its fragmentation measured) only when it is first a
+    candidate, and again after it changed: a slot whose resources change must say so
+    (:meth:`changed`). In a busy round few agents have the GPUs a job asks, so few are read.
+    """
+
+    def __init__(
+        self,
+        slots: Sequence[Any],
+        mix: fgd.WorkloadMix,
+        params: fragscore.ScoreParams = fragscore.DEFAULT_PARAMS,
+    ):
+        self._slots = list(slots)
+        self._row = {id(s): k for k, s in enumerate(self._slots)}
+        self._params = params
+        self._mix = fragscore.mix_arrays(mix, ["gpu"], params)
+        n = len(self._slots)
+        self._agents = fgd.AgentArrays(
+            model=np.zeros(n, dtype=np.int64),  # one model: the mix names none
+            cpu_left=np.zeros(n, dtype=np.int64),
+            mem_left=np.zeros(n, dtype=np.int64),
+            gpu_left=np.zeros((n, fgd.MAX_GPUS), dtype=np.int64),
+            access_of=lambda allowed: np.ones(n, dtype=bool),
+            frag=np.zeros(n),
+        )
+        #: rows not read yet or changed since; each row's state version
+        self._stale = np.ones(n, dtype=bool)
+        self._version = np.zeros(n, dtype=np.int64)
+        #: costs per request shape (CPU thousandths, GPUs), with the version each read
+        self._costs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def changed(self, slot: Any) -> None:
+        """``slot``'s offered resources changed (a task was placed on it or given back)."""
+        row = self._row.get(id(slot))
+        if row is not None:
+            self._stale[row] = True
+
+    def _read(self, rows: np.ndarray) -> None:
+        """Read the state of slots ``rows`` and measure their fragmentation."""
+        agents = self._agents
+        for k in rows:
+            view = _view(self._slots[k])
+            if len(view.gpu_free) > agents.gpu_left.shape[1]:  # a wider agent than any so far
+                wider = len(view.gpu_free) - agents.gpu_left.shape[1]
+                agents.gpu_left = np.pad(agents.gpu_left, ((0, 0), (0, wider)))
+            agents.cpu_left[k] = view.cpu_free_milli
+            agents.mem_left[k] = view.mem_free_mib
+            agents.gpu_left[k] = 0
+            agents.gpu_left[k, : len(view.gpu_free)] = view.gpu_free
+        agents.frag[rows] = fragscore.node_frag(self._mix, agents, rows, self._params)
+        self._stale[rows] = False
+        self._version[rows] += 1
+
+    def order(self, candidates: Sequence[Any], gpus: int, cpus: float, mem: float) -> list[Any]:
+        """``candidates`` (slots of this round) best first for a job of ``gpus`` whole GPUs and
+        ``cpus``/``mem`` (with its executor's): the least growth of fragmentation first, then
+        the fewest free GPUs (best fit), then the agent id."""
+        row = self._row
+        rows = np.array(sorted(row[id(s)] for s in candidates))
+        stale = rows[self._stale[rows]]
+        if len(stale):
+            self._read(stale)
+        cost = self._cost(fgd.ShareRequest(int(cpus * 1000), 0, gpus, MILLI), rows)
+        return sorted(candidates, key=lambda s: (cost[row[id(s)]], len(s.free), s.agent_id))
+
+    def _cost(self, request: fgd.ShareRequest, rows: np.ndarray) -> np.ndarray:
+        """Costs of ``request`` per slot, fresh for ``rows`` (the candidates; the caller checks
+        memory). Kept per shape like the replay's IncrementalChooser, but only the candidates'
+        out-of-date costs are computed."""
+        key = (request.cpu_milli, request.num_gpus)
+        entry = self._costs.get(key)
+        if entry is None:
+            n = len(self._slots)
+            entry = self._costs[key] = (np.zeros(n), np.full(n, -1, dtype=np.int64))
+        cost, stamp = entry
+        stale = rows[stamp[rows] != self._version[rows]]
+        if len(stale):
+            costs = fragscore.node_costs(request, self._agents, self._mix, stale, self._params)
+            cost[stale] = costs[:, 0]
+            stamp[stale] = self._version[stale]
+        return cost
+
+
+WorkloadMix = fgd.WorkloadMix
+
+__all__ = ["POPULARITY", "WholeScore", "WorkloadMix", "demand_mix", "gpu_free"]
