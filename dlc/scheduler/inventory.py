@@ -34,13 +34,15 @@ from dlc.scheduler.placement import (
     OfferView,
     TopologyOf,
     agent_text,
+    agent_vendor,
     default_driver_ok,
     default_topology_of,
 )
 from dlc.topology import gpu_shares
 
 #: the order in which a spec's needs are checked: the first field no agent meets is named
-_FIELDS = ("gpu_model", "gpus", "gpu_memory", "cpus", "mem_mib", "disk_mib", "cuda_version")
+_FIELDS = ("gpu_vendor", "gpu_model", "gpus", "gpu_memory", "cpus", "mem_mib", "disk_mib",
+           "cuda_version")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -298,6 +300,8 @@ class Inventory:
 
     def _meets(self, agent: AgentTotals, spec: JobSpec, name: str) -> bool:
         eps = 1e-9
+        if name == "gpu_vendor":
+            return not _wants_vendor(spec) or self._vendor(agent) == spec.gpu_vendor
         if name == "gpu_model":
             return not spec.gpu_model or self.matching_gpus(agent, spec.gpu_model) > 0
         if name == "gpus":
@@ -333,7 +337,8 @@ class Inventory:
             self._answers.clear()
             self._answers_version = self.version
         key = (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
-               spec.cuda_version, spec.is_share, spec.gpu_memory, spec.gang_topology)  # fmt: skip
+               spec.cuda_version, spec.is_share, spec.gpu_memory, spec.gang_topology,
+               spec.gpu_vendor)  # fmt: skip
         if key not in self._answers:
             error = self._impossible(spec)
             # FieldError's text is "<field>: <message>"; keep the two parts to rebuild it
@@ -374,9 +379,18 @@ class Inventory:
         if error is not None:
             raise error
 
+    def _vendor(self, agent: AgentTotals) -> str:
+        return agent_vendor(agent.attributes, self._topology_of(agent.attributes))
+
     def _explain(self, name: str, spec: JobSpec) -> str:
         agents = list(self._agents.values())
         exact = [a for a in agents if a.exact]
+        if name == "gpu_vendor":
+            vendors = ", ".join(sorted({self._vendor(a) for a in agents}))
+            return (
+                f"no agent has {spec.gpu_vendor} GPUs (the agents have: {vendors}); drop "
+                f"--gpu-vendor, pick an image for those GPUs, or ask an admin"
+            )
         if name == "gpu_model":
             models = sorted({a.gpu_model for a in agents if a.gpu_model} | self._topology_models())
             known = ", ".join(models) or "none advertised"
@@ -546,3 +560,8 @@ def _attribute_text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def _wants_vendor(spec: JobSpec) -> bool:
+    """Whether ``spec`` needs GPUs of its vendor (a job without GPUs runs anywhere)."""
+    return bool(spec.gpu_vendor) and (spec.gpus > 0 or spec.is_share)

@@ -96,3 +96,23 @@ def test_real_master_keeps_the_vendor_and_placement_reads_it(tmp_path):
     ]
     refused = place(offers, [job("c", gpus=1, cuda_version="12.4")])
     assert not refused.launches and "built for NVIDIA CUDA" in refused.waiting["c"]
+
+
+def test_a_vendor_no_agent_has_is_refused_at_submit_in_one_line():
+    # new-user walkthrough (issue 30): --gpu-vendor amd on an NVIDIA-only cluster was
+    # accepted and waited forever; now submit names the field, the vendors there and the fix
+    from dlc.scheduler.inventory import Inventory
+    from dlc.scheduler.placement import OfferView
+
+    inventory = Inventory()
+    inventory.note_offers([OfferView.from_mesos(_pool()[0])])  # the DGX-1 only
+    amd = JobSpec.from_dict({"image": "rocm/pytorch:latest", "gpus": 1, "gpu_vendor": "amd"})
+    with pytest.raises(JobSpecError) as refused:
+        inventory.check(amd)
+    assert str(refused.value) == (
+        "gpu_vendor: no agent has amd GPUs (the agents have: nvidia); drop --gpu-vendor, pick "
+        "an image for those GPUs, or ask an admin"
+    )
+    inventory.check(replace(amd, gpus=0))  # a job without GPUs runs anywhere
+    inventory.note_offers([OfferView.from_mesos(o) for o in _pool()])  # the MI300X joins
+    inventory.check(amd)
