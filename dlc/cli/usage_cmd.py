@@ -22,7 +22,7 @@ def rows(body: dict) -> list[tuple]:
     return [
         (
             r["key"],
-            r["gpus_allocated"],
+            f"{r['gpus_allocated']:g}",
             r["gpus_sampled"],
             r["gpus_idle"],
             "-" if r["util_pct"] is None else f"{r['util_pct']:.0f}%",

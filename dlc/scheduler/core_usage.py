@@ -9,6 +9,7 @@ agent that sent it is dropped.
 from __future__ import annotations
 
 from dlc.scheduler.core_state import CoreState, _done
+from dlc.scheduler.quotas import job_gpus
 from dlc.scheduler.usage import GpuUsage, JobUsage, UsageRollup, decode_report, job_usage, rollup
 
 
@@ -56,8 +57,9 @@ class UsageMixin(CoreState):
         """Allocated versus used per ``user``, ``group`` or ``job`` over running jobs
         (``viewer``: only that user's own row, group or jobs; ``None``: everything)."""
         with self._lock:
-            held = []
+            held: list = []
             group_of = self.tenancy.group_of
+            sizes = self.gpu_sizes()
             for job in self._active.values():
                 if viewer is not None and (
                     group_of(job.user) != group_of(viewer) if by == "group" else job.user != viewer
@@ -67,7 +69,10 @@ class UsageMixin(CoreState):
                 for t in job.tasks:
                     if _done(t) or t.state != "TASK_RUNNING":
                         continue
-                    gpus = len(t.gpu_ids) or (1 if t.share_gpu is not None else 0)
+                    # a share counts its part of a GPU, as quotas and fair share count it
+                    gpus = len(t.gpu_ids) or (
+                        job_gpus(self.tenancy, job, sizes) if t.share_gpu is not None else 0
+                    )
                     if gpus:
                         held.append((owner, gpus, self._usage.of(t.task_id)))
             key_of = self.tenancy.group_of if by == "group" else (lambda owner: owner)

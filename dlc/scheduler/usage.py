@@ -213,7 +213,8 @@ class UsageRollup:
 
     Attributes:
         key: the user, group or job.
-        gpus_allocated: GPUs its running tasks hold (whole GPUs; a share counts once).
+        gpus_allocated: GPUs its running tasks hold (a share: its part of a GPU, charged as
+            quotas charge it, so three 4 GiB shares of 32 GiB GPUs are 0.375).
         gpus_sampled: of those, GPUs with a reading.
         gpus_idle: of those, GPUs allocated but idle (:func:`is_idle` per GPU).
         util_pct: mean utilisation over the sampled GPUs (``None``: none).
@@ -221,7 +222,7 @@ class UsageRollup:
     """
 
     key: str
-    gpus_allocated: int
+    gpus_allocated: float
     gpus_sampled: int
     gpus_idle: int
     util_pct: float | None
@@ -240,11 +241,11 @@ class UsageRollup:
 
 
 def rollup(
-    held: Iterable[tuple[str, int, TaskUsage | None]], key_of: Callable[[str], str]
+    held: Iterable[tuple[str, float, TaskUsage | None]], key_of: Callable[[str], str]
 ) -> list[UsageRollup]:
     """Group ``(owner, GPUs allocated, reading or None)`` of running tasks by ``key_of(owner)``
     (the user itself, the user's group, ...), sorted by key."""
-    groups: dict[str, list[tuple[int, TaskUsage | None]]] = {}
+    groups: dict[str, list[tuple[float, TaskUsage | None]]] = {}
     for owner, allocated, usage in held:
         groups.setdefault(key_of(owner), []).append((allocated, usage))
     found = []
@@ -254,7 +255,7 @@ def rollup(
         found.append(
             UsageRollup(
                 key=key,
-                gpus_allocated=sum(n for n, _ in groups[key]),
+                gpus_allocated=round(sum(n for n, _ in groups[key]), 3),
                 gpus_sampled=len(gpus),
                 gpus_idle=sum(1 for g in gpus if is_idle([g])),
                 util_pct=round(sum(utils) / len(utils), 1) if utils else None,

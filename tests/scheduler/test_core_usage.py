@@ -79,3 +79,20 @@ def test_rollups_show_allocated_but_idle_gpus_per_user_and_group():
         "vision", 3, 1, 60.0)  # fmt: skip
     jobs = {busy.rsplit(".", 2)[0], idle.rsplit(".", 2)[0]}
     assert {r.key for r in core.usage_rollups("job")} == jobs
+
+
+def test_a_memory_share_counts_its_part_of_a_gpu():
+    # new-user walkthrough (issue 30): three 4 GiB shares of 32 GiB GPUs showed "GPUS 3" in
+    # `dlc usage` while `dlc quota` charged 0.375
+    from tests.scheduler.test_share_placement import ranged_offer
+
+    core = _core()
+    for n in range(3):
+        core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpu_memory": "4G",
+                                                "cpus": 0.1, "mem_mib": 64}))  # fmt: skip
+        actions = core.on_offers([ranged_offer(f"o{n}", "a1", sharing="none")])
+        (_, (task,)) = actions.accepts[0]
+        core.on_status({"task_id": task["task_id"], "state": "TASK_RUNNING",
+                        "agent_id": {"value": "a1"}})  # fmt: skip
+    (alice,) = core.usage_rollups("user")
+    assert alice.gpus_allocated == 0.375
