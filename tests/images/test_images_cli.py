@@ -49,7 +49,8 @@ def test_check_driver(driver, runs, not_runs):
 def test_unknown_framework_is_one_line_error():
     result = run("images", "list", "--framework", "caffe")
     assert result.exit_code == 1
-    assert result.output.strip().startswith("Error: framework 'caffe'")
+    assert result.output.strip().startswith("Error: framework: 'caffe' is not in the image catalog")
+    assert len(result.output.strip().splitlines()) == 1
     assert "Traceback" not in result.output
 
 

@@ -118,12 +118,17 @@ def with_usage(snapshot: dict) -> dict:
     """Fill the snapshot's ``used`` (per allocated GPU) and ``usage`` (per running job)."""
     at = snapshot["now"] - 3.0
     per_job: dict[str, list[int]] = {}
+    # a whole GPU reads as its job (by name) reads: which jobs are idle or unsampled must not
+    # depend on where placement put them (a better placement once left no job idle)
+    names = {j["id"]: j.get("name") or j["id"] for j in snapshot["jobs"]}
     for agent in snapshot["agents"]:
         for gpu in agent["gpus"]:
             jobs = [gpu["holder"]] if gpu["holder"] else gpu["shares"]
             if not jobs:
                 continue
-            util = fake_reading(f"{agent['id']}/{gpu['index']}")
+            holder = gpu["holder"] and gpu["holder"].get("job")
+            key = f"job/{names.get(holder, holder)}" if holder else f"{agent['id']}/{gpu['index']}"
+            util = fake_reading(key)
             if util is None:
                 continue
             total = gpu["memory_mib"] or 16384

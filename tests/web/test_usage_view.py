@@ -42,7 +42,8 @@ def test_metrics_show_used_next_to_allocated_without_user_labels_by_default(moni
     assert got[("dlc_gpu_memory_used_bytes", _gpu_labels(gpu))] == 2100 * MIB
     assert ("dlc_gpu_utilization_pct", _gpu_labels(1 - gpu)) not in got  # no reading yet
     assert got[("dlc_gpu_idle", _gpu_labels(gpu))] == 0
-    assert got[("dlc_group_gpus_allocated", frozenset({"group": "-"}.items()))] == 2
+    # the whole GPU, and the share as its part of a GPU (as quotas charge it)
+    assert got[("dlc_group_gpus_allocated", frozenset({"group": "-"}.items()))] == 1.125
     # /metrics is unauthenticated: no user names or job ids unless the operator asks
     assert not [name for name, _ in got if name.startswith(("dlc_user_", "dlc_job_"))]
     metrics.tenant_labels = True
