@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from dlc.api.client import ApiClient
 from dlc.app.local import LocalCluster, LocalConfig
 from dlc.cli.main import cli
+from dlc.errors import DlcError
 from dlc.executor.container_spec import LABEL_JOB
 from tests.app.test_local import STAND_IN, wait_done
 from tests.docker.conftest import busybox_image, docker_runtime  # noqa: F401 - fixtures
@@ -176,9 +177,9 @@ def cuda_on_amd_refusal(client: ApiClient) -> str:
 @pytest.mark.mesos
 def test_vendor_placement_on_the_real_master(tmp_path):
     """The real Mesos 1.11 master, one agent started with the MI300X's `dlc node-config` flags
-    (the test helper's agents are all alike, so the NVIDIA side is a job that must wait): the
-    AMD job runs there with its executor given the vendor by the agent, the NVIDIA job waits
-    with a one-line reason, a CUDA-only image on AMD is refused at submit."""
+    (the test helper's agents are all alike, so the NVIDIA side is a job no agent can take): the
+    AMD job runs there with its executor given the vendor by the agent, the NVIDIA job and a
+    CUDA-only image on AMD are refused at submit in one line."""
     import json
 
     from dlc.app.service import SchedulerService, ServiceConfig
@@ -211,15 +212,12 @@ def test_vendor_placement_on_the_real_master(tmp_path):
             assert done["state"] == "finished", done["message"]
             assert sorted(done["tasks"][0]["gpu_ids"]) == list(range(8))  # the XGMI group whole
             assert "vendor=amd\n" in client.logs(amd["id"])["data"]
-            nvidia = client.submit({"image": "none", "gpus": 1, "gpu_vendor": "nvidia",
-                                    "command": ["true"]})  # fmt: skip
-            waiting = wait_for(
-                lambda: (
-                    "the job asks for nvidia" in (m := client.show(nvidia["id"])["message"]) and m
-                )
-            )
-            assert "has amd GPUs, the job asks for nvidia" in waiting and "\n" not in waiting
-            assert client.show(nvidia["id"])["state"] == "queued"
+            # no agent the master knows has NVIDIA GPUs: refused at submit, in one line
+            with pytest.raises(DlcError) as refused:
+                client.submit({"image": "none", "gpus": 1, "gpu_vendor": "nvidia",
+                               "command": ["true"]})  # fmt: skip
+            assert "no agent has nvidia GPUs (the agents have: amd)" in str(refused.value)
+            assert "\n" not in str(refused.value)
             output = cuda_on_amd_refusal(client)
             assert len(output.strip().splitlines()) == 1, output
             assert "built for NVIDIA (CUDA 11.8) only, not AMD" in output
