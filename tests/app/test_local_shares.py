@@ -64,7 +64,19 @@ def check_share_split(client: ApiClient, master_url: str) -> None:
 
     # 128 stand-in executors start on a 2-core machine; the jobs hold, so a loaded machine
     # only makes this slower, never wrong: the bound only catches a stuck launch
-    jobs = wait_for(running, timeout=600.0, what=f"{SHARES} shares running")
+    try:
+        jobs = wait_for(running, timeout=600.0, what=f"{SHARES} shares running")
+    except AssertionError:
+        # say which jobs are stuck where and why, so a failure can be read, not just seen
+        shown = {j["id"]: j for j in client.jobs()}
+        stuck: dict[tuple[str, str], int] = {}
+        for i in ids:
+            if shown[i]["state"] != "running":
+                key = (shown[i]["state"], (shown[i].get("message") or "")[:160])
+                stuck[key] = stuck.get(key, 0) + 1
+        raise AssertionError(
+            f"shares not running after 600 s, by state and message: {stuck}"
+        ) from None
     per_gpu: dict[tuple[str, int], int] = {}
     for job_id in ids:
         (task,) = jobs[job_id]["tasks"]

@@ -183,3 +183,27 @@ def test_carrying_decides_what_trying_everything_decides(seed):
             placed = set(out.placed_jobs)
             left[carry] = [j for j in left[carry] if j.job_id not in placed]
         assert seen[True] == seen[False], f"round {rnd}"
+
+
+def test_a_carried_failure_is_forgotten_every_few_rounds_whatever_the_agents_show():
+    # a safety bound: a cause the agents' snapshots miss can delay a job, never strand it
+    from types import SimpleNamespace
+
+    from dlc.scheduler.shape_cache import FULL_RETRY_ROUNDS, CarriedFailures
+
+    slot = SimpleNamespace(agent_id="a1", cpus=1.0, mem=1.0, disk=0.0, gpus=0.0,
+                           free=frozenset(), gpu_mem=(), gpu_core=(), port_ranges=(),
+                           ports_taken=(), attributes={})  # fmt: skip
+    carried = CarriedFailures()
+    kind, demand = ("shape",), (1.0, 1.0, 0.0)
+    grown_per_round = []
+    for _ in range(FULL_RETRY_ROUNDS):
+        grown_per_round.append(len(carried.start([slot])))
+        if carried.known_before(kind, demand) is None:
+            carried.add(kind, demand, "no room", True)
+        else:
+            carried.add(kind, demand, carried.known_before(kind, demand), True)
+        carried.finish([slot])
+    # new at first, then unchanged (nothing tried), then every slot again at the bound
+    assert grown_per_round[0] == 1 and set(grown_per_round[1:-1]) == {0}
+    assert grown_per_round[-1] == 1 and carried.known_before(kind, demand) is None
