@@ -204,7 +204,7 @@ def add_exec_route(app: FastAPI, api: Any) -> None:
             raise HTTPException(400, "argv: give a command, e.g. dlc exec JOB -- ls")
         task = next((t for t in job.tasks if t.rank == 0), None)
         port = _sandbox_json(api, task, "dlc-exec.json").get("port") if task else None
-        if job.state.value != "running" or not port:
+        if task is None or job.state.value != "running" or not port:
             raise HTTPException(409, f"job {job_id} is {job.state.value}, not running a container")
         context = _context(api)
         secret = job_secret(context.job_key, job_id)
@@ -237,7 +237,7 @@ def add_shell_route(app: FastAPI, api: Any) -> None:
             job = await anyio.to_thread.run_sync(lambda: core_job(api, job_id, found))
             task = next((t for t in job.tasks if t.rank == 0), None)
             port = await anyio.to_thread.run_sync(lambda: _exec_port(api, task))
-            if job.state.value != "running" or not port:
+            if task is None or job.state.value != "running" or not port:
                 state = job.state.value
                 raise HTTPException(409, f"job {job_id} is {state}, not running a container")
             context = _context(api)

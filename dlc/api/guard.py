@@ -153,7 +153,7 @@ class ApiGuard:
             receive = _replay(body, receive)
         await self.app(scope, receive, send)
 
-    async def _auth(self, method: str, headers: list) -> tuple[str, bool]:
+    async def _auth(self, method: str, headers: list) -> tuple[str, bool, int | None]:
         token, via_cookie = request_token(headers)
         found = await anyio.to_thread.run_sync(self.authenticate, token) if token else None
         if found is None:

@@ -231,7 +231,7 @@ class LogReader:
 
     def _local(self, task: TaskPlacement, stream: str) -> SandboxFile | None:
         fid = self._framework_id()
-        if not (_plain_name(fid or "") and _plain_name(task.executor_id)):
+        if fid is None or not (_plain_name(fid) and _plain_name(task.executor_id)):
             return None
         runs = ("frameworks", fid, "executors", task.executor_id, "runs")
         # the root is an agent's work dir, its slaves/ folder, or one agent's folder; an
@@ -247,9 +247,9 @@ class LogReader:
         # keeps the latest attempt's agent only. The executor id names the job and attempt,
         # so look for it under each agent of the roots (names the agents made, no links).
         for root in self._roots:
-            for agent in _agent_dirs(root):
-                if agent != task.agent_id:
-                    found = _newest_run(root, ("slaves", agent, *runs), stream)
+            for other in _agent_dirs(root):
+                if other != task.agent_id:
+                    found = _newest_run(root, ("slaves", other, *runs), stream)
                     if found is not None:
                         return found
         return None

@@ -7,6 +7,8 @@ rules and their one-line messages, so the two never disagree on a message.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 #: a whole number as JSON number or as text (``"2"``), as ``dlc submit`` and YAML files send
@@ -251,7 +253,7 @@ class Health(BaseModel):
 
 
 #: the error responses every authenticated operation may give, for the OpenAPI document
-ERRORS = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut, "description": what}
     for code, what in (
         (400, "malformed request (one-line error naming the field)"),

@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h11
 import uvicorn
@@ -41,10 +41,13 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from dlc.api.app import build_app, job_to_dict
 from dlc.api.guard import ApiGuard, Limits
-from dlc.api.leadership import LeaderRedirect
+from dlc.api.leadership import LeaderRedirect, RoleOf
 from dlc.api.logs import LogReader
 from dlc.errors import DlcError
 from dlc.scheduler.core import Actions, SchedulerCore
+
+if TYPE_CHECKING:
+    from dlc.api.env_routes import EnvContext
 
 __all__ = ["ApiServer", "ServerLimits", "job_to_dict", "openapi_document"]
 
@@ -70,7 +73,7 @@ class ServerLimits(Limits):
     max_connections: int = 4096
     max_connections_per_ip: int = 64
     header_timeout_s: float = 10.0
-    keep_alive_s: float = 5.0
+    keep_alive_s: int = 5
 
 
 class ApiServer:
@@ -111,9 +114,11 @@ class ApiServer:
         self.limits = limits or ServerLimits()
         self.app = build_app(self)
         #: HA role callable (dlc.api.leadership.RoleOf), set by the service with --zk
-        self.leadership = None
+        self.leadership: RoleOf | None = None
+        #: environments' context (keys, blobs, sessions), set by the service
+        self.env: EnvContext | None = None
         self._socket = _listen(host, port, self.limits.backlog)
-        self._server: uvicorn.Server | None = None
+        self._server: _ThreadServer | None = None
         #: open connections per client address (set by :meth:`start`)
         self.connections: ConnectionLimiter | None = None
         self._thread: threading.Thread | None = None
@@ -126,7 +131,7 @@ class ApiServer:
 
     def start(self, timeout_s: float = 30.0) -> str:
         """Serve in a daemon thread; returns :attr:`url` once the server accepts."""
-        guard = ApiGuard(self.app, self.core.authenticate, self.limits)
+        guard: ApiGuard | LeaderRedirect = ApiGuard(self.app, self.core.authenticate, self.limits)
         limiter = ConnectionLimiter(self.limits.max_connections, self.limits.max_connections_per_ip)
         self.connections = limiter
         if self.leadership is not None:  # HA (--zk): standbys redirect to the leader
@@ -153,12 +158,14 @@ class ApiServer:
         return self.url
 
     def _serve(self) -> None:
+        server = self._server
+        assert server is not None  # start() makes it before this thread
         try:
-            asyncio.run(self._server.serve(sockets=[self._socket]))
+            asyncio.run(server.serve(sockets=[self._socket]))
         except Exception:  # startup failed: start() reports it, the log says why
             log.exception("the API server stopped")
         finally:
-            self._server.ready.set()
+            server.ready.set()
 
     def stop(self) -> None:
         """Stop serving and close the socket (also when :meth:`start` never ran)."""

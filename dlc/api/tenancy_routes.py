@@ -48,7 +48,7 @@ def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
     (``viewer``: a non-admin, who sees other users' jobs as ``{"position", "hidden"}``)."""
     tenancy = core.plan_queue(core.queued_jobs())
     sizes = core.gpu_sizes()
-    out = []
+    out: list[dict[str, Any]] = []
     for index, row in enumerate(tenancy.rows, 1):
         job = row.job
         if viewer is not None and job.user != viewer:

@@ -24,6 +24,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from dlc.errors import DlcError
 
@@ -90,10 +91,10 @@ class LeaderElection:
         self._on_lost = on_lost
         self._timeout = session_timeout_s
         self._factory = client_factory or self._kazoo_client
-        self.client = None
+        self.client: Any = None  # a kazoo KazooClient (kazoo has no types)
         self.leading = threading.Event()
         self.lost = threading.Event()
-        self._lock = None
+        self._lock: Any = None  # the client's kazoo Lock
         self._thread: threading.Thread | None = None
 
     def _kazoo_client(self):

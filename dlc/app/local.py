@@ -38,6 +38,7 @@ import secrets
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dlc.api.shell_relay import SessionLimits
 from dlc.app.service import SchedulerService, ServiceConfig, private_dir
@@ -46,6 +47,10 @@ from dlc.mesos.framework import FrameworkConfig
 from dlc.scheduler.placement import PlacementConfig, check_policy
 from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.scheduler.task_info import ExecutorConfig
+
+if TYPE_CHECKING:
+    from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
+    from dlc.topology.model import Topology
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +247,8 @@ def pool_specs(config: LocalConfig) -> tuple[list, list]:
     """The emulated agents (``config.agents`` per simulated file, or this host's one) and
     the topology of each file, in order."""
     files = config.simulate_files or (None,)
-    specs, topologies = [], []
+    specs: list[AgentSpec] = []
+    topologies: list[Topology | None] = []
     for simulate in files:
         spec, topo = agent_spec(config, simulate)
         specs += agent_specs(spec, config.agents, first=len(specs))
@@ -425,7 +431,7 @@ def image_check(config: LocalConfig):
     try:
         # a short timeout: the check runs inside a submit, and an offline registry must
         # not hold it for the engine's full pull timeout
-        return LocalImageCheck(DockerRuntime(docker.from_env(timeout=CHECK_TIMEOUT_S)))
+        return LocalImageCheck(DockerRuntime(docker.from_env(timeout=int(CHECK_TIMEOUT_S))))
     except (ContainerError, docker.errors.DockerException):
         return None  # no engine here: the executor says so when it starts
 
@@ -435,7 +441,7 @@ class LocalCluster:
 
     def __init__(self, config: LocalConfig):
         self.config = config
-        self.emulator = None
+        self.emulator: MesosEmulator | None = None
         self.service: SchedulerService | None = None
         self.topology = None  # the first agent's (this host's, or the first --simulate file's)
         #: each simulated file's topology, in --simulate order ([this host's] without one)
@@ -524,6 +530,7 @@ class LocalCluster:
         """The admin token: new ones are saved in the work dir, later runs read it back."""
         from dlc.app.service import write_token_file
 
+        assert self.service is not None  # start() made it
         token = self.service.admin_token
         #: whether this start registered the admin token (only then is it printed: a token
         #: the operator passed, or one an earlier start registered, stays out of service logs)

@@ -13,6 +13,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dlc import __version__
 from dlc.api.logs import LogReader
@@ -31,6 +32,9 @@ from dlc.scheduler.task_info import ExecutorConfig
 from dlc.store.lock import DbLock
 from dlc.store.select import is_postgres_url, open_store
 from dlc.web.dashboard import Dashboard
+
+if TYPE_CHECKING:  # kazoo is imported only with --zk
+    from dlc.app.leader import LeaderElection
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +121,7 @@ class SchedulerService:
         # --zk several instances share the DB and the leader epoch fences them instead.
         local = config.db != ":memory:" and not is_postgres_url(config.db) and not config.zk
         self._db_lock = DbLock(config.db).acquire() if local else None
-        self.election = None
+        self.election: LeaderElection | None = None
         try:
             self.store = open_store(config.db)
         except BaseException:

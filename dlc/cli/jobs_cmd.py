@@ -28,7 +28,7 @@ WIDE_HEADERS = ("ID", "USER", "STATE", "NAME", "GPUS", "USED", "MODEL", "CPUS", 
 
 def rows(jobs: list[dict], wide: bool) -> list[tuple]:
     """Table rows for ``jobs`` (the wide set of columns with ``wide``)."""
-    out = []
+    out: list[tuple[object, ...]] = []
     for job in jobs:
         if wide:
             out.append((job["id"], job["user"], job["state"], job["name"], gpus(job), used(job),

@@ -141,7 +141,8 @@ def _print_tail(client, job_id: str, stream: str, lines: int, start: int = 0) ->
     where it ended."""
     import collections
 
-    offset, last, partial = start, collections.deque(maxlen=lines or 1), ""
+    last: collections.deque[str] = collections.deque(maxlen=lines or 1)
+    offset, partial = start, ""
     while True:
         chunk = client.logs(job_id, stream, offset)
         if not chunk["data"]:

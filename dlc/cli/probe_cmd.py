@@ -168,7 +168,7 @@ def render_table(
 
 def render_local(result: ProbeResult, console: Console) -> None:
     """Print each GPU's single-GPU figures (probe 1.1 and later; nothing for older runs)."""
-    devices = [d for d in result.devices if d.local is not None]
+    devices = [(d, d.local) for d in result.devices if d.local is not None]
     if not devices:
         return
     table = Table(title="Single GPU: copies within the GPU and to/from pinned host memory")
@@ -179,8 +179,7 @@ def render_local(result: ProbeResult, console: Console) -> None:
     def fmt(value: float | None, digits: int = 1) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
-    for dev in devices:
-        f = dev.local
+    for dev, f in devices:
         table.add_row(
             str(dev.index),
             dev.name,

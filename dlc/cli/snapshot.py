@@ -110,7 +110,7 @@ UPLOAD_CHUNK = 512 << 10
 
 def upload_snapshot(client, data: bytes) -> str:
     """Send a snapshot in chunks; returns its id for the job spec's ``workdir``."""
-    blob = None
+    blob = ""  # the first chunk starts a blob; the next ones name it
     for start in range(0, max(len(data), 1), UPLOAD_CHUNK):
         body = {"data": base64.b64encode(data[start : start + UPLOAD_CHUNK]).decode()}
         if blob:

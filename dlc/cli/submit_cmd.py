@@ -65,7 +65,7 @@ class _SpecLoader(yaml.SafeLoader):
     ``ValueError`` there)."""
 
 
-def _int_or_text(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+def _int_or_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
     try:
         return yaml.SafeLoader.construct_yaml_int(loader, node)
     except ValueError:

@@ -29,6 +29,8 @@ import os
 import signal
 import threading
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from dlc.errors import DlcError
 from dlc.executor.lifecycle import ExecutorLifecycle, Verdict
@@ -52,7 +54,7 @@ class DriverSink:
     """
 
     def __init__(self, lifecycle: ExecutorLifecycle | None = None):
-        self.driver = None
+        self.driver: Any = None  # the pymesos driver (untyped), from registered()
         self.lifecycle = lifecycle
 
     def update(self, task_id, state, message=None, reason=None, labels=None) -> None:
@@ -88,7 +90,7 @@ class DriverSink:
             log.debug("framework message not sent: %s", exc)
 
 
-def grace_from_env(env: dict | None = None, default: float = DEFAULT_GRACE_S) -> float:
+def grace_from_env(env: Mapping[str, str] | None = None, default: float = DEFAULT_GRACE_S) -> float:
     """Container stop grace from ``MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD`` (minus a margin).
 
     Raises:
@@ -125,7 +127,7 @@ def kill_grace_s(task: dict) -> float | None:
     return seconds if 0 <= seconds <= 24 * 3600 else None
 
 
-def recovery_timeout_from_env(env: dict | None = None) -> float | None:
+def recovery_timeout_from_env(env: Mapping[str, str] | None = None) -> float | None:
     """How long the executor waits for an unreachable agent before giving up.
 
     Returns:

@@ -98,9 +98,10 @@ def open_checked(volume: Volume) -> tuple[int, os.stat_result]:
         MountRefused: the path is no longer safe (it changed since :func:`check_volume`).
     """
     fd, info, problem = _walk(volume.host_path)
-    if problem is not None or fd is None:
+    if problem is not None:
         name = f"volume {volume.host_path}:{volume.container_path}"
         raise MountRefused(f"{name}: {_explain(problem)} (it changed after it was checked)")
+    assert fd is not None and info is not None  # _walk gives both when it finds no problem
     return fd, info
 
 
@@ -126,10 +127,10 @@ def _walk(path: str) -> tuple[int | None, os.stat_result | None, _Problem | None
             info = os.fstat(fd)
             if stat.S_ISLNK(info.st_mode):
                 return None, None, _Problem(here, "symlink")
-        kept, fd = fd, None
+        kept, fd = fd, -1  # the caller's now: not closed below
         return kept, info, None
     finally:
-        if fd is not None:
+        if fd >= 0:
             os.close(fd)
 
 
@@ -165,16 +166,18 @@ def check_volume(volume: Volume, allowed: tuple[str, ...]) -> Volume:
             "one of them (the scheduler's --allow-volume sets the list)"
         )
     problems = [(text, walk(_join(prefix))[1]) for text, prefix in matching]
-    if all(problem is not None for _, problem in problems):
-        text, problem = problems[0]
+    failed = [(text, bad) for text, bad in problems if bad is not None]
+    if len(failed) == len(problems):
+        text, bad = failed[0]
         raise MountRefused(
             f"{name}: the allowed prefix {text} is not a real directory on this agent "
-            f"({problem.at} is {problem.what}); the operator must list the real, existing "
+            f"({bad.at} is {bad.what}); the operator must list the real, existing "
             "directory in --allow-volume"
         )
-    info, problem = walk(volume.host_path)
-    if problem is not None:
-        raise MountRefused(f"{name}: {_explain(problem)}")
+    info, found = walk(volume.host_path)
+    if found is not None:
+        raise MountRefused(f"{name}: {_explain(found)}")
+    assert info is not None  # walk gives the stat when it finds no problem
     if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
         raise MountRefused(
             f"{name}: the host path is neither a directory nor a regular file; "

@@ -158,7 +158,7 @@ def spawn(framework_id: str, executor_id: str, log_path: str | None = None) -> N
         )
         launcher.wait(timeout=30)  # the launcher exits as soon as the daemon is forked
     finally:
-        if log_path:
+        if not isinstance(out, int):  # a log file we opened (not DEVNULL)
             out.close()
 
 

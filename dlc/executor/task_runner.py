@@ -507,7 +507,7 @@ class TaskRunner:
             # the GPUs are simulated (style none).
             return GpuStyle.NONE if configured is GpuStyle.NONE else GpuStyle.TOOLKIT
         driver = self._driver_version(spec)
-        volume = bool(driver) and self.runtime.volume_exists(driver_volume_name(driver))
+        volume = bool(driver and self.runtime.volume_exists(driver_volume_name(driver)))
         if configured is GpuStyle.LEGACY and not volume:
             # Docker would silently create an empty volume of that name: refuse instead.
             raise ContainerError(
@@ -519,8 +519,11 @@ class TaskRunner:
             return configured
         style = pick_style(configured, self.runtime.engine_runtimes(), volume)
         if style is GpuStyle.NONE:
+            wanted: list[int | None] = [*spec.gpu_ids] or [
+                spec.share.gpu_index if spec.share else None
+            ]
             raise ContainerError(
-                f"task wants GPUs {list(spec.gpu_ids) or [spec.share.gpu_index]} but this "
+                f"task wants GPUs {wanted} but this "
                 "agent's Docker engine has no "
                 "'nvidia' runtime and no nvidia_driver_<version> volume; install the NVIDIA "
                 "container toolkit, or pick a style: `dlc scheduler --executor-gpu-style legacy` "

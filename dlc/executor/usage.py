@@ -198,7 +198,7 @@ class UsageSampler:
         for task_id, task in running.items():
             samples = sample_gpus(nvml, task.gpus)
             mine = None
-            if processes is not None:
+            if processes is not None and self.pids_of is not None:
                 try:
                     pids = set(self.pids_of(task.container_id))
                     mine = task_memory(processes, pids, task.gpus)

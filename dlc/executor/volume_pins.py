@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dlc.executor.host_paths import MountRefused, open_checked
-from dlc.scheduler.launch_spec import LaunchSpec
+from dlc.scheduler.launch_spec import LaunchSpec, Volume
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,8 @@ def pin_volumes(
         return spec, lambda: None
     root = Path(staging)
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    pinned, made = [], []
+    pinned: list[Volume] = []
+    made: list[Path] = []
 
     def cleanup() -> None:
         for target in reversed(made):

@@ -290,7 +290,7 @@ def _close_all_but(keep: tuple[int, ...], pipe: int) -> None:
 
 def _read_until_eof(fd: int, deadline: float) -> bytes | None:
     """All of ``fd`` until its writer closes it; ``None`` past ``deadline``."""
-    chunks = []
+    chunks: list[bytes] = []
     poller = select.poll()  # not select(): that one fails for descriptors past 1023
     poller.register(fd, select.POLLIN)
     while True:

@@ -14,7 +14,12 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from types import ModuleType
+from collections.abc import Callable
+from types import FrameType, ModuleType
+from typing import Any
+
+#: what ``signal.getsignal`` returns
+SigHandler = Callable[[int, FrameType | None], Any] | int | None
 
 _import_lock = threading.Lock()
 _pymesos: ModuleType | None = None
@@ -68,7 +73,7 @@ def import_pymesos() -> ModuleType:
         return pymesos
 
 
-def _restore_sigint(previous: object, pymesos: ModuleType) -> None:
+def _restore_sigint(previous: SigHandler, pymesos: ModuleType) -> None:
     """Puts back the SIGINT handler pymesos replaced (or Python's default if it came first)."""
     hook = getattr(pymesos.process, "_handle_sigint", None)
     if signal.getsignal(signal.SIGINT) is not hook:

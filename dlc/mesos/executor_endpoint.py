@@ -149,7 +149,7 @@ def _driver_class() -> type:
         return _DRIVER_CLASS
     from dlc.mesos import import_pymesos
 
-    pymesos = import_pymesos()
+    pymesos: Any = import_pymesos()  # untyped: its classes are bases here
 
     class AgentStartingConnection(pymesos.process.Connection):
         """A SUBSCRIBE answered ``404`` (agent routes not up yet) is retried, not fatal."""
@@ -183,6 +183,8 @@ def _driver_class() -> type:
 
     class AgentPathExecutorDriver(pymesos.MesosExecutorDriver):
         """``MesosExecutorDriver`` using a configurable executor API path."""
+
+        _conn: Any  # pymesos's connection (None while not connected)
 
         def __init__(
             self, executor: Any, api_path: str, token: str | None = None, **kwargs: Any

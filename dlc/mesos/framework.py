@@ -457,9 +457,9 @@ class MesosFramework:
             return
         pre = dict(actions.operations)
         refuse = {"refuse_seconds": self.config.refuse_seconds}
-        for offer_ids, operations in pre.items():
-            if not any(tuple(ids) == offer_ids for ids, _ in actions.accepts):
-                driver.acceptOffers([{"value": o} for o in offer_ids], operations, refuse)
+        for alone_ids, alone_ops in pre.items():  # offers with operations and no launch
+            if not any(tuple(ids) == alone_ids for ids, _ in actions.accepts):
+                driver.acceptOffers([{"value": o} for o in alone_ids], alone_ops, refuse)
         for offer_ids, task_infos in actions.accepts:
             operations = pre.get(tuple(offer_ids))
             if operations:  # --reserve: RESERVE/UNRESERVE, then the launch, in one ACCEPT

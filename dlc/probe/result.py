@@ -210,7 +210,7 @@ def _run_error(err: Any) -> ProbeRunError:
         raise ProbeOutputError("error.message", "expected a non-empty string")
     if not isinstance(code, int) or isinstance(code, bool):
         raise ProbeOutputError("error.exit_code", f"expected an integer, got {code!r}")
-    kind = err.get("kind") if isinstance(err.get("kind"), str) else "unknown"
+    kind = err["kind"] if isinstance(err.get("kind"), str) else "unknown"
     hint = {
         "no_device": "; without a GPU here, pass --probe-json FILE with a saved run",
         "no_driver": "; without a driver here, pass --probe-json FILE with a saved run",
@@ -301,4 +301,5 @@ def _figure(item: dict[str, Any], key: str, where: str) -> float | None:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), repr(value))
+    names: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+    return names.get(type(value), repr(value))

@@ -192,7 +192,7 @@ def plan_consolidation(request: ConsolidationRequest) -> ConsolidationPlan | NoP
     for job in request.running:
         if job.preemptible and job.priority <= request.priority and job.agent_id in agents:
             movable.setdefault(job.agent_id, []).append(job)
-    best: tuple[tuple, ConsolidationPlan] | None = None
+    best: tuple[tuple[float, int, str], ConsolidationPlan] | None = None
     for agent in sorted(agents.values(), key=lambda a: a.agent_id):
         if agent.total < need:
             continue
@@ -211,7 +211,7 @@ def plan_consolidation(request: ConsolidationRequest) -> ConsolidationPlan | NoP
     return best[1]
 
 
-def _cost(job: RunningJob) -> tuple:
+def _cost(job: RunningJob) -> tuple[float, int, str]:
     return (job.lost_gpu_h, job.gpus, job.job_id)
 
 

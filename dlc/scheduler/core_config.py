@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from dlc.scheduler.draining import DRAIN_TIMEOUT_S
 from dlc.scheduler.fair_share import DEFAULT_HALF_LIFE_S
@@ -36,10 +37,10 @@ class Actions:
         suppress: stop offers (nothing queued).
     """
 
-    accepts: list[tuple[list[str], list[dict]]] = field(default_factory=list)
+    accepts: list[tuple[list[str], list[dict[str, Any]]]] = field(default_factory=list)
     #: offer ids -> RESERVE/UNRESERVE operations run in that ACCEPT before its launches (an
     #: entry whose offers launch nothing is an ACCEPT of its own); ``--reserve`` only
-    operations: dict[tuple[str, ...], list[dict]] = field(default_factory=dict)
+    operations: dict[tuple[str, ...], list[dict[str, Any]]] = field(default_factory=dict)
     declines: list[str] = field(default_factory=list)
     kills: list[tuple[str, str]] = field(default_factory=list)
     revive: bool = False
@@ -113,7 +114,8 @@ def default_resolver(spec: JobSpec) -> tuple[str, str | None]:
         return spec.image, spec.cuda_version
     from dlc.images import resolve
 
-    entry = resolve(spec.framework, vendor=spec.gpu_vendor)
+    # a validated spec has a framework when it has no image; "" fails as an unknown one
+    entry = resolve(spec.framework or "", vendor=spec.gpu_vendor)
     return entry.image, entry.cuda
 
 

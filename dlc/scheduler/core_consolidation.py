@@ -19,6 +19,8 @@ at a time, and none while an earlier plan's moved jobs are still stopping.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dlc.scheduler.consolidation import (
     AgentGpus,
     ConsolidationPlan,
@@ -31,6 +33,7 @@ from dlc.scheduler.consolidation import (
 from dlc.scheduler.core_state import _done
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.jobs import Job, JobState
+from dlc.scheduler.placement import OfferView
 from dlc.scheduler.preemption import Preemption, protected_reason
 from dlc.scheduler.quotas import QueuePlan, agent_pool
 
@@ -39,24 +42,35 @@ from dlc.scheduler.quotas import QueuePlan, agent_pool
 RETRY_S = 60.0
 
 
+#: the budget, plans under way (job id -> plan), when jobs were moved and may plan again
+_State = tuple[MoveBudget, dict[str, ConsolidationPlan], dict[str, float], dict[str, float]]
+
+
 class ConsolidationMixin(TenancyMixin):
     """Consolidation hooks of the core: plan for a fragmented waiting job, move, hold."""
 
-    def _consolidation(self) -> tuple[MoveBudget, dict[str, ConsolidationPlan], dict, dict]:
+    if TYPE_CHECKING:  # the offer round's (OfferRoundMixin, which builds on this one)
+
+        def _free_gpus(self, views: list[OfferView]) -> dict[str, frozenset[int]]: ...
+
+    def _consolidation(self) -> _State:
         """The budget, the plans under way (waiting job id -> plan), when each job was last
         moved, and when a job without a plan may be planned for again (made on first use, so
         the core's construction stays as it was)."""
-        state = getattr(self, "_consolidation_state", None)
+        state: _State | None = getattr(self, "_consolidation_state", None)
         if state is None:
             budget = MoveBudget(self.config.consolidation_moves_per_hour)
-            state = self._consolidation_state = (budget, {}, {}, {})
+            state = (budget, {}, {}, {})
+            self._consolidation_state = state
         return state
 
     def consolidation_totals(self) -> tuple[int, float]:
         """``(jobs moved, GPU-hours they lost)`` since this core started."""
         return getattr(self, "_consolidation_done", (0, 0.0))
 
-    def _consolidate(self, now: float, queue: list[Job], waiting: dict[str, str], views):
+    def _consolidate(
+        self, now: float, queue: list[Job], waiting: dict[str, str], views: list[OfferView]
+    ) -> list[tuple[str, str]]:
         """Plan and carry out at most one consolidation this round.
 
         Args:
@@ -105,7 +119,9 @@ class ConsolidationMixin(TenancyMixin):
             self._reservations.skips(job.job_id) >= self._reservations.reserve_after
         )
 
-    def _consolidation_request(self, now: float, job: Job, views) -> ConsolidationRequest:
+    def _consolidation_request(
+        self, now: float, job: Job, views: list[OfferView]
+    ) -> ConsolidationRequest:
         """The planner's view: agents able to run the job, free GPUs, movable jobs."""
         free = self._free_gpus(views)
         # offers were made before this round's launches: take out every GPU a live task holds
@@ -167,7 +183,9 @@ class ConsolidationMixin(TenancyMixin):
         pool = self.tenancy.pool_of(job.user, spec.pool) if pools else None
         key = (spec.gpus, spec.gpu_model, spec.is_share, spec.gpu_memory, spec.cuda_version,
                spec.cpus, spec.mem_mib, spec.disk_mib, pool)  # fmt: skip
-        cache = self._per_inventory("consolidation_able", lambda agents: {})
+        cache: dict[tuple[object, ...], frozenset[str]] = self._per_inventory(
+            "consolidation_able", lambda agents: {}
+        )
         if key not in cache:
             cache[key] = frozenset(
                 a.agent_id for a in self.inventory.able_agents(spec)
@@ -194,8 +212,8 @@ class ConsolidationMixin(TenancyMixin):
         kills = self._preempt(QueuePlan(preemptions=victims))
         budget.spend(now, len(plan.moves))
         under_way[job.job_id] = plan
-        moved, lost = self.consolidation_totals()
-        self._consolidation_done = (moved + len(plan.moves), lost + plan.lost_gpu_h)
+        moved, lost_h = self.consolidation_totals()
+        self._consolidation_done = (moved + len(plan.moves), lost_h + plan.lost_gpu_h)
         sink = getattr(self.metrics, "consolidation_moved", None)
         if sink is not None:
             sink(len(plan.moves), plan.lost_gpu_h)

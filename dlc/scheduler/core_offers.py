@@ -10,8 +10,10 @@ reason kept for every waiting job.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import nullcontext, suppress
 from dataclasses import replace
+from typing import Any
 
 from dlc.errors import DlcError
 from dlc.scheduler.core_config import Actions
@@ -22,7 +24,7 @@ from dlc.scheduler.decide import Decision, decide
 from dlc.scheduler.gang_topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offered import EchoedRound, echo_round
-from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, share_fields
+from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, Launch, OfferView, share_fields
 from dlc.scheduler.quotas import QueuePlan, split_by_pool
 from dlc.scheduler.shape_cache import DEFERRED_PREFIX
 from dlc.scheduler.share_hold import HELD_PREFIX
@@ -36,7 +38,7 @@ def _minutes(seconds: float) -> str:
 class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
     """The offer round: :meth:`on_offers` and what it writes through."""
 
-    def on_offers(self, offers: list[dict]) -> Actions:
+    def on_offers(self, offers: list[dict[str, Any]]) -> Actions:
         """Decide on ``offers`` (:func:`~dlc.scheduler.decide.decide`, pure), then carry the
         decision out: persist launches before returning them, record reasons."""
         with self._lock:
@@ -85,8 +87,9 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                 raise
 
     def _carry_out(
-        self, now, offers, views, usable, queue, bad, decision: Decision, held: dict[str, str],
-        tenancy: QueuePlan,
+        self, now: float, offers: list[dict[str, Any]], views: list[OfferView],
+        usable: list[OfferView], queue: list[Job], bad: list[str], decision: Decision,
+        held: dict[str, str], tenancy: QueuePlan,
     ) -> Actions:  # fmt: skip
         """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons,
         and the preemptions the tenancy plan asks for."""
@@ -126,12 +129,14 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
             actions.suppress_roles = self._idle_roles()
         return actions
 
-    def _launch(self, jobs: dict[str, Job], result, offers: list[dict]) -> EchoedRound:
+    def _launch(
+        self, jobs: dict[str, Job], result: Decision, offers: list[dict[str, Any]]
+    ) -> EchoedRound:
         """TaskInfos of the placed jobs, their resources cut from the offers as offered
         (roles, reservations; :mod:`~dlc.scheduler.offered`); only jobs that fit start."""
         # with a tenancy policy every kill (preemption above all) gets the policy's grace
         grace = self.tenancy.grace_s if self.tenancy.enabled else None
-        by_job: dict[str, list] = {}
+        by_job: dict[str, list[Launch]] = {}
         for launch in result.launches:
             by_job.setdefault(launch.job_id, []).append(launch)
         infos = [
@@ -150,7 +155,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                 self._start(jobs[job_id], by_job[job_id])
         return echoed
 
-    def _start(self, job: Job, launches) -> Job:
+    def _start(self, job: Job, launches: list[Launch]) -> Job:
         tasks = tuple(
             TaskPlacement(
                 x.task_id,
@@ -200,7 +205,9 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
             agents = ", ".join(active.agent_ids)
             self._save(job, event=f"released reserved agent {agents}: {why}; others may use it")
 
-    def _maybe_reserve(self, now: float, queue: list[Job], waiting: dict, views) -> None:
+    def _maybe_reserve(
+        self, now: float, queue: list[Job], waiting: dict[str, str], views: list[OfferView]
+    ) -> None:
         for job in queue:
             if job.job_id not in waiting or not self._reservations.may_reserve(job.job_id, now):
                 continue
@@ -234,7 +241,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
             free[view.agent_id] = view.gpu_ids
         return free
 
-    def _free_text(self, agent_ids, views) -> str:
+    def _free_text(self, agent_ids: Iterable[str], views: list[OfferView]) -> str:
         free = self._free_gpus(views)
         parts = []
         for agent_id in agent_ids:
@@ -243,7 +250,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
             parts.append(f"{len(free.get(agent_id, ()))} of {total} GPUs free")
         return "; ".join(parts)
 
-    def _note_reasons(self, now: float, waiting: dict[str, str], views) -> None:
+    def _note_reasons(self, now: float, waiting: dict[str, str], views: list[OfferView]) -> None:
         """Keep each waiting job's reason; write the messages that changed, in one go."""
         active = self._reservations.active
         changed = []

@@ -23,6 +23,9 @@ from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, build
 from dlc.scheduler.share_placement import share_milli
 from dlc.scheduler.whole_score import WorkloadMix, demand_mix
 
+#: queued or running shares of one shape: cpus, fraction, memory, the GPU's MiB
+_ShareShape = tuple[float, float | None, int | None, int]
+
 
 class ShareHoldMixin(CoreState):
     """:meth:`_share_hold` before a round's decision, :meth:`_note_held` after it."""
@@ -66,8 +69,8 @@ class ShareHoldMixin(CoreState):
         # counted by shape first: 10,000 queued jobs have few shapes, and a share's size
         # (share_milli) is worked out once per shape
         whole: Counter[tuple[float, int]] = Counter()
-        shares: Counter[tuple] = Counter()
-        spec_of: dict[tuple, JobSpec] = {}
+        shares: Counter[_ShareShape] = Counter()
+        spec_of: dict[_ShareShape, JobSpec] = {}
 
         def share(spec: JobSpec, total: int) -> None:
             key = (spec.cpus, spec.gpu_fraction, spec.gpu_memory, total)

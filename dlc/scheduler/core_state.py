@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from dlc.errors import JobNotFound
@@ -125,7 +125,7 @@ class CoreState:
         self._share_held_since: dict[str, float] = {}
         #: facts computed from the inventory (pool capacity, GPU sizes) with its version
         self._inventory_facts: dict[str, tuple[int, object]] = {}
-        self._impossible: dict[tuple, str | None] = {}
+        self._impossible: dict[tuple[object, ...], str | None] = {}
         self._impossible_version = -1
         self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
         #: job id -> when its current run was launched (victims youngest first; the
@@ -176,7 +176,7 @@ class CoreState:
                     self._started[job.job_id] = launched[-1]
             self._track(job)
 
-    def _running_tasks(self):
+    def _running_tasks(self) -> Iterator[tuple[Job, TaskPlacement, Holder]]:
         """``(job, task, holder)`` for every task of an active job that has not ended."""
         for job in self._active.values():
             for task in job.tasks:

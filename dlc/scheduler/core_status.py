@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from functools import cached_property
+from typing import Any
 
 from dlc.scheduler.core_config import Actions
 from dlc.scheduler.core_state import _STOPPED, _TERMINAL_TASK, _done
@@ -84,7 +86,7 @@ def _with_task_state(
     return tuple(replace(t, state=state) if t.task_id == task_id else t for t in tasks)
 
 
-def foreign_origin(task: TaskPlacement, status: dict) -> str | None:
+def foreign_origin(task: TaskPlacement, status: dict[str, Any]) -> str | None:
     """Why ``status`` cannot be ``task``'s own update, or ``None`` when it may be.
 
     The master stamps every update with the agent it came from; an update from another agent
@@ -147,7 +149,7 @@ def _gang_cause(
 class StatusMixin(TenancyMixin):
     """Status updates and the kills and reconciliation that follow restarts."""
 
-    def on_status(self, status: dict) -> Actions:
+    def on_status(self, status: dict[str, Any]) -> Actions:
         """Fold one ``TaskStatus`` into its job; may retry, or kill gang mates."""
         with self._lock:
             task_id = status.get("task_id", {}).get("value", "")
@@ -157,13 +159,13 @@ class StatusMixin(TenancyMixin):
             job = self._find(parsed[0]) if parsed else None
             # an ended job's attempt is over too: a late or repeated update (reconciliation
             # echoes the latest state) must not reopen it, only confirm or end its task
-            stale = (
+            if (
                 job is None
+                or parsed is None
                 or parsed[1] != job.attempt
                 or job.state is JobState.QUEUED
                 or job.state.terminal
-            )
-            if stale:
+            ):
                 return self._on_stale(task_id, agent_id, state, status)
             task = next((t for t in job.tasks if t.task_id == task_id), None)
             why = foreign_origin(task, status) if task is not None else None
@@ -172,21 +174,16 @@ class StatusMixin(TenancyMixin):
                 return Actions()
             return self._apply_status(job, task_id, state, status)
 
-    @property
+    # the per-core books are made on first use (the core's construction stays as it was)
+    @cached_property
     def ignored_updates(self) -> IgnoredUpdates:
         """The updates refused because they did not come from the task's agent and executor."""
-        book = self.__dict__.get("_ignored_updates")
-        if book is None:
-            book = self.__dict__["_ignored_updates"] = IgnoredUpdates()
-        return book
+        return IgnoredUpdates()
 
-    @property
+    @cached_property
     def lost_attempts(self) -> LostAttempts:
         """The attempts in flight that lost a task to the infrastructure."""
-        book = self.__dict__.get("_lost_attempts")
-        if book is None:
-            book = self.__dict__["_lost_attempts"] = LostAttempts()
-        return book
+        return LostAttempts()
 
     def _ignore_update(self, task_id: str, state: str, why: str) -> None:
         self.ignored_updates.note(task_id, state, why)
@@ -194,7 +191,7 @@ class StatusMixin(TenancyMixin):
         if hook is not None:
             hook()
 
-    def _on_stale(self, task_id: str, agent_id: str, state: str, status: dict) -> Actions:
+    def _on_stale(self, task_id: str, agent_id: str, state: str, status: dict[str, Any]) -> Actions:
         """An update of a task that is not the job's current attempt: make sure it ends,
         and keep its GPUs out of offers until it has."""
         if confirms_gone(status):
@@ -207,7 +204,7 @@ class StatusMixin(TenancyMixin):
             self._drains.hold(task_id, where[0], where[1], self._clock())
         return Actions(kills=[(task_id, agent_id)] if agent_id else [])
 
-    def _apply_status(self, job: Job, task_id: str, state: str, status: dict) -> Actions:
+    def _apply_status(self, job: Job, task_id: str, state: str, status: dict[str, Any]) -> Actions:
         """Fold an update of the job's current attempt into the job: end it, retry it,
         queue it again for free, or keep it (killing gang mates of a task that failed)."""
         task = next((t for t in job.tasks if t.task_id == task_id), None)
@@ -267,7 +264,7 @@ class StatusMixin(TenancyMixin):
         return actions
 
     def _note_task_end(
-        self, task: TaskPlacement | None, task_id: str, state: str, status: dict
+        self, task: TaskPlacement | None, task_id: str, state: str, status: dict[str, Any]
     ) -> tuple[str, bool, bool]:
         """Hold the task's GPUs until it is proven gone, or free them; returns the job's
         message, whether the master never saw the launch, and whether the node refused
@@ -314,7 +311,7 @@ class StatusMixin(TenancyMixin):
         self._save(job)
         return Actions(revive=True)
 
-    def reconcile_tasks(self) -> list[dict]:
+    def reconcile_tasks(self) -> list[dict[str, Any]]:
         """``{task_id, agent_id}`` of every task that may be alive (explicit reconciliation):
         those of active jobs and those whose GPUs drain."""
         with self._lock:

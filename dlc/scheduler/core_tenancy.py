@@ -14,16 +14,21 @@ need) and killed when the delay is over (:meth:`TenancyMixin._due_evictions`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, TypeVar, cast
 
 from dlc.scheduler.core_state import _STOPPED, CoreState, _done
 from dlc.scheduler.fair_share import UsageLedger, fair_view, group_weights
+from dlc.scheduler.inventory import AgentTotals
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.preemption import EVICTED, TO_BE_EVICTED
 from dlc.scheduler.quotas import QueuePlan, Tenure, agent_pool, job_gpus, plan, pool_capacity
 from dlc.scheduler.share_charge import GpuSizes
 from dlc.scheduler.share_placement import ShareTenants
-from dlc.scheduler.tenancy import NO_GROUP, Policy, fmt_span
+from dlc.scheduler.tenancy import NO_GROUP, Policy, Resources, fmt_span
+
+_T = TypeVar("_T")
 
 
 class TenancyMixin(CoreState):
@@ -48,18 +53,18 @@ class TenancyMixin(CoreState):
         with self._lock:
             return list(self._active.values())
 
-    def pool_capacity(self) -> dict:
+    def pool_capacity(self) -> dict[str, Resources]:
         """Pool -> totals of the known agents (kept until the agents change: every submit
         and round asks, and summing 1,213 agents each time held the core's lock)."""
         return dict(self._per_inventory("pool_capacity", lambda a: pool_capacity(a)))
 
-    def _per_inventory(self, name: str, compute):
+    def _per_inventory(self, name: str, compute: Callable[[list[AgentTotals]], _T]) -> _T:
         """``compute(agents)``, cached until :attr:`Inventory.version` changes."""
         version, value = self._inventory_facts.get(name, (-1, None))
         if version != self.inventory.version:
             value = compute(self.inventory.agents())
             self._inventory_facts[name] = (self.inventory.version, value)
-        return value
+        return cast(_T, value)  # what ``compute`` made for this name
 
     def _share_tenants(self) -> ShareTenants:
         """Who holds shares on each GPU now (exclusive placement, docs/sharing.md)."""
@@ -145,7 +150,7 @@ class TenancyMixin(CoreState):
         saver(ledger.take_dirty(), ledger.at)
         self.__dict__["_ledger_flushed"] = now
 
-    def fair_share(self, viewer: str | None = None) -> dict | None:
+    def fair_share(self, viewer: str | None = None) -> dict[str, Any] | None:
         """Decayed GPU-hours per group (with its weight and ratio) and per user, for
         ``dlc quota`` and the dashboard (``viewer``: a non-admin sees only their own user
         row; ``None``: fair share off)."""

@@ -8,13 +8,28 @@ agent that sent it is dropped.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dlc.scheduler.core_state import CoreState, _done
 from dlc.scheduler.quotas import job_gpus
-from dlc.scheduler.usage import GpuUsage, JobUsage, UsageRollup, decode_report, job_usage, rollup
+from dlc.scheduler.share_charge import GpuSizes
+from dlc.scheduler.usage import (
+    GpuUsage,
+    JobUsage,
+    TaskUsage,
+    UsageRollup,
+    decode_report,
+    job_usage,
+    rollup,
+)
 
 
 class UsageMixin(CoreState):
     """GPU usage of running jobs: reports in, per-job, per-GPU and rolled-up reads out."""
+
+    if TYPE_CHECKING:  # the tenancy part's (TenancyMixin, beside this one in the core)
+
+        def gpu_sizes(self) -> GpuSizes: ...
 
     def on_usage(self, agent_id: str, data: str | bytes) -> int:
         """Keep an executor's usage report (a framework message); readings of tasks that
@@ -57,7 +72,7 @@ class UsageMixin(CoreState):
         """Allocated versus used per ``user``, ``group`` or ``job`` over running jobs
         (``viewer``: only that user's own row, group or jobs; ``None``: everything)."""
         with self._lock:
-            held: list = []
+            held: list[tuple[str, float, TaskUsage | None]] = []
             group_of = self.tenancy.group_of
             sizes = self.gpu_sizes()
             for job in self._active.values():

@@ -8,6 +8,8 @@ the cluster's picture through these methods.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dlc.scheduler.cluster import AgentView, Holder
 from dlc.scheduler.core_state import CoreState
 from dlc.scheduler.jobs import Job
@@ -46,7 +48,7 @@ class ViewsMixin(CoreState):
         """``(user, is_admin)`` for a valid API token, else ``None``."""
         return self.store.user_for_token(token)
 
-    def update_agents(self, slaves: list[dict]) -> None:
+    def update_agents(self, slaves: list[dict[str, Any]]) -> None:
         """Take agent totals from the master (``GET /master/slaves`` ``slaves`` list)."""
         with self._lock:
             self.inventory.update_from_master(slaves)

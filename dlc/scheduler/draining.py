@@ -24,7 +24,9 @@ Pure: time is passed in.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from dlc.scheduler.jobs import job_id_of_task
 from dlc.scheduler.placement import OfferView
@@ -67,7 +69,7 @@ _UNCERTAIN_REASONS = frozenset(
 )
 
 
-def may_still_run(status: dict) -> bool:
+def may_still_run(status: Mapping[str, Any]) -> bool:
     """Whether a terminal update leaves the task's container possibly running."""
     state = status.get("state", "")
     if state not in NOT_RUNNING_STATES or status.get("source") == "SOURCE_EXECUTOR":
@@ -75,7 +77,7 @@ def may_still_run(status: dict) -> bool:
     return state in _UNCERTAIN_STATES or status.get("reason") in _UNCERTAIN_REASONS
 
 
-def confirms_gone(status: dict) -> bool:
+def confirms_gone(status: Mapping[str, Any]) -> bool:
     """Whether an update proves the task's container has stopped."""
     return status.get("state") in NOT_RUNNING_STATES and not may_still_run(status)
 
@@ -104,7 +106,14 @@ class Drains:
         #: task id -> (job id, attempt, until): attempts that may still run
         self._attempts: dict[str, tuple[str, int, float]] = {}
 
-    def hold(self, task_id: str, agent_id: str, gpu_ids, now: float, started: bool = True) -> None:
+    def hold(
+        self,
+        task_id: str,
+        agent_id: str,
+        gpu_ids: Collection[int],
+        now: float,
+        started: bool = True,
+    ) -> None:
         """Hold ``gpu_ids`` on ``agent_id`` until ``task_id`` is confirmed gone; its job
         waits for that too (at most :attr:`job_wait_s`) unless the task never ``started``
         a container (a refused launch)."""
@@ -116,7 +125,7 @@ class Drains:
         if parsed is not None and started:
             self._attempts[task_id] = (parsed[0], parsed[1], now + self.job_wait_s)
 
-    def confirm(self, task_id: str, status: dict | None = None) -> bool:
+    def confirm(self, task_id: str, status: Mapping[str, Any] | None = None) -> bool:
         """The task is gone: free its GPUs. Returns whether it was draining.
 
         Its job stops waiting only when ``status`` comes from the task's own executor

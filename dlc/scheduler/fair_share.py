@@ -22,6 +22,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from dlc.scheduler.tenancy import Quota
+
 #: the default half-life (``dlc scheduler --fair-share-half-life``): one week
 DEFAULT_HALF_LIFE_S = 7 * 86400.0
 _UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
@@ -50,7 +52,7 @@ def decay(value: float, elapsed_s: float, half_life_s: float) -> float:
     """``value`` after ``elapsed_s`` seconds of decay."""
     if half_life_s <= 0 or elapsed_s <= 0:
         return value
-    return value * 2.0 ** (-elapsed_s / half_life_s)
+    return value * math.pow(2.0, -elapsed_s / half_life_s)
 
 
 def accrued(gpus: float, elapsed_s: float, half_life_s: float) -> float:
@@ -155,7 +157,7 @@ class FairView:
         return self.group_ratio.get(group, 0.0)
 
 
-def group_weights(quotas: Iterable) -> dict[str, float]:
+def group_weights(quotas: Iterable[Quota]) -> dict[str, float]:
     """Group -> guaranteed GPUs over all pools (:class:`~dlc.scheduler.tenancy.Quota`)."""
     out: dict[str, float] = {}
     for quota in quotas:
@@ -163,7 +165,7 @@ def group_weights(quotas: Iterable) -> dict[str, float]:
     return out
 
 
-def fair_view(ledger: UsageLedger, quotas: Iterable, now: float) -> FairView:
+def fair_view(ledger: UsageLedger, quotas: Iterable[Quota], now: float) -> FairView:
     """The ledger's ratios as of ``now`` (weights from the quotas; at least one GPU)."""
     weights = group_weights(quotas)
     ratio = {g: u / max(weights.get(g, 0.0), 1.0) for g, u in ledger.groups(now).items()}

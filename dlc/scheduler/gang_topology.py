@@ -20,7 +20,7 @@ import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from dlc.errors import ConfigError, JobSpecError
 
@@ -164,7 +164,7 @@ def wanted(text: str | None) -> GangTopology:
 
 
 @dataclass(frozen=True)
-class GroupChoice:
+class GroupChoice(Generic[T]):
     """The agents a gang should try, best first, and where they stand.
 
     Attributes:
@@ -174,7 +174,7 @@ class GroupChoice:
         size: how many agents of :attr:`order`, from the front, are in that group.
     """
 
-    order: list
+    order: list[T]
     level: str = ""
     group: tuple[str, ...] = ()
     size: int = 0
@@ -182,7 +182,7 @@ class GroupChoice:
 
 def choose_group(
     able: Sequence[T], nodes: int, locality_of: Callable[[T], Locality], want: GangTopology
-) -> GroupChoice | None:
+) -> GroupChoice[T] | None:
     """Order ``able`` (agents that can each take one node, best fit first) for a gang.
 
     Tries each level from the narrowest up to ``want.level`` (and, when ``preferred``, on

@@ -11,6 +11,9 @@ failure again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from dlc.scheduler.task_states import TASK_UNKNOWN
 
 #: states that by themselves say the task was lost, not that its command ended
@@ -54,7 +57,7 @@ _SPEC_REASONS = frozenset(
 FREE_RELAUNCHES = 10
 
 
-def lost_by_infrastructure(status: dict) -> bool:
+def lost_by_infrastructure(status: Mapping[str, Any]) -> bool:
     """Whether a terminal update says the infrastructure lost the task.
 
     An executor's own report is never a loss (DLC's executor reports the command's end, or

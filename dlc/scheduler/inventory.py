@@ -18,7 +18,7 @@ Pure: no I/O, no clock; the core owns one and tests drive it with dicts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,8 +28,6 @@ from dlc.scheduler.cluster import AgentView, Holder, gpu_views
 from dlc.scheduler.gang_topology import LEVELS, Locality, choose_group, domain_names, wanted
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import (
-    ATTR_DRIVER,
-    ATTR_GPU_MODEL,
     DriverCheck,
     OfferView,
     TopologyOf,
@@ -39,6 +37,8 @@ from dlc.scheduler.placement import (
     default_topology_of,
 )
 from dlc.topology import gpu_shares
+from dlc.topology.node_config import ATTR_DRIVER
+from dlc.topology.node_config import ATTR_MODEL as ATTR_GPU_MODEL
 
 #: the order in which a spec's needs are checked: the first field no agent meets is named
 _FIELDS = ("gpu_vendor", "gpu_model", "gpus", "gpu_memory", "cpus", "mem_mib", "disk_mib",
@@ -132,12 +132,12 @@ class Inventory:
         self.version = 0
         #: admission answers (:meth:`impossible`) for this version, by the spec fields they read:
         #: submit asks once per job, and scanning 1,213 agents each time held the core's lock
-        self._answers: dict[tuple, tuple[str, str] | None] = {}
+        self._answers: dict[tuple[Hashable, ...], tuple[str, str] | None] = {}
         self._answers_version = -1
         #: agent id -> what of its last offer :meth:`note_offer` read: learning from offers
         #: only grows totals, so the same offer again changes nothing (an idle cluster
         #: re-offers every agent each round)
-        self._noted: dict[str, tuple] = {}
+        self._noted: dict[str, tuple[object, ...]] = {}
 
     # -- feeding --------------------------------------------------------------
 
@@ -173,10 +173,10 @@ class Inventory:
             if view.agent_id not in ranges:  # a view's ranges are normalised already
                 ranges[view.agent_id] = (view.gpu_mem, view.gpu_core)
             else:
-                mem, core = ranges[view.agent_id]
+                had_mem, had_core = ranges[view.agent_id]
                 ranges[view.agent_id] = (
-                    gpu_shares.normalise(mem + view.gpu_mem),
-                    gpu_shares.normalise(core + view.gpu_core),
+                    gpu_shares.normalise(had_mem + view.gpu_mem),
+                    gpu_shares.normalise(had_core + view.gpu_core),
                 )
             cpus, mem, disk, _ = batch.get(view.agent_id, (0.0, 0.0, 0.0, at))
             batch[view.agent_id] = (cpus + view.cpus, mem + view.mem_mib, disk + view.disk_mib, at)
@@ -404,7 +404,7 @@ class Inventory:
                 "ranges); ask for whole GPUs with --gpus N or ask an admin"
             )
         if name == "gpu_memory":
-            most = max(m for a in agents for m in a.gpu_memory.values())
+            most: float = max(m for a in agents for m in a.gpu_memory.values())
             return (
                 f"asked for {spec.gpu_memory} MiB of one GPU but no GPU has more than {most} "
                 f"MiB; use --gpu-memory {most}M or less"
@@ -532,7 +532,7 @@ def _reservations(
     return others, gpu_role
 
 
-def _gpu_memory(value: Any, others: list[Mapping[str, Any]] = ()) -> dict[int, int]:
+def _gpu_memory(value: Any, others: Sequence[Mapping[str, Any]] = ()) -> dict[int, int]:
     """``"[0-32767, 1048576-1081343]"`` (the master's text for RANGES) -> GPU -> MiB, less the
     blocks reserved for ``others`` (other roles' ``reserved_resources``)."""
     if not isinstance(value, str) or not value.strip():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -322,7 +323,7 @@ def _refuse_unknown(data: Any, known: set[str]) -> None:
         )
 
 
-def _parse_fields(data: dict) -> dict[str, Any]:
+def _parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """Each field of the spec parsed on its own (:mod:`~dlc.scheduler.spec_fields`)."""
     gpus, fraction = _gpus(data)
     return dict(

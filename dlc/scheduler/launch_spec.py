@@ -12,6 +12,7 @@ import base64
 import json
 import re
 from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from dlc.errors import DlcError
 
@@ -91,7 +92,7 @@ class TaskPolicy:
             )
 
     @classmethod
-    def from_dict(cls, body: dict) -> TaskPolicy:
+    def from_dict(cls, body: dict[str, Any]) -> TaskPolicy:
         """Inverse of ``asdict`` (lists back to tuples; unknown keys ignored)."""
         return cls(
             allowed_volumes=tuple(str(p) for p in body.get("allowed_volumes", ())),
@@ -127,7 +128,7 @@ class GpuShare:
     backend: str = "mps"
     gpu_minor: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if (
             isinstance(self.gpu_index, bool)
             or not isinstance(self.gpu_index, int)
@@ -144,7 +145,7 @@ class GpuShare:
             )
 
     @classmethod
-    def from_dict(cls, body: dict) -> GpuShare:
+    def from_dict(cls, body: dict[str, Any]) -> GpuShare:
         """Inverse of ``asdict`` (unknown keys ignored).
 
         Raises:

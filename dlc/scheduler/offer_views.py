@@ -29,7 +29,7 @@ class OfferParser:
         #: agent id -> (the fields of its last offer that the view reads, the view)
         self._last: dict[str, tuple[tuple[Any, ...], OfferView]] = {}
 
-    def parse(self, offers: Iterable[dict]) -> tuple[list[OfferView], list[str]]:
+    def parse(self, offers: Iterable[dict[str, Any]]) -> tuple[list[OfferView], list[str]]:
         """``(views, ids of malformed offers)`` as :func:`~dlc.scheduler.placement.
         parse_offers` returns them (the views equal a fresh parse's)."""
         good: list[OfferView] = []
@@ -53,7 +53,9 @@ class OfferParser:
         return good, bad
 
     @staticmethod
-    def _same(cached, fields: tuple[Any, ...], offer_id: str) -> OfferView | None:
+    def _same(
+        cached: tuple[tuple[Any, ...], OfferView] | None, fields: tuple[Any, ...], offer_id: str
+    ) -> OfferView | None:
         """The cached view under ``offer_id`` when ``fields`` equal the cached ones."""
         if cached is None:
             return None

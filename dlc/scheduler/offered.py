@@ -229,15 +229,15 @@ class EchoedRound:
             alone.
     """
 
-    accepts: list[tuple[list[str], list[dict]]] = field(default_factory=list)
+    accepts: list[tuple[list[str], list[dict[str, Any]]]] = field(default_factory=list)
     unused: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
-    operations: dict[tuple[str, ...], list[dict]] = field(default_factory=dict)
+    operations: dict[tuple[str, ...], list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def echo_round(
     offers: Sequence[Mapping[str, Any]],
-    jobs: Sequence[tuple[str, Sequence[dict]]],
+    jobs: Sequence[tuple[str, Sequence[dict[str, Any]]]],
     roles: Iterable[str] | None = None,
     reserver: Reserver | None = None,
     now: float = 0.0,
@@ -271,7 +271,7 @@ def echo_round(
     for candidates in by_agent.values():  # the roles with reserved GPUs first
         candidates.sort(key=lambda p: not any(reserved_for(e) for e in p.entries))
     result = EchoedRound()
-    used: dict[int, list[dict]] = {}
+    used: dict[int, list[dict[str, Any]]] = {}
     for job_id, infos in jobs:
         only = role_of(job_id) if role_of is not None else None
         try:
@@ -280,7 +280,7 @@ def echo_round(
             result.refused[job_id] = str(exc)
             continue
         for pool, info, task, executor in chosen:
-            if reserver is not None and pool.role not in (None, "*"):
+            if reserver is not None and pool.role is not None and pool.role != "*":
                 task, to_reserve = reserver.reserve(info["agent_id"]["value"], pool.role, task)
                 if to_reserve:
                     ops = result.operations.setdefault(tuple(pool.offer_ids), [])
@@ -303,7 +303,9 @@ def echo_round(
     return result
 
 
-def _echo_job(infos: Sequence[dict], by_agent: Mapping[str, list[Pool]], only: str | None):
+def _echo_job(
+    infos: Sequence[dict[str, Any]], by_agent: Mapping[str, list[Pool]], only: str | None
+) -> list[_Carved]:
     """Cut every task of one job (all or nothing: on a refusal the pools are left as they were).
 
     Raises:
@@ -314,7 +316,7 @@ def _echo_job(infos: Sequence[dict], by_agent: Mapping[str, list[Pool]], only: s
     touched = [p for agent in {i["agent_id"]["value"] for i in infos}
                for p in by_agent.get(agent, ())]  # fmt: skip
     saved = {id(p): list(p.entries) for p in touched}
-    chosen = []
+    chosen: list[_Carved] = []
     try:
         for info in infos:
             candidates = by_agent.get(info["agent_id"]["value"], [])
@@ -330,7 +332,11 @@ def _echo_job(infos: Sequence[dict], by_agent: Mapping[str, list[Pool]], only: s
     return chosen
 
 
-def _echo_task(info: dict, candidates: Sequence[Pool]):
+#: one task cut from a pool: the pool, its TaskInfo, the task's and the executor's resources
+_Carved = tuple[Pool, dict[str, Any], list[Resource], list[Resource]]
+
+
+def _echo_task(info: dict[str, Any], candidates: Sequence[Pool]) -> _Carved:
     """The first pool that holds the task and its executor, and both resource lists."""
     error = CarveError(f"no offer of agent {info['agent_id']['value']} in this round")
     for pool in candidates:

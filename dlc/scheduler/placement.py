@@ -30,13 +30,14 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 from dlc.errors import AllocationError, ConfigError, DlcError, OfferError
 from dlc.images import driver_supports, rocm_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches, unknown_policy
 from dlc.scheduler.gang_topology import Locality, choose_group, domain_names, missing, wanted
-from dlc.scheduler.jobs import Job
+from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.launch_spec import GpuShare
 from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
@@ -44,6 +45,7 @@ from dlc.scheduler.shape_cache import (
     DEFAULT_TRIES_PER_USER,
     CarriedFailures,
     FailedShapes,
+    Kind,
     ShapeBudget,
     demand_of,
     kind_of,
@@ -118,7 +120,7 @@ class OfferView:
         return Locality(*self.domain).with_attributes(self.attributes)
 
     @classmethod
-    def from_mesos(cls, offer: dict) -> OfferView:
+    def from_mesos(cls, offer: Mapping[str, Any]) -> OfferView:
         """Parse a v1 ``Offer`` JSON dict.
 
         Raises:
@@ -167,14 +169,14 @@ def _without_gpus(ranges: gpu_shares.Ranges, gpus: frozenset[int]) -> gpu_shares
     return gpu_shares.normalise(r for i, rs in per.items() if i not in gpus for r in rs)
 
 
-def _agent_address(offer: dict) -> str:
+def _agent_address(offer: Mapping[str, Any]) -> str:
     """The agent's advertised IP (the one the master reaches, so peers can too; no DNS
     needed), else the offer's hostname."""
     address = (offer.get("url") or {}).get("address") or {}
     return str(address.get("ip") or offer.get("hostname", ""))
 
 
-def _attributes(attrs: Iterable[dict]) -> dict[str, str]:
+def _attributes(attrs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for attr in attrs:
         kind = attr.get("type")
@@ -395,7 +397,7 @@ def queue_demands(jobs: Iterable[Job], config: PlacementConfig) -> Iterable[tupl
 
 
 def place(
-    offers: Sequence[dict | OfferView],
+    offers: Sequence[Mapping[str, Any] | OfferView],
     queue: Sequence[Job],
     config: PlacementConfig | None = None,
     topology_of: TopologyOf | None = None,
@@ -492,8 +494,8 @@ def place(
             else others
         )
         launched = len(result.launches)
-        carries = carried is not None and not holder and _carries(job, share_hold)
-        before = _carried_reason(carried, wide, demand_of(job)) if carries else None
+        carrier = carried if not holder and _carries(job, share_hold) else None
+        before = _carried_reason(carrier, wide, demand_of(job)) if carrier is not None else None
         reason = before
         if before is None or (before is not _NOW and grown):
             reason = _place_job(
@@ -502,8 +504,8 @@ def place(
             )  # fmt: skip
             if reason is not None and before is not None:
                 reason = before  # the grown agents did not take it: last round's reason stands
-        if reason is _NOW:
-            reason = carried.known_now(wide, demand_of(job))
+        if reason is _NOW and carrier is not None:  # only a carrier gives _NOW
+            reason = carrier.known_now(wide, demand_of(job))
         if reason is None:
             if len(result.launches) != launched:
                 failed.clear()
@@ -515,8 +517,8 @@ def place(
                         share = launch.share
                         share_hold.took(launch.agent_id, (share.gpu_index,), share.core_milli)
             continue
-        if carries and reason != _SHARE_PORTS:
-            carried.add(wide, demand_of(job), reason, monotone=not job.spec.is_share)
+        if carrier is not None and reason != _SHARE_PORTS:
+            carrier.add(wide, demand_of(job), reason, monotone=not job.spec.is_share)
         reason = _held_fit(job, slots, usable, reserved) or reason
         result.waiting[job.job_id] = _held_tail(reason, job, share_hold)
         if not holder:
@@ -543,7 +545,9 @@ def _carries(job: Job, share_hold: ShareHold | None) -> bool:
     return job.spec.nodes == 1 and not (job.spec.is_share and share_hold is not None)
 
 
-def _carried_reason(carried: CarriedFailures, kind: tuple, demand) -> str | None:
+def _carried_reason(
+    carried: CarriedFailures, kind: Kind, demand: tuple[float, float, float]
+) -> str | None:
     """:data:`_NOW` when the shape failed earlier this round, last round's reason when it
     failed then, else ``None``."""
     if carried.known_now(kind, demand) is not None:
@@ -551,7 +555,9 @@ def _carried_reason(carried: CarriedFailures, kind: tuple, demand) -> str | None
     return carried.known_before(kind, demand)
 
 
-def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | None:
+def _held_fit(
+    job: Job, slots: list[_Slot], usable: list[_Slot], reserved: Mapping[str, str]
+) -> str | None:
     """``waiting behind job j1 which reserves agent a1`` when a held agent has the GPUs
     the job wants free (so the reservation, not the cluster, is what it waits for)."""
     if len(usable) == len(slots):
@@ -573,16 +579,16 @@ def _held_tail(reason: str, job: Job, share_hold: ShareHold | None) -> str:
 
 
 def _place_job(
-    job,
-    slots,
-    config,
-    topology_of,
-    driver_ok,
-    result,
-    tenants,
-    share_hold=None,
-    mps=None,
-    whole=None,
+    job: Job,
+    slots: list[_Slot],
+    config: PlacementConfig,
+    topology_of: TopologyOf,
+    driver_ok: DriverCheck,
+    result: PlacementResult,
+    tenants: ShareTenants,
+    share_hold: ShareHold | None = None,
+    mps: frozenset[str] | None = None,
+    whole: _LazyWholeScore | None = None,
 ) -> str | None:
     """Gang-place every node of ``job``; returns why not, or ``None`` when placed.
 
@@ -674,7 +680,15 @@ def _place_job(
     return None
 
 
-def _gang_order(job, candidates, cpus, mem, config, topology_of, driver_ok):
+def _gang_order(
+    job: Job,
+    candidates: list[_Slot],
+    cpus: float,
+    mem: float,
+    config: PlacementConfig,
+    topology_of: TopologyOf,
+    driver_ok: DriverCheck,
+) -> tuple[list[_Slot], str | None]:
     """``(agents to try, None)`` with the gang's narrowest fitting group first
     (:mod:`~dlc.scheduler.gang_topology`), or ``(_, why it waits)`` when its ``required``
     level has no group that holds it. Agents that say nothing of where they stand keep
@@ -695,7 +709,8 @@ def _gang_order(job, candidates, cpus, mem, config, topology_of, driver_ok):
             return candidates, missing(want, spec.nodes, spec.gpus)
         if not choice.level:  # no group holds it: anywhere, in best-fit order
             return choice.order, None
-        bad, good = set(), 0
+        bad: set[int] = set()
+        good = 0
         for slot in choice.order[: choice.size]:
             if _pick_ok(slot, job, config, topology_of, driver_ok):
                 good += 1
@@ -707,7 +722,7 @@ def _gang_order(job, candidates, cpus, mem, config, topology_of, driver_ok):
     return candidates, None  # too few agents: the loop names what is short
 
 
-def _room_for_one(slot, spec, cpus: float, mem: float) -> bool:
+def _room_for_one(slot: _Slot, spec: JobSpec, cpus: float, mem: float) -> bool:
     """Whether ``slot`` has the amounts for one node of a gang now (nothing is taken)."""
     if slot.cpus < cpus - 1e-9 or slot.mem < mem - 1e-9 or slot.disk < spec.disk_mib - 1e-9:
         return False
@@ -717,7 +732,13 @@ def _room_for_one(slot, spec, cpus: float, mem: float) -> bool:
     return slot.port_count - len(slot.ports_taken) >= ports_needed(spec.nodes, spec.interactive)
 
 
-def _pick_ok(slot, job, config, topology_of, driver_ok) -> bool:
+def _pick_ok(
+    slot: _Slot,
+    job: Job,
+    config: PlacementConfig,
+    topology_of: TopologyOf,
+    driver_ok: DriverCheck,
+) -> bool:
     """Whether the allocator finds ``job``'s GPUs on ``slot`` (model, driver, layout)."""
     try:
         _pick_gpus(slot, job, config.policy, topology_of, driver_ok)
@@ -726,17 +747,25 @@ def _pick_ok(slot, job, config, topology_of, driver_ok) -> bool:
     return True
 
 
-def _backend(slot) -> str:
+def _backend(slot: _Slot) -> str:
     """The agent's share backend (``dlc_sharing``; ``watchdog`` when it names none), kept
     on the slot: every share of a round asks it of every agent."""
-    backend = getattr(slot, "_share_backend", None)
+    backend: str | None = getattr(slot, "_share_backend", None)
     if backend is None:
         backend = agent_text(slot.attributes, gpu_shares.ATTR_SHARING) or "watchdog"
-        slot._share_backend = backend
+        slot._share_backend = backend  # type: ignore[attr-defined]  # a cache set on demand
     return backend
 
 
-def share_fields(launch: Launch) -> dict[str, int]:
+class ShareFields(TypedDict, total=False):
+    """The share fields of :class:`~dlc.scheduler.jobs.TaskPlacement`."""
+
+    share_gpu: int | None
+    share_memory_mib: int
+    share_core_milli: int
+
+
+def share_fields(launch: Launch) -> ShareFields:
     """The :class:`~dlc.scheduler.jobs.TaskPlacement` share fields of a launch (none: {})."""
     if launch.share is None:
         return {}
@@ -745,13 +774,21 @@ def share_fields(launch: Launch) -> dict[str, int]:
             "share_core_milli": share.core_milli}  # fmt: skip
 
 
-def _mps_agents(slots) -> frozenset[str]:
+def _mps_agents(slots: Iterable[_Slot]) -> frozenset[str]:
     """The agents among ``slots`` whose share backend is MPS."""
     return frozenset(s.agent_id for s in slots if _backend(s) == "mps")
 
 
 def _place_share(
-    job, slots, cpus, mem, topology_of, result, tenants, share_hold, mps_agents
+    job: Job,
+    slots: list[_Slot],
+    cpus: float,
+    mem: float,
+    topology_of: TopologyOf,
+    result: PlacementResult,
+    tenants: ShareTenants,
+    share_hold: ShareHold | None,
+    mps_agents: frozenset[str],
 ) -> str | None:
     """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None."""
     tenant = tenants.tenant(job)
@@ -762,7 +799,7 @@ def _place_share(
     hold = None
     if share_hold is not None:
 
-        def hold(milli: int):
+        def hold(milli: int) -> tuple[Callable[[str, int], bool], str] | None:
             barred = share_hold.barred(job, milli)
             return None if barred is None else (barred, share_hold.reason(milli))
 
@@ -828,7 +865,9 @@ def gpu_facts(
     return (uuids if len(uuids) == len(ids) else ()), (minors if len(minors) == len(ids) else ())
 
 
-def _pick_gpus(slot, job, policy, topology_of, driver_ok):
+def _pick_gpus(
+    slot: _Slot, job: Job, policy: str, topology_of: TopologyOf, driver_ok: DriverCheck
+) -> tuple[tuple[int, ...], str, Topology | None]:
     """Choose GPUs on one agent: ``(ids, policy name, decoded topology or None)``.
 
     Raises:
@@ -849,7 +888,7 @@ def _pick_gpus(slot, job, policy, topology_of, driver_ok):
         raise AllocationError(f"no {spec.gpu_model} GPUs on {slot.hostname}", "model_mismatch")
     free = slot.free
     model = spec.gpu_model if has_models else None
-    if model:  # a GPU the topology does not list has no known model: it cannot match
+    if model and topology is not None:  # a GPU the topology does not list matches no model
         free = free & frozenset(topology.gpu_indices)
     if topology is None or not set(free) <= set(topology.gpu_indices):
         # Unknown layout: links are unknown, so only first-fit makes sense.
@@ -861,7 +900,7 @@ def _pick_gpus(slot, job, policy, topology_of, driver_ok):
     try:
         return allocate(topology, free, spec.gpus, policy=policy, gpu_model=model), policy, topology
     except AllocationError as exc:
-        if exc.reason != "model_mismatch":
+        if exc.reason != "model_mismatch" or model is None:
             raise
         matching = sum(
             1 for g in topology.gpus if g.index in free and model_matches(model, g.model or "")
@@ -878,7 +917,7 @@ def agent_vendor(attributes: dict[str, str], topology: Topology | None) -> str:
     return (agent_text(attributes, ATTR_VENDOR) or "nvidia").lower()
 
 
-def _check_vendor(spec, slot, topology: Topology | None) -> None:
+def _check_vendor(spec: JobSpec, slot: _Slot, topology: Topology | None) -> None:
     """Refuse an agent of another GPU vendor, or whose ROCm is too far from the image's.
 
     Raises:
@@ -972,7 +1011,7 @@ def default_driver_ok(driver_version: str, cuda_version: str) -> bool:
         return True
 
 
-def parse_offers(offers: Iterable[dict]) -> tuple[list[OfferView], list[str]]:
+def parse_offers(offers: Iterable[Mapping[str, Any]]) -> tuple[list[OfferView], list[str]]:
     """Parse offers, separating malformed ones (their ids, to decline) from good ones."""
     good: list[OfferView] = []
     bad: list[str] = []

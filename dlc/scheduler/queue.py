@@ -28,7 +28,7 @@ def queue_order(jobs: Iterable[Job]) -> list[Job]:
     return sorted(queued, key=queue_key)
 
 
-def queue_key(job: Job) -> tuple:
+def queue_key(job: Job) -> tuple[int, float, str]:
     """Sort key of :func:`queue_order`."""
     return (-job.spec.priority, job.submitted_at, job.job_id)
 

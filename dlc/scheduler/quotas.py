@@ -29,8 +29,9 @@ An empty policy admits the queue unchanged (the plain priority queue of ``queue.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from dlc.errors import JobSpecError
 from dlc.scheduler.fair_share import FairView
@@ -41,6 +42,29 @@ from dlc.scheduler.share_charge import GpuSizes, as_sizes
 from dlc.scheduler.tenancy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Policy, Resources, fmt
 
 Key = tuple[str, str]  # (group, pool)
+#: a group's place in the planning heap (see ``_Planner._push``)
+_Order = tuple[int, float, float, int, float, str]
+_V = TypeVar("_V", bound="PoolView")
+
+
+class PoolView(Protocol):
+    """Anything placed in a pool by its agent's attributes (an offer view, an agent)."""
+
+    @property
+    def attributes(self) -> Mapping[str, str]: ...
+
+
+class PoolAgent(PoolView, Protocol):
+    """What :func:`pool_capacity` sums (e.g. :class:`~dlc.scheduler.inventory.AgentTotals`)."""
+
+    @property
+    def gpu_ids(self) -> Collection[int]: ...
+
+    @property
+    def cpus(self) -> float: ...
+
+    @property
+    def mem_mib(self) -> float: ...
 
 
 def gpu_amount(spec: JobSpec, gpu_mib: int | None = None) -> float:
@@ -60,7 +84,7 @@ def gpu_amount(spec: JobSpec, gpu_mib: int | None = None) -> float:
     return min(1.0, part)
 
 
-def largest_gpu_memory(agents: Iterable) -> int | None:
+def largest_gpu_memory(agents: Iterable[object]) -> int | None:
     """The largest GPU memory (MiB) of ``agents`` (with ``gpu_memory``: index -> MiB)."""
     sizes = [m for a in agents for m in getattr(a, "gpu_memory", {}).values()]
     return max(sizes) if sizes else None
@@ -93,7 +117,7 @@ def agent_pool(attributes: Mapping[str, str]) -> str:
     return attributes.get(POOL_ATTRIBUTE) or DEFAULT_POOL
 
 
-def pool_capacity(agents: Iterable) -> dict[str, Resources]:
+def pool_capacity(agents: Iterable[PoolAgent]) -> dict[str, Resources]:
     """Pool -> totals over agents (anything with ``attributes``, ``gpu_ids``, ``cpus``,
     ``mem_mib``, e.g. :class:`~dlc.scheduler.inventory.AgentTotals`)."""
     out: dict[str, Resources] = {}
@@ -103,12 +127,14 @@ def pool_capacity(agents: Iterable) -> dict[str, Resources]:
     return out
 
 
-def split_by_pool(views: Sequence, jobs: Sequence[Job], policy: Policy) -> list[tuple[list, list]]:
+def split_by_pool(
+    views: Sequence[_V], jobs: Sequence[Job], policy: Policy
+) -> list[tuple[list[_V], list[Job]]]:
     """``[(offer views, jobs)]`` per pool: a pool's agents take only that pool's jobs.
     One batch of everything when no policy applies and no job names a pool."""
     if not policy.enabled and not any(j.spec.pool for j in jobs):
         return [(list(views), list(jobs))]
-    batches: dict[str, tuple[list, list]] = {}
+    batches: dict[str, tuple[list[_V], list[Job]]] = {}
     for view in views:
         batches.setdefault(agent_pool(view.attributes), ([], []))[0].append(view)
     for job in jobs:
@@ -213,20 +239,33 @@ def plan(
     return _Planner(queue, active, policy, capacity, started or {}, gpu_mib, tenure).run()
 
 
+def _fair_order(
+    group: str, used: Mapping[tuple[str, str], float]
+) -> Callable[[Job], tuple[int, float]]:
+    """Sort key within one group: priority first, then the user who used less over time."""
+    return lambda j: (-j.spec.priority, used.get((group, j.user), 0.0))
+
+
 class _Planner:
     """The state of one :func:`plan` call."""
 
     def __init__(
-        self, queue, active, policy: Policy, capacity, started: Mapping[str, float], gpu_mib=None,
-        tenure: Tenure | None = None,
-    ):  # fmt: skip
+        self, queue: Sequence[Job], active: Iterable[Job], policy: Policy,
+        capacity: Mapping[str, Resources], started: Mapping[str, float],
+        gpu_mib: GpuSizes | int | None = None, tenure: Tenure | None = None,
+    ) -> None:  # fmt: skip
+        active = list(active)  # read twice below: a one-shot iterable must not run dry
         self.policy = policy
         self.gpu_mib = gpu_mib
-        self.started_of = lambda job: started.get(job.job_id, job.submitted_at)
+        self.started_of: Callable[[Job], float] = lambda job: started.get(
+            job.job_id, job.submitted_at
+        )
         self.tenure = tenure
         fair = tenure.fair if tenure else None
         self.fair = fair
-        self.ratio_of = (lambda job: fair.ratio(policy.group_of(job.user))) if fair else None
+        self.ratio_of: Callable[[Job], float] | None = (
+            (lambda job: fair.ratio(policy.group_of(job.user))) if fair else None
+        )
         self.capacity = dict(capacity)
         self.usage = usage_of(policy, active, gpu_mib)
         self.out = QueuePlan(usage=dict(self.usage), capacity=self.capacity)
@@ -255,7 +294,7 @@ class _Planner:
         if fair is not None:  # same priority: the user who used less over time first
             for (group, _), jobs in self.queues.items():
                 used = fair.user_usage
-                jobs.sort(key=lambda j, g=group: (-j.spec.priority, used.get((g, j.user), 0.0)))
+                jobs.sort(key=_fair_order(group, used))
         self.keys_in_pool: dict[str, list[Key]] = {}
         for key in set(self.queues) | set(self.usage):
             self.keys_in_pool.setdefault(key[1], []).append(key)
@@ -281,7 +320,7 @@ class _Planner:
         return job_gpus(self.policy, job, self.gpu_mib)
 
     def run(self) -> QueuePlan:
-        heap: list = []
+        heap: list[tuple[_Order, Key]] = []
         heads = {key: 0 for key in self.queues}
         for key in self.queues:
             self._push(heap, key, 0)
@@ -294,7 +333,10 @@ class _Planner:
                 self._push(heap, key, heads[key])
         return self.out
 
-    def _push(self, heap: list, key: Key, index: int) -> None:
+    def _push(
+        self, heap: list[tuple[_Order, Key]], key: Key,
+        index: int,
+    ) -> None:  # fmt: skip
         job = self.queues[key][index]
         quota = self.policy.quota(*key)
         within, share = group_key(
@@ -476,7 +518,7 @@ class _Planner:
         rules = self.tenure.protection
         return [j for j in jobs if not rules.protected(j, self._ran_s(j))]
 
-    def _stop(self, victims: list[Job], reason) -> None:
+    def _stop(self, victims: list[Job], reason: Callable[[Job], str]) -> None:
         rules = self.tenure.protection if self.tenure else ProtectionRules()
         for victim in victims:
             vkey = key_of(self.policy, victim)
@@ -497,7 +539,7 @@ def check_submit(
     spec: JobSpec,
     capacity: Mapping[str, Resources],
     gpu_mib: GpuSizes | int | None = None,
-):
+) -> None:
     """Refuse at once what the policy can never run: an unknown pool, more than the group's
     ceiling, more than the pool has, more GPUs than the user may hold.
 
@@ -519,7 +561,7 @@ def check_submit(
         )
     ceiling = policy.quota(group, pool).ceiling
     name = need.first_excess(ceiling) if ceiling is not None else None
-    if name is not None:
+    if ceiling is not None and name is not None:
         raise JobSpecError(
             "gpus" if name == "GPUs" else ("cpus" if name == "CPUs" else "mem_mib"),
             f"the job needs {fmt(need.amount(name), name)} {name} but {group}'s ceiling in "

@@ -29,12 +29,12 @@ docs/security.md: ``--cpus 5.999, 5.998, ...``) within a small factor of an ordi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlc.scheduler.jobs import Job
-from dlc.topology.gpu_shares import subtract
+from dlc.topology.gpu_shares import Ranges, subtract
 
 #: how a job deferred by the budget's reason starts (it was not passed over for lack of room)
 DEFERRED_PREFIX = "not tried this offer round"
@@ -45,8 +45,13 @@ _EPS = 1e-9
 #: failed attempts per user per round by default (see docs/scheduler.md for the figures)
 DEFAULT_TRIES_PER_USER = 4
 
+#: what :func:`kind_of` compares exactly (spec fields, the user of a share)
+Kind = tuple[Hashable, ...]
+#: what :func:`_snapshot` reads of a slot (figures, GPU ids, ranges, attributes)
+Snapshot = tuple[Any, ...]
 
-def kind_of(job: Job, tenants_matter: bool = True) -> tuple:
+
+def kind_of(job: Job, tenants_matter: bool = True) -> Kind:
     """What placement compares exactly (jobs of one kind differ only in their demand). A
     share's user counts while ``tenants_matter``: exclusive placement (or one tenant per MPS
     GPU) may keep one user's share off a GPU; where nobody is exclusive and no agent runs
@@ -77,12 +82,10 @@ class FailedShapes:
     """The round's failures: exact ``(kind, demand)`` and, per kind that is not a share,
     the minimal failed demands (an antichain: none covers another)."""
 
-    _exact: dict[tuple, str] = field(default_factory=dict)
-    _minimal: dict[tuple, list[tuple[tuple[float, float, float], str]]] = field(
-        default_factory=dict
-    )
+    _exact: dict[Kind, str] = field(default_factory=dict)
+    _minimal: dict[Kind, list[tuple[tuple[float, float, float], str]]] = field(default_factory=dict)
 
-    def known(self, kind: tuple, demand: tuple[float, float, float]) -> str | None:
+    def known(self, kind: Kind, demand: tuple[float, float, float]) -> str | None:
         """Why a job of ``kind`` and ``demand`` cannot fit this round, or ``None`` when no
         job of its kind needing no more in every dimension failed (a share: no job of its
         kind and the same demand)."""
@@ -95,7 +98,7 @@ class FailedShapes:
         return None
 
     def add(
-        self, kind: tuple, demand: tuple[float, float, float], reason: str, monotone: bool = True
+        self, kind: Kind, demand: tuple[float, float, float], reason: str, monotone: bool = True
     ) -> None:
         """Remember a failure; ``monotone`` (not for shares): it also covers larger demands
         of its kind (dropping the minimal demands it covers)."""
@@ -177,7 +180,7 @@ _GROWN_EPS = 1e-9
 FULL_RETRY_ROUNDS = 10
 
 
-def _snapshot(slot: Any) -> tuple:
+def _snapshot(slot: Any) -> Snapshot:
     """What placement reads of one agent's slot (:class:`~dlc.scheduler.placement._Slot`):
     cpus, mem, disk, the ``gpus`` scalar, whole free GPUs, share ranges, free ports and the
     attributes (topology, driver, model, vendor come from these)."""
@@ -186,11 +189,11 @@ def _snapshot(slot: Any) -> tuple:
             ports, slot.attributes)  # fmt: skip
 
 
-def _ranges_grew(now: tuple, before: tuple) -> bool:
+def _ranges_grew(now: Ranges, before: Ranges) -> bool:
     return now != before and bool(subtract(now, before))
 
 
-def grew(now: tuple, before: tuple | None) -> bool:
+def grew(now: Snapshot, before: Snapshot | None) -> bool:
     """Whether a slot whose snapshot is ``now`` could hold a job that failed on one whose
     snapshot was ``before`` (``None``: not offered then): some figure is larger, a GPU or
     range is free that was not, or the attributes differ. Every test placement makes on a
@@ -232,7 +235,7 @@ class CarriedFailures:
 
     _before: FailedShapes = field(default_factory=FailedShapes)
     _now: FailedShapes = field(default_factory=FailedShapes)
-    _agents: dict[str, tuple] = field(default_factory=dict)
+    _agents: dict[str, Snapshot] = field(default_factory=dict)
     _rounds: int = 0
 
     def start(self, slots: Sequence[Any]) -> list[Any]:
@@ -249,15 +252,15 @@ class CarriedFailures:
             return list(slots)
         return [s for s in slots if grew(_snapshot(s), agents.get(s.agent_id))]
 
-    def known_now(self, kind: tuple, demand: tuple[float, float, float]) -> str | None:
+    def known_now(self, kind: Kind, demand: tuple[float, float, float]) -> str | None:
         """Why a job of this shape failed earlier in this round (it still does)."""
         return self._now.known(kind, demand)
 
-    def known_before(self, kind: tuple, demand: tuple[float, float, float]) -> str | None:
+    def known_before(self, kind: Kind, demand: tuple[float, float, float]) -> str | None:
         """Why a job of this shape failed last round on every agent that has not grown."""
         return self._before.known(kind, demand)
 
-    def add(self, kind: tuple, demand: tuple[float, float, float], reason: str,
+    def add(self, kind: Kind, demand: tuple[float, float, float], reason: str,
             monotone: bool) -> None:  # fmt: skip
         """Remember a failure of this round (``monotone``: as :meth:`FailedShapes.add`)."""
         self._now.add(kind, demand, reason, monotone)

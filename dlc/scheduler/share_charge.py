@@ -16,8 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from dlc.scheduler.jobs import Job, JobState
+
+
+class SizedAgent(Protocol):
+    """What :meth:`GpuSizes.of` reads of an agent (``gpu_memory`` too, where it has one)."""
+
+    @property
+    def agent_id(self) -> str: ...
+
+    @property
+    def attributes(self) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -35,7 +46,9 @@ class GpuSizes:
     smallest: int | None = None
 
     @classmethod
-    def of(cls, agents: Iterable, pool_of: Callable[[Mapping[str, str]], str]) -> GpuSizes:
+    def of(
+        cls, agents: Iterable[SizedAgent], pool_of: Callable[[Mapping[str, str]], str]
+    ) -> GpuSizes:
         """The sizes of ``agents`` (with ``agent_id``, ``attributes`` and ``gpu_memory``:
         index -> MiB); ``pool_of(attributes)`` names an agent's pool."""
         by_gpu: dict[tuple[str, int], int] = {}

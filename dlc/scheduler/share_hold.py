@@ -111,10 +111,10 @@ def gpu_left_of(
         index[agent.agent_id] = len(rows)
         rows.append(row)
     width = max((len(r) for r in rows), default=0)
-    left = np.zeros((len(rows), max(width, 1)), dtype=np.int64)
+    table = np.zeros((len(rows), max(width, 1)), dtype=np.int64)
     for k, row in enumerate(rows):
-        left[k, : len(row)] = row
-    return left, index, count
+        table[k, : len(row)] = row
+    return table, index, count
 
 
 def share_mix(demands: Iterable[tuple[int, int]]) -> fgd.MixArrays | None:

@@ -241,7 +241,13 @@ def _gpu_model_ok(spec: JobSpec, index: int, topology: Topology | None, agent_mo
     return model_matches(spec.gpu_model, agent_model)
 
 
-def _slot_amounts(slot: Any, topology: Topology | None):
+#: per GPU of a slot: free MiB, free thousandths, memory (see :func:`_slot_amounts`)
+_Amounts = tuple[dict[int, int], dict[int, int], dict[int, int]]
+#: an agent a share fits: its slot, topology and GPU -> free thousandths where it fits
+_Fit = tuple[Any, Topology | None, dict[int, int]]
+
+
+def _slot_amounts(slot: Any, topology: Topology | None) -> _Amounts:
     """(GPU -> free MiB, GPU -> free thousandths, GPU -> memory) of ``slot``'s ranges.
 
     Kept on the slot until its ranges change (taking ranges makes new tuples): one round
@@ -249,7 +255,8 @@ def _slot_amounts(slot: Any, topology: Topology | None):
     """
     cached = getattr(slot, "_share_amounts", None)
     if cached is not None and cached[0] is slot.gpu_mem and cached[1] is slot.gpu_core:
-        return cached[2]
+        amounts: _Amounts = cached[2]
+        return amounts
     blocks = gpu_shares.per_gpu(slot.gpu_mem)
     free_mem = {i: sum(e - b + 1 for b, e in rs) for i, rs in blocks.items()}
     free_core = gpu_shares.amounts(slot.gpu_core)
@@ -259,7 +266,11 @@ def _slot_amounts(slot: Any, topology: Topology | None):
 
 
 def _fitting_gpus(
-    spec: JobSpec, slot: Any, topology: Topology | None, model: str, open_to: Callable
+    spec: JobSpec,
+    slot: Any,
+    topology: Topology | None,
+    model: str,
+    open_to: Callable[[int], bool],
 ) -> tuple[dict[int, int], dict[int, int], int, int]:
     """(GPU -> memory, GPU -> free thousandths where the share fits, the ask in thousandths,
     how many GPUs it fits but ``open_to(index)`` keeps it off)."""
@@ -291,10 +302,13 @@ def _fullness(ok: dict[int, int]) -> tuple[int, int]:
     return sum(v >= fgd.MILLI for v in ok.values()), sum(ok.values())
 
 
-def _without_barred(fits, totals_of, barred: Callable[[str, int], bool]):
+def _without_barred(
+    fits: list[_Fit], totals_of: list[dict[int, int]], barred: Callable[[str, int], bool]
+) -> tuple[list[_Fit], list[dict[int, int]]]:
     """``fits`` without the whole GPUs ``barred`` names (a GPU a share took part of earlier in
     this round is whole no more, so it stays open); agents left with none drop out."""
-    kept, kept_totals = [], []
+    kept: list[_Fit] = []
+    kept_totals: list[dict[int, int]] = []
     for (slot, topology, ok), totals in zip(fits, totals_of, strict=True):
         ok = {i: v for i, v in ok.items() if v < fgd.MILLI or not barred(slot.agent_id, i)}
         if ok:

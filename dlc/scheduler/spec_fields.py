@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,7 +165,7 @@ _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.I
 _SIZE_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
 
 
-def _gpus(data: dict) -> tuple[int, float | None]:
+def _gpus(data: Mapping[str, Any]) -> tuple[int, float | None]:
     """``gpus`` (and ``gpu_fraction``) -> (whole GPUs per node, fraction of one or None).
 
     ``gpus: 0.5`` is a share of one GPU; whole numbers (``2``, ``2.0``) are whole GPUs.
@@ -238,7 +239,7 @@ def _gpu_memory(value: Any) -> int | None:
     return mib
 
 
-def _opt_str(data: dict, key: str, limit: int = MAX_SHORT) -> str | None:
+def _opt_str(data: Mapping[str, Any], key: str, limit: int = MAX_SHORT) -> str | None:
     value = data.get(key)
     if value is None or value == "":
         return None
@@ -261,14 +262,14 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-1]}"
 
 
-def _flag(data: dict, key: str) -> bool:
+def _flag(data: Mapping[str, Any], key: str) -> bool:
     value = data.get(key, False)
     if not isinstance(value, bool):
         raise JobSpecError(key, f"must be true or false, not {_short(value)}")
     return value
 
 
-def _int(data: dict, key: str, default: int, lo: int, hi: int) -> int:
+def _int(data: Mapping[str, Any], key: str, default: int, lo: int, hi: int) -> int:
     value = data.get(key, default)
     if value is None:
         return default
@@ -290,7 +291,7 @@ def _int(data: dict, key: str, default: int, lo: int, hi: int) -> int:
     return number
 
 
-def _float(data: dict, key: str, default: float) -> float:
+def _float(data: Mapping[str, Any], key: str, default: float) -> float:
     value = data.get(key, default)
     rule = _range_rule(key, 0.01, 1024)
     out_of_range = f"must be between 0.01 and 1024, got {_shown(value)}; {_fix(key, rule)}"

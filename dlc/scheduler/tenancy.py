@@ -190,9 +190,11 @@ class Policy:
     quotas: Mapping[tuple[str, str], Quota] = field(default_factory=dict)
     limits: Mapping[str, UserLimits] = field(default_factory=dict)
     grace_s: float = DEFAULT_GRACE_S
+    #: user -> group, derived from ``groups`` (not a constructor argument)
+    _member_of: Mapping[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        members = {}
+        members: dict[str, str] = {}
         for group in self.groups.values():
             for user in group.members:
                 members.setdefault(user, group.name)
@@ -205,7 +207,7 @@ class Policy:
 
     def group_of(self, user: str) -> str:
         """The user's group (the first one listing them), or :data:`NO_GROUP`."""
-        return self._member_of.get(user, NO_GROUP)  # type: ignore[attr-defined]
+        return self._member_of.get(user, NO_GROUP)
 
     def pool_of(self, user: str, pool: str | None) -> str:
         """The pool a job runs in: the one it names, else its group's default."""

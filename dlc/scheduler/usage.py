@@ -20,6 +20,7 @@ import binascii
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 #: version of the report format (a newer executor may add fields; unknown ones are ignored)
 REPORT_VERSION = 1
@@ -92,7 +93,7 @@ class JobUsage:
     idle: bool
     sampled_at: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON form (the API's job ``usage`` field)."""
         return {
             "util_pct": self.util_pct,
@@ -228,7 +229,7 @@ class UsageRollup:
     util_pct: float | None
     mem_used_mib: int
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON form (``GET /v1/usage``)."""
         return {
             "key": self.key,

@@ -128,6 +128,7 @@ class WholeScore:
             agents.mem_left[k] = view.mem_free_mib
             agents.gpu_left[k] = 0
             agents.gpu_left[k, : len(view.gpu_free)] = view.gpu_free
+        assert agents.frag is not None  # made with zeros in __init__
         agents.frag[rows] = fragscore.node_frag(self._mix, agents, rows, self._params)
         self._stale[rows] = False
         self._version[rows] += 1

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dlc.sim import io
 from dlc.sim.policies import label
 from dlc.sim.run import REPORT_STEPS, PolicyRuns, run_trace
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 def experiment(root: Path, traces: list[str], policies: list[str], seeds: list[int], tune: float):
@@ -27,7 +32,7 @@ def experiment(root: Path, traces: list[str], policies: list[str], seeds: list[i
             expected = int(tune * total_gpus * 1.0 / max(1, _gpus(pods)) * len(pods))
             task = bar.add_task(f"{trace}", total=expected * len(policies) * len(seeds))
             runs = run_trace(
-                nodes, pods, policies, seeds, tune, progress=lambda _p, n, t=task: bar.advance(t, n)
+                nodes, pods, policies, seeds, tune, progress=partial(_advance, bar, task)
             )
             bar.update(task, completed=bar.tasks[task].total)
             out[trace] = {
@@ -36,6 +41,10 @@ def experiment(root: Path, traces: list[str], policies: list[str], seeds: list[i
                 "total_gpus": total_gpus,
             }
     return out
+
+
+def _advance(bar: Progress, task: TaskID, _policy: str, n: int) -> None:
+    bar.advance(task, n)
 
 
 def _gpus(pods) -> float:
@@ -80,8 +89,8 @@ def print_table(trace: str, res: dict) -> None:
 def to_json(res: dict) -> dict:
     """A trace's results as plain data (curves as lists, NaN as null)."""
     out = {"total_gpus": res["total_gpus"], "policies": {}}
-    for name, runs in res["runs"].items():
-        runs: PolicyRuns
+    runs_of: dict[str, PolicyRuns] = res["runs"]
+    for name, runs in runs_of.items():
         entry = runs.summary(res["total_gpus"])
         entry["mean_curve"] = _list(runs.mean_curve())
         entry["curves"] = {str(s): _list(c) for s, c in zip(runs.seeds, runs.curves, strict=True)}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from dlc.errors import StoreError
 
 _CHECK = "stop DLC, run `sqlite3 {path} 'PRAGMA integrity_check'` and restore {path} from a backup"
@@ -24,7 +22,7 @@ _KINDS = (
 )  # fmt: skip
 
 
-def store_error(exc: sqlite3.Error, path: str, action: str) -> StoreError:
+def store_error(exc: BaseException, path: str, action: str) -> StoreError:
     """The one-line error for ``exc`` raised while ``action`` (e.g. ``"saving job j1"``)."""
     name = getattr(exc, "sqlite_errorname", "") or ""
     detail = " ".join(str(exc).split())  # integrity reports span lines: keep one

@@ -8,6 +8,9 @@ and core tests can use multi-tenant policies without SQLite.
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from dlc.scheduler.fair_share import UsageRow
 from dlc.scheduler.tenancy import (
@@ -34,6 +37,13 @@ from dlc.store.tenancy import (
 
 class MemoryTenancy:
     """Tenancy methods; needs ``_lock``, ``_clock``, ``get_meta`` and ``set_meta``."""
+
+    if TYPE_CHECKING:  # what :class:`dlc.store.memory.MemoryJobStore` gives
+        _lock: threading.RLock
+        _clock: Callable[[], float]
+
+        def get_meta(self, key: str) -> str | None: ...
+        def set_meta(self, key: str, value: str | None) -> None: ...
 
     def _init_tenancy(self) -> None:
         self._groups: dict[str, tuple[str, bool]] = {}  # name -> (default pool, preempt_within)

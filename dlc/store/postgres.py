@@ -22,8 +22,10 @@ import contextlib
 import functools
 import logging
 import re
+import sqlite3
 import threading
 import time
+from typing import cast
 from urllib.parse import urlsplit
 
 import psycopg
@@ -128,6 +130,7 @@ class PgConnection:
         """Run one statement (translated); returns the cursor."""
         if self._conn is None or self._conn.closed:
             self.connect()
+        assert self._conn is not None  # connect() opened it
         return self._conn.execute(translate(sql), tuple(args) if args else None)
 
     def close(self) -> None:
@@ -214,6 +217,8 @@ class JobStore(_sqlite.JobStore):
 
     _DB_ERRORS = (psycopg.Error,)
     _FOR_UPDATE = " FOR UPDATE"
+    #: stands in for the SQLite store's ``sqlite3.Connection`` (the surface it uses)
+    _db: PgConnection  # type: ignore[assignment]
 
     def __init__(self, url: str, clock=time.time):
         self.path = safe_name(url)
@@ -238,15 +243,16 @@ class JobStore(_sqlite.JobStore):
             raise
 
     def _open(self) -> None:
+        db = cast(sqlite3.Connection, self._db)  # the schema code reads the sqlite3 surface
         try:
-            if file_version(self._db) > SCHEMA_VERSION:
+            if file_version(db) > SCHEMA_VERSION:
                 raise StoreError(
-                    f"{self.path} is schema {file_version(self._db)}, this DLC knows up to "
+                    f"{self.path} is schema {file_version(db)}, this DLC knows up to "
                     f"{SCHEMA_VERSION}; upgrade DLC or use another --db",
                     path=self.path,
                     kind="schema",
                 )
-            old, new = migrate(self._db)
+            old, new = migrate(db)
         except psycopg.Error as exc:
             raise self._error(exc, "opening it") from None
         if old < new:

@@ -406,7 +406,8 @@ class JobStore(TenancyStore):
         newest_first: bool = False,
     ) -> tuple[str, list]:
         """The SELECT :meth:`list_jobs` runs (tests check its query plan uses indexes)."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[str | int] = []
         if user is not None:
             where.append("user=?")
             args.append(user)

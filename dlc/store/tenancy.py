@@ -9,7 +9,11 @@ transaction together with its audit line (who, when, what), so the log never mis
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from dlc.scheduler.fair_share import UsageRow
 from dlc.scheduler.tenancy import (
@@ -37,7 +41,7 @@ class AuditEntry:
     at: float
     actor: str
     action: str
-    detail: dict
+    detail: dict[str, Any]
 
 
 def _ceiling(row) -> Resources | None:
@@ -54,6 +58,15 @@ def _ceiling(row) -> Resources | None:
 class TenancyStore:
     """Tenancy methods; needs ``_tx``, ``_read``, ``_db``, ``_clock``, ``get_meta`` and
     ``set_meta`` of the store it is mixed into."""
+
+    if TYPE_CHECKING:  # what :class:`dlc.store.sqlite.JobStore` gives
+        _db: sqlite3.Connection
+        _clock: Callable[[], float]
+
+        def _tx(self, action: str) -> AbstractContextManager[sqlite3.Connection]: ...
+        def _read(self, action: str) -> AbstractContextManager[None]: ...
+        def get_meta(self, key: str) -> str | None: ...
+        def set_meta(self, key: str, value: str | None) -> None: ...
 
     def tenancy_policy(self) -> Policy:
         """The whole policy as the core reads it."""

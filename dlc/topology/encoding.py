@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 from dlc.errors import TopologyEncodingError
 from dlc.topology.model import Gpu, Nic, P2PStatus, PairLink, PcieLevel, Topology
@@ -319,7 +320,8 @@ def _apply(state: _State, tag: str, payload: str, token: str) -> None:
         value: object = None
         if tag != "Q":
             value = _unescape(payload) if kind == "str" else _int(payload, token)
-        state.gpus[-1] = replace(state.gpus[-1], **{name: value})
+        change: dict[str, Any] = {name: value}  # the field the tag names, of its kind
+        state.gpus[-1] = replace(state.gpus[-1], **change)
     elif tag == "E":
         if state.links is not None or state.nic_levels is not None:
             raise TopologyEncodingError(f"token {token!r}: NICs must come before L and P")

@@ -204,7 +204,8 @@ def whole_gpu_take(indices: Iterable[int], mem: Ranges, core: Ranges) -> GpuRang
         FieldError: a GPU's blocks are not whole in the offer (a share holds part of it).
     """
     mem_by, core_by = per_gpu(mem), per_gpu(core)
-    take_mem, take_core = [], []
+    take_mem: list[tuple[int, int]] = []
+    take_core: list[tuple[int, int]] = []
     for index in sorted(set(indices)):
         m, c = mem_by.get(index, ()), core_by.get(index, ())
         if len(m) != 1 or m[0][0] != index * STRIDE or c != (block(index, CORE_UNITS),):

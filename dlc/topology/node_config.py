@@ -195,8 +195,8 @@ def agent_attributes(topo: Topology, sharing: SharingMode | str | None = None) -
     if models:
         # Mixed machines list each model once, in GPU order; dlc_topo has them per GPU.
         attrs[ATTR_MODEL] = attribute_value("/".join(models))
-    memories = [g.memory_mib for g in topo.gpus]
-    if memories and None not in memories:
+    memories = [g.memory_mib for g in topo.gpus if g.memory_mib is not None]
+    if memories and len(memories) == len(topo.gpus):
         attrs[ATTR_MEMORY] = attribute_value(str(min(memories)))  # what every GPU offers
     if topo.gpus and topo.vendor != NVIDIA:
         attrs[ATTR_VENDOR] = attribute_value(topo.vendor)

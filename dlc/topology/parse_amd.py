@@ -340,23 +340,23 @@ def _amd_link(facts: AmdFacts, a: int, b: int, link: dict[str, Any]) -> None:
 
 def _amd_static(gpu: int, item: dict[str, Any], facts: AmdFacts) -> None:
     """``amd-smi static --json`` fields: ``asic.market_name``, ``bus.bdf``, ``vram.size``, ..."""
-    asic = item.get("asic") if isinstance(item.get("asic"), dict) else {}
+    asic = item["asic"] if isinstance(item.get("asic"), dict) else {}
     name = asic.get("market_name")
     if isinstance(name, str) and name and name.upper() != "N/A":
         facts.model[gpu] = name
-    bus = item.get("bus") if isinstance(item.get("bus"), dict) else {}
+    bus = item["bus"] if isinstance(item.get("bus"), dict) else {}
     bdf = bus.get("bdf") or item.get("bdf")
     if isinstance(bdf, str) and _BDF_RE.fullmatch(bdf):
         facts.bus.setdefault(gpu, bdf.lower())
-    vram = item.get("vram") if isinstance(item.get("vram"), dict) else {}
+    vram = item["vram"] if isinstance(item.get("vram"), dict) else {}
     size = vram.get("size")
     if isinstance(size, dict) and isinstance(size.get("value"), int):
         unit = str(size.get("unit", "MB")).upper()
         facts.vram_mib[gpu] = size["value"] * 1024 if unit.startswith("G") else size["value"]
-    numa = item.get("numa") if isinstance(item.get("numa"), dict) else {}
+    numa = item["numa"] if isinstance(item.get("numa"), dict) else {}
     if isinstance(numa.get("node"), int):
         facts.numa[gpu] = max(numa["node"], 0)
-    driver = item.get("driver") if isinstance(item.get("driver"), dict) else {}
+    driver = item["driver"] if isinstance(item.get("driver"), dict) else {}
     if isinstance(driver.get("version"), str):
         facts.driver = driver["version"]
 

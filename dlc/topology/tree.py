@@ -161,7 +161,7 @@ def build_tree(topo: Topology) -> TopologyTree:
     devices += [f"nic:{nic.name}" for nic in topo.nics]
     matrix, known = level_matrix(topo, devices)
 
-    graph = nx.DiGraph()
+    graph: nx.DiGraph[str] = nx.DiGraph()
     graph.add_node("root", kind="root", label="machine", level=PcieLevel.SYS, inferred=False)
     numa_groups = _sorted_groups(_clusters(range(len(devices)), matrix, PcieLevel.NODE), devices)
     gpu_groups = [g for g in numa_groups if min(g) < len(topo.gpus)]
@@ -432,7 +432,7 @@ def _lca_of_nodes(tree: TopologyTree, a: str, b: str) -> str:
 
 
 def _nvlink_overlay(topo: Topology) -> nx.Graph:
-    overlay = nx.Graph()
+    overlay: nx.Graph[int] = nx.Graph()
     overlay.add_nodes_from(topo.gpu_indices)
     for (a, b), link in topo.links.items():
         if link.nvlinks > 0:
@@ -446,7 +446,7 @@ def p2p_groups(topo: Topology) -> list[frozenset[int]]:
 
     A GPU with no P2P partner is its own group.
     """
-    graph = nx.Graph()
+    graph: nx.Graph[int] = nx.Graph()
     graph.add_nodes_from(topo.gpu_indices)
     graph.add_edges_from(pair for pair, link in topo.links.items() if link.p2p_capable)
     groups = [frozenset(c) for c in nx.find_cliques(graph)]

@@ -94,7 +94,7 @@ def parse_rocm_usage(text: str, indices: tuple[int, ...]) -> list[GpuSample]:
         except (KeyError, ValueError):
             continue
         util = card.get("GPU use (%)")
-        found.append(GpuSample(index, int(util) if str(util).isdigit() else None, used, total))
+        found.append(GpuSample(index, int(str(util)) if str(util).isdigit() else None, used, total))
     return found
 
 

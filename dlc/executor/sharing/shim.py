@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from dlc.errors import ContainerError
@@ -29,7 +30,7 @@ _CHECKOUT_LIBRARY = (
 _INSTALLED_LIBRARY = Path("/usr/lib/dlc/libdlc_cuda_shim.so")
 
 
-def find_library(env: dict[str, str] | None = None) -> str | None:
+def find_library(env: Mapping[str, str] | None = None) -> str | None:
     """``$DLC_CUDA_SHIM``, else the checkout's build, else ``/usr/lib/dlc``; None if none."""
     env = os.environ if env is None else env
     for candidate in (env.get("DLC_CUDA_SHIM"), _CHECKOUT_LIBRARY, _INSTALLED_LIBRARY):

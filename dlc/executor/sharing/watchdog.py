@@ -61,7 +61,7 @@ def pids_from_top(top: Mapping[str, Any]) -> set[int]:
 
 def pids_from_cgroups(container_id: str, proc_root: str = "/proc") -> set[int]:
     """Host pids whose ``/proc/<pid>/cgroup`` names ``container_id`` (cgroup v1 and v2)."""
-    found = set()
+    found: set[int] = set()
     try:
         entries = os.listdir(proc_root)
     except OSError:

@@ -222,7 +222,7 @@ class MesosEmulator:
         if self._server is None:
             raise EmulatorError("the Mesos emulator is not started; call start() first")
         host, port = self._server.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host!s}:{port}"
 
     @property
     def url(self) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from dlc.mesos.emulator.allocation import Allocator
@@ -176,7 +177,7 @@ class Master(StatusUpdates):
                 framework.stream = None
                 timeout = float(framework.info.get("failover_timeout", 0) or 0)
                 framework.failover_deadline = self.clock() + timeout
-                self.rescind_offers(lambda o, f=framework: o.framework_id == f.framework_id, False)
+                self.rescind_offers(partial(_offered_to, framework.framework_id), False)
                 logger.info("framework %s disconnected", framework.framework_id)
 
     def _new_framework_id(self) -> str:
@@ -468,6 +469,10 @@ class Master(StatusUpdates):
                 self.remove_framework(framework)
         self.retry_updates(now)
         self.allocator.tick(now)
+
+
+def _offered_to(framework_id: str, offer: Offer) -> bool:
+    return offer.framework_id == framework_id
 
 
 def _operation_tasks(operation: dict[str, Any]) -> list[dict[str, Any]]:

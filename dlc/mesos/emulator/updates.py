@@ -45,8 +45,8 @@ class StatusUpdates:
         wanted = reconcile.get("tasks") or []
         if not wanted:
             known = [t for t in self.tasks.values() if t.framework_id == framework.framework_id]
-            for task in known:
-                self._send_reconciled(framework, task)
+            for each in known:
+                self._send_reconciled(framework, each)
             return
         for item in wanted:
             task_id = str(dig(item, "task_id", "value"))

@@ -79,7 +79,8 @@ def get_policy(name: str) -> Policy:
     problem = unknown_policy(name)
     if problem:
         raise AllocationError(problem, "bad_policy")
-    return importlib.import_module(POLICY_MODULES[name]).POLICY
+    policy: Policy = importlib.import_module(POLICY_MODULES[name]).POLICY
+    return policy
 
 
 def allocate(

@@ -67,7 +67,7 @@ class BestEffortPolicy:
                 f"{request.count} (go-gpuallocator PR #80)",
                 "padded_set",
             )
-        return tuple(sorted(tables.indices[p] for p in chosen))
+        return tuple(sorted(tables.indices[p] for p in chosen if p is not None))
 
     def _choose(
         self, tables: MachineTables, available: list[int], required: frozenset[int], size: int
@@ -107,7 +107,7 @@ def _partitions(devices: list[int], size: int) -> Iterator[list[tuple[Slot, ...]
     slots: list[Slot] = list(devices) + [None] * (-len(devices) % size)
     padding = slots.count(None)
 
-    def walk(rest: list[Slot], accum: list[tuple[Slot, ...]]) -> Iterator[list]:
+    def walk(rest: list[Slot], accum: list[tuple[Slot, ...]]) -> Iterator[list[tuple[Slot, ...]]]:
         if len(rest) == size:
             yield [*accum, tuple(rest)]
             return

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import networkx as nx
 
-from dlc.scheduler.allocator.tables import MachineTables, positions
+from dlc.scheduler.allocator.tables import IdealSets, MachineTables, positions
 
 #: machines up to this many GPUs get an exact packing count when ideal sets overlap
 EXACT_PACKING_MAX_GPUS = 12
@@ -88,7 +88,7 @@ def _packing(tables: MachineTables, size: int, free: int) -> int:
     return _exact(cliques, size, free & union, memo)
 
 
-def _exact(cliques: list[int], size: int, free: int, memo: dict) -> int:
+def _exact(cliques: list[int], size: int, free: int, memo: dict[int, int]) -> int:
     if free.bit_count() < size:
         return 0
     if free in memo:
@@ -104,13 +104,13 @@ def _exact(cliques: list[int], size: int, free: int, memo: dict) -> int:
     return best
 
 
-def ideal_sets(tables: MachineTables, size: int) -> tuple[list[int], bool, int, dict]:
+def ideal_sets(tables: MachineTables, size: int) -> IdealSets:
     """Maximal cliques of the best class for ``size`` on the empty machine, whether
     they are disjoint, their union, and a memo for exact packing counts (cached)."""
     if size not in tables.ideal:
         full = (1 << len(tables.indices)) - 1
         t = best_threshold(tables, full, 0, size)
-        graph = nx.Graph()
+        graph: nx.Graph[int] = nx.Graph()
         graph.add_nodes_from(range(len(tables.indices)))
         for a in range(len(tables.indices)):
             graph.add_edges_from((a, b) for b in positions(tables.adjacency[t][a]) if b > a)

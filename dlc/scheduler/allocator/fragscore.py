@@ -75,7 +75,9 @@ DEFAULT_PARAMS = ScoreParams()
 CostFn = Callable[[ShareRequest, np.ndarray], np.ndarray]
 
 
-def mix_arrays(mix: WorkloadMix, model_names, params: ScoreParams = DEFAULT_PARAMS) -> MixArrays:
+def mix_arrays(
+    mix: WorkloadMix, model_names: Sequence[str], params: ScoreParams = DEFAULT_PARAMS
+) -> MixArrays:
     """The expected workload as arrays, its weights as ``params.weight_by`` says."""
     arrays = MixArrays(mix, model_names)
     if params.weight_by == "gpu":
@@ -124,10 +126,18 @@ def frag_of(
             capped = np.where((mix.milli < MILLI)[None, :], capped, usable)
         usable = capped
     frag = np.where(runs, total[:, None] - usable, total[:, None])
-    return frag @ mix.weight
+    out: np.ndarray = frag @ mix.weight
+    return out
 
 
-def frag_dedup(mix, model, cpu_left, mem_left, gpu_left, params=DEFAULT_PARAMS) -> np.ndarray:
+def frag_dedup(
+    mix: MixArrays,
+    model: np.ndarray,
+    cpu_left: np.ndarray,
+    mem_left: np.ndarray,
+    gpu_left: np.ndarray,
+    params: ScoreParams = DEFAULT_PARAMS,
+) -> np.ndarray:
     """As :func:`frag_of`, each distinct state computed once."""
     if params.cpu_cap == "none" and not params.granular:
         return fragmentation_dedup(mix, model, cpu_left, mem_left, gpu_left)
@@ -182,6 +192,7 @@ def node_costs(
         return cost
     node, slots, cpu_left, mem_left, gpu_left = candidates(req, agents, mask)
     after = frag_dedup(mix, agents.model[node], cpu_left, mem_left, gpu_left, params)
+    assert agents.frag is not None, "node_cost needs each agent's fragmentation measured"
     growth = after - agents.frag[node]
     rows = np.searchsorted(nodes, node)
     cost[rows, np.maximum(slots, 0)] = np.round(growth / params.tie_milli)
@@ -321,7 +332,7 @@ class IncrementalChooser:
         self.width = width
         self.cost_fn = cost_fn
         self.mem_in_key = mem_in_key
-        self._cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._cache: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     def touched(self, agent: int) -> None:
         """Agent ``agent`` changed: its cached costs are stale."""
@@ -329,7 +340,7 @@ class IncrementalChooser:
 
     def costs(self, req: ShareRequest) -> np.ndarray:
         """Current ``[agents, G]`` costs of ``req`` (memory not checked; do not modify)."""
-        key = (req.cpu_milli, req.num_gpus, req.gpu_milli, req.gpu_models)
+        key: tuple[object, ...] = (req.cpu_milli, req.num_gpus, req.gpu_milli, req.gpu_models)
         if self.mem_in_key:
             key += (req.mem_mib,)
         entry = self._cache.get(key)
@@ -346,7 +357,11 @@ class IncrementalChooser:
         return cost
 
     def best(
-        self, req: ShareRequest, mem_left: np.ndarray, gpu_left: np.ndarray, extra=None
+        self,
+        req: ShareRequest,
+        mem_left: np.ndarray,
+        gpu_left: np.ndarray,
+        extra: np.ndarray | None = None,
     ) -> tuple[int, int] | None:
         """``(agent, slot)`` of the lowest cost (plus ``extra``) where memory fits."""
         cost = self.costs(req)

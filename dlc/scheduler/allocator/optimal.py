@@ -29,7 +29,8 @@ class OptimalPolicy:
         tables = tables_for(topology)
         required = sorted(tables.pos[g] for g in request.required)
         others = sorted(tables.pos[g] for g in eligible - request.required)
-        best_key, best = None, ()
+        best_key = None
+        best: tuple[int, ...] = ()
         for extra in itertools.combinations(others, request.count - len(required)):
             chosen = tuple(sorted((*required, *extra)))
             key = set_quality(tables, chosen)

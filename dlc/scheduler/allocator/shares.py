@@ -14,7 +14,7 @@ DLC's scoring over it, which the scheduler and the simulator both run, is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,7 +103,8 @@ def fragmentation(
     runs &= mem_left[:, None] >= mix.mem[None, :]
     runs &= mix.access[model] & mix.asks_gpu[None, :]
     frag = np.where(runs, total[:, None] - usable, total[:, None])
-    return frag @ mix.weight
+    out: np.ndarray = frag @ mix.weight
+    return out
 
 
 #: hash weights: 3 for model, CPUs, memory, then one per GPU slot (16-GPU agents and more
@@ -111,7 +112,13 @@ def fragmentation(
 _HASH = np.random.default_rng(1213).integers(1, 2**62, size=1024 + 3, dtype=np.int64) | 1
 
 
-def fragmentation_dedup(mix, model, cpu_left, mem_left, gpu_left) -> np.ndarray:
+def fragmentation_dedup(
+    mix: MixArrays,
+    model: np.ndarray,
+    cpu_left: np.ndarray,
+    mem_left: np.ndarray,
+    gpu_left: np.ndarray,
+) -> np.ndarray:
     """As :func:`fragmentation`, each distinct state computed once (agents are often alike)."""
     if len(model) < 64:
         return fragmentation(mix, model, cpu_left, mem_left, gpu_left)
@@ -131,11 +138,13 @@ class AgentArrays:
     cpu_left: np.ndarray
     mem_left: np.ndarray
     gpu_left: np.ndarray
-    access_of: object  # callable: frozenset of models -> bool mask over agents
+    access_of: Callable[[frozenset[str]], np.ndarray]  # models -> bool mask over agents
     frag: np.ndarray | None = None
 
 
-def candidates(req: ShareRequest, agents: AgentArrays, feasible: np.ndarray):
+def candidates(
+    req: ShareRequest, agents: AgentArrays, feasible: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """States after placing ``req``: ``(agent, gpu, cpu_left, mem_left, gpu_left)``.
 
     A share may go to any GPU with room; whole GPUs are the first free ones (gpu -1).

@@ -30,6 +30,11 @@ GO_LEVEL_POINTS = {
 GO_MAX_NVLINKS = 12
 
 
+#: see :func:`~dlc.scheduler.allocator.cliques.ideal_sets`: the cliques (GPU masks), whether
+#: they are disjoint, their union and a memo of exact packing counts (free mask -> count)
+IdealSets = tuple[list[int], bool, int, dict[int, int]]
+
+
 @dataclass
 class MachineTables:
     """Lookup tables of one machine, by GPU position.
@@ -72,9 +77,10 @@ class MachineTables:
     #: NUMA groups from affinity and the whole machine (level 5), closest first
     subtrees: tuple[tuple[int, int], ...] = ()
     #: per request size: the best-class cliques of the empty machine (see cliques.py)
-    ideal: dict[int, tuple] = field(default_factory=dict)
-    #: memoised leftover figures by free mask (bounded by 2**GPUs per key kind)
-    memo: dict = field(default_factory=dict)
+    ideal: dict[int, IdealSets] = field(default_factory=dict)
+    #: memoised leftover figures by free mask (bounded by 2**GPUs per key kind): a mask
+    #: (leftover) or ``(sizes, mask)`` (future packing) -> figures
+    memo: dict[int | tuple[tuple[int, ...], int], tuple[int, ...]] = field(default_factory=dict)
 
     def mask_of(self, gpus: frozenset[int] | set[int]) -> int:
         """Bitmask of GPU indices."""
@@ -231,7 +237,7 @@ def _leftover_groups(tables: MachineTables) -> tuple[tuple[int, ...], ...]:
     size = len(tables.indices)
     components: list[tuple[int, ...]] = []
     for t in tables.thresholds:
-        graph = nx.Graph()
+        graph: nx.Graph[int] = nx.Graph()
         graph.add_nodes_from(range(size))
         graph.add_edges_from(
             (a, b) for a, b in itertools.combinations(range(size), 2) if tables.rank[a][b] >= t
@@ -259,7 +265,7 @@ def _twins(tables: MachineTables) -> list[int]:
     size = len(tables.indices)
     gpus = tables.topology.gpus
 
-    def signature(p: int, other: int) -> tuple:
+    def signature(p: int, other: int) -> tuple[object, ...]:
         rows = (tables.rank, tables.milli_gbps, tables.level, tables.go_score)
         cells = tuple(tuple(r[p][q] for q in range(size) if q not in (p, other)) for r in rows)
         return (cells, tables.numa[p], gpus[p].model, gpus[p].memory_mib)

@@ -49,7 +49,7 @@ class TkestackPolicy:
         return tuple(sorted(required | set(leaves[: count - len(required)])))
 
 
-def _candidate_key(tree: TopologyTree, node: str, free: frozenset[int]) -> tuple:
+def _candidate_key(tree: TopologyTree, node: str, free: frozenset[int]) -> tuple[int, int, str]:
     level = tree.graph.nodes[node]["level"]
     depth_rank = 0 if level is None else int(level)
     return (depth_rank, len(tree.gpus_under(node) & free), node)

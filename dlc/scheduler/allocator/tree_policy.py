@@ -94,7 +94,7 @@ def _uniform(tables: MachineTables, pool: int) -> bool:
 
 
 def _grow(
-    tables: MachineTables, free: int, required: int, count: int, pool: int, sizes: tuple
+    tables: MachineTables, free: int, required: int, count: int, pool: int, sizes: tuple[int, ...]
 ) -> int:
     """Every set of ``pool`` is equally fast, so only the leftover and affinity
     decide: take the closest, then fullest, tree subtree or NUMA node the request
@@ -130,7 +130,9 @@ def future_sizes(gpus: int, count: int) -> tuple[int, ...]:
     return tuple(sorted({m for m in (*FUTURE_SIZES, count) if 2 <= m <= gpus}, reverse=True))
 
 
-def leftover_key(tables: MachineTables, sizes: tuple[int, ...], leftover: int) -> tuple:
+def leftover_key(
+    tables: MachineTables, sizes: tuple[int, ...], leftover: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """How well free GPUs ``leftover`` serve future requests (larger is better)."""
     return (future_packing(tables, sizes, leftover), tables.leftover_value(leftover))
 
@@ -158,7 +160,7 @@ def _best_set(
     base_level = sum(level[a][b] for i, a in enumerate(req) for b in req[i + 1 :])
     found: list[tuple[int, int, int]] = []  # (summed MB/s, set, summed PCIe level)
 
-    def walk(chosen: int, members: list[int], cand: int, need: int, m_sum: int, l_sum: int):
+    def walk(chosen: int, members: list[int], cand: int, need: int, m_sum: int, l_sum: int) -> None:
         if need == 0:
             found.append((m_sum, chosen, l_sum))
             return

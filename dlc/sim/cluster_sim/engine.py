@@ -255,7 +255,7 @@ class Engine:
         task = self.master.tasks.get(task_id)
         if task is None:
             return  # ended already (a kill after the finish, or the reverse)
-        record = self._by_job.get(job_id_of_task(task_id)[0])
+        record = self._by_job.get((job_id_of_task(task_id) or ("", 0))[0])  # "": not DLC's
         if state == "TASK_KILLED" and record is not None:
             self._preempted(record)
         self.master.release(task_id)
@@ -302,7 +302,7 @@ class Engine:
         self._apply(self.core.on_status(status))
 
     def _started(self, task_id: str, task) -> None:
-        record = self._by_job.get(job_id_of_task(task_id)[0])
+        record = self._by_job.get((job_id_of_task(task_id) or ("", 0))[0])  # "": not DLC's
         if record is None:
             return
         if record.first_start is None:
@@ -332,6 +332,7 @@ class Engine:
 
     def _settle(self, record: JobRecord) -> None:
         """After an update: note the job's state; a finished item may bring the next."""
+        assert record.job_id is not None  # submitted before any update
         job = self.core.visible_job(record.job_id, record.item.user, admin=True)
         if job.state is JobState.QUEUED:
             record.state, record.attempt_start = "queued", None

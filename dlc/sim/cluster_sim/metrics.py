@@ -124,7 +124,7 @@ def measure(result: SimResult, scenario: Scenario, seed: int) -> dict:
     jct = [
         (r.ended - r.submitted) / max(r.work0, 1.0)
         for r in records
-        if r.item.kind == "training" and r.state == "finished"
+        if r.item.kind == "training" and r.state == "finished" and r.ended is not None
     ]
     out["training_jct_over_isolated_p95"] = _pct(jct, 95)
     out["preemptions_per_week"] = sum(r.preemptions for r in records) * WEEK_DAYS / days

@@ -80,6 +80,11 @@ def _pm(mean: float | None, ci: float | None, digits: int = 1) -> str:
     return f"{mean:.{digits}f}" + (f" ± {ci:.{digits}f}" if ci is not None else "")
 
 
+def _pm_pair(pair: tuple[float | None, float | None], digits: int = 1) -> str:
+    """:func:`_pm` of a ``(mean, ci)`` pair (``runs.mean_ci``)."""
+    return _pm(pair[0], pair[1], digits)
+
+
 def cards_markdown(found: dict) -> str:
     """The cards-needed table (``runs.cards_table``) as Markdown, one row per policy."""
     lines = [
@@ -94,8 +99,10 @@ def cards_markdown(found: dict) -> str:
         cells = [
             policy, _pm(f["both_mean"], f["both_ci95"]), seeds, str(f["both_unmet_seeds"]),
             _pm(f["session_mean"], f["session_ci95"]), fewer,
-            _pm(*f["at_need_allocation_ratio"], 2), _pm(*f["at_need_allocated_h_per_card_day"]),
-            _pm(*f["at_need_active_h_per_card_day"]), _pm(*f["at_need_tenants_per_gpu_mean"], 2),
+            _pm_pair(f["at_need_allocation_ratio"], 2),
+            _pm_pair(f["at_need_allocated_h_per_card_day"]),
+            _pm_pair(f["at_need_active_h_per_card_day"]),
+            _pm_pair(f["at_need_tenants_per_gpu_mean"], 2),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

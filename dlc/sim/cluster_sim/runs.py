@@ -200,7 +200,7 @@ def cards_table(rows: list[dict], per_node: int, reference: str | None = None) -
     """Per policy: cards needed per seed (first size meeting both SLOs; ``None``: none of
     the sizes run), and for the session SLO alone; mean ± 95% CI over the seeds that met
     them; and, against ``reference`` (P0), the paired "fewer cards" ratio 1 - N/N_ref."""
-    need: dict[str, dict[int, dict[str, int | None]]] = {}
+    need: dict[str, dict[int, dict[str, Any]]] = {}  # both, session, largest_run, at_need
     for row in sorted(rows, key=lambda r: r["sweep"][1]):
         cards = row["sweep"][1] * per_node
         m = row["metrics"]

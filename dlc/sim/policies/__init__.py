@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dlc.errors import FieldError
 from dlc.sim.policies.base import ClusterView, Policy
 from dlc.sim.policies.fgd import FgdPolicy
 from dlc.sim.policies.paper import best_fit, dot_product, gpu_clustering, gpu_packing, random_policy
 
 #: policy name -> (factory, label in tables)
-POLICIES = {
+POLICIES: dict[str, tuple[Callable[[], Policy] | None, str]] = {
     "random": (lambda: random_policy, "Random"),
     "dotprod": (lambda: dot_product, "DotProd"),
     "clustering": (lambda: gpu_clustering, "GpuClustering"),
@@ -34,7 +36,9 @@ def get_policy(name: str) -> Policy:
         from dlc.sim.policies.dlc import DlcPolicy
 
         return DlcPolicy(ScoreParams(hold_reserve=reserve))
-    return POLICIES[base][0]()
+    factory = POLICIES[base][0]
+    assert factory is not None  # "dlc" and "dlc-admit" are built above
+    return factory()
 
 
 def check_policy(name: str) -> str:

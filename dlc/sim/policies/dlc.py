@@ -94,6 +94,7 @@ class DlcPolicy:
     def _refresh(self) -> None:
         n = self._last
         if n is not None:
+            assert self._agents.frag is not None  # measured in _bind
             self._agents.frag[n] = node_frag(self._mix, self._agents, np.array([n]), self.params)[0]
             self._chooser.touched(n)
             self._last = None

@@ -90,9 +90,10 @@ def _from_nvml(nvml: Any) -> Topology:
 
     if nvml is None:
         try:
-            import pynvml as nvml  # lazy: DLC must import on hosts without it
+            import pynvml  # lazy: DLC must import on hosts without it
         except ImportError as exc:
             raise DiscoveryError("pynvml not installed: pip install nvidia-ml-py") from exc
+        nvml = pynvml
     return topology_from_nvml(nvml)
 
 

@@ -112,9 +112,10 @@ def cpu_list_text(words: Iterable[int], word_bits: int = 64) -> str:
         if int(word) >> bit & 1
     ]
     ranges: list[str] = []
-    start = prev = None
-    for cpu in cpus + [None]:
-        if start is not None and cpu == prev + 1:
+    start: int | None = None
+    prev: int | None = None
+    for cpu in [*cpus, None]:
+        if start is not None and prev is not None and cpu == prev + 1:
             prev = cpu
             continue
         if start is not None:

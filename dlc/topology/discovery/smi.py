@@ -69,7 +69,7 @@ def topology_from_smi(
     gpus = merge_query(topo.gpus, rows, proc_gpus)
     migs = read_mig_modes(smi, timeout_s)
     gpus = tuple(replace(g, mig_mode=migs.get(g.index, g.mig_mode)) for g in gpus)
-    drivers = {row["driver_version"] for row in rows.values()} - {None}
+    drivers = {row["driver_version"] for row in rows.values() if row["driver_version"] is not None}
     return replace(
         topo,
         gpus=gpus,

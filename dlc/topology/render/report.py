@@ -141,7 +141,7 @@ def summary_line(facts: TopologyFacts) -> str:
 
 def nvlink_graph(topo: Topology) -> nx.Graph:
     """GPU indices joined where the pair has NVLinks (edge attribute ``nvlinks``)."""
-    graph = nx.Graph()
+    graph: nx.Graph[int] = nx.Graph()
     graph.add_nodes_from(topo.gpu_indices)
     for link in topo.pairs():
         if link.nvlinks:
