@@ -48,6 +48,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
 
 unit: setup
 	$(PY) -m pytest -q -m "not docker and not mesos and not browser and not multihost"

@@ -250,11 +250,10 @@ class _Planner:
     """The state of one :func:`plan` call."""
 
     def __init__(
-        self, queue: Sequence[Job], active: Iterable[Job], policy: Policy,
+        self, queue: Sequence[Job], active: Sequence[Job], policy: Policy,
         capacity: Mapping[str, Resources], started: Mapping[str, float],
         gpu_mib: GpuSizes | int | None = None, tenure: Tenure | None = None,
     ) -> None:  # fmt: skip
-        active = list(active)  # read twice below: a one-shot iterable must not run dry
         self.policy = policy
         self.gpu_mib = gpu_mib
         self.started_of: Callable[[Job], float] = lambda job: started.get(
