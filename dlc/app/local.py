@@ -49,7 +49,11 @@ from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.scheduler.task_info import ExecutorConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from dlc.executor.runtime import DockerRuntime
     from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
+    from dlc.scheduler.core_config import ImageResolver
     from dlc.topology.model import Topology
 
 log = logging.getLogger(__name__)
@@ -338,7 +342,12 @@ class LocalImageCheck:
 
     TTL_S = 60.0
 
-    def __init__(self, runtime, resolver=None, clock=time.monotonic):
+    def __init__(
+        self,
+        runtime: DockerRuntime,
+        resolver: ImageResolver | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         from dlc.scheduler.core_config import default_resolver
 
         self._runtime, self._resolver, self._clock = runtime, resolver or default_resolver, clock

@@ -20,7 +20,9 @@ from dlc.executor.container_spec import LABEL_EXECUTOR, LABEL_FRAMEWORK
     help="Seconds between SIGTERM and SIGKILL for running containers.",
 )
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
-def command(everything, framework_id, executor_id, grace, dry_run):
+def command(
+    everything: bool, framework_id: str | None, executor_id: str | None, grace: float, dry_run: bool
+) -> None:
     """Stop and remove orphaned DLC job containers (selected by their dlc.* labels).
 
     Running job containers are removed too: use it when the executors that own them are gone

@@ -20,7 +20,7 @@ def _shared(node: dict) -> str:
 @click.command("nodes")
 @output_option
 @api_options
-def command(output, api, token):
+def command(output: str, api: str | None, token: str | None) -> None:
     """Agents by pool: GPUs in all, taken whole by jobs, holding shares, draining, free."""
     nodes = call(api, token, "GET", "/v1/nodes")["nodes"]
     if structured(output, nodes):

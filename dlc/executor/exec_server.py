@@ -180,7 +180,9 @@ class _BoundedServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # the listen backlog (5 by default: a burst waited on SYN retries)
 
-    def __init__(self, address, handler):
+    def __init__(
+        self, address: tuple[str, int], handler: type[http.server.BaseHTTPRequestHandler]
+    ) -> None:
         super().__init__(address, handler)
         self._lock = threading.Lock()
         self._open: dict[int, tuple[str, threading.Timer]] = {}  # id(socket) -> (ip, deadline)
