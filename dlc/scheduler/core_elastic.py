@@ -1,0 +1,202 @@
+"""The core's elastic gangs: grow from what an offer round left over, shrink for waiting jobs.
+
+A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
+:mod:`~dlc.scheduler.core_state`); the rules are the pure ones of
+:mod:`~dlc.scheduler.elastic`. Growth runs after the queue had its turn in the round, on the
+agents none of its launches used and no reservation holds, and only while no queued job of
+the same or higher priority waits; each new member is saved as a staging task of the
+running job before its launch is returned (as a first launch is), so a restart finds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dlc.scheduler.core_state import CoreState, _done
+from dlc.scheduler.elastic import (
+    Waiter,
+    extras,
+    growth_blocker,
+    member_order,
+    nodes_text,
+    not_growing,
+    shrink_for,
+)
+from dlc.scheduler.gang_topology import Locality
+from dlc.scheduler.jobs import Job, JobState, TaskPlacement
+from dlc.scheduler.placement import Launch, OfferView, place
+
+
+def _live_extras(job: Job) -> list[TaskPlacement]:
+    return [t for t in extras(job) if not _done(t)]
+
+
+class ElasticMixin(CoreState):
+    """Growth and shrink of elastic gangs (``--nodes MIN:MAX``)."""
+
+    def _elastic(self) -> list[Job]:
+        """Running elastic gangs that may change size (not being killed or preempted)."""
+        return [
+            j for j in self._active.values()
+            if j.spec.nodes_max is not None and j.state is JobState.RUNNING
+            and not j.kill_requested
+        ]  # fmt: skip
+
+    def _growable(self) -> list[Job]:
+        """Running elastic gangs below MAX whose node 0 keeps the rendezvous."""
+        return [j for j in self._elastic() if len(j.tasks) < j.spec.nodes_max and _anchor(j)]
+
+    def wants_offers(self) -> bool:
+        """Whether offers are needed: a job waits, or an elastic gang could grow."""
+        with self._lock:
+            return bool(self._queued) or bool(self._growable())
+
+    def _waiters(self, placeable: dict[str, str], floor: int) -> list[Waiter]:
+        """The queued jobs that waited this round (placeable, not held) of priority >= floor,
+        with the agents able to run them."""
+        out = []
+        for job_id in placeable:
+            job = self._queued.get(job_id)
+            if job is None or job.spec.priority < floor:
+                continue
+            able = frozenset(a.agent_id for a in self.inventory.able_agents(job.spec))
+            out.append(Waiter(job_id, job.spec.priority, able or None))
+        return out
+
+    def _elastic_round(
+        self, views: list[OfferView], used: set[str], placeable: dict[str, str]
+    ) -> tuple[list[tuple[Job, Launch]], list[tuple[str, str]]]:
+        """This round's growth launches and shrink kills.
+
+        Args:
+            views: the round's usable offers.
+            used: agents the queue's launches took this round.
+            placeable: queued jobs that waited this round though they could run (id -> why).
+        """
+        gangs = self._elastic()
+        if not gangs:
+            return [], []
+        waiters = self._waiters(placeable, min(j.spec.priority for j in gangs))
+        kills = self._shrink(gangs, waiters)
+        growable = [j for j in self._growable() if not _live_extras_killed(j, kills)]
+        growth = self._grow(growable, views, used, waiters) if growable else []
+        return growth, kills
+
+    def _shrink(self, gangs: list[Job], waiters: list[Waiter]) -> list[tuple[str, str]]:
+        kills = []
+        live = [replace(j, tasks=tuple(t for t in j.tasks if not _done(t))) for j in gangs]
+        for job, task, why in shrink_for(live, waiters):
+            current = self._active[job.job_id]
+            if current.message != why:
+                self._save(replace(current, message=why), event=why)
+            kills.append((task.task_id, task.agent_id))
+        return kills
+
+    def _grow(
+        self, gangs: list[Job], views: list[OfferView], used: set[str], waiters: list[Waiter]
+    ) -> list[tuple[Job, Launch]]:
+        reserved = self._reservations.held()
+        by_agent: dict[str, list[OfferView]] = {}
+        for view in views:
+            if view.agent_id not in used and view.agent_id not in reserved:
+                by_agent.setdefault(view.agent_id, []).append(view)
+        out: list[tuple[Job, Launch]] = []
+        gangs.sort(key=lambda j: (-j.spec.priority, j.submitted_at, j.job_id))
+        for job in gangs:
+            blocker = growth_blocker(job, waiters)
+            if blocker is not None:
+                self._note_growth(job, not_growing(job, blocker))
+                continue
+            held = {t.rank for t in job.tasks}
+            ranks = [r for r in range(job.spec.nodes, job.spec.nodes_max) if r not in held]
+            for rank in ranks:
+                launch = self._place_member(job, rank, by_agent)
+                if launch is None:
+                    self._note_growth(
+                        job,
+                        f"not growing: no offer has room for node {rank} "
+                        f"({job.spec.gpus} GPUs, {job.spec.cpus:g} cpus, "
+                        f"{job.spec.mem_mib} MiB) away from its other nodes",
+                    )
+                    break
+                by_agent.pop(launch.agent_id, None)
+                out.append((job, launch))
+        return out
+
+    def _place_member(
+        self, job: Job, rank: int, by_agent: dict[str, list[OfferView]]
+    ) -> Launch | None:
+        """One new member of ``job`` on the nearest agent (to node 0) that holds it and runs
+        none of the gang's nodes."""
+        anchor = _anchor(job)
+        mine = {t.agent_id for t in job.tasks}
+        candidates = [a for a in by_agent if a not in mine]
+        near = member_order(candidates, self._place_of, self._place_of(anchor.agent_id),
+                            job.spec.gang_topology)  # fmt: skip
+        one = replace(job, spec=replace(job.spec, nodes=1), tasks=())
+        for agent_id in near:
+            result = place(by_agent[agent_id], [one], self.config.placement,
+                           self._topology_of, self._driver_ok)  # fmt: skip
+            if result.launches:
+                return replace(result.launches[0], task_id=f"{job.task_prefix()}{rank}",
+                               rank=rank, peers=(anchor.rendezvous,))  # fmt: skip
+        return None
+
+    def _place_of(self, agent_id: str) -> Locality:
+        agent = self.inventory.get(agent_id)
+        return agent.locality if agent is not None else Locality()
+
+    def _note_growth(self, job: Job, why: str) -> None:
+        """Keep why a gang does not grow on the job (stored only when it changes)."""
+        current = self._active.get(job.job_id)
+        if current is not None and current.message != why:
+            self._save(replace(current, message=why))
+
+    def _add_member(self, job: Job, launch: Launch, fields: dict) -> None:
+        """Save the new member as a staging task of the running job (before its launch)."""
+        current = self._active.get(job.job_id, job)
+        task = TaskPlacement(
+            launch.task_id, launch.agent_id, launch.hostname, launch.gpu_ids,
+            launch.offer_ids[0], launch.rank, rendezvous=launch.peers[0], **fields,
+        )  # fmt: skip
+        grown = replace(current, tasks=(*current.tasks, task))
+        why = f"growing: node {launch.rank} on {launch.hostname} ({nodes_text(grown)} nodes)"
+        self._save(replace(grown, message=why), event=why)
+
+    def _member_left(self, job: Job, task: TaskPlacement, message: str):
+        """An extra member ended: the gang goes on without it (its GPUs drain as usual)."""
+        self._previous[task.task_id] = (task.agent_id, task.gpu_ids)
+        rest = replace(job, tasks=tuple(t for t in job.tasks if t.task_id != task.task_id))
+        why = f"node {task.rank} left ({message}); running on {nodes_text(rest)} nodes"
+        if job.message.startswith("shrinking: "):
+            why = f"{job.message}; running on {nodes_text(rest)} nodes"
+        return self._save(replace(rest, message=why), event=why)
+
+    def _shrink_instead(self, victims) -> list[tuple[str, str]]:
+        """Shrink-first for a quota plan: the planned victims that are elastic gangs above
+        MIN give back their extra members; the plan's whole evictions wait for the next
+        round (which sees the smaller gangs). Empty: no victim has extra members."""
+        kills = []
+        for victim in victims:
+            job = self._active.get(victim.job_id)
+            if job is None or job.spec.nodes_max is None or job.kill_requested:
+                continue
+            for task in _live_extras(job):
+                why = f"shrinking: gave back node {task.rank} on {task.hostname} ({victim.reason})"
+                if job.message != why:
+                    job = self._save(replace(job, message=why), event=why)
+                kills.append((task.task_id, task.agent_id))
+        return kills
+
+
+def _anchor(job: Job) -> TaskPlacement | None:
+    """Node 0 when it runs and carries the rendezvous address (else the gang cannot grow)."""
+    node0 = next((t for t in job.tasks if t.rank == 0), None)
+    if node0 is None or not node0.rendezvous or _done(node0):
+        return None
+    return node0
+
+
+def _live_extras_killed(job: Job, kills: list[tuple[str, str]]) -> bool:
+    killed = {k for k, _ in kills}
+    return any(t.task_id in killed for t in job.tasks)
