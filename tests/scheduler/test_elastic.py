@@ -255,3 +255,40 @@ def _slave(agent, gpus=8):
                       "gpu_ids": "{" + ids + "}"},
         "attributes": {},
     }  # fmt: skip
+
+
+# -- quota reclaim ----------------------------------------------------------------------------
+
+
+def test_quota_reclaim_takes_the_extra_members_before_evicting_the_gang(tmp_path):
+    from dlc.scheduler.tenancy import Group, Policy, Quota, Resources
+
+    config = CoreConfig(placement=PlacementConfig("first-fit"), max_skips=1000)
+    core = SchedulerCore(JobStore(tmp_path / "db"), config, resolver)
+    agents = ("a1", "a2", "a3", "a4")
+    core.update_agents([{**_slave(a, gpus=2), "attributes": {"dlc_pool": "train"}}
+                        for a in agents])  # fmt: skip
+    groups = {g: Group(g, frozenset({g}), "train") for g in ("a", "b")}
+    quotas = {(g, "train"): Quota(g, "train", Resources(4, 32, 131072)) for g in groups}
+    core.set_tenancy(Policy(groups, quotas, {}, grace_s=30))
+
+    def offers(*names):
+        return [offer(f"o-{n}", n, [0, 1], attrs={"dlc_pool": "train"}) for n in names]
+
+    gang = submit(core, user="a", gpus=2, nodes="2:4")
+    core.on_offers(offers("a1", "a2"))
+    running(core, gang.job_id, ("a1", "a2"))
+    actions = core.on_offers(offers("a3", "a4"))  # borrows b's idle guarantee
+    assert len(launched(actions)) == 2
+    running(core, gang.job_id, agents)
+    assert core.plan_queue().usage[("a", "train")].gpus == 8  # extra members are charged
+    submit(core, user="b", gpus=2, nodes=2)
+    kills = core.pending_kills().kills  # a full cluster: the kill pass plans the reclaim
+    assert sorted(kills) == [(f"{gang.job_id}.0.2", "a3"), (f"{gang.job_id}.0.3", "a4")]
+    after = core.store.get_job(gang.job_id)
+    assert after.state is JobState.RUNNING  # shrunk, not evicted
+    assert after.message.startswith("shrinking: gave back node")
+    for rank, agent in ((2, "a3"), (3, "a4")):
+        core.on_status(status(f"{gang.job_id}.0.{rank}", "TASK_KILLED", agent))
+    assert core.pending_kills().kills == []  # at MIN and within a's guarantee: nothing more
+    assert nodes_text(core.store.get_job(gang.job_id)) == "2/2:4"
