@@ -186,6 +186,8 @@ class JobOut(BaseModel):
     gpu_memory: int | None = None
     interactive: bool = False
     nodes: int
+    nodes_max: int | None = None
+    members: int | None = None
     gpu_model: str | None
     cpus: float
     mem_mib: int

@@ -292,3 +292,15 @@ def test_quota_reclaim_takes_the_extra_members_before_evicting_the_gang(tmp_path
         core.on_status(status(f"{gang.job_id}.0.{rank}", "TASK_KILLED", agent))
     assert core.pending_kills().kills == []  # at MIN and within a's guarantee: nothing more
     assert nodes_text(core.store.get_job(gang.job_id)) == "2/2:4"
+
+
+def test_jobs_and_status_show_members_over_the_range(core):
+    from dlc.api.app import job_to_dict
+    from dlc.cli.job_view import gpus
+    from dlc.cli.status_cmd import describe
+
+    job = grown(core)
+    body = job_to_dict(core.store.get_job(job.job_id))
+    assert (body["nodes"], body["nodes_max"], body["members"]) == (2, 4, 3)
+    assert gpus(body) == "3/2:4x1"  # `dlc jobs`
+    assert any("1 x 3/2:4 node(s)" in line for line in describe(body))  # `dlc status`
