@@ -25,6 +25,8 @@ from dlc.scheduler.elastic import (
 from dlc.scheduler.gang_topology import Locality
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.placement import Launch, OfferView, place
+from dlc.scheduler.quotas import demand, job_gpus, key_of, usage_of
+from dlc.scheduler.tenancy import ZERO, fmt
 
 
 def _live_extras(job: Job) -> list[TaskPlacement]:
@@ -107,6 +109,10 @@ class ElasticMixin(CoreState):
             if blocker is not None:
                 self._note_growth(job, not_growing(job, blocker))
                 continue
+            limit = self._growth_limit(job)
+            if limit is not None:
+                self._note_growth(job, f"not growing: {limit}")
+                continue
             held = {t.rank for t in job.tasks}
             ranks = [r for r in range(job.spec.nodes, job.spec.nodes_max) if r not in held]
             for rank in ranks:
@@ -122,6 +128,30 @@ class ElasticMixin(CoreState):
                 by_agent.pop(launch.agent_id, None)
                 out.append((job, launch))
         return out
+
+    def _growth_limit(self, job: Job) -> str | None:
+        """Why one more node would break the group's ceiling or the user's GPU limit (growth
+        may borrow others' idle guarantees: a reclaim takes extra members back first)."""
+        policy = self.tenancy
+        if not policy.enabled:
+            return None
+        node = demand(replace(job.spec, nodes=1, nodes_max=None))
+        key = key_of(policy, job)
+        ceiling = policy.quota(*key).ceiling
+        used = usage_of(policy, [j for j in self._active.values() if key_of(policy, j) == key])
+        held = used.get(key, ZERO)
+        if ceiling is not None and (held + node).first_excess(ceiling) is not None:
+            name = (held + node).first_excess(ceiling)
+            return (f"{key[0]} would pass its ceiling in pool {key[1]} "
+                    f"({fmt(held.amount(name), name)} of {fmt(ceiling.amount(name), name)} {name} "
+                    "held)")  # fmt: skip
+        limits = policy.limits.get(job.user)
+        if limits is not None and limits.max_gpus is not None:
+            mine = sum(job_gpus(policy, j) for j in self._active.values() if j.user == job.user)
+            if mine + node.gpus > limits.max_gpus + 1e-9:
+                return (f"user {job.user} holds {fmt(mine)} of {fmt(limits.max_gpus)} GPUs "
+                        "allowed")  # fmt: skip
+        return None
 
     def _place_member(
         self, job: Job, rank: int, by_agent: dict[str, list[OfferView]]

@@ -304,3 +304,16 @@ def test_jobs_and_status_show_members_over_the_range(core):
     assert (body["nodes"], body["nodes_max"], body["members"]) == (2, 4, 3)
     assert gpus(body) == "3/2:4x1"  # `dlc jobs`
     assert any("1 x 3/2:4 node(s)" in line for line in describe(body))  # `dlc status`
+
+
+def test_growth_keeps_to_the_group_ceiling(core):
+    from dlc.scheduler.tenancy import Group, Policy, Quota, Resources
+
+    group = Group("a", frozenset({"alice"}), "default")
+    quota = Quota("a", "default", Resources(2, 8, 16384), Resources(2, 64, 131072))
+    core.set_tenancy(Policy({"a": group}, {("a", "default"): quota}, {}))
+    job = elastic_at_min(core)
+    assert launched(core.on_offers([one_gpu("a3")])) == []
+    assert core.store.get_job(job.job_id).message.startswith(
+        "not growing: a would pass its ceiling in pool default (2 of 2 GPUs held)"
+    )
