@@ -317,3 +317,20 @@ def test_growth_keeps_to_the_group_ceiling(core):
     assert core.store.get_job(job.job_id).message.startswith(
         "not growing: a would pass its ceiling in pool default (2 of 2 GPUs held)"
     )
+
+
+@pytest.mark.parametrize("nodes", ["2:4", {"min": 2, "max": 4}])
+def test_the_api_takes_both_range_forms(tmp_path, nodes):
+    from dlc.api.client import ApiClient
+    from dlc.api.logs import LogReader
+    from dlc.api.server import ApiServer
+
+    core = make_core(tmp_path)
+    server = ApiServer(core, LogReader(lambda: "fw", sandbox_roots=[tmp_path]), lambda a: None)
+    server.start()
+    try:
+        token = core.store.add_token("alice")
+        job = ApiClient(server.url, token).submit({"image": "busybox", "nodes": nodes})
+        assert (job["nodes"], job["nodes_max"], job["members"]) == (2, 4, 0)
+    finally:
+        server.stop()
