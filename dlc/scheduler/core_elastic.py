@@ -53,16 +53,25 @@ class ElasticMixin(CoreState):
         with self._lock:
             return bool(self._queued) or bool(self._growable())
 
-    def _waiters(self, placeable: dict[str, str], floor: int) -> list[Waiter]:
+    def _waiters(self, placeable: dict[str, str], floor: int, extras: int) -> list[Waiter]:
         """The queued jobs that waited this round (placeable, not held) of priority >= floor,
-        with the agents able to run them."""
+        highest first. Only while gangs hold ``extras`` live extra members are the agents able
+        to run them looked up (once per shape), and for no more jobs than could matter."""
+        jobs = [j for j in map(self._queued.get, placeable)
+                if j is not None and j.spec.priority >= floor]  # fmt: skip
+        jobs.sort(key=lambda j: -j.spec.priority)
+        if not extras:
+            return [Waiter(j.job_id, j.spec.priority) for j in jobs[:1]]
+        able: dict[tuple, frozenset[str] | None] = {}
         out = []
-        for job_id in placeable:
-            job = self._queued.get(job_id)
-            if job is None or job.spec.priority < floor:
-                continue
-            able = frozenset(a.agent_id for a in self.inventory.able_agents(job.spec))
-            out.append(Waiter(job_id, job.spec.priority, able or None))
+        for job in jobs[: 4 * extras]:
+            spec = job.spec
+            shape = (spec.gpus, spec.gpu_model, spec.gpu_vendor, spec.cpus, spec.mem_mib,
+                     spec.disk_mib, spec.cuda_version, spec.is_share, spec.gpu_memory)  # fmt: skip
+            if shape not in able:
+                agents = frozenset(a.agent_id for a in self.inventory.able_agents(spec))
+                able[shape] = agents or None  # no agent known yet: any
+            out.append(Waiter(job.job_id, spec.priority, able[shape]))
         return out
 
     def _elastic_round(
@@ -78,7 +87,8 @@ class ElasticMixin(CoreState):
         gangs = self._elastic()
         if not gangs:
             return [], []
-        waiters = self._waiters(placeable, min(j.spec.priority for j in gangs))
+        extra = sum(len(_live_extras(j)) for j in gangs)
+        waiters = self._waiters(placeable, min(j.spec.priority for j in gangs), extra)
         kills = self._shrink(gangs, waiters)
         growable = [j for j in self._growable() if not _live_extras_killed(j, kills)]
         growth = self._grow(growable, views, used, waiters) if growable else []

@@ -334,3 +334,21 @@ def test_the_api_takes_both_range_forms(tmp_path, nodes):
         assert (job["nodes"], job["nodes_max"], job["members"]) == (2, 4, 0)
     finally:
         server.stop()
+
+
+def test_new_members_go_nearest_to_node0_and_keep_a_required_level():
+    from dlc.scheduler.elastic import member_order
+    from dlc.scheduler.gang_topology import Locality
+
+    places = {
+        "same-switch": Locality("r", "z1", "rack1", "tor1"),
+        "same-rack": Locality("r", "z1", "rack1", "tor2"),
+        "same-zone": Locality("r", "z1", "rack2", "tor1"),
+        "elsewhere": Locality("r", "z2", "rack9", "tor9"),
+    }
+    anchor = Locality("r", "z1", "rack1", "tor1")
+    agents = sorted(places)
+    assert member_order(agents, places.get, anchor, None) == [
+        "same-switch", "same-rack", "same-zone", "elsewhere",
+    ]  # fmt: skip
+    assert member_order(agents, places.get, anchor, "rack:required") == ["same-switch", "same-rack"]
