@@ -28,6 +28,14 @@ MAX_NODES = 1024
 #: torchrun's restarts after a member leaves (a membership change by a joining node costs
 #: none); a user's own ``PET_MAX_RESTARTS`` wins
 DEFAULT_MAX_RESTARTS = 100
+#: set for every member unless the job sets them: with torchrun's default (the rendezvous
+#: store shared with the workers), a node joining a running gang waited 60 s for a
+#: ``MASTER_ADDR`` key node 0 never wrote again and failed (torch 2.11, measured; node 0 keeps
+#: the first round's bootstrap address); without the sharing it joined in seconds
+TORCHRUN_DEFAULTS = {
+    "PET_MAX_RESTARTS": str(DEFAULT_MAX_RESTARTS),
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+}
 
 _HOW = '--nodes N or --nodes MIN:MAX (YAML nodes: 4, nodes: "2:4" or nodes: {min: 2, max: 4})'
 

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dlc.scheduler.elastic import DEFAULT_MAX_RESTARTS, elastic_env
+from dlc.scheduler.elastic import TORCHRUN_DEFAULTS, elastic_env
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy, Volume
 from dlc.scheduler.placement import Launch, PlacementConfig
@@ -120,8 +120,9 @@ def launch_spec(
             rdzv_id = f"{job.job_id}.{job.attempt}"
             env.update(elastic_env(launch.rank, spec.gpus, launch.peers[0], spec.nodes,
                                    spec.nodes_max, rdzv_id))  # fmt: skip
-            # a member that leaves fails the others' collectives: torchrun restarts them
-            env.setdefault("PET_MAX_RESTARTS", str(DEFAULT_MAX_RESTARTS))
+            # restarts after a member leaves; a rendezvous a joining node can complete
+            for key, value in TORCHRUN_DEFAULTS.items():
+                env.setdefault(key, value)
     elif spec.nodes > 1:
         # Distributed jobs find their place in the gang from these.
         env.update({"DLC_NODE_RANK": str(launch.rank), "DLC_NUM_NODES": str(spec.nodes)})

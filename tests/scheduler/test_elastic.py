@@ -352,3 +352,13 @@ def test_new_members_go_nearest_to_node0_and_keep_a_required_level():
         "same-switch", "same-rack", "same-zone", "elsewhere",
     ]  # fmt: skip
     assert member_order(agents, places.get, anchor, "rack:required") == ["same-switch", "same-rack"]
+
+
+def test_torchrun_defaults_unless_the_job_sets_them(core):
+    submit(core, nodes="1:2", env={"PET_MAX_RESTARTS": "3"})
+    (info,) = launched(core.on_offers([one_gpu("a1")]))
+    env = env_of(info)
+    assert env["PET_MAX_RESTARTS"] == "3"  # the job's own
+    # without it a joining node never completed torchrun's rendezvous (docs/environments.md)
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert "WORLD_SIZE" not in env and "PET_NODE_RANK" not in env
