@@ -297,8 +297,9 @@ class StatusMixin(TenancyMixin):
             return None
         if job.state is not JobState.RUNNING:
             return None
-        if any(t.state in _NODE_FAILED for t in job.tasks if t.rank < job.spec.nodes):
-            return None  # the gang itself failed: its members end with it
+        core = [t for t in job.tasks if t.rank < job.spec.nodes]
+        if any(t.state in _NODE_FAILED for t in core) or all(_done(t) for t in core):
+            return None  # the gang itself failed or ended: its members end with it
         self._member_left(job, task, message)
         return Actions(revive=True)
 

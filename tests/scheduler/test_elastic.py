@@ -362,3 +362,12 @@ def test_torchrun_defaults_unless_the_job_sets_them(core):
     # without it a joining node never completed torchrun's rendezvous (docs/environments.md)
     assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
     assert "WORLD_SIZE" not in env and "PET_NODE_RANK" not in env
+
+
+def test_a_gang_whose_min_nodes_finished_ends_with_its_last_member(core):
+    job = grown(core)
+    for rank, agent in ((0, "a1"), (1, "a2")):
+        core.on_status(status(f"{job.job_id}.0.{rank}", "TASK_FINISHED", agent))
+    assert core.store.get_job(job.job_id).state is JobState.RUNNING  # node 2 still runs
+    core.on_status(status(f"{job.job_id}.0.2", "TASK_FINISHED", "a3"))
+    assert core.store.get_job(job.job_id).state is JobState.FINISHED
