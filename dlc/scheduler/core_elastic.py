@@ -28,6 +28,9 @@ from dlc.scheduler.placement import Launch, OfferView, place
 from dlc.scheduler.quotas import demand, job_gpus, key_of, usage_of
 from dlc.scheduler.tenancy import ZERO, fmt
 
+#: how many waiting jobs (highest priority first) a round checks against elastic gangs
+WAITERS_LOOKED_AT = 64
+
 
 def _live_extras(job: Job) -> list[TaskPlacement]:
     return [t for t in extras(job) if not _done(t)]
@@ -53,18 +56,16 @@ class ElasticMixin(CoreState):
         with self._lock:
             return bool(self._queued) or bool(self._growable())
 
-    def _waiters(self, placeable: dict[str, str], floor: int, extras: int) -> list[Waiter]:
+    def _waiters(self, placeable: dict[str, str], floor: int) -> list[Waiter]:
         """The queued jobs that waited this round (placeable, not held) of priority >= floor,
-        highest first. Only while gangs hold ``extras`` live extra members are the agents able
-        to run them looked up (once per shape), and for no more jobs than could matter."""
+        highest first, with the agents able to run them (looked up once per shape, for the
+        first :data:`WAITERS_LOOKED_AT` only: a bound on the round's cost)."""
         jobs = [j for j in map(self._queued.get, placeable)
                 if j is not None and j.spec.priority >= floor]  # fmt: skip
         jobs.sort(key=lambda j: -j.spec.priority)
-        if not extras:
-            return [Waiter(j.job_id, j.spec.priority) for j in jobs[:1]]
         able: dict[tuple, frozenset[str] | None] = {}
         out = []
-        for job in jobs[: 4 * extras]:
+        for job in jobs[:WAITERS_LOOKED_AT]:
             spec = job.spec
             shape = (spec.gpus, spec.gpu_model, spec.gpu_vendor, spec.cpus, spec.mem_mib,
                      spec.disk_mib, spec.cuda_version, spec.is_share, spec.gpu_memory)  # fmt: skip
@@ -87,8 +88,7 @@ class ElasticMixin(CoreState):
         gangs = self._elastic()
         if not gangs:
             return [], []
-        extra = sum(len(_live_extras(j)) for j in gangs)
-        waiters = self._waiters(placeable, min(j.spec.priority for j in gangs), extra)
+        waiters = self._waiters(placeable, min(j.spec.priority for j in gangs))
         kills = self._shrink(gangs, waiters)
         growable = [j for j in self._growable() if not _live_extras_killed(j, kills)]
         growth = self._grow(growable, views, used, waiters) if growable else []
@@ -115,33 +115,28 @@ class ElasticMixin(CoreState):
         out: list[tuple[Job, Launch]] = []
         gangs.sort(key=lambda j: (-j.spec.priority, j.submitted_at, j.job_id))
         for job in gangs:
-            blocker = growth_blocker(job, waiters)
-            if blocker is not None:
-                self._note_growth(job, not_growing(job, blocker))
-                continue
-            limit = self._growth_limit(job)
-            if limit is not None:
-                self._note_growth(job, f"not growing: {limit}")
-                continue
+            # never on an agent a waiting job of the same or higher priority could use
+            first = [w for w in waiters if w.priority >= job.spec.priority]
+            free = {a: v for a, v in by_agent.items() if not any(w.could_use(a) for w in first)}
             held = {t.rank for t in job.tasks}
             ranks = [r for r in range(job.spec.nodes, job.spec.nodes_max) if r not in held]
-            for rank in ranks:
-                launch = self._place_member(job, rank, by_agent)
+            for added, rank in enumerate(ranks):
+                why = self._growth_limit(job, added)
+                launch = None if why else self._place_member(job, rank, free)
                 if launch is None:
-                    self._note_growth(
-                        job,
-                        f"not growing: no offer has room for node {rank} "
-                        f"({job.spec.gpus} GPUs, {job.spec.cpus:g} cpus, "
-                        f"{job.spec.mem_mib} MiB) away from its other nodes",
-                    )
+                    blocked = len(free) < len(by_agent)  # waiting jobs could use the others
+                    note = f"not growing: {why}" if why else None
+                    self._note_growth(job, note or _no_room(job, rank, first if blocked else []))
                     break
+                free.pop(launch.agent_id, None)
                 by_agent.pop(launch.agent_id, None)
                 out.append((job, launch))
         return out
 
-    def _growth_limit(self, job: Job) -> str | None:
-        """Why one more node would break the group's ceiling or the user's GPU limit (growth
-        may borrow others' idle guarantees: a reclaim takes extra members back first)."""
+    def _growth_limit(self, job: Job, added: int = 0) -> str | None:
+        """Why one more node (after ``added`` this round) would pass the group's ceiling or
+        the user's GPU limit (growth may borrow others' idle guarantees: a reclaim takes extra
+        members back first)."""
         policy = self.tenancy
         if not policy.enabled:
             return None
@@ -150,6 +145,8 @@ class ElasticMixin(CoreState):
         ceiling = policy.quota(*key).ceiling
         used = usage_of(policy, [j for j in self._active.values() if key_of(policy, j) == key])
         held = used.get(key, ZERO)
+        for _ in range(added):
+            held = held + node
         if ceiling is not None and (held + node).first_excess(ceiling) is not None:
             name = (held + node).first_excess(ceiling)
             return (f"{key[0]} would pass its ceiling in pool {key[1]} "
@@ -158,6 +155,7 @@ class ElasticMixin(CoreState):
         limits = policy.limits.get(job.user)
         if limits is not None and limits.max_gpus is not None:
             mine = sum(job_gpus(policy, j) for j in self._active.values() if j.user == job.user)
+            mine += added * node.gpus
             if mine + node.gpus > limits.max_gpus + 1e-9:
                 return (f"user {job.user} holds {fmt(mine)} of {fmt(limits.max_gpus)} GPUs "
                         "allowed")  # fmt: skip
@@ -227,6 +225,16 @@ class ElasticMixin(CoreState):
                     job = self._save(replace(job, message=why), event=why)
                 kills.append((task.task_id, task.agent_id))
         return kills
+
+
+def _no_room(job: Job, rank: int, blockers: list[Waiter]) -> str:
+    """Why node ``rank`` was not placed: an agent kept for a waiting job, or no room."""
+    blocker = growth_blocker(job, blockers)
+    if blocker is not None:
+        return not_growing(job, blocker)
+    spec = job.spec
+    return (f"not growing: no offer has room for node {rank} ({spec.gpus} GPUs, "
+            f"{spec.cpus:g} cpus, {spec.mem_mib} MiB) away from its other nodes")  # fmt: skip
 
 
 def _anchor(job: Job) -> TaskPlacement | None:

@@ -151,23 +151,27 @@ def test_grows_when_capacity_frees_and_member_gets_node0_rendezvous(core):
     assert core.on_offers([one_gpu("a5")]).accepts == []  # at MAX
 
 
-def test_no_growth_while_a_placeable_queued_job_waits(core):
+def test_no_growth_on_an_agent_a_waiting_job_could_use(core):
     job = elastic_at_min(core)
     core.update_agents([_slave(a, gpus=1) for a in ("a1", "a2", "a3")] + [_slave("a9", gpus=2)])
-    big = submit(core, user="bob", gpus=2)  # fits no one-GPU agent, but could run on a9
+    gang = submit(core, user="bob", nodes=2)  # could run on a3 and a9: waits for a9 to free
     actions = core.on_offers([one_gpu("a3")])
     assert launched(actions) == []
     again = core.store.get_job(job.job_id)
-    assert (
-        again.message
-        == f"not growing: job {big.job_id} (priority 0) waits for capacity and goes first"
+    assert again.message == (
+        f"not growing: job {gang.job_id} (priority 0) waits for capacity and goes first"
     )
     assert len(again.tasks) == 2
-    # a lower-priority waiting job does not hold the gang back
-    core.kill(big.job_id, "bob")
-    submit(core, user="bob", gpus=2, priority=-5)
+    # a waiting job that could never run on a3 does not hold the gang back there ...
+    core.kill(gang.job_id, "bob")
+    big = submit(core, user="bob", gpus=2)  # only a9 has two GPUs
     actions = core.on_offers([one_gpu("a3")])
     assert [i["task_id"]["value"] for i in launched(actions)] == [f"{job.job_id}.0.2"]
+    # ... nor does a lower-priority one
+    core.kill(big.job_id, "bob")
+    submit(core, user="bob", nodes=2, priority=-5)
+    actions = core.on_offers([one_gpu("a9")])
+    assert [i["task_id"]["value"] for i in launched(actions)] == [f"{job.job_id}.0.3"]
 
 
 def test_offers_stay_unsuppressed_while_a_gang_can_grow(core):
