@@ -3,7 +3,8 @@
 An elastic gang is gang-placed at ``MIN`` nodes exactly as a ``--nodes MIN`` job is (all or
 nothing, gang topology honoured; quotas charge what it holds). Its nodes ``MIN`` to
 ``MAX - 1`` are *extra members*: launched one task each in a later offer round, from
-capacity the round left over, while no queued job that could use it waits; given back
+capacity the round left over, on agents no waiting job of the same or higher priority could
+use; given back
 first (highest rank first) when a job of the same or higher priority waits for an agent they
 hold, or when a quota reclaim picks the gang. An extra member that ends does not end the job:
 the gang goes on at its new size. Node 0 is never an extra member, so the rendezvous at its
