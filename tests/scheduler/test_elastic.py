@@ -375,3 +375,11 @@ def test_a_gang_whose_min_nodes_finished_ends_with_its_last_member(core):
     assert core.store.get_job(job.job_id).state is JobState.RUNNING  # node 2 still runs
     core.on_status(status(f"{job.job_id}.0.2", "TASK_FINISHED", "a3"))
     assert core.store.get_job(job.job_id).state is JobState.FINISHED
+
+
+def test_the_dashboard_snapshot_carries_the_members(core):
+    from dlc.web.snapshot import job_summary
+
+    job = grown(core)
+    view = job_summary(core.store.get_job(job.job_id), 0.0)
+    assert (view["nodes"], view["nodes_max"], view["members"]) == (2, 4, 3)
