@@ -41,6 +41,9 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         decision out: persist launches before returning them, record reasons."""
         with self._lock:
             now = self._clock()
+            if not self._queued and self._reserver is None:
+                return self._idle_round(now, offers)
+            self._catch_up_offers()  # what idle rounds kept, before this round's offers
             views, bad = self._offer_parser.parse(offers)  # each agent's offer parsed once
             self.inventory.note_offers(views, now)
             self._drains.expire(now)
@@ -83,6 +86,31 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                     with suppress(DlcError):  # a store that cannot be read: the error above
                         self.reload()
                 raise
+
+    def _idle_round(self, now: float, offers: list[dict]) -> Actions:
+        """A round with nothing queued: decline every offer by id, suppress, and keep the
+        offers unparsed (:class:`~dlc.scheduler.offer_views.IdleOffers`); no per-offer work
+        beyond that (issue 26: the parse was most of an empty round). With ``--reserve``
+        the full round runs instead: it gives idle reserved GPUs back."""
+        self._drains.expire(now)
+        self._end_reservation_if_due(now)
+        self._note_held(now, {})
+        declines, learn = self._idle_offers.keep(offers, now, self._exact_agents())
+        if learn:  # agents without the master's totals learn from offers at once
+            views, _ = self._offer_parser.parse(learn, forget=False)
+            self.inventory.note_offers(views, now)
+        if self.metrics is not None:
+            self.metrics.record_round([], len(offers), len(declines), 0.0, [])
+        kills = self._consolidate(now, [], {}, [])  # forgets what it planned for gone jobs
+        return Actions(declines=declines, kills=kills, suppress=True)
+
+    def _exact_agents(self) -> frozenset[str]:
+        """Agents the master gave exact totals (kept per inventory version)."""
+        version, ids = self._exact_ids
+        if version != self.inventory.version:
+            ids = frozenset(a.agent_id for a in self.inventory.agents() if a.exact)
+            self._exact_ids = (self.inventory.version, ids)
+        return ids
 
     def _carry_out(
         self, now, offers, views, usable, queue, bad, decision: Decision, held: dict[str, str],

@@ -49,6 +49,7 @@ class ShareHoldMixin(CoreState):
                 demands.append((milli, 1))
                 key = (task.agent_id, task.share_gpu)
                 share_used[key] = share_used.get(key, 0) + milli
+        self._catch_up_offers()
         draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
         agents = self.inventory.view(taken, draining)
         return build(settings, agents, demands, now, self._share_held_since, share_used)

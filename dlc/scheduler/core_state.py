@@ -38,7 +38,7 @@ from dlc.scheduler.core_config import CoreConfig, ImageResolver, default_resolve
 from dlc.scheduler.draining import Drains
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
-from dlc.scheduler.offer_views import OfferParser
+from dlc.scheduler.offer_views import IdleOffers, OfferParser
 from dlc.scheduler.placement import DriverCheck, TopologyOf
 from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
@@ -109,6 +109,10 @@ class CoreState:
         self._refusals = Refusals()
         #: each agent's offer parsed once while it offers the same (dlc/scheduler/offer_views.py)
         self._offer_parser = OfferParser()
+        #: offers of rounds with nothing queued, learnt from when first read (offer_views.py)
+        self._idle_offers = IdleOffers()
+        #: (inventory version, the agents with the master's exact totals then)
+        self._exact_ids: tuple[int, frozenset[str]] = (-1, frozenset())
         #: failed placement attempts per user per round, in turn (dlc/scheduler/shape_cache.py)
         self._shape_budget = ShapeBudget(placement.shape_tries_per_user)
         idle_s = self.config.reserve_idle_s
@@ -229,6 +233,15 @@ class CoreState:
         if not admin and job.user != user:
             raise JobNotFound(f"no job {job_id}; list your jobs with `dlc jobs`")
         return job
+
+    def _catch_up_offers(self) -> None:
+        """Learn from the offers idle rounds kept unparsed (:class:`IdleOffers`), as those
+        rounds would have: before anything reads what the agents offered."""
+        if not self._idle_offers:
+            return
+        for at, offers in self._idle_offers.take():
+            views, _ = self._offer_parser.parse(offers, forget=False)  # declined already
+            self.inventory.note_offers(views, at)
 
     def queued_jobs(self) -> list[Job]:
         """Queued jobs in placement order (from memory)."""
