@@ -66,7 +66,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                 lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
                 self._share_tenants() if tenancy.runnable else None,
                 self._share_hold(now, tenancy.runnable),
-                self._shape_budget, self._placement_mix,
+                self._shape_budget, self._placement_mix, self._round_cap,
             )  # fmt: skip
             self._note_held(now, decision.waiting)
             held.update(tenancy.held)
@@ -147,7 +147,9 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         runnable = [j for j in queue if j.job_id not in set_aside]
         self._maybe_reserve(now, runnable, placeable, usable)
         actions.kills += self._consolidate(now, runnable, placeable, usable)  # after reserving
-        self._note_reasons(now, {**waiting, **held}, usable)
+        # a job the round cap has not yet considered keeps its last reason, or gets one
+        unseen = {j: self._round_cap.reason() for j in decision.skipped if j not in self._reasons}
+        self._note_reasons(now, {**unseen, **waiting, **held}, usable)
         # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
         actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())
         if not actions.suppress and self.config.group_roles and not self._reserver:

@@ -44,6 +44,7 @@ from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
 from dlc.scheduler.refusals import Refusals
 from dlc.scheduler.reserve import Reserver
+from dlc.scheduler.round_cap import RoundCap
 from dlc.scheduler.shape_cache import ShapeBudget
 from dlc.scheduler.task_states import NOT_RUNNING_STATES
 from dlc.scheduler.tenancy import Policy
@@ -115,6 +116,8 @@ class CoreState:
         self._exact_ids: tuple[int, frozenset[str]] = (-1, frozenset())
         #: failed placement attempts per user per round, in turn (dlc/scheduler/shape_cache.py)
         self._shape_budget = ShapeBudget(placement.shape_tries_per_user)
+        #: at most so many queued jobs considered per round, in turns (round_cap.py)
+        self._round_cap = RoundCap(self.config.max_jobs_per_round)
         idle_s = self.config.reserve_idle_s
         self._reserver = None if idle_s is None else Reserver(idle_s, self.config.principal)
         #: the latest submit time handed out: each submit gets a later one (the queue's tie order)

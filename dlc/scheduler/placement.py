@@ -42,7 +42,6 @@ from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
 from dlc.scheduler.shape_cache import (
     DEFAULT_TRIES_PER_USER,
-    CarriedFailures,
     FailedShapes,
     ShapeBudget,
     demand_of,
@@ -463,7 +462,8 @@ def place(
     failed = FailedShapes()
     # ... and what failed in earlier rounds is tried only on the agents that grew since
     carried = budget.carried if budget is not None and carry else None
-    grown = carried.start(others) if carried is not None else others
+    if carried is not None:
+        carried.start(others)
     if mix is None:
         mix = demand_mix(queue_demands(queue, config))
     whole = _LazyWholeScore(slots, mix)
@@ -493,17 +493,16 @@ def place(
         )
         launched = len(result.launches)
         carries = carried is not None and not holder and _carries(job, share_hold)
-        before = _carried_reason(carried, wide, demand_of(job)) if carries else None
-        reason = before
-        if before is None or (before is not _NOW and grown):
+        now = carried.known_now(wide, demand_of(job)) if carries else None
+        before = carried.known_before(wide, demand_of(job)) if carries and not now else None
+        reason = now or (before[0] if before is not None else None)
+        if now is None and (before is None or before[1]):  # else no agent grew since
             reason = _place_job(
-                job, usable if before is None else grown, config, topology_of, driver_ok,
+                job, usable if before is None else before[1], config, topology_of, driver_ok,
                 result, share_tenants, share_hold, None if holder else mps_others, whole,
             )  # fmt: skip
             if reason is not None and before is not None:
-                reason = before  # the grown agents did not take it: last round's reason stands
-        if reason is _NOW:
-            reason = carried.known_now(wide, demand_of(job))
+                reason = before[0]  # the grown agents did not take it: the old reason stands
         if reason is None:
             if len(result.launches) != launched:
                 failed.clear()
@@ -532,8 +531,6 @@ def place(
     return result
 
 
-#: stands for "failed earlier in this round" (:meth:`CarriedFailures.known_now`)
-_NOW = "failed earlier in this round"
 #: why a share fails on the agent it chose: another agent might have been chosen instead
 _SHARE_PORTS = "no offer with a GPU share free has a free port in its ports resource"
 
@@ -541,14 +538,6 @@ _SHARE_PORTS = "no offer with a GPU share free has a free port in its ports reso
 def _carries(job: Job, share_hold: ShareHold | None) -> bool:
     """Whether ``job``'s failures may be carried (:class:`CarriedFailures` says which)."""
     return job.spec.nodes == 1 and not (job.spec.is_share and share_hold is not None)
-
-
-def _carried_reason(carried: CarriedFailures, kind: tuple, demand) -> str | None:
-    """:data:`_NOW` when the shape failed earlier this round, last round's reason when it
-    failed then, else ``None``."""
-    if carried.known_now(kind, demand) is not None:
-        return _NOW
-    return carried.known_before(kind, demand)
 
 
 def _held_fit(job: Job, slots, usable, reserved: Mapping[str, str]) -> str | None:
