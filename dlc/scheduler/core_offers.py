@@ -21,6 +21,7 @@ from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.decide import Decision, decide
 from dlc.scheduler.gang_topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
+from dlc.scheduler.offer_views import with_fields
 from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, share_fields
 from dlc.scheduler.quotas import QueuePlan, split_by_pool
@@ -50,15 +51,16 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
             # an agent whose master just refused a task's resources takes no task for a while
             usable = [self._drains.strip(v) for v in views
                       if not self._refusals.blocked(v.agent_id, now)]  # fmt: skip
+            usable = self._marked(usable)
             self._end_reservation_if_due(now)
-            queue, held = [], {}
-            for job in self.queued_jobs():
-                wait = self._drains.job_wait(job.job_id, now)  # never two attempts at once
-                if wait is None:
-                    queue.append(job)
-                else:
-                    held[job.job_id] = wait
-            tenancy = self.plan_queue(queue)  # quotas, fair order, user limits
+            queue, held = self.queued_jobs(), {}
+            if self._drains.waiting_jobs(now):  # never two attempts at once
+                for job in queue:
+                    wait = self._drains.job_wait(job.job_id, now)
+                    if wait is not None:
+                        held[job.job_id] = wait
+                queue = [j for j in queue if j.job_id not in held]
+            tenancy = self.plan_queue(queue, rows=False)  # quotas, fair order, user limits
             decision = decide(
                 tenancy.runnable, self.inventory, usable, self.config.placement, now,
                 self._reservations.held(), self._impossible_reason,
@@ -103,6 +105,26 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
             self.metrics.record_round([], len(offers), len(declines), 0.0, [])
         kills = self._consolidate(now, [], {}, [])  # forgets what it planned for gone jobs
         return Actions(declines=declines, kills=kills, suppress=True)
+
+    def _marked(self, views: list[OfferView]) -> list[OfferView]:
+        """``views`` with those of share-accounting agents marked (as :func:`~dlc.scheduler.
+        decide.decide` would mark them), one copy per view while the parser reuses it: a
+        copy of 1,213 views each round was a large part of a round's fixed cost."""
+        version, cache = self._marks
+        if version != self.inventory.version:
+            cache = {}
+            self._marks = (self.inventory.version, cache)
+        out = []
+        for view in views:
+            hit = cache.get(view.agent_id)
+            if hit is None or hit[0] is not view:
+                totals = self.inventory.get(view.agent_id)
+                marked = view
+                if totals is not None and totals.shareable and not view.shares_accounted:
+                    marked = with_fields(view, shares_accounted=True)
+                hit = cache[view.agent_id] = (view, marked)
+            out.append(hit[1])
+        return out
 
     def _exact_agents(self) -> frozenset[str]:
         """Agents the master gave exact totals (kept per inventory version)."""

@@ -26,6 +26,7 @@ only; they are not an API.
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -39,7 +40,7 @@ from dlc.scheduler.draining import Drains
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
 from dlc.scheduler.offer_views import IdleOffers, OfferParser
-from dlc.scheduler.placement import DriverCheck, TopologyOf
+from dlc.scheduler.placement import DriverCheck, OfferView, TopologyOf
 from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
 from dlc.scheduler.refusals import Refusals
@@ -114,6 +115,9 @@ class CoreState:
         self._idle_offers = IdleOffers()
         #: (inventory version, the agents with the master's exact totals then)
         self._exact_ids: tuple[int, frozenset[str]] = (-1, frozenset())
+        #: (inventory version, agent id -> (an offer view, that view marked as accounting
+        #: shares where the agent does)): see OfferRoundMixin._marked
+        self._marks: tuple[int, dict[str, tuple[OfferView, OfferView]]] = (-1, {})
         #: failed placement attempts per user per round, in turn (dlc/scheduler/shape_cache.py)
         self._shape_budget = ShapeBudget(placement.shape_tries_per_user)
         #: at most so many queued jobs considered per round, in turns (round_cap.py)
@@ -127,6 +131,8 @@ class CoreState:
         self._queued_by_user: dict[str, int] = {}
         self._active: dict[str, Job] = {}
         self._order: list[str] | None = None
+        #: whether ``_order`` may still hold jobs that left the queue
+        self._order_stale = False
         self._reasons: dict[str, str] = {}
         #: job id -> when the share hold first held it (dlc/scheduler/core_share_hold.py)
         self._share_held_since: dict[str, float] = {}
@@ -201,9 +207,9 @@ class CoreState:
             self._queued[job.job_id] = job
             self._count_queued(job.user, 1)
             if not was_queued:
-                self._order = None
+                self._enter_order(job.job_id)
         elif was_queued:
-            self._order = None
+            self._order_stale = True  # filtered out when next read: no sort
             self._reasons.pop(job.job_id, None)
             self._reservations.forget(job.job_id)
         if job.state.active:
@@ -250,7 +256,22 @@ class CoreState:
         """Queued jobs in placement order (from memory)."""
         if self._order is None:
             self._order = [j.job_id for j in sorted(self._queued.values(), key=queue_key)]
+            self._order_stale = False
+        elif self._order_stale:
+            self._order = [j for j in self._order if j in self._queued]
+            self._order_stale = False
         return [self._queued[j] for j in self._order]
+
+    def _enter_order(self, job_id: str) -> None:
+        """Put a newly queued job in its place (a sort of 10,000 queued jobs each round
+        that saw a submit cost more than the rest of the round's bookkeeping)."""
+        if self._order is None:
+            return
+        if self._order_stale:
+            self._order = [j for j in self._order if j in self._queued and j != job_id]
+            self._order_stale = False
+        queued = self._queued
+        bisect.insort(self._order, job_id, key=lambda j: queue_key(queued[j]))
 
     def has_queued(self) -> bool:
         """Whether any job waits for offers."""
