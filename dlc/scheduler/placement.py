@@ -306,9 +306,7 @@ class _Slot:
         self.whole_score: WholeScore | None = None
         if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
             # an agent that accounts shares: a GPU any share holds part of is not whole
-            self.free = frozenset(
-                i for i in self.free if gpu_shares.is_whole(i, self.gpu_mem, self.gpu_core)
-            )
+            self.free = gpu_shares.whole_of(self.free, self.gpu_mem, self.gpu_core)
 
     def take_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Consume ``take`` from what this agent's offers have left."""
@@ -319,9 +317,8 @@ class _Slot:
         if self.whole_score is not None:
             self.whole_score.changed(self)
         # a GPU a share now holds part of is no longer whole for the jobs after it
-        self.free = frozenset(
-            i for i in self.free if gpu_shares.is_whole(i, self.gpu_mem, self.gpu_core)
-        ) if take.mem or take.core else self.free  # fmt: skip
+        if take.mem or take.core:
+            self.free = gpu_shares.whole_of(self.free, self.gpu_mem, self.gpu_core)
 
     def give_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Give ``take`` back (a gang that did not fit whole)."""
