@@ -9,7 +9,7 @@ one; a round's time grew with the queue. :class:`RoundCap` bounds the jobs one r
   and fair-share order as :func:`~dlc.scheduler.quotas.plan` made it), every round: a job
   that comes first is never kept waiting by the rotation;
 * the other half goes, in turns, to the rest: the jobs whose last turn is oldest go first
-  (a job counts from the round it first queued), ties in queue order. A job the cap skips
+  (a job counts from the round before it first queued), ties in queue order. A job the cap skips
   keeps its place and comes before every job considered since, so with ``n`` jobs behind the
   head each is considered within ``ceil(n / (limit - limit // 2))`` rounds: no starvation,
   whatever is submitted meanwhile (a new job queues behind every older one in the turns);
@@ -58,7 +58,9 @@ class RoundCap:
         longest-waiting others, and every job in ``keep`` (a reservation's holder)."""
         self._round += 1
         turns, now = self._turns, self._round
-        self._turns = {j.job_id: turns.get(j.job_id, now) for j in queue}
+        # a new job has waited since before this round: it goes before the jobs that have
+        # their turn now, and after the ones still waiting from earlier rounds
+        self._turns = {j.job_id: turns.get(j.job_id, now - 1) for j in queue}
         if self.limit is None or len(queue) <= self.limit:
             return list(queue)
         head = self.limit // 2
