@@ -169,9 +169,12 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         runnable = [j for j in queue if j.job_id not in set_aside]
         self._maybe_reserve(now, runnable, placeable, usable)
         actions.kills += self._consolidate(now, runnable, placeable, usable)  # after reserving
-        # a job the round cap has not yet considered keeps its last reason, or gets one
-        unseen = {j: self._round_cap.reason() for j in decision.skipped if j not in self._reasons}
-        self._note_reasons(now, {**unseen, **waiting, **held}, usable)
+        # a job the round cap has not yet considered keeps its last reason, or gets one in
+        # memory (the API's queue reason; 10,000 message writes made a first round slow)
+        reasons = self._reasons
+        for job_id in decision.skipped:
+            reasons.setdefault(job_id, self._round_cap.reason())
+        self._note_reasons(now, {**waiting, **held}, usable)
         # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
         actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())
         if not actions.suppress and self.config.group_roles and not self._reserver:

@@ -33,7 +33,7 @@ from dlc.scheduler.jobs import Job
 CAP_PREFIX = "not considered yet"
 
 #: queued jobs one offer round considers by default (docs/scheduler.md has the figures)
-DEFAULT_JOBS_PER_ROUND = 128
+DEFAULT_JOBS_PER_ROUND = 32
 
 
 @dataclass

@@ -133,6 +133,5 @@ def test_the_core_places_a_long_queue_over_rounds_in_queue_order(core):
 
 def test_a_job_never_considered_says_so_and_is_not_passed_over(core):
     core.on_offers([offer("o1", "a9", gpus=[], cpus=4.0)])  # nothing fits: all wait
-    messages = {j.job_id: j.message for j in core.queued_jobs()}
-    assert CAP_PREFIX in messages["j11"] and CAP_PREFIX not in messages["j00"]
+    assert CAP_PREFIX in core.queue_reason("j11") and CAP_PREFIX not in core.queue_reason("j00")
     assert core._reservations.skips("j11") == 0 and core._reservations.skips("j00") == 1
