@@ -104,6 +104,8 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         if self.metrics is not None:
             self.metrics.record_round([], len(offers), len(declines), 0.0, [])
         kills = self._consolidate(now, [], {}, [])  # forgets what it planned for gone jobs
+        # as every round: victims whose eviction delay is over, and the fair-share ledger
+        kills += self._preempt(QueuePlan())
         return Actions(declines=declines, kills=kills, suppress=True)
 
     def _marked(self, views: list[OfferView]) -> list[OfferView]:
