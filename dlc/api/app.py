@@ -65,6 +65,9 @@ def job_to_dict(job: Job, history: list | None = None) -> dict[str, Any]:
         "gpu_memory": spec.gpu_memory,
         "interactive": spec.interactive,
         "nodes": spec.nodes,
+        # an elastic gang (--nodes MIN:MAX): its MAX and how many members run now
+        "nodes_max": spec.nodes_max,
+        "members": len(job.tasks) if spec.nodes_max is not None else None,
         "gang_topology": spec.gang_topology,
         "gpu_model": spec.gpu_model,
         "cpus": spec.cpus,
@@ -287,8 +290,8 @@ def attempt_view(job: Job, attempt: int, rank: int) -> Job:
             f"job {job.job_id} has attempts 0 to {job.attempt}; pass --attempt in that range",
             "attempt",
         )
-    if rank >= job.spec.nodes:
-        nodes = job.spec.nodes
+    nodes = job.spec.nodes_max or job.spec.nodes  # an elastic gang's ranks go up to MAX
+    if rank >= nodes:
         raise DlcRequestError(
             400, f"job {job.job_id} has {nodes} node(s): pass --rank 0 to {nodes - 1}", "rank"
         )

@@ -23,6 +23,14 @@ class VolumeIn(BaseModel):
     read_only: StrictBool = True
 
 
+class NodeRangeIn(BaseModel):
+    """An elastic gang's node range (``{"min": 2, "max": 4}``; ``"2:4"`` text works too)."""
+
+    model_config = ConfigDict(extra="forbid")
+    min: WholeNumber
+    max: WholeNumber
+
+
 class JobSpecIn(BaseModel):
     """A job submission (``POST /v1/jobs``); unknown fields are refused."""
 
@@ -32,7 +40,10 @@ class JobSpecIn(BaseModel):
     gpus: StrictFloat | StrictInt | StrictStr | None = Field(
         None, description="GPUs per node (default 1), or a share of one GPU: 0 < F < 1"
     )
-    nodes: WholeNumber | None = Field(None, description="agents the job spans (default 1)")
+    nodes: WholeNumber | NodeRangeIn | None = Field(
+        None, description="agents the job spans (default 1); MIN:MAX or {min, max}: elastic"
+    )
+    nodes_max: WholeNumber | None = Field(None, description="an elastic gang's MAX")
     gpu_model: StrictStr | None = Field(None, examples=["V100"])
     gpu_vendor: StrictStr | None = Field(None, examples=["amd"])
     cpus: StrictFloat | StrictInt | StrictStr | None = None
@@ -186,6 +197,8 @@ class JobOut(BaseModel):
     gpu_memory: int | None = None
     interactive: bool = False
     nodes: int
+    nodes_max: int | None = None
+    members: int | None = None
     gpu_model: str | None
     cpus: float
     mem_mib: int

@@ -54,12 +54,22 @@ def _mib(mib: int) -> str:
     return f"{mib / 1024:g} GiB" if mib >= 1024 else f"{mib} MiB"
 
 
+def nodes(job: dict) -> str:
+    """``2``, or an elastic gang's members over its range: ``3/2:4``."""
+    if job.get("nodes_max") is None:
+        return str(job["nodes"])
+    return f"{job.get('members') or 0}/{job['nodes']}:{job['nodes_max']}"
+
+
 def gpus(job: dict) -> str:
-    """``4`` for one node, ``2x8`` for a gang of two 8-GPU tasks, ``0.5 of GPU 2``: a share."""
+    """``4`` for one node, ``2x8`` for a gang of two 8-GPU tasks, ``3/2:4x8`` for an elastic
+    gang running 3 of its 2 to 4 nodes, ``0.5 of GPU 2``: a share."""
     shared = share(job)
     if shared is not None:
         return shared
-    return str(job["gpus"]) if job["nodes"] == 1 else f"{job['nodes']}x{job['gpus']}"
+    if job["nodes"] == 1 and job.get("nodes_max") is None:
+        return str(job["gpus"])
+    return f"{nodes(job)}x{job['gpus']}"
 
 
 def used(job: dict) -> str:

@@ -9,7 +9,7 @@ import click
 
 from dlc.api.client import ApiClient
 from dlc.cli.client_opts import api_options, complete_job_ids
-from dlc.cli.job_view import follow, placement, share, used
+from dlc.cli.job_view import follow, nodes, placement, share, used
 from dlc.cli.output import emit, emit_line, output_option
 from dlc.errors import ApiError
 
@@ -18,7 +18,7 @@ def _gpus_row(job: dict) -> str:
     """``2 x 1 node(s)``, or a share: ``4 GiB of GPU 2 (4096 MiB, compute shared)``."""
     shared = share(job)
     if shared is None:
-        return f"{job['gpus']} x {job['nodes']} node(s)"
+        return f"{job['gpus']} x {nodes(job)} node(s)"
     task = next((t for t in job.get("tasks") or () if t.get("share_gpu") is not None), None)
     if task is None:
         return f"a share of one GPU: {shared} (not placed yet)"

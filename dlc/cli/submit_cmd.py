@@ -150,7 +150,8 @@ class SubmitCommand(click.Command):
 )
 # Numbers stay text here: the spec's checks name the field and its range for any value
 # (click's own message for a 5,000-digit --nodes echoed every digit).
-@click.option("--nodes", metavar="N", help="Agents to span (gang-placed; default 1).")
+@click.option("--nodes", metavar="N|MIN:MAX",
+              help="Agents to span (gang-placed; default 1); MIN:MAX: elastic.")  # fmt: skip
 @click.option("--cpus", metavar="N", help="CPUs per node (default 1).")
 @click.option("--mem", help="Memory per node: 4096 (MiB), 512M, 16G (default 1G).")
 @click.option("-e", "--env", multiple=True, help="KEY=VALUE environment (repeatable).")

@@ -386,7 +386,8 @@ class MesosFramework:
         self._reconcile(tasks)
         self._refresh_agents()
         self._resend_kills()
-        self._carry_out(Actions(revive=self.core.has_queued(), suppress=not self.core.has_queued()))
+        wants = self.core.wants_offers()  # a queued job, or an elastic gang that may grow
+        self._carry_out(Actions(revive=wants, suppress=not wants))
 
     def _refresh_agents(self) -> None:
         """Hand the master's agent totals to the core (kept as they were on no answer)."""

@@ -144,6 +144,8 @@ class ConsolidationMixin(TenancyMixin):
         spec = job.spec
         if job.state is not JobState.RUNNING or job.kill_requested or len(job.tasks) != 1:
             return None
+        if spec.nodes_max is not None:  # an elastic gang gives back members instead
+            return None
         task = job.tasks[0]
         if spec.is_share or spec.interactive or _done(task) or not task.gpu_ids:
             return None

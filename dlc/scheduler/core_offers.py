@@ -143,8 +143,18 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons,
         and the preemptions the tenancy plan asks for."""
         jobs = {j.job_id: j for j in queue}
-        actions = Actions(declines=bad + decision.declines, kills=list(decision.kills))
-        echoed = self._launch(jobs, decision, offers)
+        # elastic gangs grow on the agents the queue's launches left alone, or shrink for it
+        placeable = {j: r for j, r in decision.waiting.items()
+                     if j not in decision.impossible
+                     and not r.startswith((HELD_PREFIX, DEFERRED_PREFIX))}  # fmt: skip
+        used = {x.agent_id for x in decision.launches}
+        growth, shrinks = self._elastic_round(usable, used, placeable)
+        grown = {o for _, x in growth for o in x.offer_ids}
+        actions = Actions(
+            declines=[o for o in bad + decision.declines if o not in grown],
+            kills=list(decision.kills) + shrinks,
+        )
+        echoed = self._launch(jobs, decision, offers, growth)
         actions.accepts = echoed.accepts
         actions.operations = echoed.operations
         busy = {o for ids in echoed.operations for o in ids}  # offers an UNRESERVE uses
@@ -152,7 +162,8 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         declined = set(actions.declines)  # one set: 1,000 offers made this O(n^2)
         actions.declines += [o for o in echoed.unused if o not in declined]
         actions.kills += self._preempt(tenancy)
-        waiting = {**decision.waiting, **echoed.refused}
+        refused = {j: r for j, r in echoed.refused.items() if j in jobs}  # not a new member
+        waiting = {**decision.waiting, **refused}
         for job_id, note in tenancy.notes.items():
             if job_id in waiting and job_id not in decision.impossible:
                 waiting[job_id] = note
@@ -161,11 +172,8 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
             self.metrics.record_round(
                 views, len(offers), len(actions.declines), decision.placement_s, placed
             )
-        # a share the hold keeps back is not passed over: it must not reserve agents
-        # nor is a job the shape budget did not try this round (shape_cache)
-        placeable = {j: r for j, r in decision.waiting.items()
-                     if j not in decision.impossible
-                     and not r.startswith((HELD_PREFIX, DEFERRED_PREFIX))}  # fmt: skip
+        # a share the hold keeps back is not passed over (placeable above): it must not
+        # reserve agents, nor is a job the shape budget did not try this round (shape_cache)
         self._reservations.record_round(decision.placed_jobs, placeable)
         set_aside = set(decision.impossible) | set(held)
         runnable = [j for j in queue if j.job_id not in set_aside]
@@ -179,13 +187,15 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         self._note_reasons(now, {**waiting, **held}, usable)
         # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
         actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())
+        actions.suppress = actions.suppress and not self._growable()
         if not actions.suppress and self.config.group_roles and not self._reserver:
             actions.suppress_roles = self._idle_roles()
         return actions
 
-    def _launch(self, jobs: dict[str, Job], result, offers: list[dict]) -> EchoedRound:
-        """TaskInfos of the placed jobs, their resources cut from the offers as offered
-        (roles, reservations; :mod:`~dlc.scheduler.offered`); only jobs that fit start."""
+    def _launch(self, jobs: dict[str, Job], result, offers: list[dict], growth=()) -> EchoedRound:
+        """TaskInfos of the placed jobs and the elastic gangs' new members (``growth``:
+        ``(job, launch)``), their resources cut from the offers as offered (roles,
+        reservations; :mod:`~dlc.scheduler.offered`); only jobs that fit start."""
         # with a tenancy policy every kill (preemption above all) gets the policy's grace
         grace = self.tenancy.grace_s if self.tenancy.enabled else None
         by_job: dict[str, list] = {}
@@ -196,15 +206,22 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                                       grace) for x in by_job[job_id]])
             for job_id in result.placed_jobs
         ]  # fmt: skip
+        infos += [(launch.task_id, [build_task_info(job, launch, self.framework_id,
+                                                    self.config.executor, grace)])
+                  for job, launch in growth]  # fmt: skip
+        owner = {launch.task_id: job for job, launch in growth}
         group_roles = dict(self.config.group_roles)
         echoed = echo_round(
             offers, infos, self.config.roles or None, self._reserver, self._clock(),
-            (lambda j: group_roles.get(self.tenancy.group_of(jobs[j].user))) if group_roles
-            else None,
+            (lambda j: group_roles.get(self.tenancy.group_of((jobs.get(j) or owner[j]).user)))
+            if group_roles else None,
         )  # fmt: skip
         for job_id in result.placed_jobs:
             if job_id not in echoed.refused:
                 self._start(jobs[job_id], by_job[job_id])
+        for job, launch in growth:
+            if launch.task_id not in echoed.refused:
+                self._add_member(job, launch, share_fields(launch))
         return echoed
 
     def _start(self, job: Job, launches) -> Job:
@@ -217,6 +234,8 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                 x.offer_ids[0],
                 x.rank,
                 **share_fields(x),
+                # an elastic gang's members all rendezvous at node 0 (dlc/scheduler/elastic.py)
+                rendezvous=x.peers[0] if job.spec.nodes_max is not None and x.peers else "",
             )  # fmt: skip
             for x in launches
         )

@@ -58,10 +58,21 @@ log = logging.getLogger(__name__)
 
 def _job_state(job: Job) -> JobState:
     """Fold the task states of a (possibly multi-node) job into one job state
-    (an unreachable task counts as running: its agent may come back)."""
+    (an unreachable task counts as running: its agent may come back). An elastic gang's
+    state is its first MIN nodes'; its extra members only keep a finished gang running
+    until they end too."""
+    if job.spec.nodes_max is None:
+        return _fold(job.tasks)
+    state = _fold([t for t in job.tasks if t.rank < job.spec.nodes])
+    if state is JobState.FINISHED and not all(_done(t) for t in job.tasks):
+        return JobState.RUNNING
+    return state
+
+
+def _fold(tasks) -> JobState:
     states = [
         JobState.RUNNING if t.state == _UNREACHABLE else job_state_from_task_state(t.state)
-        for t in job.tasks
+        for t in tasks
     ]
     for bad in (JobState.FAILED, JobState.LOST, JobState.KILLED):
         if bad in states:
@@ -212,6 +223,10 @@ class StatusMixin(TenancyMixin):
         queue it again for free, or keep it (killing gang mates of a task that failed)."""
         task = next((t for t in job.tasks if t.task_id == task_id), None)
         message, never_seen, refused = self._note_task_end(task, task_id, state, status)
+        if job.spec.nodes_max is not None:
+            left = self._elastic_update(job, task, task_id, state, message, status)
+            if left is not None:
+                return left
         if state in _TERMINAL_TASK and lost_by_infrastructure(status):
             self.lost_attempts.note(job.task_prefix())
         job = replace(job, tasks=_with_task_state(job.tasks, task_id, state))
@@ -264,7 +279,29 @@ class StatusMixin(TenancyMixin):
         if new_state.terminal:
             self.lost_attempts.pop(job.task_prefix())
         self._save(job.with_state(new_state, message))
+        if new_state.terminal and self._growable():
+            actions.revive = True  # its agents are free: an elastic gang may grow there
         return actions
+
+    def _elastic_update(
+        self, job: Job, task: TaskPlacement | None, task_id: str, state: str, message: str,
+        status: dict,
+    ) -> Actions | None:  # fmt: skip
+        """An update that only changes an elastic gang's size: an extra member (rank >= MIN)
+        that ended leaves the gang, which goes on (``None``: fold the update as usual)."""
+        agent_id = (status.get("agent_id") or {}).get("value") or ""
+        if task is None:  # a member that already left: make sure it is gone
+            live = state not in _TERMINAL_TASK and agent_id
+            return Actions(kills=[(task_id, agent_id)] if live else [])
+        if task.rank < job.spec.nodes or state not in _TERMINAL_TASK or job.kill_requested:
+            return None
+        if job.state is not JobState.RUNNING:
+            return None
+        core = [t for t in job.tasks if t.rank < job.spec.nodes]
+        if any(t.state in _NODE_FAILED for t in core) or all(_done(t) for t in core):
+            return None  # the gang itself failed or ended: its members end with it
+        self._member_left(job, task, message)
+        return Actions(revive=True)
 
     def _note_task_end(
         self, task: TaskPlacement | None, task_id: str, state: str, status: dict

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dlc.scheduler.core_state import _STOPPED, CoreState, _done
+from dlc.scheduler.core_elastic import ElasticMixin
+from dlc.scheduler.core_state import _STOPPED, _done
 from dlc.scheduler.fair_share import UsageLedger, fair_view, group_weights
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.preemption import EVICTED, TO_BE_EVICTED
@@ -26,7 +27,7 @@ from dlc.scheduler.share_placement import ShareTenants
 from dlc.scheduler.tenancy import NO_GROUP, Policy, fmt_span
 
 
-class TenancyMixin(CoreState):
+class TenancyMixin(ElasticMixin):
     """Tenancy hooks of the core: the policy in force, the queue plan, preemptions."""
 
     def _idle_roles(self) -> tuple[str, ...]:
@@ -174,7 +175,10 @@ class TenancyMixin(CoreState):
         """Mark planned victims preempted and kill their tasks (the executor stops each
         container with SIGTERM and its grace period)."""
         now = self._clock()
-        kills = []
+        # shrink first: elastic victims give back extra members before anything is evicted
+        kills = self._shrink_instead(tenancy.preemptions)
+        if kills:
+            return kills + self._due_evictions(now)
         for victim in tenancy.preemptions:
             job = self._active.get(victim.job_id)
             if job is None or job.kill_requested or job.state is JobState.PREEMPTED:

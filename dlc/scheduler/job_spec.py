@@ -17,6 +17,7 @@ from typing import Any
 
 from dlc.errors import JobSpecError
 from dlc.images.reference import ImageReferenceError, parse_reference
+from dlc.scheduler.elastic import MAX_NODES, parse_nodes
 from dlc.scheduler.gang_topology import GangTopology
 from dlc.scheduler.launch_spec import parse_user
 from dlc.scheduler.spec_fields import (
@@ -59,7 +60,10 @@ class JobSpec:
             or ``None`` when ``image`` is given.
         image: an explicit image reference (wins over ``framework``).
         gpus: GPUs per node (>= 1).
-        nodes: number of agents the job spans (gang-placed all together).
+        nodes: number of agents the job spans (gang-placed all together); of an elastic
+            gang, its MIN.
+        nodes_max: an elastic gang's MAX (``--nodes MIN:MAX``, :mod:`~dlc.scheduler.elastic`);
+            ``None``: a fixed size.
         gpu_model: substring the GPU model must contain (``V100``), if any.
         cpus: CPUs per node.
         mem_mib: memory per node in MiB.
@@ -118,6 +122,7 @@ class JobSpec:
     gpu_vendor: str | None = None
     rocm_version: str | None = None
     gang_topology: str | None = None
+    nodes_max: int | None = None
 
     def _check_vendor(self) -> None:
         """A known vendor; no share on AMD, where nothing enforces one (docs/sharing.md)."""
@@ -139,6 +144,8 @@ class JobSpec:
         body = asdict(self)
         body["command"] = list(self.command)
         body["volumes"] = [asdict(v) for v in self.volumes]
+        if self.nodes_max is None:  # a fixed-size job's row stays readable by an older DLC
+            del body["nodes_max"]
         return body
 
     @classmethod
@@ -199,10 +206,16 @@ class JobSpec:
                 raise JobSpecError("container_user", f"{exc}; {_fix('container_user')}") from None
         if self.pool is not None:
             check_name("pool", self.pool)
-        if self.gang_topology is not None and self.nodes < 2:
+        if self.gang_topology is not None and not self.is_gang:
             raise JobSpecError(
                 "gang_topology",
                 "places the nodes of a gang; pass --nodes 2 or more, or drop --gang-topology",
+            )
+        if self.nodes_max is not None and not self.nodes < self.nodes_max <= MAX_NODES:
+            raise JobSpecError(
+                "nodes",
+                f"MAX ({self.nodes_max}) must be above MIN ({self.nodes}) and at most "
+                f"{MAX_NODES}; pass --nodes MIN:MAX",
             )
         if self.priority_class is not None:
             priority_of_class(self.priority_class)
@@ -227,7 +240,7 @@ class JobSpec:
                 f"{_short(self.workdir)} is not a snapshot id; pass a directory with "
                 "`dlc submit --workdir DIR`, which uploads it",
             )
-        if self.interactive and self.nodes > 1:
+        if self.interactive and self.is_gang:
             raise JobSpecError(
                 "interactive", "an environment runs on one node; drop --nodes or --interactive"
             )
@@ -252,12 +265,22 @@ class JobSpec:
                 f"a share is part of ONE GPU but --gpus {self.gpus} was asked; "
                 "drop --gpu-memory or ask for whole GPUs only",
             )
-        if self.nodes > 1:
+        if self.is_gang:
             raise JobSpecError(
                 "nodes",
-                f"a GPU share runs on one node, not {self.nodes}; drop --nodes "
+                f"a GPU share runs on one node, not {self.nodes_text}; drop --nodes "
                 "or ask for whole GPUs (--gpus N)",
             )
+
+    @property
+    def is_gang(self) -> bool:
+        """True for a multi-node job: more than one node, or an elastic gang."""
+        return self.nodes > 1 or self.nodes_max is not None
+
+    @property
+    def nodes_text(self) -> str:
+        """``4``, or ``2:4`` for an elastic gang."""
+        return f"{self.nodes}:{self.nodes_max}" if self.nodes_max is not None else str(self.nodes)
 
     @property
     def is_share(self) -> bool:
@@ -325,11 +348,13 @@ def _refuse_unknown(data: Any, known: set[str]) -> None:
 def _parse_fields(data: dict) -> dict[str, Any]:
     """Each field of the spec parsed on its own (:mod:`~dlc.scheduler.spec_fields`)."""
     gpus, fraction = _gpus(data)
+    nodes, nodes_max = parse_nodes(data.get("nodes"), data.get("nodes_max"))
     return dict(
         framework=_opt_str(data, "framework"),
         image=_opt_str(data, "image", MAX_IMAGE),
         gpus=gpus,
-        nodes=_int(data, "nodes", 1, lo=1, hi=1024),
+        nodes=_int({"nodes": nodes}, "nodes", 1, lo=1, hi=MAX_NODES),
+        nodes_max=nodes_max,
         gpu_model=_opt_str(data, "gpu_model"),
         cpus=_float(data, "cpus", 1.0),
         mem_mib=_int(data, "mem_mib", 1024, lo=32, hi=1 << 30),

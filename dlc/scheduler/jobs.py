@@ -131,6 +131,8 @@ class TaskPlacement:
         sandbox: sandbox directory the executor reported, if any.
         share_gpu: the GPU a share of one GPU runs on (``gpu_ids`` is then empty).
         share_memory_mib, share_core_milli: that share's memory and compute (thousandths).
+        rendezvous: ``address:port`` of node 0 of an elastic gang (its torchrun rendezvous),
+            which the gang's later members are given; empty for other jobs.
     """
 
     task_id: str
@@ -144,6 +146,7 @@ class TaskPlacement:
     share_gpu: int | None = None
     share_memory_mib: int = 0
     share_core_milli: int = 0
+    rendezvous: str = ""
 
     @property
     def share_text(self) -> str | None:
@@ -165,6 +168,8 @@ class TaskPlacement:
         """JSON-ready dict."""
         body = asdict(self)
         body["gpu_ids"] = list(self.gpu_ids)
+        if not self.rendezvous:  # rows of other jobs stay readable by an older DLC
+            del body["rendezvous"]
         return body
 
     @classmethod

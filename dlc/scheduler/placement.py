@@ -619,7 +619,7 @@ def _place_job(
         except AllocationError as exc:
             reason = str(exc)
             continue
-        ports = slot.take_ports(ports_needed(spec.nodes, spec.interactive))
+        ports = slot.take_ports(ports_needed(2 if spec.is_gang else 1, spec.interactive))
         if ports is None:
             reason = f"no offer with {spec.gpus} GPUs has a free port in its ports resource"
             continue
@@ -635,7 +635,7 @@ def _place_job(
         if spec.nodes > 1 and chosen:
             reason = f"only {len(chosen)} of {spec.nodes} nodes fit: {reason}"
         return reason
-    peers = tuple(f"{s.address}:{p[0]}" for s, _, _, p, _ in chosen) if spec.nodes > 1 else ()
+    peers = tuple(f"{s.address}:{p[0]}" for s, _, _, p, _ in chosen) if spec.is_gang else ()
     for rank, (slot, ids, policy, ports, topology) in enumerate(chosen):
         uuids, minors = gpu_facts(topology, ids)
         result.launches.append(
@@ -700,7 +700,9 @@ def _room_for_one(slot, spec, cpus: float, mem: float) -> bool:
     if slot.gpus < spec.gpus - 1e-9 or len(slot.free) < spec.gpus:
         return False
     # ports are counted, not taken: the ranges are disjoint and every taken port is in them
-    return slot.port_count - len(slot.ports_taken) >= ports_needed(spec.nodes, spec.interactive)
+    return slot.port_count - len(slot.ports_taken) >= ports_needed(
+        2 if spec.is_gang else 1, spec.interactive
+    )
 
 
 def _pick_ok(slot, job, config, topology_of, driver_ok) -> bool:

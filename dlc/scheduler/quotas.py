@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dlc.errors import JobSpecError
 from dlc.scheduler.fair_share import FairView
@@ -74,12 +74,20 @@ def demand(spec: JobSpec, gpu_mib: int | None = None) -> Resources:
 def job_demand(policy: Policy, job: Job, sizes: GpuSizes | int | None = None) -> Resources:
     """:func:`demand` of ``job`` with its share charged as :mod:`~dlc.scheduler.share_charge`
     says (the GPU it runs on; waiting: the smallest GPU of its pool)."""
-    return demand(job.spec, _charged_mib(policy, job, sizes))
+    return demand(_as_held(job), _charged_mib(policy, job, sizes))
+
+
+def _as_held(job: Job) -> JobSpec:
+    """The spec of what ``job`` holds: an elastic gang's extra members count too."""
+    spec = job.spec
+    if spec.nodes_max is None or len(job.tasks) <= spec.nodes:
+        return spec
+    return replace(spec, nodes=len(job.tasks))
 
 
 def job_gpus(policy: Policy, job: Job, sizes: GpuSizes | int | None = None) -> float:
     """:func:`gpu_amount` of ``job``, charged as in :func:`job_demand`."""
-    return gpu_amount(job.spec, _charged_mib(policy, job, sizes))
+    return gpu_amount(_as_held(job), _charged_mib(policy, job, sizes))
 
 
 def _charged_mib(policy: Policy, job: Job, sizes: GpuSizes | int | None) -> int | None:

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dlc.scheduler.elastic import TORCHRUN_DEFAULTS, elastic_env
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy, Volume
 from dlc.scheduler.placement import Launch, PlacementConfig
@@ -98,8 +99,8 @@ def task_name(job: Job, gpu_ids: tuple[int, ...], rank: int = 0) -> str:
     """``dlc <job> <framework> gpus 0,2`` (+ ``node r/n`` for multi-node jobs)."""
     ids = ",".join(str(i) for i in gpu_ids)
     name = f"dlc {job.job_id} {job.spec.label} gpus {ids}"
-    if job.spec.nodes > 1:
-        name += f" node {rank + 1}/{job.spec.nodes}"
+    if job.spec.is_gang:
+        name += f" node {rank + 1}/{job.spec.nodes_text}"
     return name
 
 
@@ -112,7 +113,17 @@ def launch_spec(
     env = dict(spec.env)
     # The host GPU ids, for logs and people; CUDA itself sees the GPUs renumbered from 0.
     env["DLC_GPU_IDS"] = ",".join(str(i) for i in launch.gpu_ids)
-    if spec.nodes > 1:
+    if spec.nodes_max is not None:
+        # An elastic gang: torchrun's c10d rendezvous at node 0, which is never given back.
+        env["DLC_NODE_RANK"] = str(launch.rank)
+        if launch.peers:
+            rdzv_id = f"{job.job_id}.{job.attempt}"
+            env.update(elastic_env(launch.rank, spec.gpus, launch.peers[0], spec.nodes,
+                                   spec.nodes_max, rdzv_id))  # fmt: skip
+            # restarts after a member leaves; a rendezvous a joining node can complete
+            for key, value in TORCHRUN_DEFAULTS.items():
+                env.setdefault(key, value)
+    elif spec.nodes > 1:
         # Distributed jobs find their place in the gang from these.
         env.update({"DLC_NODE_RANK": str(launch.rank), "DLC_NUM_NODES": str(spec.nodes)})
         if launch.peers:
@@ -151,7 +162,7 @@ def launch_spec(
         policy=policy,
         # gang nodes share the host's network: the rendezvous port and NCCL/gloo's own
         # connections must be reachable from the peers' hosts
-        network="host" if spec.nodes > 1 else "",
+        network="host" if spec.is_gang else "",
         ports=launch.ports,
         workdir="/workspace" if spec.workdir else None,
         workdir_url=workdir_url(config.api_url, job.job_id) if spec.workdir else "",
@@ -173,7 +184,7 @@ def labels(job: Job, launch: Launch) -> dict[str, list[dict[str, str]]]:
         "dlc.gpu_ids": ",".join(str(i) for i in launch.gpu_ids),
         "dlc.attempt": str(job.attempt),
         "dlc.rank": str(launch.rank),
-        "dlc.nodes": str(job.spec.nodes),
+        "dlc.nodes": job.spec.nodes_text,
     }
     return {"labels": [{"key": k, "value": v} for k, v in pairs.items()]}
 

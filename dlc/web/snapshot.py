@@ -43,6 +43,9 @@ def job_summary(
         "state": job.state.value,
         "gpus": spec.gpus,
         "nodes": spec.nodes,
+        # an elastic gang (--nodes MIN:MAX): its MAX and the members running now
+        "nodes_max": spec.nodes_max,
+        "members": len(job.tasks) if spec.nodes_max is not None else None,
         "share": spec.share_text,
         "priority": spec.priority,
         "priority_class": spec.priority_class,

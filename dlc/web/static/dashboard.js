@@ -130,17 +130,26 @@ function renderCards(snap) {
   ].join("");
 }
 
+// A gang's nodes: "2", or an elastic gang's members over its range, "3/2:4".
+function nodesOf(job) {
+  return job.nodes_max ? `${job.members || 0}/${job.nodes}:${job.nodes_max}` : `${job.nodes}`;
+}
+
+function isGang(job) {
+  return job.nodes > 1 || Boolean(job.nodes_max);
+}
+
 // What a job asks for: "0.5 of a GPU", "2x8 GPUs" (nodes x GPUs per node), "4 GPUs".
 function gpuAsk(job) {
   if (job.share) return `${esc(job.share)} of a GPU`;
-  if (job.nodes > 1) return `${job.nodes}x${job.gpus} GPUs`;
+  if (isGang(job)) return `${nodesOf(job)}x${job.gpus} GPUs`;
   return `${job.gpus} GPU${job.gpus === 1 ? "" : "s"}`;
 }
 
 function gpuList(job) {
   if (!job.tasks.length) return `${gpuAsk(job)} asked`;
   const where = job.tasks.map((t) => `${esc(t.hostname)}: ${t.share ? esc(t.share) : t.gpu_ids.join(",")}`);
-  return (job.nodes > 1 ? [gpuAsk(job)] : []).concat(where).join("<br>");
+  return (isGang(job) ? [gpuAsk(job)] : []).concat(where).join("<br>");
 }
 
 // Measured use of a running job's GPUs; "no sample" where the executor sent none.
@@ -440,7 +449,7 @@ async function renderJob(jobId, snap) {
     fact("User", esc(job.user)),
     fact("Framework", esc(job.framework || "-")),
     fact("Image", `<code>${esc(job.image)}</code>`),
-    fact("GPUs", job.nodes > 1 ? `${job.nodes}x${job.gpus} GPUs (${job.gpus} per node × ${job.nodes} nodes)`
+    fact("GPUs", isGang(job) ? `${nodesOf(job)}x${job.gpus} GPUs (${job.gpus} per node × ${nodesOf(job)} nodes)`
       : `${job.gpus} GPU${job.gpus === 1 ? "" : "s"}`),
     fact("Used", usedFact(snap.jobs.find((j) => j.id === job.id))),
     fact("Placed on", tasks.join("<br>") || "not yet"),
