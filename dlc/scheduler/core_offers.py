@@ -42,7 +42,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         decision out: persist launches before returning them, record reasons."""
         with self._lock:
             now = self._clock()
-            if not self._queued and self._reserver is None:
+            if not self._queued and self._reserver is None and not self._growable():
                 return self._idle_round(now, offers)
             self._catch_up_offers()  # what idle rounds kept, before this round's offers
             views, bad = self._offer_parser.parse(offers)  # each agent's offer parsed once
@@ -93,7 +93,8 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         """A round with nothing queued: decline every offer by id, suppress, and keep the
         offers unparsed (:class:`~dlc.scheduler.offer_views.IdleOffers`); no per-offer work
         beyond that (issue 26: the parse was most of an empty round). With ``--reserve``
-        the full round runs instead: it gives idle reserved GPUs back."""
+        the full round runs instead (it gives idle reserved GPUs back), and so it does while
+        an elastic gang may grow on the offers (:mod:`~dlc.scheduler.core_elastic`)."""
         self._drains.expire(now)
         self._end_reservation_if_due(now)
         self._note_held(now, {})
