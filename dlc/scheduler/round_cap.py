@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from dlc.errors import ConfigError
 from dlc.scheduler.jobs import Job
 
 #: how a reason of a job the cap has not yet considered starts
@@ -41,7 +42,11 @@ class RoundCap:
     """Chooses the jobs of each offer round (``limit``: ``None`` for no bound).
 
     One object lives in the core across rounds: :meth:`choose` begins a round and returns
-    the jobs to consider; :meth:`had_turn` records the jobs that got an answer.
+    the jobs to consider; :meth:`had_turn` records the jobs that got an answer. A limit of 1
+    has no head: its one job a round goes in turns.
+
+    Raises:
+        ConfigError: a limit below 1.
     """
 
     limit: int | None = DEFAULT_JOBS_PER_ROUND
@@ -50,8 +55,10 @@ class RoundCap:
     _turns: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.limit is not None and self.limit < 2:
-            raise ValueError(f"the jobs per round must be at least 2, not {self.limit}")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(
+                "max_jobs_per_round", f"must be at least 1 (or none for all), not {self.limit}"
+            )
 
     def choose(self, queue: Sequence[Job], keep: Collection[str] = ()) -> list[Job]:
         """The jobs of ``queue`` (in queue order) this round considers: the head, the

@@ -135,3 +135,14 @@ def test_a_job_never_considered_says_so_and_is_not_passed_over(core):
     core.on_offers([offer("o1", "a9", gpus=[], cpus=4.0)])  # nothing fits: all wait
     assert CAP_PREFIX in core.queue_reason("j11") and CAP_PREFIX not in core.queue_reason("j00")
     assert core._reservations.skips("j11") == 0 and core._reservations.skips("j00") == 1
+
+
+def test_a_limit_below_one_is_refused_in_one_line():
+    from dlc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="max_jobs_per_round: must be at least 1"):
+        RoundCap(0)
+    queue = [_job(n, 5.0 + n / 10) for n in range(3)]
+    cap = RoundCap(1)  # no head: one job a round, in turns
+    assert [sorted(_round(queue, cap).waiting) for _ in range(4)] == [["j00"], ["j01"], ["j02"],
+                                                                       ["j00"]]  # fmt: skip
