@@ -110,23 +110,15 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         return Actions(declines=declines, kills=kills, suppress=True)
 
     def _marked(self, views: list[OfferView]) -> list[OfferView]:
-        """``views`` with those of share-accounting agents marked (as :func:`~dlc.scheduler.
-        decide.decide` would mark them), one copy per view while the parser reuses it: a
-        copy of 1,213 views each round was a large part of a round's fixed cost."""
-        version, cache = self._marks
-        if version != self.inventory.version:
-            cache = {}
-            self._marks = (self.inventory.version, cache)
+        """``views`` with those of share-accounting agents marked, as :func:`~dlc.scheduler.
+        decide.decide` would mark them but with a cheap copy (``dataclasses.replace`` of
+        1,213 views each round was a large part of a round's fixed cost)."""
         out = []
         for view in views:
-            hit = cache.get(view.agent_id)
-            if hit is None or hit[0] is not view:
-                totals = self.inventory.get(view.agent_id)
-                marked = view
-                if totals is not None and totals.shareable and not view.shares_accounted:
-                    marked = with_fields(view, shares_accounted=True)
-                hit = cache[view.agent_id] = (view, marked)
-            out.append(hit[1])
+            totals = self.inventory.get(view.agent_id)
+            if totals is not None and totals.shareable and not view.shares_accounted:
+                view = with_fields(view, shares_accounted=True)
+            out.append(view)
         return out
 
     def _exact_agents(self) -> frozenset[str]:

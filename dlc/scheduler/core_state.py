@@ -40,7 +40,7 @@ from dlc.scheduler.draining import Drains
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
 from dlc.scheduler.offer_views import IdleOffers, OfferParser
-from dlc.scheduler.placement import DriverCheck, OfferView, TopologyOf
+from dlc.scheduler.placement import DriverCheck, TopologyOf
 from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
 from dlc.scheduler.refusals import Refusals
@@ -115,9 +115,6 @@ class CoreState:
         self._idle_offers = IdleOffers()
         #: (inventory version, the agents with the master's exact totals then)
         self._exact_ids: tuple[int, frozenset[str]] = (-1, frozenset())
-        #: (inventory version, agent id -> (an offer view, that view marked as accounting
-        #: shares where the agent does)): see OfferRoundMixin._marked
-        self._marks: tuple[int, dict[str, tuple[OfferView, OfferView]]] = (-1, {})
         #: failed placement attempts per user per round, in turn (dlc/scheduler/shape_cache.py)
         self._shape_budget = ShapeBudget(placement.shape_tries_per_user)
         #: at most so many queued jobs considered per round, in turns (round_cap.py)
