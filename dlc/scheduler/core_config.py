@@ -35,6 +35,9 @@ class Actions:
         kills: ``(task_id, agent_id)`` to kill.
         revive: ask the master for offers again (new work queued).
         suppress: stop offers (nothing queued).
+        soon: jobs the round cap did not consider still wait: decline without a refuse
+            filter, so the offers come back at the master's next allocation, not after
+            ``refuse_seconds`` (the cap bounds a round's work, not the launches per second).
     """
 
     accepts: list[tuple[list[str], list[dict]]] = field(default_factory=list)
@@ -47,6 +50,7 @@ class Actions:
     suppress: bool = False
     #: roles no queued job can use (``--group-role``): suppressed while the others stay on
     suppress_roles: tuple[str, ...] = ()
+    soon: bool = False
 
 
 @dataclass(frozen=True)

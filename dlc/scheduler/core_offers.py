@@ -175,6 +175,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         # a job the round cap has not yet considered keeps its last reason, or gets one in
         # memory (the API's queue reason; 10,000 message writes made a first round slow)
         reasons = self._reasons
+        actions.soon = bool(decision.skipped)
         for job_id in decision.skipped:
             reasons.setdefault(job_id, self._round_cap.reason())
         self._note_reasons(now, {**waiting, **held}, usable)

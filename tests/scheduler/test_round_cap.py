@@ -146,3 +146,13 @@ def test_a_limit_below_one_is_refused_in_one_line():
     cap = RoundCap(1)  # no head: one job a round, in turns
     assert [sorted(_round(queue, cap).waiting) for _ in range(4)] == [["j00"], ["j01"], ["j02"],
                                                                        ["j00"]]  # fmt: skip
+
+
+def test_a_capped_round_asks_its_offers_back_at_once_and_a_full_one_does_not(core):
+    # 12 wait and the cap takes 4: the unused offers must return at the master's next
+    # allocation, or the skipped jobs would wait out every agent's refuse filter
+    actions = core.on_offers([offer("o1", "a1", cpus=4.0), offer("o2", "a2", gpus=[], cpus=4.0)])
+    assert actions.declines == ["o2"] and actions.soon
+    core.on_offers([offer("o3", "a1", cpus=4.0)])
+    last = core.on_offers([offer("o4", "a1", cpus=4.0), offer("o5", "a2", gpus=[], cpus=4.0)])
+    assert last.declines == ["o5"] and not last.soon  # the last 4: nobody was passed over
