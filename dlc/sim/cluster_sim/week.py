@@ -71,14 +71,14 @@ class MultiNode:
     agents: int = 16
     days: float = 7.0
     demand: tuple[tuple[str, float, float, float], ...] = (
-        ("early", 0 / 7, 7 / 7, 0.36),
-        ("steady", 0 / 7, 7 / 7, 0.26),
-        ("late", 2 / 7, 5 / 7, 0.22),
-        ("latest", 4 / 7, 6 / 7, 0.18),
+        ("early", 0 / 7, 7 / 7, 0.45),
+        ("steady", 0 / 7, 7 / 7, 0.30),
+        ("late", 2 / 7, 5 / 7, 0.30),
+        ("latest", 4 / 7, 6 / 7, 0.26),
     )
     shapes: tuple[tuple[tuple[int, int], float, float], ...] = (
-        ((1, 1), 0.40, 1.0), ((2, 1), 0.10, 1.0), ((4, 1), 0.10, 1.0), ((8, 1), 0.15, 3.0),
-        ((8, 2), 0.10, 4.0), ((4, 2), 0.05, 4.0), ((8, 3), 0.05, 4.0), ((8, 4), 0.05, 4.0),
+        ((1, 1), 0.30, 2.0), ((2, 1), 0.10, 2.0), ((4, 1), 0.10, 2.0), ((8, 1), 0.20, 4.0),
+        ((8, 2), 0.12, 6.0), ((4, 2), 0.06, 6.0), ((8, 3), 0.06, 6.0), ((8, 4), 0.06, 6.0),
     )  # fmt: skip
     low_share: float = 0.3
     guaranteed: float = 0.125
@@ -151,7 +151,7 @@ def multinode_run(load: MultiNode, features: frozenset[str], seed: int) -> dict:
     agents, where = racked_agents(load.agents, advertise="topology" in features)
     engine = RackEngine(
         agents, core_config(features, "tree"), where, tenancy=multinode_policy(load),
-        params=EngineParams(offer_delay_s=10.0, tick_s=1800.0, checkpoint_loss_s=300.0),
+        params=EngineParams(offer_delay_s=30.0, tick_s=1800.0, checkpoint_loss_s=300.0),
     )  # fmt: skip
     for item in multinode_items(load, seed):
         engine.add(item)
@@ -177,7 +177,7 @@ def measure(
     fit, placed = gangs or (0, 0)
     return {
         "jain": jain([usage.get(g, 0.0) / w for g, w in weights.items()]),
-        "wait_p95_min_8gpu": p95(waits(records, result.until, lambda s: (s.gpus, s.nodes) == (8, 1))),
+        "wait_p95_min_8gpu": p95(waits(records, result.until, _eight_gpus)),
         "wait_p95_min_multinode": p95(waits(records, result.until, lambda s: s.nodes > 1)),
         "lost_gpu_h_preemption": sum(r.lost_gpu_s for r in records) / HOUR - moved_lost,
         "lost_gpu_h_consolidation": moved_lost,
@@ -222,6 +222,10 @@ def waits(records: list[JobRecord], until: float, pick: Callable[[JobSpec], bool
         start = r.first_start if r.first_start is not None else (r.ended or until)
         out.append((start - r.submitted) / 60.0)
     return out
+
+
+def _eight_gpus(spec: JobSpec) -> bool:
+    return (spec.gpus, spec.nodes) == (8, 1) and not spec.is_share
 
 
 def p95(values: list[float]) -> float | None:
