@@ -188,7 +188,7 @@ def markdown(summary: dict, found: list[dict]) -> str:
     for t in found:
         value = t["format"].format(t["value"])
         if t["ci95"] is not None:
-            value += " ± " + t["format"].format(t["ci95"])
+            value += " ± " + t["format"].replace("+", "").format(t["ci95"])
         lines.append(f"| {t['target']} | {value} | {'yes' if t['met'] else '**no**'} |")
     return "\n".join(lines) + "\n"
 
