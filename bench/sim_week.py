@@ -210,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.seeds, args.days = args.seeds or "1", args.days or 1.0
     args.seeds = args.seeds or "1-10"
+    for name, known in ((args.workloads, WORKLOADS), (args.variants, tuple(week.VARIANTS))):
+        unknown = set(name.split(",")) - set(known)
+        if unknown:
+            ap.error(f"{', '.join(sorted(unknown))}: not known; use some of {','.join(known)}")
     if args.agents % 8:
         ap.error("--agents must be a multiple of 8 (a rack: 2 switches of 4 agents)")
     started = time.time()

@@ -30,8 +30,13 @@ from dlc.scheduler.preemption import parse_protection
 from dlc.scheduler.tenancy import DEFAULT_POOL, Group, Policy, Quota, Resources
 from dlc.sim.cluster_sim.aistation import build
 from dlc.sim.cluster_sim.engine import EngineParams, JobRecord, SimResult, WorkItem
-from dlc.sim.cluster_sim.racks import EXECUTOR_CPUS, EXECUTOR_MEM, RackEngine, racked_agents
-from dlc.sim.cluster_sim.racks import in_one_switch as _in_one_switch
+from dlc.sim.cluster_sim.racks import (
+    EXECUTOR_CPUS,
+    EXECUTOR_MEM,
+    RackEngine,
+    in_one_switch,
+    racked_agents,
+)
 from dlc.sim.cluster_sim.scenario import Scenario
 
 DAY = 86400.0
@@ -157,7 +162,7 @@ def multinode_run(load: MultiNode, features: frozenset[str], seed: int) -> dict:
         engine.add(item)
     result = engine.run(load.days * DAY)
     weights = {group: load.guaranteed * load.agents * 8 for group, *_ in load.demand}
-    return measure(result, load.agents * 8, weights, _in_one_switch(engine.notes))
+    return measure(result, load.agents * 8, weights, in_one_switch(engine.notes))
 
 
 def measure(
