@@ -51,6 +51,7 @@ from dlc.mesos.resources import Resources  # noqa: E402
 from dlc.scheduler.core import CoreConfig, SchedulerCore  # noqa: E402
 from dlc.scheduler.jobs import Job, JobState  # noqa: E402
 from dlc.scheduler.placement import PlacementConfig  # noqa: E402
+from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND  # noqa: E402
 from dlc.sim import io  # noqa: E402
 from dlc.sim.cluster_sim.master import SimMaster, SimTask  # noqa: E402
 from dlc.sim.cluster_sim.openb import DEFAULT_GPU_MIB, GPU_MIB, agent_of, spec_of  # noqa: E402
@@ -86,7 +87,10 @@ class Sizes:
 class Bench:
     """One run: the store, the core, the simulated master, and the pods still to submit."""
 
-    def __init__(self, sizes: Sizes, seed: int, trace: str, trace_dir: str | None, db: Path):
+    def __init__(
+        self, sizes: Sizes, seed: int, trace: str, trace_dir: str | None, db: Path,
+        jobs_per_round: int | None = DEFAULT_JOBS_PER_ROUND,
+    ):  # fmt: skip
         root = io.trace_root(trace_dir)
         nodes = io.load_nodes(root)
         if sizes.agents is not None:
@@ -104,6 +108,7 @@ class Bench:
         config = CoreConfig(
             placement=PlacementConfig("first-fit", executor_cpus=0.0, executor_mem_mib=0.0),
             max_queued_per_user=None,
+            max_jobs_per_round=jobs_per_round,
         )
         started = time.perf_counter()
         self.core = SchedulerCore(
@@ -174,6 +179,7 @@ class Bench:
         t0 = time.thread_time()
         actions = self.core.on_offers(offers)
         cpu_ms = 1000 * (time.thread_time() - t0)
+        self.launches = sum(len(infos) for _, infos in actions.accepts)
         if self.profiler is not None:
             self.profiler.disable()
         for offer_ids, infos in actions.accepts:
@@ -269,16 +275,19 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
     sizes = Sizes(args.quick)
     with tempfile.TemporaryDirectory(prefix="core-scale-") as tmp:
         started = time.perf_counter()
-        bench = Bench(sizes, args.seed, args.trace, args.trace_dir, Path(tmp) / "dlc.db")
+        cap = None if args.jobs_per_round == 0 else args.jobs_per_round
+        bench = Bench(sizes, args.seed, args.trace, args.trace_dir, Path(tmp) / "dlc.db", cap)
         bench.profiler = profiler
         setup_s = time.perf_counter() - started
         _say(f"set up in {setup_s:.1f} s; first round")
         first = bench.round()
+        first_launches = bench.launches
         _say(f"first round {first:.0f} ms CPU; {sizes.steady_rounds} steady rounds")
-        steady = []
+        steady, steady_launches = [], 0
         for _ in range(sizes.steady_rounds):
             bench.churn(0.02)
             steady.append(bench.round())
+            steady_launches += bench.launches
         queued_after = len(bench.core.queued_jobs())
         _say(f"steady p50 {_p(steady, 50):.0f} ms CPU; {sizes.burst} submits at once")
         burst_ms, burst_s, burst_errors = bench.burst(sizes.burst)
@@ -297,6 +306,8 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         "queued": sizes.queued, "finished": sizes.finished, "setup_s": setup_s,
         "core_load_s": bench.load_s, "running_tasks": len(bench.master.tasks),
         "queued_after_steady": queued_after,
+        "jobs_per_round": args.jobs_per_round,
+        "first_round_launches": first_launches, "steady_launches": steady_launches,
         "first_round_ms": first,
         "round_ms_p50": _p(steady, 50), "round_ms_p99": _p(steady, 99),
         "round_ms_max": max(steady) if steady else 0.0,
@@ -330,6 +341,8 @@ def main() -> None:
     parser.add_argument("--trace", default="default")
     parser.add_argument("--trace-dir", default=None)
     parser.add_argument("--before", default=None, help="a JSON of this script from older code")
+    parser.add_argument("--jobs-per-round", type=int, default=DEFAULT_JOBS_PER_ROUND,
+                        help="the core's max_jobs_per_round (0: no cap)")  # fmt: skip
     parser.add_argument("--profile", default=None, help="write a cProfile of the rounds here")
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # one "no dlc_topo" line per agent is not news here

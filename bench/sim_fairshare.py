@@ -27,12 +27,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dlc.scheduler.core import CoreConfig  # noqa: E402
-from dlc.scheduler.fair_share import accrued, decay  # noqa: E402
 from dlc.scheduler.jobs import JobSpec  # noqa: E402
 from dlc.scheduler.placement import PlacementConfig  # noqa: E402
 from dlc.scheduler.tenancy import DEFAULT_POOL, Group, Policy, Quota, Resources  # noqa: E402
 from dlc.sim.cluster_sim.engine import Engine, EngineParams, WorkItem  # noqa: E402
 from dlc.sim.cluster_sim.master import SimAgentSpec  # noqa: E402
+from dlc.sim.cluster_sim.week import decayed_usage, jain  # noqa: E402
 from dlc.topology import gpu_shares  # noqa: E402
 
 DAY = 86400.0
@@ -88,12 +88,6 @@ def workload(seed: int) -> list[WorkItem]:
     return items
 
 
-def jain(values: list[float]) -> float:
-    total = sum(values)
-    squares = sum(v * v for v in values)
-    return total * total / (len(values) * squares) if squares else 1.0
-
-
 def run(seed: int, half_life_s: float, measure_half_life_s: float) -> dict:
     config = CoreConfig(placement=PlacementConfig("first-fit"), fair_share_half_life_s=half_life_s)
     engine = Engine(agents(), config, policy(), EngineParams(offer_delay_s=30.0, tick_s=900.0))
@@ -101,15 +95,8 @@ def run(seed: int, half_life_s: float, measure_half_life_s: float) -> dict:
         engine.add(item)
     started = time.perf_counter()
     result = engine.run(WEEK)
-    group_of = {r.item.key: r.item.group for r in result.records.values()}
-    decayed = dict.fromkeys(DEMAND, 0.0)
-    plain = dict.fromkeys(DEMAND, 0.0)
-    for interval in result.intervals:
-        group = group_of[interval.key]
-        held = interval.end - interval.start
-        value = accrued(1.0, held, measure_half_life_s)
-        decayed[group] += decay(value, WEEK - interval.end, measure_half_life_s)
-        plain[group] += held / 3600
+    decayed = dict.fromkeys(DEMAND, 0.0) | decayed_usage(result, measure_half_life_s)
+    plain = dict.fromkeys(DEMAND, 0.0) | decayed_usage(result, 0.0)  # no decay: GPU-hours
     busy = sum(plain.values()) / (NODES * GPUS * WEEK / 3600)
     preempted = sum(r.preemptions for r in result.records.values())
     return {

@@ -30,40 +30,21 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dlc.cli.simulate_cmd import parse_seeds
 from dlc.scheduler.core import CoreConfig
-from dlc.scheduler.gang_topology import ATTR_RACK, ATTR_SWITCH
-from dlc.scheduler.jobs import JobSpec, job_id_of_task
+from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import PlacementConfig
-from dlc.sim import io
-from dlc.sim.cluster_sim.engine import Engine, EngineParams, WorkItem
-from dlc.sim.cluster_sim.openb import agent_of
-
-AGENTS_PER_SWITCH = 4
-SWITCHES_PER_RACK = 2
-EXECUTOR_CPUS, EXECUTOR_MEM = 0.1, 64.0
-
-
-def racked_agents(count: int, advertise: bool):
-    """``(agents, agent id -> (rack, switch))``: the first ``count`` 8-GPU G2 openb nodes."""
-    nodes = [n for n in io.load_nodes(io.trace_root()) if n.gpus == 8 and n.model == "G2"]
-    if len(nodes) < count:
-        raise SystemExit(f"--agents {count}: the openb list has only {len(nodes)} 8-GPU G2 nodes")
-    agents, where = [], {}
-    for k, node in enumerate(nodes[:count]):
-        switch_no = k // AGENTS_PER_SWITCH
-        rack, switch = f"r{switch_no // SWITCHES_PER_RACK}", f"s{switch_no}"
-        agent = agent_of(node)  # plus the ports a gang's rendezvous takes one of
-        agent = replace(agent, resources=agent.resources + ";ports:[31000-31099]")
-        where[agent.agent_id] = (rack, switch)
-        if advertise:
-            agent = replace(agent, attributes={**agent.attributes, ATTR_RACK: rack,
-                                               ATTR_SWITCH: switch})  # fmt: skip
-        agents.append(agent)
-    return agents, where
+from dlc.sim.cluster_sim.engine import EngineParams, WorkItem
+from dlc.sim.cluster_sim.racks import (
+    AGENTS_PER_SWITCH,
+    EXECUTOR_CPUS,
+    EXECUTOR_MEM,
+    SWITCHES_PER_RACK,
+    RackEngine,
+    racked_agents,
+)
 
 
 def workload(seed: int, hours: float, gpus_total: int, load: float = 0.85) -> list[WorkItem]:
@@ -85,56 +66,6 @@ def workload(seed: int, hours: float, gpus_total: int, load: float = 0.85) -> li
         work = max(60.0, rng.expovariate(1 / mean))
         items.append(WorkItem(f"j{n}", "training", f"u{n % 8}", "-", at, spec, work))
         n += 1
-
-
-@dataclass
-class GangNote:
-    """One gang placement: did a switch have room at the round's start, where it went."""
-
-    nodes: int
-    fits_switch: bool
-    switches: int
-    racks: int
-
-
-class RackEngine(Engine):
-    """The simulation engine, noting for every gang placed where it went and what fit."""
-
-    def __init__(self, agents, config, where: dict[str, tuple[str, str]], **kw):
-        super().__init__(agents, config, **kw)
-        self.where = where
-        self.notes: list[GangNote] = []
-
-    def _on_round(self, _data) -> None:
-        free = {a: self.master.free[a] for a in self.master.specs}
-        offers = self.master.offers()
-        started = time.perf_counter()
-        actions = self.core.on_offers(offers)
-        self.result.round_s += time.perf_counter() - started
-        self.result.rounds += 1
-        self._round_due = False
-        by_job: dict[str, list[str]] = {}
-        for _, infos in actions.accepts:
-            for info in infos:
-                job_id = job_id_of_task(info["task_id"]["value"])[0]
-                by_job.setdefault(job_id, []).append(info["agent_id"]["value"])
-        for job_id, agents in by_job.items():
-            record = self._by_job.get(job_id)
-            if record is None or record.item.spec.nodes < 2:
-                continue
-            self.notes.append(self._note(record.item.spec, agents, free))
-        self._apply(actions)
-
-    def _note(self, spec: JobSpec, agents: list[str], free) -> GangNote:
-        room: dict[str, int] = {}
-        for agent_id, res in free.items():
-            if (res.scalar("gpus") >= spec.gpus and res.scalar("cpus") >= spec.cpus + EXECUTOR_CPUS
-                    and res.scalar("mem") >= spec.mem_mib + EXECUTOR_MEM):  # fmt: skip
-                switch = self.where[agent_id][1]
-                room[switch] = room.get(switch, 0) + 1
-        fits = any(n >= spec.nodes for n in room.values())
-        return GangNote(spec.nodes, fits, len({self.where[a][1] for a in agents}),
-                        len({self.where[a][0] for a in agents}))  # fmt: skip
 
 
 def run(seed: int, args, advertise: bool) -> dict:

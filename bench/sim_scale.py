@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 
 from dlc.scheduler.core import CoreConfig  # noqa: E402
 from dlc.scheduler.placement import PlacementConfig  # noqa: E402
+from dlc.scheduler.round_cap import CAP_PREFIX  # noqa: E402
 from dlc.scheduler.share_hold import ShareHoldSettings  # noqa: E402
 from dlc.sim import io  # noqa: E402
 from dlc.sim.cluster_sim.engine import Engine  # noqa: E402
@@ -114,25 +115,39 @@ def replay(
 
 
 def _round(engine: Engine, items: list) -> dict:
+    """One batch: its pods submitted, then offer rounds until every pod had its turn (the
+    core considers ``max_jobs_per_round`` jobs a round, docs/scheduler.md); a pod its turn
+    could not place is withdrawn, as one round withdrew every pod it did not place before
+    that cap. Times are summed over the batch's rounds."""
     for item in items:
         engine._on_submit(item)
-    engine._round_due = False
-    engine._events.clear()  # no virtual time passes: pods never end
-    t0 = time.perf_counter()
-    offers = engine.master.offers()
-    t1 = time.perf_counter()
-    actions = engine.core.on_offers(offers)
-    t2 = time.perf_counter()
-    engine._apply(actions)
-    engine._events.clear()
-    withdrawn = 0
-    for item in items:
-        record = engine.records[item.key]
-        if record.first_start is None and record.job_id is not None:
+    offers_s = core_s = 0.0
+    placed = withdrawn = 0
+    waiting = list(items)
+    while waiting:
+        engine._round_due = False
+        engine._events.clear()  # no virtual time passes: pods never end
+        t0 = time.perf_counter()
+        offers = engine.master.offers()
+        t1 = time.perf_counter()
+        actions = engine.core.on_offers(offers)
+        t2 = time.perf_counter()
+        offers_s, core_s = offers_s + t1 - t0, core_s + t2 - t1
+        engine._apply(actions)
+        engine._events.clear()
+        placed += sum(len(infos) for _, infos in actions.accepts)
+        later = []
+        for item in waiting:
+            record = engine.records[item.key]
+            if record.first_start is not None or record.job_id is None:
+                continue
+            if CAP_PREFIX in (engine.core.queue_reason(record.job_id) or ""):
+                later.append(item)  # not considered yet: its turn comes next round
+                continue
             engine.core.kill(record.job_id, "openb", admin=True)
             withdrawn += 1
-    placed = sum(len(infos) for _, infos in actions.accepts)
-    return {"offers_s": t1 - t0, "core_s": t2 - t1, "placed": placed, "withdrawn": withdrawn,
+        waiting = later
+    return {"offers_s": offers_s, "core_s": core_s, "placed": placed, "withdrawn": withdrawn,
             "queued": len(items)}  # fmt: skip
 
 

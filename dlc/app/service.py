@@ -27,6 +27,7 @@ from dlc.scheduler.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
 from dlc.scheduler.placement import PlacementConfig, check_policy
 from dlc.scheduler.preemption import ProtectionRules
+from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND
 from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.scheduler.task_info import ExecutorConfig
 from dlc.store.lock import DbLock
@@ -91,6 +92,8 @@ class ServiceConfig:
     share_hold: ShareHoldSettings = field(default_factory=ShareHoldSettings)
     #: jobs consolidation may move per hour (``--consolidation-moves-per-hour``; 0: off)
     consolidation_moves_per_hour: int = 0
+    #: queued jobs one offer round considers (``--max-jobs-per-round``; ``None``: all)
+    max_jobs_per_round: int | None = DEFAULT_JOBS_PER_ROUND
     #: ``--fair-share-half-life`` (0: off) and ``--protect`` (docs/quotas.md)
     fair_share_half_life_s: float = DEFAULT_HALF_LIFE_S
     protection: ProtectionRules = field(default_factory=ProtectionRules)
@@ -140,6 +143,7 @@ class SchedulerService:
             principal=fw_config.principal,
             group_roles=fw_config.group_roles,
             consolidation_moves_per_hour=config.consolidation_moves_per_hour,
+            max_jobs_per_round=config.max_jobs_per_round,
             fair_share_half_life_s=config.fair_share_half_life_s,
             protection=config.protection,
         )

@@ -18,6 +18,7 @@ from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuStyle
 from dlc.mesos.framework import WEEK_S, FrameworkConfig, check_roles, parse_group_roles
 from dlc.scheduler.allocator import POLICY_MODULES
+from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND
 from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.scheduler.task_info import ExecutorConfig
 
@@ -347,6 +348,14 @@ def admin_token_from(token_file: str | None) -> str | None:
     help="Preemptible jobs DLC may move per hour so that a whole-GPU job fragmentation "
     "keeps waiting gets its set on one node (0: off; docs/scheduler.md).",
 )
+@click.option(
+    "--max-jobs-per-round",
+    type=click.IntRange(0),
+    default=DEFAULT_JOBS_PER_ROUND,
+    show_default=True,
+    help="Queued jobs one offer round considers: the head of the queue and, in turns, the "
+    "longest-waiting others (0: all; docs/scheduler.md).",
+)
 @share_hold_options
 @executor_options
 @click.option("--metrics-tenant-labels", is_flag=True,
@@ -361,7 +370,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
             max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
             group_roles, share_hold_reserve, share_hold_fill, share_hold_max_wait,
             fair_share_half_life, protect, consolidation_moves_per_hour,
-            failover_timeout,
+            max_jobs_per_round, failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, metrics_tenant_labels, verbose, sessions):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
@@ -426,6 +435,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
         sessions=sessions,
         share_hold=share_hold,
         consolidation_moves_per_hour=consolidation_moves_per_hour,
+        max_jobs_per_round=max_jobs_per_round or None,
         fair_share_half_life_s=parse_span(fair_share_half_life),
         protection=parse_protection(protect),
         executor=executor_config(

@@ -474,10 +474,9 @@ class MesosFramework:
                 self._unconfirmed[info["task_id"]["value"]] = info["agent_id"]["value"]
             self._reconcile_at = max(self._reconcile_at, self._clock() + 10.0)
         if actions.declines:
-            driver.declineOffer(
-                [{"value": o} for o in actions.declines],
-                {"refuse_seconds": self.config.refuse_seconds},
-            )
+            # jobs the round cap left for the next round: the offers come back at once
+            wait = 0.0 if actions.soon else self.config.refuse_seconds
+            driver.declineOffer([{"value": o} for o in actions.declines], {"refuse_seconds": wait})
         for task_id, _agent_id in actions.kills:
             driver.killTask({"value": task_id})
         if actions.revive:

@@ -16,6 +16,7 @@ from dlc.scheduler.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.preemption import ProtectionRules
+from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND
 from dlc.scheduler.task_info import ExecutorConfig
 
 #: (framework or None, image or None) -> (image, cuda_version); raises DlcError
@@ -35,6 +36,9 @@ class Actions:
         kills: ``(task_id, agent_id)`` to kill.
         revive: ask the master for offers again (new work queued).
         suppress: stop offers (nothing queued).
+        soon: jobs the round cap did not consider still wait: decline without a refuse
+            filter, so the offers come back at the master's next allocation, not after
+            ``refuse_seconds`` (the cap bounds a round's work, not the launches per second).
     """
 
     accepts: list[tuple[list[str], list[dict[str, Any]]]] = field(default_factory=list)
@@ -47,6 +51,7 @@ class Actions:
     suppress: bool = False
     #: roles no queued job can use (``--group-role``): suppressed while the others stay on
     suppress_roles: tuple[str, ...] = ()
+    soon: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,9 @@ class CoreConfig:
     fair_share_half_life_s: float = DEFAULT_HALF_LIFE_S
     #: how often the leader writes the fair-share ledger to the store, seconds
     fair_share_flush_s: float = 60.0
+    #: queued jobs one offer round considers: the head of the queue and, in turns, the
+    #: longest-waiting others (``None``: all; :mod:`~dlc.scheduler.round_cap`, docs/scheduler.md)
+    max_jobs_per_round: int | None = DEFAULT_JOBS_PER_ROUND
     #: ``--protect CLASS=MIN_RUNTIME[:DELAY]``: per priority class, the runtime before a job
     #: may be preempted and the delay from the decision to the eviction (none: as before)
     protection: ProtectionRules = ProtectionRules()

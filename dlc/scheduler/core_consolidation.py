@@ -41,6 +41,9 @@ from dlc.scheduler.quotas import QueuePlan, agent_pool
 #: at every running job; a waiting job is passed over every round)
 RETRY_S = 60.0
 
+#: in the reason of a job consolidation moved (the simulator tells moves from reclaims by it)
+MOVED = "a place is free on"
+
 
 #: the budget, plans under way (job id -> plan), when jobs were moved and may plan again
 _State = tuple[MoveBudget, dict[str, ConsolidationPlan], dict[str, float], dict[str, float]]
@@ -202,7 +205,7 @@ class ConsolidationMixin(TenancyMixin):
         victims = []
         for move in plan.moves:
             lost = f"{move.lost_gpu_h:.2f} GPU-hours at most"
-            text = f"preempted: {why}; a place is free on {self._host(move.to_agent)} ({lost})"
+            text = f"preempted: {why}; {MOVED} {self._host(move.to_agent)} ({lost})"
             victim = self._active[move.job_id]
             protection = self.config.protection.of(victim)
             ran_s = max(0.0, now - self._started.get(move.job_id, now))

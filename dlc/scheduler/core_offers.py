@@ -23,6 +23,7 @@ from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.decide import Decision, decide
 from dlc.scheduler.gang_topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
+from dlc.scheduler.offer_views import with_fields
 from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, Launch, OfferView, share_fields
 from dlc.scheduler.quotas import QueuePlan, split_by_pool
@@ -43,21 +44,25 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         decision out: persist launches before returning them, record reasons."""
         with self._lock:
             now = self._clock()
+            if not self._queued and self._reserver is None and not self._growable():
+                return self._idle_round(now, offers)
+            self._catch_up_offers()  # what idle rounds kept, before this round's offers
             views, bad = self._offer_parser.parse(offers)  # each agent's offer parsed once
             self.inventory.note_offers(views, now)
             self._drains.expire(now)
             # an agent whose master just refused a task's resources takes no task for a while
             usable = [self._drains.strip(v) for v in views
                       if not self._refusals.blocked(v.agent_id, now)]  # fmt: skip
+            usable = self._marked(usable)
             self._end_reservation_if_due(now)
-            queue, held = [], {}
-            for job in self.queued_jobs():
-                wait = self._drains.job_wait(job.job_id, now)  # never two attempts at once
-                if wait is None:
-                    queue.append(job)
-                else:
-                    held[job.job_id] = wait
-            tenancy = self.plan_queue(queue)  # quotas, fair order, user limits
+            queue, held = self.queued_jobs(), {}
+            if self._drains.waiting_jobs(now):  # never two attempts at once
+                for job in queue:
+                    wait = self._drains.job_wait(job.job_id, now)
+                    if wait is not None:
+                        held[job.job_id] = wait
+                queue = [j for j in queue if j.job_id not in held]
+            tenancy = self.plan_queue(queue, rows=False)  # quotas, fair order, user limits
             decision = decide(
                 tenancy.runnable, self.inventory, usable, self.config.placement, now,
                 self._reservations.held(), self._impossible_reason,
@@ -65,7 +70,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                 lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
                 self._share_tenants() if tenancy.runnable else None,
                 self._share_hold(now, tenancy.runnable),
-                self._shape_budget, self._placement_mix,
+                self._shape_budget, self._placement_mix, self._round_cap,
             )  # fmt: skip
             self._note_held(now, decision.waiting)
             held.update(tenancy.held)
@@ -85,6 +90,46 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                     with suppress(DlcError):  # a store that cannot be read: the error above
                         self.reload()
                 raise
+
+    def _idle_round(self, now: float, offers: list[dict[str, Any]]) -> Actions:
+        """A round with nothing queued: decline every offer by id, suppress, and keep the
+        offers unparsed (:class:`~dlc.scheduler.offer_views.IdleOffers`); no per-offer work
+        beyond that (issue 26: the parse was most of an empty round). With ``--reserve``
+        the full round runs instead (it gives idle reserved GPUs back), and so it does while
+        an elastic gang may grow on the offers (:mod:`~dlc.scheduler.core_elastic`)."""
+        self._drains.expire(now)
+        self._end_reservation_if_due(now)
+        self._note_held(now, {})
+        declines, learn = self._idle_offers.keep(offers, now, self._exact_agents())
+        if learn:  # agents without the master's totals learn from offers at once
+            views, _ = self._offer_parser.parse(learn, forget=False)
+            self.inventory.note_offers(views, now)
+        if self.metrics is not None:
+            self.metrics.record_round([], len(offers), len(declines), 0.0, [])
+        kills = self._consolidate(now, [], {}, [])  # forgets what it planned for gone jobs
+        # as every round: victims whose eviction delay is over, and the fair-share ledger
+        kills += self._preempt(QueuePlan())
+        return Actions(declines=declines, kills=kills, suppress=True)
+
+    def _marked(self, views: list[OfferView]) -> list[OfferView]:
+        """``views`` with those of share-accounting agents marked, as :func:`~dlc.scheduler.
+        decide.decide` would mark them but with a cheap copy (``dataclasses.replace`` of
+        1,213 views each round was a large part of a round's fixed cost)."""
+        out = []
+        for view in views:
+            totals = self.inventory.get(view.agent_id)
+            if totals is not None and totals.shareable and not view.shares_accounted:
+                view = with_fields(view, shares_accounted=True)
+            out.append(view)
+        return out
+
+    def _exact_agents(self) -> frozenset[str]:
+        """Agents the master gave exact totals (kept per inventory version)."""
+        version, ids = self._exact_ids
+        if version != self.inventory.version:
+            ids = frozenset(a.agent_id for a in self.inventory.agents() if a.exact)
+            self._exact_ids = (self.inventory.version, ids)
+        return ids
 
     def _carry_out(
         self, now: float, offers: list[dict[str, Any]], views: list[OfferView],
@@ -130,6 +175,12 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         runnable = [j for j in queue if j.job_id not in set_aside]
         self._maybe_reserve(now, runnable, placeable, usable)
         actions.kills += self._consolidate(now, runnable, placeable, usable)  # after reserving
+        # a job the round cap has not yet considered keeps its last reason, or gets one in
+        # memory (the API's queue reason; 10,000 message writes made a first round slow)
+        reasons = self._reasons
+        actions.soon = bool(decision.skipped)
+        for job_id in decision.skipped:
+            reasons.setdefault(job_id, self._round_cap.reason())
         self._note_reasons(now, {**waiting, **held}, usable)
         # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
         actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())

@@ -21,7 +21,7 @@ from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.quotas import largest_gpu_memory
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, build
 from dlc.scheduler.share_placement import share_milli
-from dlc.scheduler.whole_score import WorkloadMix, demand_mix
+from dlc.scheduler.whole_score import WorkloadMix, counted_mix
 
 #: queued or running shares of one shape: cpus, fraction, memory, the GPU's MiB
 _ShareShape = tuple[float, float | None, int | None, int]
@@ -52,6 +52,7 @@ class ShareHoldMixin(CoreState):
                 demands.append((milli, 1))
                 key = (task.agent_id, task.share_gpu)
                 share_used[key] = share_used.get(key, 0) + milli
+        self._catch_up_offers()
         draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
         agents = self.inventory.view(taken, draining)
         return build(settings, agents, demands, now, self._share_held_since, share_used)
@@ -89,12 +90,12 @@ class ShareHoldMixin(CoreState):
                 agent = self.inventory.get(task.agent_id)
                 total = (agent.gpu_memory.get(task.share_gpu) if agent else None) or largest
                 share(job.spec, total)
-        demands = [(int(cpus * 1000) + extra, MILLI, gpus) for (cpus, gpus), n in whole.items()
-                   for _ in range(n)]  # fmt: skip
+        counts: Counter[tuple[int, int, int]] = Counter()
+        for (cpus, gpus), n in whole.items():
+            counts[(int(cpus * 1000) + extra, MILLI, gpus)] += n
         for key, n in shares.items():
-            size = share_milli(spec_of[key], key[3])
-            demands += [(int(key[0] * 1000) + extra, size, 1)] * n
-        return demand_mix(demands)
+            counts[(int(key[0] * 1000) + extra, share_milli(spec_of[key], key[3]), 1)] += n
+        return counted_mix(counts)
 
     def _note_held(self, now: float, waiting: Mapping[str, str]) -> None:
         """Remember when each share now held was first held; forget the jobs no longer

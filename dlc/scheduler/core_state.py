@@ -26,6 +26,7 @@ only; they are not an API.
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -38,12 +39,13 @@ from dlc.scheduler.core_config import CoreConfig, ImageResolver, default_resolve
 from dlc.scheduler.draining import Drains
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
-from dlc.scheduler.offer_views import OfferParser
+from dlc.scheduler.offer_views import IdleOffers, OfferParser
 from dlc.scheduler.placement import DriverCheck, TopologyOf
 from dlc.scheduler.ports import JobStore, RoundSink
 from dlc.scheduler.queue import Reservations, queue_key
 from dlc.scheduler.refusals import Refusals
 from dlc.scheduler.reserve import Reserver
+from dlc.scheduler.round_cap import RoundCap
 from dlc.scheduler.shape_cache import ShapeBudget
 from dlc.scheduler.task_states import NOT_RUNNING_STATES
 from dlc.scheduler.tenancy import Policy
@@ -109,8 +111,14 @@ class CoreState:
         self._refusals = Refusals()
         #: each agent's offer parsed once while it offers the same (dlc/scheduler/offer_views.py)
         self._offer_parser = OfferParser()
+        #: offers of rounds with nothing queued, learnt from when first read (offer_views.py)
+        self._idle_offers = IdleOffers()
+        #: (inventory version, the agents with the master's exact totals then)
+        self._exact_ids: tuple[int, frozenset[str]] = (-1, frozenset())
         #: failed placement attempts per user per round, in turn (dlc/scheduler/shape_cache.py)
         self._shape_budget = ShapeBudget(placement.shape_tries_per_user)
+        #: at most so many queued jobs considered per round, in turns (round_cap.py)
+        self._round_cap = RoundCap(self.config.max_jobs_per_round)
         idle_s = self.config.reserve_idle_s
         self._reserver = None if idle_s is None else Reserver(idle_s, self.config.principal)
         #: the latest submit time handed out: each submit gets a later one (the queue's tie order)
@@ -120,6 +128,8 @@ class CoreState:
         self._queued_by_user: dict[str, int] = {}
         self._active: dict[str, Job] = {}
         self._order: list[str] | None = None
+        #: whether ``_order`` may still hold jobs that left the queue
+        self._order_stale = False
         self._reasons: dict[str, str] = {}
         #: job id -> when the share hold first held it (dlc/scheduler/core_share_hold.py)
         self._share_held_since: dict[str, float] = {}
@@ -194,9 +204,9 @@ class CoreState:
             self._queued[job.job_id] = job
             self._count_queued(job.user, 1)
             if not was_queued:
-                self._order = None
+                self._enter_order(job.job_id)
         elif was_queued:
-            self._order = None
+            self._order_stale = True  # filtered out when next read: no sort
             self._reasons.pop(job.job_id, None)
             self._reservations.forget(job.job_id)
         if job.state.active:
@@ -230,11 +240,35 @@ class CoreState:
             raise JobNotFound(f"no job {job_id}; list your jobs with `dlc jobs`")
         return job
 
+    def _catch_up_offers(self) -> None:
+        """Learn from the offers idle rounds kept unparsed (:class:`IdleOffers`), as those
+        rounds would have: before anything reads what the agents offered."""
+        if not self._idle_offers:
+            return
+        for at, offers in self._idle_offers.take():
+            views, _ = self._offer_parser.parse(offers, forget=False)  # declined already
+            self.inventory.note_offers(views, at)
+
     def queued_jobs(self) -> list[Job]:
         """Queued jobs in placement order (from memory)."""
         if self._order is None:
             self._order = [j.job_id for j in sorted(self._queued.values(), key=queue_key)]
+            self._order_stale = False
+        elif self._order_stale:
+            self._order = [j for j in self._order if j in self._queued]
+            self._order_stale = False
         return [self._queued[j] for j in self._order]
+
+    def _enter_order(self, job_id: str) -> None:
+        """Put a newly queued job in its place (a sort of 10,000 queued jobs each round
+        that saw a submit cost more than the rest of the round's bookkeeping)."""
+        if self._order is None:
+            return
+        if self._order_stale:
+            self._order = [j for j in self._order if j in self._queued and j != job_id]
+            self._order_stale = False
+        queued = self._queued
+        bisect.insort(self._order, job_id, key=lambda j: queue_key(queued[j]))
 
     def has_queued(self) -> bool:
         """Whether any job waits for offers."""

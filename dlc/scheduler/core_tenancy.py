@@ -88,15 +88,16 @@ class TenancyMixin(ElasticMixin):
         smallest of its pool while it waits (:mod:`~dlc.scheduler.share_charge`)."""
         return self._per_inventory("gpu_sizes", lambda a: GpuSizes.of(a, agent_pool))
 
-    def plan_queue(self, queue: list[Job] | None = None) -> QueuePlan:
-        """Order, admit or hold the queued jobs by the tenancy policy (``dlc queue``)."""
+    def plan_queue(self, queue: list[Job] | None = None, rows: bool = True) -> QueuePlan:
+        """Order, admit or hold the queued jobs by the tenancy policy (``dlc queue``;
+        ``rows=False``: an offer round, which reads no rows)."""
         with self._lock:
             if queue is None:
                 queue = [j for j in self.queued_jobs() if self._impossible_reason(j.spec) is None]
             return plan(
                 queue, self._active.values(), self.tenancy, self.pool_capacity(), self._started,
                 self.gpu_sizes() if self.tenancy.enabled else None,  # unused without a policy
-                self._tenure(self._clock()) if self.tenancy.enabled else None,
+                self._tenure(self._clock()) if self.tenancy.enabled else None, rows,
             )  # fmt: skip
 
     # -- fair share over time ------------------------------------------------------

@@ -51,6 +51,7 @@ class ViewsMixin(CoreState):
     def update_agents(self, slaves: list[dict[str, Any]]) -> None:
         """Take agent totals from the master (``GET /master/slaves`` ``slaves`` list)."""
         with self._lock:
+            self._catch_up_offers()  # in the order they came: the master's totals replace them
             self.inventory.update_from_master(slaves)
             for job in self._active.values():  # keep what DLC's own tasks prove exists
                 for task in job.tasks:
@@ -64,6 +65,7 @@ class ViewsMixin(CoreState):
             for _, task, holder in self._running_tasks():
                 for gpu in task.gpu_ids:
                     taken.setdefault(task.agent_id, {})[gpu] = holder
+            self._catch_up_offers()
             draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
             return self.inventory.view(taken, draining)
 

@@ -25,7 +25,8 @@ from dlc.scheduler.placement import (
     TopologyOf,
     place,
 )
-from dlc.scheduler.shape_cache import ShapeBudget
+from dlc.scheduler.round_cap import RoundCap
+from dlc.scheduler.shape_cache import DEFERRED_PREFIX, ShapeBudget
 from dlc.scheduler.share_hold import ShareHold
 from dlc.scheduler.share_placement import ShareTenants
 
@@ -39,8 +40,11 @@ class Decision:
         placed_jobs: ids of the jobs launched, in order.
         declines: offer ids to decline (no task landed on their agent).
         kills: ``(task_id, agent_id)`` to kill (none today: kills come from status updates).
-        waiting: job id -> why it waits (every queued job not launched has one).
+        waiting: job id -> why it waits (every queued job not launched and not skipped
+            has one).
         impossible: the subset of ``waiting`` no known agent could ever run.
+        skipped: ids of the runnable jobs the round cap left for later rounds
+            (:mod:`~dlc.scheduler.round_cap`); they keep their earlier reasons.
         placement_s: seconds placement took (for the metrics; not a decision input).
     """
 
@@ -50,6 +54,7 @@ class Decision:
     kills: list[tuple[str, str]] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)
     impossible: dict[str, str] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
     placement_s: float = 0.0
 
     def launches_of(self, job_id: str) -> list[Launch]:
@@ -72,6 +77,7 @@ def decide(
     share_hold: ShareHold | None = None,
     budget: ShapeBudget | None = None,
     mix: MixSource = None,
+    cap: RoundCap | None = None,
 ) -> Decision:
     """Decide one offer round.
 
@@ -98,6 +104,8 @@ def decide(
         mix: the expected workload whole-GPU placements are scored against (the core's
             queued and running jobs by shape, :mod:`~dlc.scheduler.whole_score`; or a function
             computing it when first needed, at most once); default: each batch's own queue.
+        cap: at most so many runnable jobs considered this round, in turns (kept across
+            rounds, :class:`~dlc.scheduler.round_cap.RoundCap`); default: no bound.
 
     Returns:
         The launches, declines and every waiting job's reason.
@@ -111,6 +119,13 @@ def decide(
             runnable.append(job)
         else:
             impossible[job.job_id] = f"impossible on the current agents: {why}"
+    skipped: list[str] = []
+    if cap is not None:
+        chosen = cap.choose(runnable, set((reserved or {}).values()))
+        if len(chosen) != len(runnable):
+            ids = {j.job_id for j in chosen}
+            skipped = [j.job_id for j in runnable if j.job_id not in ids]
+            runnable = chosen
     offers = _mark_share_agents(offers, inventory) if runnable else list(offers)
     if budget is not None:
         budget.start()
@@ -129,12 +144,17 @@ def decide(
         result.launches += part.launches
         result.declined += part.declined
         result.waiting.update(part.waiting)
+    if cap is not None:  # a job the budget deferred did not have its turn
+        waits = result.waiting
+        cap.had_turn(j.job_id for j in runnable
+                     if not waits.get(j.job_id, "").startswith(DEFERRED_PREFIX))  # fmt: skip
     return Decision(
         launches=list(result.launches),
         placed_jobs=result.placed_jobs,
         declines=list(result.declined),
         waiting={**result.waiting, **impossible},
         impossible=impossible,
+        skipped=skipped,
         placement_s=time.perf_counter() - started,
     )
 

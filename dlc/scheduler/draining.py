@@ -134,6 +134,11 @@ class Drains:
             self._attempts.pop(task_id, None)
         return self._by_task.pop(task_id, None) is not None
 
+    def waiting_jobs(self, now: float) -> bool:
+        """Whether any job must not be placed now (:meth:`job_wait`): an offer round asks
+        each queued job only then."""
+        return any(until > now for _, _, until in self._attempts.values())
+
     def job_wait(self, job_id: str, now: float) -> str | None:
         """Why ``job_id`` must not be placed now (an earlier attempt may still run), or None."""
         waits = [a for j, a, until in self._attempts.values() if j == job_id and until > now]

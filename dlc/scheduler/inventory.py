@@ -351,6 +351,8 @@ class Inventory:
     def _impossible(self, spec: JobSpec) -> JobSpecError | None:
         if not self._agents:
             return None
+        if spec.nodes == 1 and any(self.shortfall(a, spec) is None for a in self._agents.values()):
+            return None  # one able agent settles a single node (stops at the first found)
         able = self.able_agents(spec)
         if len(able) >= spec.nodes:
             return _no_group(spec, able)

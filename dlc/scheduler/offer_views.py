@@ -8,12 +8,16 @@ resources, attributes, hostname and address equal the last one's (a deep compari
 C) gets the same view under its new offer id. Offers are read-only to DLC: the comparison
 trusts that nobody changes an offer dict after handing it to the core (the adapter decodes
 each from JSON); an offer that *is* the cached object is parsed again all the same.
+
+A round with nothing queued needs none of that: its offers are declined by id.
+:class:`IdleOffers` keeps each agent's latest such offer unparsed until something reads what
+the agents offered (the next round with work, the cluster view); only an agent whose totals
+the master did not give (offers may teach those) is learnt from at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Container, Iterable
 from typing import Any
 
 from dlc.errors import OfferError
@@ -29,12 +33,18 @@ class OfferParser:
         #: agent id -> (the fields of its last offer that the view reads, the view)
         self._last: dict[str, tuple[tuple[Any, ...], OfferView]] = {}
 
-    def parse(self, offers: Iterable[dict[str, Any]]) -> tuple[list[OfferView], list[str]]:
+    def parse(
+        self, offers: Iterable[dict[str, Any]], forget: bool = True
+    ) -> tuple[list[OfferView], list[str]]:
         """``(views, ids of malformed offers)`` as :func:`~dlc.scheduler.placement.
-        parse_offers` returns them (the views equal a fresh parse's)."""
+        parse_offers` returns them (the views equal a fresh parse's). ``forget``: agents
+        absent from ``offers`` leave the cache (a round's batch); ``False``: they stay (a
+        catch-up of kept offers, :class:`IdleOffers`)."""
         good: list[OfferView] = []
         bad: list[str] = []
-        last, self._last = self._last, {}
+        last = self._last
+        if forget:
+            self._last = {}
         for offer in offers:
             fields = tuple(offer.get(k) for k in _KEYS)
             try:
@@ -64,4 +74,62 @@ class OfferParser:
             return None  # the same list or dict: it may have been changed in place
         if old != fields:
             return None
-        return view if view.offer_id == offer_id else replace(view, offer_id=offer_id)
+        return view if view.offer_id == offer_id else with_fields(view, offer_id=offer_id)
+
+
+class IdleOffers:
+    """Offers of rounds with nothing queued, kept unparsed: each agent's latest batch.
+
+    Such a round declines every offer by id; parsing 1,213 offers into views only to keep
+    the inventory's picture of what each agent offered was most of it (issue 26). An agent
+    the master gave exact totals learns nothing from an offer (offers are lower bounds), so
+    its offers wait here until someone reads what the agents offered (:meth:`take`); offers
+    of other agents are handed back to be learnt from at once.
+    """
+
+    def __init__(self) -> None:
+        #: agent id -> (its offers of the latest round it offered in, that round's time)
+        self._kept: dict[str, tuple[list[dict[str, Any]], float]] = {}
+
+    def keep(
+        self, offers: Iterable[dict[str, Any]], now: float, exact: Container[str]
+    ) -> tuple[list[str], list[dict[str, Any]]]:
+        """``(ids of every offer, to decline; the offers to learn from now)``: offers of
+        agents in ``exact`` are kept, replacing what those agents offered before; an offer
+        without an id is left out (it cannot be declined)."""
+        ids: list[str] = []
+        learn: list[dict[str, Any]] = []
+        batch: dict[str, tuple[list[dict[str, Any]], float]] = {}
+        for offer in offers:
+            try:
+                ids.append(offer["id"]["value"])
+                agent_id = offer["agent_id"]["value"]
+            except (KeyError, TypeError):
+                continue
+            if agent_id in exact:
+                batch.setdefault(agent_id, ([], now))[0].append(offer)
+            else:
+                learn.append(offer)
+        self._kept.update(batch)
+        return ids, learn
+
+    def take(self) -> list[tuple[float, list[dict[str, Any]]]]:
+        """The kept offers, grouped by the time they came (oldest first); forgets them."""
+        by_time: dict[float, list[dict[str, Any]]] = {}
+        for offers, at in self._kept.values():
+            by_time.setdefault(at, []).extend(offers)
+        self._kept = {}
+        return sorted(by_time.items(), key=lambda item: item[0])
+
+    def __bool__(self) -> bool:
+        return bool(self._kept)
+
+
+def with_fields(view: OfferView, **changes: Any) -> OfferView:
+    """``dataclasses.replace(view, **changes)`` without re-running the dataclass's init:
+    a view is plain data (no ``__post_init__``), and ``replace`` of 1,213 views a round
+    cost more than the round's other per-offer work (issue 26)."""
+    copy = object.__new__(OfferView)
+    copy.__dict__.update(view.__dict__)
+    copy.__dict__.update(changes)
+    return copy

@@ -43,9 +43,7 @@ from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
 from dlc.scheduler.shape_cache import (
     DEFAULT_TRIES_PER_USER,
-    CarriedFailures,
     FailedShapes,
-    Kind,
     ShapeBudget,
     demand_of,
     kind_of,
@@ -309,9 +307,7 @@ class _Slot:
         self.whole_score: WholeScore | None = None
         if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
             # an agent that accounts shares: a GPU any share holds part of is not whole
-            self.free = frozenset(
-                i for i in self.free if gpu_shares.is_whole(i, self.gpu_mem, self.gpu_core)
-            )
+            self.free = gpu_shares.whole_of(self.free, self.gpu_mem, self.gpu_core)
 
     def take_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Consume ``take`` from what this agent's offers have left."""
@@ -322,9 +318,8 @@ class _Slot:
         if self.whole_score is not None:
             self.whole_score.changed(self)
         # a GPU a share now holds part of is no longer whole for the jobs after it
-        self.free = frozenset(
-            i for i in self.free if gpu_shares.is_whole(i, self.gpu_mem, self.gpu_core)
-        ) if take.mem or take.core else self.free  # fmt: skip
+        if take.mem or take.core:
+            self.free = gpu_shares.whole_of(self.free, self.gpu_mem, self.gpu_core)
 
     def give_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Give ``take`` back (a gang that did not fit whole)."""
@@ -465,7 +460,8 @@ def place(
     failed = FailedShapes()
     # ... and what failed in earlier rounds is tried only on the agents that grew since
     carried = budget.carried if budget is not None and carry else None
-    grown = carried.start(others) if carried is not None else others
+    if carried is not None:
+        carried.start(others)
     if mix is None:
         mix = demand_mix(queue_demands(queue, config))
     whole = _LazyWholeScore(slots, mix)
@@ -495,17 +491,18 @@ def place(
         )
         launched = len(result.launches)
         carrier = carried if not holder and _carries(job, share_hold) else None
-        before = _carried_reason(carrier, wide, demand_of(job)) if carrier is not None else None
-        reason = before
-        if before is None or (before is not _NOW and grown):
+        now = carrier.known_now(wide, demand_of(job)) if carrier is not None else None
+        before = (
+            carrier.known_before(wide, demand_of(job)) if carrier is not None and not now else None
+        )
+        reason = now or (before[0] if before is not None else None)
+        if now is None and (before is None or before[1]):  # else no agent grew since
             reason = _place_job(
-                job, usable if before is None else grown, config, topology_of, driver_ok,
+                job, usable if before is None else before[1], config, topology_of, driver_ok,
                 result, share_tenants, share_hold, None if holder else mps_others, whole,
             )  # fmt: skip
             if reason is not None and before is not None:
-                reason = before  # the grown agents did not take it: last round's reason stands
-        if reason is _NOW and carrier is not None:  # only a carrier gives _NOW
-            reason = carrier.known_now(wide, demand_of(job))
+                reason = before[0]  # the grown agents did not take it: the old reason stands
         if reason is None:
             if len(result.launches) != launched:
                 failed.clear()
@@ -534,8 +531,6 @@ def place(
     return result
 
 
-#: stands for "failed earlier in this round" (:meth:`CarriedFailures.known_now`)
-_NOW = "failed earlier in this round"
 #: why a share fails on the agent it chose: another agent might have been chosen instead
 _SHARE_PORTS = "no offer with a GPU share free has a free port in its ports resource"
 
@@ -543,16 +538,6 @@ _SHARE_PORTS = "no offer with a GPU share free has a free port in its ports reso
 def _carries(job: Job, share_hold: ShareHold | None) -> bool:
     """Whether ``job``'s failures may be carried (:class:`CarriedFailures` says which)."""
     return job.spec.nodes == 1 and not (job.spec.is_share and share_hold is not None)
-
-
-def _carried_reason(
-    carried: CarriedFailures, kind: Kind, demand: tuple[float, float, float]
-) -> str | None:
-    """:data:`_NOW` when the shape failed earlier this round, last round's reason when it
-    failed then, else ``None``."""
-    if carried.known_now(kind, demand) is not None:
-        return _NOW
-    return carried.known_before(kind, demand)
 
 
 def _held_fit(

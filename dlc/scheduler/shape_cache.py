@@ -174,9 +174,8 @@ class ShapeBudget:
 #: how much a slot's figures may move before it counts as grown (placement's tolerance)
 _GROWN_EPS = 1e-9
 
-#: every this many rounds, carried failures are forgotten and every shape is tried in full
-#: (see :meth:`CarriedFailures.start`); at openb scale one full round in 10 costs about
-#: a tenth of the saving
+#: a carried failure is trusted for this many rounds after its shape was last tried on every
+#: agent, then the shape is tried in full again (see :class:`CarriedFailures`)
 FULL_RETRY_ROUNDS = 10
 
 
@@ -209,22 +208,37 @@ def grew(now: Snapshot, before: Snapshot | None) -> bool:
     return _ranges_grew(now[5], before[5]) or _ranges_grew(now[6], before[6])
 
 
+_COVERED = " (found for a job of this kind that needs no more than this one)"
+
+#: one carried failure: (reason, the round since which it holds on agents that did not grow,
+#: the round its shape was last tried on every agent)
+_Carried = tuple[str, int, int]
+
+
 @dataclass
 class CarriedFailures:
     """Failed shapes kept across offer rounds until an agent they might fit on changes.
 
     :class:`FailedShapes` forgets at the end of a round and at every launch; at openb scale
     the next round then tried the same 2,000 failing shapes again though most agents were
-    as before. This memory keeps a round's failures of single-node jobs with the snapshot
-    of every agent at the round's end (:meth:`finish`). The next round (:meth:`start`)
-    finds the agents that *grew* since (:func:`grew`: more of anything, or new); a job
-    whose shape failed last round is tried on those agents alone, and when it fails there
-    it fails with last round's reason. Why that is sound: a shape that failed on an agent
-    fails on it while the agent does not grow (placement's tests are ``free >= demand``,
-    and launches only shrink agents), so among the agents that did not grow none can take
-    it, and placement on the grown ones decides exactly as placement on all would (the
-    others are not candidates). The same holds inside a round after a launch, which only
-    shrinks an agent: a failure this round stands for the rest of it (:meth:`known_now`).
+    as before. This memory keeps the failures of single-node jobs, each with the round it
+    was found in, and for every agent the last round it *grew* (:func:`grew`: more of
+    anything, or new; compared at each round's start with the agent's snapshot at the last
+    round's end). A job whose shape failed in round ``r`` is tried only on the agents that
+    grew after ``r``; when it fails there it fails with the old reason, now found in this
+    round. Why that is sound: a shape that failed on an agent fails on it while the agent
+    does not grow (placement's tests are ``free >= demand``, and launches only shrink
+    agents), so among the agents that did not grow none can take it, and placement on the
+    grown ones decides exactly as placement on all would (the others are not candidates).
+    The same holds inside a round after a launch: a failure of this round stands for the
+    rest of it (:meth:`known_now`). Failures are kept over rounds in which their shape is
+    not tried at all (the round cap, :mod:`~dlc.scheduler.round_cap`, considers other jobs
+    in turns).
+
+    A safety bound: a failure is trusted for :data:`FULL_RETRY_ROUNDS` rounds after its
+    shape was last tried on every agent, then forgotten (the shape is tried in full again),
+    so a cause the snapshot does not see (a slot state placement reads that
+    :func:`_snapshot` misses) delays a job by at most that many rounds instead of for ever.
 
     Not carried (tried in full each round, as before): gangs (a gang fails when too few
     agents fit *together*: one that fit alone may count again), shares under the share hold
@@ -233,37 +247,83 @@ class CarriedFailures:
     rounds cut into resource pools (:meth:`reset`: each pool has its own agents).
     """
 
-    _before: FailedShapes = field(default_factory=FailedShapes)
-    _now: FailedShapes = field(default_factory=FailedShapes)
+    _exact: dict[tuple[Kind, tuple[float, float, float]], _Carried] = field(default_factory=dict)
+    #: per kind that is not a share: the minimal failed demands (none covers another)
+    _minimal: dict[Kind, list[tuple[tuple[float, float, float], _Carried]]] = field(
+        default_factory=dict
+    )
     _agents: dict[str, Snapshot] = field(default_factory=dict)
-    _rounds: int = 0
+    #: agent id -> the last round it grew (or first showed)
+    _grew_at: dict[str, int] = field(default_factory=dict)
+    _slots: list[Any] = field(default_factory=list)
+    _since: dict[int, list[Any]] = field(default_factory=dict)
+    _round: int = 0
 
     def start(self, slots: Sequence[Any]) -> list[Any]:
         """Begin a round over ``slots``; returns the ones that grew since the last round's
-        end (in ``slots``' order). Every :data:`FULL_RETRY_ROUNDS` rounds nothing is carried:
-        a safety bound, so that a failure whose cause the snapshot does not see (a slot
-        state placement reads that :func:`_snapshot` misses) delays a job by at most that
-        many rounds instead of for ever."""
-        self._rounds += 1
-        self._before, self._now = self._now, FailedShapes()
-        agents, self._agents = self._agents, {}
-        if self._rounds % FULL_RETRY_ROUNDS == 0:
-            self._before = FailedShapes()
-            return list(slots)
-        return [s for s in slots if grew(_snapshot(s), agents.get(s.agent_id))]
+        end (in ``slots``' order), and forgets failures older than the safety bound."""
+        self._round += 1
+        now, agents = self._round, self._agents
+        self._agents = {}
+        grown = [s for s in slots if grew(_snapshot(s), agents.get(s.agent_id))]
+        self._grew_at = {s.agent_id: self._grew_at.get(s.agent_id, now) for s in slots}
+        for slot in grown:
+            self._grew_at[slot.agent_id] = now
+        self._slots, self._since = list(slots), {}
+        oldest = now - FULL_RETRY_ROUNDS
+        if any(c[2] <= oldest for c in self._exact.values()):
+            self._exact = {k: c for k, c in self._exact.items() if c[2] > oldest}
+            self._minimal = {
+                kind: kept
+                for kind, entries in self._minimal.items()
+                if (kept := [(d, c) for d, c in entries if c[2] > oldest])
+            }
+        return grown
+
+    def _find(self, kind: Kind, demand: tuple[float, float, float]) -> _Carried | None:
+        """The newest failure of ``kind`` needing no more than ``demand`` (a share: the
+        same demand)."""
+        best = self._exact.get((kind, demand))
+        for failed, carried in self._minimal.get(kind, ()):
+            if (best is None or carried[1] > best[1]) and _covers(failed, demand):
+                why = carried[0] + _COVERED
+                best = (why, carried[1], carried[2])
+        return best
 
     def known_now(self, kind: Kind, demand: tuple[float, float, float]) -> str | None:
         """Why a job of this shape failed earlier in this round (it still does)."""
-        return self._now.known(kind, demand)
+        found = self._find(kind, demand)
+        return found[0] if found is not None and found[1] == self._round else None
 
-    def known_before(self, kind: Kind, demand: tuple[float, float, float]) -> str | None:
-        """Why a job of this shape failed last round on every agent that has not grown."""
-        return self._before.known(kind, demand)
+    def known_before(
+        self, kind: Kind, demand: tuple[float, float, float]
+    ) -> tuple[str, list[Any]] | None:
+        """``(why a job of this shape failed in an earlier round, the agents of this round
+        that grew since: the only ones that might take it now)``, or ``None``."""
+        found = self._find(kind, demand)
+        if found is None:
+            return None
+        since = found[1]
+        if since not in self._since:
+            grew_at = self._grew_at
+            self._since[since] = [s for s in self._slots if grew_at[s.agent_id] > since]
+        return found[0], self._since[since]
 
     def add(self, kind: Kind, demand: tuple[float, float, float], reason: str,
             monotone: bool) -> None:  # fmt: skip
-        """Remember a failure of this round (``monotone``: as :meth:`FailedShapes.add`)."""
-        self._now.add(kind, demand, reason, monotone)
+        """Remember a failure of this round (``monotone``: it also covers larger demands of
+        its kind, as :meth:`FailedShapes.add`). A shape tried only on the agents that grew
+        keeps the round it was last tried in full (the safety bound counts from there)."""
+        earlier = self._find(kind, demand)
+        tried_in_full = earlier[2] if earlier is not None else self._round
+        reason = reason.split(_COVERED, 1)[0]  # the note is added where a larger job reads it
+        carried = (reason, self._round, tried_in_full)
+        self._exact[(kind, demand)] = carried
+        if not monotone:
+            return
+        kept = [(d, c) for d, c in self._minimal.get(kind, ()) if not _covers(demand, d)]
+        kept.append((demand, carried))
+        self._minimal[kind] = kept
 
     def finish(self, slots: Sequence[Any]) -> None:
         """End the round: remember what every agent of ``slots`` has left."""
@@ -271,4 +331,4 @@ class CarriedFailures:
 
     def reset(self) -> None:
         """Forget everything (a round cut into pools, or one that did not carry)."""
-        self._before, self._now, self._agents = FailedShapes(), FailedShapes(), {}
+        self._exact, self._minimal, self._agents, self._grew_at = {}, {}, {}, {}

@@ -19,7 +19,7 @@ the replay), so a round pays the measure once per shape plus once per placement.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,11 +42,15 @@ def demand_mix(demands: Iterable[tuple[int, int, int]]) -> fgd.WorkloadMix | Non
     The most frequent shapes covering :data:`POPULARITY` of the tasks, weighted by count;
     ``None`` when there are none.
     """
-    counts = Counter(
-        (cpu, min(milli, MILLI), gpus if milli >= MILLI else 1)
-        for cpu, milli, gpus in demands
-        if milli > 0 and gpus > 0
-    )
+    return counted_mix(Counter(demands))
+
+
+def counted_mix(demands: Mapping[tuple[int, int, int], int]) -> fgd.WorkloadMix | None:
+    """:func:`demand_mix` of ``(CPU thousandths, GPU thousandths, GPUs) -> tasks``."""
+    counts: Counter[tuple[int, int, int]] = Counter()
+    for (cpu, milli, gpus), n in demands.items():
+        if milli > 0 and gpus > 0 and n > 0:
+            counts[(cpu, min(milli, MILLI), gpus if milli >= MILLI else 1)] += n
     if not counts:
         return None
     ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)

@@ -225,6 +225,18 @@ def is_whole(index: int, mem: Ranges, core: Ranges, memory_mib: int | None = Non
     return memory_mib is None or m[0][1] - m[0][0] + 1 == memory_mib
 
 
+def whole_of(indices: Iterable[int], mem: Ranges, core: Ranges) -> frozenset[int]:
+    """The GPUs of ``indices`` fully free in the ranges (:func:`is_whole` of each, with the
+    ranges split by GPU once instead of once per GPU)."""
+    mems, cores = per_gpu(mem), per_gpu(core)
+    out = []
+    for index in indices:
+        m, c = mems.get(index, ()), cores.get(index, ())
+        if c == (block(index, CORE_UNITS),) and len(m) == 1 and m[0][0] == index * STRIDE:
+            out.append(index)
+    return frozenset(out)
+
+
 def _take(free: Ranges, count: int) -> Ranges:
     """The lowest ``count`` units of ``free`` (any sub-ranges; they need not be contiguous)."""
     taken = []

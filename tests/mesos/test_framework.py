@@ -97,6 +97,19 @@ def test_framework_info_exact():
     }
 
 
+def test_declines_wait_out_the_refuse_filter_unless_the_round_cap_left_jobs(setup):
+    fw, _, _ = setup
+    driver = FakeDriver.instances[0]
+    driver.callbacks.registered(driver, {"value": "fw-1"}, {"hostname": "m", "port": 5050})
+    fw.dispatch(Actions(declines=["o1"]))
+    fw.dispatch(Actions(declines=["o2"], soon=True))
+    wait_for(lambda: len(driver.named("declineOffer")) == 2)
+    assert driver.named("declineOffer") == [
+        ([{"value": "o1"}], {"refuse_seconds": 7}),
+        ([{"value": "o2"}], {"refuse_seconds": 0.0}),
+    ]
+
+
 def test_registration_persists_id_then_reconciles_and_suppresses(setup):
     fw, core, _ = setup
     driver = FakeDriver.instances[0]

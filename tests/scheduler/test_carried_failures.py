@@ -196,14 +196,35 @@ def test_a_carried_failure_is_forgotten_every_few_rounds_whatever_the_agents_sho
                            ports_taken=(), attributes={})  # fmt: skip
     carried = CarriedFailures()
     kind, demand = ("shape",), (1.0, 1.0, 0.0)
-    grown_per_round = []
-    for _ in range(FULL_RETRY_ROUNDS):
-        grown_per_round.append(len(carried.start([slot])))
-        if carried.known_before(kind, demand) is None:
-            carried.add(kind, demand, "no room", True)
+    trusted = []
+    for _ in range(FULL_RETRY_ROUNDS + 1):
+        carried.start([slot])
+        before = carried.known_before(kind, demand)
+        trusted.append(before is not None)
+        if before is None:
+            carried.add(kind, demand, "no room", True)  # tried on every agent
         else:
-            carried.add(kind, demand, carried.known_before(kind, demand), True)
+            assert before[1] == []  # the agent did not grow: nothing is tried
+            carried.add(kind, demand, before[0], True)
         carried.finish([slot])
-    # new at first, then unchanged (nothing tried), then every slot again at the bound
-    assert grown_per_round[0] == 1 and set(grown_per_round[1:-1]) == {0}
-    assert grown_per_round[-1] == 1 and carried.known_before(kind, demand) is None
+    # found in round 1, trusted in rounds 2..N although nothing grew, tried in full after N
+    assert trusted == [False] + [True] * (FULL_RETRY_ROUNDS - 1) + [False]
+
+
+def test_a_failure_is_kept_over_rounds_in_which_its_shape_is_not_tried(attempts):
+    # the round cap considers other jobs in turns; a job whose turn comes again finds its
+    # shape's failure still standing while no agent grew (one round was all it was kept)
+    from dlc.scheduler.round_cap import RoundCap
+
+    budget, cap = ShapeBudget(), RoundCap(2)  # the head's job and one other, in turns
+    queue = [cpu_job("head", 8.0), cpu_job("two", 8.0, gpus=2), cpu_job("three", 8.0, gpus=3)]
+    small = {"a1": 4.0, "a2": 4.0}
+    tried = []
+    for rnd in range(3):
+        attempts.clear()
+        out = decide(queue, Inventory(), views(small), CONFIG, float(rnd), budget=budget, cap=cap)
+        assert not out.placed_jobs
+        tried.append(sorted(j for j, _ in attempts))
+    # round 3 is "two"'s second turn: nothing grew since its first, so nothing is tried
+    assert tried == [["head", "two"], ["three"], []]
+    assert out.waiting["two"].startswith("no offer")

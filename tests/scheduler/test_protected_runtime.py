@@ -161,3 +161,15 @@ def test_protection_flags_parse_and_classes_follow_priorities():
     assert class_of(job("j", "u", priority_class="urgent")) == "urgent"
     with pytest.raises(TenancyError, match="protect: 'normal': write CLASS=MIN_RUNTIME"):
         parse_protection(["normal"])
+
+
+def test_a_round_with_nothing_queued_still_evicts_a_victim_whose_delay_is_over(borrowed):
+    # the idle round (nothing queued parses no offers) keeps this part of every round
+    core, clock, _, old, _ = borrowed
+    b1 = submit(core, "b", 2)
+    assert core.pending_kills().kills == []  # the decision: evicted after 30 s
+    assert core.visible_job(old.job_id, "a").state is JobState.PREEMPTED
+    core.kill(b1.job_id, "b")
+    assert core.queued_jobs() == []
+    clock.now += 30
+    assert core.on_offers([train_offer("o9", [])]).kills == [(f"{old.job_id}.0.0", "a1")]

@@ -131,7 +131,9 @@ def test_core_round_with_a_hostile_queue_tries_a_bounded_number_of_shapes(tmp_pa
     store = JobStore(tmp_path / "db")
     for job in descending(300):
         store.add_job(Job(job.job_id, job.user, job.spec, JobState.QUEUED, job.submitted_at))
-    config = CoreConfig(placement=PlacementConfig("first-fit", shape_tries_per_user=LIMIT))
+    config = CoreConfig(
+        placement=PlacementConfig("first-fit", shape_tries_per_user=LIMIT), max_jobs_per_round=None
+    )  # the budget alone (round cap: test_round_cap)
     core = SchedulerCore(store, config)
     core.update_agents([_slave(f"a{a}") for a in range(AGENTS)])
     rounds = []

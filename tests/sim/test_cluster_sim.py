@@ -157,3 +157,19 @@ def test_a_policy_turns_fair_share_over_time_on_by_its_half_life():
     # the P0-P4 figures were measured without it: a policy that names none runs without
     assert core_config({"allocator": "first-fit"}).fair_share_half_life_s == 0.0
     assert core_config({"fair_share_half_life_s": 3600}).fair_share_half_life_s == 3600.0
+
+
+def test_a_policy_names_protected_runtimes_as_the_flag_does():
+    import yaml
+
+    from dlc.errors import DlcError
+    from dlc.sim.cluster_sim.aistation import core_config
+    from dlc.sim.cluster_sim.scenario import parse_scenario
+
+    rules = core_config({"protect": "normal=30m, low=5m:10s"}).protection.by_class
+    assert (rules["normal"].min_runtime_s, rules["low"].evict_delay_s) == (1800.0, 10.0)
+    assert core_config({}).protection.by_class == {}
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["policies"] = {"P9": {"protect": "nobody=30m"}}
+    with pytest.raises(DlcError, match="CLASS=MIN_RUNTIME"):
+        parse_scenario(data)

@@ -28,6 +28,9 @@ def test_consolidation_moves_jobs_and_loses_nothing():
     # every training job preempted (moved) was queued again and runs or ran: none lost
     preempted = [r for r in on.records.values() if r.preemptions]
     assert sum(r.preemptions for r in preempted) == moved  # P0: no other preemption
+    # the engine tells moves from other preemptions: here every kill was a move
+    assert sum(r.moves for r in preempted) == moved
+    assert sum(r.moved_lost_gpu_s for r in preempted) == sum(r.lost_gpu_s for r in preempted) > 0
     assert all(r.state in ("running", "finished", "queued") for r in preempted)
     metrics = measure(on, scenario, 1)
     assert metrics["consolidation_moves_per_week"] > 0

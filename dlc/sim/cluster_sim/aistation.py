@@ -19,6 +19,7 @@ from dlc.errors import FieldError
 from dlc.scheduler.core import CoreConfig
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.preemption import parse_protection
 from dlc.scheduler.tenancy import DEFAULT_POOL, Group, Policy, Quota, Resources
 from dlc.sim.cluster_sim.engine import Engine, EngineParams, WorkItem
 from dlc.sim.cluster_sim.master import SimAgentSpec
@@ -118,11 +119,14 @@ def core_config(policy: dict) -> CoreConfig:
     """The core's settings for a policy: its whole-GPU allocator, and fair share over time
     only where the policy names a half-life (``fair_share_half_life_s``): the P0-P4 figures in
     docs/simulator.md were measured without it; bench/sim_fairshare.py measures it; and
-    consolidation where it names ``consolidation_moves_per_hour``."""
+    consolidation where it names ``consolidation_moves_per_hour``, protected runtime where it
+    names ``protect`` (``normal=30m,low=5m``, as ``--protect``)."""
+    rules = [r.strip() for r in policy.get("protect", "").split(",") if r.strip()]
     return CoreConfig(
         placement=PlacementConfig(policy=policy.get("allocator", "first-fit")),
         fair_share_half_life_s=float(policy.get("fair_share_half_life_s", 0.0)),
         consolidation_moves_per_hour=policy.get("consolidation_moves_per_hour", 0),
+        protection=parse_protection(rules),
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from dlc.errors import DlcError
 from dlc.scheduler.core import Actions, CoreConfig, SchedulerCore
+from dlc.scheduler.core_consolidation import MOVED
 from dlc.scheduler.jobs import JobSpec, JobState, job_id_of_task
 from dlc.scheduler.ports import RoundSink
 from dlc.scheduler.tenancy import Policy
@@ -65,6 +66,11 @@ class JobRecord:
     state: str = "queued"
     preemptions: int = 0
     lost_gpu_s: float = 0.0
+    #: of ``preemptions`` and ``lost_gpu_s``: those of consolidation's moves
+    moves: int = 0
+    moved_lost_gpu_s: float = 0.0
+    #: the current attempt is being stopped by a consolidation move
+    moving: bool = False
     error: str = ""
     #: the work asked at submission (an isolated run's length)
     work0: float = 0.0
@@ -241,9 +247,14 @@ class Engine:
         actions = self.core.on_offers(offers)
         self.result.round_s += time.perf_counter() - started
         self.result.rounds += 1
+        self.observe_round(actions)
         self._apply(actions)
         if self._check_every and self.result.rounds % self._check_every == 0:
             self.result.problems += self.master.check()
+
+    def observe_round(self, actions: Actions) -> None:
+        """Told of each round's decisions before they are carried out (``self.master.free``
+        is still what the round was offered); a subclass notes what it measures."""
 
     def _on_running(self, task_id: str) -> None:
         task = self.master.tasks.get(task_id)
@@ -291,6 +302,7 @@ class Engine:
         for task_id, _agent in actions.kills:
             if task_id in self.master.tasks and task_id not in self._killing:
                 self._killing.add(task_id)
+                self._note_move(task_id)
                 self._at(self.now + self.params.kill_s, "end", (task_id, "TASK_KILLED"))
         if actions.revive:
             self._want_round()
@@ -318,6 +330,15 @@ class Engine:
         self._at(self.now + start, "running", task_id)
         self._at(self.now + start + record.item.work_s, "end", (task_id, "TASK_FINISHED"))
 
+    def _note_move(self, task_id: str) -> None:
+        """A kill of a job consolidation moves: its loss is counted apart as well."""
+        record = self._by_job.get((job_id_of_task(task_id) or ("", 0))[0])  # "": not DLC's
+        if record is None or record.attempt_start is None or record.moving:
+            return
+        assert record.job_id is not None  # submitted: it has a task
+        job = self.core.visible_job(record.job_id, record.item.user, admin=True)
+        record.moving = MOVED in job.message
+
     def _preempted(self, record: JobRecord) -> None:
         """The first killed task of an attempt: charge the work lost, keep the rest."""
         if record.attempt_start is None:
@@ -327,8 +348,12 @@ class Engine:
         item = record.item
         item.work_s = max(1.0, item.work_s - (ran - lost))
         record.preemptions += 1
-        record.lost_gpu_s += (lost + self.params.start_s) * _gpus(item.spec)
-        record.attempt_start = None
+        charged = (lost + self.params.start_s) * _gpus(item.spec)
+        record.lost_gpu_s += charged
+        if record.moving:
+            record.moves += 1
+            record.moved_lost_gpu_s += charged
+        record.attempt_start, record.moving = None, False
 
     def _settle(self, record: JobRecord) -> None:
         """After an update: note the job's state; a finished item may bring the next."""

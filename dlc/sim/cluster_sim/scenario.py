@@ -60,7 +60,7 @@ _PAIRS = {
 _POLICY_FIELDS = {"quotas": bool, "priorities": bool, "sessions": str, "allocator": str,
                   "replicas": int, "preempt_within": bool,
                   "consolidation_moves_per_hour": int,
-                  "fair_share_half_life_s": float}  # fmt: skip
+                  "fair_share_half_life_s": float, "protect": str}  # fmt: skip
 _SESSION_MODES = ("whole", "share", "timeslice")
 
 
@@ -74,7 +74,8 @@ class Scenario:
         sections: the checked sections, by name (see ``_SCHEMA``).
         policies: policy name -> its settings (``quotas``, ``priorities``, ``sessions``
             (whole|share|timeslice), ``allocator``, ``replicas``, ``preempt_within``,
-            ``consolidation_moves_per_hour``).
+            ``consolidation_moves_per_hour``, ``fair_share_half_life_s``, ``protect``:
+            ``--protect`` rules, comma-separated, ``normal=30m,low=5m``).
     """
 
     name: str
@@ -199,6 +200,8 @@ def _check_policy(name: str, body: Any) -> dict[str, Any]:
     if mode not in _SESSION_MODES:
         raise FieldError(f"policies.{name}.sessions", f"{mode!r}; use {'|'.join(_SESSION_MODES)}")
     from dlc.scheduler.placement import check_policy
+    from dlc.scheduler.preemption import parse_protection
 
     check_policy(body.get("allocator", "first-fit"))
+    parse_protection(r.strip() for r in body.get("protect", "").split(",") if r.strip())
     return body

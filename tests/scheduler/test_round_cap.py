@@ -1,0 +1,158 @@
+"""At most so many queued jobs considered per offer round, in turns (issue 26).
+
+:class:`~dlc.scheduler.round_cap.RoundCap`: the head of the queue every round, the others
+by whose turn is oldest; the jobs chosen are placed in queue order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.decide import decide
+from dlc.scheduler.inventory import Inventory
+from dlc.scheduler.jobs import Job, JobSpec, JobState
+from dlc.scheduler.placement import OfferView, PlacementConfig
+from dlc.scheduler.round_cap import CAP_PREFIX, RoundCap
+from dlc.scheduler.shape_cache import ShapeBudget
+from dlc.store.sqlite import JobStore
+
+from .helpers import offer
+
+CONFIG = PlacementConfig("first-fit")
+
+
+def _job(n: int, cpus: float, priority: int = 0, user: str = "ann") -> Job:
+    spec = JobSpec.from_dict({"image": "busybox", "gpus": 1, "cpus": cpus, "priority": priority})
+    return Job(f"j{n:02d}", user, spec, submitted_at=float(n + 1))
+
+
+def _views(cpus: float = 4.0, agents: int = 2) -> list[OfferView]:
+    return [OfferView.from_mesos(offer(f"o{a}", f"a{a}", cpus=cpus)) for a in range(agents)]
+
+
+def _round(queue, cap: RoundCap, budget: ShapeBudget | None = None):
+    # distinct shapes (cpus 5.0, 5.1, ...) so that no cache answers for another job
+    return decide(queue, Inventory(), _views(), CONFIG, 0.0, cap=cap,
+                  budget=budget or ShapeBudget(limit=1000))  # fmt: skip
+
+
+def test_a_round_with_more_jobs_than_the_cap_considers_at_most_the_cap():
+    queue = [_job(n, 5.0 + n / 10) for n in range(20)]  # none fits 4-cpu agents
+    decision = _round(queue, RoundCap(6))
+    assert len(decision.waiting) == 6 and len(decision.skipped) == 14
+    assert set(decision.waiting).isdisjoint(decision.skipped)
+    # without a cap every job is considered
+    assert len(_round(queue, RoundCap(None)).waiting) == 20
+
+
+def test_skipped_jobs_go_first_next_round_and_none_starves():
+    queue = [_job(n, 5.0 + n / 10) for n in range(20)]
+    cap = RoundCap(4)  # the head's 2 every round, 2 others in turns
+    considered = [set(_round(queue, cap).waiting) for _ in range(10)]
+    head = {"j00", "j01"}
+    assert all(head <= seen for seen in considered)
+    # the others in queue order, two a round, each once before any has a second turn
+    turns = [sorted(seen - head) for seen in considered]
+    assert turns[:3] == [["j02", "j03"], ["j04", "j05"], ["j06", "j07"]]
+    rounds = math.ceil(18 / 2)
+    assert set().union(*considered[:rounds]) == {j.job_id for j in queue}
+    assert turns[rounds] == ["j02", "j03"]  # then round again
+
+
+def test_a_new_job_waits_behind_the_jobs_skipped_before_it():
+    queue = [_job(n, 5.0 + n / 10) for n in range(8)]
+    cap = RoundCap(4)
+    assert sorted(set(_round(queue, cap).waiting)) == ["j00", "j01", "j02", "j03"]
+    late = _job(50, 5.05)  # queued now: behind the jobs waiting since earlier rounds
+    assert sorted(set(_round([*queue, late], cap).waiting)) == ["j00", "j01", "j04", "j05"]
+    assert sorted(set(_round([*queue, late], cap).waiting)) == ["j00", "j01", "j06", "j07"]
+    # j02 and j03 have waited since round 1, the late job since round 2
+    assert sorted(set(_round([*queue, late], cap).waiting)) == ["j00", "j01", "j02", "j03"]
+    assert "j50" in _round([*queue, late], cap).waiting
+
+
+def test_the_head_of_the_queue_is_considered_every_round_and_placed_first():
+    # priority order: a high-priority job queued last is at the head, so it is considered
+    # at once and placed before the low-priority jobs also chosen
+    queue = [_job(n, 1.0) for n in range(10)]
+    urgent = _job(99, 1.0, priority=5)
+    ordered = sorted([*queue, urgent], key=lambda j: (-j.spec.priority, j.submitted_at))
+    one_agent = [OfferView.from_mesos(offer("o1", "a1", gpus=[0], cpus=4.0))]
+    decision = decide(ordered, Inventory(), one_agent, CONFIG, 0.0, cap=RoundCap(4))
+    assert decision.placed_jobs == ["j99"]
+    assert "j00" in decision.waiting and len(decision.skipped) == 7
+
+
+def test_a_job_the_budget_defers_keeps_its_turn():
+    # each job a little smaller than the one before: no failure answers for the next
+    queue = [_job(n, 6.0 - n / 10) for n in range(10)]
+    cap, budget = RoundCap(6), ShapeBudget(limit=4)
+    first = _round(queue, cap, budget)
+    deferred = sorted(j for j, r in first.waiting.items() if r.startswith("not tried"))
+    assert deferred == ["j04", "j05"]
+    second = _round(queue, cap, budget)
+    assert {"j04", "j05"} <= set(second.waiting) and "not tried" not in second.waiting["j04"]
+
+
+def test_a_reservation_holder_is_always_considered():
+    queue = [_job(n, 5.0 + n / 10) for n in range(10)]
+    decision = decide(queue, Inventory(), _views(), CONFIG, 0.0, reserved={"a0": "j09"},
+                      cap=RoundCap(4))  # fmt: skip
+    assert "j09" in decision.waiting
+
+
+def _slave(agent: str) -> dict:
+    return {"id": agent, "hostname": agent, "active": True,
+            "resources": {"cpus": 4.0, "mem": 65536.0, "gpus": 8.0,
+                          "gpu_ids": "{0, 1, 2, 3, 4, 5, 6, 7}"}}  # fmt: skip
+
+
+@pytest.fixture
+def core(tmp_path):
+    store = JobStore(tmp_path / "db")
+    for n in range(12):
+        job = _job(n, 0.5)  # 12 fit the agent: the cap alone spreads them over rounds
+        store.add_job(Job(job.job_id, "ann", job.spec, JobState.QUEUED, job.submitted_at))
+    core = SchedulerCore(store, CoreConfig(placement=CONFIG, max_jobs_per_round=4))
+    core.update_agents([_slave("a1")])
+    yield core
+    store.close()
+
+
+def test_the_core_places_a_long_queue_over_rounds_in_queue_order(core):
+    placed = []
+    for rnd in range(3):
+        actions = core.on_offers([offer(f"o{rnd}", "a1", cpus=4.0)])
+        placed.append([info["name"].split()[1] for _, infos in actions.accepts for info in infos])
+    assert placed == [["j00", "j01", "j02", "j03"], ["j04", "j05", "j06", "j07"],
+                      ["j08", "j09", "j10", "j11"]]  # fmt: skip
+
+
+def test_a_job_never_considered_says_so_and_is_not_passed_over(core):
+    core.on_offers([offer("o1", "a9", gpus=[], cpus=4.0)])  # nothing fits: all wait
+    assert CAP_PREFIX in core.queue_reason("j11") and CAP_PREFIX not in core.queue_reason("j00")
+    assert core._reservations.skips("j11") == 0 and core._reservations.skips("j00") == 1
+
+
+def test_a_limit_below_one_is_refused_in_one_line():
+    from dlc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="max_jobs_per_round: must be at least 1"):
+        RoundCap(0)
+    queue = [_job(n, 5.0 + n / 10) for n in range(3)]
+    cap = RoundCap(1)  # no head: one job a round, in turns
+    assert [sorted(_round(queue, cap).waiting) for _ in range(4)] == [["j00"], ["j01"], ["j02"],
+                                                                       ["j00"]]  # fmt: skip
+
+
+def test_a_capped_round_asks_its_offers_back_at_once_and_a_full_one_does_not(core):
+    # 12 wait and the cap takes 4: the unused offers must return at the master's next
+    # allocation, or the skipped jobs would wait out every agent's refuse filter
+    actions = core.on_offers([offer("o1", "a1", cpus=4.0), offer("o2", "a2", gpus=[], cpus=4.0)])
+    assert actions.declines == ["o2"] and actions.soon
+    core.on_offers([offer("o3", "a1", cpus=4.0)])
+    last = core.on_offers([offer("o4", "a1", cpus=4.0), offer("o5", "a2", gpus=[], cpus=4.0)])
+    assert last.declines == ["o5"] and not last.soon  # the last 4: nobody was passed over
