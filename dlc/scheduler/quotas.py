@@ -313,12 +313,38 @@ class _Planner:
         # borrowing check costs O(1) instead of a pass over every group
         self.claims: dict[Key, Resources] = {}
         self.claim_total: dict[str, Resources] = {}
+        self.claimable = self._claimable_guarantees()
         for key in set(self.queues) | set(self.usage):
             self._refresh(key)
 
+    def _claimable_guarantees(self) -> dict[Key, Resources]:
+        """Each group's guarantee as far as the pool can honour it, for claims.
+
+        Guarantees that add up to more than a pool holds (a CPU guarantee of "all of
+        them" for every group) are scaled down in that resource, in proportion: otherwise
+        every waiting group claims the whole pool, and whether a group may borrow would
+        depend on the order the groups are visited in, not on their fair order.
+        """
+        totals: dict[str, Resources] = {}
+        for (_, pool), quota in self.policy.quotas.items():
+            totals[pool] = totals.get(pool, ZERO) + quota.guaranteed
+
+        def part(cap: float, total: float) -> float:
+            return cap / total if total > cap > 0 else 1.0
+
+        out: dict[Key, Resources] = {}
+        for key, quota in self.policy.quotas.items():
+            cap, total, g = self._cap(key[1]), totals[key[1]], quota.guaranteed
+            out[key] = Resources(
+                g.gpus * part(cap.gpus, total.gpus),
+                g.cpus * part(cap.cpus, total.cpus),
+                g.mem_mib * part(cap.mem_mib, total.mem_mib),
+            )
+        return out
+
     def _refresh(self, key: Key) -> None:
-        quota = self.policy.quota(*key)
-        new = claim(self.usage.get(key, ZERO), quota.guaranteed, self.pending.get(key, ZERO))
+        guaranteed = self.claimable.get(key) or self.policy.quota(*key).guaranteed
+        new = claim(self.usage.get(key, ZERO), guaranteed, self.pending.get(key, ZERO))
         old = self.claims.get(key, ZERO)
         self.claims[key] = new
         self.claim_total[key[1]] = self.claim_total.get(key[1], ZERO) + new - old

@@ -5,6 +5,7 @@ planner, and SchedulerCore with offers and status updates on a real SQLite store
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -96,6 +97,22 @@ def test_the_group_that_used_less_over_time_borrows_first():
     out = plan(queued, [], pol, cap, tenure=Tenure(1000.0, fair))
     assert ids(out.runnable) == ["b1"]
     assert "a at its quota in pool train" in out.held["a1"]
+
+
+def test_guarantees_beyond_the_pool_do_not_turn_the_fair_order_around():
+    # every group "guaranteed" all CPUs (1e9 each, as a quota meaning "CPUs are no limit"):
+    # a waiting group's claim was all its waiting CPUs, so the group visited first (the
+    # fair one) found no room to borrow and the one visited last did (issue 28's week)
+    pol = policy({"a": 2, "b": 2})
+    pol = replace(pol, quotas={k: replace(q, guaranteed=Resources(2, 1e9, 1 << 40))
+                               for k, q in pol.quotas.items()})  # fmt: skip
+    queued = [job(f"a{n}", "a", 4, at=n, cpus=8) for n in range(1, 5)]
+    queued += [job("b1", "b", 4, at=5, cpus=8), job("b2", "b", 4, at=6, cpus=8)]
+    active = [running(job("a0", "a", 2, cpus=4)), running(job("b0", "b", 2, cpus=4))]
+    cap = {"train": Resources(8, 32, 1 << 30)}
+    fair = FairView({"a": 50.0, "b": 0.0}, {})  # a used much more over time: b borrows
+    out = plan(queued, active, pol, cap, tenure=Tenure(1000.0, fair))
+    assert ids(out.runnable) == ["b1"], out.held
 
 
 def test_the_group_that_used_more_over_time_is_reclaimed_first():
