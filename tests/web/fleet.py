@@ -155,8 +155,11 @@ def build_fleet(work: Path, agents: int = 100, queue: int = 50) -> Fleet:
     waiting with mixed priorities."""
     store = JobStore(work / "db")
     metrics = SchedulerMetrics(store)
-    core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("tree")),
-                         lambda spec: (spec.image or "img", "12.1"), metrics=metrics)  # fmt: skip
+    # one offer round builds the whole fleet (the offers are not re-made between rounds), so
+    # it considers every queued job: the round cap (32 by default) would leave the shares out
+    config = CoreConfig(placement=PlacementConfig("tree"), max_jobs_per_round=None)
+    core = SchedulerCore(store, config, lambda spec: (spec.image or "img", "12.1"),
+                         metrics=metrics)  # fmt: skip
     types = machine_types()
     offers, described = [], []
     for k in range(agents):
