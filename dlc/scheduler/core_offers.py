@@ -27,6 +27,7 @@ from dlc.scheduler.offer_views import with_fields
 from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, Launch, OfferView, share_fields
 from dlc.scheduler.quotas import QueuePlan, split_by_pool
+from dlc.scheduler.round_cap import CAP_PREFIX
 from dlc.scheduler.shape_cache import DEFERRED_PREFIX
 from dlc.scheduler.share_hold import HELD_PREFIX
 from dlc.scheduler.task_info import build_task_info
@@ -178,7 +179,12 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         # a job the round cap has not yet considered keeps its last reason, or gets one in
         # memory (the API's queue reason; 10,000 message writes made a first round slow)
         reasons = self._reasons
-        actions.soon = bool(decision.skipped)
+        # offers back at once only for jobs that never had a turn (a burst of submits): a
+        # backlog that had its turns and waits for capacity keeps the refuse filter, or a
+        # large cluster would run a full round every allocation interval for nothing
+        actions.soon = any(
+            reasons.get(j, CAP_PREFIX).startswith(CAP_PREFIX) for j in decision.skipped
+        )
         for job_id in decision.skipped:
             reasons.setdefault(job_id, self._round_cap.reason())
         self._note_reasons(now, {**waiting, **held}, usable)

@@ -156,3 +156,11 @@ def test_a_capped_round_asks_its_offers_back_at_once_and_a_full_one_does_not(cor
     core.on_offers([offer("o3", "a1", cpus=4.0)])
     last = core.on_offers([offer("o4", "a1", cpus=4.0), offer("o5", "a2", gpus=[], cpus=4.0)])
     assert last.declines == ["o5"] and not last.soon  # the last 4: nobody was passed over
+
+
+def test_a_backlog_that_had_its_turns_keeps_the_refuse_filter(core):
+    # nothing fits agent a9: once every job had a turn, a capped round is no reason to have
+    # every offer back at the next allocation (a big cluster would run full rounds for nothing)
+    soon = [core.on_offers([offer(f"o{r}", "a9", gpus=[], cpus=4.0)]).soon for r in range(6)]
+    assert soon[0] and not soon[-1], soon
+    assert all(CAP_PREFIX not in core.queue_reason(f"j{n:02d}") for n in range(12))
