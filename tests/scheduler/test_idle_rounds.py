@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from dlc.scheduler import offer_views
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import OfferView, PlacementConfig
+from dlc.scheduler.placement import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer
@@ -18,20 +17,6 @@ def _slave(agent: str) -> dict:
     return {"id": agent, "hostname": f"host-{agent}", "active": True,
             "resources": {"cpus": 64.0, "mem": 65536.0, "gpus": 8.0,
                           "gpu_ids": "{0, 1, 2, 3, 4, 5, 6, 7}"}}  # fmt: skip
-
-
-@pytest.fixture
-def parses(monkeypatch) -> list[str]:
-    """Offer ids parsed from scratch."""
-    seen: list[str] = []
-    real = OfferView.from_mesos
-
-    def counting(body):
-        seen.append(body["id"]["value"])
-        return real(body)
-
-    monkeypatch.setattr(offer_views.OfferView, "from_mesos", staticmethod(counting))
-    return seen
 
 
 @pytest.fixture

@@ -4,27 +4,10 @@ from __future__ import annotations
 
 import copy
 
-import pytest
-
-from dlc.scheduler import offer_views
 from dlc.scheduler.offer_views import OfferParser
-from dlc.scheduler.placement import OfferView, parse_offers
+from dlc.scheduler.placement import parse_offers
 
 from .helpers import offer
-
-
-@pytest.fixture
-def parses(monkeypatch) -> list[str]:
-    """Offer ids parsed from scratch."""
-    seen: list[str] = []
-    real = OfferView.from_mesos
-
-    def counting(body):
-        seen.append(body["id"]["value"])
-        return real(body)
-
-    monkeypatch.setattr(offer_views.OfferView, "from_mesos", staticmethod(counting))
-    return seen
 
 
 def test_an_unchanged_offer_reuses_its_view_under_the_new_id(parses):
