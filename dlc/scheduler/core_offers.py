@@ -20,7 +20,7 @@ from dlc.scheduler.core_config import Actions
 from dlc.scheduler.core_consolidation import ConsolidationMixin
 from dlc.scheduler.core_share_hold import ShareHoldMixin
 from dlc.scheduler.core_tenancy import TenancyMixin
-from dlc.scheduler.decide import Decision, decide
+from dlc.scheduler.decide import DecideRequest, Decision, decide
 from dlc.scheduler.gang_topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offer_views import with_fields
@@ -64,15 +64,16 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                         held[job.job_id] = wait
                 queue = [j for j in queue if j.job_id not in held]
             tenancy = self.plan_queue(queue, rows=False)  # quotas, fair order, user limits
-            decision = decide(
-                tenancy.runnable, self.inventory, usable, self.config.placement, now,
-                self._reservations.held(), self._impossible_reason,
-                self._topology_of, self._driver_ok,
-                lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
-                self._share_tenants() if tenancy.runnable else None,
-                self._share_hold(now, tenancy.runnable),
-                self._shape_budget, self._placement_mix, self._round_cap,
-            )  # fmt: skip
+            decision = decide(DecideRequest(
+                queue=tenancy.runnable, inventory=self.inventory, offers=usable,
+                config=self.config.placement, now=now,
+                reserved=self._reservations.held(), impossible_of=self._impossible_reason,
+                topology_of=self._topology_of, driver_ok=self._driver_ok,
+                split=lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
+                share_tenants=self._share_tenants() if tenancy.runnable else None,
+                share_hold=self._share_hold(now, tenancy.runnable),
+                budget=self._shape_budget, mix=self._placement_mix, cap=self._round_cap,
+            ))  # fmt: skip
             self._note_held(now, decision.waiting)
             held.update(tenancy.held)
             if not queue:

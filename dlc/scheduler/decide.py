@@ -62,92 +62,98 @@ class Decision:
         return [x for x in self.launches if x.job_id == job_id]
 
 
-def decide(
-    queue: Sequence[Job],
-    inventory: Inventory,
-    offers: Sequence[OfferView],
-    config: PlacementConfig,
-    now: float,
-    reserved: Mapping[str, str] | None = None,
-    impossible_of: Callable[[JobSpec], str | None] | None = None,
-    topology_of: TopologyOf | None = None,
-    driver_ok: DriverCheck | None = None,
-    split: Splitter | None = None,
-    share_tenants: ShareTenants | None = None,
-    share_hold: ShareHold | None = None,
-    budget: ShapeBudget | None = None,
-    mix: MixSource = None,
-    cap: RoundCap | None = None,
-) -> Decision:
-    """Decide one offer round.
+#: ``(offers, jobs) -> [(offers, jobs), ...]``: how one round is cut into placement batches
+Splitter = Callable[[Sequence[OfferView], list[Job]], list[tuple[list[OfferView], list[Job]]]]
 
-    Args:
-        queue: queued jobs in queue order (:func:`~dlc.scheduler.queue.queue_order`).
-        inventory: what the cluster has (jobs no agent could ever run are set aside).
-        offers: the usable offers (draining GPUs already taken out).
-        config: allocator policy and executor overheads.
-        now: the decision's time (real or virtual); unused by placement today, kept so
-            time-dependent rules need no new signature.
-        reserved: agent id -> the job holding it (:class:`~dlc.scheduler.queue.Reservations`).
-        impossible_of: why a spec can never run (default: ``inventory.impossible``; the core
-            passes a cached one).
-        topology_of, driver_ok: as in :func:`~dlc.scheduler.placement.place`.
-        split: offers and jobs -> batches placed separately (resource pools: a pool's agents
-            take only that pool's jobs; :func:`~dlc.scheduler.quotas.split_by_pool`).
-        share_tenants: who holds shares on each GPU, for exclusive placement
-            (:class:`~dlc.scheduler.share_placement.ShareTenants`); default: nobody.
-        share_hold: the round's share hold (:mod:`~dlc.scheduler.share_hold`); default: none.
-        budget: failed placement attempts per user per round, kept across rounds so the
-            jobs it defers go first next time (:class:`~dlc.scheduler.shape_cache.ShapeBudget`);
-            this call starts its round. It also carries failed shapes to the next round
-            (:class:`~dlc.scheduler.shape_cache.CarriedFailures`). Default: no bound.
-        mix: the expected workload whole-GPU placements are scored against (the core's
-            queued and running jobs by shape, :mod:`~dlc.scheduler.whole_score`; or a function
-            computing it when first needed, at most once); default: each batch's own queue.
-        cap: at most so many runnable jobs considered this round, in turns (kept across
-            rounds, :class:`~dlc.scheduler.round_cap.RoundCap`); default: no bound.
+
+@dataclass(frozen=True, kw_only=True)
+class DecideRequest:
+    """Everything one offer round decides on; :func:`decide` reads nothing else.
+
+    Built with keywords only, so a new input is one new field with a default and no
+    caller has to count positions.
+    """
+
+    queue: Sequence[Job]
+    """Queued jobs in queue order (:func:`~dlc.scheduler.queue.queue_order`)."""
+    inventory: Inventory
+    """What the cluster has (jobs no agent could ever run are set aside)."""
+    offers: Sequence[OfferView]
+    """The usable offers (draining GPUs already taken out)."""
+    config: PlacementConfig
+    """Allocator policy and executor overheads."""
+    now: float
+    """The decision's time (real or virtual); unused by placement today, kept so
+    time-dependent rules need no new field."""
+    reserved: Mapping[str, str] | None = None
+    """Agent id -> the job holding it (:class:`~dlc.scheduler.queue.Reservations`)."""
+    impossible_of: Callable[[JobSpec], str | None] | None = None
+    """Why a spec can never run (default: ``inventory.impossible``; the core passes a
+    cached one)."""
+    topology_of: TopologyOf | None = None
+    """An agent's topology, as in :func:`~dlc.scheduler.placement.place`."""
+    driver_ok: DriverCheck | None = None
+    """The image/driver rule, as in :func:`~dlc.scheduler.placement.place`."""
+    split: Splitter | None = None
+    """Offers and jobs -> batches placed separately (resource pools: a pool's agents take
+    only that pool's jobs; :func:`~dlc.scheduler.quotas.split_by_pool`); default: one batch."""
+    share_tenants: ShareTenants | None = None
+    """Who holds shares on each GPU, for exclusive placement
+    (:class:`~dlc.scheduler.share_placement.ShareTenants`); default: nobody."""
+    share_hold: ShareHold | None = None
+    """The round's share hold (:mod:`~dlc.scheduler.share_hold`); default: none."""
+    budget: ShapeBudget | None = None
+    """Failed placement attempts per user per round, kept across rounds so the jobs it
+    defers go first next time (:class:`~dlc.scheduler.shape_cache.ShapeBudget`); the
+    decision starts its round. It also carries failed shapes to the next round
+    (:class:`~dlc.scheduler.shape_cache.CarriedFailures`). Default: no bound."""
+    mix: MixSource = None
+    """The expected workload whole-GPU placements are scored against (the core's queued
+    and running jobs by shape, :mod:`~dlc.scheduler.whole_score`; or a function computing
+    it when first needed, at most once); default: each batch's own queue."""
+    cap: RoundCap | None = None
+    """At most so many runnable jobs considered this round, in turns (kept across rounds,
+    :class:`~dlc.scheduler.round_cap.RoundCap`); default: no bound."""
+
+
+def decide(request: DecideRequest) -> Decision:
+    """Decide one offer round from ``request`` (see :class:`DecideRequest` for each input).
+
+    The request's ``budget`` and ``cap`` are the only inputs it changes (they carry state
+    from round to round on purpose).
 
     Returns:
         The launches, declines and every waiting job's reason.
     """
-    del now  # see Args
-    impossible_of = impossible_of or _uncached(inventory)
-    runnable, impossible = [], {}
-    for job in queue:
-        why = impossible_of(job.spec)
-        if why is None:
-            runnable.append(job)
-        else:
-            impossible[job.job_id] = f"impossible on the current agents: {why}"
-    skipped: list[str] = []
-    if cap is not None:
-        chosen = cap.choose(runnable, set((reserved or {}).values()))
-        if len(chosen) != len(runnable):
-            ids = {j.job_id for j in chosen}
-            skipped = [j.job_id for j in runnable if j.job_id not in ids]
-            runnable = chosen
-    offers = _mark_share_agents(offers, inventory) if runnable else list(offers)
+    inventory, reserved, budget = request.inventory, request.reserved, request.budget
+    runnable, impossible, skipped = _runnable(request)
+    offers = _mark_share_agents(request.offers, inventory) if runnable else list(request.offers)
     if budget is not None:
         budget.start()
         runnable = budget.ordered(runnable)
+    mix = request.mix
     if callable(mix):
         mix = functools.cache(mix)  # once per round, whatever the number of pools
     started = time.perf_counter()
+    split = request.split
     batches = split(offers, runnable) if split is not None else [(list(offers), runnable)]
     result = PlacementResult()
     for batch_offers, batch_jobs in batches:
         # failed shapes are carried from round to round only over one batch of all agents
         part = place(
-            batch_offers, batch_jobs, config, topology_of, driver_ok, reserved, share_tenants,
-            share_hold, budget, carry=len(batches) == 1, mix=mix,
+            batch_offers, batch_jobs, request.config,
+            topology_of=request.topology_of, driver_ok=request.driver_ok, reserved=reserved,
+            share_tenants=request.share_tenants, share_hold=request.share_hold,
+            budget=budget, carry=len(batches) == 1, mix=mix,
         )  # fmt: skip
         result.launches += part.launches
         result.declined += part.declined
         result.waiting.update(part.waiting)
-    if cap is not None:  # a job the budget deferred did not have its turn
+    if request.cap is not None:  # a job the budget deferred did not have its turn
         waits = result.waiting
-        cap.had_turn(j.job_id for j in runnable
-                     if not waits.get(j.job_id, "").startswith(DEFERRED_PREFIX))  # fmt: skip
+        turns = [j.job_id for j in runnable
+                 if not waits.get(j.job_id, "").startswith(DEFERRED_PREFIX)]  # fmt: skip
+        request.cap.had_turn(turns)
     return Decision(
         launches=list(result.launches),
         placed_jobs=result.placed_jobs,
@@ -159,8 +165,26 @@ def decide(
     )
 
 
-#: ``(offers, jobs) -> [(offers, jobs), ...]``: how one round is cut into placement batches
-Splitter = Callable[[Sequence[OfferView], list[Job]], list[tuple[list[OfferView], list[Job]]]]
+def _runnable(request: DecideRequest) -> tuple[list[Job], dict[str, str], list[str]]:
+    """The queued jobs this round places, in queue order; the impossible ones with their
+    reasons; and the ids of the runnable ones the round cap leaves for later rounds."""
+    impossible_of = request.impossible_of or _uncached(request.inventory)
+    runnable: list[Job] = []
+    impossible: dict[str, str] = {}
+    for job in request.queue:
+        why = impossible_of(job.spec)
+        if why is None:
+            runnable.append(job)
+        else:
+            impossible[job.job_id] = f"impossible on the current agents: {why}"
+    skipped: list[str] = []
+    if request.cap is not None:
+        chosen = request.cap.choose(runnable, set((request.reserved or {}).values()))
+        if len(chosen) != len(runnable):
+            ids = {j.job_id for j in chosen}
+            skipped = [j.job_id for j in runnable if j.job_id not in ids]
+            runnable = chosen
+    return runnable, impossible, skipped
 
 
 def _mark_share_agents(offers: Sequence[OfferView], inventory: Inventory) -> list[OfferView]:

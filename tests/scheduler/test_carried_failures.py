@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from dlc.scheduler import placement
-from dlc.scheduler.decide import decide
+from dlc.scheduler.decide import DecideRequest, Decision, decide
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.placement import OfferView, PlacementConfig
@@ -45,6 +45,20 @@ def views(cpus: dict[str, float], gpus: dict[str, list[int]] | None = None) -> l
     ]
 
 
+def _round(
+    queue: list[Job],
+    offers: list[OfferView],
+    *,
+    now: float,
+    config: PlacementConfig = CONFIG,
+    inventory: Inventory | None = None,
+    **fields,
+) -> Decision:
+    """One :func:`decide` round; ``fields`` are the request's other fields, by name."""
+    return decide(DecideRequest(queue=queue, inventory=inventory or Inventory(), offers=offers,
+                                config=config, now=now, **fields))  # fmt: skip
+
+
 def cpu_job(job_id: str, cpus: float, gpus: int = 1, nodes: int = 1, user: str = "ann") -> Job:
     spec = JobSpec.from_dict({"image": "busybox", "gpus": gpus, "cpus": cpus, "nodes": nodes})
     return Job(job_id, user, spec)
@@ -54,14 +68,14 @@ def test_a_failed_shape_is_not_tried_again_until_an_agent_grows(attempts):
     budget = ShapeBudget()
     queue = [cpu_job("big", 8.0)]
     small = {"a1": 4.0, "a2": 4.0, "a3": 4.0}
-    first = decide(queue, Inventory(), views(small), CONFIG, 0.0, budget=budget)
+    first = _round(queue, views(small), now=0.0, budget=budget)
     assert not first.placed_jobs and attempts == [("big", ("a1", "a2", "a3"))]
     attempts.clear()
-    second = decide(queue, Inventory(), views(small), CONFIG, 1.0, budget=budget)
+    second = _round(queue, views(small), now=1.0, budget=budget)
     assert attempts == []  # nothing grew: last round's answer stands, at no cost
     assert second.waiting["big"] == first.waiting["big"]  # the reason is still there
     attempts.clear()
-    third = decide(queue, Inventory(), views({**small, "a2": 16.0}), CONFIG, 2.0, budget=budget)
+    third = _round(queue, views({**small, "a2": 16.0}), now=2.0, budget=budget)
     assert attempts == [("big", ("a2",))]  # tried on the agent that grew, and only there
     assert third.placed_jobs == ["big"] and third.launches[0].agent_id == "a2"
 
@@ -69,9 +83,9 @@ def test_a_failed_shape_is_not_tried_again_until_an_agent_grows(attempts):
 def test_a_new_agent_counts_as_grown(attempts):
     budget = ShapeBudget()
     queue = [cpu_job("big", 8.0)]
-    decide(queue, Inventory(), views({"a1": 4.0}), CONFIG, 0.0, budget=budget)
+    _round(queue, views({"a1": 4.0}), now=0.0, budget=budget)
     attempts.clear()
-    out = decide(queue, Inventory(), views({"a1": 4.0, "a9": 32.0}), CONFIG, 1.0, budget=budget)
+    out = _round(queue, views({"a1": 4.0, "a9": 32.0}), now=1.0, budget=budget)
     assert out.placed_jobs == ["big"] and attempts == [("big", ("a9",))]
 
 
@@ -79,10 +93,9 @@ def test_freed_gpus_count_as_growth(attempts):
     budget = ShapeBudget()
     queue = [cpu_job("four", 1.0, gpus=4)]
     two = {"a1": [0, 1]}
-    decide(queue, Inventory(), views({"a1": 16.0}, two), CONFIG, 0.0, budget=budget)
+    _round(queue, views({"a1": 16.0}, two), now=0.0, budget=budget)
     attempts.clear()
-    out = decide(queue, Inventory(), views({"a1": 16.0}, {"a1": [0, 1, 2, 3]}), CONFIG, 1.0,
-                 budget=budget)  # fmt: skip
+    out = _round(queue, views({"a1": 16.0}, {"a1": [0, 1, 2, 3]}), now=1.0, budget=budget)
     assert out.placed_jobs == ["four"]
 
 
@@ -91,8 +104,8 @@ def test_a_gang_is_tried_on_every_agent_each_round(attempts):
     next round beside one that grew, so gangs are not carried."""
     budget = ShapeBudget()
     queue = [cpu_job("gang", 8.0, nodes=2)]
-    decide(queue, Inventory(), views({"a1": 16.0, "a2": 4.0}), CONFIG, 0.0, budget=budget)
-    out = decide(queue, Inventory(), views({"a1": 16.0, "a2": 16.0}), CONFIG, 1.0, budget=budget)
+    _round(queue, views({"a1": 16.0, "a2": 4.0}), now=0.0, budget=budget)
+    out = _round(queue, views({"a1": 16.0, "a2": 16.0}), now=1.0, budget=budget)
     assert out.placed_jobs == ["gang"]
     assert sorted(x.agent_id for x in out.launches) == ["a1", "a2"]
 
@@ -102,14 +115,14 @@ def test_a_share_that_failed_is_placed_once_its_gpu_has_room(attempts):
     queue = [share_job("s", gpu_fraction=0.5)]
     full = {i: (0, 800) for i in range(2)}  # 0.2 of each GPU's compute left
     busy = [OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2, used=full, sharing="shim"))]
-    first = decide(queue, Inventory(), busy, PlacementConfig(), 0.0, budget=budget)
+    first = _round(queue, busy, now=0.0, config=PlacementConfig(), budget=budget)
     assert not first.placed_jobs
     attempts.clear()
-    decide(queue, Inventory(), busy, PlacementConfig(), 1.0, budget=budget)
+    _round(queue, busy, now=1.0, config=PlacementConfig(), budget=budget)
     assert attempts == []
     freed = {0: (0, 400), 1: (0, 800)}
     room = [OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2, used=freed, sharing="shim"))]
-    out = decide(queue, Inventory(), room, PlacementConfig(), 2.0, budget=budget)
+    out = _round(queue, room, now=2.0, config=PlacementConfig(), budget=budget)
     assert out.placed_jobs == ["s"] and out.launches[0].share.gpu_index == 0
 
 
@@ -121,9 +134,9 @@ def test_a_round_cut_into_pools_carries_nothing(attempts):
     def halves(offers, jobs):
         return [(list(offers[:1]), list(jobs)), (list(offers[1:]), [])]
 
-    decide(queue, Inventory(), small, CONFIG, 0.0, split=halves, budget=budget)
+    _round(queue, small, now=0.0, split=halves, budget=budget)
     attempts.clear()
-    decide(queue, Inventory(), small, CONFIG, 1.0, budget=budget)
+    _round(queue, small, now=1.0, budget=budget)
     assert attempts == [("big", ("a1", "a2"))]  # tried in full: the pool round kept nothing
 
 
@@ -139,16 +152,26 @@ def test_look_alike_shares_of_many_users_cost_one_attempt(attempts):
     one user's failed share answers for the same share of every other user."""
     full = {i: (0, 800) for i in range(2)}
     busy = [OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2, used=full, sharing="shim"))]
-    out = decide(_shares_of(["u1", "u2", "u3"]), Inventory(), busy, PlacementConfig(), 0.0,
-                 budget=ShapeBudget())  # fmt: skip
+    out = _round(
+        _shares_of(["u1", "u2", "u3"]),
+        busy,
+        now=0.0,
+        config=PlacementConfig(),
+        budget=ShapeBudget(),
+    )
     assert len(attempts) == 1 and len(out.waiting) == 3
 
 
 def test_exclusive_shares_are_tried_per_user(attempts):
     full = {i: (0, 800) for i in range(2)}
     busy = [OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2, used=full, sharing="shim"))]
-    decide(_shares_of(["u1", "u2"], exclusive="user"), Inventory(), busy, PlacementConfig(), 0.0,
-           budget=ShapeBudget())  # fmt: skip
+    _round(
+        _shares_of(["u1", "u2"], exclusive="user"),
+        busy,
+        now=0.0,
+        config=PlacementConfig(),
+        budget=ShapeBudget(),
+    )
     assert len(attempts) == 2
 
 
@@ -222,7 +245,7 @@ def test_a_failure_is_kept_over_rounds_in_which_its_shape_is_not_tried(attempts)
     tried = []
     for rnd in range(3):
         attempts.clear()
-        out = decide(queue, Inventory(), views(small), CONFIG, float(rnd), budget=budget, cap=cap)
+        out = _round(queue, views(small), now=float(rnd), budget=budget, cap=cap)
         assert not out.placed_jobs
         tried.append(sorted(j for j, _ in attempts))
     # round 3 is "two"'s second turn: nothing grew since its first, so nothing is tried

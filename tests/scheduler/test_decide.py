@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dlc.scheduler.decide import decide
+import dataclasses
+
+import pytest
+
+from dlc.scheduler.decide import DecideRequest, decide
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.placement import OfferView, PlacementConfig
 
@@ -23,8 +27,10 @@ def test_decide_launches_declines_and_explains_without_side_effects():
     inventory = _inventory(views)
     version = inventory.version
     queue = [job("j1", gpus=2), job("j2", gpus=1), job("j3", gpus=4)]
-    first = decide(queue, inventory, views, PlacementConfig(), now=100.0)
-    again = decide(queue, inventory, views, PlacementConfig(), now=100.0)
+    request = DecideRequest(
+        queue=queue, inventory=inventory, offers=views, config=PlacementConfig(), now=100.0
+    )
+    first, again = decide(request), decide(request)
     assert first.placed_jobs == ["j1"] and [x.gpu_ids for x in first.launches] == [(0, 1)]
     assert first.declines == ["o2"]
     assert set(first.waiting) == {"j2", "j3"}
@@ -38,12 +44,25 @@ def test_decide_launches_declines_and_explains_without_side_effects():
 
 def test_reserved_agents_take_only_their_holder():
     views = [OfferView.from_mesos(offer("o1", "a1", [0, 1]))]
-    decision = decide(
-        [job("small", gpus=1), job("big", gpus=2)],
-        _inventory(views),
-        views,
-        PlacementConfig(),
+    request = DecideRequest(
+        queue=[job("small", gpus=1), job("big", gpus=2)],
+        inventory=_inventory(views),
+        offers=views,
+        config=PlacementConfig(),
         now=0.0,
         reserved={"a1": "big"},
     )
+    decision = decide(request)
     assert decision.placed_jobs == ["big"] and "small" in decision.waiting
+
+
+def test_a_request_is_named_and_frozen():
+    views = [OfferView.from_mesos(offer("o1", "a1", [0, 1]))]
+    with pytest.raises(TypeError):  # keywords only: no caller counts positions
+        DecideRequest([], _inventory(views), views, PlacementConfig(), 0.0)  # type: ignore[misc]
+    request = DecideRequest(
+        queue=[], inventory=_inventory(views), offers=views, config=PlacementConfig(), now=0.0
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.now = 1.0  # type: ignore[misc]
+    assert decide(request).declines == ["o1"]

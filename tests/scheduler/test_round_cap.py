@@ -11,7 +11,7 @@ import math
 import pytest
 
 from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.decide import decide
+from dlc.scheduler.decide import DecideRequest, decide
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.placement import OfferView, PlacementConfig
@@ -35,8 +35,17 @@ def _views(cpus: float = 4.0, agents: int = 2) -> list[OfferView]:
 
 def _round(queue, cap: RoundCap, budget: ShapeBudget | None = None):
     # distinct shapes (cpus 5.0, 5.1, ...) so that no cache answers for another job
-    return decide(queue, Inventory(), _views(), CONFIG, 0.0, cap=cap,
-                  budget=budget or ShapeBudget(limit=1000))  # fmt: skip
+    return decide(
+        DecideRequest(
+            queue=queue,
+            inventory=Inventory(),
+            offers=_views(),
+            config=CONFIG,
+            now=0.0,
+            cap=cap,
+            budget=budget or ShapeBudget(limit=1000),
+        )
+    )
 
 
 def test_a_round_with_more_jobs_than_the_cap_considers_at_most_the_cap():
@@ -81,7 +90,16 @@ def test_the_head_of_the_queue_is_considered_every_round_and_placed_first():
     urgent = _job(99, 1.0, priority=5)
     ordered = sorted([*queue, urgent], key=lambda j: (-j.spec.priority, j.submitted_at))
     one_agent = [OfferView.from_mesos(offer("o1", "a1", gpus=[0], cpus=4.0))]
-    decision = decide(ordered, Inventory(), one_agent, CONFIG, 0.0, cap=RoundCap(4))
+    decision = decide(
+        DecideRequest(
+            queue=ordered,
+            inventory=Inventory(),
+            offers=one_agent,
+            config=CONFIG,
+            now=0.0,
+            cap=RoundCap(4),
+        )
+    )
     assert decision.placed_jobs == ["j99"]
     assert "j00" in decision.waiting and len(decision.skipped) == 7
 
@@ -99,8 +117,17 @@ def test_a_job_the_budget_defers_keeps_its_turn():
 
 def test_a_reservation_holder_is_always_considered():
     queue = [_job(n, 5.0 + n / 10) for n in range(10)]
-    decision = decide(queue, Inventory(), _views(), CONFIG, 0.0, reserved={"a0": "j09"},
-                      cap=RoundCap(4))  # fmt: skip
+    decision = decide(
+        DecideRequest(
+            queue=queue,
+            inventory=Inventory(),
+            offers=_views(),
+            config=CONFIG,
+            now=0.0,
+            reserved={"a0": "j09"},
+            cap=RoundCap(4),
+        )
+    )
     assert "j09" in decision.waiting
 
 

@@ -12,7 +12,7 @@ import pytest
 from dlc.errors import ConfigError
 from dlc.scheduler import placement
 from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.decide import decide
+from dlc.scheduler.decide import DecideRequest, Decision, decide
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.placement import OfferView, PlacementConfig, place
@@ -41,6 +41,20 @@ def attempts(monkeypatch) -> list[str]:
 
 def views(cpus: float = 4.0) -> list[OfferView]:
     return [OfferView.from_mesos(offer(f"o{a}", f"a{a}", cpus=cpus)) for a in range(AGENTS)]
+
+
+def _round(
+    queue: list[Job],
+    offers: list[OfferView],
+    *,
+    now: float,
+    config: PlacementConfig = PlacementConfig("first-fit"),
+    inventory: Inventory | None = None,
+    **fields,
+) -> Decision:
+    """One :func:`decide` round; ``fields`` are the request's other fields, by name."""
+    return decide(DecideRequest(queue=queue, inventory=inventory or Inventory(), offers=offers,
+                                config=config, now=now, **fields))  # fmt: skip
 
 
 def cpu_job(i: int, cpus: float, user: str = "mallory", gpus: int = 1) -> Job:
@@ -103,7 +117,7 @@ def test_deferred_jobs_go_first_next_round_so_every_job_is_tried(attempts):
     tried_by_round = []
     for _ in range(3):
         attempts.clear()
-        decide(queue, inventory, views(), PlacementConfig("first-fit"), 0.0, budget=budget)
+        _round(queue, views(), now=0.0, inventory=inventory, budget=budget)
         tried_by_round.append(list(attempts))
     # round 3 tries the last two first; the smallest failing covers all the rest
     assert [len(t) for t in tried_by_round] == [4, 4, 2]
@@ -115,9 +129,9 @@ def test_deferred_jobs_go_first_next_round_so_every_job_is_tried(attempts):
 def test_a_fitting_job_behind_failing_shapes_starts_within_two_rounds(attempts):
     budget = ShapeBudget(LIMIT)
     queue = [*descending(6), cpu_job(99, 2.0, gpus=2)]
-    first = decide(queue, Inventory(), views(), PlacementConfig("first-fit"), 0.0, budget=budget)
+    first = _round(queue, views(), now=0.0, budget=budget)
     assert first.waiting["j0099"].startswith(DEFERRED_PREFIX)
-    second = decide(queue, Inventory(), views(), PlacementConfig("first-fit"), 0.0, budget=budget)
+    second = _round(queue, views(), now=0.0, budget=budget)
     assert second.placed_jobs == ["j0099"]
 
 

@@ -138,7 +138,7 @@ def test_a_share_and_a_whole_gpu_in_one_round_never_meet_on_a_gpu():
 
 
 def test_an_agent_whose_ranges_shares_took_entirely_has_no_whole_gpu():
-    from dlc.scheduler.decide import decide
+    from dlc.scheduler.decide import DecideRequest, decide
     from dlc.scheduler.inventory import Inventory
     from dlc.scheduler.placement import OfferView, PlacementConfig
 
@@ -149,7 +149,11 @@ def test_an_agent_whose_ranges_shares_took_entirely_has_no_whole_gpu():
     # shares hold all of GPU 0's memory and compute: the offer still lists gpu_ids {0}
     view = OfferView.from_mesos(offer("o1", "a1", [0]))
     whole = Job("w", "bob", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
-    decision = decide([whole], inventory, [view], PlacementConfig(), now=0.0)
+    decision = decide(
+        DecideRequest(
+            queue=[whole], inventory=inventory, offers=[view], config=PlacementConfig(), now=0.0
+        )
+    )
     assert decision.launches == [] and "w" in decision.waiting
 
 
