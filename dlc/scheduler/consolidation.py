@@ -47,7 +47,7 @@ def any_ids(agent_id: str, free: frozenset[int], count: int) -> tuple[int, ...] 
     return tuple(sorted(free)[:count])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AgentGpus:
     """One agent's GPUs as consolidation sees them.
 
@@ -69,7 +69,7 @@ class AgentGpus:
         return self.hostname or self.agent_id
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunningJob:
     """A running single-node whole-GPU job that consolidation may move.
 
@@ -98,7 +98,7 @@ class RunningJob:
         return len(self.gpu_ids)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConsolidationRequest:
     """A waiting job fragmentation denies, and the cluster around it.
 
@@ -121,7 +121,7 @@ class ConsolidationRequest:
     choose: Chooser = any_ids
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Move:
     """One job stopped on ``from_agent`` that has a place on ``to_agent`` (``gpu_ids``)."""
 
@@ -132,7 +132,7 @@ class Move:
     lost_gpu_h: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConsolidationPlan:
     """The moves that give the waiting job ``gpu_ids`` on ``agent_id``.
 
@@ -239,7 +239,11 @@ def _clear_agent(
         moves = _pack(subset, others, request.choose)
         if moves is not None:
             return ConsolidationPlan(
-                request.job_id, agent.agent_id, agent.name, tuple(target), tuple(moves)
+                job_id=request.job_id,
+                agent_id=agent.agent_id,
+                hostname=agent.name,
+                gpu_ids=tuple(target),
+                moves=tuple(moves),
             )
     return None
 
@@ -263,7 +267,15 @@ def _pack(
             chosen = choose(agent_id, ids, job.gpus) if len(ids) >= job.gpus else None
             if chosen is not None:
                 free[agent_id] = ids - frozenset(chosen)
-                moves.append(Move(job.job_id, job.agent_id, agent_id, chosen, job.lost_gpu_h))
+                moves.append(
+                    Move(
+                        job_id=job.job_id,
+                        from_agent=job.agent_id,
+                        to_agent=agent_id,
+                        gpu_ids=chosen,
+                        lost_gpu_h=job.lost_gpu_h,
+                    )
+                )
                 break
         else:
             return None

@@ -139,9 +139,9 @@ class ConsolidationMixin(TenancyMixin):
                         taken.add(task.share_gpu)
         held = self._reservations.held()
         agents = [
-            AgentGpus(a.agent_id, frozenset(free.get(a.agent_id, frozenset())
+            AgentGpus(agent_id=a.agent_id, free=frozenset(free.get(a.agent_id, frozenset())
                                             - shared.get(a.agent_id, set())),
-                      len(a.gpu_ids), a.hostname)
+                      total=len(a.gpu_ids), hostname=a.hostname)
             for a in self.inventory.agents()
             if held.get(a.agent_id, job.job_id) == job.job_id
         ]  # fmt: skip
@@ -150,9 +150,13 @@ class ConsolidationMixin(TenancyMixin):
         agents = [a if a.agent_id in able else _no_room(a) for a in agents]
         running = [r for r in (self._movable(now, j, job) for j in self._active.values()) if r]
         return ConsolidationRequest(
-            job.job_id, job.spec.gpus, job.spec.priority, agents, running,
-            self._consolidation()[0].left(now),
-        )  # fmt: skip
+            job_id=job.job_id,
+            gpus=job.spec.gpus,
+            priority=job.spec.priority,
+            agents=agents,
+            running=running,
+            moves_left=self._consolidation()[0].left(now),
+        )
 
     def _movable(self, now: float, job: Job, waiting: Job) -> RunningJob | None:
         """The job as the planner sees it, or ``None`` when it is no candidate at all.
@@ -176,9 +180,14 @@ class ConsolidationMixin(TenancyMixin):
         grace = self.tenancy.grace_s if self.tenancy.enabled else 0.0
         ran = ran_s + grace
         return RunningJob(
-            job.job_id, task.agent_id, tuple(task.gpu_ids), spec.priority,
-            len(task.gpu_ids) * ran / 3600.0, not recently, self._able(job),
-        )  # fmt: skip
+            job_id=job.job_id,
+            agent_id=task.agent_id,
+            gpu_ids=tuple(task.gpu_ids),
+            priority=spec.priority,
+            lost_gpu_h=len(task.gpu_ids) * ran / 3600.0,
+            preemptible=not recently,
+            allowed=self._able(job),
+        )
 
     def _able(self, job: Job) -> frozenset[str]:
         """Agents that could run ``job`` when idle and are in its pool (kept per shape until
@@ -242,4 +251,4 @@ class ConsolidationMixin(TenancyMixin):
 
 def _no_room(agent: AgentGpus) -> AgentGpus:
     """``agent`` as a destination only (total 0: never cleared for the waiting job)."""
-    return AgentGpus(agent.agent_id, agent.free, 0, agent.hostname)
+    return AgentGpus(agent_id=agent.agent_id, free=agent.free, total=0, hostname=agent.hostname)

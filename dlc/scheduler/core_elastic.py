@@ -199,9 +199,15 @@ class ElasticMixin(CoreState):
         """Save the new member as a staging task of the running job (before its launch)."""
         current = self._active.get(job.job_id, job)
         task = TaskPlacement(
-            launch.task_id, launch.agent_id, launch.hostname, launch.gpu_ids,
-            launch.offer_ids[0], launch.rank, rendezvous=launch.peers[0], **fields,
-        )  # fmt: skip
+            task_id=launch.task_id,
+            agent_id=launch.agent_id,
+            hostname=launch.hostname,
+            gpu_ids=launch.gpu_ids,
+            offer_id=launch.offer_ids[0],
+            rank=launch.rank,
+            rendezvous=launch.peers[0],
+            **fields,
+        )
         grown = replace(current, tasks=(*current.tasks, task))
         why = f"growing: node {launch.rank} on {launch.hostname} ({nodes_text(grown)} nodes)"
         self._save(replace(grown, message=why), event=why)

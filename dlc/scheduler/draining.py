@@ -82,7 +82,7 @@ def confirms_gone(status: Mapping[str, Any]) -> bool:
     return status.get("state") in NOT_RUNNING_STATES and not may_still_run(status)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Drain:
     """GPUs of one ended task, held until ``until``."""
 
@@ -119,7 +119,10 @@ class Drains:
         a container (a refused launch)."""
         if gpu_ids:
             self._by_task[task_id] = Drain(
-                task_id, agent_id, frozenset(gpu_ids), now + self.timeout_s
+                task_id=task_id,
+                agent_id=agent_id,
+                gpu_ids=frozenset(gpu_ids),
+                until=now + self.timeout_s,
             )
         parsed = job_id_of_task(task_id)
         if parsed is not None and started:

@@ -59,7 +59,7 @@ class Locality:
         rack, switch = attributes.get(ATTR_RACK, ""), attributes.get(ATTR_SWITCH, "")
         if rack == self.rack and switch == self.switch:
             return self
-        return Locality(self.region, self.zone, rack, switch)
+        return Locality(region=self.region, zone=self.zone, rack=rack, switch=switch)
 
     def key(self, level: str) -> tuple[str, ...] | None:
         """The group this agent belongs to at ``level`` (``None``: it does not say)."""
@@ -163,7 +163,7 @@ def wanted(text: str | None) -> GangTopology:
     return GangTopology.parse(text or DEFAULT_TEXT)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GroupChoice(Generic[T]):
     """The agents a gang should try, best first, and where they stand.
 
@@ -208,10 +208,10 @@ def choose_group(
             inside = groups[key]
             rest = [a for a, k in zip(able, keys, strict=True) if k != key]
             order = inside if want.required else inside + rest
-            return GroupChoice(order, level, key, len(inside))
+            return GroupChoice(order=order, level=level, group=key, size=len(inside))
     if want.required:
         return None
-    return GroupChoice(list(able))
+    return GroupChoice(order=list(able))
 
 
 def spread(places: Sequence[Locality]) -> str:

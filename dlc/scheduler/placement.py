@@ -186,7 +186,7 @@ def _attributes(attrs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Launch:
     """One task to launch: which job node goes on which agent with which GPUs."""
 
@@ -645,19 +645,19 @@ def _place_job(
         uuids, minors = gpu_facts(topology, ids)
         result.launches.append(
             Launch(
-                job.job_id,
-                f"{job.task_prefix()}{rank}",
-                rank,
-                slot.agent_id,
-                slot.hostname,
-                slot.offer_ids,
-                ids,
-                policy,
-                ports,
-                peers,
-                uuids,
-                minors,
-                (topology.driver_version if topology else None)
+                job_id=job.job_id,
+                task_id=f"{job.task_prefix()}{rank}",
+                rank=rank,
+                agent_id=slot.agent_id,
+                hostname=slot.hostname,
+                offer_ids=slot.offer_ids,
+                gpu_ids=ids,
+                policy=policy,
+                ports=ports,
+                peers=peers,
+                gpu_uuids=uuids,
+                gpu_minors=minors,
+                driver_version=(topology.driver_version if topology else None)
                 or agent_text(slot.attributes, ATTR_DRIVER),
                 gpu_take=takes[slot.agent_id],
             )
@@ -807,29 +807,30 @@ def _place_share(
     uuids, minors = gpu_facts(choice.topology, (choice.gpu_index,))
     backend = _backend(slot)
     share = GpuShare(
-        choice.gpu_index, uuids[0] if uuids else None, choice.memory_mib, choice.core_milli,
-        backend, minors[0] if minors else None,
-    )  # fmt: skip
+        gpu_index=choice.gpu_index,
+        gpu_uuid=uuids[0] if uuids else None,
+        memory_mib=choice.memory_mib,
+        core_milli=choice.core_milli,
+        backend=backend,
+        gpu_minor=minors[0] if minors else None,
+    )
     driver = (choice.topology.driver_version if choice.topology else None) or agent_text(
         slot.attributes, ATTR_DRIVER
     )
     result.launches.append(
         Launch(
-            job.job_id,
-            f"{job.task_prefix()}0",
-            0,
-            slot.agent_id,
-            slot.hostname,
-            slot.offer_ids,
-            (),
-            "share",
-            ports,
-            (),
-            (),
-            (),
-            driver,
-            choice.take,
-            share,
+            job_id=job.job_id,
+            task_id=f"{job.task_prefix()}0",
+            rank=0,
+            agent_id=slot.agent_id,
+            hostname=slot.hostname,
+            offer_ids=slot.offer_ids,
+            gpu_ids=(),
+            policy="share",
+            ports=ports,
+            driver_version=driver,
+            gpu_take=choice.take,
+            share=share,
         )  # fmt: skip
     )
     return None

@@ -33,7 +33,7 @@ def queue_key(job: Job) -> tuple[int, float, str]:
     return (-job.spec.priority, job.submitted_at, job.job_id)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Reservation:
     """Agents held for one queued job until ``until`` (UNIX time)."""
 
@@ -102,7 +102,9 @@ class Reservations:
 
     def reserve(self, job_id: str, agent_ids: Iterable[str], now: float) -> Reservation:
         """Hold ``agent_ids`` for ``job_id`` for at most :attr:`hold_s`."""
-        self.active = Reservation(job_id, tuple(agent_ids), now, now + self.hold_s)
+        self.active = Reservation(
+            job_id=job_id, agent_ids=tuple(agent_ids), since=now, until=now + self.hold_s
+        )
         return self.active
 
     def expired(self, now: float) -> Reservation | None:

@@ -150,7 +150,7 @@ def split_by_pool(
     return list(batches.values()) or [([], [])]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QueueRow:
     """One waiting job as ``dlc queue`` shows it."""
 
@@ -244,7 +244,8 @@ def plan(
     """
     active = list(active)
     if not policy.enabled:
-        listed = [QueueRow(j, "-", j.spec.pool or DEFAULT_POOL, i + 1, True, "")
+        listed = [QueueRow(job=j, group="-", pool=j.spec.pool or DEFAULT_POOL, position=i + 1,
+                           admitted=True, reason="")
                   for i, j in enumerate(queue)] if rows else []  # fmt: skip
         return QueuePlan(runnable=list(queue), rows=listed, capacity=dict(capacity))
     return _Planner(queue, active, policy, capacity, started or {}, gpu_mib, tenure).run()
@@ -406,7 +407,11 @@ class _Planner:
         if why is not None:
             where = group if group != "-" else "the queue (no group)"
             self.out.held[job.job_id] = f"position {position} in {where}; {why}"
-            self.out.rows.append(QueueRow(job, group, pool, position, False, why))
+            self.out.rows.append(
+                QueueRow(
+                    job=job, group=group, pool=pool, position=position, admitted=False, reason=why
+                )
+            )
             return
         self.usage[key] = self.usage.get(key, ZERO) + need
         self._refresh(key)
@@ -414,7 +419,9 @@ class _Planner:
         self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + self._gpus(job)
         self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
         self.out.runnable.append(job)
-        self.out.rows.append(QueueRow(job, group, pool, position, True, ""))
+        self.out.rows.append(
+            QueueRow(job=job, group=group, pool=pool, position=position, admitted=True, reason="")
+        )
         self._reclaim_if_full(key, job)
 
     def _user_limit(self, job: Job) -> str | None:

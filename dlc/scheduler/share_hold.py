@@ -128,12 +128,15 @@ def share_mix(demands: Iterable[tuple[int, int]]) -> fgd.MixArrays | None:
             counts[key] = counts.get(key, 0) + 1
     if sum(n for (milli, _), n in counts.items() if milli < fgd.MILLI) < MIN_SHARES:
         return None
-    shapes = tuple(fgd.ShareRequest(0, 0, gpus, milli) for milli, gpus in sorted(counts))
+    shapes = tuple(
+        fgd.ShareRequest(cpu_milli=0, mem_mib=0, num_gpus=gpus, gpu_milli=milli)
+        for milli, gpus in sorted(counts)
+    )
     weights = tuple(float(counts[(s.gpu_milli, s.num_gpus)]) for s in shapes)
     return fragscore.mix_arrays(fgd.WorkloadMix(shapes, weights), ["gpu"])
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ShareHold:
     """One offer round's hold: the settings, the cluster's whole GPUs and the share mix.
 
@@ -227,7 +230,15 @@ def build(
     if not settings.enabled:
         return None
     gpu_left, rows, count = gpu_left_of(agents, share_used)
-    return ShareHold(settings, gpu_left, rows, count, share_mix(demands), now, since)
+    return ShareHold(
+        settings=settings,
+        gpu_left=gpu_left,
+        rows=rows,
+        gpu_count=count,
+        mix=share_mix(demands),
+        now=now,
+        since=since,
+    )
 
 
 __all__ = ["HELD_PREFIX", "MIN_SHARES", "ShareHold", "ShareHoldSettings", "build", "share_mix"]

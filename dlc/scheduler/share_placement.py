@@ -188,7 +188,7 @@ class ShareRoom:
         return found
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ShareChoice:
     """Where a share goes: the slot (agent), the GPU, its amounts and the ranges taken."""
 
@@ -416,11 +416,18 @@ def choose_share(
         views.append(
             fgd.AgentView(slot.agent_id, int(slot.cpus * 1000), int(slot.mem), "gpu", free)
         )
-    request = fgd.ShareRequest(int(cpus * 1000), int(mem), 1, min(need_milli, fgd.MILLI - 1))
+    request = fgd.ShareRequest(
+        cpu_milli=int(cpus * 1000),
+        mem_mib=int(mem),
+        num_gpus=1,
+        gpu_milli=min(need_milli, fgd.MILLI - 1),
+    )
     # the expected workload: more shares like this one, and whole-GPU jobs; using a whole
     # GPU for a share fragments it for the latter, so shares pack onto shared GPUs, across
     # agents too
-    whole = fgd.ShareRequest(request.cpu_milli, request.mem_mib, 1, fgd.MILLI)
+    whole = fgd.ShareRequest(
+        cpu_milli=request.cpu_milli, mem_mib=request.mem_mib, num_gpus=1, gpu_milli=fgd.MILLI
+    )
     mix = fgd.WorkloadMix(shapes=(request, whole), weights=(0.5, 0.5))
     placed = fragscore.place(request, views, mix)  # the same core as dlc.sim
     if placed is None or placed.gpus[0] not in fits[placed.agent][2]:
@@ -431,4 +438,6 @@ def choose_share(
         index, totals = placed.gpus[0], totals_of[placed.agent]
     mib, milli = _needs(spec, totals[index])
     take = gpu_shares.share_take(index, mib, milli, slot.gpu_mem, slot.gpu_core)
-    return ShareChoice(slot, index, mib, milli, take, topology)
+    return ShareChoice(
+        slot=slot, gpu_index=index, memory_mib=mib, core_milli=milli, take=take, topology=topology
+    )

@@ -60,7 +60,10 @@ def counted_mix(demands: Mapping[tuple[int, int, int], int]) -> fgd.WorkloadMix 
             break
         chosen.append((shape, n))
         covered += n
-    shapes = tuple(fgd.ShareRequest(cpu, 0, gpus, milli) for (cpu, milli, gpus), _ in chosen)
+    shapes = tuple(
+        fgd.ShareRequest(cpu_milli=cpu, mem_mib=0, num_gpus=gpus, gpu_milli=milli)
+        for (cpu, milli, gpus), _ in chosen
+    )
     return fgd.WorkloadMix(shapes, tuple(float(n) for _, n in chosen))
 
 
@@ -146,7 +149,10 @@ class WholeScore:
         stale = rows[self._stale[rows]]
         if len(stale):
             self._read(stale)
-        cost = self._cost(fgd.ShareRequest(int(cpus * 1000), 0, gpus, MILLI), rows)
+        cost = self._cost(
+            fgd.ShareRequest(cpu_milli=int(cpus * 1000), mem_mib=0, num_gpus=gpus, gpu_milli=MILLI),
+            rows,
+        )
         return sorted(candidates, key=lambda s: (cost[row[id(s)]], len(s.free), s.agent_id))
 
     def _cost(self, request: fgd.ShareRequest, rows: np.ndarray) -> np.ndarray:

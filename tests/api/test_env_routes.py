@@ -37,7 +37,15 @@ def test_a_link_planted_in_outputs_does_not_read_the_host(tmp_path):
 
 def test_workdir_job_gets_url_secret_and_workspace():
     spec_job = job("j1", workdir="ab" * 16)
-    launch = Launch("j1", "j1.1.0", 0, "a1", "h1", ("o1",), (0,))
+    launch = Launch(
+        job_id="j1",
+        task_id="j1.1.0",
+        rank=0,
+        agent_id="a1",
+        hostname="h1",
+        offer_ids=("o1",),
+        gpu_ids=(0,),
+    )
     config = ExecutorConfig(api_url="http://10.0.0.5:8642", job_key="k")
     spec = LaunchSpec.decode(build_task_info(spec_job, launch, None, config)["data"])
     assert spec.workdir == "/workspace"

@@ -40,8 +40,9 @@ def test_a_gang_examples_command_names_only_variables_dlc_sets(path):
     job = Job("j1", "alice", spec, attempt=1)
     peers = tuple(f"10.0.0.{rank + 1}:31000" for rank in range(spec.nodes))
     for rank in range(spec.nodes):
-        launch = Launch("j1", f"j1.1.{rank}", rank, f"agent-{rank}", f"host{rank}", ("o",),
-                        tuple(range(spec.gpus)), ports=(31000,), peers=peers)  # fmt: skip
+        launch = Launch(job_id="j1", task_id=f"j1.1.{rank}", rank=rank, agent_id=f"agent-{rank}",
+                        hostname=f"host{rank}", offer_ids=("o",), gpu_ids=tuple(range(spec.gpus)),
+                        ports=(31000,), peers=peers)  # fmt: skip
         env = launch_spec(job, launch).env
         assert used <= set(env), f"{path.name}: not set by DLC: {sorted(used - set(env))}"
         assert env["MASTER_ADDR"] == "10.0.0.1" and env["NODE_RANK"] == str(rank)

@@ -14,15 +14,19 @@ from dlc.scheduler.consolidation import (
 
 
 def agent(agent_id: str, free: set[int], total: int = 8) -> AgentGpus:
-    return AgentGpus(agent_id, frozenset(free), total, f"host-{agent_id}")
+    return AgentGpus(
+        agent_id=agent_id, free=frozenset(free), total=total, hostname=f"host-{agent_id}"
+    )
 
 
 def running(job_id, agent_id, ids, lost=1.0, **kw) -> RunningJob:
-    return RunningJob(job_id, agent_id, tuple(ids), lost_gpu_h=lost, **kw)
+    return RunningJob(job_id=job_id, agent_id=agent_id, gpu_ids=tuple(ids), lost_gpu_h=lost, **kw)
 
 
 def request(agents, jobs, gpus=8, moves=4, priority=0) -> ConsolidationRequest:
-    return ConsolidationRequest("w", gpus, priority, agents, jobs, moves)
+    return ConsolidationRequest(
+        job_id="w", gpus=gpus, priority=priority, agents=agents, running=jobs, moves_left=moves
+    )
 
 
 def fragmented():
@@ -79,7 +83,7 @@ def test_places_are_checked_jointly_not_one_by_one():
 def test_never_moves_non_preemptible_or_higher_priority_jobs():
     agents, jobs = fragmented()
     pinned = [
-        RunningJob(j.job_id, j.agent_id, j.gpu_ids, lost_gpu_h=j.lost_gpu_h,
+        RunningJob(job_id=j.job_id, agent_id=j.agent_id, gpu_ids=j.gpu_ids, lost_gpu_h=j.lost_gpu_h,
                    preemptible=j.job_id != "j4", priority=5 if j.job_id == "j1" else 0)
         for j in jobs
     ]  # fmt: skip
@@ -126,9 +130,23 @@ def test_a_topology_chooser_can_refuse_a_set_that_spans_two_nvlink_groups():
         running("j2", "a1", [6, 7], lost=3.0),
         running("j3", "a1", [3], lost=3.0),
     ]
-    by_count = plan_consolidation(ConsolidationRequest("w", 4, 0, agents, jobs, 4))
+    by_count = plan_consolidation(
+        ConsolidationRequest(
+            job_id="w", gpus=4, priority=0, agents=agents, running=jobs, moves_left=4
+        )
+    )
     assert [m.job_id for m in by_count.moves] == ["j1"]  # 5 free GPUs, but in two groups
-    plan = plan_consolidation(ConsolidationRequest("w", 4, 0, agents, jobs, 4, one_group))
+    plan = plan_consolidation(
+        ConsolidationRequest(
+            job_id="w",
+            gpus=4,
+            priority=0,
+            agents=agents,
+            running=jobs,
+            moves_left=4,
+            choose=one_group,
+        )
+    )
     assert isinstance(plan, ConsolidationPlan)
     assert sorted(m.job_id for m in plan.moves) == ["j1", "j2"]
     assert plan.gpu_ids == (4, 5, 6, 7)

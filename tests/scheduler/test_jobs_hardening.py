@@ -134,7 +134,9 @@ def test_policy_reaches_the_launch_spec():
     )
     config = ExecutorConfig(policy=service.task_policy())
     job = Job("j1", "alice", JobSpec.from_dict({"image": "r.io/x:1"}))
-    info = build_task_info(job, Launch("j1", "j1.0.0", 0, "a", "h", ("o",), (0,)), "fw", config)
+    launch = Launch(job_id="j1", task_id="j1.0.0", rank=0, agent_id="a", hostname="h",
+                    offer_ids=("o",), gpu_ids=(0,))  # fmt: skip
+    info = build_task_info(job, launch, "fw", config)
     spec = LaunchSpec.decode(info["data"])
     assert spec.policy == TaskPolicy(("/srv/a",), "1000:1000", False, ("r.io",))
     assert json.loads(base64.b64decode(info["data"]))["policy"]["container_user"] == "1000:1000"
@@ -204,7 +206,15 @@ def test_job_may_not_choose_its_user_unless_allowed(tmp_path):
     with pytest.raises(JobSpecError, match=r"^container_user: this cluster does not let jobs"):
         _core(tmp_path).submit("alice", spec)
     job = _core(tmp_path, allow_job_user=True).submit("alice", spec)
-    launch = Launch(job.job_id, f"{job.job_id}.0.0", 0, "a", "h", ("o",), (0,))
+    launch = Launch(
+        job_id=job.job_id,
+        task_id=f"{job.job_id}.0.0",
+        rank=0,
+        agent_id="a",
+        hostname="h",
+        offer_ids=("o",),
+        gpu_ids=(0,),
+    )
     policy = TaskPolicy(allow_job_user=True)
     info = build_task_info(job, launch, "fw", ExecutorConfig(policy=policy))
     assert LaunchSpec.decode(info["data"]).policy.container_user == "1000:1000"

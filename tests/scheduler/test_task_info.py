@@ -25,7 +25,15 @@ def _job(**spec) -> Job:
     return Job("j1", "alice", JobSpec.from_dict(body), attempt=1)
 
 
-LAUNCH = Launch("j1", "j1.1.0", 0, "agent-7", "gpu7", ("offer-1",), (0, 2))
+LAUNCH = Launch(
+    job_id="j1",
+    task_id="j1.1.0",
+    rank=0,
+    agent_id="agent-7",
+    hostname="gpu7",
+    offer_ids=("offer-1",),
+    gpu_ids=(0, 2),
+)
 
 
 def test_task_info_exact_body():
@@ -82,7 +90,15 @@ def test_python_path_with_spaces_is_quoted():
 
 
 def test_multi_node_task_name_and_rank_env():
-    launch = Launch("j1", "j1.1.1", 1, "agent-8", "gpu8", ("offer-2",), (4, 5))
+    launch = Launch(
+        job_id="j1",
+        task_id="j1.1.1",
+        rank=1,
+        agent_id="agent-8",
+        hostname="gpu8",
+        offer_ids=("offer-2",),
+        gpu_ids=(4, 5),
+    )
     info = build_task_info(_job(nodes=2, disk_mib=100), launch)
     assert info["name"] == "dlc j1 pytorch:2.3 gpus 4,5 node 2/2"
     assert {"name": "disk", "type": "SCALAR", "scalar": {"value": 100.0}} in info["resources"]

@@ -97,7 +97,12 @@ def allocate(
     Raises:
         AllocationError: the request cannot be met; ``reason`` says why.
     """
-    request = AllocationRequest(count, frozenset(required), gpu_model, min_memory_mib)
+    request = AllocationRequest(
+        count=count,
+        required=frozenset(required),
+        gpu_model=gpu_model,
+        min_memory_mib=min_memory_mib,
+    )
     return get_policy(policy).allocate(topology, frozenset(free), request)
 
 
