@@ -38,7 +38,7 @@ H100_MIB = 81559
 
 def _cluster(agents: int, users: int):
     store = MemoryJobStore()
-    metrics = SchedulerMetrics(store, tenant_labels=True)
+    metrics = SchedulerMetrics(tenant_labels=True)
     core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")),
                          lambda spec: (spec.image, None), metrics=metrics)  # fmt: skip
     for i in range(agents * 8):

@@ -254,7 +254,7 @@ class TokenIn(BaseModel):
 
 
 def _add_token_routes(app: FastAPI, api: Any) -> None:
-    store = api.core.store
+    core = api.core
 
     @app.post("/v1/tokens", status_code=201, responses=ERRORS)
     def create_token(body: TokenIn, request: Request) -> JSONResponse:
@@ -264,7 +264,7 @@ def _add_token_routes(app: FastAPI, api: Any) -> None:
         if not admin:
             raise DlcRequestError(403, "only admins can make tokens; ask an admin", "admin")
         expires = None if body.expires_in_s is None else time.time() + body.expires_in_s
-        token = store.add_token(
+        token = core.add_token(
             body.user, admin=body.admin, max_priority=body.max_priority, expires_at=expires
         )
         # who made whose token goes to the scheduler log (never the token itself)

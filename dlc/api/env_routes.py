@@ -106,7 +106,7 @@ def add_env_routes(app: FastAPI, api: Any) -> None:
         context = _context(api)
         given = request.headers.get(SECRET_HEADER, "")
         try:
-            job = core.store.get_job(job_id)
+            job = core.get_job(job_id)
         except DlcError:
             job = None
         want = job_secret(context.job_key, job_id) if context.job_key else ""

@@ -60,7 +60,7 @@ from dlc import __version__
 from dlc.scheduler.cluster import GPU_TAKEN, AgentView
 from dlc.scheduler.jobs import Job, JobState, job_state_from_task_state
 from dlc.scheduler.placement import Launch, OfferView, default_topology_of
-from dlc.scheduler.ports import JobStore
+from dlc.scheduler.ports import JobReader
 from dlc.scheduler.share_holders import share_holders
 from dlc.scheduler.usage import GpuUsage, UsageRollup, is_idle
 from dlc.topology.model import Topology
@@ -90,15 +90,16 @@ def p2p_capable_set(topology: Topology | None, gpu_ids: Iterable[int]) -> bool |
 class SchedulerMetrics:
     """Metrics registry and agent registry of one scheduler.
 
+    Jobs and their history are read at scrape time from the core it is given to
+    (:meth:`watch_jobs`), never from the store behind it.
+
     Args:
-        store: the job store (read at scrape time for state metrics).
         clock: wall-clock time source (tests pass a fake).
+        tenant_labels: add the per-user and per-job usage families.
     """
 
-    def __init__(
-        self, store: JobStore, clock: Callable[[], float] = time.time, tenant_labels: bool = False
-    ):
-        self.store = store
+    def __init__(self, clock: Callable[[], float] = time.time, tenant_labels: bool = False):
+        self._jobs: JobReader | None = None
         self._clock = clock
         self.tenant_labels = tenant_labels
         self._usage: UsageSource | None = None
@@ -196,10 +197,20 @@ class SchedulerMetrics:
 
     def queued_since(self, job: Job) -> float:
         """When ``job`` last entered the queue (submit, or its last re-queue)."""
-        if job.attempt == 0:
+        if job.attempt == 0 or self._jobs is None:
             return job.submitted_at
-        queued = [at for at, state, _ in self.store.history(job.job_id) if state == "queued"]
+        history = self._jobs.job_history(job.job_id)
+        queued = [at for at, state, _ in history if state == "queued"]
         return queued[-1] if queued else job.submitted_at
+
+    def watch_jobs(self, source: JobReader) -> None:
+        """Read jobs and history from ``source`` (the core); the core calls this when it is
+        given these metrics. Before that, the job families are empty."""
+        self._jobs = source
+
+    def jobs(self) -> list[Job]:
+        """Every job, from the core watched (none before :meth:`watch_jobs`)."""
+        return [] if self._jobs is None else self._jobs.all_jobs()
 
     def watch_cluster(self, source: Callable[[], list[AgentView]]) -> None:
         """Read the agents from ``source`` (the core's :meth:`cluster`), the one model of
@@ -377,7 +388,7 @@ class _StateCollector:
 
     def collect(self):
         metrics = self._metrics
-        jobs = metrics.store.list_jobs()
+        jobs = metrics.jobs()
         labels = ["agent", "hostname", "model"]
         total = GaugeMetricFamily("dlc_agent_gpus", "GPUs an agent has.", labels=labels)
         used = GaugeMetricFamily(

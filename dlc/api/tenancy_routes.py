@@ -155,12 +155,8 @@ def _finite(body: dict) -> dict:
 
 def router(api: Any) -> APIRouter:
     """The tenancy routes bound to one API server (``api.core``)."""
-    core = api.core
-    store = core.store
+    core = api.core  # its writes re-read the policy: the next round plans with it
     routes = APIRouter()
-
-    def reload() -> None:
-        core.set_tenancy(store.tenancy_policy())
 
     @routes.get("/v1/queue", responses=ERRORS)
     def queue(request: Request) -> dict:
@@ -187,23 +183,21 @@ def router(api: Any) -> APIRouter:
                 inf if body.ceiling_cpus is None else body.ceiling_cpus,
                 inf if body.ceiling_mem is None else parse_mem(body.ceiling_mem, "ceiling"),
             )
-        store.set_quota(group, body.pool, guaranteed, actor, ceiling=ceiling)
-        reload()
+        core.set_quota(group, body.pool, guaranteed, actor, ceiling=ceiling)
         return quota_view(core)
 
     @routes.put("/v1/preemption-grace", responses=ERRORS)
     def set_grace(body: GraceIn, request: Request) -> dict:
         """The grace period of tasks launched from now on (admin; audited)."""
         actor = _admin(request)
-        store.set_grace(float(body.grace_s), actor)
-        reload()
+        core.set_grace(float(body.grace_s), actor)
         return {"grace_s": core.tenancy.grace_s}
 
     @routes.get("/v1/quota/audit", responses=ERRORS)
     def audit(request: Request, limit: int = Query(100, ge=1, le=1000)) -> dict:
         """The latest quota, group and limit changes (admin)."""
         _admin(request)
-        return {"audit": [e.__dict__ for e in store.quota_audit(limit)]}
+        return {"audit": [e.__dict__ for e in core.quota_audit(limit)]}
 
     @routes.get("/v1/groups", responses=ERRORS)
     def groups(request: Request) -> dict:
@@ -215,24 +209,21 @@ def router(api: Any) -> APIRouter:
     def create_group(body: GroupIn, request: Request) -> dict:
         """Create a group or change its settings (admin; audited)."""
         actor = _admin(request)
-        store.create_group(body.name, actor, body.default_pool, body.preempt_within)
-        reload()
+        core.create_group(body.name, actor, body.default_pool, body.preempt_within)
         return {"groups": groups_view(core)}
 
     @routes.post("/v1/groups/{group}/members", responses=ERRORS)
     def add_member(group: str, body: MemberIn, request: Request) -> dict:
         """Put a user in a group (a user is in one group; admin; audited)."""
         actor = _admin(request)
-        store.add_member(group, body.user, actor)
-        reload()
+        core.add_member(group, body.user, actor)
         return {"groups": groups_view(core)}
 
     @routes.delete("/v1/groups/{group}/members/{user}", responses=ERRORS)
     def remove_member(group: str, user: str, request: Request) -> dict:
         """Take a user out of a group (admin; audited)."""
         actor = _admin(request)
-        store.remove_member(group, user, actor)
-        reload()
+        core.remove_member(group, user, actor)
         return {"groups": groups_view(core)}
 
     @routes.put("/v1/limits/{user}", responses=ERRORS)
@@ -243,8 +234,7 @@ def router(api: Any) -> APIRouter:
         limits = UserLimits(
             user, body.max_running, body.max_gpus, body.max_interactive_s, body.max_interactive
         )
-        store.set_user_limits(limits, actor)
-        reload()
+        core.set_user_limits(limits, actor)
         return {"user": user, **{k: v for k, v in limits.__dict__.items() if k != "user"}}
 
     @routes.get("/v1/tenancy", responses=ERRORS)

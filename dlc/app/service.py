@@ -147,7 +147,7 @@ class SchedulerService:
             fair_share_half_life_s=config.fair_share_half_life_s,
             protection=config.protection,
         )
-        self.metrics = SchedulerMetrics(self.store, tenant_labels=config.metrics_tenant_labels)
+        self.metrics = SchedulerMetrics(tenant_labels=config.metrics_tenant_labels)
         self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)
         # the jobs just loaded live as long as the process: out of the collector's full
         # scans, which were a fifth of an offer round at openb scale (docs/scheduler.md)

@@ -25,13 +25,15 @@ Other rules (``docs/scheduler.md`` has the whole story):
 * ``TASK_UNREACHABLE`` is not an end: the job stays running until the master says.
 
 The class is composed of mixins, one concern per module (``core_state``, ``core_tenancy``,
-``core_requests``, ``core_offers``, ``core_status``, ``core_views``, ``core_usage``); why
+``core_requests``, ``core_offers``, ``core_status``, ``core_views``, ``core_usage``,
+``core_admin``); why
 mixins, and which module holds what, is in :mod:`~dlc.scheduler.core_state`. Callers import
 :class:`SchedulerCore`, :class:`CoreConfig` and :class:`Actions` from here.
 """
 
 from __future__ import annotations
 
+from dlc.scheduler.core_admin import AdminMixin
 from dlc.scheduler.core_config import (
     LIVE_STATES,
     Actions,
@@ -55,7 +57,9 @@ __all__ = [
 ]
 
 
-class SchedulerCore(RequestsMixin, OfferRoundMixin, StatusMixin, ViewsMixin, UsageMixin):
+class SchedulerCore(
+    RequestsMixin, OfferRoundMixin, StatusMixin, ViewsMixin, UsageMixin, AdminMixin
+):
     """Thread-safe job lifecycle and placement on top of a :class:`JobStore`.
 
     Built as :class:`~dlc.scheduler.core_state.CoreState` is (its docstring lists the

@@ -10,7 +10,8 @@ module each, all subclasses of :class:`CoreState`:
 * :mod:`~dlc.scheduler.core_offers`: the offer round (decide, launch, echo, reserve, reasons);
 * :mod:`~dlc.scheduler.core_status`: status updates, retries, refusals, reconciliation;
 * :mod:`~dlc.scheduler.core_views`: reads for the API and the dashboard, agents;
-* :mod:`~dlc.scheduler.core_usage`: allocated versus used GPU readings.
+* :mod:`~dlc.scheduler.core_usage`: allocated versus used GPU readings;
+* :mod:`~dlc.scheduler.core_admin`: tokens and tenancy settings the API writes through.
 
 Why mixins and not free functions: every part reads and writes the same dozen fields under
 one lock (queue, active set, drains, reservations, tenancy policy) and calls
@@ -152,9 +153,12 @@ class CoreState:
         self._connect_metrics(metrics)
 
     def _connect_metrics(self, metrics: RoundSink | None) -> None:
-        """Let the metrics read the agents and the GPU usage from this core (``cluster``
-        and the usage reads are :class:`~dlc.scheduler.core.SchedulerCore`'s, from its
-        views and usage parts)."""
+        """Let the metrics read the agents, the jobs and the GPU usage from this core
+        (``cluster``, the job reads and the usage reads are
+        :class:`~dlc.scheduler.core.SchedulerCore`'s, from its views and usage parts)."""
+        watch_jobs = getattr(metrics, "watch_jobs", None)
+        if watch_jobs is not None:  # jobs and history through the core, never its store
+            watch_jobs(self)
         watch = getattr(metrics, "watch_cluster", None)
         if watch is not None:  # the metrics read the agents from this core's inventory
             watch(self.cluster)  # type: ignore[attr-defined]

@@ -2,8 +2,9 @@
 
 A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
 :mod:`~dlc.scheduler.core_state`). The API's routes and the dashboard never open the store
-(the ``core-not-store`` import contract): they read jobs, history, tokens, the queue and
-the cluster's picture through these methods.
+(the ``core-not-store`` import contract, and ``tests/api/test_no_core_store.py`` for
+``core.store``): they read jobs, history, tokens, the queue and the cluster's picture
+through these methods (:class:`~dlc.scheduler.ports.JobReader`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,17 @@ class ViewsMixin(CoreState):
             order = [j.job_id for j in self.queued_jobs()]
             reason = self._reasons.get(job_id) or "waiting for the first offers"
             return f"position {order.index(job_id) + 1} of {len(order)}; {reason}"
+
+    def get_job(self, job_id: str) -> Job:
+        """One job, whoever owns it (from memory while queued or active): for a caller that
+        authorizes another way, such as an executor's job secret.
+
+        Raises:
+            JobNotFound: no such job.
+        """
+        with self._lock:
+            job = self._queued.get(job_id) or self._active.get(job_id)
+        return job or self.store.get_job(job_id)
 
     def all_jobs(self) -> list[Job]:
         """Every stored job, oldest first (the dashboard's and the metrics' view)."""

@@ -4,15 +4,22 @@ The core decides; adapters persist and observe. :class:`JobStore` is implemented
 :class:`dlc.store.sqlite.JobStore` (and the in-memory store of tests and the simulator),
 :class:`RoundSink` by :class:`dlc.api.metrics.SchedulerMetrics`. The core imports only these
 protocols, so it never imports SQLite or Prometheus (the layer contracts in ``.importlinter``).
+
+The other way up, :class:`JobReader` is what the API, the metrics and the dashboard read
+jobs and history through: :class:`~dlc.scheduler.core.SchedulerCore` satisfies it, and they
+never reach the store behind it (``core.store``; ``tests/api/test_no_core_store.py``).
+:class:`TenancyAdmin` and :class:`TokenIssuer` are the audited settings and the tokens the
+core writes for the API (the stores satisfy them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.placement import Launch, OfferView
+from dlc.scheduler.tenancy import Policy, Resources, UserLimits
 
 
 class JobStore(Protocol):
@@ -69,3 +76,67 @@ class RoundSink(Protocol):
         placed: Sequence[tuple[Job, Sequence[Launch]]],
     ) -> None:
         """Counts one offer batch and what was placed on it."""
+
+
+class JobReader(Protocol):
+    """Jobs and their history as the API, the metrics and the dashboard read them
+    (:class:`~dlc.scheduler.core.SchedulerCore` satisfies it)."""
+
+    def get_job(self, job_id: str) -> Job:
+        """One job, whoever owns it (the caller authorizes); raises JobNotFound."""
+
+    def all_jobs(self) -> list[Job]:
+        """Every stored job, oldest first."""
+
+    def job_history(self, job_id: str) -> list[tuple[float, str, str]]:
+        """``(time, state, message)`` entries of a job, oldest first."""
+
+    def state_events(self) -> list[tuple[str, float, str]]:
+        """``(job_id, time, state)`` of every job's history, in time order."""
+
+
+class TenancyAdmin(Protocol):
+    """The audited tenancy settings (groups, quotas, limits, grace) of a store."""
+
+    def tenancy_policy(self) -> Policy:
+        """The whole policy as the core reads it."""
+
+    def create_group(
+        self, name: str, actor: str, default_pool: str = ..., preempt_within: bool = ...
+    ) -> None:
+        """Create (or update the settings of) a group."""
+
+    def add_member(self, group: str, user: str, actor: str) -> None:
+        """Put ``user`` in ``group`` (a user is in one group: this moves them)."""
+
+    def remove_member(self, group: str, user: str, actor: str) -> None:
+        """Take ``user`` out of ``group``."""
+
+    def set_quota(
+        self, group: str, pool: str, guaranteed: Resources, actor: str,
+        ceiling: Resources | None = None,
+    ) -> None:  # fmt: skip
+        """Set a group's guarantee (and optional ceiling) in a pool."""
+
+    def set_user_limits(self, limits: UserLimits, actor: str) -> None:
+        """Set a user's caps."""
+
+    def set_grace(self, seconds: float, actor: str) -> None:
+        """The grace period preempted jobs get."""
+
+    def quota_audit(self, limit: int = 100) -> list[Any]:
+        """The latest audited changes, newest first."""
+
+
+class TokenIssuer(Protocol):
+    """Makes API tokens (a store; only hashes are kept)."""
+
+    def add_token(
+        self,
+        user: str,
+        admin: bool = False,
+        token: str | None = None,
+        max_priority: int | None = None,
+        expires_at: float | None = None,
+    ) -> str:
+        """Create a bearer token for ``user``; returns it (shown once)."""

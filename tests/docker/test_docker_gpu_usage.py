@@ -102,7 +102,7 @@ def test_usage_reaches_core_api_metrics_and_snapshot(
     docker_runtime, busybox_image, fake_dev, framework_id, driver_volume, tmp_path
 ):
     store = JobStore(tmp_path / "db")
-    metrics = SchedulerMetrics(store, tenant_labels=True)
+    metrics = SchedulerMetrics(tenant_labels=True)
     core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")),
                          lambda spec: (spec.image, None), metrics=metrics)  # fmt: skip
     job = core.submit("alice", JobSpec(gpus=2, cpus=0.5, mem_mib=64, image=busybox_image,

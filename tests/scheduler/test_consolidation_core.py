@@ -37,7 +37,7 @@ def make_core(tmp_path, moves_per_hour: int, **kw) -> SchedulerCore:
     )
     store = JobStore(tmp_path / "db")
     core = SchedulerCore(store, config, lambda s: (s.image, None), clock=Clock(),
-                         metrics=SchedulerMetrics(store))  # fmt: skip
+                         metrics=SchedulerMetrics())  # fmt: skip
     core.update_agents([slave(a) for a in ("a1", "a2", "a3")])
     return core
 

@@ -21,7 +21,7 @@ from .test_core import resolver, status, submit
 def core(tmp_path):
     config = CoreConfig(placement=PlacementConfig("first-fit"))
     store = JobStore(tmp_path / "db")
-    return SchedulerCore(store, config, resolver, metrics=SchedulerMetrics(store))
+    return SchedulerCore(store, config, resolver, metrics=SchedulerMetrics())
 
 
 def _running(core):

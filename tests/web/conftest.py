@@ -33,7 +33,7 @@ def clock():
 def monitored(tmp_path, clock):
     """``(core, metrics)`` sharing one store and the fake clock."""
     store = JobStore(tmp_path / "db", clock=clock)
-    metrics = SchedulerMetrics(store, clock=clock)
+    metrics = SchedulerMetrics(clock=clock)
     core = SchedulerCore(
         store,
         CoreConfig(placement=PlacementConfig("tree")),

@@ -154,7 +154,7 @@ def build_fleet(work: Path, agents: int = 100, queue: int = 50) -> Fleet:
     about two thirds of the GPUs held (whole jobs, a 2x8 job, shares) and ``queue`` jobs
     waiting with mixed priorities."""
     store = JobStore(work / "db")
-    metrics = SchedulerMetrics(store)
+    metrics = SchedulerMetrics()
     # one offer round builds the whole fleet (the offers are not re-made between rounds), so
     # it considers every queued job: the round cap (32 by default) would leave the shares out
     config = CoreConfig(placement=PlacementConfig("tree"), max_jobs_per_round=None)

@@ -46,7 +46,7 @@ def _offer(k: int, host: str) -> dict:
 @pytest.fixture
 def server(tmp_path):
     store = JobStore(tmp_path / "db")
-    metrics = SchedulerMetrics(store)
+    metrics = SchedulerMetrics()
     core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")),
                          lambda spec: (spec.image, None), metrics=metrics)  # fmt: skip
     core.submit("alice", JobSpec(image="img", gpus=4, nodes=2, command=("true",)))

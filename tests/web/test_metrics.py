@@ -7,7 +7,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dlc.api.metrics import SchedulerMetrics
 from dlc.scheduler.jobs import JobSpec
-from dlc.store.sqlite import JobStore
 from dlc.topology.encoding import encode_topology
 from tests.scheduler.helpers import offer, pairs_topology
 
@@ -125,9 +124,9 @@ def test_metric_names_and_types_follow_prometheus_conventions(monitored):
     assert "alice" not in text and "busybox" not in text
 
 
-def test_each_scheduler_has_its_own_registry(tmp_path):
-    one = SchedulerMetrics(JobStore(tmp_path / "a"))
-    two = SchedulerMetrics(JobStore(tmp_path / "b"))
+def test_each_scheduler_has_its_own_registry():
+    one = SchedulerMetrics()
+    two = SchedulerMetrics()
     one.offers_received.inc(5)
     assert samples(one)[("dlc_offers_received_total", frozenset())] == 5
     assert samples(two)[("dlc_offers_received_total", frozenset())] == 0

@@ -70,8 +70,9 @@ def test_restarted_dashboard_starts_with_the_replayed_plot(monitored, clock):
     core, _ = monitored
     _history(core.store, clock)
     clock.now = 1300
-    dash = Dashboard(core, SchedulerMetrics(core.store, clock=clock), clock=clock,
-                     sample_interval_s=50, ring_capacity=8)  # fmt: skip
+    metrics = SchedulerMetrics(clock=clock)
+    metrics.watch_jobs(core)
+    dash = Dashboard(core, metrics, clock=clock, sample_interval_s=50, ring_capacity=8)
     dash.start()
     try:
         deadline = time.monotonic() + 10
