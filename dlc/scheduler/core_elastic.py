@@ -27,7 +27,7 @@ from dlc.scheduler.gang_topology import Locality
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.placement import Launch, OfferView, ShareFields, place
 from dlc.scheduler.preemption import Preemption
-from dlc.scheduler.quotas import demand, job_gpus, key_of, usage_of
+from dlc.scheduler.quotas import demand, job_gpus, usage_of
 from dlc.scheduler.tenancy import ZERO, fmt
 
 #: how many waiting jobs (highest priority first) a round checks against elastic gangs
@@ -144,9 +144,11 @@ class ElasticMixin(CoreState):
         if not policy.enabled:
             return None
         node = demand(replace(job.spec, nodes=1, nodes_max=None))
-        key = key_of(policy, job)
+        groups = self._groups()
+        key = groups.key(job)
         ceiling = policy.quota(*key).ceiling
-        used = usage_of(policy, [j for j in self._active.values() if key_of(policy, j) == key])
+        charged = [j for j in self._active.values() if groups.key(j) == key]
+        used = usage_of(policy, charged, groups=groups)
         held = used.get(key, ZERO)
         for _ in range(added):
             held = held + node

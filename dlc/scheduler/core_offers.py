@@ -69,7 +69,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                 config=self.config.placement, now=now,
                 reserved=self._reservations.held(), impossible_of=self._impossible_reason,
                 topology_of=self._topology_of, driver_ok=self._driver_ok,
-                split=lambda views, jobs: split_by_pool(views, jobs, self.tenancy),
+                split=lambda views, jobs: split_by_pool(views, jobs, self.tenancy, self._groups()),
                 share_tenants=self._share_tenants() if tenancy.runnable else None,
                 share_hold=self._share_hold(now, tenancy.runnable),
                 budget=self._shape_budget, mix=self._placement_mix, cap=self._round_cap,

@@ -39,6 +39,7 @@ from dlc.scheduler.cluster import Holder
 from dlc.scheduler.core_config import CoreConfig, ImageResolver, default_resolver
 from dlc.scheduler.draining import Drains
 from dlc.scheduler.inventory import Inventory, Overheads
+from dlc.scheduler.job_groups import JobGroups
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
 from dlc.scheduler.offer_views import IdleOffers, OfferParser
 from dlc.scheduler.placement import DriverCheck, TopologyOf
@@ -142,6 +143,9 @@ class CoreState:
         #: job id -> when its current run was launched (victims youngest first; the
         #: interactive time limit)
         self._started: dict[str, float] = {}
+        #: each job's (group, pool) under the policy, made anew by every round's queue plan
+        #: (:mod:`~dlc.scheduler.job_groups`)
+        self._round_groups: JobGroups | None = None
         #: the latest GPU reading of each running task (memory only: dlc/scheduler/usage.py)
         self._usage = UsageBook()
         self.framework_id: str | None = store.framework_id
@@ -151,6 +155,14 @@ class CoreState:
         self.tenancy: Policy = loader() if callable(loader) else Policy()
         self._load()
         self._connect_metrics(metrics)
+
+    def _groups(self) -> JobGroups:
+        """Each job's group and pool as this round resolved them (a policy changed since,
+        or no round yet: a new map for the policy in force)."""
+        groups = self._round_groups
+        if groups is None or groups.policy is not self.tenancy:
+            groups = self._round_groups = JobGroups(self.tenancy)
+        return groups
 
     def _connect_metrics(self, metrics: RoundSink | None) -> None:
         """Let the metrics read the agents, the jobs and the GPU usage from this core

@@ -22,6 +22,7 @@ from dlc.scheduler.core_elastic import ElasticMixin
 from dlc.scheduler.core_state import _STOPPED, _done
 from dlc.scheduler.fair_share import UsageLedger, fair_view, group_weights
 from dlc.scheduler.inventory import AgentTotals
+from dlc.scheduler.job_groups import JobGroups
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.preemption import EVICTED, TO_BE_EVICTED
 from dlc.scheduler.quotas import QueuePlan, Tenure, agent_pool, job_gpus, plan, pool_capacity
@@ -39,7 +40,8 @@ class TenancyMixin(ElasticMixin):
         """DLC's roles whose offers no queued job may use (each group's jobs use only their
         role's offers; a job of an unmapped group may use any)."""
         mapping = dict(self.config.group_roles)
-        wanted = {mapping.get(self.tenancy.group_of(j.user)) for j in self._queued.values()}
+        groups = self._groups()
+        wanted = {mapping.get(groups.group(j)) for j in self._queued.values()}
         if None in wanted:
             return ()
         return tuple(r for r in self.config.roles if r not in wanted)
@@ -94,10 +96,12 @@ class TenancyMixin(ElasticMixin):
         with self._lock:
             if queue is None:
                 queue = [j for j in self.queued_jobs() if self._impossible_reason(j.spec) is None]
+            groups = self._round_groups = JobGroups(self.tenancy)  # this round's, once each
             return plan(
                 queue, self._active.values(), self.tenancy, self.pool_capacity(), self._started,
                 self.gpu_sizes() if self.tenancy.enabled else None,  # unused without a policy
                 self._tenure(self._clock()) if self.tenancy.enabled else None, rows,
+                groups=groups,
             )  # fmt: skip
 
     # -- fair share over time ------------------------------------------------------
@@ -136,8 +140,9 @@ class TenancyMixin(ElasticMixin):
         """(group, user) -> GPUs active jobs hold now (a share: its part of a GPU)."""
         sizes = self.gpu_sizes()
         out: dict[tuple[str, str], float] = {}
+        groups = self._groups()
         for job in self._active.values():
-            key = (self.tenancy.group_of(job.user), job.user)
+            key = (groups.group(job), job.user)
             out[key] = out.get(key, 0.0) + job_gpus(self.tenancy, job, sizes)
         return out
 

@@ -36,12 +36,12 @@ from typing import Protocol, TypeVar
 from dlc.errors import JobSpecError
 from dlc.scheduler.fair_share import FairView
 from dlc.scheduler.fairness import claim, group_key
+from dlc.scheduler.job_groups import JobGroups, Key
 from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.preemption import Preemption, ProtectionRules, pick_victims, protected_reason
 from dlc.scheduler.share_charge import GpuSizes, as_sizes
 from dlc.scheduler.tenancy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Policy, Resources, fmt
 
-Key = tuple[str, str]  # (group, pool)
 #: a group's place in the planning heap (see ``_Planner._push``)
 _Order = tuple[int, float, float, int, float, str]
 _V = TypeVar("_V", bound="PoolView")
@@ -136,17 +136,20 @@ def pool_capacity(agents: Iterable[PoolAgent]) -> dict[str, Resources]:
 
 
 def split_by_pool(
-    views: Sequence[_V], jobs: Sequence[Job], policy: Policy
+    views: Sequence[_V], jobs: Sequence[Job], policy: Policy, groups: JobGroups | None = None
 ) -> list[tuple[list[_V], list[Job]]]:
     """``[(offer views, jobs)]`` per pool: a pool's agents take only that pool's jobs.
-    One batch of everything when no policy applies and no job names a pool."""
+    One batch of everything when no policy applies and no job names a pool. ``groups``: the
+    round's map of each job's group and pool (default: one made here)."""
     if not policy.enabled and not any(j.spec.pool for j in jobs):
         return [(list(views), list(jobs))]
+    if groups is None or groups.policy is not policy:
+        groups = JobGroups(policy)
     batches: dict[str, tuple[list[_V], list[Job]]] = {}
     for view in views:
         batches.setdefault(agent_pool(view.attributes), ([], []))[0].append(view)
     for job in jobs:
-        batches.setdefault(policy.pool_of(job.user, job.spec.pool), ([], []))[1].append(job)
+        batches.setdefault(groups.key(job)[1], ([], []))[1].append(job)
     return list(batches.values()) or [([], [])]
 
 
@@ -201,17 +204,24 @@ class Tenure:
 
 
 def key_of(policy: Policy, job: Job) -> Key:
-    """The (group, pool) a job is charged to."""
-    return policy.group_of(job.user), policy.pool_of(job.user, job.spec.pool)
+    """The (group, pool) a job is charged to (one job, once; a round reads its
+    :class:`~dlc.scheduler.job_groups.JobGroups` instead)."""
+    return policy.charged_to(job.user, job.spec.pool)
 
 
 def usage_of(
-    policy: Policy, active: Iterable[Job], gpu_mib: GpuSizes | int | None = None
+    policy: Policy,
+    active: Iterable[Job],
+    gpu_mib: GpuSizes | int | None = None,
+    groups: JobGroups | None = None,
 ) -> dict[Key, Resources]:
-    """(group, pool) -> what active jobs hold (``gpu_mib``: as in :func:`job_demand`)."""
+    """(group, pool) -> what active jobs hold (``gpu_mib``: as in :func:`job_demand`;
+    ``groups``: the round's map of each job's group and pool, else one made here)."""
+    if groups is None:
+        groups = JobGroups(policy)
     usage: dict[Key, Resources] = {}
     for job in active:
-        key = key_of(policy, job)
+        key = groups.key(job)
         usage[key] = usage.get(key, ZERO) + job_demand(policy, job, gpu_mib)
     return usage
 
@@ -225,6 +235,7 @@ def plan(
     gpu_mib: GpuSizes | int | None = None,
     tenure: Tenure | None = None,
     rows: bool = True,
+    groups: JobGroups | None = None,
 ) -> QueuePlan:
     """Order, admit or hold every queued job and pick preemptions (see the module doc).
 
@@ -241,6 +252,8 @@ def plan(
         tenure: fair share over time and protected runtimes (``None``: neither).
         rows: whether to list :attr:`QueuePlan.rows` without a policy (an offer round does
             not read them: building 10,000 was a large part of a round at openb scale).
+        groups: each job's group and pool under ``policy``, resolved once for the round
+            (:class:`~dlc.scheduler.job_groups.JobGroups`); default: a map made here.
     """
     active = list(active)
     if not policy.enabled:
@@ -248,7 +261,9 @@ def plan(
                            admitted=True, reason="")
                   for i, j in enumerate(queue)] if rows else []  # fmt: skip
         return QueuePlan(runnable=list(queue), rows=listed, capacity=dict(capacity))
-    return _Planner(queue, active, policy, capacity, started or {}, gpu_mib, tenure).run()
+    if groups is None or groups.policy is not policy:
+        groups = JobGroups(policy)
+    return _Planner(queue, active, groups, capacity, started or {}, gpu_mib, tenure).run()
 
 
 def _fair_order(
@@ -262,11 +277,12 @@ class _Planner:
     """The state of one :func:`plan` call."""
 
     def __init__(
-        self, queue: Sequence[Job], active: Sequence[Job], policy: Policy,
+        self, queue: Sequence[Job], active: Sequence[Job], groups: JobGroups,
         capacity: Mapping[str, Resources], started: Mapping[str, float],
         gpu_mib: GpuSizes | int | None = None, tenure: Tenure | None = None,
     ) -> None:  # fmt: skip
-        self.policy = policy
+        self.policy = policy = groups.policy
+        self.groups = groups
         self.gpu_mib = gpu_mib
         self.started_of: Callable[[Job], float] = lambda job: started.get(
             job.job_id, job.submitted_at
@@ -275,10 +291,10 @@ class _Planner:
         fair = tenure.fair if tenure else None
         self.fair = fair
         self.ratio_of: Callable[[Job], float] | None = (
-            (lambda job: fair.ratio(policy.group_of(job.user))) if fair else None
+            (lambda job: fair.ratio(groups.group(job))) if fair else None
         )
         self.capacity = dict(capacity)
-        self.usage = usage_of(policy, active, gpu_mib)
+        self.usage = usage_of(policy, active, gpu_mib, groups)
         self.out = QueuePlan(usage=dict(self.usage), capacity=self.capacity)
         self.freeing: dict[str, Resources] = {}
         self.freeing_key: dict[Key, Resources] = {}
@@ -287,7 +303,7 @@ class _Planner:
         self.user_gpus: dict[str, float] = {}
         self.user_envs: dict[str, int] = {}
         for job in active:
-            key = key_of(policy, job)
+            key = groups.key(job)
             if job.state is JobState.PREEMPTED:
                 self.freeing[key[1]] = self.freeing.get(key[1], ZERO) + self._demand(job)
                 self.freeing_key[key] = self.freeing_key.get(key, ZERO) + self._demand(job)
@@ -299,7 +315,7 @@ class _Planner:
         self.queues: dict[Key, list[Job]] = {}
         self.pending: dict[Key, Resources] = {}
         for job in queue:
-            key = key_of(policy, job)
+            key = groups.key(job)
             self.queues.setdefault(key, []).append(job)
             self.pending[key] = self.pending.get(key, ZERO) + self._demand(job)
         if fair is not None:  # same priority: the user who used less over time first
@@ -519,12 +535,12 @@ class _Planner:
         usage = dict(self.usage)
 
         def borrows(victim: Job) -> bool:
-            vkey = key_of(self.policy, victim)
+            vkey = self.groups.key(victim)
             held = usage.get(vkey, ZERO)
             return not held.fits(self.policy.quota(*vkey).guaranteed)
 
         def take(victim: Job) -> None:
-            vkey = key_of(self.policy, victim)
+            vkey = self.groups.key(victim)
             usage[vkey] = usage.get(vkey, ZERO) - self._demand(victim)
 
         candidates = [
@@ -564,7 +580,7 @@ class _Planner:
     def _stop(self, victims: list[Job], reason: Callable[[Job], str]) -> None:
         rules = self.tenure.protection if self.tenure else ProtectionRules()
         for victim in victims:
-            vkey = key_of(self.policy, victim)
+            vkey = self.groups.key(victim)
             self.running[vkey] = [j for j in self.running[vkey] if j.job_id != victim.job_id]
             self.usage[vkey] = self.usage.get(vkey, ZERO) - self._demand(victim)
             self._refresh(vkey)

@@ -211,10 +211,16 @@ class Policy:
 
     def pool_of(self, user: str, pool: str | None) -> str:
         """The pool a job runs in: the one it names, else its group's default."""
+        return self.charged_to(user, pool)[1]
+
+    def charged_to(self, user: str, pool: str | None) -> tuple[str, str]:
+        """The ``(group, pool)`` a job of ``user`` naming ``pool`` (or none) is charged to,
+        the group looked up once."""
+        group = self.group_of(user)
         if pool:
-            return pool
-        group = self.groups.get(self.group_of(user))
-        return group.default_pool if group else DEFAULT_POOL
+            return group, pool
+        known = self.groups.get(group)
+        return group, known.default_pool if known else DEFAULT_POOL
 
     def quota(self, group: str, pool: str) -> Quota:
         """The group's quota in the pool (guarantee 0, no ceiling when none is set)."""
