@@ -50,6 +50,7 @@ from dlc.scheduler.shape_cache import (
 )
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, ShareHoldSettings
 from dlc.scheduler.share_placement import ShareRoom, ShareTenants, choose_share, share_milli
+from dlc.scheduler.share_placement import share_room as new_share_room
 from dlc.scheduler.whole_score import WholeScore, WorkloadMix, demand_mix
 from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
@@ -299,21 +300,24 @@ class _Slot:
         self.port_ranges: Ranges = tuple(sorted(r for o in offers for r in o.ports))
         self.port_count = sum(end - begin + 1 for begin, end in self.port_ranges)
         self.ports_taken: set[int] = set()
-        self.gpu_mem = gpu_shares.normalise(r for o in offers for r in o.gpu_mem)
-        self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
+        if len(offers) == 1:  # most agents: one offer, its ranges as the last round's
+            self.gpu_mem, self.gpu_core = _normalised(first.gpu_mem), _normalised(first.gpu_core)
+        else:
+            self.gpu_mem = gpu_shares.normalise(r for o in offers for r in o.gpu_mem)
+            self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
         #: the round's index of slots by free share room, told when the ranges change
         self.share_room: ShareRoom | None = None
         #: the round's whole-GPU scoring (whole_score), told when anything here changes
         self.whole_score: WholeScore | None = None
         if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
             # an agent that accounts shares: a GPU any share holds part of is not whole
-            self.free = gpu_shares.whole_of(self.free, self.gpu_mem, self.gpu_core)
+            self.free = _whole_of(self.free, self.gpu_mem, self.gpu_core)
 
     def take_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Consume ``take`` from what this agent's offers have left."""
         self.gpu_mem = gpu_shares.subtract(self.gpu_mem, take.mem)
         self.gpu_core = gpu_shares.subtract(self.gpu_core, take.core)
-        if self.share_room is not None and take.core:
+        if self.share_room is not None and (take.mem or take.core):
             self.share_room.refresh(self)
         if self.whole_score is not None:
             self.whole_score.changed(self)
@@ -325,7 +329,7 @@ class _Slot:
         """Give ``take`` back (a gang that did not fit whole)."""
         self.gpu_mem = gpu_shares.normalise(self.gpu_mem + take.mem)
         self.gpu_core = gpu_shares.normalise(self.gpu_core + take.core)
-        if self.share_room is not None and take.core:
+        if self.share_room is not None and (take.mem or take.core):
             self.share_room.refresh(self)
         if self.whole_score is not None:
             self.whole_score.changed(self)
@@ -353,8 +357,23 @@ class _Slot:
         self.disk -= sign * disk
         self.gpus -= sign * len(ids)
         self.free = self.free - set(ids) if sign > 0 else self.free | set(ids)
+        if self.share_room is not None:
+            self.share_room.scalars(self)
         if self.whole_score is not None:
             self.whole_score.changed(self)
+
+
+@functools.lru_cache(maxsize=8192)
+def _normalised(ranges: Ranges) -> Ranges:
+    """:func:`gpu_shares.normalise`, kept per ranges: an agent offers the same ranges round
+    after round until something of it starts or ends (1,213 slots a round, issue 26)."""
+    return gpu_shares.normalise(ranges)
+
+
+@functools.lru_cache(maxsize=8192)
+def _whole_of(free: frozenset[int], mem: Ranges, core: Ranges) -> frozenset[int]:
+    """:func:`gpu_shares.whole_of`, kept per agent state (as :func:`_normalised`)."""
+    return gpu_shares.whole_of(free, mem, core)
 
 
 class _LazyWholeScore:
@@ -448,7 +467,7 @@ def place(
     others = [s for s in slots if s.agent_id not in reserved]
     mps_others: frozenset[str] = frozenset()
     if any(job.spec.is_share for job in queue):
-        room = ShareRoom(others)  # shares read only the agents with room (share_placement)
+        room = new_share_room(others, topology_of)  # the round's share arrays (share_index)
         for slot in others:
             slot.share_room = room
         # the agents running MPS, once a round: asked per share, this set over 1,213 agents
