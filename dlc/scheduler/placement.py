@@ -51,7 +51,7 @@ from dlc.scheduler.shape_cache import (
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, ShareHoldSettings
 from dlc.scheduler.share_placement import ShareRoom, ShareTenants, choose_share, share_milli
 from dlc.scheduler.share_placement import share_room as new_share_room
-from dlc.scheduler.whole_score import WholeScore, WorkloadMix, demand_mix
+from dlc.scheduler.whole_score import FreeGpus, WholeScore, WorkloadMix, demand_mix
 from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
@@ -309,6 +309,8 @@ class _Slot:
         self.share_room: ShareRoom | None = None
         #: the round's whole-GPU scoring (whole_score), told when anything here changes
         self.whole_score: WholeScore | None = None
+        #: the round's index of slots by free whole GPUs, told when ``free`` changes
+        self.free_index: FreeGpus | None = None
         if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
             # an agent that accounts shares: a GPU any share holds part of is not whole
             self.free = _whole_of(self.free, self.gpu_mem, self.gpu_core)
@@ -324,6 +326,8 @@ class _Slot:
         # a GPU a share now holds part of is no longer whole for the jobs after it
         if take.mem or take.core:
             self.free = gpu_shares.whole_of(self.free, self.gpu_mem, self.gpu_core)
+            if self.free_index is not None:
+                self.free_index.changed(self)
 
     def give_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Give ``take`` back (a gang that did not fit whole)."""
@@ -359,6 +363,8 @@ class _Slot:
         self.free = self.free - set(ids) if sign > 0 else self.free | set(ids)
         if self.share_room is not None:
             self.share_room.scalars(self)
+        if self.free_index is not None:
+            self.free_index.changed(self)
         if self.whole_score is not None:
             self.whole_score.changed(self)
 
@@ -466,6 +472,9 @@ def place(
     holders = set(reserved.values())
     others = [s for s in slots if s.agent_id not in reserved]
     mps_others: frozenset[str] = frozenset()
+    free_index = FreeGpus(others)  # whole-GPU jobs read only the agents with their GPUs free
+    for slot in others:
+        slot.free_index = free_index
     if any(job.spec.is_share for job in queue):
         room = new_share_room(others, topology_of)  # the round's share arrays (share_index)
         for slot in others:
@@ -610,9 +619,14 @@ def _place_job(
     takes: dict[str, gpu_shares.GpuRanges] = {}
     # Best fit: the agent with the fewest free GPUs that can still hold the job,
     # so big holes stay open for big jobs.
-    candidates = sorted(
-        (s for s in slots if len(s.free) >= spec.gpus), key=lambda s: (len(s.free), s.agent_id)
-    )
+    index = slots[0].free_index if slots else None
+    if index is not None and index.covers(slots):
+        candidates = index.at_least(spec.gpus)
+    else:
+        candidates = sorted(
+            (s for s in slots if len(s.free) >= spec.gpus),
+            key=lambda s: (len(s.free), s.agent_id),
+        )
     score = whole.get() if whole is not None and spec.nodes == 1 and len(candidates) > 1 else None
     if score is not None and spec.gpus:
         # the least growth of fragmentation against the expected mix first (whole_score:

@@ -143,9 +143,7 @@ class ShareRoom:
             self.present[k] = False
             self.room[k] = 0
             return
-        present, mem, core, total = _row(
-            slot, self._topology_of(slot.attributes), self._amounts_of
-        )
+        present, mem, core, total = _row(slot, self._topology_of(slot.attributes), self._amounts_of)
         if len(present) > self.width:
             self._widen(len(present))
         width = len(present)

@@ -344,8 +344,7 @@ def choose_share(
     if not fits and shareable and not roomy:  # GPUs with room: what is short sits beside them
         return _short_beside_shares(shareable, cpus, mem, spec.disk_mib)
     if not fits:
-        what = spec.share_text
-        why = f"no GPU has a share of {what} left (with {spec.cpus:g} cpus/{spec.mem_mib} MiB)"
+        why = _no_share_left(spec)
         if barred:
             why += (
                 f"; {barred} GPU(s) with room hold shares it may not join "
@@ -381,6 +380,11 @@ def choose_share(
     mib, milli = _needs(spec, totals[index])
     take = gpu_shares.share_take(index, mib, milli, slot.gpu_mem, slot.gpu_core)
     return ShareChoice(slot, index, mib, milli, take, topology)
+
+
+def _no_share_left(spec: JobSpec) -> str:
+    with_what = f"with {spec.cpus:g} cpus/{spec.mem_mib} MiB"
+    return f"no GPU has a share of {spec.share_text} left ({with_what})"
 
 
 def _choose_in_arrays(
@@ -421,7 +425,7 @@ def _choose_in_arrays(
         if shareable.any() and not rows.size:  # GPUs with room: what is short sits beside
             found = [room.slots[k] for k in np.flatnonzero(shareable)]
             return _short_beside_shares(found, cpus, mem, spec.disk_mib)
-        return f"no GPU has a share of {spec.share_text} left (with {spec.cpus:g} cpus/{spec.mem_mib} MiB)"
+        return _no_share_left(spec)
     agents = np.flatnonzero(fit.any(axis=1))
     fit, ok = fit[agents], np.where(fit[agents], ok[agents], 0)
     # fewest whole GPUs first, then the fullest, then the round's order (choose_share's)

@@ -167,6 +167,52 @@ class WholeScore:
         return cost
 
 
+class FreeGpus:
+    """One placement round's slots by how many whole GPUs they have free, kept current.
+
+    A whole-GPU job used to filter and sort all 1,213 agents for the few with its GPUs free
+    (issue 26); here slots sit in buckets by free-GPU count, a slot that changes says so
+    (:meth:`changed`), and the answer per GPU count is kept until a slot changes (most jobs
+    that reach placement in a busy round fail and change nothing).
+    """
+
+    def __init__(self, slots: Sequence[Any]):
+        self.slots = slots
+        self._count: dict[int, int] = {}
+        self._buckets: dict[int, dict[int, Any]] = {}
+        self._found: dict[int, list[Any]] = {}
+        for slot in slots:
+            self.changed(slot)
+
+    def covers(self, slots: Sequence[Any]) -> bool:
+        """Whether ``slots`` is the list indexed (a job holding reserved agents has its own)."""
+        return slots is self.slots
+
+    def changed(self, slot: Any) -> None:
+        """``slot``'s free GPUs may have changed."""
+        key, count = id(slot), len(slot.free)
+        old = self._count.get(key)
+        if old == count:
+            return
+        self._found.clear()
+        if old is not None:
+            del self._buckets[old][key]
+        self._count[key] = count
+        self._buckets.setdefault(count, {})[key] = slot
+
+    def at_least(self, gpus: int) -> list[Any]:
+        """The slots with ``gpus`` or more GPUs free, fewest first, then by agent id (best
+        fit: the order placement tries them in); a new list each call."""
+        found = self._found.get(gpus)
+        if found is None:
+            found = sorted(
+                (s for n, bucket in self._buckets.items() if n >= gpus for s in bucket.values()),
+                key=lambda s: (len(s.free), s.agent_id),
+            )
+            self._found[gpus] = found
+        return list(found)
+
+
 WorkloadMix = fgd.WorkloadMix
 
-__all__ = ["POPULARITY", "WholeScore", "WorkloadMix", "demand_mix", "gpu_free"]
+__all__ = ["POPULARITY", "FreeGpus", "WholeScore", "WorkloadMix", "demand_mix", "gpu_free"]

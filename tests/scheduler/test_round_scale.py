@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from dlc.errors import JobSpecError
-from dlc.scheduler import placement, share_index, share_placement
+from dlc.scheduler import share_index, share_placement
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.inventory import AgentTotals, Inventory
 from dlc.scheduler.jobs import Job, JobSpec, JobState
