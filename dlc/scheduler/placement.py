@@ -286,22 +286,28 @@ class _Slot:
 
     def __init__(self, offers: list[OfferView]):
         first = offers[0]
+        self._first = first
         self.agent_id = first.agent_id
         self.hostname = first.hostname
         self.offer_ids = tuple(o.offer_id for o in offers)
-        self.cpus = sum(o.cpus for o in offers)
-        self.mem = sum(o.mem_mib for o in offers)
-        self.disk = sum(o.disk_mib for o in offers)
-        self.gpus = sum(o.gpus for o in offers)
-        self.free: frozenset[int] = frozenset().union(*(o.gpu_ids for o in offers))
+        if len(offers) == 1:  # most agents (one sum over one offer each was a round's cost)
+            self.cpus, self.mem, self.disk = first.cpus, first.mem_mib, first.disk_mib
+            self.gpus, self.free = first.gpus, frozenset(first.gpu_ids)
+            self.port_ranges: Ranges = tuple(sorted(first.ports))
+        else:
+            self.cpus = sum(o.cpus for o in offers)
+            self.mem = sum(o.mem_mib for o in offers)
+            self.disk = sum(o.disk_mib for o in offers)
+            self.gpus = sum(o.gpus for o in offers)
+            self.free = frozenset().union(*(o.gpu_ids for o in offers))
+            self.port_ranges = tuple(sorted(r for o in offers for r in o.ports))
         self.attributes = first.attributes
-        self.locality = first.locality
         self.address = first.address or first.hostname
-        self.port_ranges: Ranges = tuple(sorted(r for o in offers for r in o.ports))
         self.port_count = sum(end - begin + 1 for begin, end in self.port_ranges)
         self.ports_taken: set[int] = set()
         if len(offers) == 1:  # most agents: one offer, its ranges as the last round's
-            self.gpu_mem, self.gpu_core = _normalised(first.gpu_mem), _normalised(first.gpu_core)
+            self.gpu_mem = _normalised(tuple(first.gpu_mem))
+            self.gpu_core = _normalised(tuple(first.gpu_core))
         else:
             self.gpu_mem = gpu_shares.normalise(r for o in offers for r in o.gpu_mem)
             self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
@@ -314,6 +320,11 @@ class _Slot:
         if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
             # an agent that accounts shares: a GPU any share holds part of is not whole
             self.free = _whole_of(self.free, self.gpu_mem, self.gpu_core)
+
+    @functools.cached_property
+    def locality(self) -> Locality:
+        """Where the agent stands (read by gangs only: not built for every slot)."""
+        return self._first.locality
 
     def take_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Consume ``take`` from what this agent's offers have left."""

@@ -113,6 +113,7 @@ class WholeScore:
         self._version = np.zeros(n, dtype=np.int64)
         #: costs per request shape (CPU thousandths, GPUs), with the version each read
         self._costs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._rank: np.ndarray | None = None
 
     def changed(self, slot: Any) -> None:
         """``slot``'s offered resources changed (a task was placed on it or given back)."""
@@ -142,12 +143,25 @@ class WholeScore:
         ``cpus``/``mem`` (with its executor's): the least growth of fragmentation first, then
         the fewest free GPUs (best fit), then the agent id."""
         row = self._row
-        rows = np.array(sorted(row[id(s)] for s in candidates))
+        at = np.fromiter((row[id(s)] for s in candidates), dtype=np.int64, count=len(candidates))
+        rows = np.sort(at)
         stale = rows[self._stale[rows]]
         if len(stale):
             self._read(stale)
         cost = self._cost(fgd.ShareRequest(int(cpus * 1000), 0, gpus, MILLI), rows)
-        return sorted(candidates, key=lambda s: (cost[row[id(s)]], len(s.free), s.agent_id))
+        free = np.fromiter((len(s.free) for s in candidates), dtype=np.int64, count=len(at))
+        # one array sort, not a Python key per candidate (issue 26): cost, free GPUs, agent id
+        order = np.lexsort((self._id_rank()[at], free, cost[at]))
+        return [candidates[k] for k in order]
+
+    def _id_rank(self) -> np.ndarray:
+        """Each slot's place among the slots sorted by agent id (ties of cost and free GPUs
+        go by agent id)."""
+        if self._rank is None:
+            ids = sorted(range(len(self._slots)), key=lambda k: self._slots[k].agent_id)
+            self._rank = np.empty(len(ids), dtype=np.int64)
+            self._rank[ids] = np.arange(len(ids))
+        return self._rank
 
     def _cost(self, request: fgd.ShareRequest, rows: np.ndarray) -> np.ndarray:
         """Costs of ``request`` per slot, fresh for ``rows`` (the candidates; the caller checks
