@@ -54,6 +54,10 @@ def _change(rng: random.Random, slot: _Slot) -> None:
         slot.take(rng.choice([0.1, 0.5]), rng.choice([64, 1024]), 0, (), +1)
 
 
+def _room(slot: _Slot) -> int:
+    return max(gpu_shares.amounts(slot.gpu_core).values())
+
+
 def _rows(room: share_index.ShareRoom, slots: list[_Slot]) -> None:
     """Every row of ``room`` equals a fresh read of its slot."""
     for k, slot in enumerate(slots):
@@ -78,10 +82,16 @@ def test_the_share_room_agrees_with_a_full_scan_after_random_changes(seed):
     for _ in range(150):
         _change(rng, rng.choice(slots))
         milli = rng.randrange(0, 1001)
-        brute = [s for s in slots
-                 if s.gpu_core and max(gpu_shares.amounts(s.gpu_core).values()) >= milli]  # fmt: skip
+        brute = [s for s in slots if s.gpu_core and _room(s) >= milli]
         assert room.at_least(milli) == brute
     _rows(room, slots)
+
+
+def _hold(barred: set[tuple[str, int]]):
+    def hold(milli: int):
+        return (lambda agent_id, gpu: (agent_id, gpu) in barred), "held"
+
+    return hold
 
 
 def _answer(choice):
@@ -107,8 +117,7 @@ def test_a_share_chosen_on_the_arrays_is_the_full_scans_choice(seed):
         cpus, mem = rng.choice([0.2, 1.0, 4.0]), rng.choice([128.0, 2048.0])
         held = None
         if rng.random() < 0.3:  # the share hold bars some whole GPUs
-            barred = {(s.agent_id, i) for s in slots for i in range(8) if rng.random() < 0.5}
-            held = lambda milli: ((lambda a, i: (a, i) in barred), "held")  # noqa: E731
+            held = _hold({(s.agent_id, i) for s in slots for i in range(8) if rng.random() < 0.5})
         arrays = choose_share(spec, slots, cpus, mem, default_topology_of, model, None, held,
                               room)  # fmt: skip
         scan = choose_share(spec, list(slots), cpus, mem, default_topology_of, model, None, held,
@@ -154,5 +163,5 @@ def test_whole_score_orders_as_a_full_sort_after_random_changes(seed):
         ordered = score.order(candidates, gpus, cpus, 1024.0)
         rows = np.array(sorted(score._row[id(s)] for s in candidates), dtype=np.int64)
         cost = score._cost(fgd.ShareRequest(int(cpus * 1000), 0, gpus, 1000), rows)
-        key = lambda s: (cost[score._row[id(s)]], len(s.free), s.agent_id)  # noqa: E731
-        assert ordered == sorted(candidates, key=key)
+        keys = {id(s): (cost[score._row[id(s)]], len(s.free), s.agent_id) for s in candidates}
+        assert ordered == sorted(candidates, key=lambda s: keys[id(s)])
