@@ -49,7 +49,8 @@ from dlc.scheduler.shape_cache import (
     kind_of,
 )
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, ShareHoldSettings
-from dlc.scheduler.share_placement import ShareRoom, ShareTenants, choose_share, share_milli
+from dlc.scheduler.share_index import ShareRoom
+from dlc.scheduler.share_placement import ShareTenants, choose_share, share_milli
 from dlc.scheduler.share_placement import share_room as new_share_room
 from dlc.scheduler.whole_score import FreeGpus, WholeScore, WorkloadMix, demand_mix
 from dlc.topology import gpu_shares

@@ -168,5 +168,5 @@ class ShareRoom:
         found = self._found.get(milli)
         if found is None:
             rows = np.flatnonzero(self.has_core & (self.room >= milli))
-            found = self._found[milli] = [self.slots[k] for k in rows]
+            found = self._found[milli] = [self.slots[k] for k in rows.tolist()]
         return found

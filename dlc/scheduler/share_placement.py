@@ -423,7 +423,7 @@ def _choose_in_arrays(
                 return held[1]
     if not fit.any():
         if shareable.any() and not rows.size:  # GPUs with room: what is short sits beside
-            found = [room.slots[k] for k in np.flatnonzero(shareable)]
+            found = [room.slots[k] for k in np.flatnonzero(shareable).tolist()]
             return _short_beside_shares(found, cpus, mem, spec.disk_mib)
         return _no_share_left(spec)
     agents = np.flatnonzero(fit.any(axis=1))
