@@ -19,7 +19,8 @@ processes on a shared machine do not count):
 
 and wall-clock submit latency through :meth:`SchedulerCore.submit` (SQLite included):
 ``submit_p99_ms`` and ``submits_per_s`` for 500 users submitting at once, and
-``even_submit_p99_ms`` for submits arriving at an even rate for a bounded time. ``rss_mib``
+``even_submit_p99_ms`` for submits arriving at an even rate (full mode: the issue's 500/s for
+60 s) while offer rounds run once a second on another thread. ``rss_mib``
 is the process's peak resident memory (the simulated master and the trace included).
 
 Prints a table and exits 1 when a target is missed (``--no-fail``: always 0). ``--before
@@ -67,6 +68,7 @@ TARGETS = [
     ("empty_round_ms", 10.0, "<="),
     ("rss_mib", 200.0, "<="),
     ("submit_p99_ms", 1000.0, "<="),
+    ("even_submit_p99_ms", 200.0, "<="),
 ]
 
 
@@ -80,8 +82,9 @@ class Sizes:
         self.steady_rounds = 5 if quick else 20
         self.empty_rounds = 3 if quick else 7
         self.burst = 50 if quick else 500
-        self.even_rate = 50.0 if quick else 200.0
-        self.even_s = 1.0 if quick else 5.0
+        # the target: 500 submits/s arriving evenly for 60 s, p99 <= 200 ms
+        self.even_rate = 50.0 if quick else 500.0
+        self.even_s = 1.0 if quick else 60.0
 
 
 class Bench:
@@ -247,12 +250,27 @@ class Bench:
                 errors.append(exc)
             latencies.append(1000 * (time.perf_counter() - due))
 
-        with ThreadPoolExecutor(64) as pool:
-            for i in range(count):
-                delay = start + i / rate - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                pool.submit(one, i)
+        # offer rounds go on meanwhile, one a second (Mesos's allocation interval), on
+        # another thread: a submit waits for a round that holds the core's lock
+        stop = threading.Event()
+        self.even_rounds: list[float] = []
+
+        def rounds() -> None:
+            while not stop.wait(1.0):
+                self.even_rounds.append(self.round())
+
+        ticker = threading.Thread(target=rounds, name="offer-rounds")
+        ticker.start()
+        try:
+            with ThreadPoolExecutor(64) as pool:
+                for i in range(count):
+                    delay = start + i / rate - time.perf_counter()
+                    if delay > 0:
+                        time.sleep(delay)
+                    pool.submit(one, i)
+        finally:
+            stop.set()
+            ticker.join()
         return latencies, len(errors)
 
 
@@ -317,6 +335,7 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         "submit_errors": burst_errors + even_errors,
         "even_rate_per_s": sizes.even_rate, "even_s": sizes.even_s,
         "even_submit_p99_ms": _p(even_ms, 99),
+        "even_rounds": len(bench.even_rounds), "even_round_ms_p50": _p(bench.even_rounds, 50),
         "rss_mib": rss,
     }  # fmt: skip
 

@@ -49,8 +49,10 @@ from dlc.scheduler.shape_cache import (
     kind_of,
 )
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, ShareHoldSettings
-from dlc.scheduler.share_placement import ShareRoom, ShareTenants, choose_share, share_milli
-from dlc.scheduler.whole_score import WholeScore, WorkloadMix, demand_mix
+from dlc.scheduler.share_index import ShareRoom
+from dlc.scheduler.share_placement import ShareTenants, choose_share, share_milli
+from dlc.scheduler.share_placement import share_room as new_share_room
+from dlc.scheduler.whole_score import FreeGpus, WholeScore, WorkloadMix, demand_mix
 from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
@@ -285,47 +287,65 @@ class _Slot:
 
     def __init__(self, offers: list[OfferView]):
         first = offers[0]
+        self._first = first
         self.agent_id = first.agent_id
         self.hostname = first.hostname
         self.offer_ids = tuple(o.offer_id for o in offers)
-        self.cpus = sum(o.cpus for o in offers)
-        self.mem = sum(o.mem_mib for o in offers)
-        self.disk = sum(o.disk_mib for o in offers)
-        self.gpus = sum(o.gpus for o in offers)
-        self.free: frozenset[int] = frozenset().union(*(o.gpu_ids for o in offers))
+        if len(offers) == 1:  # most agents (one sum over one offer each was a round's cost)
+            self.cpus, self.mem, self.disk = first.cpus, first.mem_mib, first.disk_mib
+            self.gpus, self.free = first.gpus, frozenset(first.gpu_ids)
+            self.port_ranges: Ranges = tuple(sorted(first.ports))
+        else:
+            self.cpus = sum(o.cpus for o in offers)
+            self.mem = sum(o.mem_mib for o in offers)
+            self.disk = sum(o.disk_mib for o in offers)
+            self.gpus = sum(o.gpus for o in offers)
+            self.free = frozenset().union(*(o.gpu_ids for o in offers))
+            self.port_ranges = tuple(sorted(r for o in offers for r in o.ports))
         self.attributes = first.attributes
-        self.locality = first.locality
         self.address = first.address or first.hostname
-        self.port_ranges: Ranges = tuple(sorted(r for o in offers for r in o.ports))
         self.port_count = sum(end - begin + 1 for begin, end in self.port_ranges)
         self.ports_taken: set[int] = set()
-        self.gpu_mem = gpu_shares.normalise(r for o in offers for r in o.gpu_mem)
-        self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
+        if len(offers) == 1:  # most agents: one offer, its ranges as the last round's
+            self.gpu_mem = _normalised(tuple(first.gpu_mem))
+            self.gpu_core = _normalised(tuple(first.gpu_core))
+        else:
+            self.gpu_mem = gpu_shares.normalise(r for o in offers for r in o.gpu_mem)
+            self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
         #: the round's index of slots by free share room, told when the ranges change
         self.share_room: ShareRoom | None = None
         #: the round's whole-GPU scoring (whole_score), told when anything here changes
         self.whole_score: WholeScore | None = None
+        #: the round's index of slots by free whole GPUs, told when ``free`` changes
+        self.free_index: FreeGpus | None = None
         if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
             # an agent that accounts shares: a GPU any share holds part of is not whole
-            self.free = gpu_shares.whole_of(self.free, self.gpu_mem, self.gpu_core)
+            self.free = _whole_of(self.free, self.gpu_mem, self.gpu_core)
+
+    @functools.cached_property
+    def locality(self) -> Locality:
+        """Where the agent stands (read by gangs only: not built for every slot)."""
+        return self._first.locality
 
     def take_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Consume ``take`` from what this agent's offers have left."""
         self.gpu_mem = gpu_shares.subtract(self.gpu_mem, take.mem)
         self.gpu_core = gpu_shares.subtract(self.gpu_core, take.core)
-        if self.share_room is not None and take.core:
+        if self.share_room is not None and (take.mem or take.core):
             self.share_room.refresh(self)
         if self.whole_score is not None:
             self.whole_score.changed(self)
         # a GPU a share now holds part of is no longer whole for the jobs after it
         if take.mem or take.core:
             self.free = gpu_shares.whole_of(self.free, self.gpu_mem, self.gpu_core)
+            if self.free_index is not None:
+                self.free_index.changed(self)
 
     def give_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Give ``take`` back (a gang that did not fit whole)."""
         self.gpu_mem = gpu_shares.normalise(self.gpu_mem + take.mem)
         self.gpu_core = gpu_shares.normalise(self.gpu_core + take.core)
-        if self.share_room is not None and take.core:
+        if self.share_room is not None and (take.mem or take.core):
             self.share_room.refresh(self)
         if self.whole_score is not None:
             self.whole_score.changed(self)
@@ -353,8 +373,25 @@ class _Slot:
         self.disk -= sign * disk
         self.gpus -= sign * len(ids)
         self.free = self.free - set(ids) if sign > 0 else self.free | set(ids)
+        if self.share_room is not None:
+            self.share_room.scalars(self)
+        if self.free_index is not None:
+            self.free_index.changed(self)
         if self.whole_score is not None:
             self.whole_score.changed(self)
+
+
+@functools.lru_cache(maxsize=8192)
+def _normalised(ranges: Ranges) -> Ranges:
+    """:func:`gpu_shares.normalise`, kept per ranges: an agent offers the same ranges round
+    after round until something of it starts or ends (1,213 slots a round, issue 26)."""
+    return gpu_shares.normalise(ranges)
+
+
+@functools.lru_cache(maxsize=8192)
+def _whole_of(free: frozenset[int], mem: Ranges, core: Ranges) -> frozenset[int]:
+    """:func:`gpu_shares.whole_of`, kept per agent state (as :func:`_normalised`)."""
+    return gpu_shares.whole_of(free, mem, core)
 
 
 class _LazyWholeScore:
@@ -447,8 +484,11 @@ def place(
     holders = set(reserved.values())
     others = [s for s in slots if s.agent_id not in reserved]
     mps_others: frozenset[str] = frozenset()
+    free_index = FreeGpus(others)  # whole-GPU jobs read only the agents with their GPUs free
+    for slot in others:
+        slot.free_index = free_index
     if any(job.spec.is_share for job in queue):
-        room = ShareRoom(others)  # shares read only the agents with room (share_placement)
+        room = new_share_room(others, topology_of)  # the round's share arrays (share_index)
         for slot in others:
             slot.share_room = room
         # the agents running MPS, once a round: asked per share, this set over 1,213 agents
@@ -591,9 +631,14 @@ def _place_job(
     takes: dict[str, gpu_shares.GpuRanges] = {}
     # Best fit: the agent with the fewest free GPUs that can still hold the job,
     # so big holes stay open for big jobs.
-    candidates = sorted(
-        (s for s in slots if len(s.free) >= spec.gpus), key=lambda s: (len(s.free), s.agent_id)
-    )
+    index = slots[0].free_index if slots else None
+    if index is not None and index.covers(slots):
+        candidates = index.at_least(spec.gpus)
+    else:
+        candidates = sorted(
+            (s for s in slots if len(s.free) >= spec.gpus),
+            key=lambda s: (len(s.free), s.agent_id),
+        )
     score = whole.get() if whole is not None and spec.nodes == 1 and len(candidates) > 1 else None
     if score is not None and spec.gpus:
         # the least growth of fragmentation against the expected mix first (whole_score:

@@ -30,10 +30,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.jobs import Job, JobSpec
+from dlc.scheduler.share_index import ShareRoom
 from dlc.topology import gpu_shares
 from dlc.topology.gpu_shares import STRIDE, GpuRanges
 from dlc.topology.model import Topology
@@ -127,65 +130,9 @@ class ShareTenants:
         return all(check(tenant, t) for t in self.by_gpu.get((agent_id, gpu), ()))
 
 
-class ShareRoom:
-    """The slots of one placement round indexed by the most compute one of their GPUs has
-    free, so a share looks only at agents it could fit on.
-
-    Every share used to read every agent's GPUs: at openb scale (1,213 agents, mostly full
-    once the round is under way) that was over half of an offer round. Slots are bucketed by
-    that room; a slot whose ranges change (:meth:`refresh`, called by the slot) moves bucket.
-    :meth:`at_least` returns the slots in their original order, so ties go where they went.
-    """
-
-    _WIDTH = 50  # thousandths per bucket
-
-    def __init__(self, slots: Sequence[Any]):
-        self._slots = slots
-        self._order = {id(s): k for k, s in enumerate(slots)}
-        self._room: dict[int, int] = {}
-        self._buckets: list[dict[int, Any]] = [{} for _ in range(fgd.MILLI // self._WIDTH + 1)]
-        #: answers of :meth:`at_least` until a slot changes (most shares that reach placement
-        #: in a busy round fail and change nothing)
-        self._found: dict[int, list[Any]] = {}
-        for slot in slots:
-            self.refresh(slot)
-
-    def covers(self, slots: Sequence[Any]) -> bool:
-        """Whether ``slots`` is the list indexed (a job holding reserved agents has its own)."""
-        return slots is self._slots
-
-    def refresh(self, slot: Any) -> None:
-        """Re-read ``slot``'s room (its ``gpu_core`` ranges changed)."""
-        self._found.clear()
-        key = id(slot)
-        old = self._room.pop(key, None)
-        if old is not None:
-            del self._buckets[self._bucket(old)][key]
-        if slot.gpu_core:
-            room = max(gpu_shares.amounts(slot.gpu_core).values(), default=0)
-            self._room[key] = room
-            self._buckets[self._bucket(room)][key] = slot
-
-    def _bucket(self, room: int) -> int:
-        return min(room // self._WIDTH, len(self._buckets) - 1)
-
-    def shareable(self) -> bool:
-        """Whether any slot has share ranges left."""
-        return bool(self._room)
-
-    def at_least(self, milli: int) -> list[Any]:
-        """Slots with a GPU of at least ``milli`` thousandths free, in the original order."""
-        if milli in self._found:
-            return self._found[milli]
-        found = [
-            slot
-            for bucket in self._buckets[self._bucket(milli) :]
-            for key, slot in bucket.items()
-            if self._room[key] >= milli
-        ]
-        found.sort(key=lambda slot: self._order[id(slot)])
-        self._found[milli] = found
-        return found
+def share_room(slots: Sequence[Any], topology_of: Callable[[dict[str, str]], Any]) -> ShareRoom:
+    """The round's :class:`~dlc.scheduler.share_index.ShareRoom` of ``slots``."""
+    return ShareRoom(slots, topology_of, lambda slot, topology: _slot_amounts(slot, topology))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -367,6 +314,8 @@ def choose_share(
     if room is not None and room.covers(slots):
         if not room.shareable():
             return "no offer has GPU shares (gpu_mem/gpu_core ranges) free"
+        if open_to is None and not spec.gpu_model:  # nothing asked per GPU: all at once
+            return _choose_in_arrays(spec, room, cpus, mem, topology_of, hold)
         # a slot without a GPU of this much compute free fits nowhere below: skip it unread
         shareable = room.at_least(spec.share_core_milli)
     else:
@@ -395,8 +344,7 @@ def choose_share(
     if not fits and shareable and not roomy:  # GPUs with room: what is short sits beside them
         return _short_beside_shares(shareable, cpus, mem, spec.disk_mib)
     if not fits:
-        what = spec.share_text
-        why = f"no GPU has a share of {what} left (with {spec.cpus:g} cpus/{spec.mem_mib} MiB)"
+        why = _no_share_left(spec)
         if barred:
             why += (
                 f"; {barred} GPU(s) with room hold shares it may not join "
@@ -440,4 +388,91 @@ def choose_share(
     take = gpu_shares.share_take(index, mib, milli, slot.gpu_mem, slot.gpu_core)
     return ShareChoice(
         slot=slot, gpu_index=index, memory_mib=mib, core_milli=milli, take=take, topology=topology
+    )
+
+
+def _no_share_left(spec: JobSpec) -> str:
+    with_what = f"with {spec.cpus:g} cpus/{spec.mem_mib} MiB"
+    return f"no GPU has a share of {spec.share_text} left ({with_what})"
+
+
+def _choose_in_arrays(
+    spec: JobSpec,
+    room: ShareRoom,
+    cpus: float,
+    mem: float,
+    topology_of: Callable[[dict[str, str]], Topology | None],
+    hold: Callable[[int], tuple[Callable[[str, int], bool], str] | None] | None,
+) -> ShareChoice | str:
+    """:func:`choose_share` over the round's arrays (``room``), for a share that asks no
+    GPU model and meets no exclusivity: the same fits, order, measure and reasons as the
+    per-agent scan, in array operations over all agents at once (tests compare the two)."""
+    milli = spec.share_core_milli
+    shareable = room.has_core & (room.room >= milli)
+    roomy = shareable & (room.cpus >= cpus - 1e-9) & (room.mem >= mem - 1e-9)
+    roomy &= room.disk >= spec.disk_mib - 1e-9
+    rows = np.flatnonzero(roomy)
+    total = room.total[rows]
+    # the ask per GPU size (an agent's GPUs, and the cluster's, come in few sizes)
+    sizes, where = np.unique(total, return_inverse=True)
+    where = where.reshape(total.shape)
+    ask_mib = np.array([spec.share_memory_mib(int(t)) for t in sizes], dtype=np.int64)[where]
+    ask = np.array([share_milli(spec, int(t)) for t in sizes], dtype=np.int64)[where]
+    free_mem, free_core = room.free_mem[rows], room.free_core[rows]
+    fit = room.present[rows] & (total > 0) & (ask_mib <= free_mem) & (milli <= free_core)
+    ok = np.minimum(free_core, free_mem * 1000 // np.maximum(total, 1))
+    need_milli = max(1, int(ask[fit].max(initial=1)))
+    if hold is not None and fit.any():
+        held = hold(min(need_milli, fgd.MILLI - 1))
+        if held is not None:
+            for r, i in zip(*np.nonzero(fit & (ok >= fgd.MILLI)), strict=True):
+                if held[0](room.slots[rows[r]].agent_id, int(i)):
+                    fit[r, i] = False  # a whole GPU the hold keeps shares off
+            if not fit.any():
+                return held[1]
+    if not fit.any():
+        if shareable.any() and not rows.size:  # GPUs with room: what is short sits beside
+            found = [room.slots[k] for k in np.flatnonzero(shareable).tolist()]
+            return _short_beside_shares(found, cpus, mem, spec.disk_mib)
+        return _no_share_left(spec)
+    agents = np.flatnonzero(fit.any(axis=1))
+    fit, ok = fit[agents], np.where(fit[agents], ok[agents], 0)
+    # fewest whole GPUs first, then the fullest, then the round's order (choose_share's)
+    order = np.lexsort((agents, ok.sum(axis=1), (ok >= fgd.MILLI).sum(axis=1)))
+    fit, ok, chosen = fit[order], ok[order], rows[agents[order]]
+    width = max(fgd.MAX_GPUS, ok.shape[1])
+    gpu_left = np.zeros((len(chosen), width), dtype=np.int64)
+    gpu_left[:, : ok.shape[1]] = np.where(fit, np.maximum(ok, need_milli), 0)
+    request = fgd.ShareRequest(
+        cpu_milli=int(cpus * 1000),
+        mem_mib=int(mem),
+        num_gpus=1,
+        gpu_milli=min(need_milli, fgd.MILLI - 1),
+    )
+    whole = fgd.ShareRequest(
+        cpu_milli=request.cpu_milli, mem_mib=request.mem_mib, num_gpus=1, gpu_milli=fgd.MILLI
+    )
+    mix = fgd.WorkloadMix(shapes=(request, whole), weights=(0.5, 0.5))
+    arrays = fgd.AgentArrays(
+        model=np.zeros(len(chosen), dtype=np.int64),
+        cpu_left=(room.cpus[chosen] * 1000).astype(np.int64),
+        mem_left=room.mem[chosen].astype(np.int64),
+        gpu_left=gpu_left,
+        access_of=lambda allowed: np.ones(len(chosen), dtype=bool),
+    )
+    placed = fragscore.choose(request, arrays, fragscore.mix_arrays(mix, ["gpu"]))
+    if placed is None or placed.gpus[0] >= fit.shape[1] or not fit[placed.agent, placed.gpus[0]]:
+        at, index = 0, int(np.flatnonzero(fit[0])[0])  # the measure found nothing: first fit
+    else:
+        at, index = placed.agent, placed.gpus[0]
+    slot = room.slots[chosen[at]]
+    mib, core_milli = _needs(spec, int(room.total[chosen[at], index]))
+    take = gpu_shares.share_take(index, mib, core_milli, slot.gpu_mem, slot.gpu_core)
+    return ShareChoice(
+        slot=slot,
+        gpu_index=index,
+        memory_mib=mib,
+        core_milli=core_milli,
+        take=take,
+        topology=topology_of(slot.attributes),
     )

@@ -116,6 +116,7 @@ class WholeScore:
         self._version = np.zeros(n, dtype=np.int64)
         #: costs per request shape (CPU thousandths, GPUs), with the version each read
         self._costs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._rank: np.ndarray | None = None
 
     def changed(self, slot: Any) -> None:
         """``slot``'s offered resources changed (a task was placed on it or given back)."""
@@ -145,7 +146,8 @@ class WholeScore:
         ``cpus``/``mem`` (with its executor's): the least growth of fragmentation first, then
         the fewest free GPUs (best fit), then the agent id."""
         row = self._row
-        rows = np.array(sorted(row[id(s)] for s in candidates))
+        at = np.fromiter((row[id(s)] for s in candidates), dtype=np.int64, count=len(candidates))
+        rows = np.sort(at)
         stale = rows[self._stale[rows]]
         if len(stale):
             self._read(stale)
@@ -153,7 +155,19 @@ class WholeScore:
             fgd.ShareRequest(cpu_milli=int(cpus * 1000), mem_mib=0, num_gpus=gpus, gpu_milli=MILLI),
             rows,
         )
-        return sorted(candidates, key=lambda s: (cost[row[id(s)]], len(s.free), s.agent_id))
+        free = np.fromiter((len(s.free) for s in candidates), dtype=np.int64, count=len(at))
+        # one array sort, not a Python key per candidate (issue 26): cost, free GPUs, agent id
+        order = np.lexsort((self._id_rank()[at], free, cost[at]))
+        return [candidates[k] for k in order]
+
+    def _id_rank(self) -> np.ndarray:
+        """Each slot's place among the slots sorted by agent id (ties of cost and free GPUs
+        go by agent id)."""
+        if self._rank is None:
+            ids = sorted(range(len(self._slots)), key=lambda k: self._slots[k].agent_id)
+            self._rank = np.empty(len(ids), dtype=np.int64)
+            self._rank[ids] = np.arange(len(ids))
+        return self._rank
 
     def _cost(self, request: fgd.ShareRequest, rows: np.ndarray) -> np.ndarray:
         """Costs of ``request`` per slot, fresh for ``rows`` (the candidates; the caller checks
@@ -173,6 +187,52 @@ class WholeScore:
         return cost
 
 
+class FreeGpus:
+    """One placement round's slots by how many whole GPUs they have free, kept current.
+
+    A whole-GPU job used to filter and sort all 1,213 agents for the few with its GPUs free
+    (issue 26); here slots sit in buckets by free-GPU count, a slot that changes says so
+    (:meth:`changed`), and the answer per GPU count is kept until a slot changes (most jobs
+    that reach placement in a busy round fail and change nothing).
+    """
+
+    def __init__(self, slots: Sequence[Any]):
+        self.slots = slots
+        self._count: dict[int, int] = {}
+        self._buckets: dict[int, dict[int, Any]] = {}
+        self._found: dict[int, list[Any]] = {}
+        for slot in slots:
+            self.changed(slot)
+
+    def covers(self, slots: Sequence[Any]) -> bool:
+        """Whether ``slots`` is the list indexed (a job holding reserved agents has its own)."""
+        return slots is self.slots
+
+    def changed(self, slot: Any) -> None:
+        """``slot``'s free GPUs may have changed."""
+        key, count = id(slot), len(slot.free)
+        old = self._count.get(key)
+        if old == count:
+            return
+        self._found.clear()
+        if old is not None:
+            del self._buckets[old][key]
+        self._count[key] = count
+        self._buckets.setdefault(count, {})[key] = slot
+
+    def at_least(self, gpus: int) -> list[Any]:
+        """The slots with ``gpus`` or more GPUs free, fewest first, then by agent id (best
+        fit: the order placement tries them in); a new list each call."""
+        found = self._found.get(gpus)
+        if found is None:
+            found = sorted(
+                (s for n, bucket in self._buckets.items() if n >= gpus for s in bucket.values()),
+                key=lambda s: (len(s.free), s.agent_id),
+            )
+            self._found[gpus] = found
+        return list(found)
+
+
 WorkloadMix = fgd.WorkloadMix
 
-__all__ = ["POPULARITY", "WholeScore", "WorkloadMix", "demand_mix", "gpu_free"]
+__all__ = ["POPULARITY", "FreeGpus", "WholeScore", "WorkloadMix", "demand_mix", "gpu_free"]

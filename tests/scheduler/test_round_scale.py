@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from dlc.errors import JobSpecError
-from dlc.scheduler import placement, share_placement
+from dlc.scheduler import share_index, share_placement
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.inventory import AgentTotals, Inventory
 from dlc.scheduler.jobs import Job, JobSpec, JobState
@@ -51,14 +51,14 @@ def test_the_share_room_index_places_exactly_as_a_full_scan(seed, monkeypatch):
         def covers(self, slots):
             return False  # every share scans every agent, as before the index
 
-    monkeypatch.setattr(placement, "ShareRoom", NoIndex)
+    monkeypatch.setattr(share_placement, "ShareRoom", NoIndex)
     scanned = place(offers, queue, config)
     assert _placed(indexed) == _placed(scanned)
     assert indexed.waiting == scanned.waiting
     assert len(indexed.launches) > 20 and indexed.waiting  # some fit, some wait
 
 
-def test_a_share_reads_only_the_agents_with_room(monkeypatch):
+def test_a_share_reads_each_agent_state_once_across_rounds(monkeypatch):
     full = {i: (0, 1000 - 50) for i in range(8)}  # 50 thousandths left on each GPU
     offers = [ranged_offer(f"o{n}", f"a{n:03d}", used=full) for n in range(60)]
     offers.append(ranged_offer("o-free", "a-free"))
@@ -70,9 +70,16 @@ def test_a_share_reads_only_the_agents_with_room(monkeypatch):
         return amounts(slot, topology)
 
     monkeypatch.setattr(share_placement, "_slot_amounts", counting)
-    result = place(offers, [share_job("s1", gpus=0.5)], PlacementConfig("first-fit"))
-    assert [x.agent_id for x in result.launches] == ["a-free"]
-    assert read == ["a-free"]  # not the 60 agents without a GPU half free
+    share_index._ROWS.clear()
+    queue = [share_job("s1", gpus=0.5), share_job("s2", gpus=0.5)]
+    result = place(offers, queue, PlacementConfig("first-fit"))
+    assert [x.agent_id for x in result.launches] == ["a-free", "a-free"]
+    # the 60 alike agents are one state, read once; a-free before and after each share
+    assert read == ["a000", "a-free", "a-free", "a-free"]
+    read.clear()
+    again = place(offers, queue, PlacementConfig("first-fit"))  # the next round, same offers
+    assert _placed(again) == _placed(result)
+    assert read == []  # nothing changed since: no agent is read again
 
 
 def test_a_round_writes_its_waiting_reasons_in_one_transaction(tmp_path):

@@ -1,0 +1,172 @@
+"""One offer round's agents as arrays of free share room, kept current per agent change.
+
+A share used to read every agent with room in Python (:func:`~dlc.scheduler.share_placement.
+choose_share`): per agent its ranges split by GPU, the fit checked GPU by GPU, an
+``AgentView`` built, then the lot packed into arrays for the fragmentation measure. At openb
+scale (1,213 agents, most with some room on a GPU) that was over half of an offer round
+(issue 26). :class:`ShareRoom` holds, per slot (row) and GPU (column), the free MiB, the
+free thousandths and the GPU's memory, plus the slot's CPUs, memory and disk; a slot whose
+ranges or amounts change says so (:meth:`ShareRoom.refresh`, :meth:`ShareRoom.scalars`) and
+only its row is read again. A share's fit, its ordering and the measure's arrays are then
+a few array operations over all rows.
+
+Reading a row (ranges -> per-GPU amounts) is kept across rounds for ranges seen before
+(:data:`_ROWS`): an agent whose offer did not change since the last round is not read again.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from dlc.topology.gpu_shares import Ranges
+
+#: per GPU of a slot: free MiB, free thousandths, memory (share_placement's ``_Amounts``)
+Amounts = tuple[dict[int, int], dict[int, int], dict[int, int]]
+
+#: rows read in earlier rounds: (gpu_mem, gpu_core, id of the topology) -> (topology, row)
+_ROWS: dict[tuple[Ranges, Ranges, int], tuple[Any, tuple[np.ndarray, ...]]] = {}
+#: how many rows :data:`_ROWS` keeps before it starts again (a few per agent is plenty)
+_ROWS_KEPT = 20_000
+
+
+def _row(
+    slot: Any, topology: Any, amounts_of: Callable[[Any, Any], Amounts]
+) -> tuple[np.ndarray, ...]:
+    """``(present, free MiB, free thousandths, memory)`` per GPU of ``slot`` (index order)."""
+    key = (slot.gpu_mem, slot.gpu_core, id(topology))
+    hit = _ROWS.get(key)
+    if hit is not None and hit[0] is topology:
+        return hit[1]
+    free_mem, free_core, totals = amounts_of(slot, topology)
+    width = max(free_core, default=-1) + 1
+    present = np.zeros(width, dtype=bool)
+    mem = np.zeros(width, dtype=np.int64)
+    core = np.zeros(width, dtype=np.int64)
+    total = np.zeros(width, dtype=np.int64)
+    for index, left in free_core.items():
+        present[index] = True
+        core[index] = left
+        mem[index] = free_mem.get(index, 0)
+        total[index] = totals[index]
+    row = (present, mem, core, total)
+    if len(_ROWS) >= _ROWS_KEPT:
+        _ROWS.clear()
+    _ROWS[key] = (topology, row)
+    return row
+
+
+class ShareRoom:
+    """The slots of one placement round as arrays of free share room.
+
+    Args:
+        slots: the round's slots (``_Slot`` of placement), in their order; ties go to the
+            first, as they did when every share read them in this order.
+        topology_of: agent attributes -> decoded topology (a GPU's memory comes from it).
+        amounts_of: ``(slot, topology) -> (free MiB, free thousandths, memory)`` per GPU.
+
+    Row ``k`` is ``slots[k]``. :meth:`at_least` still lists slots by the most compute one
+    of their GPUs has free (the per-GPU scan, used where exclusivity or a GPU model asks a
+    question per GPU, reads only those).
+    """
+
+    def __init__(
+        self,
+        slots: Sequence[Any],
+        topology_of: Callable[[dict[str, str]], Any],
+        amounts_of: Callable[[Any, Any], Amounts],
+    ):
+        self.slots = slots
+        self._topology_of = topology_of
+        self._amounts_of = amounts_of
+        self._row_of = {id(s): k for k, s in enumerate(slots)}
+        n = len(slots)
+        self.width = 1
+        self.present = np.zeros((n, 1), dtype=bool)
+        self.free_mem = np.zeros((n, 1), dtype=np.int64)
+        self.free_core = np.zeros((n, 1), dtype=np.int64)
+        self.total = np.zeros((n, 1), dtype=np.int64)
+        self.has_core = np.zeros(n, dtype=bool)
+        self.room = np.zeros(n, dtype=np.int64)  # the most thousandths one GPU has free
+        self.cpus = np.zeros(n)
+        self.mem = np.zeros(n)
+        self.disk = np.zeros(n)
+        #: answers of :meth:`at_least` until a slot changes
+        self._found: dict[int, list[Any]] = {}
+        self._fill(slots)
+
+    def _fill(self, slots: Sequence[Any]) -> None:
+        """Read every slot (rows seen in earlier rounds come from :data:`_ROWS`)."""
+        rows = []
+        for k, slot in enumerate(slots):
+            self.cpus[k], self.mem[k], self.disk[k] = slot.cpus, slot.mem, slot.disk
+            if slot.gpu_core:
+                self.has_core[k] = True
+                topology = self._topology_of(slot.attributes)
+                rows.append((k, _row(slot, topology, self._amounts_of)))
+        if not rows:
+            return
+        self._widen(max(len(row[0]) for _, row in rows))
+        for k, (present, mem, core, total) in rows:
+            width = len(present)
+            self.present[k, :width] = present
+            self.free_mem[k, :width] = mem
+            self.free_core[k, :width] = core
+            self.total[k, :width] = total
+        self.room = np.where(self.present, self.free_core, 0).max(axis=1)
+
+    def covers(self, slots: Sequence[Any]) -> bool:
+        """Whether ``slots`` is the list indexed (a job holding reserved agents has its own)."""
+        return slots is self.slots
+
+    def _widen(self, width: int) -> None:
+        more = width - self.width
+        if more <= 0:
+            return
+        pad = ((0, 0), (0, more))
+        self.present = np.pad(self.present, pad)
+        self.free_mem = np.pad(self.free_mem, pad)
+        self.free_core = np.pad(self.free_core, pad)
+        self.total = np.pad(self.total, pad)
+        self.width = width
+
+    def refresh(self, slot: Any) -> None:
+        """Re-read ``slot``: its ranges (or anything else) changed."""
+        self._found.clear()
+        k = self._row_of[id(slot)]
+        self.scalars(slot)
+        self.has_core[k] = bool(slot.gpu_core)
+        if not slot.gpu_core:
+            self.present[k] = False
+            self.room[k] = 0
+            return
+        present, mem, core, total = _row(slot, self._topology_of(slot.attributes), self._amounts_of)
+        if len(present) > self.width:
+            self._widen(len(present))
+        width = len(present)
+        self.present[k] = False
+        self.present[k, :width] = present
+        self.free_mem[k, :width] = mem
+        self.free_core[k, :width] = core
+        self.total[k, :width] = total
+        self.room[k] = core.max(initial=0)
+
+    def scalars(self, slot: Any) -> None:
+        """Re-read ``slot``'s CPUs, memory and disk (a task took or gave some back)."""
+        k = self._row_of[id(slot)]
+        self.cpus[k], self.mem[k], self.disk[k] = slot.cpus, slot.mem, slot.disk
+
+    def shareable(self) -> bool:
+        """Whether any slot has share ranges left."""
+        return bool(self.has_core.any())
+
+    def at_least(self, milli: int) -> list[Any]:
+        """Slots with a GPU of at least ``milli`` thousandths free, in the original order."""
+        found = self._found.get(milli)
+        if found is None:
+            rows = np.flatnonzero(self.has_core & (self.room >= milli))
+            found = self._found[milli] = [self.slots[k] for k in rows.tolist()]
+        return found
