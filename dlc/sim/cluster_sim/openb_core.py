@@ -49,12 +49,18 @@ class CoreStats:
     #: pods the core refused at submit (admission): counted as failed
     rejected: int = 0
     cpu_only_skipped: int = 0
+    refused: int = 0
+    #: GPU memory (MiB) the master's tasks hold at the end, and the agents' total
+    gpu_mib_held: int = 0
+    gpu_mib_total: int = 0
     #: master invariant breaches, refused launches and curve/master mismatches (empty: sound)
     problems: list[str] = field(default_factory=list)
+    #: per batch: ``(seconds building offers, seconds in the core's rounds, pods submitted)``
+    batches: list[tuple[float, float, int]] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict:
-        """Plain data for results.json."""
-        return dict(self.__dict__)
+        """Plain data for results.json (without the per-batch times)."""
+        return {k: v for k, v in self.__dict__.items() if k != "batches"}
 
 
 @dataclass
@@ -175,7 +181,14 @@ def _replay(engine: Engine, nodes, arrivals, batch_pct, progress) -> tuple[Repla
             if progress is not None:
                 progress(len(batch))
             batch, next_round = [], next_round + step
-    stats.problems += engine.master.check()
+    master = engine.master
+    stats.problems += master.check()
+    stats.refused = master.refused
+    stats.gpu_mib_held = sum(sum(t.gpu_mib.values()) for t in master.tasks.values())
+    stats.gpu_mib_total = sum(
+        sum(gpu_shares.amounts(_ranges(r, gpu_shares.GPU_MEM)).values())
+        for r in master.total.values()
+    )
     if engine.master.refused:
         stats.problems.append(f"the master refused {engine.master.refused} launches")
     return result, stats
@@ -190,6 +203,7 @@ def _settle(engine, batch, result: ReplayResult, stats: CoreStats, used_before: 
     stats.core_s += outcome.core_s
     stats.withdrawn += outcome.withdrawn
     stats.rejected += outcome.rejected
+    stats.batches.append((outcome.offers_s, outcome.core_s, len(items)))
     used = used_before
     for event, item, milli in batch:
         if item is not None and item.key in outcome.placed:
