@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,8 +37,10 @@ class PolicyRuns:
     core: list[dict] = field(default_factory=list)
 
     def mean_curve(self) -> np.ndarray:
-        """Allocation ratio per step, mean over seeds."""
-        return np.nanmean(np.vstack(self.curves), axis=0)
+        """Allocation ratio per step, mean over seeds (NaN at a step no seed reached)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # "mean of empty slice": the NaN
+            return np.nanmean(np.vstack(self.curves), axis=0)
 
     def summary(self, total_gpus: int) -> dict:
         """Mean and 95% CI at the report steps, and unallocated GPUs at 130%."""

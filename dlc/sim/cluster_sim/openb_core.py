@@ -146,7 +146,7 @@ def replay_core(
     """
     with _quiet_topology():  # "no dlc_topo" once per agent: none of openb's nodes has one
         engine = core_engine(nodes, hold_reserve, metrics)
-        return _replay(engine, nodes, arrivals, batch_pct, progress)
+        return replay_on(engine, nodes, arrivals, batch_pct, progress)
 
 
 @contextmanager
@@ -160,7 +160,15 @@ def _quiet_topology() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _replay(engine: Engine, nodes, arrivals, batch_pct, progress) -> tuple[ReplayResult, CoreStats]:
+def replay_on(
+    engine: Engine,
+    nodes: list[NodeSpec],
+    arrivals: list[PodSpec],
+    batch_pct: float = 1.0,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[ReplayResult, CoreStats]:
+    """:func:`replay_core` on an engine of :func:`core_engine` (``nodes`` as it was built
+    with), which the caller may then inspect (the master's tasks)."""
     total = sum(n.gpus for n in nodes) * MILLI
     n = len(arrivals)
     arrived = np.zeros(n + 1, dtype=np.int64)
