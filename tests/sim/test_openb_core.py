@@ -19,7 +19,7 @@ from dlc.cli.main import cli
 from dlc.errors import DlcError
 from dlc.scheduler.jobs import job_id_of_task
 from dlc.sim import io
-from dlc.sim.cluster_sim.master import _ranges
+from dlc.sim.cluster_sim.master import ranges_of
 from dlc.sim.cluster_sim.openb_core import core_engine, held_gpu_milli, replay_on
 from dlc.sim.metrics import allocation_curve
 from dlc.sim.workload import arrival_sequence
@@ -68,7 +68,7 @@ def test_the_allocation_is_what_the_master_holds_task_by_task(run):
     for task in engine.master.tasks.values():
         job_id = job_id_of_task(task.task_id)[0]
         pod = arrivals[int(key_of[job_id].split("-")[0][1:])]  # keys are p<n>-<name>
-        core = gpu_shares.amounts(_ranges(task.resources, gpu_shares.GPU_CORE))
+        core = gpu_shares.amounts(ranges_of(task.resources, gpu_shares.GPU_CORE))
         if pod.gpu_milli < 1000:  # a share: that much of one GPU's compute, no whole GPU
             assert task.gpu_ids == () and list(core.values()) == [pod.gpu_milli]
         else:

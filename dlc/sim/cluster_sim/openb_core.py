@@ -31,7 +31,7 @@ from dlc.scheduler.ports import RoundSink
 from dlc.scheduler.round_cap import CAP_PREFIX
 from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.sim.cluster_sim.engine import Engine, WorkItem
-from dlc.sim.cluster_sim.master import SimMaster, _ranges
+from dlc.sim.cluster_sim.master import SimMaster, ranges_of
 from dlc.sim.cluster_sim.openb import agent_of, item_of
 from dlc.sim.replay import ReplayResult
 from dlc.sim.trace import MILLI, NodeSpec, PodSpec
@@ -82,7 +82,7 @@ def core_engine(
     no executor overhead (the pods' asks are the trace's) and the share hold at
     ``hold_reserve`` (0: off, the scheduler's default)."""
     placement = PlacementConfig(
-        "first-fit",
+        "first-fit",  # the GPUs within an agent; openb's agents have no topology to rank them
         executor_cpus=0.0,
         executor_mem_mib=0.0,
         share_hold=ShareHoldSettings(reserve=hold_reserve),
@@ -93,7 +93,7 @@ def core_engine(
 def held_gpu_milli(master: SimMaster) -> int:
     """GPU thousandths the master's tasks hold (a whole GPU holds its 1000-unit core block)."""
     return sum(
-        sum(gpu_shares.amounts(_ranges(t.resources, gpu_shares.GPU_CORE)).values())
+        sum(gpu_shares.amounts(ranges_of(t.resources, gpu_shares.GPU_CORE)).values())
         for t in master.tasks.values()
     )
 
@@ -194,7 +194,7 @@ def replay_on(
     stats.refused = master.refused
     stats.gpu_mib_held = sum(sum(t.gpu_mib.values()) for t in master.tasks.values())
     stats.gpu_mib_total = sum(
-        sum(gpu_shares.amounts(_ranges(r, gpu_shares.GPU_MEM)).values())
+        sum(gpu_shares.amounts(ranges_of(r, gpu_shares.GPU_MEM)).values())
         for r in master.total.values()
     )
     if engine.master.refused:
