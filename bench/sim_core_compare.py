@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from dlc.sim import io  # noqa: E402
+from dlc.sim.metrics import mean_ci  # noqa: E402
 
 STEPS = (25, 50, 75, 90, 94, 100, 110, 120, 130)
 MARGIN = 0.25
@@ -55,6 +56,7 @@ def compare(data: dict) -> dict:
     core, fgd = _mean(data["core"], seeds), _mean(data["fgd"], sorted(data["fgd"]))
     direct_same = _mean(data["direct"], seeds)
     direct_all = _mean(data["direct"], sorted(data["direct"]))
+    ci = np.array([mean_ci([data["core"][s][k] for s in seeds]).half_width for k in range(131)])
     gap = core - fgd
     behind = [k for k in range(131) if gap[k] < -MARGIN]
     worst = int(np.nanargmin(gap))
@@ -62,10 +64,12 @@ def compare(data: dict) -> dict:
     return {
         "seeds": seeds, "direct_seeds": sorted(data["direct"]),
         "steps": {k: {"fgd_published": fgd[k], "direct_dlc": direct_same[k],
-                      "direct_dlc_all_seeds": direct_all[k], "core_dlc": core[k],
+                      "direct_dlc_all_seeds": direct_all[k],
+                      "core_dlc": core[k], "core_ci95": ci[k],
                       "core_minus_fgd": gap[k], "core_minus_direct": core[k] - direct_same[k]}
                   for k in STEPS},
         "worst_step": worst, "worst_core_minus_fgd": float(gap[worst]),
+        "worst_core_ci95": float(ci[worst]),
         "steps_behind_fgd_by_more_than_margin": behind,
         "core_130_per_seed": per_seed_130,
         "curves": {"core": core.tolist(), "direct_same_seeds": direct_same.tolist(),
@@ -130,10 +134,11 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     for k, row in result["steps"].items():
         print(f"| {k}% | {row['fgd_published']:.2f} | {row['direct_dlc']:.2f} | "
-              f"{row['core_dlc']:.2f} | {row['core_minus_fgd']:+.2f} | "
+              f"{row['core_dlc']:.2f} ± {row['core_ci95']:.2f} | {row['core_minus_fgd']:+.2f} | "
               f"{row['core_minus_direct']:+.2f} |")  # fmt: skip
     behind = result["steps_behind_fgd_by_more_than_margin"]
-    print(f"worst: {result['worst_core_minus_fgd']:+.2f} at {result['worst_step']}%; "
+    print(f"worst: {result['worst_core_minus_fgd']:+.2f} (core's 95% CI over its seeds "
+          f"± {result['worst_core_ci95']:.2f}) at {result['worst_step']}%; "
           f"steps more than {MARGIN} below FGD: {_ranges(behind) or 'none'}")  # fmt: skip
     print(f"core at 130% per seed: {result['core_130_per_seed']}")
     (args.folder / "compare.json").write_text(json.dumps(result, indent=1) + "\n")
