@@ -4,9 +4,11 @@ time of a full 130% replay (docs/simulator.md, "Mesos-driven simulator")::
 
     .venv/bin/python bench/sim_scale.py --trace default --seed 42 --batch 1
 
-Pods arrive in batches of ``--batch`` percent of the cluster's GPUs; after each batch one
-offer round offers every agent's free resources; a pod the round could not place is
-withdrawn (the replay's "fails"). Writes ``bench/results/sim_scale.json``.
+A thin wrapper of :mod:`dlc.sim.cluster_sim.openb_core` (``dlc simulate openb --mode core``
+runs the same replay and reports whole curves): pods arrive in batches of ``--batch`` percent
+of the cluster's GPUs; after each batch offer rounds offer every agent's free resources; a
+pod its turn could not place is withdrawn (the replay's "fails"). Writes
+``bench/results/sim_scale.json``.
 ``--agents N``: only the first N openb nodes (a quick run; the demand scales with them).
 Exits 1 (``--no-fail``: 0) when the replay is unsound: the simulated master reports a
 problem (a GPU used twice, a task on resources it was not offered) or refused a task.
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from pathlib import Path
@@ -26,13 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from dlc.scheduler.core import CoreConfig  # noqa: E402
-from dlc.scheduler.placement import PlacementConfig  # noqa: E402
-from dlc.scheduler.round_cap import CAP_PREFIX  # noqa: E402
-from dlc.scheduler.share_hold import ShareHoldSettings  # noqa: E402
 from dlc.sim import io  # noqa: E402
-from dlc.sim.cluster_sim.engine import Engine  # noqa: E402
-from dlc.sim.cluster_sim.openb import DEFAULT_GPU_MIB, GPU_MIB, agent_of, item_of  # noqa: E402
+from dlc.sim.cluster_sim.openb_core import replay_core  # noqa: E402
+from dlc.sim.metrics import allocation_curve  # noqa: E402
 from dlc.sim.workload import arrival_sequence  # noqa: E402
 
 
@@ -55,100 +52,44 @@ def replay(
     hold_reserve: float = 0.0,
     agents_limit: int | None = None,
 ) -> dict:
-    """One replay through the core; timings and the allocation ratio reached.
+    """One replay through the core (:func:`dlc.sim.cluster_sim.openb_core.replay_core`, what
+    ``dlc simulate openb --mode core`` runs); timings and the allocation reached.
 
     ``hold_reserve``: the scheduler's ``--share-hold-reserve`` (0: off); a share it holds
     is withdrawn at the end of its round, like any pod its round could not place.
     ``agents_limit``: only the first that many openb nodes (a short run; the demand scales
-    with them). Identical arguments give identical results: the simulator numbers jobs in
-    submit order, so a batch's order does not depend on random job ids.
+    with them). Identical arguments give identical results.
     """
     nodes = io.load_nodes(root)[:agents_limit]
-    agents = [agent_of(n) for n in nodes]
     total_milli = sum(n.gpus for n in nodes) * 1000
     pods = arrival_sequence(
         io.load_pods(root, trace), total_milli, tune, np.random.default_rng(seed)
     )
     timer = _Timer()
-    hold = ShareHoldSettings(reserve=hold_reserve)
-    placement = PlacementConfig("first-fit", executor_cpus=0.0, executor_mem_mib=0.0,
-                                share_hold=hold)  # fmt: skip
-    config = CoreConfig(placement=placement)
     started = time.perf_counter()
-    engine = Engine(agents, config, metrics=timer)
-    setup_s = time.perf_counter() - started
-    step, arrived, rounds, skipped = batch_pct / 100 * total_milli, 0, [], 0
-    next_round, queue = step, []
-    for n, pod in enumerate(pods):
-        item = item_of(pod, n, 0.0)
-        if item is None:
-            skipped += 1
-            continue
-        queue.append(item)
-        arrived += pod.total_gpu_milli
-        if arrived >= next_round or n == len(pods) - 1:
-            rounds.append(_round(engine, queue))
-            queue, next_round = [], next_round + step
+    result, stats = replay_core(nodes, pods, batch_pct, hold_reserve, metrics=timer)
     wall = time.perf_counter() - started
-    held = sum(sum(t.gpu_mib.values()) for t in engine.master.tasks.values())
-    capacity = sum(n.gpus * GPU_MIB.get(n.model, DEFAULT_GPU_MIB) for n in nodes)
-    placed = sum(r["placed"] for r in rounds)
-    offer_s = [r["offers_s"] for r in rounds]
-    core_s = [r["core_s"] for r in rounds]
+    offer_s = [b[0] for b in stats.batches]
+    core_s = [b[1] for b in stats.batches]
     place_s = [t[0] for t in timer.rounds]
-    considered = [r["queued"] for r in rounds]
+    curve = allocation_curve(result)
     return {
         "trace": trace, "seed": seed, "batch_pct": batch_pct, "tune": tune,
         "share_hold_reserve": hold_reserve,
-        "agents": len(agents), "gpus": total_milli // 1000, "pods": len(pods),
-        "cpu_only_pods_skipped": skipped, "placed": placed,
-        "withdrawn": sum(r["withdrawn"] for r in rounds),
-        "rounds": len(rounds), "setup_s": setup_s, "wall_s": wall,
+        "agents": len(nodes), "gpus": total_milli // 1000, "pods": len(pods),
+        "cpu_only_pods_skipped": stats.cpu_only_skipped, "placed": result.placed,
+        "withdrawn": stats.withdrawn, "rejected": stats.rejected,
+        "rounds": stats.rounds, "wall_s": wall,
         "offers_build_ms_mean": 1000 * float(np.mean(offer_s)),
         "core_round_ms_mean": 1000 * float(np.mean(core_s)),
         "core_round_ms_p95": 1000 * float(np.percentile(core_s, 95)),
-        "placement_ms_per_job": 1000 * sum(place_s) / max(1, sum(considered)),
-        "gpu_memory_allocated_ratio": held / capacity,
-        "problems": engine.master.check(),
-        "refused": engine.master.refused,
+        "placement_ms_per_job": 1000 * sum(place_s) / max(1, sum(b[2] for b in stats.batches)),
+        "gpu_allocation_ratio": float(result.used_gpu_milli[-1]) / total_milli,
+        "gpu_allocation_curve_last": float(curve[np.isfinite(curve)][-1]),
+        "gpu_memory_allocated_ratio": stats.gpu_mib_held / stats.gpu_mib_total,
+        "problems": stats.problems,
+        "refused": stats.refused,
     }  # fmt: skip
-
-
-def _round(engine: Engine, items: list) -> dict:
-    """One batch: its pods submitted, then offer rounds until every pod had its turn (the
-    core considers ``max_jobs_per_round`` jobs a round, docs/scheduler.md); a pod its turn
-    could not place is withdrawn, as one round withdrew every pod it did not place before
-    that cap. Times are summed over the batch's rounds."""
-    for item in items:
-        engine._on_submit(item)
-    offers_s = core_s = 0.0
-    placed = withdrawn = 0
-    waiting = list(items)
-    while waiting:
-        engine._round_due = False
-        engine._events.clear()  # no virtual time passes: pods never end
-        t0 = time.perf_counter()
-        offers = engine.master.offers()
-        t1 = time.perf_counter()
-        actions = engine.core.on_offers(offers)
-        t2 = time.perf_counter()
-        offers_s, core_s = offers_s + t1 - t0, core_s + t2 - t1
-        engine._apply(actions)
-        engine._events.clear()
-        placed += sum(len(infos) for _, infos in actions.accepts)
-        later = []
-        for item in waiting:
-            record = engine.records[item.key]
-            if record.first_start is not None or record.job_id is None:
-                continue
-            if CAP_PREFIX in (engine.core.queue_reason(record.job_id) or ""):
-                later.append(item)  # not considered yet: its turn comes next round
-                continue
-            engine.core.kill(record.job_id, "openb", admin=True)
-            withdrawn += 1
-        waiting = later
-    return {"offers_s": offers_s, "core_s": core_s, "placed": placed, "withdrawn": withdrawn,
-            "queued": len(items)}  # fmt: skip
 
 
 def main() -> int:
@@ -168,7 +109,6 @@ def main() -> int:
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even when unsound")
     parser.add_argument("--out", default=str(ROOT / "bench/results/sim_scale.json"))
     args = parser.parse_args()
-    logging.disable(logging.WARNING)  # one "no dlc_topo" line per agent is not news here
     result = replay(
         io.trace_root(args.trace_dir),
         args.trace,

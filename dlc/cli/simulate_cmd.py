@@ -45,9 +45,24 @@ def command() -> None:
 @click.option(
     "--policy",
     "policies",
-    default="fgd,dlc",
+    default=None,
+    help="random,dotprod,clustering,packing,bestfit,fgd,dlc (comma-separated) or 'all'"
+    " [default: fgd,dlc; --mode core: dlc].",
+)
+@click.option(
+    "--mode",
+    default="replay",
     show_default=True,
-    help="random,dotprod,clustering,packing,bestfit,fgd,dlc (comma-separated) or 'all'.",
+    help="replay: placement on arrays; core: through DLC's scheduler core on simulated"
+    " Mesos agents (offers, rounds, TaskInfos; minutes per seed on all agents).",
+)
+@click.option("--agents", type=int, default=None, help="only the first N openb nodes (short runs).")
+@click.option(
+    "--batch",
+    "batch_pct",
+    type=float,
+    default=None,
+    help="--mode core: percent of the cluster's GPUs arriving between offer rounds [default: 1].",
 )
 @click.option("--seeds", default="42-51", show_default=True, help="e.g. 42-51 or 42,43.")
 @click.option(
@@ -68,25 +83,53 @@ def command() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="folder holding alibaba-gpu-v2023/ (default: $DLC_TRACES or ../shared/traces).",
 )
-def openb(traces, policies, seeds, tune, out_dir, trace_dir) -> None:
+def openb(traces, policies, mode, agents, batch_pct, seeds, tune, out_dir, trace_dir) -> None:
     """The FGD paper's openb replay: allocation ratio vs arrived GPU demand."""
     from dlc.sim import io
-    from dlc.sim.policies import POLICIES, check_policy
     from dlc.sim.report import experiment, print_table, write_outputs
 
-    root = io.trace_root(trace_dir)
-    names = io.available_traces(root) if traces == "all" else _split(traces)
-    pols = list(POLICIES) if policies == "all" else _split(policies)
-    for p in pols:
-        check_policy(p)
+    pols = _openb_policies(policies, mode)
+    batch = _openb_batch(batch_pct, mode)
     if tune <= 0 or tune > 5:
         raise FieldError("--tune", f"{tune} is out of range; use a value in (0, 5], e.g. 1.3")
-    results = experiment(root, names, pols, parse_seeds(seeds), tune)
+    root = io.trace_root(trace_dir)
+    if agents is not None and not 1 <= agents <= len(io.load_nodes(root)):
+        raise FieldError("--agents", f"{agents} is out of range; use 1 to the openb node count")
+    names = io.available_traces(root) if traces == "all" else _split(traces)
+    results = experiment(root, names, pols, parse_seeds(seeds), tune, mode, agents, batch)
     for trace, res in results.items():
         print_table(trace, res)
     if out_dir is not None:
         write_outputs(out_dir, results)
         click.echo(f"wrote {out_dir}/results.json and plots")
+
+
+def _openb_policies(policies: str | None, mode: str) -> list[str]:
+    """The policies to run: checked, and DLC's only under ``--mode core``."""
+    from dlc.sim.policies import POLICIES, check_core_policy, check_policy
+
+    if mode not in ("replay", "core"):
+        raise FieldError("--mode", f"unknown mode {mode!r}; use replay or core")
+    text = policies or ("dlc" if mode == "core" else "fgd,dlc")
+    pols = list(POLICIES) if text == "all" else _split(text)
+    if not pols:
+        raise FieldError("--policy", "empty; give e.g. fgd,dlc")
+    for p in pols:
+        check_policy(p)
+        if mode == "core":
+            check_core_policy(p)
+    return pols
+
+
+def _openb_batch(batch_pct: float | None, mode: str) -> float:
+    """Percent of the GPUs per offer round (``--mode core`` only)."""
+    if batch_pct is None:
+        return 1.0
+    if mode != "core":
+        raise FieldError("--batch", "only --mode core has offer rounds; drop --batch")
+    if not 0 < batch_pct <= 100:
+        raise FieldError("--batch", f"{batch_pct} is out of range; use a value in (0, 100], e.g. 1")
+    return batch_pct
 
 
 def _split(text: str) -> list[str]:

@@ -17,11 +17,25 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 
-def experiment(root: Path, traces: list[str], policies: list[str], seeds: list[int], tune: float):
-    """Run every trace; returns ``{trace: {"runs", "published", "total_gpus"}}``."""
+def experiment(
+    root: Path,
+    traces: list[str],
+    policies: list[str],
+    seeds: list[int],
+    tune: float,
+    mode: str = "replay",
+    agents: int | None = None,
+    batch_pct: float = 1.0,
+):
+    """Run every trace; returns ``{trace: {"runs", "published", "total_gpus", "mode"}}``.
+
+    ``mode``: ``replay`` (direct, on arrays) or ``core`` (through the scheduler core);
+    ``agents``: only the first that many openb nodes (the demand scales with them);
+    ``batch_pct``: ``core`` only, percent of the GPUs arriving between offer rounds.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    nodes = io.load_nodes(root)
+    nodes = io.load_nodes(root)[:agents]
     total_gpus = sum(n.gpus for n in nodes)
     out = {}
     with Progress(
@@ -31,14 +45,15 @@ def experiment(root: Path, traces: list[str], policies: list[str], seeds: list[i
             pods = io.load_pods(root, trace)
             expected = int(tune * total_gpus * 1.0 / max(1, _gpus(pods)) * len(pods))
             task = bar.add_task(f"{trace}", total=expected * len(policies) * len(seeds))
-            runs = run_trace(
-                nodes, pods, policies, seeds, tune, progress=partial(_advance, bar, task)
-            )
+            tick = partial(_advance, bar, task)
+            runs = run_trace(nodes, pods, policies, seeds, tune, tick, mode, batch_pct)
             bar.update(task, completed=bar.tasks[task].total)
             out[trace] = {
                 "runs": runs,
                 "published": _published(io.load_expected(root, trace)),
                 "total_gpus": total_gpus,
+                "mode": mode,
+                "agents": len(nodes),
             }
     return out
 
@@ -55,6 +70,11 @@ def _published(expected: dict) -> dict[str, np.ndarray]:
     return {p: np.nanmean(np.array(list(s.values())), axis=0) for p, s in expected.items()}
 
 
+def run_label(name: str, res: dict) -> str:
+    """A policy's display name; ``--mode core`` runs say so."""
+    return label(name) + (" (core)" if res.get("mode") == "core" else "")
+
+
 def _fmt(ci: dict) -> str:
     if math.isnan(ci["ci95"]):
         return f"{ci['mean']:.2f}"
@@ -66,7 +86,8 @@ def print_table(trace: str, res: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"openb {trace}: GPU allocation ratio (%) vs arrived demand")
+    how = " through the scheduler core" if res.get("mode") == "core" else ""
+    table = Table(title=f"openb {trace}{how}: GPU allocation ratio (%) vs arrived demand")
     table.add_column("policy")
     for k in REPORT_STEPS:
         table.add_column(f"{k}%", justify="right")
@@ -77,7 +98,7 @@ def print_table(trace: str, res: dict) -> None:
         s = runs.summary(res["total_gpus"])
         pub = res["published"].get(name)
         table.add_row(
-            label(name),
+            run_label(name, res),
             *[_fmt(s[f"alloc_{k}"]) for k in REPORT_STEPS],
             f"{s['unallocated_gpus_130']:.0f}",
             "-" if pub is None else f"{pub[130]:.2f}",
@@ -88,7 +109,9 @@ def print_table(trace: str, res: dict) -> None:
 
 def to_json(res: dict) -> dict:
     """A trace's results as plain data (curves as lists, NaN as null)."""
-    out = {"total_gpus": res["total_gpus"], "policies": {}}
+    out = {"total_gpus": res["total_gpus"], "mode": res.get("mode", "replay"), "policies": {}}
+    if "agents" in res:
+        out["agents"] = res["agents"]
     runs_of: dict[str, PolicyRuns] = res["runs"]
     for name, runs in runs_of.items():
         entry = runs.summary(res["total_gpus"])
@@ -115,7 +138,7 @@ def write_outputs(out_dir: Path, results: dict) -> None:
 
     io.write_json(out_dir / "results.json", {t: to_json(r) for t, r in results.items()})
     for trace, res in results.items():
-        curves = {label(n): r.mean_curve() for n, r in res["runs"].items()}
-        pub = {label(n): c for n, c in res["published"].items() if n in res["runs"]}
+        curves = {run_label(n, res): r.mean_curve() for n, r in res["runs"].items()}
+        pub = {run_label(n, res): c for n, c in res["published"].items() if n in res["runs"]}
         for ext in ("png", "svg"):
             plot_curves(curves, out_dir / f"sim-{trace}.{ext}", f"openb {trace}", pub)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,10 +33,14 @@ class PolicyRuns:
     seconds: list[float] = field(default_factory=list)
     #: CPU seconds of this process per replay (wall time depends on what else runs)
     cpu_seconds: list[float] = field(default_factory=list)
+    #: ``--mode core``: per seed, what the core did beside the curve (rounds, withdrawn ...)
+    core: list[dict] = field(default_factory=list)
 
     def mean_curve(self) -> np.ndarray:
-        """Allocation ratio per step, mean over seeds."""
-        return np.nanmean(np.vstack(self.curves), axis=0)
+        """Allocation ratio per step, mean over seeds (NaN at a step no seed reached)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # "mean of empty slice": the NaN
+            return np.nanmean(np.vstack(self.curves), axis=0)
 
     def summary(self, total_gpus: int) -> dict:
         """Mean and 95% CI at the report steps, and unallocated GPUs at 130%."""
@@ -50,6 +55,8 @@ class PolicyRuns:
             out["failed_gpu_share_mean"] = float(np.mean(self.failed_gpu_share))
         out["seconds_per_replay"] = float(np.mean(self.seconds))
         out["cpu_seconds_per_replay"] = float(np.mean(self.cpu_seconds))
+        if self.core:
+            out["core"] = self.core
         return out
 
 
@@ -60,8 +67,15 @@ def run_trace(
     seeds: list[int],
     tune: float = 1.3,
     progress: Callable[[str, int], None] | None = None,
+    mode: str = "replay",
+    batch_pct: float = 1.0,
 ) -> dict[str, PolicyRuns]:
-    """Replay ``pods`` on ``nodes`` under each policy and seed (same arrivals per seed)."""
+    """Replay ``pods`` on ``nodes`` under each policy and seed (same arrivals per seed).
+
+    ``mode="core"``: through DLC's scheduler core on simulated Mesos agents
+    (:mod:`dlc.sim.cluster_sim.openb_core`, pods in batches of ``batch_pct`` percent of the
+    GPUs); the policies are then ``dlc`` or ``dlc-admit:R`` (the core's share hold at R).
+    """
     mix = target_mix(pods)
     total = sum(n.gpus for n in nodes) * MILLI
     runs = {p: PolicyRuns(p) for p in policies}
@@ -71,8 +85,12 @@ def run_trace(
             arrivals = arrival_sequence(pods, total, tune, rng)
             started, cpu_started = time.perf_counter(), time.process_time()
             tick = (lambda n, name=name: progress(name, n)) if progress else None
-            result = replay(nodes, arrivals, get_policy(name), mix, rng, tick)
             r = runs[name]
+            if mode == "core":
+                result, stats = _core(nodes, arrivals, name, batch_pct, tick)
+                r.core.append(stats.as_dict())
+            else:
+                result = replay(nodes, arrivals, get_policy(name), mix, rng, tick)
             r.seconds.append(time.perf_counter() - started)
             r.cpu_seconds.append(time.process_time() - cpu_started)
             r.seeds.append(seed)
@@ -83,3 +101,10 @@ def run_trace(
                 result.failed_gpu_milli / max(int(result.arrived_gpu_milli[-1]), 1)
             )
     return runs
+
+
+def _core(nodes, arrivals, name: str, batch_pct: float, tick):
+    from dlc.sim.cluster_sim.openb_core import replay_core
+    from dlc.sim.policies import hold_reserve
+
+    return replay_core(nodes, arrivals, batch_pct, hold_reserve(name), tick)

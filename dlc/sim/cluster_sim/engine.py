@@ -227,6 +227,28 @@ class Engine:
             self._at(self.now + item.patience_s, "patience", record)
         self._want_round()
 
+    def submit_now(self, item: WorkItem) -> None:
+        """Submit ``item`` at the current virtual time (a replay that runs its own rounds)."""
+        self._on_submit(item)
+
+    def offer_round_now(self) -> tuple[float, float]:
+        """One offer round now, its launches carried out, and no virtual time passing: for a
+        replay whose work never ends (``openb_core``), so the events it queues are dropped.
+
+        Returns:
+            ``(seconds building the offers, seconds in the core's round)``.
+        """
+        self._round_due = False
+        self._events.clear()
+        t0 = time.perf_counter()
+        offers = self.master.offers()
+        t1 = time.perf_counter()
+        actions = self.core.on_offers(offers)
+        t2 = time.perf_counter()
+        self._apply(actions)
+        self._events.clear()
+        return t1 - t0, t2 - t1
+
     def _on_patience(self, record: JobRecord) -> None:
         if record.first_start is None and record.state == "queued" and record.job_id:
             job, actions = self.core.kill(record.job_id, record.item.user, admin=True)

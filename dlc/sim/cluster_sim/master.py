@@ -142,7 +142,7 @@ class SimMaster:
         for task in self.tasks.values():
             used[task.agent_id] = used[task.agent_id] + task.resources
             for name in (gpu_shares.GPU_MEM, gpu_shares.GPU_CORE):
-                for begin, end in _ranges(task.resources, name):
+                for begin, end in ranges_of(task.resources, name):
                     spans.setdefault((task.agent_id, name), []).append((begin, end, task.task_id))
             for gpu in task.gpu_ids:
                 spans.setdefault((task.agent_id, "gpu_ids"), []).append((gpu, gpu, task.task_id))
@@ -159,7 +159,8 @@ class SimMaster:
         return problems
 
 
-def _ranges(res: Resources, name: str) -> gpu_shares.Ranges:
+def ranges_of(res: Resources, name: str) -> gpu_shares.Ranges:
+    """The ``(begin, end)`` ranges of RANGES resource ``name`` in ``res`` (empty: none)."""
     for item in res.to_json():
         if item["name"] == name and item["type"] == "RANGES":
             return tuple((r["begin"], r["end"]) for r in item["ranges"]["range"])
@@ -171,4 +172,4 @@ def _gpu_ids(res: Resources) -> tuple[int, ...]:
 
 
 def _gpu_mib(res: Resources) -> dict[int, int]:
-    return gpu_shares.amounts(_ranges(res, gpu_shares.GPU_MEM))
+    return gpu_shares.amounts(ranges_of(res, gpu_shares.GPU_MEM))

@@ -69,6 +69,26 @@ def _parse(name: str) -> tuple[str, float]:
     return base, reserve
 
 
+def hold_reserve(name: str) -> float:
+    """The share hold reserve a policy name asks (0: none)."""
+    return _parse(name)[1]
+
+
+#: the policies ``--mode core`` runs: the scheduler core is DLC's (with or without the hold)
+CORE_POLICIES = ("dlc", "dlc-admit")
+
+
+def check_core_policy(name: str) -> str:
+    """``name`` if the scheduler core can run it (``dlc`` or ``dlc-admit[:R]``)."""
+    if _parse(name)[0] not in CORE_POLICIES:
+        raise FieldError(
+            "--policy",
+            f"{name!r} is not DLC's; --mode core runs the scheduler core: pass --policy dlc "
+            "(or dlc-admit:R), or --mode replay",
+        )
+    return name
+
+
 def label(name: str) -> str:
     """The display name of a policy."""
     base, reserve = _parse(name)
@@ -76,4 +96,14 @@ def label(name: str) -> str:
     return f"{text} x{reserve:g}" if base == "dlc-admit" and reserve != 1.0 else text
 
 
-__all__ = ["POLICIES", "ClusterView", "Policy", "check_policy", "get_policy", "label"]
+__all__ = [
+    "CORE_POLICIES",
+    "POLICIES",
+    "ClusterView",
+    "Policy",
+    "check_core_policy",
+    "check_policy",
+    "get_policy",
+    "hold_reserve",
+    "label",
+]
