@@ -11,7 +11,8 @@ activity is the sum of its tenants', capped at 1.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -73,15 +74,24 @@ def timelines(result: SimResult, scenario: Scenario, seed: int) -> dict[str, np.
 def _waits(
     records, until: float, kind: str, group: str | None = None, gpus: int | None = None
 ) -> list[float]:
-    """Waits in minutes; an item never started counts with the time it waited (a lower bound).
-    ``gpus``: only items asking that many whole GPUs in all (8: the consolidation target)."""
+    """Waits in minutes of ``kind`` items (of ``group``; ``gpus``: only items asking that
+    many whole GPUs in all, 8 being the consolidation target)."""
+
+    def keep(r) -> bool:
+        if r.item.kind != kind or (group is not None and r.item.group != group):
+            return False
+        return gpus is None or r.item.spec.gpus * r.item.spec.nodes == gpus
+
+    return waits_of(records, until, keep)
+
+
+def waits_of(records, until: float, keep: Callable[[Any], bool]) -> list[float]:
+    """Minutes from submission to first start of the records ``keep`` accepts; one never
+    started counts with the time it waited (a lower bound); one that failed before it
+    started is left out."""
     out = []
     for r in records:
-        if r.item.kind != kind or (group is not None and r.item.group != group):
-            continue
-        if gpus is not None and r.item.spec.gpus * r.item.spec.nodes != gpus:
-            continue
-        if r.state == "failed" and r.first_start is None:
+        if not keep(r) or (r.state == "failed" and r.first_start is None):
             continue
         end = r.first_start if r.first_start is not None else (r.ended or until)
         out.append((end - r.submitted) / 60.0)

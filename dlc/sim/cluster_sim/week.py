@@ -30,6 +30,7 @@ from dlc.scheduler.preemption import parse_protection
 from dlc.scheduler.tenancy import DEFAULT_POOL, Group, Policy, Quota, Resources
 from dlc.sim.cluster_sim.aistation import build
 from dlc.sim.cluster_sim.engine import EngineParams, JobRecord, SimResult, WorkItem
+from dlc.sim.cluster_sim.metrics import waits_of
 from dlc.sim.cluster_sim.racks import (
     EXECUTOR_CPUS,
     EXECUTOR_MEM,
@@ -216,17 +217,9 @@ def jain(values: list[float]) -> float:
 
 
 def waits(records: list[JobRecord], until: float, pick: Callable[[JobSpec], bool]) -> list[float]:
-    """Minutes from submission to first start of the training jobs ``pick`` keeps; a job
-    never started counts with the time it waited (a lower bound)."""
-    out = []
-    for r in records:
-        if r.item.kind != "training" or not pick(r.item.spec):
-            continue
-        if r.state == "failed" and r.first_start is None:
-            continue
-        start = r.first_start if r.first_start is not None else (r.ended or until)
-        out.append((start - r.submitted) / 60.0)
-    return out
+    """Minutes from submission to first start of the training jobs ``pick`` keeps
+    (:func:`~dlc.sim.cluster_sim.metrics.waits_of`)."""
+    return waits_of(records, until, lambda r: r.item.kind == "training" and pick(r.item.spec))
 
 
 def _eight_gpus(spec: JobSpec) -> bool:
