@@ -9,27 +9,22 @@ the API, and node 0's container from the Docker engine (same id, still running, 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import sys
 import time
 import urllib.request
 
 import pytest
 from click.testing import CliRunner
 
-from dlc.app.service import SchedulerService, ServiceConfig
 from dlc.cli.main import cli
-from dlc.executor.container_spec import LABEL_FRAMEWORK, LABEL_TASK
+from dlc.executor.container_spec import LABEL_TASK
 from dlc.scheduler.elastic import nodes_text
-from dlc.scheduler.task_info import ExecutorConfig
-from tests.real_mesos import real_mesos_master
+from tests.e2e.gang_cluster import gang_service
 
 pytestmark = [pytest.mark.docker]
 
 IMAGE = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
-RESOURCES = "cpus:2;mem:2048;disk:1024;ports:[31200-31210];gpus:1;gpu_ids:{0}"
 TOKEN = "elastic-admin-token"
 AGENTS = 3
 #: a training stand-in: one start line, then its rank and torchrun's node range every 0.5 s
@@ -41,58 +36,10 @@ LOOP = (
 DEADLINE_S = 180
 
 
-@contextlib.contextmanager
-def _agents(kind: str, work):
-    if kind == "emulator":
-        from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
-
-        agents = [AgentSpec(resources=RESOURCES) for _ in range(AGENTS)]
-        with MesosEmulator(agents=agents, work_dir=work / "em") as emulator:
-            yield emulator.address, (str(work / "em"),)
-        return
-    mesos_vars = {"MESOS_RESOURCES": RESOURCES, "MESOS_NUM_SLAVES": str(AGENTS)}
-    with real_mesos_master(work / "mesos", **mesos_vars) as mesos:
-        _wait_agents(mesos.address, AGENTS)
-        yield mesos.address, ()
-
-
-def _wait_agents(master: str, count: int) -> None:
-    def registered():
-        with urllib.request.urlopen(f"http://{master}/master/slaves", timeout=10) as resp:
-            return len(json.loads(resp.read())["slaves"]) >= count
-
-    _wait(registered, f"{count} agents registered", 30)
-
-
 @pytest.fixture(params=["emulator", pytest.param("real", marks=pytest.mark.mesos)])
 def service(request, tmp_path):
-    from dlc.errors import ContainerError
-    from dlc.executor.runtime import DockerRuntime
-
-    try:
-        runtime = DockerRuntime()
-    except ContainerError as exc:
-        pytest.fail(f"{exc} - run `bash scripts/docker.sh start`", pytrace=False)
-    assert runtime.image_env(IMAGE) is not None, f"{IMAGE} missing: scripts/docker.sh start"
-    with _agents(request.param, tmp_path) as (address, roots):
-        command = f"{sys.executable} -m dlc executor --gpu-style none --grace 1"
-        config = ServiceConfig(
-            master=address,
-            sandbox_roots=roots,
-            db=str(tmp_path / "db"),
-            api_port=0,
-            executor=ExecutorConfig(command=command),
-            admin_token=TOKEN,
-        )
-        svc = SchedulerService(config)
-        svc.start()
-        try:
-            assert svc.framework.registered.wait(30), "framework did not register"
-            yield svc, runtime
-        finally:
-            framework_id = svc.core.framework_id
-            svc.stop()
-            runtime.remove_all(runtime.list_containers({LABEL_FRAMEWORK: framework_id}), 0)
+    with gang_service(request.param, tmp_path, AGENTS, TOKEN, IMAGE) as (svc, runtime, _):
+        yield svc, runtime
 
 
 def _wait(condition, what: str, timeout: float = DEADLINE_S, detail=lambda: ""):

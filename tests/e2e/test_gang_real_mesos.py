@@ -10,27 +10,20 @@ and both exchange a line, so the test passes only when the variables name a reac
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import sys
 import time
 import urllib.request
 
 import pytest
 from click.testing import CliRunner
 
-from dlc.app.service import SchedulerService, ServiceConfig
 from dlc.cli.main import cli
-from dlc.executor.container_spec import LABEL_FRAMEWORK
-from dlc.scheduler.task_info import ExecutorConfig
-from tests.real_mesos import real_mesos_master
+from tests.e2e.gang_cluster import gang_service as two_agent_service
 
 pytestmark = [pytest.mark.docker]
 
 IMAGE = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
-# each agent: one GPU (simulated: --gpu-style none) and the default-like ports range
-RESOURCES = "cpus:2;mem:2048;disk:1024;ports:[31200-31210];gpus:1;gpu_ids:{0}"
 TOKEN = "gang-admin-token"
 
 # node 0 answers the first connection; node 1 retries until node 0 listens (bounded at about
@@ -52,63 +45,10 @@ SCRIPT = (
 )
 
 
-@contextlib.contextmanager
-def _two_agents(kind: str, work):
-    """The master's address (and local sandbox roots), with two agents registered."""
-    if kind == "emulator":
-        from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
-
-        agents = [AgentSpec(resources=RESOURCES), AgentSpec(resources=RESOURCES)]
-        with MesosEmulator(agents=agents, work_dir=work / "em") as emulator:
-            yield emulator.address, (str(work / "em"),)
-        return
-    mesos_vars = {"MESOS_RESOURCES": RESOURCES, "MESOS_NUM_SLAVES": "2"}
-    with real_mesos_master(work / "mesos", **mesos_vars) as mesos:
-        _wait_agents(mesos.address, 2)  # admission reads the agents once at registration
-        yield mesos.address, ()
-
-
 @pytest.fixture(params=["emulator", pytest.param("real", marks=pytest.mark.mesos)])
 def gang_service(request, tmp_path):
-    from dlc.errors import ContainerError
-    from dlc.executor.runtime import DockerRuntime
-
-    try:
-        runtime = DockerRuntime()
-    except ContainerError as exc:
-        pytest.fail(f"{exc} - run `bash scripts/docker.sh start`", pytrace=False)
-    assert runtime.image_env(IMAGE) is not None, f"{IMAGE} missing: scripts/docker.sh start"
-    with _two_agents(request.param, tmp_path) as (address, roots):
-        command = f"{sys.executable} -m dlc executor --gpu-style none --grace 1"
-        config = ServiceConfig(
-            master=address,
-            sandbox_roots=roots,
-            db=str(tmp_path / "db"),
-            api_port=0,
-            executor=ExecutorConfig(command=command),
-            admin_token=TOKEN,
-        )
-        svc = SchedulerService(config)
-        svc.start()
-        try:
-            assert svc.framework.registered.wait(30), "framework did not register"
-            yield svc, address
-        finally:
-            framework_id = svc.core.framework_id
-            svc.stop()
-            runtime.remove_all(runtime.list_containers({LABEL_FRAMEWORK: framework_id}), 0)
-
-
-def _wait_agents(master: str, count: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    agents: list = []
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"http://{master}/master/slaves", timeout=10) as resp:
-            agents = json.loads(resp.read())["slaves"]
-        if len(agents) >= count:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"only {len(agents)} of {count} agents registered")
+    with two_agent_service(request.param, tmp_path, 2, TOKEN, IMAGE) as (svc, _, address):
+        yield svc, address
 
 
 def _logs(svc, job_id: str, rank: int) -> str:

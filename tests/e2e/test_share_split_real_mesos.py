@@ -18,7 +18,7 @@ from dlc.app.service import SchedulerService, ServiceConfig
 from dlc.scheduler.task_info import ExecutorConfig
 from tests.app.test_local import DGX1, STAND_IN
 from tests.app.test_local_shares import AGENTS, GPU_MEM_MIB, check_share_split
-from tests.e2e.test_gang_real_mesos import _wait_agents
+from tests.e2e.gang_cluster import wait_agents
 from tests.real_mesos import real_mesos_master
 
 pytestmark = pytest.mark.mesos
@@ -34,7 +34,7 @@ def test_128_memory_shares_on_two_real_agents_and_the_129th_queues(tmp_path):
         "MESOS_NUM_SLAVES": str(AGENTS),
     }
     with real_mesos_master(tmp_path / "mesos", **mesos_vars) as mesos:
-        _wait_agents(mesos.address, AGENTS)  # admission reads the agents once at registration
+        wait_agents(mesos.address, AGENTS)  # admission reads the agents once at registration
         config = ServiceConfig(
             master=mesos.address,
             db=str(tmp_path / "db"),
