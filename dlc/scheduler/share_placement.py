@@ -364,19 +364,7 @@ def choose_share(
         views.append(
             fgd.AgentView(slot.agent_id, int(slot.cpus * 1000), int(slot.mem), "gpu", free)
         )
-    request = fgd.ShareRequest(
-        cpu_milli=int(cpus * 1000),
-        mem_mib=int(mem),
-        num_gpus=1,
-        gpu_milli=min(need_milli, fgd.MILLI - 1),
-    )
-    # the expected workload: more shares like this one, and whole-GPU jobs; using a whole
-    # GPU for a share fragments it for the latter, so shares pack onto shared GPUs, across
-    # agents too
-    whole = fgd.ShareRequest(
-        cpu_milli=request.cpu_milli, mem_mib=request.mem_mib, num_gpus=1, gpu_milli=fgd.MILLI
-    )
-    mix = fgd.WorkloadMix(shapes=(request, whole), weights=(0.5, 0.5))
+    request, mix = _share_mix(cpus, mem, need_milli)
     placed = fragscore.place(request, views, mix)  # the same core as dlc.sim
     if placed is None or placed.gpus[0] not in fits[placed.agent][2]:
         slot, topology, ok = fits[0]  # the measure found nothing: first fit
@@ -389,6 +377,24 @@ def choose_share(
     return ShareChoice(
         slot=slot, gpu_index=index, memory_mib=mib, core_milli=milli, take=take, topology=topology
     )
+
+
+def _share_mix(
+    cpus: float, mem: float, need_milli: int
+) -> tuple[fgd.ShareRequest, fgd.WorkloadMix]:
+    """The share as ``fragscore`` sees it, and the workload it is scored against: more shares
+    like this one, and whole-GPU jobs; using a whole GPU for a share fragments it for the
+    latter, so shares pack onto shared GPUs, across agents too."""
+    request = fgd.ShareRequest(
+        cpu_milli=int(cpus * 1000),
+        mem_mib=int(mem),
+        num_gpus=1,
+        gpu_milli=min(need_milli, fgd.MILLI - 1),
+    )
+    whole = fgd.ShareRequest(
+        cpu_milli=request.cpu_milli, mem_mib=request.mem_mib, num_gpus=1, gpu_milli=fgd.MILLI
+    )
+    return request, fgd.WorkloadMix(shapes=(request, whole), weights=(0.5, 0.5))
 
 
 def _no_share_left(spec: JobSpec) -> str:
@@ -443,16 +449,7 @@ def _choose_in_arrays(
     width = max(fgd.MAX_GPUS, ok.shape[1])
     gpu_left = np.zeros((len(chosen), width), dtype=np.int64)
     gpu_left[:, : ok.shape[1]] = np.where(fit, np.maximum(ok, need_milli), 0)
-    request = fgd.ShareRequest(
-        cpu_milli=int(cpus * 1000),
-        mem_mib=int(mem),
-        num_gpus=1,
-        gpu_milli=min(need_milli, fgd.MILLI - 1),
-    )
-    whole = fgd.ShareRequest(
-        cpu_milli=request.cpu_milli, mem_mib=request.mem_mib, num_gpus=1, gpu_milli=fgd.MILLI
-    )
-    mix = fgd.WorkloadMix(shapes=(request, whole), weights=(0.5, 0.5))
+    request, mix = _share_mix(cpus, mem, need_milli)
     arrays = fgd.AgentArrays(
         model=np.zeros(len(chosen), dtype=np.int64),
         cpu_left=(room.cpus[chosen] * 1000).astype(np.int64),
