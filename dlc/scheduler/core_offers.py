@@ -73,6 +73,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                 share_tenants=self._share_tenants() if tenancy.runnable else None,
                 share_hold=self._share_hold(now, tenancy.runnable),
                 budget=self._shape_budget, mix=self._placement_mix, cap=self._round_cap,
+                memo=self._round_memo,
             ))  # fmt: skip
             self._note_held(now, decision.waiting)
             held.update(tenancy.held)

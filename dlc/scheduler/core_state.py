@@ -48,6 +48,7 @@ from dlc.scheduler.queue import Reservations, queue_key
 from dlc.scheduler.refusals import Refusals
 from dlc.scheduler.reserve import Reserver
 from dlc.scheduler.round_cap import RoundCap
+from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.shape_cache import ShapeBudget
 from dlc.scheduler.task_states import NOT_RUNNING_STATES
 from dlc.scheduler.tenancy import Policy
@@ -113,6 +114,8 @@ class CoreState:
         self._refusals = Refusals()
         #: each agent's offer parsed once while it offers the same (dlc/scheduler/offer_views.py)
         self._offer_parser = OfferParser()
+        #: per agent what placement derived from an unchanged offer (dlc/scheduler/round_memo.py)
+        self._round_memo = RoundMemo()
         #: offers of rounds with nothing queued, learnt from when first read (offer_views.py)
         self._idle_offers = IdleOffers()
         #: (inventory version, the agents with the master's exact totals then)

@@ -26,6 +26,7 @@ from dlc.scheduler.placement import (
     place,
 )
 from dlc.scheduler.round_cap import RoundCap
+from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.shape_cache import DEFERRED_PREFIX, ShapeBudget
 from dlc.scheduler.share_hold import ShareHold
 from dlc.scheduler.share_placement import ShareTenants
@@ -114,13 +115,17 @@ class DecideRequest:
     cap: RoundCap | None = None
     """At most so many runnable jobs considered this round, in turns (kept across rounds,
     :class:`~dlc.scheduler.round_cap.RoundCap`); default: no bound."""
+    memo: RoundMemo | None = None
+    """What earlier rounds derived per agent (slot states, share rows), reused for agents
+    whose offer did not change (kept across rounds, :class:`~dlc.scheduler.round_memo.
+    RoundMemo`); default: everything read afresh."""
 
 
 def decide(request: DecideRequest) -> Decision:
     """Decide one offer round from ``request`` (see :class:`DecideRequest` for each input).
 
-    The request's ``budget`` and ``cap`` are the only inputs it changes (they carry state
-    from round to round on purpose).
+    The request's ``budget``, ``cap`` and ``memo`` are the only inputs it changes (they
+    carry state from round to round on purpose).
 
     Returns:
         The launches, declines and every waiting job's reason.
@@ -144,7 +149,7 @@ def decide(request: DecideRequest) -> Decision:
             batch_offers, batch_jobs, request.config,
             topology_of=request.topology_of, driver_ok=request.driver_ok, reserved=reserved,
             share_tenants=request.share_tenants, share_hold=request.share_hold,
-            budget=budget, carry=len(batches) == 1, mix=mix,
+            budget=budget, carry=len(batches) == 1, mix=mix, memo=request.memo,
         )  # fmt: skip
         result.launches += part.launches
         result.declined += part.declined

@@ -41,6 +41,7 @@ from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.launch_spec import GpuShare
 from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
+from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.shape_cache import (
     DEFAULT_TRIES_PER_USER,
     FailedShapes,
@@ -381,6 +382,31 @@ class _Slot:
             self.whole_score.changed(self)
 
 
+#: a slot's fields that belong to one round (offer ids, its view, ports taken): not kept
+_ROUND_FIELDS = ("offer_ids", "_first", "ports_taken")
+
+
+def _slot_of(group: list[OfferView], memo: RoundMemo | None) -> _Slot:
+    """The slot of one agent's offers: its starting state kept in ``memo`` while the agent
+    offers the same (building 1,213 slots was a fixed part of every round, issue 26)."""
+    if memo is None or len(group) != 1:
+        return _Slot(group)
+    view = group[0]
+    state = memo.slot_state(view)
+    if state is None:
+        slot = _Slot(group)
+        _backend(slot)  # kept with the state: every share round asks it of every agent
+        memo.keep_slot(view, {k: v for k, v in slot.__dict__.items() if k not in _ROUND_FIELDS})
+        return slot
+    slot = object.__new__(_Slot)
+    fields = slot.__dict__
+    fields.update(state)
+    fields["offer_ids"] = (view.offer_id,)
+    fields["_first"] = view
+    fields["ports_taken"] = set()
+    return slot
+
+
 @functools.lru_cache(maxsize=8192)
 def _normalised(ranges: Ranges) -> Ranges:
     """:func:`gpu_shares.normalise`, kept per ranges: an agent offers the same ranges round
@@ -440,6 +466,7 @@ def place(
     budget: ShapeBudget | None = None,
     carry: bool = True,
     mix: MixSource = None,
+    memo: RoundMemo | None = None,
 ) -> PlacementResult:
     """Decide launches and declines for one batch of offers.
 
@@ -463,6 +490,9 @@ def place(
             (:mod:`~dlc.scheduler.whole_score`; the core passes its queued and running jobs
             by shape; or a function computing it, called only when a whole-GPU job first has
             a choice of agents); default: the shapes of ``queue``.
+        memo: what the caller's earlier rounds derived per agent (slot states, share rows:
+            :class:`~dlc.scheduler.round_memo.RoundMemo`), reused for agents whose offer
+            did not change; default: everything is read afresh.
 
     Returns:
         The launches, the offers to decline and why waiting jobs wait.
@@ -478,7 +508,7 @@ def place(
     if not queue:  # nothing to place: decline all, without reading what the offers hold
         result.declined = [v.offer_id for group in by_agent.values() for v in group]
         return result
-    slots = [_Slot(group) for group in by_agent.values()]
+    slots = [_slot_of(group, memo) for group in by_agent.values()]
     reserved = reserved or {}
     share_tenants = share_tenants if share_tenants is not None else ShareTenants()
     holders = set(reserved.values())
@@ -488,7 +518,8 @@ def place(
     for slot in others:
         slot.free_index = free_index
     if any(job.spec.is_share for job in queue):
-        room = new_share_room(others, topology_of)  # the round's share arrays (share_index)
+        # the round's share arrays (share_index)
+        room = new_share_room(others, topology_of, memo.rows if memo is not None else None)
         for slot in others:
             slot.share_room = room
         # the agents running MPS, once a round: asked per share, this set over 1,213 agents

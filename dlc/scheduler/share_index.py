@@ -10,9 +10,10 @@ ranges or amounts change says so (:meth:`ShareRoom.refresh`, :meth:`ShareRoom.sc
 only its row is read again. A share's fit, its ordering and the measure's arrays are then
 a few array operations over all rows.
 
-Reading a row (ranges -> per-GPU amounts) is kept across rounds for ranges seen before
-(:data:`_ROWS`): an agent whose offer did not change since the last round is not read again.
-Pure: no I/O.
+Reading a row (ranges -> per-GPU amounts) is kept across rounds for ranges seen before, in
+the caller's row cache (:class:`~dlc.scheduler.round_memo.RoundMemo` of the core: one per
+core, never shared between cores): an agent whose offer did not change since the last round
+is not read again. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -22,23 +23,24 @@ from typing import Any
 
 import numpy as np
 
+from dlc.scheduler.round_memo import ROWS_KEPT
 from dlc.topology.gpu_shares import Ranges
 
 #: per GPU of a slot: free MiB, free thousandths, memory (share_placement's ``_Amounts``)
 Amounts = tuple[dict[int, int], dict[int, int], dict[int, int]]
 
-#: rows read in earlier rounds: (gpu_mem, gpu_core, id of the topology) -> (topology, row)
-_ROWS: dict[tuple[Ranges, Ranges, int], tuple[Any, tuple[np.ndarray, ...]]] = {}
-#: how many rows :data:`_ROWS` keeps before it starts again (a few per agent is plenty)
-_ROWS_KEPT = 20_000
+#: rows read before: (gpu_mem, gpu_core, id of the topology) -> (topology, row)
+RowCache = dict[tuple[Ranges, Ranges, int], tuple[Any, tuple[np.ndarray, ...]]]
+#: how many rows a row cache keeps before it starts again (a few per agent is plenty)
+_ROWS_KEPT = ROWS_KEPT
 
 
 def _row(
-    slot: Any, topology: Any, amounts_of: Callable[[Any, Any], Amounts]
+    slot: Any, topology: Any, amounts_of: Callable[[Any, Any], Amounts], rows: RowCache
 ) -> tuple[np.ndarray, ...]:
     """``(present, free MiB, free thousandths, memory)`` per GPU of ``slot`` (index order)."""
     key = (slot.gpu_mem, slot.gpu_core, id(topology))
-    hit = _ROWS.get(key)
+    hit = rows.get(key)
     if hit is not None and hit[0] is topology:
         return hit[1]
     free_mem, free_core, totals = amounts_of(slot, topology)
@@ -53,9 +55,9 @@ def _row(
         mem[index] = free_mem.get(index, 0)
         total[index] = totals[index]
     row = (present, mem, core, total)
-    if len(_ROWS) >= _ROWS_KEPT:
-        _ROWS.clear()
-    _ROWS[key] = (topology, row)
+    if len(rows) >= _ROWS_KEPT:
+        rows.clear()
+    rows[key] = (topology, row)
     return row
 
 
@@ -67,6 +69,7 @@ class ShareRoom:
             first, as they did when every share read them in this order.
         topology_of: agent attributes -> decoded topology (a GPU's memory comes from it).
         amounts_of: ``(slot, topology) -> (free MiB, free thousandths, memory)`` per GPU.
+        rows: rows read in earlier rounds, kept by the caller (default: this round's own).
 
     Row ``k`` is ``slots[k]``. :meth:`at_least` still lists slots by the most compute one
     of their GPUs has free (the per-GPU scan, used where exclusivity or a GPU model asks a
@@ -78,8 +81,10 @@ class ShareRoom:
         slots: Sequence[Any],
         topology_of: Callable[[dict[str, str]], Any],
         amounts_of: Callable[[Any, Any], Amounts],
+        rows: RowCache | None = None,
     ):
         self.slots = slots
+        self._rows: RowCache = rows if rows is not None else {}
         self._topology_of = topology_of
         self._amounts_of = amounts_of
         self._row_of = {id(s): k for k, s in enumerate(slots)}
@@ -99,23 +104,29 @@ class ShareRoom:
         self._fill(slots)
 
     def _fill(self, slots: Sequence[Any]) -> None:
-        """Read every slot (rows seen in earlier rounds come from :data:`_ROWS`)."""
+        """Read every slot (rows seen in earlier rounds come from the row cache)."""
+        n = len(slots)
+        self.cpus = np.fromiter((s.cpus for s in slots), dtype=float, count=n)
+        self.mem = np.fromiter((s.mem for s in slots), dtype=float, count=n)
+        self.disk = np.fromiter((s.disk for s in slots), dtype=float, count=n)
         rows = []
+        topology_of, amounts_of, cache = self._topology_of, self._amounts_of, self._rows
         for k, slot in enumerate(slots):
-            self.cpus[k], self.mem[k], self.disk[k] = slot.cpus, slot.mem, slot.disk
             if slot.gpu_core:
-                self.has_core[k] = True
-                topology = self._topology_of(slot.attributes)
-                rows.append((k, _row(slot, topology, self._amounts_of)))
+                topology = topology_of(slot.attributes)
+                rows.append((k, _row(slot, topology, amounts_of, cache)))
+        self.has_core[[k for k, _ in rows]] = True
         if not rows:
             return
         self._widen(max(len(row[0]) for _, row in rows))
-        for k, (present, mem, core, total) in rows:
-            width = len(present)
-            self.present[k, :width] = present
-            self.free_mem[k, :width] = mem
-            self.free_core[k, :width] = core
-            self.total[k, :width] = total
+        by_width: dict[int, list[tuple[int, tuple[np.ndarray, ...]]]] = {}
+        for k, row in rows:  # one array write per GPU count, not four per agent
+            by_width.setdefault(len(row[0]), []).append((k, row))
+        for width, group in by_width.items():
+            ks = [k for k, _ in group]
+            for column, target in enumerate((self.present, self.free_mem, self.free_core,
+                                             self.total)):  # fmt: skip
+                target[ks, :width] = np.stack([row[column] for _, row in group])
         self.room = np.where(self.present, self.free_core, 0).max(axis=1)
 
     def covers(self, slots: Sequence[Any]) -> bool:
@@ -143,7 +154,8 @@ class ShareRoom:
             self.present[k] = False
             self.room[k] = 0
             return
-        present, mem, core, total = _row(slot, self._topology_of(slot.attributes), self._amounts_of)
+        topology = self._topology_of(slot.attributes)
+        present, mem, core, total = _row(slot, topology, self._amounts_of, self._rows)
         if len(present) > self.width:
             self._widen(len(present))
         width = len(present)

@@ -9,11 +9,12 @@ from dataclasses import replace
 import pytest
 
 from dlc.errors import JobSpecError
-from dlc.scheduler import share_index, share_placement
+from dlc.scheduler import share_placement
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.inventory import AgentTotals, Inventory
 from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig, place
+from dlc.scheduler.round_memo import RoundMemo
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer
 from tests.scheduler.test_share_placement import ranged_offer, share_job
@@ -70,16 +71,18 @@ def test_a_share_reads_each_agent_state_once_across_rounds(monkeypatch):
         return amounts(slot, topology)
 
     monkeypatch.setattr(share_placement, "_slot_amounts", counting)
-    share_index._ROWS.clear()
+    memo = RoundMemo()  # a core's, kept across its rounds
     queue = [share_job("s1", gpus=0.5), share_job("s2", gpus=0.5)]
-    result = place(offers, queue, PlacementConfig("first-fit"))
+    result = place(offers, queue, PlacementConfig("first-fit"), memo=memo)
     assert [x.agent_id for x in result.launches] == ["a-free", "a-free"]
     # the 60 alike agents are one state, read once; a-free before and after each share
     assert read == ["a000", "a-free", "a-free", "a-free"]
     read.clear()
-    again = place(offers, queue, PlacementConfig("first-fit"))  # the next round, same offers
+    again = place(offers, queue, PlacementConfig("first-fit"), memo=memo)  # the next round
     assert _placed(again) == _placed(result)
     assert read == []  # nothing changed since: no agent is read again
+    place(offers, queue, PlacementConfig("first-fit"), memo=RoundMemo())  # another core's
+    assert read == ["a000", "a-free", "a-free", "a-free"]  # reads for itself
 
 
 def test_a_round_writes_its_waiting_reasons_in_one_transaction(tmp_path):

@@ -1,0 +1,81 @@
+"""What one core's offer rounds keep from round to round, per agent (issue 26).
+
+At openb scale every agent with anything free offers every round, and most offer exactly
+what they offered the round before. Placement starts each round from a fresh slot per agent
+(:class:`~dlc.scheduler.placement._Slot`: normalised ranges, whole GPUs, ports) and a fresh
+row of free share room per agent (:mod:`~dlc.scheduler.share_index`); both are pure
+functions of what the agent offered. :class:`RoundMemo` keeps them per agent while its
+offer is unchanged:
+
+* a slot's starting state, reused when the agent's new view holds the very same values
+  (the immutable parts compared by identity: :class:`~dlc.scheduler.offer_views.
+  OfferParser` hands an agent whose offer did not change the same objects under a new offer
+  id, and a freshly parsed offer has new ones, so an agent whose offer changed is always
+  read again);
+* the share rows (:data:`rows`), keyed by the ranges they were read from.
+
+One memo belongs to one core (it is not shared between cores in a process); placement
+without one (tests, the direct replay) reads everything each call.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: how many share rows :attr:`RoundMemo.rows` keeps before it starts again (a few per agent)
+ROWS_KEPT = 20_000
+
+
+def same_offer(a: Any, b: Any) -> bool:
+    """Whether two offer views (:class:`~dlc.scheduler.placement.OfferView`) hold the same
+    resources and facts: the scalars by value, the rest by identity (a view parsed again
+    has new objects, and then this says no, which only costs a fresh read)."""
+    return (
+        a.agent_id == b.agent_id
+        and a.gpu_ids is b.gpu_ids
+        and a.gpu_mem is b.gpu_mem
+        and a.gpu_core is b.gpu_core
+        and a.attributes is b.attributes
+        and a.ports is b.ports
+        and a.cpus == b.cpus
+        and a.mem_mib == b.mem_mib
+        and a.disk_mib == b.disk_mib
+        and a.gpus == b.gpus
+        and a.shares_accounted == b.shares_accounted
+        and a.hostname == b.hostname
+        and a.address == b.address
+        and a.domain == b.domain
+    )
+
+
+class RoundMemo:
+    """Per agent, what placement derived from its offer, while the offer stays the same."""
+
+    def __init__(self) -> None:
+        #: agent id -> (the view the slot state was built from, that state)
+        self._slots: dict[str, tuple[Any, dict[str, Any]]] = {}
+        #: share rows read in earlier rounds (:func:`~dlc.scheduler.share_index.ShareRoom`):
+        #: (gpu_mem, gpu_core, id of the topology) -> (topology, row)
+        self.rows: dict[tuple[Any, ...], tuple[Any, tuple[Any, ...]]] = {}
+
+    def slot_state(self, view: Any) -> dict[str, Any] | None:
+        """The starting state of the slot of ``view``'s agent, if its offer is unchanged."""
+        kept = self._slots.get(view.agent_id)
+        if kept is None:
+            return None
+        old, state = kept
+        if old is not view and not same_offer(old, view):
+            return None
+        return state
+
+    def keep_slot(self, view: Any, state: dict[str, Any]) -> None:
+        """Remember the starting state of the slot built from ``view`` (a copy)."""
+        self._slots[view.agent_id] = (view, state)
+
+    def forget(self, agent_id: str) -> None:
+        """Drop what is kept of one agent (it left the cluster)."""
+        self._slots.pop(agent_id, None)
+
+    def __len__(self) -> int:
+        return len(self._slots)
