@@ -187,8 +187,9 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         actions.soon = any(
             reasons.get(j, CAP_PREFIX).startswith(CAP_PREFIX) for j in decision.skipped
         )
+        not_yet = self._round_cap.reason()  # one text for the round, not one per skipped job
         for job_id in decision.skipped:
-            reasons.setdefault(job_id, self._round_cap.reason())
+            reasons.setdefault(job_id, not_yet)
         self._note_reasons(now, {**waiting, **held}, usable)
         # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
         actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())

@@ -11,20 +11,16 @@ its wait.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 
 from dlc.scheduler.allocator.shares import MILLI
 from dlc.scheduler.cluster import Holder
 from dlc.scheduler.core_state import CoreState
-from dlc.scheduler.jobs import Job, JobSpec
+from dlc.scheduler.jobs import Job
 from dlc.scheduler.quotas import largest_gpu_memory
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, build
 from dlc.scheduler.share_placement import share_milli
-from dlc.scheduler.whole_score import WorkloadMix, counted_mix
-
-#: queued or running shares of one shape: cpus, fraction, memory, the GPU's MiB
-_ShareShape = tuple[float, float | None, int | None, int]
+from dlc.scheduler.whole_score import WorkloadMix
 
 
 class ShareHoldMixin(CoreState):
@@ -60,42 +56,18 @@ class ShareHoldMixin(CoreState):
     def _placement_mix(self) -> WorkloadMix | None:
         """The mix whole-GPU placements are scored against (:mod:`~dlc.scheduler.whole_score`):
         every queued job and every running task by shape (CPUs with the executor's, GPU
-        thousandths, GPUs). ``None`` when nothing is queued: then nothing is placed. Placement
-        calls it only when a whole-GPU job has a choice of agents (it reads every running
-        task)."""
+        thousandths, GPUs), as :class:`~dlc.scheduler.mix_book.MixBook` keeps them from the
+        core's events. ``None`` when nothing is queued: then nothing is placed."""
         if not self._queued:
             return None
         largest = largest_gpu_memory(self.inventory.agents()) or 0
         extra = int(self.config.placement.executor_cpus * 1000)
-        # counted by shape first: 10,000 queued jobs have few shapes, and a share's size
-        # (share_milli) is worked out once per shape
-        whole: Counter[tuple[float, int]] = Counter()
-        shares: Counter[_ShareShape] = Counter()
-        spec_of: dict[_ShareShape, JobSpec] = {}
 
-        def share(spec: JobSpec, total: int) -> None:
-            key = (spec.cpus, spec.gpu_fraction, spec.gpu_memory, total)
-            shares[key] += 1
-            spec_of.setdefault(key, spec)
+        def gpu_mib(agent_id: str, gpu: int) -> int | None:
+            agent = self.inventory.get(agent_id)
+            return agent.gpu_memory.get(gpu) if agent is not None else None
 
-        for job in self._queued.values():
-            if job.spec.is_share:
-                share(job.spec, largest)
-            elif job.spec.gpus:
-                whole[(job.spec.cpus, job.spec.gpus)] += job.spec.nodes
-        for job, task, _ in self._running_tasks():
-            if task.gpu_ids:
-                whole[(job.spec.cpus, len(task.gpu_ids))] += 1
-            elif task.share_gpu is not None:
-                agent = self.inventory.get(task.agent_id)
-                total = (agent.gpu_memory.get(task.share_gpu) if agent else None) or largest
-                share(job.spec, total)
-        counts: Counter[tuple[int, int, int]] = Counter()
-        for (cpus, gpus), n in whole.items():
-            counts[(int(cpus * 1000) + extra, MILLI, gpus)] += n
-        for key, n in shares.items():
-            counts[(int(key[0] * 1000) + extra, share_milli(spec_of[key], key[3]), 1)] += n
-        return counted_mix(counts)
+        return self._mix_book.mix(largest, gpu_mib, extra)
 
     def _note_held(self, now: float, waiting: Mapping[str, str]) -> None:
         """Remember when each share now held was first held; forget the jobs no longer

@@ -41,6 +41,7 @@ from dlc.scheduler.draining import Drains
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.job_groups import JobGroups
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
+from dlc.scheduler.mix_book import MixBook
 from dlc.scheduler.offer_views import IdleOffers, OfferParser
 from dlc.scheduler.placement import DriverCheck, TopologyOf
 from dlc.scheduler.ports import JobStore, RoundSink
@@ -56,6 +57,8 @@ from dlc.scheduler.usage import UsageBook
 
 #: task states in which nothing of the task runs any more (no kill needed)
 _TERMINAL_TASK = NOT_RUNNING_STATES
+#: how many specs' impossibility answers are kept before they start again (jobs come and go)
+_SPECS_KEPT = 100_000
 #: how a message of a job the core itself stopped begins (kept as its final message)
 _STOPPED = "stopped: "
 
@@ -132,6 +135,8 @@ class CoreState:
         #: user -> how many of ``_queued`` are theirs (the per-user cap at submit, O(1))
         self._queued_by_user: dict[str, int] = {}
         self._active: dict[str, Job] = {}
+        #: the queued and running jobs by shape, kept by :meth:`_track` (mix_book.py)
+        self._mix_book = MixBook()
         self._order: list[str] | None = None
         #: whether ``_order`` may still hold jobs that left the queue
         self._order_stale = False
@@ -142,6 +147,8 @@ class CoreState:
         self._inventory_facts: dict[str, tuple[int, object]] = {}
         self._impossible: dict[tuple[object, ...], str | None] = {}
         self._impossible_version = -1
+        #: id of a spec -> (the spec, its answer): the same answers without building a key
+        self._impossible_of_spec: dict[int, tuple[JobSpec, str | None]] = {}
         self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
         #: job id -> when its current run was launched (victims youngest first; the
         #: interactive time limit)
@@ -188,6 +195,7 @@ class CoreState:
             self._queued.clear()
             self._queued_by_user.clear()
             self._active.clear()
+            self._mix_book.clear()
             self._order = None
             self._reasons.clear()
             self.framework_id = self.store.framework_id
@@ -214,6 +222,13 @@ class CoreState:
 
     def _track(self, job: Job) -> Job:
         """Keep the in-memory queue and active set in step with a stored job."""
+        before = (self._queued.get(job.job_id), self._active.get(job.job_id))
+        self._enter(job)
+        self._mix_book.moved(before, (self._queued.get(job.job_id), self._active.get(job.job_id)))
+        return job
+
+    def _enter(self, job: Job) -> None:
+        """File ``job`` as queued, active or neither (:meth:`_track` tells the mix book)."""
         old = self._queued.pop(job.job_id, None)
         was_queued = old is not None
         if old is not None:
@@ -236,7 +251,6 @@ class CoreState:
                 self.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
         else:
             self._started.pop(job.job_id, None)
-        return job
 
     def _count_queued(self, user: str, step: int) -> None:
         count = self._queued_by_user.get(user, 0) + step
@@ -294,14 +308,24 @@ class CoreState:
         return bool(self._queued)
 
     def _impossible_reason(self, spec: JobSpec) -> str | None:
+        """Why no known agent could run ``spec`` (``None``: some could), kept per inventory
+        version by the fields the answer reads, and by the spec itself: every round asks it
+        of each of 10,000 queued jobs, whose specs do not change (issue 26)."""
         if self._impossible_version != self.inventory.version:
             self._impossible.clear()
+            self._impossible_of_spec.clear()
             self._impossible_version = self.inventory.version
+        hit = self._impossible_of_spec.get(id(spec))
+        if hit is not None and hit[0] is spec:  # the spec is held: its id is not reused
+            return hit[1]
         key = (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
                spec.cuda_version, spec.gang_topology)  # fmt: skip
         if key not in self._impossible:
             error = self.inventory.impossible(spec)
             self._impossible[key] = None if error is None else str(error)
+        if len(self._impossible_of_spec) >= _SPECS_KEPT:  # specs of jobs long gone
+            self._impossible_of_spec.clear()
+        self._impossible_of_spec[id(spec)] = (spec, self._impossible[key])
         return self._impossible[key]
 
     def _find(self, job_id: str) -> Job | None:

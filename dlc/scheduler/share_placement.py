@@ -137,9 +137,7 @@ def share_room(
 ) -> ShareRoom:
     """The round's :class:`~dlc.scheduler.share_index.ShareRoom` of ``slots`` (``rows``: the
     caller's rows of earlier rounds, :class:`~dlc.scheduler.round_memo.RoundMemo`)."""
-    return ShareRoom(
-        slots, topology_of, lambda slot, topology: _slot_amounts(slot, topology), rows
-    )
+    return ShareRoom(slots, topology_of, lambda slot, topology: _slot_amounts(slot, topology), rows)
 
 
 @dataclass(frozen=True, kw_only=True)
