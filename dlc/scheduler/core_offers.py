@@ -48,7 +48,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
             if not self._queued and self._reserver is None and not self._growable():
                 return self._idle_round(now, offers)
             self._catch_up_offers()  # what idle rounds kept, before this round's offers
-            views, bad = self._offer_parser.parse(offers)  # each agent's offer parsed once
+            views, bad = self._offer_parser.parse(offers, mark=self._accounts_shares)
             self.inventory.note_offers(views, now)
             self._drains.expire(now)
             # an agent whose master just refused a task's resources takes no task for a while
@@ -105,7 +105,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         self._note_held(now, {})
         declines, learn = self._idle_offers.keep(offers, now, self._exact_agents())
         if learn:  # agents without the master's totals learn from offers at once
-            views, _ = self._offer_parser.parse(learn, forget=False)
+            views, _ = self._offer_parser.parse(learn, False, self._accounts_shares)
             self.inventory.note_offers(views, now)
         if self.metrics is not None:
             self.metrics.record_round([], len(offers), len(declines), 0.0, [])

@@ -279,8 +279,14 @@ class CoreState:
         if not self._idle_offers:
             return
         for at, offers in self._idle_offers.take():
-            views, _ = self._offer_parser.parse(offers, forget=False)  # declined already
+            # declined already; marked as the round's own views are (core_offers)
+            views, _ = self._offer_parser.parse(offers, False, self._accounts_shares)
             self.inventory.note_offers(views, at)
+
+    def _accounts_shares(self, agent_id: str) -> bool:
+        """Whether the agent's totals hold share blocks (its offer views are marked so)."""
+        totals = self.inventory.get(agent_id)
+        return totals is not None and totals.shareable
 
     def queued_jobs(self) -> list[Job]:
         """Queued jobs in placement order (from memory)."""

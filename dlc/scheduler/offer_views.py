@@ -17,13 +17,20 @@ the master did not give (offers may teach those) is learnt from at once.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from dlc.errors import OfferError
 from dlc.scheduler.placement import OfferView
 
-_KEYS = ("resources", "attributes", "hostname", "url")
+
+def _same(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
+    """Whether an offer's fields (resources, attributes, hostname, url) equal the cached ones;
+    the very same list or dict is not trusted (it may have been changed in place)."""
+    for a, b in zip(old, new, strict=True):
+        if a is b and isinstance(a, list | dict):
+            return False
+    return old == new
 
 
 class OfferParser:
@@ -34,25 +41,39 @@ class OfferParser:
         self._last: dict[str, tuple[tuple[Any, ...], OfferView]] = {}
 
     def parse(
-        self, offers: Iterable[dict[str, Any]], forget: bool = True
+        self,
+        offers: Iterable[dict[str, Any]],
+        forget: bool = True,
+        mark: Callable[[str], bool] | None = None,
     ) -> tuple[list[OfferView], list[str]]:
         """``(views, ids of malformed offers)`` as :func:`~dlc.scheduler.placement.
         parse_offers` returns them (the views equal a fresh parse's). ``forget``: agents
         absent from ``offers`` leave the cache (a round's batch); ``False``: they stay (a
-        catch-up of kept offers, :class:`IdleOffers`)."""
+        catch-up of kept offers, :class:`IdleOffers`). ``mark``: agent id -> whether its
+        view says ``shares_accounted`` (the agent's totals hold share blocks); the cached
+        view keeps the mark, so an unchanged agent costs one copy a round, not two."""
         good: list[OfferView] = []
         bad: list[str] = []
         last = self._last
         if forget:
             self._last = {}
         for offer in offers:
-            fields = tuple(offer.get(k) for k in _KEYS)
+            get = offer.get
+            fields = (get("resources"), get("attributes"), get("hostname"), get("url"))
             try:
                 agent_id = offer["agent_id"]["value"]
                 offer_id = offer["id"]["value"]
-                view = self._same(last.get(agent_id), fields, offer_id)
-                if view is None:
+                cached = last.get(agent_id)
+                if cached is not None and _same(cached[0], fields):
+                    # keep the old fields: the new offer's are freed by the caller, not here
+                    # (freeing 1,213 offers' resources was a fixed part of every round)
+                    fields, view = cached
+                    if view.offer_id != offer_id:
+                        view = with_fields(view, offer_id=offer_id)
+                else:
                     view = OfferView.from_mesos(offer)
+                if mark is not None and view.shares_accounted != mark(agent_id):
+                    view = with_fields(view, shares_accounted=not view.shares_accounted)
             except (OfferError, KeyError, TypeError):
                 oid = (offer.get("id") or {}).get("value") if isinstance(offer, dict) else None
                 if oid:
@@ -61,20 +82,6 @@ class OfferParser:
             self._last[agent_id] = (fields, view)
             good.append(view)
         return good, bad
-
-    @staticmethod
-    def _same(
-        cached: tuple[tuple[Any, ...], OfferView] | None, fields: tuple[Any, ...], offer_id: str
-    ) -> OfferView | None:
-        """The cached view under ``offer_id`` when ``fields`` equal the cached ones."""
-        if cached is None:
-            return None
-        old, view = cached
-        if any(a is b and isinstance(a, list | dict) for a, b in zip(old, fields, strict=True)):
-            return None  # the same list or dict: it may have been changed in place
-        if old != fields:
-            return None
-        return view if view.offer_id == offer_id else with_fields(view, offer_id=offer_id)
 
 
 class IdleOffers:
