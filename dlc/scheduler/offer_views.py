@@ -95,8 +95,13 @@ class IdleOffers:
     """
 
     def __init__(self) -> None:
-        #: agent id -> (its offers of the latest round it offered in, that round's time)
-        self._kept: dict[str, tuple[list[dict[str, Any]], float]] = {}
+        #: agent id -> its first offer of the latest round it offered in, and that round's
+        #: time (one entry per agent, no list or tuple made per agent and round: a round with
+        #: nothing queued made and freed 1,213 of each, issue 26)
+        self._kept: dict[str, dict[str, Any]] = {}
+        self._at: dict[str, float] = {}
+        #: agent id -> its further offers of that round (rare: most agents offer once)
+        self._more: dict[str, list[dict[str, Any]]] = {}
 
     def keep(
         self, offers: Iterable[dict[str, Any]], now: float, exact: Container[str]
@@ -106,26 +111,34 @@ class IdleOffers:
         without an id is left out (it cannot be declined)."""
         ids: list[str] = []
         learn: list[dict[str, Any]] = []
-        batch: dict[str, tuple[list[dict[str, Any]], float]] = {}
+        kept, at, more = self._kept, self._at, self._more
+        batch: set[str] = set()
         for offer in offers:
             try:
                 ids.append(offer["id"]["value"])
                 agent_id = offer["agent_id"]["value"]
             except (KeyError, TypeError):
                 continue
-            if agent_id in exact:
-                batch.setdefault(agent_id, ([], now))[0].append(offer)
-            else:
+            if agent_id not in exact:
                 learn.append(offer)
-        self._kept.update(batch)
+            elif agent_id in batch:
+                more.setdefault(agent_id, []).append(offer)
+            else:
+                batch.add(agent_id)
+                kept[agent_id] = offer
+                at[agent_id] = now
+                if more:
+                    more.pop(agent_id, None)
         return ids, learn
 
     def take(self) -> list[tuple[float, list[dict[str, Any]]]]:
         """The kept offers, grouped by the time they came (oldest first); forgets them."""
         by_time: dict[float, list[dict[str, Any]]] = {}
-        for offers, at in self._kept.values():
-            by_time.setdefault(at, []).extend(offers)
-        self._kept = {}
+        for agent_id, offer in self._kept.items():
+            group = by_time.setdefault(self._at[agent_id], [])
+            group.append(offer)
+            group.extend(self._more.get(agent_id, ()))
+        self._kept, self._at, self._more = {}, {}, {}
         return sorted(by_time.items(), key=lambda item: item[0])
 
     def __bool__(self) -> bool:
