@@ -141,7 +141,9 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
     ) -> Actions:  # fmt: skip
         """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons,
         and the preemptions the tenancy plan asks for."""
-        jobs = {j.job_id: j for j in queue}
+        # the queued jobs by id: a copy of the core's map (made in C; a comprehension over
+        # 10,000 queued jobs cost a round a few ms), read after launches take jobs out of it
+        jobs = dict(self._queued)
         # elastic gangs grow on the agents the queue's launches left alone, or shrink for it
         placeable = {j: r for j, r in decision.waiting.items()
                      if j not in decision.impossible
@@ -175,7 +177,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         # reserve agents, nor is a job the shape budget did not try this round (shape_cache)
         self._reservations.record_round(decision.placed_jobs, placeable)
         set_aside = set(decision.impossible) | set(held)
-        runnable = [j for j in queue if j.job_id not in set_aside]
+        runnable = [j for j in queue if j.job_id not in set_aside] if set_aside else queue
         self._maybe_reserve(now, runnable, placeable, usable)
         actions.kills += self._consolidate(now, runnable, placeable, usable)  # after reserving
         # a job the round cap has not yet considered keeps its last reason, or gets one in
