@@ -383,7 +383,7 @@ class _Slot:
 
 
 #: a slot's fields that belong to one round (offer ids, its view, ports taken): not kept
-_ROUND_FIELDS = ("offer_ids", "_first", "ports_taken")
+_ROUND_FIELDS = ("offer_ids", "_first", "ports_taken", "kept_state")
 
 
 def _slot_of(group: list[OfferView], memo: RoundMemo | None) -> _Slot:
@@ -396,7 +396,9 @@ def _slot_of(group: list[OfferView], memo: RoundMemo | None) -> _Slot:
     if state is None:
         slot = _Slot(group)
         _backend(slot)  # kept with the state: every share round asks it of every agent
-        memo.keep_slot(view, {k: v for k, v in slot.__dict__.items() if k not in _ROUND_FIELDS})
+        state = {k: v for k, v in slot.__dict__.items() if k not in _ROUND_FIELDS}
+        memo.keep_slot(view, state)
+        slot.kept_state = state  # type: ignore[attr-defined]  # the share room reads it
         return slot
     slot = object.__new__(_Slot)
     fields = slot.__dict__
@@ -404,6 +406,7 @@ def _slot_of(group: list[OfferView], memo: RoundMemo | None) -> _Slot:
     fields["offer_ids"] = (view.offer_id,)
     fields["_first"] = view
     fields["ports_taken"] = set()
+    fields["kept_state"] = state  # what the slot started from (the share room copies its row)
     return slot
 
 
@@ -519,7 +522,9 @@ def place(
         slot.free_index = free_index
     if any(job.spec.is_share for job in queue):
         # the round's share arrays (share_index)
-        room = new_share_room(others, topology_of, memo.rows if memo is not None else None)
+        room = new_share_room(
+            others, topology_of, *((memo.rows, memo.share_fill) if memo is not None else ())
+        )
         for slot in others:
             slot.share_room = room
         # the agents running MPS, once a round: asked per share, this set over 1,213 agents

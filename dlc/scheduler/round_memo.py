@@ -12,7 +12,9 @@ offer is unchanged:
   OfferParser` hands an agent whose offer did not change the same objects under a new offer
   id, and a freshly parsed offer has new ones, so an agent whose offer changed is always
   read again);
-* the share rows (:data:`rows`), keyed by the ranges they were read from.
+* the share rows (:attr:`RoundMemo.rows`), keyed by the ranges they were read from, and the
+  last round's share room by slot state (:class:`~dlc.scheduler.share_index.KeptFill`):
+  a slot built from a kept state gets its row copied, with the others', in one array step.
 
 One memo belongs to one core (it is not shared between cores in a process); placement
 without one (tests, the direct replay) reads everything each call.
@@ -23,8 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: how many share rows :attr:`RoundMemo.rows` keeps before it starts again (a few per agent)
-ROWS_KEPT = 20_000
+from dlc.scheduler.share_index import KeptFill, RowCache
 
 
 def same_offer(a: Any, b: Any) -> bool:
@@ -55,9 +56,11 @@ class RoundMemo:
     def __init__(self) -> None:
         #: agent id -> (the view the slot state was built from, that state)
         self._slots: dict[str, tuple[Any, dict[str, Any]]] = {}
-        #: share rows read in earlier rounds (:func:`~dlc.scheduler.share_index.ShareRoom`):
+        #: share rows read in earlier rounds (:class:`~dlc.scheduler.share_index.ShareRoom`):
         #: (gpu_mem, gpu_core, id of the topology) -> (topology, row)
-        self.rows: dict[tuple[Any, ...], tuple[Any, tuple[Any, ...]]] = {}
+        self.rows: RowCache = {}
+        #: the last round's share room rows, by slot state
+        self.share_fill = KeptFill()
 
     def slot_state(self, view: Any) -> dict[str, Any] | None:
         """The starting state of the slot of ``view``'s agent, if its offer is unchanged."""

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from dlc.scheduler.round_memo import ROWS_KEPT
 from dlc.topology.gpu_shares import Ranges
 
 #: per GPU of a slot: free MiB, free thousandths, memory (share_placement's ``_Amounts``)
@@ -32,7 +31,7 @@ Amounts = tuple[dict[int, int], dict[int, int], dict[int, int]]
 #: rows read before: (gpu_mem, gpu_core, id of the topology) -> (topology, row)
 RowCache = dict[tuple[Ranges, Ranges, int], tuple[Any, tuple[np.ndarray, ...]]]
 #: how many rows a row cache keeps before it starts again (a few per agent is plenty)
-_ROWS_KEPT = ROWS_KEPT
+_ROWS_KEPT = 20_000
 
 
 def _row(
@@ -61,6 +60,43 @@ def _row(
     return row
 
 
+class KeptFill:
+    """The share room's rows as the caller's last round filled them, by slot state.
+
+    A slot built from a kept starting state (``slot.kept_state``, :mod:`~dlc.scheduler.
+    round_memo`) starts each round as the last round's slot of that state started, so its
+    row is copied from the last fill in one array operation instead of read again (refilling
+    1,213 rows from the row cache was a fixed part of every round, issue 26). Slots without
+    a kept state (a changed offer, placement without a memo) are read as before.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the last fill."""
+        #: the states of the last fill's rows, and by id of the state its row
+        self.states: list[Any] = []
+        self.row_of: dict[int, int] = {}
+        self.topology_of: Callable[[dict[str, str]], Any] | None = None
+        self.arrays: tuple[np.ndarray, ...] = ()
+
+    def keep(self, room: ShareRoom, states: list[Any]) -> None:
+        """Remember ``room``'s rows as filled (before the round changes any)."""
+        self.states = states
+        self.row_of = {id(state): k for k, state in enumerate(states) if state is not None}
+        self.topology_of = room._topology_of  # noqa: SLF001 - the room's own reader
+        self.arrays = tuple(a.copy() for a in (room.present, room.free_mem, room.free_core,
+                                               room.total, room.has_core))  # fmt: skip
+
+    def source(self, state: Any) -> int:
+        """The last fill's row of slots of ``state`` (-1: none)."""
+        if state is None:
+            return -1
+        k = self.row_of.get(id(state), -1)
+        return k if k >= 0 and self.states[k] is state else -1
+
+
 class ShareRoom:
     """The slots of one placement round as arrays of free share room.
 
@@ -70,6 +106,8 @@ class ShareRoom:
         topology_of: agent attributes -> decoded topology (a GPU's memory comes from it).
         amounts_of: ``(slot, topology) -> (free MiB, free thousandths, memory)`` per GPU.
         rows: rows read in earlier rounds, kept by the caller (default: this round's own).
+        kept: the caller's last fill (:class:`KeptFill`): rows of slots whose starting state
+            is unchanged are copied from it, and this fill is kept there for the next round.
 
     Row ``k`` is ``slots[k]``. :meth:`at_least` still lists slots by the most compute one
     of their GPUs has free (the per-GPU scan, used where exclusivity or a GPU model asks a
@@ -82,9 +120,11 @@ class ShareRoom:
         topology_of: Callable[[dict[str, str]], Any],
         amounts_of: Callable[[Any, Any], Amounts],
         rows: RowCache | None = None,
+        kept: KeptFill | None = None,
     ):
         self.slots = slots
         self._rows: RowCache = rows if rows is not None else {}
+        self._kept = kept
         self._topology_of = topology_of
         self._amounts_of = amounts_of
         self._row_of = {id(s): k for k, s in enumerate(slots)}
@@ -104,21 +144,28 @@ class ShareRoom:
         self._fill(slots)
 
     def _fill(self, slots: Sequence[Any]) -> None:
-        """Read every slot (rows seen in earlier rounds come from the row cache)."""
+        """Read every slot: rows of slots whose starting state the last fill read are copied
+        from it (:class:`KeptFill`), the others come from the row cache or are read."""
         n = len(slots)
         self.cpus = np.fromiter((s.cpus for s in slots), dtype=float, count=n)
         self.mem = np.fromiter((s.mem for s in slots), dtype=float, count=n)
         self.disk = np.fromiter((s.disk for s in slots), dtype=float, count=n)
         rows = []
         topology_of, amounts_of, cache = self._topology_of, self._amounts_of, self._rows
+        kept = self._kept
+        if kept is not None and kept.topology_of is not topology_of:
+            kept.reset()  # rows read with another topology reader: nothing of them holds
+        states = [getattr(s, "kept_state", None) for s in slots]
+        source = [kept.source(state) for state in states] if kept is not None else [-1] * n
         for k, slot in enumerate(slots):
-            if slot.gpu_core:
+            if source[k] < 0 and slot.gpu_core:
                 topology = topology_of(slot.attributes)
                 rows.append((k, _row(slot, topology, amounts_of, cache)))
         self.has_core[[k for k, _ in rows]] = True
-        if not rows:
-            return
-        self._widen(max(len(row[0]) for _, row in rows))
+        if kept is not None and kept.arrays:
+            self._copy_kept(kept, np.array(source, dtype=np.int64))
+        if rows:
+            self._widen(max(len(row[0]) for _, row in rows))
         by_width: dict[int, list[tuple[int, tuple[np.ndarray, ...]]]] = {}
         for k, row in rows:  # one array write per GPU count, not four per agent
             by_width.setdefault(len(row[0]), []).append((k, row))
@@ -128,6 +175,22 @@ class ShareRoom:
                                              self.total)):  # fmt: skip
                 target[ks, :width] = np.stack([row[column] for _, row in group])
         self.room = np.where(self.present, self.free_core, 0).max(axis=1)
+        if kept is not None:
+            kept.keep(self, states)
+
+    def _copy_kept(self, kept: KeptFill, source: np.ndarray) -> None:
+        """Copy the rows of slots whose state the last fill read (``source[k]``: its row)."""
+        hit = np.flatnonzero(source >= 0)
+        if not len(hit):
+            return
+        present, free_mem, free_core, total, has_core = kept.arrays
+        self._widen(present.shape[1])
+        width, src = present.shape[1], source[hit]
+        self.present[hit, :width] = present[src]
+        self.free_mem[hit, :width] = free_mem[src]
+        self.free_core[hit, :width] = free_core[src]
+        self.total[hit, :width] = total[src]
+        self.has_core[hit] = has_core[src]
 
     def covers(self, slots: Sequence[Any]) -> bool:
         """Whether ``slots`` is the list indexed (a job holding reserved agents has its own)."""

@@ -36,7 +36,7 @@ from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.share_index import RowCache, ShareRoom
+from dlc.scheduler.share_index import KeptFill, RowCache, ShareRoom
 from dlc.topology import gpu_shares
 from dlc.topology.gpu_shares import STRIDE, GpuRanges
 from dlc.topology.model import Topology
@@ -134,10 +134,13 @@ def share_room(
     slots: Sequence[Any],
     topology_of: Callable[[dict[str, str]], Any],
     rows: RowCache | None = None,
+    kept: KeptFill | None = None,
 ) -> ShareRoom:
-    """The round's :class:`~dlc.scheduler.share_index.ShareRoom` of ``slots`` (``rows``: the
-    caller's rows of earlier rounds, :class:`~dlc.scheduler.round_memo.RoundMemo`)."""
-    return ShareRoom(slots, topology_of, lambda slot, topology: _slot_amounts(slot, topology), rows)
+    """The round's :class:`~dlc.scheduler.share_index.ShareRoom` of ``slots`` (``rows``,
+    ``kept``: the caller's rows of earlier rounds and its last fill,
+    :class:`~dlc.scheduler.round_memo.RoundMemo`)."""
+    amounts = lambda slot, topology: _slot_amounts(slot, topology)  # noqa: E731
+    return ShareRoom(slots, topology_of, amounts, rows, kept)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+from dlc.scheduler import placement
 from dlc.scheduler.allocator.shares import MILLI
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import Job, JobSpec
@@ -18,6 +19,7 @@ from dlc.scheduler.share_placement import share_milli
 from dlc.scheduler.whole_score import counted_mix
 from dlc.store.memory import MemoryJobStore
 from tests.scheduler.helpers import offer
+from tests.scheduler.test_round_indexes import _rows
 from tests.scheduler.test_share_placement import ranged_offer
 
 FIRST_FIT = PlacementConfig("first-fit")
@@ -138,3 +140,26 @@ def test_impossibility_follows_the_inventory():
     smaller = {**agent, "total_resources": {**agent["total_resources"], "gpu_ids": "{0,1}"}}
     core.update_agents([smaller])
     assert core._impossible_reason(spec) is not None  # the same spec, asked again
+
+
+def test_the_share_room_reads_again_the_rows_of_agents_whose_offer_changed(monkeypatch):
+    rooms = []
+    real = placement.new_share_room
+
+    def capture(*args):
+        rooms.append(real(*args))
+        return rooms[-1]
+
+    monkeypatch.setattr(placement, "new_share_room", capture)
+    memo, parser = RoundMemo(), OfferParser()
+    used = {0: (1024, 100), 3: (2048, 300)}
+    bodies = [ranged_offer(f"o{n}", f"a{n}", used=used) for n in range(4)]
+    too_big = Job("s", "alice", JobSpec.from_dict({"image": "busybox", "gpu_memory": "64G"}))
+    for round_, changed in enumerate([None, 1, 2, None]):
+        if changed is not None:  # one agent's offer changes: a share more on GPU 5
+            bodies[changed] = ranged_offer("x", f"a{changed}", used={**used, 5: (4096, 500)})
+        offers = [{**b, "id": {"value": f"r{round_}-{n}"}} for n, b in enumerate(bodies)]
+        result = place(parser.parse(offers)[0], [too_big], FIRST_FIT, memo=memo)
+        assert not result.launches  # fits nowhere: the room stays as filled
+        _rows(rooms[-1], rooms[-1].slots)  # every row as a fresh read of its slot
+    assert memo.share_fill.states  # the fill was kept, and rows were copied from it
