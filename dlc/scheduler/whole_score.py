@@ -18,6 +18,8 @@ the replay), so a round pays the measure once per shape plus once per placement.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -70,9 +72,17 @@ def counted_mix(demands: Mapping[tuple[int, int, int], int]) -> fgd.WorkloadMix 
 def gpu_free(slot: Any) -> tuple[int, ...]:
     """Free thousandths of each GPU of an offer slot (``_Slot`` of placement): 1000 for a
     whole free GPU, the compute a share left on a partly used one, 0 for one not offered."""
-    room = gpu_shares.amounts(slot.gpu_core) if slot.gpu_core else {}
-    width = max([*slot.free, *room], default=-1) + 1
-    return tuple(MILLI if i in slot.free else min(room.get(i, 0), MILLI - 1) for i in range(width))
+    return _gpu_free(slot.free, slot.gpu_core)
+
+
+@functools.lru_cache(maxsize=8192)
+def _gpu_free(free: frozenset[int], gpu_core: gpu_shares.Ranges) -> tuple[int, ...]:
+    """:func:`gpu_free` of a slot state, kept per state: agents offer the same whole GPUs and
+    ranges round after round (reading the ranges per candidate was most of a round's
+    ``WholeScore._read`` once churn left many agents with free GPUs, issue 26)."""
+    room = gpu_shares.amounts(gpu_core) if gpu_core else {}
+    width = max([*free, *room], default=-1) + 1
+    return tuple(MILLI if i in free else min(room.get(i, 0), MILLI - 1) for i in range(width))
 
 
 def _view(slot: Any) -> fgd.AgentView:
@@ -225,13 +235,14 @@ class FreeGpus:
         fit: the order placement tries them in); a new list each call."""
         found = self._found.get(gpus)
         if found is None:
-            found = sorted(
-                (s for n, bucket in self._buckets.items() if n >= gpus for s in bucket.values()),
-                key=lambda s: (len(s.free), s.agent_id),
-            )
+            found = []
+            for count in sorted(n for n in self._buckets if n >= gpus):  # fewest free first
+                found += sorted(self._buckets[count].values(), key=_agent_id)
             self._found[gpus] = found
         return list(found)
 
+
+_agent_id = operator.attrgetter("agent_id")
 
 WorkloadMix = fgd.WorkloadMix
 
