@@ -183,7 +183,10 @@ def _snapshot(slot: Any) -> Snapshot:
     """What placement reads of one agent's slot (:class:`~dlc.scheduler.placement._Slot`):
     cpus, mem, disk, the ``gpus`` scalar, whole free GPUs, share ranges, free ports and the
     attributes (topology, driver, model, vendor come from these)."""
-    ports = sum(e - b + 1 for b, e in slot.port_ranges) - len(slot.ports_taken)
+    count = getattr(slot, "port_count", None)  # a _Slot counts its offered ports once
+    if count is None:
+        count = sum(e - b + 1 for b, e in slot.port_ranges)
+    ports = count - len(slot.ports_taken)
     return (slot.cpus, slot.mem, slot.disk, slot.gpus, slot.free, slot.gpu_mem, slot.gpu_core,
             ports, slot.attributes)  # fmt: skip
 
@@ -199,7 +202,7 @@ def grew(now: Snapshot, before: Snapshot | None) -> bool:
     slot is ``free >= demand`` in these, so a slot that did not grow cannot take it."""
     if before is None:
         return True
-    if now[8] != before[8]:
+    if now[8] is not before[8] and now[8] != before[8]:  # attributes (the same dict, mostly)
         return True
     if any(n > b + _GROWN_EPS for n, b in zip(now[:4], before[:4], strict=True)):
         return True
