@@ -1,0 +1,202 @@
+"""The job book: queued and active jobs in memory, written through to the store, under its
+own short lock.
+
+:class:`~dlc.scheduler.core.SchedulerCore` serialises offer rounds, status updates and kills
+of running jobs with one lock, and an offer round holds it for its whole duration (hundreds
+of milliseconds at openb scale). What users do most—submit a job, cancel one that still
+waits, read a job—touches only the book, so it takes only :attr:`JobBook.lock`, held for a
+store write at most (issue 26: a submit used to wait for the whole round).
+
+Lock order, everywhere: the core's lock, then :attr:`JobBook.lock`, then the store's own
+lock. Nothing that holds the book's lock takes the core's (a kill of a running job leaves
+the book before it waits for the core), so the three never deadlock.
+
+What may change the queue while the core's lock is held by an offer round (the round
+decides on a copy, :meth:`JobBook.pin`):
+
+* a submit adds a job: it waits for the next round;
+* a kill of a queued job removes it: the round, applying under the book's lock, launches
+  only jobs still queued (:meth:`JobBook.holds`), and a save of a live job the book no
+  longer holds is refused (:meth:`JobBook.save`), so a cancelled job is never launched or
+  brought back. Nothing else changes a queued job outside the core's lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import threading
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from dlc.scheduler.jobs import Job, JobState
+from dlc.scheduler.ports import JobStore
+from dlc.scheduler.queue import queue_key
+
+#: a queued job's id -> the job, frozen (a copy the book never changes)
+QueueView = Mapping[str, Job]
+
+
+class JobBook:
+    """Queued and active jobs, per-user queue counters and the queue's order.
+
+    Args:
+        store: where every change is written before the book shows it.
+        clock: the submit clock (:meth:`submit_time`).
+    """
+
+    def __init__(self, store: JobStore, clock: Callable[[], float]):
+        self.store = store
+        self._clock = clock
+        #: held for a dict update and at most one store write (or an offer round's apply)
+        self.lock = threading.RLock()
+        #: job id -> queued job (not kill-requested); read under :attr:`lock`
+        self.queued: dict[str, Job] = {}
+        #: job id -> staging, running or preempted job; changed under the core's lock too
+        self.active: dict[str, Job] = {}
+        #: user -> how many of :attr:`queued` are theirs (the per-user cap at submit, O(1))
+        self._by_user: dict[str, int] = {}
+        self._order: list[str] | None = None
+        #: whether ``_order`` may still hold jobs that left the queue
+        self._order_stale = False
+        #: the latest submit time handed out: each submit gets a later one (the tie order)
+        self._last_submit = -math.inf
+        #: ids that left the queue since :meth:`take_left` (the core forgets their reasons)
+        self._left: list[str] = []
+        #: a frozen copy of :attr:`queued`, made on demand after a change
+        self._view: QueueView | None = None
+
+    # -- reading ----------------------------------------------------------------
+
+    def find(self, job_id: str) -> Job | None:
+        """The job from memory while queued or active, else ``None``."""
+        with self.lock:
+            return self.queued.get(job_id) or self.active.get(job_id)
+
+    def holds(self, job_id: str) -> bool:
+        """Whether the job is queued or active (a live job the book keeps)."""
+        return job_id in self.queued or job_id in self.active
+
+    def view(self) -> QueueView:
+        """The queued jobs as a frozen mapping (copied once per change of the queue)."""
+        with self.lock:
+            if self._view is None:
+                self._view = MappingProxyType(dict(self.queued))
+            return self._view
+
+    def ordered(self) -> list[Job]:
+        """Queued jobs in placement order."""
+        with self.lock:
+            if self._order is None:
+                self._order = [j.job_id for j in sorted(self.queued.values(), key=queue_key)]
+                self._order_stale = False
+            elif self._order_stale:
+                self._order = [j for j in self._order if j in self.queued]
+                self._order_stale = False
+            return [self.queued[j] for j in self._order]
+
+    def pin(self) -> tuple[QueueView, list[Job]]:
+        """The queue as one offer round decides on it: the jobs and their order, taken
+        together so the two agree."""
+        with self.lock:
+            return self.view(), self.ordered()
+
+    def live(self) -> list[Job]:
+        """Every queued and active job (a copy)."""
+        with self.lock:
+            return [*self.queued.values(), *self.active.values()]
+
+    def queued_count(self, user: str) -> int:
+        """How many jobs ``user`` has queued."""
+        return self._by_user.get(user, 0)
+
+    def take_left(self) -> list[str]:
+        """The ids that left the queue since the last call (killed while queued, launched
+        or gone otherwise)."""
+        with self.lock:
+            left, self._left = self._left, []
+            return left
+
+    # -- writing ----------------------------------------------------------------
+
+    def submit_time(self) -> float:
+        """The clock, or just after the previous submit's time when the clock has not moved.
+
+        The queue orders by priority, then submit time, then job id: with equal times the
+        random job ids decided, so two submits in one clock tick (or a simulated batch at
+        one virtual instant) ran in a random order. Unique times make the order the submit
+        order, stored with the job (so it holds across restarts) and off by at most a few
+        float steps (about 0.2 µs each at today's UNIX time) from the clock.
+        """
+        with self.lock:
+            now = self._clock()
+            if now <= self._last_submit:
+                now = math.nextafter(self._last_submit, math.inf)
+            self._last_submit = now
+            return now
+
+    def add(self, job: Job) -> Job:
+        """Store a new job, then queue it."""
+        with self.lock:
+            return self.track(self.store.add_job(job))
+
+    def save(self, job: Job, event: str | None = None) -> Job | None:
+        """Store ``job`` and keep the book in step; ``None`` (nothing written) when ``job``
+        is live but the book no longer holds it: someone (a kill) ended it after the caller
+        read it, and writing the caller's copy would bring it back."""
+        with self.lock:
+            if not job.state.terminal and not self.holds(job.job_id):
+                return None
+            return self.track(self.store.save_job(job, event=event))
+
+    def track(self, job: Job) -> Job:
+        """Keep the queue and the active set in step with a stored job."""
+        with self.lock:
+            job_id = job.job_id
+            old = self.queued.pop(job_id, None)
+            was_queued = old is not None
+            if old is not None:
+                self._count(old.user, -1)
+                self._view = None
+            self.active.pop(job_id, None)
+            if job.state is JobState.QUEUED and not job.kill_requested:
+                self.queued[job_id] = job
+                self._count(job.user, 1)
+                self._view = None
+                if not was_queued:
+                    self._enter_order(job_id)
+            elif was_queued:
+                self._order_stale = True  # filtered out when next read: no sort
+                self._left.append(job_id)
+            if job.state.active:
+                self.active[job_id] = job
+            return job
+
+    def clear(self) -> None:
+        """Forget every job (a reload reads them again)."""
+        with self.lock:
+            self.queued.clear()
+            self._by_user.clear()
+            self.active.clear()
+            self._order = None
+            self._order_stale = False
+            self._left.clear()
+            self._view = None
+
+    def _count(self, user: str, step: int) -> None:
+        count = self._by_user.get(user, 0) + step
+        if count:
+            self._by_user[user] = count
+        else:
+            self._by_user.pop(user, None)
+
+    def _enter_order(self, job_id: str) -> None:
+        """Put a newly queued job in its place (a sort of 10,000 queued jobs each round
+        that saw a submit cost more than the rest of the round's bookkeeping)."""
+        if self._order is None:
+            return
+        if self._order_stale:
+            self._order = [j for j in self._order if j in self.queued and j != job_id]
+            self._order_stale = False
+        queued = self.queued
+        bisect.insort(self._order, job_id, key=lambda j: queue_key(queued[j]))
