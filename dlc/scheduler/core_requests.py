@@ -61,11 +61,10 @@ class RequestsMixin(TenancyMixin):
         facts = self._admission_facts()
         facts.inventory.check(spec)
         check_submit(self.tenancy, user, spec, facts.capacity, facts.sizes)
-        job_id = self.store.new_job_id()
+        # only the book's lock (the next offer round sees the job); the store names it
         book = self._book
-        with book.lock:  # only the book's: the next offer round sees the job
-            self._check_queue_room(user, admin)
-            return book.add(Job(job_id, user, spec, submitted_at=book.submit_time()))
+        job = Job("", user, spec, submitted_at=book.submit_time())
+        return book.add(job, room=lambda: self._check_queue_room(user, admin))
 
     def _check_queue_room(self, user: str, admin: bool) -> None:
         cap = self.config.max_queued_per_user
