@@ -3,8 +3,8 @@
 :class:`~dlc.scheduler.core.SchedulerCore` is split by concern into mixin classes, one
 module each, all subclasses of :class:`CoreState`:
 
-* :mod:`~dlc.scheduler.core_state` (this): construction, the in-memory queue and active
-  set kept in step with the store, job lookup;
+* :mod:`~dlc.scheduler.core_state` (this): construction, the core's memory of each job
+  beside the job book, job lookup, the round's pinned queue, the admission facts;
 * :mod:`~dlc.scheduler.core_tenancy`: groups, quotas, preemption, interactive time limits;
 * :mod:`~dlc.scheduler.core_requests`: submit (admission) and kills;
 * :mod:`~dlc.scheduler.core_offers`: the offer round (decide, launch, echo, reserve, reasons);
@@ -13,8 +13,16 @@ module each, all subclasses of :class:`CoreState`:
 * :mod:`~dlc.scheduler.core_usage`: allocated versus used GPU readings;
 * :mod:`~dlc.scheduler.core_admin`: tokens and tenancy settings the API writes through.
 
+The queued and active jobs, the per-user queue counters and the store write-through are
+not the mixins' fields: they are :class:`~dlc.scheduler.job_book.JobBook`'s, under its own
+short lock, so that submits, kills of queued jobs and job reads never wait for an offer
+round. ``_queued`` reads the queue an offer round pinned while one runs (it decides on that
+copy; jobs submitted meanwhile wait for the next round), else the book's as it is. Whatever
+else the mixins share (drains, reservations, reasons, tenancy policy) is the round's memory,
+under the core's lock ``_lock``; lock order is core, then book, then store.
+
 Why mixins and not free functions: every part reads and writes the same dozen fields under
-one lock (queue, active set, drains, reservations, tenancy policy) and calls
+one lock (drains, reservations, reasons, tenancy policy) and calls
 :meth:`CoreState._save`; free functions would take the whole core as their first argument
 anyway, and callers and tests call these methods on the core. Mixins keep each method where
 it was (``core.on_offers(...)``) while each module holds one concern. A mixin imports only

@@ -116,3 +116,31 @@ def test_the_per_user_cap_counts_what_the_book_holds(tmp_path):
         _submit(core)
     core.kill(a.job_id, "alice")
     _submit(core)  # a killed job leaves room
+
+
+def test_concurrent_submits_share_writes_and_keep_the_cap(tmp_path):
+    config = CoreConfig(placement=PlacementConfig("first-fit"), max_queued_per_user=5)
+    core = SchedulerCore(JobStore(tmp_path / "db"), config)
+    gate = threading.Barrier(24)
+    outcomes: list[object] = []
+
+    def one(i: int) -> None:
+        gate.wait()
+        try:
+            outcomes.append(_submit(core, user="alice" if i % 2 else f"u{i}"))
+        except Exception as exc:  # noqa: BLE001 - the cap's refusals are counted below
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(_PROMPT_S)
+    jobs = [o for o in outcomes if isinstance(o, Job)]
+    refused = [o for o in outcomes if not isinstance(o, Job)]
+    assert len(outcomes) == 24
+    assert sum(j.user == "alice" for j in jobs) == 5  # 12 tried, the cap let 5 in
+    assert len(jobs) == 17 and all("already has 5 jobs queued" in str(e) for e in refused)
+    assert len({j.job_id for j in jobs}) == 17
+    assert {j.job_id for j in core.queued_jobs()} == {j.job_id for j in jobs}
+    assert {j.job_id for j in core.store.list_jobs()} == {j.job_id for j in jobs}
