@@ -250,8 +250,8 @@ class CoreState:
             self._reservations.forget(job_id)
 
     def _save(self, job: Job, event: str | None = None) -> Job:
-        """Store ``job`` through the book. A live job the book no longer holds was killed
-        while queued after this caller read it: nothing is written, and the stored job
+        """Store ``job`` through the book. A queued job the book no longer holds was killed
+        after this caller (an offer round) read it: nothing is written, and the stored job
         comes back."""
         saved = self._book.save(job, event=event)
         if saved is None:

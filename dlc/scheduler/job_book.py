@@ -16,7 +16,7 @@ decides on a copy, :meth:`JobBook.pin`):
 
 * a submit adds a job: it waits for the next round;
 * a kill of a queued job removes it: the round, applying under the book's lock, launches
-  only jobs still queued (:meth:`JobBook.holds`), and a save of a live job the book no
+  only jobs still queued (:meth:`JobBook.holds`), and a save of a queued job the book no
   longer holds is refused (:meth:`JobBook.save`), so a cancelled job is never launched or
   brought back. Nothing else changes a queued job outside the core's lock.
 """
@@ -207,10 +207,11 @@ class JobBook:
 
     def save(self, job: Job, event: str | None = None) -> Job | None:
         """Store ``job`` and keep the book in step; ``None`` (nothing written) when ``job``
-        is live but the book no longer holds it: someone (a kill) ended it after the caller
-        read it, and writing the caller's copy would bring it back."""
+        is queued but the book holds it neither queued nor active: a kill ended it after
+        the caller (an offer round) read it, and writing the caller's copy would bring it
+        back. (A job becomes queued only by :meth:`add` or from an active state.)"""
         with self.lock:
-            if not job.state.terminal and not self.holds(job.job_id):
+            if job.state is JobState.QUEUED and not self.holds(job.job_id):
                 return None
             return self.track(self.store.save_job(job, event=event))
 
