@@ -63,8 +63,8 @@ class RequestsMixin(TenancyMixin):
         check_submit(self.tenancy, user, spec, facts.capacity, facts.sizes)
         # only the book's lock (the next offer round sees the job); the store names it
         book = self._book
-        job = Job("", user, spec, submitted_at=book.submit_time())
-        return book.add(job, room=lambda: self._check_queue_room(user, admin))
+        job = Job("", user, spec)
+        return book.add(job, room=lambda: self._check_queue_room(user, admin), stamp=True)
 
     def _check_queue_room(self, user: str, admin: bool) -> None:
         cap = self.config.max_queued_per_user

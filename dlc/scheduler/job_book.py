@@ -84,8 +84,11 @@ class JobBook:
         #: submits waiting to be written, and how many of them each user has
         self._pending: list[_Ticket] = []
         self._pending_by_user: dict[str, int] = {}
-        #: held by the one thread writing pending submits (taken before :attr:`lock`)
-        self._writer = threading.Lock()
+        #: whether a thread is writing pending submits, and the signal that it has written
+        #: (waiters sleep on it rather than queue on a lock: a lock passed from waiter to
+        #: waiter, each to find its job written, cost a GIL hand-over each)
+        self._writing = False
+        self._written = threading.Condition(threading.Lock())
 
     # -- reading ----------------------------------------------------------------
 
@@ -156,10 +159,11 @@ class JobBook:
             self._last_submit = now
             return now
 
-    def add(self, job: Job, room: Callable[[], None] | None = None) -> Job:
+    def add(self, job: Job, room: Callable[[], None] | None = None, stamp: bool = False) -> Job:
         """Store a new job under a fresh id, then queue it; returns it as stored.
 
-        ``room()`` (the per-user cap) runs under :attr:`lock` and may raise to refuse. The
+        ``room()`` (the per-user cap) runs under :attr:`lock` and may raise to refuse;
+        ``stamp``: the job gets its submit time (:meth:`submit_time`) there too. The
         write is shared: the submits that arrive while one batch is written go into the
         next, in one transaction (a store without ``add_jobs`` writes them one by one), so
         a submit costs one lock hand-over and a share of one commit, not a commit of its
@@ -173,18 +177,34 @@ class JobBook:
         with self.lock:
             if room is not None:
                 room()
+            if stamp:  # the submit time, in the same turn of the lock
+                ticket.job = job = replace(job, submitted_at=self.submit_time())
             self._pending.append(ticket)
             self._count(job.user, 1, self._pending_by_user)
-        while not ticket.done:
-            with self._writer:  # one writer; a submit that waited here may find its job written
-                if not ticket.done:
-                    self._write_pending()
+        while self._turn(ticket):  # one writer at a time; the others wait for their batch
+            try:
+                self._write_pending()
+            finally:
+                with self._written:
+                    self._writing = False
+                    self._written.notify_all()
         if ticket.error is not None:
             raise ticket.error
         return ticket.job
 
+    def _turn(self, ticket: _Ticket) -> bool:
+        """Wait until ``ticket`` is written (``False``) or no one writes (``True``: the
+        caller writes now). Taken before :attr:`lock`, never under it."""
+        with self._written:
+            while not ticket.done:
+                if not self._writing:
+                    self._writing = True
+                    return True
+                self._written.wait()
+            return False
+
     def _write_pending(self) -> None:
-        """Write every pending submit in one go (under :attr:`_writer`)."""
+        """Write the pending submits in one go (by the one writer, :meth:`_turn`)."""
         with self.lock:
             batch, self._pending = self._pending[:_BATCH], self._pending[_BATCH:]
             try:
