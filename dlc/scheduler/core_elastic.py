@@ -76,7 +76,7 @@ class ElasticMixin(CoreState):
     def wants_offers(self) -> bool:
         """Whether offers are needed: a job waits, or an elastic gang could grow."""
         with self._lock:
-            return bool(self._queued) or bool(self._growable())
+            return self.has_queued() or bool(self._growable())
 
     def _waiters(self, placeable: dict[str, str], floor: int) -> list[Waiter]:
         """The queued jobs that waited this round (placeable, not held) of priority >= floor,
