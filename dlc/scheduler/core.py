@@ -17,6 +17,13 @@ Other rules (``docs/scheduler.md`` has the whole story):
   and a priority above the caller's grant;
 * queued and active jobs live in memory (loaded once from the store), so an offer
   round costs the same with 20,000 finished jobs as with none;
+* two locks: the core's, which offer rounds, status updates and kills of running jobs
+  take (they stay serialised with each other), and the job book's
+  (:mod:`~dlc.scheduler.job_book`), which alone is enough to submit, to kill a queued job
+  and to read jobs, so none of those waits for an offer round. A round decides on the
+  queue as it began and applies under the book's lock (a job killed meanwhile is not
+  launched); admission reads facts frozen per inventory version
+  (:mod:`~dlc.scheduler.admission_facts`). Lock order: core, book, store;
 * no job blocks the queue: a big job reserves a few agents for a bounded time
   (:mod:`~dlc.scheduler.queue`), and every waiting job has a reason;
 * a kill is stored before it is acknowledged and re-sent until the task is over;
@@ -26,7 +33,7 @@ Other rules (``docs/scheduler.md`` has the whole story):
 
 The class is composed of mixins, one concern per module (``core_state``, ``core_tenancy``,
 ``core_requests``, ``core_offers``, ``core_status``, ``core_views``, ``core_usage``,
-``core_admin``); why
+``core_admin``) over a job book (``job_book``: jobs, queue, store write-through); why
 mixins, and which module holds what, is in :mod:`~dlc.scheduler.core_state`. Callers import
 :class:`SchedulerCore`, :class:`CoreConfig` and :class:`Actions` from here.
 """

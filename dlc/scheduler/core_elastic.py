@@ -11,7 +11,7 @@ running job before its launch is returned (as a first launch is), so a restart f
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from dlc.scheduler.core_state import CoreState, _done
 from dlc.scheduler.elastic import (
@@ -24,11 +24,12 @@ from dlc.scheduler.elastic import (
     shrink_for,
 )
 from dlc.scheduler.gang_topology import Locality
+from dlc.scheduler.job_groups import JobGroups, Key
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.placement import Launch, OfferView, ShareFields, place
 from dlc.scheduler.preemption import Preemption
 from dlc.scheduler.quotas import demand, job_gpus, usage_of
-from dlc.scheduler.tenancy import ZERO, fmt
+from dlc.scheduler.tenancy import ZERO, Policy, Resources, fmt
 
 #: how many waiting jobs (highest priority first) a round checks against elastic gangs
 WAITERS_LOOKED_AT = 64
@@ -36,6 +37,25 @@ WAITERS_LOOKED_AT = 64
 
 def _live_extras(job: Job) -> list[TaskPlacement]:
     return [t for t in extras(job) if not _done(t)]
+
+
+@dataclass(frozen=True)
+class _Holdings:
+    """What the active jobs hold at the start of a round's growth: per (group, pool) and
+    whole GPUs per user. Made once per round (it walks every active job), where each try
+    of each member used to walk them again."""
+
+    groups: JobGroups
+    by_key: dict[Key, Resources]
+    gpus_by_user: dict[str, float]
+
+    @classmethod
+    def of(cls, policy: Policy, active: Iterable[Job], groups: JobGroups) -> _Holdings:
+        jobs = list(active)
+        by_user: dict[str, float] = {}
+        for job in jobs:
+            by_user[job.user] = by_user.get(job.user, 0.0) + job_gpus(policy, job)
+        return cls(groups, usage_of(policy, jobs, groups=groups), by_user)
 
 
 class ElasticMixin(CoreState):
@@ -56,7 +76,7 @@ class ElasticMixin(CoreState):
     def wants_offers(self) -> bool:
         """Whether offers are needed: a job waits, or an elastic gang could grow."""
         with self._lock:
-            return bool(self._queued) or bool(self._growable())
+            return self.has_queued() or bool(self._growable())
 
     def _waiters(self, placeable: dict[str, str], floor: int) -> list[Waiter]:
         """The queued jobs that waited this round (placeable, not held) of priority >= floor,
@@ -116,6 +136,7 @@ class ElasticMixin(CoreState):
                 by_agent.setdefault(view.agent_id, []).append(view)
         out: list[tuple[Job, Launch]] = []
         gangs.sort(key=lambda j: (-j.spec.priority, j.submitted_at, j.job_id))
+        holdings = self._growth_holdings()
         for job in gangs:
             # never on an agent a waiting job of the same or higher priority could use
             first = [w for w in waiters if w.priority >= job.spec.priority]
@@ -124,7 +145,7 @@ class ElasticMixin(CoreState):
             top = job.spec.nodes_max or job.spec.nodes  # growable: MAX is set
             ranks = [r for r in range(job.spec.nodes, top) if r not in held]
             for added, rank in enumerate(ranks):
-                why = self._growth_limit(job, added)
+                why = self._growth_limit(job, added, holdings)
                 launch = None if why else self._place_member(job, rank, free)
                 if launch is None:
                     blocked = len(free) < len(by_agent)  # waiting jobs could use the others
@@ -136,20 +157,27 @@ class ElasticMixin(CoreState):
                 out.append((job, launch))
         return out
 
-    def _growth_limit(self, job: Job, added: int = 0) -> str | None:
+    def _growth_holdings(self) -> _Holdings | None:
+        """The round's :class:`_Holdings` (``None`` without a tenancy policy)."""
+        if not self.tenancy.enabled:
+            return None
+        return _Holdings.of(self.tenancy, self._active.values(), self._groups())
+
+    def _growth_limit(
+        self, job: Job, added: int = 0, holdings: _Holdings | None = None
+    ) -> str | None:
         """Why one more node (after ``added`` this round) would pass the group's ceiling or
         the user's GPU limit (growth may borrow others' idle guarantees: a reclaim takes extra
-        members back first)."""
+        members back first). ``holdings``: the round's, else made here."""
         policy = self.tenancy
         if not policy.enabled:
             return None
+        if holdings is None:
+            holdings = _Holdings.of(policy, self._active.values(), self._groups())
         node = demand(replace(job.spec, nodes=1, nodes_max=None))
-        groups = self._groups()
-        key = groups.key(job)
+        key = holdings.groups.key(job)
         ceiling = policy.quota(*key).ceiling
-        charged = [j for j in self._active.values() if groups.key(j) == key]
-        used = usage_of(policy, charged, groups=groups)
-        held = used.get(key, ZERO)
+        held = holdings.by_key.get(key, ZERO)
         for _ in range(added):
             held = held + node
         name = (held + node).first_excess(ceiling) if ceiling is not None else None
@@ -159,8 +187,7 @@ class ElasticMixin(CoreState):
                     "held)")  # fmt: skip
         limits = policy.limits.get(job.user)
         if limits is not None and limits.max_gpus is not None:
-            mine = sum(job_gpus(policy, j) for j in self._active.values() if j.user == job.user)
-            mine += added * node.gpus
+            mine = holdings.gpus_by_user.get(job.user, 0.0) + added * node.gpus
             if mine + node.gpus > limits.max_gpus + 1e-9:
                 return (f"user {job.user} holds {fmt(mine)} of {fmt(limits.max_gpus)} GPUs "
                         "allowed")  # fmt: skip

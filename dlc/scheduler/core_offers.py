@@ -42,46 +42,65 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
 
     def on_offers(self, offers: list[dict[str, Any]]) -> Actions:
         """Decide on ``offers`` (:func:`~dlc.scheduler.decide.decide`, pure), then carry the
-        decision out: persist launches before returning them, record reasons."""
+        decision out: persist launches before returning them, record reasons.
+
+        The round decides on the queue as it was when the round began (jobs submitted
+        meanwhile wait for the next round; submits and kills of queued jobs take only the
+        job book's lock, :mod:`~dlc.scheduler.job_book`), then applies under the book's lock:
+        a job killed while the round decided is not launched, and its offers are declined."""
         with self._lock:
-            now = self._clock()
-            if not self._queued and self._reserver is None and not self._growable():
-                return self._idle_round(now, offers)
-            self._catch_up_offers()  # what idle rounds kept, before this round's offers
-            views, bad = self._offer_parser.parse(offers, mark=self._accounts_shares)
-            self.inventory.note_offers(views, now)
-            self._drains.expire(now)
-            # an agent whose master just refused a task's resources takes no task for a while
-            usable = [self._drains.strip(v) for v in views
-                      if not self._refusals.blocked(v.agent_id, now)]  # fmt: skip
-            usable = self._marked(usable)
-            self._end_reservation_if_due(now)
-            queue, held = self.queued_jobs(), {}
-            if self._drains.waiting_jobs(now):  # never two attempts at once
-                for job in queue:
-                    wait = self._drains.job_wait(job.job_id, now)
-                    if wait is not None:
-                        held[job.job_id] = wait
-                queue = [j for j in queue if j.job_id not in held]
-            tenancy = self.plan_queue(queue, rows=False)  # quotas, fair order, user limits
-            decision = decide(DecideRequest(
-                queue=tenancy.runnable, inventory=self.inventory, offers=usable,
-                config=self.config.placement, now=now,
-                reserved=self._reservations.held(), impossible_of=self._impossible_reason,
-                topology_of=self._topology_of, driver_ok=self._driver_ok,
-                split=lambda views, jobs: split_by_pool(views, jobs, self.tenancy, self._groups()),
-                share_tenants=self._share_tenants() if tenancy.runnable else None,
-                share_hold=self._share_hold(now, tenancy.runnable),
-                budget=self._shape_budget, mix=self._placement_mix, cap=self._round_cap,
-                memo=self._round_memo,
-            ))  # fmt: skip
-            self._note_held(now, decision.waiting)
-            held.update(tenancy.held)
+            queue = self._pin_queue()
+            try:
+                return self._offer_round(offers, queue)
+            finally:
+                self._unpin_queue()
+                self._publish_admission()  # submits check against what this round learnt
+
+    def _offer_round(self, offers: list[dict[str, Any]], queue: list[Job]) -> Actions:
+        """One round on the pinned queue ``queue`` (placement order), under the core's lock."""
+        now = self._clock()
+        if not self._queued and self._reserver is None and not self._growable():
+            return self._idle_round(now, offers)
+        self._catch_up_offers()  # what idle rounds kept, before this round's offers
+        views, bad = self._offer_parser.parse(offers, mark=self._accounts_shares)
+        self.inventory.note_offers(views, now)
+        self._drains.expire(now)
+        # an agent whose master just refused a task's resources takes no task for a while
+        usable = [self._drains.strip(v) for v in views
+                  if not self._refusals.blocked(v.agent_id, now)]  # fmt: skip
+        usable = self._marked(usable)
+        self._end_reservation_if_due(now)
+        held: dict[str, str] = {}
+        if self._drains.waiting_jobs(now):  # never two attempts at once
+            for job in queue:
+                wait = self._drains.job_wait(job.job_id, now)
+                if wait is not None:
+                    held[job.job_id] = wait
+            queue = [j for j in queue if j.job_id not in held]
+        tenancy = self.plan_queue(queue, rows=False)  # quotas, fair order, user limits
+        decision = decide(DecideRequest(
+            queue=tenancy.runnable, inventory=self.inventory, offers=usable,
+            config=self.config.placement, now=now,
+            reserved=self._reservations.held(), impossible_of=self._impossible_reason,
+            topology_of=self._topology_of, driver_ok=self._driver_ok,
+            split=lambda views, jobs: split_by_pool(views, jobs, self.tenancy, self._groups()),
+            share_tenants=self._share_tenants() if tenancy.runnable else None,
+            share_hold=self._share_hold(now, tenancy.runnable),
+            budget=self._shape_budget, mix=self._placement_mix, cap=self._round_cap,
+            memo=self._round_memo,
+        ))  # fmt: skip
+        self._note_held(now, decision.waiting)
+        held.update(tenancy.held)
+        # apply under the book's lock (then the store's: the lock order of job_book), on
+        # the live queue: no submit or kill in between
+        with self._book.lock:
+            self._pinned = self._book.queued
+            queue, decision, held = self._still_queued(queue, decision, held)
             if not queue:
-                return self._carry_out(now, offers, views, usable, queue, bad, decision, held,
-                                       tenancy)  # fmt: skip
-            # the round's launches and reasons in one transaction; if it fails, memory is
-            # read back from the store so the two agree (nothing of the round happened)
+                return self._carry_out(now, offers, views, usable, queue, bad, decision,
+                                       held, tenancy)  # fmt: skip
+            # the round's launches and reasons in one transaction; if it fails, memory
+            # is read back from the store so the two agree (nothing of the round happened)
             batch = getattr(self.store, "transaction", None)
             try:
                 with batch("writing an offer round") if batch else nullcontext():
@@ -93,6 +112,28 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                     with suppress(DlcError):  # a store that cannot be read: the error above
                         self.reload()
                 raise
+
+    def _still_queued(
+        self, queue: list[Job], decision: Decision, held: dict[str, str]
+    ) -> tuple[list[Job], Decision, dict[str, str]]:
+        """The round's queue and decision less the jobs killed while it decided (under the
+        book's lock): they get no launch (their offers are declined unless another launch
+        uses them) and no reason. Only a kill changes a queued job outside the core's lock,
+        and it takes the job out of the queue, so "still queued" is "unchanged"."""
+        live = self._book.queued
+        gone = {j.job_id for j in queue if j.job_id not in live}
+        if not gone:
+            return queue, decision, held
+        decision = replace(
+            decision,
+            launches=[x for x in decision.launches if x.job_id not in gone],
+            placed_jobs=[j for j in decision.placed_jobs if j not in gone],
+            waiting={j: r for j, r in decision.waiting.items() if j not in gone},
+            impossible={j: r for j, r in decision.impossible.items() if j not in gone},
+            skipped=[j for j in decision.skipped if j not in gone],
+        )
+        kept = [j for j in queue if j.job_id not in gone]
+        return kept, decision, {j: r for j, r in held.items() if j not in gone}
 
     def _idle_round(self, now: float, offers: list[dict[str, Any]]) -> Actions:
         """A round with nothing queued: decline every offer by id, suppress, and keep the
@@ -141,9 +182,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
     ) -> Actions:  # fmt: skip
         """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons,
         and the preemptions the tenancy plan asks for."""
-        # the queued jobs by id: a copy of the core's map (made in C; a comprehension over
-        # 10,000 queued jobs cost a round a few ms), read after launches take jobs out of it
-        jobs = dict(self._queued)
+        jobs = {j.job_id: j for j in queue}
         # elastic gangs grow on the agents the queue's launches left alone, or shrink for it
         placeable = {j: r for j, r in decision.waiting.items()
                      if j not in decision.impossible
@@ -344,8 +383,10 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                 reason = active.describe(now, self._free_text(active.agent_ids, views))
             elif reason.startswith("no offer") and len(self._drains):
                 reason += "; some GPUs are held until an earlier task is confirmed gone"
+            job = self._queued.get(job_id)
+            if job is None:  # killed while the round decided (it took the book's lock only)
+                continue
             self._reasons[job_id] = reason
-            job = self._queued[job_id]
             message = f"waiting: {reason}"
             if job.message != message:
                 changed.append(replace(job, message=message))

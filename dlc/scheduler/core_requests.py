@@ -8,10 +8,9 @@ what the tenancy policy forbids; a kill is stored before it is acknowledged.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
-from dlc.errors import JobSpecError, LimitReached
+from dlc.errors import JobNotFound, JobSpecError, LimitReached
 from dlc.scheduler.core_config import LIVE_STATES, Actions, default_resolver, image_vendor
 from dlc.scheduler.core_state import _done
 from dlc.scheduler.core_tenancy import TenancyMixin
@@ -58,33 +57,20 @@ class RequestsMixin(TenancyMixin):
         check_registry(spec, image, self.config.executor.policy.allowed_registries)
         spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
         spec = replace(spec, gpu_vendor=spec.gpu_vendor or vendor, rocm_version=rocm or None)
-        with self._lock:
-            self._check_queue_room(user, admin)
-            self.inventory.check(spec)
-            check_submit(self.tenancy, user, spec, self.pool_capacity(), self.gpu_sizes())
-            job = Job(self.store.new_job_id(), user, spec, submitted_at=self._submit_time())
-            return self._track(self.store.add_job(job))
-
-    def _submit_time(self) -> float:
-        """The clock, or just after the previous submit's time when the clock has not moved.
-
-        The queue orders by priority, then submit time, then job id: with equal times the
-        random job ids decided, so two submits in one clock tick (or a simulated batch at
-        one virtual instant) ran in a random order. Unique times make the order the submit
-        order, stored with the job (so it holds across restarts) and off by at most a few
-        float steps (about 0.2 µs each at today's UNIX time) from the clock. Under the lock.
-        """
-        now = self._clock()
-        if now <= self._last_submit:
-            now = math.nextafter(self._last_submit, math.inf)
-        self._last_submit = now
-        return now
+        # the agents as the last offer round left them: no wait for a round in progress
+        facts = self._admission_facts()
+        facts.inventory.check(spec)
+        check_submit(self.tenancy, user, spec, facts.capacity, facts.sizes)
+        # only the book's lock (the next offer round sees the job); the store names it
+        book = self._book
+        job = Job("", user, spec)
+        return book.add(job, room=lambda: self._check_queue_room(user, admin), stamp=True)
 
     def _check_queue_room(self, user: str, admin: bool) -> None:
         cap = self.config.max_queued_per_user
         if not cap or admin:
             return
-        queued = self._queued_by_user.get(user, 0)
+        queued = self._book.queued_count(user)
         if queued >= cap:
             raise LimitReached(
                 f"{user} already has {queued} jobs queued, the most one user may queue "
@@ -113,7 +99,15 @@ class RequestsMixin(TenancyMixin):
         Raises:
             JobNotFound: no such job visible to the caller.
         """
-        with self._lock:
+        book = self._book
+        with book.lock:  # a queued job: the book alone, no wait for an offer round
+            job = book.queued.get(job_id)
+            if job is not None:
+                if not admin and job.user != user:
+                    raise JobNotFound(f"no job {job_id}; list your jobs with `dlc jobs`")
+                job = replace(job, state=JobState.KILLED, kill_requested=True, message="killed")
+                return book.save(job) or job, Actions()
+        with self._lock:  # a running job (or one an offer round was launching)
             job = self.visible_job(job_id, user, admin)
             actions = Actions()
             if job.state.terminal:
@@ -150,19 +144,17 @@ class RequestsMixin(TenancyMixin):
         """
         if not admin or owner == "":
             owner = user
-        with self._lock:
-            live = [*self._queued.values(), *self._active.values()]
-            chosen = [
-                j.job_id
-                for j in live
-                if (owner is None or j.user == owner) and j.state in states and not j.kill_requested
-            ]
-            killed, actions = [], Actions()
-            for job_id in chosen:
-                job, more = self.kill(job_id, user, admin)
-                killed.append(job)
-                actions.kills.extend(more.kills)
-            return killed, actions
+        chosen = [
+            j.job_id
+            for j in self._book.live()
+            if (owner is None or j.user == owner) and j.state in states and not j.kill_requested
+        ]
+        killed, actions = [], Actions()
+        for job_id in chosen:  # each a kill of its own (a queued one waits for no round)
+            job, more = self.kill(job_id, user, admin)
+            killed.append(job)
+            actions.kills.extend(more.kills)
+        return killed, actions
 
     def jobs_page(self, user: str, admin: bool, limit: int, before: str | None = None) -> list[Job]:
         """A page of the caller's jobs (all jobs for an admin), newest first, older than

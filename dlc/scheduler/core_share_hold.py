@@ -56,8 +56,9 @@ class ShareHoldMixin(CoreState):
     def _placement_mix(self) -> WorkloadMix | None:
         """The mix whole-GPU placements are scored against (:mod:`~dlc.scheduler.whole_score`):
         every queued job and every running task by shape (CPUs with the executor's, GPU
-        thousandths, GPUs), as :class:`~dlc.scheduler.mix_book.MixBook` keeps them from the
-        core's events. ``None`` when nothing is queued: then nothing is placed."""
+        thousandths, GPUs), as the job book's :class:`~dlc.scheduler.mix_book.MixBook` keeps
+        them from every change of a job's record (a submit during the round counts).
+        ``None`` when nothing is queued: then nothing is placed."""
         if not self._queued:
             return None
         largest = largest_gpu_memory(self.inventory.agents()) or 0
@@ -67,7 +68,8 @@ class ShareHoldMixin(CoreState):
             agent = self.inventory.get(agent_id)
             return agent.gpu_memory.get(gpu) if agent is not None else None
 
-        return self._mix_book.mix(largest, gpu_mib, extra)
+        with self._book.lock:  # the book's jobs as they are now (submits go on meanwhile)
+            return self._book.mix.mix(largest, gpu_mib, extra)
 
     def _note_held(self, now: float, waiting: Mapping[str, str]) -> None:
         """Remember when each share now held was first held; forget the jobs no longer

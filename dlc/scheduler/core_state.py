@@ -3,8 +3,8 @@
 :class:`~dlc.scheduler.core.SchedulerCore` is split by concern into mixin classes, one
 module each, all subclasses of :class:`CoreState`:
 
-* :mod:`~dlc.scheduler.core_state` (this): construction, the in-memory queue and active
-  set kept in step with the store, job lookup;
+* :mod:`~dlc.scheduler.core_state` (this): construction, the core's memory of each job
+  beside the job book, job lookup, the round's pinned queue, the admission facts;
 * :mod:`~dlc.scheduler.core_tenancy`: groups, quotas, preemption, interactive time limits;
 * :mod:`~dlc.scheduler.core_requests`: submit (admission) and kills;
 * :mod:`~dlc.scheduler.core_offers`: the offer round (decide, launch, echo, reserve, reasons);
@@ -13,8 +13,16 @@ module each, all subclasses of :class:`CoreState`:
 * :mod:`~dlc.scheduler.core_usage`: allocated versus used GPU readings;
 * :mod:`~dlc.scheduler.core_admin`: tokens and tenancy settings the API writes through.
 
+The queued and active jobs, the per-user queue counters and the store write-through are
+not the mixins' fields: they are :class:`~dlc.scheduler.job_book.JobBook`'s, under its own
+short lock, so that submits, kills of queued jobs and job reads never wait for an offer
+round. ``_queued`` reads the queue an offer round pinned while one runs (it decides on that
+copy; jobs submitted meanwhile wait for the next round), else the book's as it is. Whatever
+else the mixins share (drains, reservations, reasons, tenancy policy) is the round's memory,
+under the core's lock ``_lock``; lock order is core, then book, then store.
+
 Why mixins and not free functions: every part reads and writes the same dozen fields under
-one lock (queue, active set, drains, reservations, tenancy policy) and calls
+one lock (drains, reservations, reasons, tenancy policy) and calls
 :meth:`CoreState._save`; free functions would take the whole core as their first argument
 anyway, and callers and tests call these methods on the core. Mixins keep each method where
 it was (``core.on_offers(...)``) while each module holds one concern. A mixin imports only
@@ -27,30 +35,30 @@ only; they are not an API.
 
 from __future__ import annotations
 
-import bisect
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from dlc.errors import JobNotFound
+from dlc.scheduler.admission_facts import AdmissionFacts
 from dlc.scheduler.cluster import Holder
 from dlc.scheduler.core_config import CoreConfig, ImageResolver, default_resolver
 from dlc.scheduler.draining import Drains
 from dlc.scheduler.inventory import Inventory, Overheads
+from dlc.scheduler.job_book import JobBook, QueueView
 from dlc.scheduler.job_groups import JobGroups
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
-from dlc.scheduler.mix_book import MixBook
 from dlc.scheduler.offer_views import IdleOffers, OfferParser
 from dlc.scheduler.placement import DriverCheck, TopologyOf
 from dlc.scheduler.ports import JobStore, RoundSink
-from dlc.scheduler.queue import Reservations, queue_key
+from dlc.scheduler.queue import Reservations
 from dlc.scheduler.refusals import Refusals
 from dlc.scheduler.reserve import Reserver
 from dlc.scheduler.round_cap import RoundCap
 from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.shape_cache import ShapeBudget
+from dlc.scheduler.share_charge import GpuSizes
 from dlc.scheduler.task_states import NOT_RUNNING_STATES
 from dlc.scheduler.tenancy import Policy
 from dlc.scheduler.usage import UsageBook
@@ -117,10 +125,10 @@ class CoreState:
         self._refusals = Refusals()
         #: each agent's offer parsed once while it offers the same (dlc/scheduler/offer_views.py)
         self._offer_parser = OfferParser()
-        #: per agent what placement derived from an unchanged offer (dlc/scheduler/round_memo.py)
-        self._round_memo = RoundMemo()
         #: offers of rounds with nothing queued, learnt from when first read (offer_views.py)
         self._idle_offers = IdleOffers()
+        #: per agent what placement derived from an unchanged offer (dlc/scheduler/round_memo.py)
+        self._round_memo = RoundMemo()
         #: (inventory version, the agents with the master's exact totals then)
         self._exact_ids: tuple[int, frozenset[str]] = (-1, frozenset())
         #: failed placement attempts per user per round, in turn (dlc/scheduler/shape_cache.py)
@@ -129,17 +137,12 @@ class CoreState:
         self._round_cap = RoundCap(self.config.max_jobs_per_round)
         idle_s = self.config.reserve_idle_s
         self._reserver = None if idle_s is None else Reserver(idle_s, self.config.principal)
-        #: the latest submit time handed out: each submit gets a later one (the queue's tie order)
-        self._last_submit = -math.inf
-        self._queued: dict[str, Job] = {}
-        #: user -> how many of ``_queued`` are theirs (the per-user cap at submit, O(1))
-        self._queued_by_user: dict[str, int] = {}
-        self._active: dict[str, Job] = {}
-        #: the queued and running jobs by shape, kept by :meth:`_track` (mix_book.py)
-        self._mix_book = MixBook()
-        self._order: list[str] | None = None
-        #: whether ``_order`` may still hold jobs that left the queue
-        self._order_stale = False
+        #: queued and active jobs, written through to the store, under their own lock
+        self._book = JobBook(store, clock)
+        #: the queue an offer round in progress decides on (``None`` between rounds)
+        self._pinned: QueueView | None = None
+        #: the admission facts of one inventory version, read by submits without the lock
+        self._admission = AdmissionFacts(-1, Inventory(), {}, GpuSizes())
         self._reasons: dict[str, str] = {}
         #: job id -> when the share hold first held it (dlc/scheduler/core_share_hold.py)
         self._share_held_since: dict[str, float] = {}
@@ -188,15 +191,23 @@ class CoreState:
         if watch_usage is not None:  # ... and the GPU usage from its usage book
             watch_usage(self)
 
+    @property
+    def _queued(self) -> QueueView:
+        """The queued jobs: in an offer round, the queue it decides on (:meth:`_pin_queue`),
+        else the book's as it is now (a frozen copy)."""
+        pinned = self._pinned
+        return pinned if pinned is not None else self._book.view()
+
+    @property
+    def _active(self) -> dict[str, Job]:
+        """The staging, running and preempted jobs (changed only under the core's lock)."""
+        return self._book.active
+
     def reload(self) -> None:
         """Forget the in-memory queue and active set and read them again (a standby that
         has just been elected leader: another instance wrote the store meanwhile)."""
-        with self._lock:
-            self._queued.clear()
-            self._queued_by_user.clear()
-            self._active.clear()
-            self._mix_book.clear()
-            self._order = None
+        with self._lock, self._book.lock:
+            self._book.clear()
             self._reasons.clear()
             self.framework_id = self.store.framework_id
             self._load()
@@ -221,30 +232,16 @@ class CoreState:
                     yield job, task, Holder(job.job_id, task.task_id, job.user)
 
     def _track(self, job: Job) -> Job:
-        """Keep the in-memory queue and active set in step with a stored job."""
-        before = (self._queued.get(job.job_id), self._active.get(job.job_id))
-        self._enter(job)
-        self._mix_book.moved(before, (self._queued.get(job.job_id), self._active.get(job.job_id)))
+        """Keep the book, and what the core keeps per job, in step with a stored job.
+        Under the core's lock."""
+        self._after_track(self._book.track(job))
         return job
 
-    def _enter(self, job: Job) -> None:
-        """File ``job`` as queued, active or neither (:meth:`_track` tells the mix book)."""
-        old = self._queued.pop(job.job_id, None)
-        was_queued = old is not None
-        if old is not None:
-            self._count_queued(old.user, -1)
-        self._active.pop(job.job_id, None)
-        if job.state is JobState.QUEUED and not job.kill_requested:
-            self._queued[job.job_id] = job
-            self._count_queued(job.user, 1)
-            if not was_queued:
-                self._enter_order(job.job_id)
-        elif was_queued:
-            self._order_stale = True  # filtered out when next read: no sort
-            self._reasons.pop(job.job_id, None)
-            self._reservations.forget(job.job_id)
+    def _after_track(self, job: Job) -> None:
+        """The core's own per-job memory after the book took ``job``: the round memory of
+        jobs that left the queue, start times, and the GPUs running tasks prove exist."""
+        self._forget_left()
         if job.state.active:
-            self._active[job.job_id] = job
             if job.job_id not in self._started:
                 self._started[job.job_id] = self._clock()
             for task in job.tasks:
@@ -252,15 +249,56 @@ class CoreState:
         else:
             self._started.pop(job.job_id, None)
 
-    def _count_queued(self, user: str, step: int) -> None:
-        count = self._queued_by_user.get(user, 0) + step
-        if count:
-            self._queued_by_user[user] = count
-        else:
-            self._queued_by_user.pop(user, None)
+    def _forget_left(self) -> None:
+        """Drop the reasons and reservations of jobs that left the queue (some left it by a
+        kill that took only the book's lock). Under the core's lock."""
+        for job_id in self._book.take_left():
+            self._reasons.pop(job_id, None)
+            self._reservations.forget(job_id)
 
     def _save(self, job: Job, event: str | None = None) -> Job:
-        return self._track(self.store.save_job(job, event=event))
+        """Store ``job`` through the book. A queued job the book no longer holds was killed
+        after this caller (an offer round) read it: nothing is written, and the stored job
+        comes back."""
+        saved = self._book.save(job, event=event)
+        if saved is None:
+            return self._find(job.job_id) or job
+        self._after_track(saved)
+        return saved
+
+    def _pin_queue(self) -> list[Job]:
+        """Take the queue an offer round decides on (jobs submitted later wait for the next
+        round); returns it in placement order. :meth:`_unpin_queue` ends it."""
+        self._pinned, order = self._book.pin()
+        self._forget_left()
+        return order
+
+    def _unpin_queue(self) -> None:
+        self._pinned = None
+
+    def _admission_facts(self) -> AdmissionFacts:
+        """The admission facts of the inventory as it is, or, while an offer round holds the
+        core's lock, as the last one left it (a submit does not wait for rounds)."""
+        facts = self._admission
+        if facts.version == self.inventory.version or not self._lock.acquire(blocking=False):
+            return facts
+        try:
+            return self._publish_admission()
+        finally:
+            self._lock.release()
+
+    def _publish_admission(self) -> AdmissionFacts:
+        """Make the admission facts of the inventory's version (under the core's lock)."""
+        facts = self._admission
+        if facts.version != self.inventory.version:
+            facts = AdmissionFacts(
+                self.inventory.version,
+                self.inventory.copy(),
+                self.pool_capacity(),  # type: ignore[attr-defined]
+                self.gpu_sizes(),  # type: ignore[attr-defined]
+            )
+            self._admission = facts
+        return facts
 
     def visible_job(self, job_id: str, user: str, admin: bool = False) -> Job:
         """The job if the caller may see it.
@@ -268,7 +306,7 @@ class CoreState:
         Raises:
             JobNotFound: missing, or owned by someone else (not revealed).
         """
-        job = self._queued.get(job_id) or self._active.get(job_id) or self.store.get_job(job_id)
+        job = self._book.find(job_id) or self.store.get_job(job_id)
         if not admin and job.user != user:
             raise JobNotFound(f"no job {job_id}; list your jobs with `dlc jobs`")
         return job
@@ -283,35 +321,18 @@ class CoreState:
             views, _ = self._offer_parser.parse(offers, False, self._accounts_shares)
             self.inventory.note_offers(views, at)
 
+    def queued_jobs(self) -> list[Job]:
+        """Queued jobs in placement order (from memory, as they are now)."""
+        return self._book.ordered()
+
+    def has_queued(self) -> bool:
+        """Whether any job waits for offers."""
+        return bool(self._book.queued)
+
     def _accounts_shares(self, agent_id: str) -> bool:
         """Whether the agent's totals hold share blocks (its offer views are marked so)."""
         totals = self.inventory.get(agent_id)
         return totals is not None and totals.shareable
-
-    def queued_jobs(self) -> list[Job]:
-        """Queued jobs in placement order (from memory)."""
-        if self._order is None:
-            self._order = [j.job_id for j in sorted(self._queued.values(), key=queue_key)]
-            self._order_stale = False
-        elif self._order_stale:
-            self._order = [j for j in self._order if j in self._queued]
-            self._order_stale = False
-        return [self._queued[j] for j in self._order]
-
-    def _enter_order(self, job_id: str) -> None:
-        """Put a newly queued job in its place (a sort of 10,000 queued jobs each round
-        that saw a submit cost more than the rest of the round's bookkeeping)."""
-        if self._order is None:
-            return
-        if self._order_stale:
-            self._order = [j for j in self._order if j in self._queued and j != job_id]
-            self._order_stale = False
-        queued = self._queued
-        bisect.insort(self._order, job_id, key=lambda j: queue_key(queued[j]))
-
-    def has_queued(self) -> bool:
-        """Whether any job waits for offers."""
-        return bool(self._queued)
 
     def _impossible_reason(self, spec: JobSpec) -> str | None:
         """Why no known agent could run ``spec`` (``None``: some could), kept per inventory
@@ -335,7 +356,7 @@ class CoreState:
         return self._impossible[key]
 
     def _find(self, job_id: str) -> Job | None:
-        job = self._active.get(job_id) or self._queued.get(job_id)
+        job = self._book.find(job_id)
         if job is not None:
             return job
         try:

@@ -53,7 +53,7 @@ class TenancyMixin(ElasticMixin):
 
     def active_jobs(self) -> list[Job]:
         """Jobs whose tasks may hold resources (staging, running, preempted)."""
-        with self._lock:
+        with self._book.lock:  # the book's: no wait for an offer round
             return list(self._active.values())
 
     def pool_capacity(self) -> dict[str, Resources]:

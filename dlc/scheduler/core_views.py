@@ -21,24 +21,24 @@ class ViewsMixin(CoreState):
 
     def queue_reason(self, job_id: str) -> str | None:
         """``position 3 of 7; waiting behind job j1 which reserves agent a1`` for a queued
-        job (``None`` when it is not queued)."""
-        with self._lock:
-            if job_id not in self._queued:
+        job (``None`` when it is not queued). Reads the job book only: no wait for an
+        offer round (the reason is the latest round's)."""
+        book = self._book
+        with book.lock:
+            if job_id not in book.queued:
                 return None
-            order = [j.job_id for j in self.queued_jobs()]
+            order = [j.job_id for j in book.ordered()]
             reason = self._reasons.get(job_id) or "waiting for the first offers"
             return f"position {order.index(job_id) + 1} of {len(order)}; {reason}"
 
     def get_job(self, job_id: str) -> Job:
         """One job, whoever owns it (from memory while queued or active): for a caller that
-        authorizes another way, such as an executor's job secret.
+        authorizes another way, such as an executor's job secret. No wait for an offer round.
 
         Raises:
             JobNotFound: no such job.
         """
-        with self._lock:
-            job = self._queued.get(job_id) or self._active.get(job_id)
-        return job or self.store.get_job(job_id)
+        return self._book.find(job_id) or self.store.get_job(job_id)
 
     def all_jobs(self) -> list[Job]:
         """Every stored job, oldest first (the dashboard's and the metrics' view)."""

@@ -218,6 +218,16 @@ class Inventory:
             self._agents[totals.agent_id] = totals
             self.version += 1
 
+    def copy(self) -> Inventory:
+        """A copy that feeding this inventory leaves alone (admission reads it without the
+        core's lock: :mod:`~dlc.scheduler.admission_facts`)."""
+        other = Inventory(self.overheads, self._topology_of, self._driver_ok, self.roles)
+        other._agents = dict(self._agents)
+        other._offered = dict(self._offered)
+        other._ranges = dict(self._ranges)
+        other.version = other._answers_version = self.version
+        return other
+
     # -- reading --------------------------------------------------------------
 
     def agents(self) -> list[AgentTotals]:

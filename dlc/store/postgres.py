@@ -296,6 +296,7 @@ class JobStore(_sqlite.JobStore):
     # Every public call survives a short server restart or a dropped connection.
     new_job_id = _retrying(_sqlite.JobStore.new_job_id)
     add_job = _retrying(_sqlite.JobStore.add_job)
+    add_jobs = _retrying(_sqlite.JobStore.add_jobs)
     save_job = _retrying(_sqlite.JobStore.save_job)
     get_job = _retrying(_sqlite.JobStore.get_job)
     list_jobs = _retrying(_sqlite.JobStore.list_jobs)

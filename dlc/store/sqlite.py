@@ -63,6 +63,10 @@ def _ceiling(max_priority: int | None) -> int:
     return DEFAULT_MAX_PRIORITY if max_priority is None else max_priority
 
 
+#: one history entry of a job
+_EVENT_INSERT = "INSERT INTO job_events (job_id, at, state, message) VALUES (?,?,?,?)"
+
+
 @dataclass(frozen=True)
 class QuarantinedJob:
     """A job row that could not be read, kept aside.
@@ -321,6 +325,56 @@ class JobStore(TenancyStore):
             )
             self._event(job.job_id, job.state, job.message or "submitted", now)
         return job
+
+    def add_jobs(self, jobs: Sequence[Job]) -> list[Job]:
+        """Insert new jobs in one transaction, each under a fresh id (the ids they carry are
+        not used), with their first history entries; returns them as stored.
+
+        Many submits, one commit: the core's job book writes the submits that arrived while
+        the previous write ran together (``dlc/scheduler/job_book.py``), so a stream of
+        submits is not one transaction, and one lock hand-over, per job."""
+        if not jobs:
+            return []
+        now = self._clock()
+        with self._tx(f"adding {len(jobs)} jobs") as db:
+            ids = self._fresh_ids(len(jobs))
+            stored = [
+                replace(job, job_id=job_id, submitted_at=job.submitted_at or now)
+                for job, job_id in zip(jobs, ids, strict=True)
+            ]
+            rows = [{**encode_job(job), "updated_at": now} for job in stored]
+            columns = list(rows[0])
+            insert = (
+                f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+            )
+            values = [tuple(row[c] for c in columns) for row in rows]
+            events = [(j.job_id, now, j.state.value, j.message or "submitted") for j in stored]
+            many = getattr(db, "executemany", None)  # PostgreSQL's connection has none
+            if many is not None:
+                many(insert, values)
+                many(_EVENT_INSERT, events)
+            else:
+                for row_values, event in zip(values, events, strict=True):
+                    db.execute(insert, row_values)
+                    db.execute(_EVENT_INSERT, event)
+        return stored
+
+    def _fresh_ids(self, count: int) -> list[str]:
+        """``count`` distinct job ids no stored or quarantined job has (in a transaction)."""
+        ids: list[str] = []
+        while len(ids) < count:
+            drawn = list({"j" + secrets.token_hex(4) for _ in range(count - len(ids))} - set(ids))
+            marks = ", ".join("?" * len(drawn))
+            taken = {
+                row[0]
+                for row in self._db.execute(
+                    f"SELECT job_id FROM jobs WHERE job_id IN ({marks}) "
+                    f"UNION SELECT job_id FROM quarantine WHERE job_id IN ({marks})",
+                    (*drawn, *drawn),
+                )
+            }
+            ids += [i for i in drawn if i not in taken and i not in self._unreadable]
+        return ids
 
     def save_job(self, job: Job, event: str | None = None) -> Job:
         """Update a job; a state change (or an explicit ``event``) adds a history entry.
@@ -677,6 +731,6 @@ class JobStore(TenancyStore):
 
     def _event(self, job_id: str, state: JobState, message: str, at: float) -> None:
         self._db.execute(
-            "INSERT INTO job_events (job_id, at, state, message) VALUES (?,?,?,?)",
+            _EVENT_INSERT,
             (job_id, at, state.value, message or ""),
         )

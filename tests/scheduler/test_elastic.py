@@ -323,6 +323,18 @@ def test_growth_keeps_to_the_group_ceiling(core):
     )
 
 
+def test_growth_keeps_to_the_users_gpu_limit_counting_this_rounds_members(core):
+    """3 GPUs allowed, 2 held: one member joins, the next in the same round does not (the
+    round's holdings are counted once and the members it adds on top)."""
+    from dlc.scheduler.tenancy import Policy, UserLimits
+
+    job = elastic_at_min(core)
+    core.set_tenancy(Policy(limits={"alice": UserLimits("alice", max_gpus=3)}))
+    actions = core.on_offers([one_gpu("a3"), one_gpu("a4")])
+    assert [i["agent_id"]["value"] for i in launched(actions)] == ["a3"]
+    assert len(core.store.get_job(job.job_id).tasks) == 3
+
+
 @pytest.mark.parametrize("nodes", ["2:4", {"min": 2, "max": 4}])
 def test_the_api_takes_both_range_forms(tmp_path, nodes):
     from dlc.api.client import ApiClient

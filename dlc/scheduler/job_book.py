@@ -1,0 +1,300 @@
+"""The job book: queued and active jobs in memory, written through to the store, under its
+own short lock.
+
+:class:`~dlc.scheduler.core.SchedulerCore` serialises offer rounds, status updates and kills
+of running jobs with one lock, and an offer round holds it for its whole duration (hundreds
+of milliseconds at openb scale). What users do most—submit a job, cancel one that still
+waits, read a job—touches only the book, so it takes only :attr:`JobBook.lock`, held for a
+store write at most (issue 26: a submit used to wait for the whole round).
+
+Lock order, everywhere: the core's lock, then :attr:`JobBook.lock`, then the store's own
+lock. Nothing that holds the book's lock takes the core's (a kill of a running job leaves
+the book before it waits for the core), so the three never deadlock.
+
+What may change the queue while the core's lock is held by an offer round (the round
+decides on a copy, :meth:`JobBook.pin`):
+
+* a submit adds a job: it waits for the next round;
+* a kill of a queued job removes it: the round, applying under the book's lock, launches
+  only jobs still queued (:meth:`JobBook.holds`), and a save of a queued job the book no
+  longer holds is refused (:meth:`JobBook.save`), so a cancelled job is never launched or
+  brought back. Nothing else changes a queued job outside the core's lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from types import MappingProxyType
+from typing import cast
+
+from dlc.scheduler.jobs import Job, JobState
+from dlc.scheduler.mix_book import MixBook
+from dlc.scheduler.ports import JobStore
+from dlc.scheduler.queue import queue_key
+
+#: a queued job's id -> the job, frozen (a copy the book never changes)
+QueueView = Mapping[str, Job]
+
+#: at most so many submits in one write
+_BATCH = 256
+
+
+class _Ticket:
+    """One submit on its way to the store."""
+
+    __slots__ = ("done", "error", "job")
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.done = False
+        self.error: BaseException | None = None
+
+
+class JobBook:
+    """Queued and active jobs, per-user queue counters and the queue's order.
+
+    Args:
+        store: where every change is written before the book shows it.
+        clock: the submit clock (:meth:`submit_time`).
+    """
+
+    def __init__(self, store: JobStore, clock: Callable[[], float]):
+        self.store = store
+        self._clock = clock
+        #: held for a dict update and at most one store write (or an offer round's apply)
+        self.lock = threading.RLock()
+        #: job id -> queued job (not kill-requested); read under :attr:`lock`
+        self.queued: dict[str, Job] = {}
+        #: job id -> staging, running or preempted job; changed under the core's lock too
+        self.active: dict[str, Job] = {}
+        #: the queued and running jobs by shape, kept by :meth:`track` (mix_book.py)
+        self.mix = MixBook()
+        #: user -> how many of :attr:`queued` are theirs (the per-user cap at submit, O(1))
+        self._by_user: dict[str, int] = {}
+        self._order: list[str] | None = None
+        #: whether ``_order`` may still hold jobs that left the queue
+        self._order_stale = False
+        #: the latest submit time handed out: each submit gets a later one (the tie order)
+        self._last_submit = -math.inf
+        #: ids that left the queue since :meth:`take_left` (the core forgets their reasons)
+        self._left: list[str] = []
+        #: a frozen copy of :attr:`queued`, made on demand after a change
+        self._view: QueueView | None = None
+        #: submits waiting to be written, and how many of them each user has
+        self._pending: list[_Ticket] = []
+        self._pending_by_user: dict[str, int] = {}
+        #: whether a thread is writing pending submits, and the signal that it has written
+        #: (waiters sleep on it rather than queue on a lock: a lock passed from waiter to
+        #: waiter, each to find its job written, cost a GIL hand-over each)
+        self._writing = False
+        self._written = threading.Condition(threading.Lock())
+
+    # -- reading ----------------------------------------------------------------
+
+    def find(self, job_id: str) -> Job | None:
+        """The job from memory while queued or active, else ``None``."""
+        with self.lock:
+            return self.queued.get(job_id) or self.active.get(job_id)
+
+    def holds(self, job_id: str) -> bool:
+        """Whether the job is queued or active (a live job the book keeps)."""
+        return job_id in self.queued or job_id in self.active
+
+    def view(self) -> QueueView:
+        """The queued jobs as a frozen mapping (copied once per change of the queue)."""
+        with self.lock:
+            if self._view is None:
+                self._view = MappingProxyType(dict(self.queued))
+            return self._view
+
+    def ordered(self) -> list[Job]:
+        """Queued jobs in placement order."""
+        with self.lock:
+            if self._order is None:
+                self._order = [j.job_id for j in sorted(self.queued.values(), key=queue_key)]
+                self._order_stale = False
+            elif self._order_stale:
+                self._order = [j for j in self._order if j in self.queued]
+                self._order_stale = False
+            return [self.queued[j] for j in self._order]
+
+    def pin(self) -> tuple[QueueView, list[Job]]:
+        """The queue as one offer round decides on it: the jobs and their order, taken
+        together so the two agree."""
+        with self.lock:
+            return self.view(), self.ordered()
+
+    def live(self) -> list[Job]:
+        """Every queued and active job (a copy)."""
+        with self.lock:
+            return [*self.queued.values(), *self.active.values()]
+
+    def queued_count(self, user: str) -> int:
+        """How many jobs ``user`` has queued, or submitted and being written."""
+        return self._by_user.get(user, 0) + self._pending_by_user.get(user, 0)
+
+    def take_left(self) -> list[str]:
+        """The ids that left the queue since the last call (killed while queued, launched
+        or gone otherwise)."""
+        with self.lock:
+            left, self._left = self._left, []
+            return left
+
+    # -- writing ----------------------------------------------------------------
+
+    def submit_time(self) -> float:
+        """The clock, or just after the previous submit's time when the clock has not moved.
+
+        The queue orders by priority, then submit time, then job id: with equal times the
+        random job ids decided, so two submits in one clock tick (or a simulated batch at
+        one virtual instant) ran in a random order. Unique times make the order the submit
+        order, stored with the job (so it holds across restarts) and off by at most a few
+        float steps (about 0.2 µs each at today's UNIX time) from the clock.
+        """
+        with self.lock:
+            now = self._clock()
+            if now <= self._last_submit:
+                now = math.nextafter(self._last_submit, math.inf)
+            self._last_submit = now
+            return now
+
+    def add(self, job: Job, room: Callable[[], None] | None = None, stamp: bool = False) -> Job:
+        """Store a new job under a fresh id, then queue it; returns it as stored.
+
+        ``room()`` (the per-user cap) runs under :attr:`lock` and may raise to refuse;
+        ``stamp``: the job gets its submit time (:meth:`submit_time`) there too. The
+        write is shared: the submits that arrive while one batch is written go into the
+        next, in one transaction (a store without ``add_jobs`` writes them one by one), so
+        a submit costs one lock hand-over and a share of one commit, not a commit of its
+        own (each SQLite call lets the GIL go, and an offer round computing meanwhile took
+        about 5 ms of it back each time).
+
+        Raises:
+            StoreError: the batch's write failed; none of its jobs was queued.
+        """
+        ticket = _Ticket(job)
+        with self.lock:
+            if room is not None:
+                room()
+            if stamp:  # the submit time, in the same turn of the lock
+                ticket.job = job = replace(job, submitted_at=self.submit_time())
+            self._pending.append(ticket)
+            self._count(job.user, 1, self._pending_by_user)
+        while self._turn(ticket):  # one writer at a time; the others wait for their batch
+            try:
+                self._write_pending()
+            finally:
+                with self._written:
+                    self._writing = False
+                    self._written.notify_all()
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.job
+
+    def _turn(self, ticket: _Ticket) -> bool:
+        """Wait until ``ticket`` is written (``False``) or no one writes (``True``: the
+        caller writes now). Taken before :attr:`lock`, never under it."""
+        with self._written:
+            while not ticket.done:
+                if not self._writing:
+                    self._writing = True
+                    return True
+                self._written.wait()
+            return False
+
+    def _write_pending(self) -> None:
+        """Write the pending submits in one go (by the one writer, :meth:`_turn`)."""
+        with self.lock:
+            batch, self._pending = self._pending[:_BATCH], self._pending[_BATCH:]
+            try:
+                stored = self._store_new([t.job for t in batch])
+            except BaseException as exc:
+                for ticket in batch:
+                    ticket.error = exc
+                stored = [t.job for t in batch]
+            for ticket, job in zip(batch, stored, strict=True):
+                self._count(ticket.job.user, -1, self._pending_by_user)
+                if ticket.error is None:
+                    ticket.job = self.track(job)
+                ticket.done = True
+
+    def _store_new(self, jobs: list[Job]) -> list[Job]:
+        add_jobs = getattr(self.store, "add_jobs", None)
+        if add_jobs is not None:
+            return cast(list[Job], add_jobs(jobs))
+        return [self.store.add_job(replace(j, job_id=self.store.new_job_id())) for j in jobs]
+
+    def save(self, job: Job, event: str | None = None) -> Job | None:
+        """Store ``job`` and keep the book in step; ``None`` (nothing written) when ``job``
+        is queued but the book holds it neither queued nor active: a kill ended it after
+        the caller (an offer round) read it, and writing the caller's copy would bring it
+        back. (A job becomes queued only by :meth:`add` or from an active state.)"""
+        with self.lock:
+            if job.state is JobState.QUEUED and not self.holds(job.job_id):
+                return None
+            return self.track(self.store.save_job(job, event=event))
+
+    def track(self, job: Job) -> Job:
+        """Keep the queue and the active set in step with a stored job."""
+        with self.lock:
+            job_id = job.job_id
+            before = (self.queued.get(job_id), self.active.get(job_id))
+            self._track(job)
+            self.mix.moved(before, (self.queued.get(job_id), self.active.get(job_id)))
+            return job
+
+    def _track(self, job: Job) -> None:
+        """:meth:`track` without the mix book (under :attr:`lock`)."""
+        job_id = job.job_id
+        old = self.queued.pop(job_id, None)
+        was_queued = old is not None
+        if old is not None:
+            self._count(old.user, -1, self._by_user)
+            self._view = None
+        self.active.pop(job_id, None)
+        if job.state is JobState.QUEUED and not job.kill_requested:
+            self.queued[job_id] = job
+            self._count(job.user, 1, self._by_user)
+            self._view = None
+            if not was_queued:
+                self._enter_order(job_id)
+        elif was_queued:
+            self._order_stale = True  # filtered out when next read: no sort
+            self._left.append(job_id)
+        if job.state.active:
+            self.active[job_id] = job
+
+    def clear(self) -> None:
+        """Forget every job (a reload reads them again)."""
+        with self.lock:
+            self.queued.clear()
+            self._by_user.clear()
+            self.active.clear()
+            self._order = None
+            self._order_stale = False
+            self._left.clear()
+            self._view = None
+            self.mix.clear()
+
+    @staticmethod
+    def _count(user: str, step: int, counts: dict[str, int]) -> None:
+        count = counts.get(user, 0) + step
+        if count:
+            counts[user] = count
+        else:
+            counts.pop(user, None)
+
+    def _enter_order(self, job_id: str) -> None:
+        """Put a newly queued job in its place (a sort of 10,000 queued jobs each round
+        that saw a submit cost more than the rest of the round's bookkeeping)."""
+        if self._order is None:
+            return
+        if self._order_stale:
+            self._order = [j for j in self._order if j in self.queued and j != job_id]
+            self._order_stale = False
+        queued = self.queued
+        bisect.insort(self._order, job_id, key=lambda j: queue_key(queued[j]))

@@ -1,0 +1,146 @@
+"""Submits, kills of queued jobs and job reads do not wait for an offer round (the job book,
+issue 26), and a job killed while a round decides is neither launched nor brought back."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs import Job, JobSpec, JobState
+from dlc.scheduler.placement import PlacementConfig
+from dlc.store.sqlite import JobStore
+
+from .helpers import offer
+
+#: how long another thread may take for what must not wait for the round (generous: a
+#: shared CI machine), far below "forever", which is what waiting for the round would be
+_PROMPT_S = 10.0
+
+
+@pytest.fixture
+def core(tmp_path) -> SchedulerCore:
+    config = CoreConfig(placement=PlacementConfig("first-fit"))
+    return SchedulerCore(JobStore(tmp_path / "db"), config)
+
+
+def _submit(core: SchedulerCore, gpus: int = 1, user: str = "alice") -> Job:
+    return core.submit(user, JobSpec.from_dict({"image": "busybox", "gpus": gpus}))
+
+
+def _during_round(core: SchedulerCore, action: Callable[[], object]) -> list[object]:
+    """Run ``action`` on another thread while the next offer round holds the core's lock,
+    after the round took its queue and before it applies; returns what ``action`` returned
+    (empty when it did not finish within :data:`_PROMPT_S`: it waited for the round)."""
+    done: list[object] = []
+    real = core.plan_queue
+
+    def hooked(*args, **kwargs):
+        core.plan_queue = real  # once
+        worker = threading.Thread(target=lambda: done.append(action()))
+        worker.start()
+        worker.join(_PROMPT_S)
+        return real(*args, **kwargs)
+
+    core.plan_queue = hooked
+    return done
+
+
+def test_a_job_killed_while_the_round_decides_is_not_launched_and_its_offer_declined(core):
+    victim = _submit(core, gpus=2)
+    other = _submit(core, gpus=2)
+    done = _during_round(core, lambda: core.kill(victim.job_id, "alice"))
+
+    actions = core.on_offers([offer("o1", "a1", [0, 1]), offer("o2", "a2", [0, 1])])
+
+    assert done, "the kill of a queued job waited for the offer round"
+    killed, _ = done[0]
+    assert killed.state is JobState.KILLED
+    launched = [info["task_id"]["value"] for _, infos in actions.accepts for info in infos]
+    assert launched == [f"{other.job_id}.0.0"]  # the other job still starts
+    # the victim's agent was placed on, then not used: its offer goes back, none is lost
+    accepted = {o for ids, _ in actions.accepts for o in ids}
+    assert sorted(accepted | set(actions.declines)) == ["o1", "o2"]
+    assert not accepted & set(actions.declines)
+    stored = core.store.get_job(victim.job_id)
+    assert (stored.state, stored.tasks, stored.message) == (JobState.KILLED, (), "killed")
+    assert core.store.get_job(other.job_id).state is JobState.STAGING
+
+
+def test_a_waiting_job_killed_during_the_round_keeps_its_end(core):
+    core.on_offers([offer("o0", "a0", list(range(8)))])  # an 8-GPU agent is known
+    big = _submit(core, gpus=8)
+    done = _during_round(core, lambda: core.kill(big.job_id, "alice"))
+
+    actions = core.on_offers([offer("o1", "a0", [0, 1])])  # too small: it would wait
+
+    assert done and actions.accepts == [] and actions.declines == ["o1"]
+    stored = core.store.get_job(big.job_id)
+    assert stored.state is JobState.KILLED and stored.message == "killed"  # no "waiting: ..."
+    assert core.queue_reason(big.job_id) is None
+    assert not core.has_queued()
+
+
+def test_submits_and_reads_during_a_round_do_not_wait_and_queue_for_the_next(core):
+    first = _submit(core)
+    done = _during_round(
+        core, lambda: (_submit(core, user="bob"), core.get_job(first.job_id), core.queued_jobs())
+    )
+
+    actions = core.on_offers([offer("o1", "a1", [0, 1])])
+
+    assert done, "a submit waited for the offer round"
+    late, seen, queued = done[0]
+    assert seen.job_id == first.job_id and [j.job_id for j in queued] == [
+        first.job_id,
+        late.job_id,
+    ]
+    launched = [info["task_id"]["value"] for _, infos in actions.accepts for info in infos]
+    assert launched == [f"{first.job_id}.0.0"]  # the round decided on its own queue
+    assert not actions.suppress  # the late job still waits: offers keep coming
+    assert core.queue_reason(late.job_id) == "position 1 of 1; waiting for the first offers"
+    again = core.on_offers([offer("o2", "a1", [1])])
+    assert [i["task_id"]["value"] for _, infos in again.accepts for i in infos] == [
+        f"{late.job_id}.0.0"
+    ]
+
+
+def test_the_per_user_cap_counts_what_the_book_holds(tmp_path):
+    config = CoreConfig(placement=PlacementConfig("first-fit"), max_queued_per_user=2)
+    core = SchedulerCore(JobStore(tmp_path / "db"), config)
+    a = _submit(core)
+    _submit(core)
+    with pytest.raises(Exception, match="already has 2 jobs queued"):
+        _submit(core)
+    core.kill(a.job_id, "alice")
+    _submit(core)  # a killed job leaves room
+
+
+def test_concurrent_submits_share_writes_and_keep_the_cap(tmp_path):
+    config = CoreConfig(placement=PlacementConfig("first-fit"), max_queued_per_user=5)
+    core = SchedulerCore(JobStore(tmp_path / "db"), config)
+    gate = threading.Barrier(24)
+    outcomes: list[object] = []
+
+    def one(i: int) -> None:
+        gate.wait()
+        try:
+            outcomes.append(_submit(core, user="alice" if i % 2 else f"u{i}"))
+        except Exception as exc:  # noqa: BLE001 - the cap's refusals are counted below
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(_PROMPT_S)
+    jobs = [o for o in outcomes if isinstance(o, Job)]
+    refused = [o for o in outcomes if not isinstance(o, Job)]
+    assert len(outcomes) == 24
+    assert sum(j.user == "alice" for j in jobs) == 5  # 12 tried, the cap let 5 in
+    assert len(jobs) == 17 and all("already has 5 jobs queued" in str(e) for e in refused)
+    assert len({j.job_id for j in jobs}) == 17
+    assert {j.job_id for j in core.queued_jobs()} == {j.job_id for j in jobs}
+    assert {j.job_id for j in core.store.list_jobs()} == {j.job_id for j in jobs}
