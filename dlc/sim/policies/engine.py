@@ -108,7 +108,7 @@ class EnginePolicy:
             return None  # a CPU-only pod is no DLC job (the core does not submit it)
         self._count += 1
         job = Job(job_id=f"p{self._count}", user="openb", spec=spec)
-        live = [o for o in self._offers if o.cpus >= 0.01 or o.mem_mib >= 32]  # the master's
+        live = [self._offers[n] for n in np.flatnonzero(_may_fit(view.cluster, pod))]
         with _quiet_topology():
             result = place(live, [job], CONFIG, mix=lambda: self.mix(job))
         if not result.launches:
@@ -120,6 +120,15 @@ class EnginePolicy:
         if launch.share is not None:
             return Placement(n, (launch.share.gpu_index,))
         return Placement(n, tuple(launch.gpu_ids))
+
+
+def _may_fit(cluster: ClusterState, pod: PodSpec) -> np.ndarray:
+    """The nodes with room for ``pod`` (CPUs, memory, GPUs), whatever their GPU model: the
+    only agents placement could choose, so offering only them changes no choice (the
+    scores compare candidates, ties keep the offers' order) and saves building 1,213 slots
+    a pod. The model is left to placement, which reads it as the core does."""
+    ok = (cluster.cpu_left >= max(pod.cpu_milli, 1)) & (cluster.mem_left >= pod.memory_mib)
+    return ok & ((cluster.gpu_left >= max(pod.gpu_milli, 1)).sum(axis=1) >= pod.num_gpu)
 
 
 @contextmanager
