@@ -35,14 +35,16 @@ def _curves(path: Path) -> dict[int, np.ndarray]:
             for s, c in entry["curves"].items()}  # fmt: skip
 
 
-def load(folder: Path, trace_dir: str | None) -> dict:
-    """Seed curves of the three: ``{"core", "direct", "fgd"}`` -> seed -> 131 values."""
+def load(folder: Path, trace_dir: str | None, direct: Path | None = None) -> dict:
+    """Seed curves of the three: ``{"core", "direct", "fgd"}`` -> seed -> 131 values
+    (``direct``: the direct replay's results.json, default ``folder/direct/results.json``)."""
     core: dict[int, np.ndarray] = {}
     for path in sorted(folder.glob("core-*/results.json")):
         core.update(_curves(path))
     expected = io.load_expected(io.trace_root(trace_dir), "default")["fgd"]
     fgd = {s: np.array(c, dtype=float) for s, c in expected.items()}
-    return {"core": core, "direct": _curves(folder / "direct/results.json"), "fgd": fgd}
+    direct = direct or folder / "direct/results.json"
+    return {"core": core, "direct": _curves(direct), "fgd": fgd}
 
 
 def _mean(curves: dict[int, np.ndarray], seeds) -> np.ndarray:
@@ -127,8 +129,14 @@ def main() -> int:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--trace-dir", default=None)
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument(
+        "--direct",
+        type=Path,
+        default=None,
+        help="the direct replay's results.json [FOLDER/direct/results.json]",
+    )
     args = parser.parse_args()
-    result = compare(load(args.folder, args.trace_dir))
+    result = compare(load(args.folder, args.trace_dir, args.direct))
     print(f"seeds through the core: {result['seeds']}")
     print("| demand | FGD published | DLC direct | DLC through core | core - FGD | core - direct |")
     print("|---|---|---|---|---|---|")

@@ -427,20 +427,32 @@ class _LazyWholeScore:
     """The round's :class:`WholeScore`, built when a whole-GPU job first has a choice of
     agents (a round whose jobs fit nowhere, or only one place, never pays for it)."""
 
-    def __init__(self, slots: list[_Slot], mix: MixSource):
+    def __init__(self, slots: list[_Slot], mix: MixSource, shares: bool = False):
         self._slots = slots
         self._mix = mix
+        #: whether shares are scored against the mix too (the caller gave it; else they
+        #: keep :func:`~dlc.scheduler.share_placement.choose_share`'s default)
+        self.shares = shares
         self._score: WholeScore | None = None
 
     def get(self) -> WholeScore | None:
-        if self._score is None and self._mix is not None:
-            mix = self._mix() if callable(self._mix) else self._mix
-            self._mix = mix
-            if mix is not None:
-                self._score = WholeScore(self._slots, mix)
-                for slot in self._slots:
-                    slot.whole_score = self._score
+        mix = self.mix()
+        if self._score is None and mix is not None:
+            self._score = WholeScore(self._slots, mix)
+            for slot in self._slots:
+                slot.whole_score = self._score
         return self._score
+
+    def mix(self) -> WorkloadMix | None:
+        """The round's mix (worked out once, when first asked)."""
+        if callable(self._mix):
+            self._mix = self._mix()
+        return self._mix
+
+    def share_mix(self) -> WorkloadMix | None:
+        """What shares are scored against: the caller's mix (the core's queued and
+        running jobs, issue 26), as whole-GPU jobs are; ``None`` when none was given."""
+        return self.mix() if self.shares else None
 
 
 def queue_demands(jobs: Iterable[Job], config: PlacementConfig) -> Iterable[tuple[int, int, int]]:
@@ -489,10 +501,11 @@ def place(
             round to round.
         carry: whether this call may use and keep those carried failures (``False``: a
             round cut into several batches, each with its own agents; they are forgotten).
-        mix: the expected workload whole-GPU jobs are scored against
+        mix: the expected workload whole-GPU jobs and shares are scored against
             (:mod:`~dlc.scheduler.whole_score`; the core passes its queued and running jobs
-            by shape; or a function computing it, called only when a whole-GPU job first has
-            a choice of agents); default: the shapes of ``queue``.
+            by shape; or a function computing it, called when a whole-GPU job first has
+            a choice of agents or a share is placed); default: the shapes of ``queue`` for
+            whole-GPU jobs, and for shares more shares like each and whole GPUs.
         memo: what the caller's earlier rounds derived per agent (slot states, share rows:
             :class:`~dlc.scheduler.round_memo.RoundMemo`), reused for agents whose offer
             did not change; default: everything is read afresh.
@@ -538,9 +551,10 @@ def place(
     carried = budget.carried if budget is not None and carry else None
     if carried is not None:
         carried.start(others)
+    given = mix is not None
     if mix is None:
         mix = demand_mix(queue_demands(queue, config))
-    whole = _LazyWholeScore(slots, mix)
+    whole = _LazyWholeScore(slots, mix, shares=given)
     for job in queue:
         holder = job.job_id in holders
         # a share's user matters only where exclusivity or MPS can keep it off a GPU
@@ -661,7 +675,10 @@ def _place_job(
     if spec.is_share:
         if mps is None:
             mps = _mps_agents(slots)
-        return _place_share(job, slots, cpus, mem, topology_of, result, tenants, share_hold, mps)
+        return _place_share(
+            job, slots, cpus, mem, topology_of, result, tenants, share_hold, mps,
+            whole.share_mix() if whole is not None else None,
+        )  # fmt: skip
     chosen: list[tuple[_Slot, tuple[int, ...], str, tuple[int, ...], Topology | None]] = []
     reason = "no offers"
     takes: dict[str, gpu_shares.GpuRanges] = {}
@@ -857,8 +874,11 @@ def _place_share(
     tenants: ShareTenants,
     share_hold: ShareHold | None,
     mps_agents: frozenset[str],
+    mix: WorkloadMix | None = None,
 ) -> str | None:
-    """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None."""
+    """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None.
+    ``mix``: the round's expected workload the share is scored against (``None``: more
+    shares like it and whole GPUs, :func:`~dlc.scheduler.share_placement.choose_share`)."""
     tenant = tenants.tenant(job)
     open_to = None  # nobody exclusive, no other tenant under MPS: every GPU is open
     mps = mps_agents if tenants.by_gpu else frozenset()
@@ -874,7 +894,7 @@ def _place_share(
     choice = choose_share(
         job.spec, slots, cpus, mem, topology_of,
         lambda slot: agent_text(slot.attributes, ATTR_GPU_MODEL) or "",
-        open_to, hold, slots[0].share_room if slots else None,
+        open_to, hold, slots[0].share_room if slots else None, mix,
     )  # fmt: skip
     if isinstance(choice, str):
         return choice

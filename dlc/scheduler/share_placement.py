@@ -302,6 +302,7 @@ def choose_share(
     open_to: Callable[[str, int], bool] | None = None,
     hold: Callable[[int], tuple[Callable[[str, int], bool], str] | None] | None = None,
     room: ShareRoom | None = None,
+    mix: fgd.WorkloadMix | None = None,
 ) -> ShareChoice | str:
     """The GPU for a share of ``spec`` among ``slots`` (``_Slot`` of placement), or why not.
 
@@ -317,13 +318,16 @@ def choose_share(
             ``None``. Default: nothing held.
         room: ``slots`` indexed by free compute (:class:`ShareRoom`): only the agents with
             a GPU that has the share's compute free are read; same choice, fewer reads.
+        mix: the workload the choice is scored against: the core passes the one it sees
+            (queued and running jobs by shape, as for whole-GPU jobs); default: more shares
+            like this one and whole GPUs, half and half (:func:`_share_mix`).
     """
     views, fits, totals_of = [], [], []
     if room is not None and room.covers(slots):
         if not room.shareable():
             return "no offer has GPU shares (gpu_mem/gpu_core ranges) free"
         if open_to is None and not spec.gpu_model:  # nothing asked per GPU: all at once
-            return _choose_in_arrays(spec, room, cpus, mem, topology_of, hold)
+            return _choose_in_arrays(spec, room, cpus, mem, topology_of, hold, mix)
         # a slot without a GPU of this much compute free fits nowhere below: skip it unread
         shareable = room.at_least(spec.share_core_milli)
     else:
@@ -372,7 +376,7 @@ def choose_share(
         views.append(
             fgd.AgentView(slot.agent_id, int(slot.cpus * 1000), int(slot.mem), "gpu", free)
         )
-    request, mix = _share_mix(cpus, mem, need_milli)
+    request, mix = _share_mix(cpus, mem, need_milli, mix)
     placed = fragscore.place(request, views, mix)  # the same core as dlc.sim
     if placed is None or placed.gpus[0] not in fits[placed.agent][2]:
         slot, topology, ok = fits[0]  # the measure found nothing: first fit
@@ -388,17 +392,20 @@ def choose_share(
 
 
 def _share_mix(
-    cpus: float, mem: float, need_milli: int
+    cpus: float, mem: float, need_milli: int, mix: fgd.WorkloadMix | None = None
 ) -> tuple[fgd.ShareRequest, fgd.WorkloadMix]:
-    """The share as ``fragscore`` sees it, and the workload it is scored against: more shares
-    like this one, and whole-GPU jobs; using a whole GPU for a share fragments it for the
-    latter, so shares pack onto shared GPUs, across agents too."""
+    """The share as ``fragscore`` sees it, and the workload it is scored against: ``mix``
+    when given (the core's queued and running jobs), else more shares like this one and
+    whole-GPU jobs; using a whole GPU for a share fragments it for the latter, so shares
+    pack onto shared GPUs, across agents too."""
     request = fgd.ShareRequest(
         cpu_milli=int(cpus * 1000),
         mem_mib=int(mem),
         num_gpus=1,
         gpu_milli=min(need_milli, fgd.MILLI - 1),
     )
+    if mix is not None:
+        return request, mix
     whole = fgd.ShareRequest(
         cpu_milli=request.cpu_milli, mem_mib=request.mem_mib, num_gpus=1, gpu_milli=fgd.MILLI
     )
@@ -417,6 +424,7 @@ def _choose_in_arrays(
     mem: float,
     topology_of: Callable[[dict[str, str]], Topology | None],
     hold: Callable[[int], tuple[Callable[[str, int], bool], str] | None] | None,
+    mix: fgd.WorkloadMix | None = None,
 ) -> ShareChoice | str:
     """:func:`choose_share` over the round's arrays (``room``), for a share that asks no
     GPU model and meets no exclusivity: the same fits, order, measure and reasons as the
@@ -457,7 +465,7 @@ def _choose_in_arrays(
     width = max(fgd.MAX_GPUS, ok.shape[1])
     gpu_left = np.zeros((len(chosen), width), dtype=np.int64)
     gpu_left[:, : ok.shape[1]] = np.where(fit, np.maximum(ok, need_milli), 0)
-    request, mix = _share_mix(cpus, mem, need_milli)
+    request, mix = _share_mix(cpus, mem, need_milli, mix)
     arrays = fgd.AgentArrays(
         model=np.zeros(len(chosen), dtype=np.int64),
         cpu_left=(room.cpus[chosen] * 1000).astype(np.int64),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dlc.scheduler.allocator.shares import ShareRequest, WorkloadMix
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.placement import place
 from dlc.scheduler.task_info import build_task_info
@@ -166,3 +167,23 @@ def test_equal_choices_go_to_the_agent_with_fewer_whole_gpus():
     ]
     result = place(offers, [share_job("j1", gpu_memory="4G")])
     assert (result.launches[0].agent_id, result.launches[0].share.gpu_index) == ("a2", 6)
+
+
+def _shares_mix(milli: int) -> WorkloadMix:
+    """A mix of shares of ``milli`` thousandths only (what a core sees with a queue of them)."""
+    shape = ShareRequest(cpu_milli=100, mem_mib=0, num_gpus=1, gpu_milli=milli)
+    return WorkloadMix((shape,), (10.0,))
+
+
+def test_a_share_is_scored_against_the_mix_the_caller_sees():
+    # a1's only GPU has 0.5 free, a2's 0.7; a 0.2 share. Against the queued and running mix
+    # (shares of 0.5, issue 26) it goes to a2 and leaves a1's 0.5 for the next 0.5 share;
+    # against "more shares like it and whole GPUs" it would fill a1 to 0.3, which fits no 0.5
+    offers = [
+        ranged_offer("o1", "a1", gpus=2, mem_gib=16, used={0: (8192, 500)}, whole_taken=(1,)),
+        ranged_offer("o2", "a2", gpus=2, mem_gib=16, used={0: (4915, 300)}, whole_taken=(1,)),
+    ]
+    live = place(offers, [share_job("j1", gpus=0.2)], mix=_shares_mix(500))
+    assert (live.launches[0].agent_id, live.launches[0].share.gpu_index) == ("a2", 0)
+    # no mix given: the default for shares (more like it and whole GPUs) packs a1
+    assert place(offers, [share_job("j1", gpus=0.2)]).launches[0].agent_id == "a1"

@@ -111,3 +111,23 @@ def test_bad_options_are_one_line_errors(extra, field):
     done = CliRunner().invoke(cli, ["simulate", "openb", *extra])
     assert done.exit_code != 0
     assert done.output.startswith(f"Error: {field}") and done.output.count("\n") == 1
+
+
+def test_the_direct_replay_places_each_pod_as_the_core_does():
+    """Issue 26: the direct mode's DLC calls the core's placement engine, so with one pod per
+    offer round (the direct replay's order) both give the same allocation, event by event."""
+    from dlc.sim.policies import get_policy
+    from dlc.sim.replay import replay
+    from dlc.sim.workload import target_mix
+
+    root = io.trace_root()
+    nodes = io.load_nodes(root)[:16]
+    pods = io.load_pods(root, "default")
+    arrivals = arrival_sequence(pods, sum(n.gpus for n in nodes) * 1000, TUNE,
+                                np.random.default_rng(SEED))  # fmt: skip
+    core, stats = replay_on(core_engine(nodes), nodes, arrivals, batch_pct=1e-9)
+    assert stats.problems == [] and len(stats.batches) > 40  # one GPU pod a round
+    rng = np.random.default_rng(SEED)
+    direct = replay(nodes, arrivals, get_policy("dlc"), target_mix(pods), rng)
+    assert direct.placed == core.placed and direct.placed > 25
+    assert list(direct.used_gpu_milli) == list(core.used_gpu_milli)

@@ -108,10 +108,13 @@ WHOLE = PodSpec("w", 4000, 1000, 1, 1000)
         ("bestfit", [(HALF, Placement(1, (1,)))], HALF, 1, (1,)),
         ("fgd", [(HALF, Placement(1, (1,)))], HALF, 1, (1,)),
         ("dlc", [(HALF, Placement(1, (1,)))], HALF, 1, (1,)),
+        ("dlc-arrays", [(HALF, Placement(1, (1,)))], HALF, 1, (1,)),
         ("clustering", [(HALF, Placement(1, (1,)))], HALF, 1, (1,)),
         # a whole GPU: both nodes grow fragmentation by 0, the tie goes to the first
         ("fgd", [(HALF, Placement(1, (1,)))], WHOLE, 0, (0,)),
-        ("dlc", [(HALF, Placement(1, (1,)))], WHOLE, 0, (0,)),
+        ("dlc-arrays", [(HALF, Placement(1, (1,)))], WHOLE, 0, (0,)),
+        # production's engine breaks that tie by best fit: b, with one whole GPU free
+        ("dlc", [(HALF, Placement(1, (1,)))], WHOLE, 1, (0,)),
         # empty cluster: ties go to the first node by name
         ("bestfit", [], WHOLE, 0, (0,)),
         ("dotprod", [], WHOLE, 0, (0,)),
@@ -322,7 +325,7 @@ def test_policy_names_take_a_hold_reserve_and_refuse_bad_ones_in_one_line():
 
     assert get_policy("dlc-admit:1.5").params.hold_reserve == 1.5
     assert get_policy("dlc-admit").params.hold_reserve == 1.0
-    assert get_policy("dlc").params.hold_reserve == 0.0
+    assert get_policy("dlc-arrays").params.hold_reserve == 0.0
     assert label("dlc-admit:1.5") == "DLC + share hold x1.5"
     for bad in ("dlc-admit:x", "dlc-admit:0", "fgd:2", "nope"):
         with pytest.raises(FieldError) as err:

@@ -8,16 +8,13 @@ GPU (``gpu_fraction = gpu_milli / 1000``: that much compute and memory).
 
 from __future__ import annotations
 
-from dlc.scheduler.jobs import JobSpec
 from dlc.sim.cluster_sim.engine import WorkItem
 from dlc.sim.cluster_sim.master import SimAgentSpec
+from dlc.sim.openb_jobs import DEFAULT_GPU_MIB, GPU_MIB, spec_of
 from dlc.sim.trace import NodeSpec, PodSpec
 from dlc.topology import gpu_shares
 
-#: GPU memory (MiB) by openb model; G2/G3 are not public and assumed 16 GiB (a share asks
-#: the same fraction of memory as of compute, so the size does not change what fits)
-GPU_MIB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10": 24576}
-DEFAULT_GPU_MIB = 16384
+__all__ = ["DEFAULT_GPU_MIB", "GPU_MIB", "agent_of", "item_of", "spec_of"]
 
 
 def agent_of(node: NodeSpec) -> SimAgentSpec:
@@ -31,20 +28,6 @@ def agent_of(node: NodeSpec) -> SimAgentSpec:
         text += (f";gpus:{node.gpus};gpu_ids:{{{','.join(map(str, gpus))}}}"
                  f";gpu_mem:{mem};gpu_core:{core}")  # fmt: skip
     return SimAgentSpec(node.name, node.name, text, {"gpu_model": node.model})
-
-
-def spec_of(pod: PodSpec) -> JobSpec | None:
-    """The job of one pod (``None``: a CPU-only pod, which DLC jobs cannot be)."""
-    if pod.num_gpu == 0:
-        return None
-    model = next(iter(pod.gpu_models)) if len(pod.gpu_models) == 1 else None
-    base = JobSpec(
-        image="sim/pod:1", gpus=pod.num_gpu, cpus=max(pod.cpu_milli, 1) / 1000,
-        mem_mib=max(32, pod.memory_mib), gpu_model=model, name=pod.name,
-    )  # fmt: skip
-    if pod.gpu_milli < 1000:
-        return JobSpec(**{**base.__dict__, "gpus": 1, "gpu_fraction": pod.gpu_milli / 1000})
-    return base
 
 
 def item_of(pod: PodSpec, n: int, at: float) -> WorkItem | None:

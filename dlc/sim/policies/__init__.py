@@ -17,7 +17,12 @@ POLICIES: dict[str, tuple[Callable[[], Policy] | None, str]] = {
     "packing": (lambda: gpu_packing, "GpuPacking"),
     "bestfit": (lambda: best_fit, "BestFit"),
     "fgd": (FgdPolicy, "FGD"),
+    # each pod through production's placement engine (placement.place, as the offer round
+    # places it; dlc.sim.policies.engine), so the direct replay credits what the core runs
     "dlc": (None, "DLC"),
+    # the former direct DLC: fragscore on the replay's arrays against the trace's target mix
+    # (the figures of the README's tables before issue 26 came from it)
+    "dlc-arrays": (None, "DLC (arrays)"),
     # DLC's placement plus the share hold (fragscore.share_hold: a share with an unfillable
     # leftover waits rather than open a whole GPU while whole GPUs are scarce); a held share
     # counts as failed in the pods-only-arrive replay, so it is reported apart
@@ -31,13 +36,17 @@ def get_policy(name: str) -> Policy:
     ``dlc-admit:R`` is DLC with the share hold at reserve ``R`` (``dlc-admit`` is ``R=1``).
     """
     base, reserve = _parse(name)
-    if base in ("dlc", "dlc-admit"):
+    if base == "dlc":
+        from dlc.sim.policies.engine import EnginePolicy
+
+        return EnginePolicy()
+    if base in ("dlc-arrays", "dlc-admit"):
         from dlc.scheduler.allocator.fragscore import ScoreParams
         from dlc.sim.policies.dlc import DlcPolicy
 
         return DlcPolicy(ScoreParams(hold_reserve=reserve))
     factory = POLICIES[base][0]
-    assert factory is not None  # "dlc" and "dlc-admit" are built above
+    assert factory is not None  # DLC's are built above
     return factory()
 
 
