@@ -12,6 +12,7 @@ import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.jobs import Job, JobSpec
@@ -170,18 +171,30 @@ def decide(request: DecideRequest) -> Decision:
     )
 
 
+#: a job :func:`_runnable` has not asked about yet (``None`` means "it can run")
+_UNASKED: Any = object()
+
+
 def _runnable(request: DecideRequest) -> tuple[list[Job], dict[str, str], list[str]]:
     """The queued jobs this round places, in queue order; the impossible ones with their
     reasons; and the ids of the runnable ones the round cap leaves for later rounds."""
     impossible_of = request.impossible_of or _uncached(request.inventory)
     runnable: list[Job] = []
     impossible: dict[str, str] = {}
+    memo = request.memo
+    known = (memo.impossible(request.inventory.version, len(request.queue))
+             if memo is not None else {})  # fmt: skip
     for job in request.queue:
-        why = impossible_of(job.spec)
+        job_id = job.job_id
+        why = known.get(job_id, _UNASKED)
+        if why is _UNASKED:
+            why = impossible_of(job.spec)
+            if memo is not None:
+                known[job_id] = why
         if why is None:
             runnable.append(job)
         else:
-            impossible[job.job_id] = f"impossible on the current agents: {why}"
+            impossible[job_id] = f"impossible on the current agents: {why}"
     skipped: list[str] = []
     if request.cap is not None:
         chosen = request.cap.choose(runnable, set((request.reserved or {}).values()))

@@ -12,6 +12,10 @@ offer is unchanged:
   OfferParser` hands an agent whose offer did not change the same objects under a new offer
   id, and a freshly parsed offer has new ones, so an agent whose offer changed is always
   read again);
+* each queued job's impossibility answer for one inventory version
+  (:meth:`RoundMemo.impossible`): a queued job's spec never changes, so only jobs new to
+  the queue are asked again until the inventory changes (10,000 queued jobs were asked
+  every round: about 20 ms of a steady round);
 * the share rows (:attr:`RoundMemo.rows`), keyed by the ranges they were read from, and the
   last round's share room by slot state (:class:`~dlc.scheduler.share_index.KeptFill`):
   a slot built from a kept state gets its row copied, with the others', in one array step.
@@ -61,6 +65,19 @@ class RoundMemo:
         self.rows: RowCache = {}
         #: the last round's share room rows, by slot state
         self.share_fill = KeptFill()
+        #: the inventory version :attr:`_impossible` answers for
+        self._impossible_version: object = None
+        #: job id -> why it cannot run on the known agents (``None``: it can)
+        self._impossible: dict[str, str | None] = {}
+
+    def impossible(self, version: object, queued: int) -> dict[str, str | None]:
+        """Job id -> impossibility answer, valid for inventory ``version`` (emptied when
+        the version changes, or when it holds far more jobs than the ``queued`` ones: the
+        answers of jobs that left the queue). The caller fills in the jobs it lacks."""
+        if version != self._impossible_version or len(self._impossible) > 2 * queued + 1024:
+            self._impossible = {}
+            self._impossible_version = version
+        return self._impossible
 
     def slot_state(self, view: Any) -> dict[str, Any] | None:
         """The starting state of the slot of ``view``'s agent, if its offer is unchanged."""

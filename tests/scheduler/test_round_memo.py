@@ -163,3 +163,34 @@ def test_the_share_room_reads_again_the_rows_of_agents_whose_offer_changed(monke
         assert not result.launches  # fits nowhere: the room stays as filled
         _rows(rooms[-1], rooms[-1].slots)  # every row as a fresh read of its slot
     assert memo.share_fill.states  # the fill was kept, and rows were copied from it
+
+
+def test_decide_asks_impossibility_only_of_new_jobs_until_the_inventory_changes():
+    from dlc.scheduler.decide import DecideRequest, decide
+    from dlc.scheduler.inventory import Inventory
+
+    inventory, asked = Inventory(), []
+
+    def impossible_of(spec: JobSpec) -> str | None:
+        asked.append(spec.gpus)
+        return "too big" if spec.gpus > 4 else None
+
+    memo = RoundMemo()
+    queue = [_whole("j1", 2), _whole("j2", 8)]
+
+    def round_of(jobs):
+        asked.clear()
+        return decide(DecideRequest(queue=jobs, inventory=inventory, offers=[],
+                                    config=FIRST_FIT, now=0.0, impossible_of=impossible_of,
+                                    memo=memo))  # fmt: skip
+
+    first = round_of(queue)
+    assert sorted(asked) == [2, 8] and first.impossible == {
+        "j2": "impossible on the current agents: too big"
+    }
+    second = round_of([*queue, _whole("j3", 1)])
+    assert asked == [1]  # only the new job; the others' answers kept
+    assert second.impossible == first.impossible and "j1" in second.waiting
+    inventory.version += 1  # an agent's totals changed: every job is asked again
+    round_of(queue)
+    assert sorted(asked) == [2, 8]
