@@ -64,3 +64,14 @@ def test_demand_mix_keeps_the_common_shapes():
     }
     assert shapes == {(1000, 1000, 1): 60.0, (2000, 1000, 2): 38.0}  # 98% covers >= 95%
     assert demand_mix([]) is None
+
+
+def test_demand_mix_keeps_rare_shapes_that_ask_many_gpus():
+    # 3% of the tasks but 20% of the GPUs: without it nothing keeps an 8-GPU agent whole
+    demands = [(1000, 1000, 1)] * 95 + [(8000, 1000, 8)] * 3 + [(500, 300, 1)] * 2
+    mix = demand_mix(demands)
+    shapes = {
+        (s.cpu_milli, s.gpu_milli, s.num_gpus): w
+        for s, w in zip(mix.shapes, mix.weights, strict=True)
+    }
+    assert shapes == {(1000, 1000, 1): 95.0, (8000, 1000, 8): 3.0}  # weighted by count
