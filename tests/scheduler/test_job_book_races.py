@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from dlc.errors import DlcError, StoreError
+from dlc.scheduler import inventory
 from dlc.scheduler.core import Actions, CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.mix_book import MixBook
@@ -349,31 +350,37 @@ def test_a_kill_at_each_point_of_the_round_is_never_followed_by_a_launch(tmp_pat
 
 
 def test_random_mix_of_submits_kills_rounds_and_updates_keeps_every_invariant(tmp_path):
-    """Submitters and killers on threads, offer rounds and status updates on this one; at
-    the end: no job launched twice or after its acknowledged queued kill, every acknowledged
-    submit stored, memory and store agreeing, the mix book equal to a recount."""
+    """Submitters and killers on threads, offer rounds and status updates on another, all
+    at once; at the end: no task launched twice, no job launched after its acknowledged
+    queued kill, every acknowledged submit stored, memory and store agreeing, the mix book
+    equal to a recount."""
     store = JobStore(tmp_path / "db")
     core = SchedulerCore(store, _config(cap=12))
-    rng = random.Random(11)
     acked: list[Job] = []
     queued_kills: set[str] = set()
-    stop = threading.Event()
+    launches: list[str] = []
+    busy = threading.Semaphore(0)  # released once by each submitter that is done
+    submitters = 4
 
     def submitter(user: str, seed: int) -> Callable[[], None]:
         def run() -> None:
             r = random.Random(seed)
-            for _ in range(25):
-                try:
-                    acked.append(core.submit(user, _spec(r.choice([1, 1, 2, 4]), r.choice([1, 2]))))
-                except DlcError as exc:
-                    assert "already has" in str(exc)
+            try:
+                for _ in range(30):
+                    spec = _spec(r.choice([1, 1, 2, 4]), r.choice([1, 1, 2]))
+                    try:
+                        acked.append(core.submit(user, spec))
+                    except DlcError as exc:
+                        assert "already has" in str(exc)
+            finally:
+                busy.release()
 
         return run
 
     def killer(seed: int) -> Callable[[], None]:
         def run() -> None:
             r = random.Random(seed)
-            for _ in range(40):
+            for _ in range(60):
                 live = core._book.live()
                 if not live:
                     continue
@@ -384,34 +391,29 @@ def test_random_mix_of_submits_kills_rounds_and_updates_keeps_every_invariant(tm
 
         return run
 
-    launches: list[str] = []
-
     def rounds() -> None:
-        n = 0
-        while not stop.is_set() and n < 200:
-            n += 1
-            offers = [offer(f"o{n}.{a}", f"a{a}", [0, 1, 2, 3]) for a in range(rng.randint(1, 3))]
-            actions = core.on_offers(offers)
-            for _, infos in actions.accepts:
-                for info in infos:
-                    launches.append(info["task_id"]["value"])
+        r = random.Random(5)
+        finished = 0
+        for n in range(400):
+            agents = r.randint(1, 3)
+            actions = core.on_offers(
+                [offer(f"o{n}.{a}", f"a{n % 5}{a}", [0, 1, 2, 3]) for a in range(agents)]
+            )
+            launches.extend(i["task_id"]["value"] for _, infos in actions.accepts for i in infos)
             for job in list(core._book.active.values()):
                 for task in job.tasks:
-                    state = rng.choice(["TASK_RUNNING", "TASK_FINISHED", "TASK_FAILED", None])
+                    state = r.choice(["TASK_RUNNING", "TASK_FINISHED", "TASK_FAILED", None])
                     if state is not None:
                         core.on_status(_status(task.task_id, state, task.agent_id))
+            while busy.acquire(blocking=False):
+                finished += 1
+            if finished == submitters and n > 40:
+                return
 
     users = [submitter(u, i) for i, u in enumerate(["a", "a", "b", "c"])]
-    workers = users + [killer(100), killer(101)]
-    driver = threading.Thread(target=rounds, daemon=True)
-    driver.start()
-    try:
-        _run_all(workers)
-    finally:
-        stop.set()
-        driver.join(_DEADLINE_S)
-    assert not driver.is_alive()
+    _run_all([*users, killer(100), killer(101), rounds])
 
+    assert launches and queued_kills  # the race did launch, and did kill queued jobs
     assert len(launches) == len(set(launches)), "a task was launched twice"
     assert not {t.split(".")[0] for t in launches} & queued_kills
     stored = {j.job_id for j in store.list_jobs()}
@@ -445,3 +447,39 @@ def test_a_store_answering_a_batch_oddly_leaves_no_submitter_waiting(tmp_path):
     assert len(outcomes) == 3  # every submitter got an answer: none spins for its turn
     assert sum(isinstance(o, ValueError) for o in outcomes) == 1
     assert core._book._pending == [] and core._book._pending_by_user == {}
+
+
+# -- admission facts shared by concurrent submits --------------------------------------
+
+
+def test_refused_submits_of_distinct_specs_keep_the_admission_answers_bounded(
+    tmp_path, monkeypatch
+):
+    """Admission answers are kept per spec until the agents change, and a submit the queue
+    cap refuses was answered first: a user at the cap who loops over distinct specs (a
+    hostile user) must not grow them without bound; submits sharing the facts' copy from
+    many threads all get their answer."""
+    monkeypatch.setattr(inventory, "ANSWERS_KEPT", 50)
+    core = SchedulerCore(JobStore(tmp_path / "db"), _config(cap=2))
+    core.on_offers([offer("o1", "a1", [0, 1])])  # a 2-GPU agent is known
+    outcomes: list[object] = []
+
+    def attacker(seed: int) -> Callable[[], None]:
+        def run() -> None:
+            for i in range(60):
+                body = {"image": "busybox", "gpus": 1, "mem_mib": 1000 + seed * 100 + i}
+                try:
+                    outcomes.append(core.submit("mallory", JobSpec.from_dict(body)))
+                except DlcError as exc:
+                    outcomes.append(exc)
+
+        return run
+
+    _run_all([attacker(s) for s in range(6)])
+
+    refused = [o for o in outcomes if isinstance(o, DlcError)]
+    assert len(outcomes) == 360 and len(refused) == 358
+    assert all("already has 2 jobs queued" in str(e) for e in refused)
+    assert len(core._admission.inventory._answers) <= 50
+    with pytest.raises(DlcError, match="gpus"):  # answers still right after a clear
+        core.submit("mallory", _spec(gpus=3))
