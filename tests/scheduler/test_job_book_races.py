@@ -351,6 +351,37 @@ def test_a_kill_at_each_point_of_the_round_is_never_followed_by_a_launch(tmp_pat
     _check_agrees(core)
 
 
+@pytest.mark.parametrize(
+    "late", ["TASK_FAILED", "TASK_RUNNING", "TASK_LOST", "TASK_FINISHED", "TASK_STAGING"]
+)
+def test_a_late_update_of_an_old_run_does_not_bring_back_a_job_killed_while_queued(tmp_path, late):
+    """Mesos re-sends an update until it is acknowledged: one of the run before a retry,
+    arriving after the retried job was killed while queued (the book's lock only), must not
+    queue, run or launch it again; an update saying the old task runs gets it killed."""
+    core = SchedulerCore(JobStore(tmp_path / "db"), _config())
+    spec = JobSpec.from_dict({"image": "busybox", "gpus": 1, "retries": 3})
+    job = core.submit("alice", spec)
+    (task,) = _launched_tasks(core.on_offers([offer("o1", "a1", [0, 1])]))
+    core.on_status(_status(task, "TASK_RUNNING", "a1"))
+    core.on_status(_status(task, "TASK_FAILED", "a1"))
+    assert core.get_job(job.job_id).state is JobState.QUEUED  # retried
+    killed, _ = core.kill(job.job_id, "alice")
+    assert killed.state is JobState.KILLED
+
+    actions = core.on_status(_status(task, late, "a1"))
+
+    assert core.get_job(job.job_id).state is JobState.KILLED
+    assert not core.has_queued()
+    assert _launched(core.on_offers([offer("o2", "a1", [0, 1])])) == []
+    if late in ("TASK_RUNNING", "TASK_STAGING"):  # something of it runs: it is stopped
+        assert actions.kills == [(task, "a1")]
+    _check_agrees(core)
+
+
+def _launched_tasks(actions: Actions) -> list[str]:
+    return [i["task_id"]["value"] for _, infos in actions.accepts for i in infos]
+
+
 def test_random_mix_of_submits_kills_rounds_and_updates_keeps_every_invariant(tmp_path):
     """Submitters and killers on threads, offer rounds and status updates on another, all
     at once; at the end: no task launched twice, no job launched after its acknowledged
