@@ -413,8 +413,11 @@ def test_random_mix_of_submits_kills_rounds_and_updates_keeps_every_invariant(tm
     def killer(seed: int) -> Callable[[], None]:
         def run() -> None:
             r = random.Random(seed)
-            for _ in range(60):
-                live = core._book.live()
+            for n in range(2000):  # 60 kills, more until one was of a queued job
+                if n >= 60 and queued_kills:
+                    return
+                queued = core.queued_jobs()
+                live = queued if queued and r.random() < 0.6 else core._book.live()
                 if not live:
                     continue
                 job = r.choice(live)
