@@ -31,6 +31,7 @@ from dlc.scheduler.queue import queue_key
 from dlc.store import postgres
 from dlc.store.memory import MemoryJobStore
 from dlc.store.sqlite import JobStore
+from tests.services import Postgres
 
 from .helpers import offer
 
@@ -119,25 +120,52 @@ def _check_agrees(core: SchedulerCore) -> None:
         assert book.mix._shares == recount._shares
 
 
-class _GatedStore(JobStore):
-    """The SQLite store with a hook run inside ``add_jobs``'s transaction (before the insert:
-    it may raise to fail the batch, or check what the store holds)."""
+class _Gate:
+    """A store with a hook run inside ``add_jobs``'s transaction (before the insert: it may
+    raise to fail the batch, or check what the store holds)."""
 
     hook: Callable[[Sequence[Job]], None] | None = None
 
     def add_jobs(self, jobs: Sequence[Job]) -> list[Job]:
-        with self._tx("the test's batch"):
+        with self._tx("the test's batch"):  # type: ignore[attr-defined]
             if self.hook is not None:
                 self.hook(jobs)
-            return super().add_jobs(jobs)
+            return super().add_jobs(jobs)  # type: ignore[misc]
+
+
+class _GatedStore(_Gate, JobStore):
+    """The SQLite store with :class:`_Gate`'s hook."""
+
+
+class _GatedPgStore(_Gate, postgres.JobStore):
+    """The PostgreSQL store with :class:`_Gate`'s hook."""
+
+
+@pytest.fixture(scope="module")
+def pg_server():
+    """A PostgreSQL server for this module (scripts/postgres.sh; fails, never skips)."""
+    server = Postgres()
+    yield server
+    server.remove()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def gated_store(request, tmp_path):
+    """A fresh gated store of each engine."""
+    if request.param == "sqlite":
+        store: Any = _GatedStore(tmp_path / "db")
+    else:
+        store = _GatedPgStore(request.getfixturevalue("pg_server").new_db())
+    yield store
+    store.close()
 
 
 # -- the per-user queue cap and unique ids ------------------------------------------------
 
 
-def test_one_user_racing_submits_and_kills_never_passes_the_cap(tmp_path):
+def test_one_user_racing_submits_and_kills_never_passes_the_cap(gated_store):
     cap = 5
-    store = _GatedStore(tmp_path / "db")
+    store = gated_store
     core = SchedulerCore(store, _config(cap))
     peaks: list[int] = []
 
@@ -269,8 +297,8 @@ def test_a_batch_written_job_by_job_tells_each_submitter_its_own_outcome():
 # -- reload (HA takeover) while submits are in flight -----------------------------------
 
 
-def test_reload_during_submits_and_kills_leaves_memory_and_store_agreeing(tmp_path):
-    store = JobStore(tmp_path / "db")
+def test_reload_during_submits_and_kills_leaves_memory_and_store_agreeing(gated_store):
+    store = gated_store
     core = SchedulerCore(store, _config(cap=1000))
     acked: list[Job] = []
     killed: list[str] = []
