@@ -233,7 +233,7 @@ def test_a_batch_failing_half_way_in_sqlite_leaves_no_job_anywhere(tmp_path):
             ids[2] = before.job_id
         return ids
 
-    store._fresh_ids = clashing  # type: ignore[method-assign]
+    store._fresh_ids = clashing
     _hold_first_write(core, 6)
     outcomes: list[object] = []
 
@@ -252,7 +252,7 @@ def test_a_batch_failing_half_way_in_sqlite_leaves_no_job_anywhere(tmp_path):
     assert [j.job_id for j in store.list_jobs()] == [before.job_id]  # all rolled back
     assert list(core._book.queued) == [before.job_id]  # no ghost in memory
     assert core._book._pending == [] and core._book._pending_by_user == {}
-    store._fresh_ids = real_ids  # type: ignore[method-assign]
+    store._fresh_ids = real_ids
     core.submit("alice", _spec())  # the failed submits hold no room under the cap
     core.submit("alice", _spec())
     _check_agrees(core)
@@ -596,7 +596,7 @@ class _RetryingStore(JobStore):
 )
 def test_a_submit_whose_commit_answer_is_lost_is_stored_once(tmp_path):
     store = _RetryingStore(tmp_path / "db")
-    store._db = _LostCommitConnection(store._db)  # type: ignore[assignment]
+    store._db = _LostCommitConnection(store._db)
     core = SchedulerCore(store, _config())
 
     acked = core.submit("alice", _spec())
