@@ -40,6 +40,8 @@ from dlc.topology import gpu_shares
 from dlc.topology.node_config import ATTR_DRIVER
 from dlc.topology.node_config import ATTR_MODEL as ATTR_GPU_MODEL
 
+#: at most so many admission answers kept per inventory version (then they start again)
+ANSWERS_KEPT = 10_000
 #: the order in which a spec's needs are checked: the first field no agent meets is named
 _FIELDS = ("gpu_vendor", "gpu_model", "gpus", "gpu_memory", "cpus", "mem_mib", "disk_mib",
            "cuda_version")  # fmt: skip
@@ -349,13 +351,16 @@ class Inventory:
         key = (spec.gpus, spec.nodes, spec.gpu_model, spec.cpus, spec.mem_mib, spec.disk_mib,
                spec.cuda_version, spec.is_share, spec.gpu_memory, spec.gang_topology,
                spec.gpu_vendor)  # fmt: skip
-        if key not in self._answers:
+        answers = self._answers
+        if key in answers:
+            answer = answers[key]
+        else:
             error = self._impossible(spec)
             # FieldError's text is "<field>: <message>"; keep the two parts to rebuild it
-            self._answers[key] = (
-                None if error is None else (error.field, str(error)[len(error.field) + 2 :])
-            )
-        answer = self._answers[key]
+            answer = None if error is None else (error.field, str(error)[len(error.field) + 2 :])
+            if len(answers) >= ANSWERS_KEPT:  # refused specs are not capped per user: a
+                answers.clear()  # loop of distinct ones must not grow this until agents change
+            answers[key] = answer  # read from the local: submits share a copy, without a lock
         return None if answer is None else JobSpecError(*answer)
 
     def _impossible(self, spec: JobSpec) -> JobSpecError | None:

@@ -174,7 +174,8 @@ class JobBook:
         about 5 ms of it back each time).
 
         Raises:
-            StoreError: the batch's write failed; none of its jobs was queued.
+            StoreError: the job's write failed (with ``add_jobs``, the whole batch's); it
+                was neither stored nor queued.
         """
         ticket = _Ticket(job)
         with self.lock:
@@ -211,22 +212,39 @@ class JobBook:
         with self.lock:
             batch, self._pending = self._pending[:_BATCH], self._pending[_BATCH:]
             try:
-                stored = self._store_new([t.job for t in batch])
-            except BaseException as exc:
-                for ticket in batch:
-                    ticket.error = exc
-                stored = [t.job for t in batch]
-            for ticket, job in zip(batch, stored, strict=True):
-                self._count(ticket.job.user, -1, self._pending_by_user)
-                if ticket.error is None:
-                    ticket.job = self.track(job)
-                ticket.done = True
+                outcomes = self._store_new([t.job for t in batch])
+                for ticket, outcome in zip(batch, outcomes, strict=True):
+                    self._count(ticket.job.user, -1, self._pending_by_user)
+                    if isinstance(outcome, BaseException):
+                        ticket.error = outcome
+                    else:
+                        ticket.job = self.track(outcome)
+                    ticket.done = True
+            except BaseException as exc:  # a store's odd answer (or a bug): each submitter
+                for ticket in batch:  # still gets an answer, none waits for ever for its turn
+                    if not ticket.done:
+                        self._count(ticket.job.user, -1, self._pending_by_user)
+                        ticket.error = exc
+                        ticket.done = True
 
-    def _store_new(self, jobs: list[Job]) -> list[Job]:
+    def _store_new(self, jobs: list[Job]) -> list[Job | BaseException]:
+        """Each job as stored, or why it was not. ``add_jobs`` writes them in one
+        transaction: all or none. A store without it writes them one by one, so each gets
+        its own outcome (one error for all would tell a submitter whose job was written,
+        and would run after a restart, that it failed: submitted again, it ran twice)."""
         add_jobs = getattr(self.store, "add_jobs", None)
         if add_jobs is not None:
-            return cast(list[Job], add_jobs(jobs))
-        return [self.store.add_job(replace(j, job_id=self.store.new_job_id())) for j in jobs]
+            try:
+                return list(cast(list[Job], add_jobs(jobs)))
+            except BaseException as exc:  # rolled back: none of them was written
+                return [exc] * len(jobs)
+        outcomes: list[Job | BaseException] = []
+        for job in jobs:
+            try:
+                outcomes.append(self.store.add_job(replace(job, job_id=self.store.new_job_id())))
+            except BaseException as exc:  # this one alone: the others' writes stand
+                outcomes.append(exc)
+        return outcomes
 
     def save(self, job: Job, event: str | None = None) -> Job | None:
         """Store ``job`` and keep the book in step; ``None`` (nothing written) when ``job``
