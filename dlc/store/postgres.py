@@ -25,6 +25,8 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -32,6 +34,7 @@ import psycopg
 from psycopg import pq
 
 from dlc.errors import StoreError
+from dlc.scheduler.jobs import Job
 from dlc.store import sqlite as _sqlite
 from dlc.store.schema import SCHEMA_VERSION, file_version, migrate
 
@@ -295,8 +298,25 @@ class JobStore(_sqlite.JobStore):
 
     # Every public call survives a short server restart or a dropped connection.
     new_job_id = _retrying(_sqlite.JobStore.new_job_id)
-    add_job = _retrying(_sqlite.JobStore.add_job)
-    add_jobs = _retrying(_sqlite.JobStore.add_jobs)
+    new_job_ids = _retrying(_sqlite.JobStore.new_job_ids)
+    add_jobs_as = _retrying(_sqlite.JobStore.add_jobs_as)
+
+    def add_job(self, job: Job) -> Job:
+        """Insert a new job under its id (:meth:`add_jobs_as`: a retry after a COMMIT whose
+        answer was lost finds it stored and returns it, rather than failing on its own id)."""
+        return self.add_jobs_as([job])[0]
+
+    def add_jobs(self, jobs: Sequence[Job]) -> list[Job]:
+        """:meth:`dlc.store.sqlite.JobStore.add_jobs` with the fresh ids drawn before the
+        write (:meth:`add_jobs_as`): when a COMMIT reaches the server but its answer is
+        lost, the retry finds the batch stored under those ids and returns it, instead of
+        storing it again under new ones (a second copy nobody was told of, run after the
+        next restart)."""
+        if not jobs:
+            return []
+        ids = self.new_job_ids(len(jobs))
+        return self.add_jobs_as([replace(j, job_id=i) for j, i in zip(jobs, ids, strict=True)])
+
     save_job = _retrying(_sqlite.JobStore.save_job)
     get_job = _retrying(_sqlite.JobStore.get_job)
     list_jobs = _retrying(_sqlite.JobStore.list_jobs)

@@ -326,6 +326,12 @@ class JobStore(TenancyStore):
             self._event(job.job_id, job.state, job.message or "submitted", now)
         return job
 
+    def new_job_ids(self, count: int) -> list[str]:
+        """``count`` distinct fresh, unused job ids (for :meth:`add_jobs_as`: ids drawn
+        before the write, as the PostgreSQL store's retried write needs)."""
+        with self._read(f"drawing {count} job ids"):
+            return self._fresh_ids(count)
+
     def add_jobs(self, jobs: Sequence[Job]) -> list[Job]:
         """Insert new jobs in one transaction, each under a fresh id (the ids they carry are
         not used), with their first history entries; returns them as stored.
@@ -335,29 +341,76 @@ class JobStore(TenancyStore):
         submits is not one transaction, and one lock hand-over, per job."""
         if not jobs:
             return []
-        now = self._clock()
-        with self._tx(f"adding {len(jobs)} jobs") as db:
+        with self._tx(f"adding {len(jobs)} jobs"):
             ids = self._fresh_ids(len(jobs))
-            stored = [
-                replace(job, job_id=job_id, submitted_at=job.submitted_at or now)
-                for job, job_id in zip(jobs, ids, strict=True)
-            ]
-            rows = [{**encode_job(job), "updated_at": now} for job in stored]
-            columns = list(rows[0])
-            insert = (
-                f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-            )
-            values = [tuple(row[c] for c in columns) for row in rows]
-            events = [(j.job_id, now, j.state.value, j.message or "submitted") for j in stored]
-            many = getattr(db, "executemany", None)  # PostgreSQL's connection has none
-            if many is not None:
-                many(insert, values)
-                many(_EVENT_INSERT, events)
-            else:
-                for row_values, event in zip(values, events, strict=True):
-                    db.execute(insert, row_values)
-                    db.execute(_EVENT_INSERT, event)
+            return self._insert_new([replace(j, job_id=i) for j, i in zip(jobs, ids, strict=True)])
+
+    def add_jobs_as(self, jobs: Sequence[Job]) -> list[Job]:
+        """:meth:`add_jobs` under the ids the jobs carry (drawn by :meth:`new_job_ids`); a
+        batch stored already under them, by the same users, is returned as stored and not
+        written again: a retry after a COMMIT whose answer was lost stores each job once
+        (the PostgreSQL store's batch write).
+
+        Raises:
+            StoreError: the write failed, or some of the ids belong to other jobs.
+        """
+        if not jobs:
+            return []
+        with self._tx(f"adding {len(jobs)} jobs"):
+            if self._stored_already(jobs):
+                return self._stored_as(jobs)
+            return self._insert_new(jobs)
+
+    def _insert_new(self, jobs: Sequence[Job]) -> list[Job]:
+        """Insert ``jobs`` under their ids with their first history entries (in a
+        transaction); returns them as stored."""
+        now = self._clock()
+        db = self._db
+        stored = [replace(job, submitted_at=job.submitted_at or now) for job in jobs]
+        rows = [{**encode_job(job), "updated_at": now} for job in stored]
+        columns = list(rows[0])
+        insert = f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        values = [tuple(row[c] for c in columns) for row in rows]
+        events = [(j.job_id, now, j.state.value, j.message or "submitted") for j in stored]
+        many = getattr(db, "executemany", None)  # PostgreSQL's connection has none
+        if many is not None:
+            many(insert, values)
+            many(_EVENT_INSERT, events)
+        else:
+            for row_values, event in zip(values, events, strict=True):
+                db.execute(insert, row_values)
+                db.execute(_EVENT_INSERT, event)
         return stored
+
+    def _stored_already(self, jobs: Sequence[Job]) -> bool:
+        """Whether every job of ``jobs`` is stored under its id by its user (in a
+        transaction). Some, or another user's: the ids collided with other jobs, an error."""
+        marks = ", ".join("?" * len(jobs))
+        found = dict(
+            self._db.execute(
+                f"SELECT job_id, user FROM jobs WHERE job_id IN ({marks})",
+                tuple(job.job_id for job in jobs),
+            ).fetchall()
+        )
+        if not found:
+            return False
+        if len(found) == len(jobs) and all(found.get(j.job_id) == j.user for j in jobs):
+            return True
+        raise StoreError(
+            f"job database {self.path}: job ids {', '.join(sorted(found))} are taken; "
+            "submit again (new ids are drawn)",
+            path=self.path,
+        )
+
+    def _stored_as(self, jobs: Sequence[Job]) -> list[Job]:
+        """``jobs`` as stored (in their order)."""
+        marks = ", ".join("?" * len(jobs))
+        rows = self._db.execute(
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id IN ({marks})",
+            tuple(job.job_id for job in jobs),
+        ).fetchall()
+        by_id = {job.job_id: job for job in self._decode(rows)}
+        return [by_id.get(job.job_id, job) for job in jobs]
 
     def _fresh_ids(self, count: int) -> list[str]:
         """``count`` distinct job ids no stored or quarantined job has (in a transaction)."""

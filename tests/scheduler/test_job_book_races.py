@@ -576,10 +576,12 @@ class _LostCommitConnection:
 
 
 class _RetryingStore(JobStore):
-    """The SQLite engine behind the PostgreSQL store's retry of an unreachable server
-    (``dlc.store.postgres._retrying``), as that store wraps ``add_jobs``."""
+    """The SQLite engine behind the PostgreSQL store's batch write: ids drawn first, then
+    the write retried while the server seems unreachable (``dlc.store.postgres``)."""
 
-    add_jobs = postgres._retrying(JobStore.add_jobs)
+    new_job_ids = postgres._retrying(JobStore.new_job_ids)
+    add_jobs_as = postgres._retrying(JobStore.add_jobs_as)
+    add_jobs = postgres.JobStore.add_jobs
 
     def _error(self, exc: BaseException, action: str) -> StoreError:
         return StoreError(f"{action}: {exc}", path=self.path, kind="unavailable")
@@ -588,12 +590,6 @@ class _RetryingStore(JobStore):
         """Nothing to reconnect: the connection stayed."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/security.md: a batch whose COMMIT answer is lost is retried under new ids "
-    "(dlc/store/postgres.py _retrying of add_jobs): the first copy is stored too, and runs "
-    "after the next reload or restart beside the acknowledged one",
-)
 def test_a_submit_whose_commit_answer_is_lost_is_stored_once(tmp_path):
     store = _RetryingStore(tmp_path / "db")
     store._db = _LostCommitConnection(store._db)
