@@ -4,6 +4,10 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from dlc.scheduler.jobs import JobSpec
 from dlc.sim.trace import PodSpec
 
@@ -25,3 +29,16 @@ def spec_of(pod: PodSpec) -> JobSpec | None:
     if pod.gpu_milli < 1000:
         return JobSpec(**{**base.__dict__, "gpus": 1, "gpu_fraction": pod.gpu_milli / 1000})
     return base
+
+
+@contextmanager
+def quiet_topology() -> Iterator[None]:
+    """No "agent has no dlc_topo" warning per agent while placing: none of openb's nodes
+    has one (the replay through the core and the direct replay's engine policy)."""
+    logger = logging.getLogger("dlc.scheduler.placement")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -18,9 +18,7 @@ GPU or a share of one), so, unlike in the direct replay, they take no CPU here.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +31,7 @@ from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.sim.cluster_sim.engine import Engine, WorkItem
 from dlc.sim.cluster_sim.master import SimMaster, ranges_of
 from dlc.sim.cluster_sim.openb import agent_of, item_of
+from dlc.sim.openb_jobs import quiet_topology
 from dlc.sim.replay import ReplayResult
 from dlc.sim.trace import MILLI, NodeSpec, PodSpec
 from dlc.topology import gpu_shares
@@ -144,20 +143,9 @@ def replay_core(
     Identical arguments give identical results: the simulator's store numbers jobs in
     submit order and the core tries a batch in submit order.
     """
-    with _quiet_topology():  # "no dlc_topo" once per agent: none of openb's nodes has one
+    with quiet_topology():  # "no dlc_topo" once per agent: none of openb's nodes has one
         engine = core_engine(nodes, hold_reserve, metrics)
         return replay_on(engine, nodes, arrivals, batch_pct, progress)
-
-
-@contextmanager
-def _quiet_topology() -> Iterator[None]:
-    logger = logging.getLogger("dlc.scheduler.placement")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def replay_on(

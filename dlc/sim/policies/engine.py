@@ -15,10 +15,7 @@ same).
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
@@ -28,7 +25,7 @@ from dlc.scheduler.jobs import Job
 from dlc.scheduler.placement import Launch, OfferView, PlacementConfig, place
 from dlc.scheduler.whole_score import counted_mix
 from dlc.sim.cluster import ClusterState, Placement
-from dlc.sim.openb_jobs import DEFAULT_GPU_MIB, GPU_MIB, spec_of
+from dlc.sim.openb_jobs import DEFAULT_GPU_MIB, GPU_MIB, quiet_topology, spec_of
 from dlc.sim.policies.base import ClusterView
 from dlc.sim.trace import MILLI, PodSpec
 from dlc.topology import gpu_shares
@@ -109,7 +106,7 @@ class EnginePolicy:
         self._count += 1
         job = Job(job_id=f"p{self._count}", user="openb", spec=spec)
         live = [self._offers[n] for n in np.flatnonzero(_may_fit(view.cluster, pod))]
-        with _quiet_topology():
+        with quiet_topology():
             result = place(live, [job], CONFIG, mix=lambda: self.mix(job))
         if not result.launches:
             return None
@@ -129,18 +126,6 @@ def _may_fit(cluster: ClusterState, pod: PodSpec) -> np.ndarray:
     a pod. The model is left to placement, which reads it as the core does."""
     ok = (cluster.cpu_left >= max(pod.cpu_milli, 1)) & (cluster.mem_left >= pod.memory_mib)
     return ok & ((cluster.gpu_left >= max(pod.gpu_milli, 1)).sum(axis=1) >= pod.num_gpu)
-
-
-@contextmanager
-def _quiet_topology() -> Iterator[None]:
-    """No "agent has no dlc_topo" warning per agent: none of openb's nodes has one."""
-    logger = logging.getLogger("dlc.scheduler.placement")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def _after(offer: OfferView, cpus: float, mem: float, launch: Launch) -> OfferView:
