@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import logging
 import random
@@ -172,6 +173,9 @@ class Bench:
 
     #: a cProfile.Profile that records the offer rounds only (``--profile``)
     profiler = None
+    #: a SHA-256 over the TaskInfos and declines of the steady rounds (``--digest``): two
+    #: checkouts that decide alike print the same one
+    digest = None
 
     def round(self) -> float:
         """One offer round of every agent with anything free; returns its CPU ms."""
@@ -185,6 +189,9 @@ class Bench:
         self.launches = sum(len(infos) for _, infos in actions.accepts)
         if self.profiler is not None:
             self.profiler.disable()
+        if self.digest is not None:
+            decided = [actions.accepts, sorted(actions.declines)]
+            self.digest.update(json.dumps(decided, sort_keys=True, default=str).encode())
         for offer_ids, infos in actions.accepts:
             for info, (task, _) in zip(infos, self.master.launch(offer_ids, infos), strict=True):
                 state = "TASK_RUNNING" if task is not None else "TASK_ERROR"
@@ -302,15 +309,23 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         first_launches = bench.launches
         _say(f"first round {first:.0f} ms CPU; {sizes.steady_rounds} steady rounds")
         steady, steady_launches = [], 0
+        if args.digest:
+            bench.digest = hashlib.sha256()
         for _ in range(sizes.steady_rounds):
             bench.churn(0.02)
             steady.append(bench.round())
             steady_launches += bench.launches
         queued_after = len(bench.core.queued_jobs())
+        digest = bench.digest.hexdigest() if bench.digest is not None else None
+        bench.digest = None
         _say(f"steady p50 {_p(steady, 50):.0f} ms CPU; {sizes.burst} submits at once")
-        burst_ms, burst_s, burst_errors = bench.burst(sizes.burst)
-        _say(f"{sizes.even_rate:g}/s submits for {sizes.even_s:g} s")
-        even_ms, even_errors = bench.even(sizes.even_rate, sizes.even_s)
+        if args.rounds_only:  # the submit measures are left at 0
+            burst_ms, burst_s, burst_errors, even_ms, even_errors = [], 1.0, 0, [], 0
+            bench.even_rounds = []
+        else:
+            burst_ms, burst_s, burst_errors = bench.burst(sizes.burst)
+            _say(f"{sizes.even_rate:g}/s submits for {sizes.even_s:g} s")
+            even_ms, even_errors = bench.even(sizes.even_rate, sizes.even_s)
         rss = _rss_mib()
         _say("empty rounds")
         with bench.store._tx("killing the queue"):  # noqa: SLF001 - one bulk write
@@ -337,6 +352,7 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         "even_submit_p99_ms": _p(even_ms, 99),
         "even_rounds": len(bench.even_rounds), "even_round_ms_p50": _p(bench.even_rounds, 50),
         "rss_mib": rss,
+        **({"digest": digest} if digest else {}),
     }  # fmt: skip
 
 
@@ -363,6 +379,10 @@ def main() -> None:
     parser.add_argument("--jobs-per-round", type=int, default=DEFAULT_JOBS_PER_ROUND,
                         help="the core's max_jobs_per_round (0: no cap)")  # fmt: skip
     parser.add_argument("--profile", default=None, help="write a cProfile of the rounds here")
+    parser.add_argument("--digest", action="store_true",
+                        help="print a SHA-256 of the steady rounds' TaskInfos and declines")  # fmt: skip
+    parser.add_argument("--rounds-only", action="store_true",
+                        help="skip the submit measures (offer rounds only)")  # fmt: skip
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # one "no dlc_topo" line per agent is not news here
     if args.profile:
@@ -400,6 +420,8 @@ def main() -> None:
     Console().print(table)
     for line in result["missed"]:
         print(f"missed: {line}")
+    if "digest" in result:
+        print(f"digest: {result['digest']}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=1))

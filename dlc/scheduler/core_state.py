@@ -275,6 +275,7 @@ class CoreState:
 
     def _unpin_queue(self) -> None:
         self._pinned = None
+        self._book.unpin()
 
     def _admission_facts(self) -> AdmissionFacts:
         """The admission facts of the inventory as it is, or, while an offer round holds the

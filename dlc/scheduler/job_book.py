@@ -27,6 +27,7 @@ import bisect
 import math
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import replace
 from types import MappingProxyType
 from typing import cast
@@ -82,6 +83,9 @@ class JobBook:
         self._last_submit = -math.inf
         #: ids that left the queue since :meth:`take_left` (the core forgets their reasons)
         self._left: list[str] = []
+        #: ids that left the queue since :meth:`pin` (:meth:`left_since_pin`); ``None``
+        #: while no round holds a pin (nothing is kept then)
+        self._left_since_pin: list[str] | None = None
         #: a frozen copy of :attr:`queued`, made on demand after a change
         self._view: QueueView | None = None
         #: submits waiting to be written, and how many of them each user has
@@ -118,14 +122,17 @@ class JobBook:
                 self._order = [j.job_id for j in sorted(self.queued.values(), key=queue_key)]
                 self._order_stale = False
             elif self._order_stale:
-                self._order = [j for j in self._order if j in self.queued]
+                self._order = list(filter(self.queued.__contains__, self._order))
                 self._order_stale = False
-            return [self.queued[j] for j in self._order]
+            # map and filter run in C: these two passes over 10,000 queued jobs were a
+            # fixed part of every offer round (issue 26)
+            return list(map(self.queued.__getitem__, self._order))
 
     def pin(self) -> tuple[QueueView, list[Job]]:
         """The queue as one offer round decides on it: the jobs and their order, taken
         together so the two agree."""
         with self.lock:
+            self._left_since_pin = []
             return self.view(), self.ordered()
 
     def live(self) -> list[Job]:
@@ -143,6 +150,17 @@ class JobBook:
         with self.lock:
             left, self._left = self._left, []
             return left
+
+    def left_since_pin(self) -> tuple[str, ...]:
+        """The ids that left the queue since :meth:`pin` (an offer round finds the jobs
+        killed while it decided without a pass over the whole queue)."""
+        with self.lock:
+            return tuple(self._left_since_pin or ())
+
+    def unpin(self) -> None:
+        """The round that pinned the queue is over: stop keeping :meth:`left_since_pin`."""
+        with self.lock:
+            self._left_since_pin = None
 
     # -- writing ----------------------------------------------------------------
 
@@ -283,6 +301,8 @@ class JobBook:
         elif was_queued:
             self._order_stale = True  # filtered out when next read: no sort
             self._left.append(job_id)
+            if self._left_since_pin is not None:
+                self._left_since_pin.append(job_id)
         if job.state.active:
             self.active[job_id] = job
 
@@ -295,6 +315,8 @@ class JobBook:
             self._order = None
             self._order_stale = False
             self._left.clear()
+            if self._left_since_pin is not None:
+                self._left_since_pin.clear()
             self._view = None
             self.mix.clear()
 
@@ -312,7 +334,12 @@ class JobBook:
         if self._order is None:
             return
         if self._order_stale:
-            self._order = [j for j in self._order if j in self.queued and j != job_id]
+            # in C (a pass of every round that follows launches, issue 26); the id appears
+            # at most once (it may be there from an earlier time it queued)
+            order = list(filter(self.queued.__contains__, self._order))
+            with suppress(ValueError):
+                order.remove(job_id)
+            self._order = order
             self._order_stale = False
         queued = self.queued
         bisect.insort(self._order, job_id, key=lambda j: queue_key(queued[j]))
