@@ -144,3 +144,30 @@ def test_concurrent_submits_share_writes_and_keep_the_cap(tmp_path):
     assert len({j.job_id for j in jobs}) == 17
     assert {j.job_id for j in core.queued_jobs()} == {j.job_id for j in jobs}
     assert {j.job_id for j in core.store.list_jobs()} == {j.job_id for j in jobs}
+
+
+def test_the_book_lists_the_jobs_that_left_the_queue_since_the_pin_only(tmp_path):
+    """An offer round finds the jobs killed while it decided from this list, not from a
+    pass over the whole queue: a job that left before the pin is not on it, one that left
+    after it stays on it though the round's own saves take the left ids meanwhile, and
+    nothing is kept once the round is over."""
+    from dataclasses import replace
+
+    from dlc.scheduler.job_book import JobBook
+
+    store = JobStore(tmp_path / "db")
+    book = JobBook(store, clock=lambda: 1.0)
+    spec = JobSpec.from_dict({"image": "busybox", "gpus": 1})
+    early, late, after = (book.add(Job("", "alice", spec)) for _ in range(3))
+    book.track(replace(early, state=JobState.KILLED))
+
+    book.pin()
+    book.track(replace(late, state=JobState.KILLED))
+    assert book.take_left() == [early.job_id, late.job_id]  # a save in the round takes them
+    assert book.left_since_pin() == (late.job_id,)
+    book.unpin()
+    book.track(replace(after, state=JobState.KILLED))
+    assert book.left_since_pin() == ()
+    book.pin()
+    assert book.left_since_pin() == ()
+    store.close()

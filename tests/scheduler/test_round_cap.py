@@ -191,3 +191,43 @@ def test_a_backlog_that_had_its_turns_keeps_the_refuse_filter(core):
     soon = [core.on_offers([offer(f"o{r}", "a9", gpus=[], cpus=4.0)]).soon for r in range(6)]
     assert soon[0] and not soon[-1], soon
     assert all(CAP_PREFIX not in core.queue_reason(f"j{n:02d}") for n in range(12))
+
+
+def _reference_choose(turns: dict[str, int], now: int, limit: int, queue, keep) -> list:
+    """The cap's choice as first written (a step of Python per job, ``heapq.nsmallest``):
+    the pass in C must choose the very same jobs."""
+    import heapq
+
+    ids = [j.job_id for j in queue]
+    turns = {job_id: turns.get(job_id, now - 1) for job_id in ids}
+    if len(queue) <= limit:
+        return list(queue)
+    head = limit // 2
+    rest = queue[head:]
+    ages = [turns[job_id] for job_id in ids[head:]]
+    picked = set(heapq.nsmallest(limit - head, range(len(rest)), key=ages.__getitem__))
+    picked.update(i for i, job_id in enumerate(ids[head:]) if job_id in keep)
+    return list(queue[:head]) + [rest[i] for i in sorted(picked)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_choice_equals_the_step_by_step_one_over_many_rounds(seed):
+    import random
+
+    rng = random.Random(seed)
+    cap = RoundCap(rng.choice([1, 2, 5, 8, 32]))
+    queue = [_job(n, 1.0) for n in range(rng.randrange(1, 60))]
+    made = len(queue)
+    for _ in range(40):
+        before = dict(cap._turns)  # noqa: SLF001 - the state the reference starts from
+        keep = {j.job_id for j in rng.sample(queue, min(len(queue), rng.randrange(0, 3)))}
+        want = _reference_choose(before, cap._round + 1, cap.limit, queue, keep)  # noqa: SLF001
+        chosen = cap.choose(queue, keep)
+        assert [j.job_id for j in chosen] == [j.job_id for j in want]
+        cap.had_turn(j.job_id for j in chosen if rng.random() < 0.8)  # some deferred
+        # launches leave the queue, submits join it (ties in turns: many new jobs at once)
+        for job in rng.sample(chosen, rng.randrange(0, len(chosen) + 1)):
+            queue.remove(job)
+        for _ in range(rng.randrange(0, 6)):
+            queue.append(_job(made, 1.0))
+            made += 1
