@@ -13,7 +13,7 @@ import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import compress, filterfalse, repeat
+from itertools import compress, count, filterfalse, repeat
 from typing import Any
 
 from dlc.scheduler.inventory import Inventory
@@ -193,7 +193,7 @@ def _runnable(request: DecideRequest) -> tuple[list[Job], dict[str, str], list[s
     ids = list(map(_job_id, queue))
     whys = list(map(known.get, ids, repeat(_UNASKED)))
     if _UNASKED in whys:  # (by identity first: no answer is equal to the marker)
-        for i in [i for i, why in enumerate(whys) if why is _UNASKED]:
+        for i in list(compress(count(), map(operator.is_, whys, repeat(_UNASKED)))):
             why = impossible_of(queue[i].spec)
             if memo is not None:
                 known[ids[i]] = why
@@ -206,10 +206,12 @@ def _runnable(request: DecideRequest) -> tuple[list[Job], dict[str, str], list[s
     }
     skipped: list[str] = []
     if request.cap is not None:
-        chosen = request.cap.choose(runnable, set((request.reserved or {}).values()))
+        runnable_ids = list(compress(ids, can))
+        keep = set((request.reserved or {}).values())
+        chosen = request.cap.choose(runnable, keep, runnable_ids)
         if len(chosen) != len(runnable):
             picked = set(map(_job_id, chosen))
-            skipped = list(filterfalse(picked.__contains__, compress(ids, can)))
+            skipped = list(filterfalse(picked.__contains__, runnable_ids))
             runnable = chosen
     return runnable, impossible, skipped
 

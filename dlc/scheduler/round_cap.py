@@ -64,15 +64,18 @@ class RoundCap:
                 "max_jobs_per_round", f"must be at least 1 (or none for all), not {self.limit}"
             )
 
-    def choose(self, queue: Sequence[Job], keep: Collection[str] = ()) -> list[Job]:
+    def choose(
+        self, queue: Sequence[Job], keep: Collection[str] = (), ids: list[str] | None = None
+    ) -> list[Job]:
         """The jobs of ``queue`` (in queue order) this round considers: the head, the
-        longest-waiting others, and every job in ``keep`` (a reservation's holder)."""
+        longest-waiting others, and every job in ``keep`` (a reservation's holder).
+        ``ids``: the job ids of ``queue`` in its order, when the caller has them."""
         self._round += 1
         turns, now = self._turns, self._round
         # a new job has waited since before this round: it goes before the jobs that have
         # their turn now, and after the ones still waiting from earlier rounds (the passes
         # over 10,000 queued jobs run in C: they were a fixed part of every round, issue 26)
-        ids = list(map(_job_id, queue))
+        ids = list(map(_job_id, queue)) if ids is None else ids
         self._turns = dict(zip(ids, map(turns.get, ids, repeat(now - 1)), strict=True))
         if self.limit is None or len(queue) <= self.limit:
             return list(queue)

@@ -66,3 +66,53 @@ def test_a_request_is_named_and_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         request.now = 1.0  # type: ignore[misc]
     assert decide(request).declines == ["o1"]
+
+
+def _runnable_step_by_step(queue, why_of, cap, reserved):
+    """What :func:`decide` hands placement, as first written (a step of Python per job):
+    the passes in C must give the same jobs, reasons and skipped ids, in the same order."""
+    runnable, impossible = [], {}
+    for j in queue:
+        why = why_of(j.spec)
+        if why is None:
+            runnable.append(j)
+        else:
+            impossible[j.job_id] = f"impossible on the current agents: {why}"
+    chosen = cap.choose(runnable, set(reserved.values())) if cap is not None else runnable
+    ids = {j.job_id for j in chosen}
+    return chosen, impossible, [j.job_id for j in runnable if j.job_id not in ids]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_runnable_jobs_reasons_and_skipped_ids_equal_the_step_by_step_ones(seed):
+    import random
+
+    from dlc.scheduler.decide import _runnable
+    from dlc.scheduler.round_cap import RoundCap
+    from dlc.scheduler.round_memo import RoundMemo
+
+    rng = random.Random(seed)
+    queue = [job(f"j{n:03d}", gpus=1 + n % 3) for n in range(rng.randrange(1, 120))]
+    bad = {id(j.spec) for j in queue if rng.random() < 0.2}
+    asked = []
+
+    def why_of(spec):
+        asked.append(spec)
+        return "no agent has 3 GPUs" if id(spec) in bad else None
+
+    memo, caps = RoundMemo(), (RoundCap(8), RoundCap(8))
+    for n in range(6):
+        reserved = {"a1": rng.choice(queue).job_id} if n % 2 else {}
+        request = DecideRequest(
+            queue=queue, inventory=Inventory(), offers=[], config=PlacementConfig("first-fit"),
+            now=0.0, reserved=reserved, impossible_of=why_of, cap=caps[0], memo=memo,
+        )  # fmt: skip
+        asked.clear()
+        got = _runnable(request)
+        if n:  # the memo answers for every job asked in an earlier round
+            assert len(asked) == 1
+        want = _runnable_step_by_step(queue, why_of, caps[1], reserved)
+        assert [j.job_id for j in got[0]] == [j.job_id for j in want[0]]
+        assert list(got[1].items()) == list(want[1].items())
+        assert got[2] == want[2]
+        queue = queue[3:] + [job(f"k{seed}{n}", gpus=2)]  # launches and one submit
