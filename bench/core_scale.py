@@ -380,7 +380,7 @@ def main() -> None:
                         help="the core's max_jobs_per_round (0: no cap)")  # fmt: skip
     parser.add_argument("--profile", default=None, help="write a cProfile of the rounds here")
     parser.add_argument("--digest", action="store_true",
-                        help="print a SHA-256 of the steady rounds' TaskInfos and declines")  # fmt: skip
+                        help="a SHA-256 of the steady rounds' TaskInfos and declines")  # fmt: skip
     parser.add_argument("--rounds-only", action="store_true",
                         help="skip the submit measures (offer rounds only)")  # fmt: skip
     args = parser.parse_args()
