@@ -69,10 +69,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         views, bad = self._offer_parser.parse(offers, mark=self._accounts_shares)
         self.inventory.note_offers(views, now)
         self._drains.expire(now)
-        # an agent whose master just refused a task's resources takes no task for a while
-        usable = [self._drains.strip(v) for v in views
-                  if not self._refusals.blocked(v.agent_id, now)]  # fmt: skip
-        usable = self._marked(usable)
+        usable = self._marked(self._usable(views, now))
         self._end_reservation_if_due(now)
         held: dict[str, str] = {}
         if self._drains.waiting_jobs(now):  # never two attempts at once
@@ -161,6 +158,15 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         # as every round: victims whose eviction delay is over, and the fair-share ledger
         kills += self._preempt(QueuePlan())
         return Actions(declines=declines, kills=kills, suppress=True)
+
+    def _usable(self, views: list[OfferView], now: float) -> list[OfferView]:
+        """``views`` less the agents whose master just refused a task's resources (they
+        take no task for a while), and less the GPUs still draining. With no refusal and no
+        drain kept (most rounds) that is every view as it is: no step per agent."""
+        if not self._refusals and not self._drains:
+            return list(views)
+        return [self._drains.strip(v) for v in views
+                if not self._refusals.blocked(v.agent_id, now)]  # fmt: skip
 
     def _marked(self, views: list[OfferView]) -> list[OfferView]:
         """``views`` with those of share-accounting agents marked, as :func:`~dlc.scheduler.

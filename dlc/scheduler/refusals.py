@@ -62,6 +62,10 @@ class Refusals:
             "(they did not match the offer's role or reservation; the scheduler log says why)"
         )
 
+    def __len__(self) -> int:
+        """How many agents are kept out (some may be due to come back)."""
+        return len(self._until)
+
     def blocked(self, agent_id: str, now: float) -> bool:
         """Whether ``agent_id`` is still kept out after a refusal."""
         until = self._until.get(agent_id)
