@@ -66,7 +66,9 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         if not self._queued and self._reserver is None and not self._growable():
             return self._idle_round(now, offers)
         self._catch_up_offers()  # what idle rounds kept, before this round's offers
-        views, bad = self._offer_parser.parse(offers, mark=self._accounts_shares)
+        # (the shareable agents as the inventory knows them now: the parse changes nothing)
+        shareable = self.inventory.shareable_ids()
+        views, bad = self._offer_parser.parse(offers, mark=shareable.__contains__)
         self.inventory.note_offers(views, now)
         self._drains.expire(now)
         usable = self._marked(self._usable(views, now))
@@ -172,13 +174,13 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         """``views`` with those of share-accounting agents marked, as :func:`~dlc.scheduler.
         decide.decide` would mark them but with a cheap copy (``dataclasses.replace`` of
         1,213 views each round was a large part of a round's fixed cost)."""
-        out = []
-        for view in views:
-            totals = self.inventory.get(view.agent_id)
-            if totals is not None and totals.shareable and not view.shares_accounted:
-                view = with_fields(view, shares_accounted=True)
-            out.append(view)
-        return out
+        shareable = self.inventory.shareable_ids()
+        return [
+            with_fields(v, shares_accounted=True)
+            if not v.shares_accounted and v.agent_id in shareable
+            else v
+            for v in views
+        ]
 
     def _exact_agents(self) -> frozenset[str]:
         """Agents the master gave exact totals (kept per inventory version)."""

@@ -222,13 +222,13 @@ _job_id = operator.attrgetter("job_id")
 def _mark_share_agents(offers: Sequence[OfferView], inventory: Inventory) -> list[OfferView]:
     """Offers of agents whose totals hold ``gpu_mem`` blocks, marked as accounting shares
     (so an offer whose ranges shares took entirely still shows no whole GPU)."""
-    out = []
-    for view in offers:
-        totals = inventory.get(view.agent_id)
-        if totals is not None and totals.shareable and not view.shares_accounted:
-            view = replace(view, shares_accounted=True)
-        out.append(view)
-    return out
+    shareable = inventory.shareable_ids()
+    return [
+        replace(v, shares_accounted=True)
+        if not v.shares_accounted and v.agent_id in shareable
+        else v
+        for v in offers
+    ]
 
 
 def _uncached(inventory: Inventory) -> Callable[[JobSpec], str | None]:

@@ -132,6 +132,8 @@ class Inventory:
         self._ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
         #: bumped whenever an agent's totals change (callers cache answers per version)
         self.version = 0
+        #: (version, the agents whose totals hold share blocks) (:meth:`shareable_ids`)
+        self._shareable: tuple[int, frozenset[str]] = (-1, frozenset())
         #: admission answers (:meth:`impossible`) for this version, by the spec fields they read:
         #: submit asks once per job, and scanning 1,213 agents each time held the core's lock
         self._answers: dict[tuple[Hashable, ...], tuple[str, str] | None] = {}
@@ -235,6 +237,15 @@ class Inventory:
     def agents(self) -> list[AgentTotals]:
         """Known agents, by id."""
         return [self._agents[a] for a in sorted(self._agents)]
+
+    def shareable_ids(self) -> frozenset[str]:
+        """The agents whose totals hold ``gpu_mem`` blocks (they take GPU shares), kept per
+        :attr:`version`: each round marks 1,213 offer views by it (issue 26)."""
+        version, ids = self._shareable
+        if version != self.version:
+            ids = frozenset(a for a, totals in self._agents.items() if totals.shareable)
+            self._shareable = (self.version, ids)
+        return ids
 
     def get(self, agent_id: str) -> AgentTotals | None:
         """One agent's totals, if known."""

@@ -1,0 +1,49 @@
+"""The shareable agents, kept per inventory version (each offer round marks 1,213 offer
+views by them, issue 26): a change of any agent's totals is seen at once."""
+
+from __future__ import annotations
+
+from dlc.scheduler.inventory import Inventory
+from dlc.scheduler.placement import OfferView
+
+from .helpers import offer
+
+
+def _view(oid: str, agent: str, share_blocks: bool) -> OfferView:
+    raw = offer(oid, agent, [0, 1])
+    if share_blocks:
+        raw["resources"].append({"name": "gpu_mem", "type": "RANGES", "ranges": {"range": [
+            {"begin": i << 20, "end": (i << 20) + 1023} for i in range(2)]}})  # fmt: skip
+    return OfferView.from_mesos(raw)
+
+
+def _slave(agent: str, share_blocks: bool) -> dict:
+    resources = {"cpus": 8.0, "mem": 65536.0, "gpus": 2.0, "gpu_ids": "{0, 1}"}
+    if share_blocks:
+        resources["gpu_mem"] = "[0-1023, 1048576-1049599]"
+    return {"id": agent, "hostname": agent, "active": True, "resources": resources}
+
+
+def test_the_shareable_agents_follow_every_change_of_the_totals():
+    inventory = Inventory()
+    assert inventory.shareable_ids() == frozenset()
+
+    inventory.note_offers([_view("o1", "a1", share_blocks=False)])
+    assert inventory.shareable_ids() == frozenset()
+    inventory.note_offers([_view("o2", "a2", share_blocks=True)])  # an offer teaches it
+    assert inventory.shareable_ids() == {"a2"}
+
+    inventory.update_from_master([_slave("a1", True), _slave("a3", False)])  # a2 left
+    assert inventory.shareable_ids() == {"a1"}
+    inventory.update_from_master([_slave("a1", False)])
+    assert inventory.shareable_ids() == frozenset()
+
+
+def test_a_copy_answers_for_its_own_agents():
+    inventory = Inventory()
+    inventory.update_from_master([_slave("a1", True)])
+    assert inventory.shareable_ids() == {"a1"}
+    copy = inventory.copy()
+    inventory.update_from_master([_slave("a2", True)])
+    assert copy.shareable_ids() == {"a1"}
+    assert inventory.shareable_ids() == {"a2"}
