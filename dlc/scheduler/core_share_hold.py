@@ -12,6 +12,7 @@ its wait.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 from dlc.scheduler.allocator.shares import MILLI
 from dlc.scheduler.cluster import Holder
@@ -32,7 +33,7 @@ class ShareHoldMixin(CoreState):
         settings = self.config.placement.share_hold
         if not settings.enabled or not any(j.spec.is_share for j in queue):
             return None
-        largest = largest_gpu_memory(self.inventory.agents()) or 0
+        largest = self._largest_gpu_mib()
         demands = [_demand(j, largest) for j in self._queued.values() if j.spec.gpus]
         taken: dict[str, dict[int, Holder]] = {}
         share_used: dict[tuple[str, int], int] = {}
@@ -61,7 +62,7 @@ class ShareHoldMixin(CoreState):
         ``None`` when nothing is queued: then nothing is placed."""
         if not self._queued:
             return None
-        largest = largest_gpu_memory(self.inventory.agents()) or 0
+        largest = self._largest_gpu_mib()
         extra = int(self.config.placement.executor_cpus * 1000)
 
         def gpu_mib(agent_id: str, gpu: int) -> int | None:
@@ -70,6 +71,15 @@ class ShareHoldMixin(CoreState):
 
         with self._book.lock:  # the book's jobs as they are now (submits go on meanwhile)
             return self._book.mix.mix(largest, gpu_mib, extra)
+
+    def _largest_gpu_mib(self) -> int:
+        """The largest GPU memory (MiB) of the known agents, 0 when none says, kept per
+        inventory version (every round read all 1,213 agents for it, issue 26)."""
+        version, mib = self._inventory_facts.get("largest_gpu_mib", (-1, 0))
+        if version != self.inventory.version:
+            mib = largest_gpu_memory(self.inventory.agents()) or 0
+            self._inventory_facts["largest_gpu_mib"] = (self.inventory.version, mib)
+        return cast(int, mib)
 
     def _note_held(self, now: float, waiting: Mapping[str, str]) -> None:
         """Remember when each share now held was first held; forget the jobs no longer

@@ -1,5 +1,7 @@
-"""The shareable agents, kept per inventory version (each offer round marks 1,213 offer
-views by them, issue 26): a change of any agent's totals is seen at once."""
+"""Facts of the known agents kept per inventory version (each offer round read all 1,213
+agents for them, issue 26): the shareable agents (offer views are marked by them) and the
+largest GPU memory (the placement mix sizes shares by it); a change of any agent's totals is
+seen at once."""
 
 from __future__ import annotations
 
@@ -47,3 +49,22 @@ def test_a_copy_answers_for_its_own_agents():
     inventory.update_from_master([_slave("a2", True)])
     assert copy.shareable_ids() == {"a1"}
     assert inventory.shareable_ids() == {"a2"}
+
+
+def test_the_largest_gpu_memory_follows_the_agents(tmp_path):
+    from dlc.scheduler.core import CoreConfig, SchedulerCore
+    from dlc.scheduler.placement import PlacementConfig
+    from dlc.store.sqlite import JobStore
+
+    store = JobStore(tmp_path / "db")
+    core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")))
+    assert core._largest_gpu_mib() == 0  # noqa: SLF001 - the kept fact itself
+    core.update_agents([_slave("a1", True)])
+    assert core._largest_gpu_mib() == 1024  # noqa: SLF001
+    bigger = _slave("a2", False)
+    bigger["resources"]["gpu_mem"] = "[0-2047]"
+    core.update_agents([_slave("a1", True), bigger])
+    assert core._largest_gpu_mib() == 2048  # noqa: SLF001
+    core.update_agents([_slave("a1", False)])
+    assert core._largest_gpu_mib() == 0  # noqa: SLF001
+    store.close()
