@@ -14,7 +14,6 @@ import operator
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext, suppress
 from dataclasses import replace
-from itertools import compress
 from typing import Any
 
 from dlc.errors import DlcError
@@ -347,11 +346,13 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
     def _maybe_reserve(
         self, now: float, queue: list[Job], waiting: dict[str, str], views: list[OfferView]
     ) -> None:
-        # the jobs passed over this round, in queue order: a pass in C, not a step of
-        # Python per queued job (10,000 a round at openb scale, issue 26)
-        passed = compress(queue, map(waiting.__contains__, map(_job_id, queue)))
-        for job in passed:
-            if not self._reservations.may_reserve(job.job_id, now):
+        # the jobs passed over this round (the few considered) that are due to reserve;
+        # most rounds none is, and the queue (10,000 jobs at openb scale) is not walked
+        due = {j for j in waiting if self._reservations.may_reserve(j, now)}
+        if not due:
+            return
+        for job in queue:
+            if job.job_id not in due:
                 continue
             able = self.inventory.able_agents(job.spec)
             if len(able) < job.spec.nodes:

@@ -13,7 +13,7 @@ import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import compress, count, filterfalse, repeat
+from itertools import filterfalse
 from typing import Any
 
 from dlc.scheduler.inventory import Inventory
@@ -181,32 +181,31 @@ def _runnable(request: DecideRequest) -> tuple[list[Job], dict[str, str], list[s
     """The queued jobs this round places, in queue order; the impossible ones with their
     reasons; and the ids of the runnable ones the round cap leaves for later rounds.
 
-    The passes over the whole queue (10,000 jobs a round at openb scale) run in C (``map``,
-    ``compress``): only the jobs not yet asked about and the impossible ones take a step
-    of Python each (issue 26: these passes were a fixed part of every round)."""
+    One pass over the queue (10,000 jobs a round at openb scale) that also collects the
+    runnable ids, which the cap and the skipped list reuse: in the round, passes over 10,000
+    jobs cost their memory reads more than their Python steps (separate passes in C, tried,
+    were slower here, issue 26)."""
     impossible_of = request.impossible_of or _uncached(request.inventory)
-    queue = request.queue
+    runnable: list[Job] = []
+    runnable_ids: list[str] = []
+    impossible: dict[str, str] = {}
     memo = request.memo
-    known: dict[str, str | None] = (
-        memo.impossible(request.inventory.version, len(queue)) if memo is not None else {}
-    )
-    ids = list(map(_job_id, queue))
-    whys = list(map(known.get, ids, repeat(_UNASKED)))
-    if _UNASKED in whys:  # (by identity first: no answer is equal to the marker)
-        for i in list(compress(count(), map(operator.is_, whys, repeat(_UNASKED)))):
-            why = impossible_of(queue[i].spec)
+    known = (memo.impossible(request.inventory.version, len(request.queue))
+             if memo is not None else {})  # fmt: skip
+    for job in request.queue:
+        job_id = job.job_id
+        why = known.get(job_id, _UNASKED)
+        if why is _UNASKED:
+            why = impossible_of(job.spec)
             if memo is not None:
-                known[ids[i]] = why
-            whys[i] = why
-    can = list(map(operator.is_, whys, repeat(None)))
-    runnable = list(compress(queue, can))
-    impossible = {
-        job_id: f"impossible on the current agents: {why}"
-        for job_id, why in compress(zip(ids, whys, strict=True), map(operator.not_, can))
-    }
+                known[job_id] = why
+        if why is None:
+            runnable.append(job)
+            runnable_ids.append(job_id)
+        else:
+            impossible[job_id] = f"impossible on the current agents: {why}"
     skipped: list[str] = []
     if request.cap is not None:
-        runnable_ids = list(compress(ids, can))
         keep = set((request.reserved or {}).values())
         chosen = request.cap.choose(runnable, keep, runnable_ids)
         if len(chosen) != len(runnable):
