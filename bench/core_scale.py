@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import logging
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -87,6 +89,40 @@ class Sizes:
         self.even_s = 1.0 if quick else 60.0
 
 
+class HeldLock:
+    """The job book's lock, timed: how long the offer-round thread holds it per round (the
+    outermost hold, wall and CPU ms), the time a submit waits for it is the other side."""
+
+    def __init__(self, lock):
+        self._lock = lock
+        self._depth = 0
+        self._since = (0.0, 0.0)
+        self.held: list[tuple[float, float]] = []
+        self.rounds = threading.local()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        got = self._lock.acquire(blocking, timeout)
+        if got and getattr(self.rounds, "on", False):
+            self._depth += 1
+            if self._depth == 1:
+                self._since = (time.perf_counter(), time.thread_time())
+        return got
+
+    def release(self) -> None:
+        if getattr(self.rounds, "on", False):
+            self._depth -= 1
+            if self._depth == 0:
+                wall, cpu = self._since
+                self.held.append((1000 * (time.perf_counter() - wall),
+                                  1000 * (time.thread_time() - cpu)))  # fmt: skip
+        self._lock.release()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 class Bench:
     """One run: the store, the core, the simulated master, and the pods still to submit."""
 
@@ -119,6 +155,8 @@ class Bench:
         )
         self.core.update_agents(self.master.slaves())
         self.load_s = time.perf_counter() - started
+        self.book_lock = HeldLock(self.core._book.lock)  # noqa: SLF001 - timed, not changed
+        self.core._book.lock = self.book_lock  # noqa: SLF001
         gc.freeze()  # as the scheduler service does once its core has loaded (dlc/app/service.py)
         self._occupy({n.name: n for n in nodes})
         self.users = [f"u{i:03d}" for i in range(500)]
@@ -172,6 +210,12 @@ class Bench:
 
     #: a cProfile.Profile that records the offer rounds only (``--profile``)
     profiler = None
+    #: a SHA-256 over the steady rounds' TaskInfos and declines (``--digest``), and the
+    #: fresh ids of submitted jobs in submit order (random ids, named by order for it)
+    digest = None
+    fresh: dict[str, str] = {}
+    #: per round: the job book's lock held by the round, (wall ms, CPU ms) summed
+    lock_held: list[tuple[float, float]] = []
 
     def round(self) -> float:
         """One offer round of every agent with anything free; returns its CPU ms."""
@@ -180,9 +224,20 @@ class Bench:
         if self.profiler is not None:
             self.profiler.enable()
         t0 = time.thread_time()
-        actions = self.core.on_offers(offers)
+        holds = len(self.book_lock.held)
+        self.book_lock.rounds.on = True
+        try:
+            actions = self.core.on_offers(offers)
+        finally:
+            self.book_lock.rounds.on = False
         cpu_ms = 1000 * (time.thread_time() - t0)
+        mine = self.book_lock.held[holds:]  # the round's holds, summed
+        self.lock_held.append((sum(w for w, _ in mine), sum(c for _, c in mine)))
         self.launches = sum(len(infos) for _, infos in actions.accepts)
+        if self.digest is not None:
+            text = json.dumps([actions.accepts, sorted(actions.declines)], sort_keys=True)
+            text = re.sub(r"j[0-9a-f]{8}", lambda m: self.fresh.get(m[0], m[0]), text)
+            self.digest.update(text.encode())
         if self.profiler is not None:
             self.profiler.disable()
         for offer_ids, infos in actions.accepts:
@@ -204,7 +259,8 @@ class Bench:
             if not task.task_id.startswith("other-"):
                 self._status(task.task_id, task.agent_id, "TASK_FINISHED")
         for _ in ending:
-            self.core.submit(self.rng.choice(self.users), self.spec(), admin=True)
+            job = self.core.submit(self.rng.choice(self.users), self.spec(), admin=True)
+            self.fresh[job.job_id] = f"s{len(self.fresh):06d}"
 
     # -- submits --------------------------------------------------------------
 
@@ -302,11 +358,19 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         first_launches = bench.launches
         _say(f"first round {first:.0f} ms CPU; {sizes.steady_rounds} steady rounds")
         steady, steady_launches = [], 0
+        bench.lock_held = []
+        bench.digest = hashlib.sha256() if args.digest else None
         for _ in range(sizes.steady_rounds):
             bench.churn(0.02)
             steady.append(bench.round())
             steady_launches += bench.launches
+        if bench.digest is not None:
+            Path(args.digest).write_text(bench.digest.hexdigest() + "\n")
+            bench.digest = None
         queued_after = len(bench.core.queued_jobs())
+        held = bench.lock_held  # per steady round, its holds summed
+        lock_wall = [w for w, _ in held]
+        lock_cpu = [c for _, c in held]
         _say(f"steady p50 {_p(steady, 50):.0f} ms CPU; {sizes.burst} submits at once")
         burst_ms, burst_s, burst_errors = bench.burst(sizes.burst)
         _say(f"{sizes.even_rate:g}/s submits for {sizes.even_s:g} s")
@@ -329,6 +393,8 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         "first_round_ms": first,
         "round_ms_p50": _p(steady, 50), "round_ms_p99": _p(steady, 99),
         "round_ms_max": max(steady) if steady else 0.0,
+        "book_lock_ms_p50": _p(lock_wall, 50), "book_lock_ms_max": max(lock_wall, default=0.0),
+        "book_lock_cpu_ms_p50": _p(lock_cpu, 50),
         "empty_round_ms": statistics.median(empty),
         "submit_burst": sizes.burst, "submit_p50_ms": _p(burst_ms, 50),
         "submit_p99_ms": _p(burst_ms, 99), "submits_per_s": sizes.burst / burst_s,
@@ -363,6 +429,8 @@ def main() -> None:
     parser.add_argument("--jobs-per-round", type=int, default=DEFAULT_JOBS_PER_ROUND,
                         help="the core's max_jobs_per_round (0: no cap)")  # fmt: skip
     parser.add_argument("--profile", default=None, help="write a cProfile of the rounds here")
+    parser.add_argument("--digest", default=None, metavar="PATH",
+                        help="write a SHA-256 of the steady rounds' TaskInfos and declines here")  # fmt: skip
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # one "no dlc_topo" line per agent is not news here
     if args.profile:
