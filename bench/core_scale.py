@@ -429,8 +429,9 @@ def main() -> None:
     parser.add_argument("--jobs-per-round", type=int, default=DEFAULT_JOBS_PER_ROUND,
                         help="the core's max_jobs_per_round (0: no cap)")  # fmt: skip
     parser.add_argument("--profile", default=None, help="write a cProfile of the rounds here")
-    parser.add_argument("--digest", default=None, metavar="PATH",
-                        help="write a SHA-256 of the steady rounds' TaskInfos and declines here")  # fmt: skip
+    parser.add_argument(
+        "--digest", default=None, metavar="PATH", help="write a SHA-256 of the steady rounds here"
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # one "no dlc_topo" line per agent is not news here
     if args.profile:

@@ -70,7 +70,9 @@ _UPDATED = (
     "user", "spec", "state", "submitted_at", "attempt", "tasks", "message", "kill_requested",
     "failures",
 )  # fmt: skip
-_UPDATE_JOB = f"UPDATE jobs SET {', '.join(f'{c}=?' for c in _UPDATED)}, updated_at=? WHERE job_id=?"
+_UPDATE_JOB = (
+    f"UPDATE jobs SET {', '.join(f'{c}=?' for c in _UPDATED)}, updated_at=? WHERE job_id=?"
+)
 #: at most so many ids in one ``IN (...)`` (SQLite's older builds allow 999 parameters)
 _IN_CHUNK = 500
 
