@@ -101,7 +101,10 @@ class HeldLock:
         self.rounds = threading.local()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        t0 = time.perf_counter()
         got = self._lock.acquire(blocking, timeout)
+        # a submit's thread: how long it waited for the lock, summed (``waited``)
+        self.rounds.waited = getattr(self.rounds, "waited", 0.0) + time.perf_counter() - t0
         if got and getattr(self.rounds, "on", False):
             self._depth += 1
             if self._depth == 1:
@@ -298,13 +301,22 @@ class Bench:
         errors = []
         start = time.perf_counter() + 0.05
 
+        lock = self.book_lock.rounds
+        #: per submit: (due, began, ended, book-lock wait s); rounds: (began, ended)
+        self.even_submits: list[tuple[float, float, float, float]] = []
+        self.even_spans: list[tuple[float, float]] = []
+
         def one(i: int) -> None:
             due = start + i / rate
+            began = time.perf_counter()
+            lock.waited = 0.0
             try:
                 self.core.submit(self.users[i % len(self.users)], specs[i])
             except Exception as exc:  # noqa: BLE001 - counted, reported
                 errors.append(exc)
-            latencies.append(1000 * (time.perf_counter() - due))
+            ended = time.perf_counter()
+            latencies.append(1000 * (ended - due))
+            self.even_submits.append((due, began, ended, lock.waited))
 
         # offer rounds go on meanwhile, one a second (Mesos's allocation interval), on
         # another thread: a submit waits for a round that holds the core's lock
@@ -313,7 +325,9 @@ class Bench:
 
         def rounds() -> None:
             while not stop.wait(1.0):
+                began = time.perf_counter()
                 self.even_rounds.append(self.round())
+                self.even_spans.append((began, time.perf_counter()))
 
         ticker = threading.Thread(target=rounds, name="offer-rounds")
         ticker.start()
@@ -328,6 +342,29 @@ class Bench:
             stop.set()
             ticker.join()
         return latencies, len(errors)
+
+
+def even_breakdown(bench: Bench) -> dict:
+    """Where the even-rate submits slower than their p99 spent their time: waiting for a
+    pool thread to start them (``dispatch``: the GIL and the thread pool), inside
+    ``submit`` waiting for the job book's lock, and the rest of ``submit`` (the store write
+    and its turn for it); and how many of them overlapped an offer round."""
+    subs = bench.even_submits
+    if not subs:
+        return {}
+    cut = _p([1000 * (e - d) for d, _, e, _ in subs], 99)
+    slow = [x for x in subs if 1000 * (x[2] - x[0]) >= cut]
+    spans = bench.even_spans
+    in_round = sum(any(b < e2 and b2 < e for b2, e2 in spans) for _, b, e, _ in slow)
+    return {
+        "even_slow": len(slow),
+        "even_slow_dispatch_ms": statistics.mean(1000 * (b - d) for d, b, _, _ in slow),
+        "even_slow_lock_wait_ms": statistics.mean(1000 * w for *_, w in slow),
+        "even_slow_submit_ms": statistics.mean(1000 * (e - b - w) for _, b, e, w in slow),
+        "even_slow_in_round": in_round / len(slow),
+        "even_all_dispatch_p99_ms": _p([1000 * (b - d) for d, b, _, _ in subs], 99),
+        "even_all_submit_p99_ms": _p([1000 * (e - b) for _, b, e, _ in subs], 99),
+    }
 
 
 def _p(values: list[float], q: float) -> float:
@@ -403,6 +440,7 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         "even_submit_p99_ms": _p(even_ms, 99),
         "even_rounds": len(bench.even_rounds), "even_round_ms_p50": _p(bench.even_rounds, 50),
         "rss_mib": rss,
+        **even_breakdown(bench),
     }  # fmt: skip
 
 
