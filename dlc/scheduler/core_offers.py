@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext, suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dlc.errors import DlcError
@@ -37,9 +37,20 @@ from dlc.scheduler.task_info import build_task_info
 class _Prepared:
     """What an offer round's apply writes for its launches, made before the book's lock."""
 
-    echoed: EchoedRound
+    #: the jobs that waited though they could run (id -> why): not held back, not impossible
+    placeable: dict[str, str]
+    #: the launches' TaskInfos cut from the offers (``None``: the apply makes them)
+    echoed: EchoedRound | None = None
     #: the placed jobs that fit, as staging (saved in one write)
-    staged: list[Job]
+    staged: list[Job] = field(default_factory=list)
+
+
+def _placeable(decision: Decision) -> dict[str, str]:
+    """The waiting jobs that could run: elastic gangs shrink for them, and only they are
+    passed over (a share the hold keeps back, or one the shape budget did not try, is not)."""
+    return {j: r for j, r in decision.waiting.items()
+            if j not in decision.impossible
+            and not r.startswith((HELD_PREFIX, DEFERRED_PREFIX))}  # fmt: skip
 
 
 def _minutes(seconds: float) -> str:
@@ -200,9 +211,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         staged jobs :meth:`_prepare_launch` made for this very decision)."""
         jobs = {j.job_id: j for j in queue}
         # elastic gangs grow on the agents the queue's launches left alone, or shrink for it
-        placeable = {j: r for j, r in decision.waiting.items()
-                     if j not in decision.impossible
-                     and not r.startswith((HELD_PREFIX, DEFERRED_PREFIX))}  # fmt: skip
+        placeable = prepared.placeable if prepared is not None else _placeable(decision)
         used = {x.agent_id for x in decision.launches}
         growth, shrinks = self._elastic_round(usable, used, placeable)
         grown = {o for _, x in growth for o in x.offer_ids}
@@ -210,7 +219,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
             declines=[o for o in bad + decision.declines if o not in grown],
             kills=list(decision.kills) + shrinks,
         )
-        if prepared is not None and not growth:
+        if prepared is not None and prepared.echoed is not None and not growth:
             echoed = prepared.echoed
             self._save_all(prepared.staged)
         else:
@@ -261,19 +270,20 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
 
     def _prepare_launch(
         self, queue: list[Job], decision: Decision, offers: list[dict[str, Any]]
-    ) -> _Prepared | None:
-        """The round's TaskInfos, echoed from the offers, and the jobs to save as staging,
-        made from the decision before the book's lock is taken (pure: the pinned queue and
-        the decision do not change). ``None`` where the apply must make them itself: with
-        ``--reserve`` (the echo reserves) or with elastic gangs (they may grow into the
-        queue's offers, and shrinking saves)."""
+    ) -> _Prepared:
+        """The round's placeable waiters, TaskInfos echoed from the offers, and the jobs to
+        save as staging, made from the decision before the book's lock is taken (pure: the
+        pinned queue and the decision do not change). No TaskInfos where the apply must
+        make them itself: with ``--reserve`` (the echo reserves) or with elastic gangs (they
+        may grow into the queue's offers, and shrinking saves)."""
+        placeable = _placeable(decision)
         if self._reserver is not None or not decision.launches or self._elastic():
-            return None
+            return _Prepared(placeable)
         jobs = {j.job_id: j for j in queue}
         echoed, by_job = self._echo(jobs, decision, offers)
         staged = [self._staged(jobs[j], by_job[j]) for j in decision.placed_jobs
                   if j not in echoed.refused]  # fmt: skip
-        return _Prepared(echoed, staged)
+        return _Prepared(placeable, echoed, staged)
 
     def _echo(
         self,
