@@ -50,7 +50,6 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from dlc.app.interpreter import SWITCH_INTERVAL_S  # noqa: E402
 from dlc.mesos.resources import Resources  # noqa: E402
 from dlc.scheduler.core import CoreConfig, SchedulerCore  # noqa: E402
 from dlc.scheduler.jobs import Job, JobState  # noqa: E402
@@ -470,15 +469,16 @@ def main() -> None:
                         help="the core's max_jobs_per_round (0: no cap)")  # fmt: skip
     parser.add_argument("--profile", default=None, help="write a cProfile of the rounds here")
     parser.add_argument(
-        "--switch-interval", type=float, default=SWITCH_INTERVAL_S,
-        help="the GIL switch interval, s (default: the scheduler service's: dlc/app/interpreter)",
+        "--switch-interval", type=float, default=None,
+        help="the GIL switch interval, s (default: the interpreter's, 0.005)",
     )  # fmt: skip
     parser.add_argument(
         "--digest", default=None, metavar="PATH", help="write a SHA-256 of the steady rounds here"
     )
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # one "no dlc_topo" line per agent is not news here
-    sys.setswitchinterval(args.switch_interval)
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     if args.profile:
         import cProfile
 

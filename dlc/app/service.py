@@ -21,7 +21,6 @@ from dlc.api.metrics import SchedulerMetrics
 from dlc.api.server import ApiServer, ServerLimits
 from dlc.api.shell_relay import SessionLimits
 from dlc.app.advertise import advertised_api_url, loopback_warning
-from dlc.app.interpreter import tune_for_scheduler
 from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.fair_share import DEFAULT_HALF_LIFE_S
@@ -153,7 +152,6 @@ class SchedulerService:
         # the jobs just loaded live as long as the process: out of the collector's full
         # scans, which were a fifth of an offer round at openb scale (docs/scheduler.md)
         gc.freeze()
-        tune_for_scheduler()  # short GIL turns: submits are not held by a round (interpreter)
         self.dashboard = Dashboard(self.core, self.metrics, self._dashboard_info)
         try:
             self.api = ApiServer(
