@@ -36,6 +36,7 @@ import hashlib
 import json
 import logging
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -88,6 +89,43 @@ class Sizes:
         self.even_s = 1.0 if quick else 60.0
 
 
+class HeldLock:
+    """The job book's lock, timed: how long the offer-round thread holds it per round (the
+    outermost hold, wall and CPU ms), the time a submit waits for it is the other side."""
+
+    def __init__(self, lock):
+        self._lock = lock
+        self._depth = 0
+        self._since = (0.0, 0.0)
+        self.held: list[tuple[float, float]] = []
+        self.rounds = threading.local()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        t0 = time.perf_counter()
+        got = self._lock.acquire(blocking, timeout)
+        # a submit's thread: how long it waited for the lock, summed (``waited``)
+        self.rounds.waited = getattr(self.rounds, "waited", 0.0) + time.perf_counter() - t0
+        if got and getattr(self.rounds, "on", False):
+            self._depth += 1
+            if self._depth == 1:
+                self._since = (time.perf_counter(), time.thread_time())
+        return got
+
+    def release(self) -> None:
+        if getattr(self.rounds, "on", False):
+            self._depth -= 1
+            if self._depth == 0:
+                wall, cpu = self._since
+                self.held.append((1000 * (time.perf_counter() - wall),
+                                  1000 * (time.thread_time() - cpu)))  # fmt: skip
+        self._lock.release()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 class Bench:
     """One run: the store, the core, the simulated master, and the pods still to submit."""
 
@@ -120,6 +158,8 @@ class Bench:
         )
         self.core.update_agents(self.master.slaves())
         self.load_s = time.perf_counter() - started
+        self.book_lock = HeldLock(self.core._book.lock)  # noqa: SLF001 - timed, not changed
+        self.core._book.lock = self.book_lock  # noqa: SLF001
         gc.freeze()  # as the scheduler service does once its core has loaded (dlc/app/service.py)
         self._occupy({n.name: n for n in nodes})
         self.users = [f"u{i:03d}" for i in range(500)]
@@ -173,9 +213,12 @@ class Bench:
 
     #: a cProfile.Profile that records the offer rounds only (``--profile``)
     profiler = None
-    #: a SHA-256 over the TaskInfos and declines of the steady rounds (``--digest``): two
-    #: checkouts that decide alike print the same one
+    #: a SHA-256 over the steady rounds' TaskInfos and declines (``--digest``), and the
+    #: fresh ids of submitted jobs in submit order (random ids, named by order for it)
     digest = None
+    fresh: dict[str, str] = {}
+    #: per round: the job book's lock held by the round, (wall ms, CPU ms) summed
+    lock_held: list[tuple[float, float]] = []
 
     def round(self) -> float:
         """One offer round of every agent with anything free; returns its CPU ms."""
@@ -184,14 +227,22 @@ class Bench:
         if self.profiler is not None:
             self.profiler.enable()
         t0 = time.thread_time()
-        actions = self.core.on_offers(offers)
+        holds = len(self.book_lock.held)
+        self.book_lock.rounds.on = True
+        try:
+            actions = self.core.on_offers(offers)
+        finally:
+            self.book_lock.rounds.on = False
         cpu_ms = 1000 * (time.thread_time() - t0)
+        mine = self.book_lock.held[holds:]  # the round's holds, summed
+        self.lock_held.append((sum(w for w, _ in mine), sum(c for _, c in mine)))
         self.launches = sum(len(infos) for _, infos in actions.accepts)
+        if self.digest is not None:
+            text = json.dumps([actions.accepts, sorted(actions.declines)], sort_keys=True)
+            text = re.sub(r"j[0-9a-f]{8}", lambda m: self.fresh.get(m[0], m[0]), text)
+            self.digest.update(text.encode())
         if self.profiler is not None:
             self.profiler.disable()
-        if self.digest is not None:
-            decided = [actions.accepts, sorted(actions.declines)]
-            self.digest.update(json.dumps(decided, sort_keys=True, default=str).encode())
         for offer_ids, infos in actions.accepts:
             for info, (task, _) in zip(infos, self.master.launch(offer_ids, infos), strict=True):
                 state = "TASK_RUNNING" if task is not None else "TASK_ERROR"
@@ -211,7 +262,8 @@ class Bench:
             if not task.task_id.startswith("other-"):
                 self._status(task.task_id, task.agent_id, "TASK_FINISHED")
         for _ in ending:
-            self.core.submit(self.rng.choice(self.users), self.spec(), admin=True)
+            job = self.core.submit(self.rng.choice(self.users), self.spec(), admin=True)
+            self.fresh[job.job_id] = f"s{len(self.fresh):06d}"
 
     # -- submits --------------------------------------------------------------
 
@@ -249,13 +301,22 @@ class Bench:
         errors = []
         start = time.perf_counter() + 0.05
 
+        lock = self.book_lock.rounds
+        #: per submit: (due, began, ended, book-lock wait s); rounds: (began, ended)
+        self.even_submits: list[tuple[float, float, float, float]] = []
+        self.even_spans: list[tuple[float, float]] = []
+
         def one(i: int) -> None:
             due = start + i / rate
+            began = time.perf_counter()
+            lock.waited = 0.0
             try:
                 self.core.submit(self.users[i % len(self.users)], specs[i])
             except Exception as exc:  # noqa: BLE001 - counted, reported
                 errors.append(exc)
-            latencies.append(1000 * (time.perf_counter() - due))
+            ended = time.perf_counter()
+            latencies.append(1000 * (ended - due))
+            self.even_submits.append((due, began, ended, lock.waited))
 
         # offer rounds go on meanwhile, one a second (Mesos's allocation interval), on
         # another thread: a submit waits for a round that holds the core's lock
@@ -264,7 +325,9 @@ class Bench:
 
         def rounds() -> None:
             while not stop.wait(1.0):
+                began = time.perf_counter()
                 self.even_rounds.append(self.round())
+                self.even_spans.append((began, time.perf_counter()))
 
         ticker = threading.Thread(target=rounds, name="offer-rounds")
         ticker.start()
@@ -279,6 +342,29 @@ class Bench:
             stop.set()
             ticker.join()
         return latencies, len(errors)
+
+
+def even_breakdown(bench: Bench) -> dict:
+    """Where the even-rate submits slower than their p99 spent their time: waiting for a
+    pool thread to start them (``dispatch``: the GIL and the thread pool), inside
+    ``submit`` waiting for the job book's lock, and the rest of ``submit`` (the store write
+    and its turn for it); and how many of them overlapped an offer round."""
+    subs = bench.even_submits
+    if not subs:
+        return {}
+    cut = _p([1000 * (e - d) for d, _, e, _ in subs], 99)
+    slow = [x for x in subs if 1000 * (x[2] - x[0]) >= cut]
+    spans = bench.even_spans
+    in_round = sum(any(b < e2 and b2 < e for b2, e2 in spans) for _, b, e, _ in slow)
+    return {
+        "even_slow": len(slow),
+        "even_slow_dispatch_ms": statistics.mean(1000 * (b - d) for d, b, _, _ in slow),
+        "even_slow_lock_wait_ms": statistics.mean(1000 * w for *_, w in slow),
+        "even_slow_submit_ms": statistics.mean(1000 * (e - b - w) for _, b, e, w in slow),
+        "even_slow_in_round": in_round / len(slow),
+        "even_all_dispatch_p99_ms": _p([1000 * (b - d) for d, b, _, _ in subs], 99),
+        "even_all_submit_p99_ms": _p([1000 * (e - b) for _, b, e, _ in subs], 99),
+    }
 
 
 def _p(values: list[float], q: float) -> float:
@@ -309,23 +395,23 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         first_launches = bench.launches
         _say(f"first round {first:.0f} ms CPU; {sizes.steady_rounds} steady rounds")
         steady, steady_launches = [], 0
-        if args.digest:
-            bench.digest = hashlib.sha256()
+        bench.lock_held = []
+        bench.digest = hashlib.sha256() if args.digest else None
         for _ in range(sizes.steady_rounds):
             bench.churn(0.02)
             steady.append(bench.round())
             steady_launches += bench.launches
+        if bench.digest is not None:
+            Path(args.digest).write_text(bench.digest.hexdigest() + "\n")
+            bench.digest = None
         queued_after = len(bench.core.queued_jobs())
-        digest = bench.digest.hexdigest() if bench.digest is not None else None
-        bench.digest = None
+        held = bench.lock_held  # per steady round, its holds summed
+        lock_wall = [w for w, _ in held]
+        lock_cpu = [c for _, c in held]
         _say(f"steady p50 {_p(steady, 50):.0f} ms CPU; {sizes.burst} submits at once")
-        if args.rounds_only:  # the submit measures are left at 0
-            burst_ms, burst_s, burst_errors, even_ms, even_errors = [], 1.0, 0, [], 0
-            bench.even_rounds = []
-        else:
-            burst_ms, burst_s, burst_errors = bench.burst(sizes.burst)
-            _say(f"{sizes.even_rate:g}/s submits for {sizes.even_s:g} s")
-            even_ms, even_errors = bench.even(sizes.even_rate, sizes.even_s)
+        burst_ms, burst_s, burst_errors = bench.burst(sizes.burst)
+        _say(f"{sizes.even_rate:g}/s submits for {sizes.even_s:g} s")
+        even_ms, even_errors = bench.even(sizes.even_rate, sizes.even_s)
         rss = _rss_mib()
         _say("empty rounds")
         with bench.store._tx("killing the queue"):  # noqa: SLF001 - one bulk write
@@ -344,6 +430,8 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         "first_round_ms": first,
         "round_ms_p50": _p(steady, 50), "round_ms_p99": _p(steady, 99),
         "round_ms_max": max(steady) if steady else 0.0,
+        "book_lock_ms_p50": _p(lock_wall, 50), "book_lock_ms_max": max(lock_wall, default=0.0),
+        "book_lock_cpu_ms_p50": _p(lock_cpu, 50),
         "empty_round_ms": statistics.median(empty),
         "submit_burst": sizes.burst, "submit_p50_ms": _p(burst_ms, 50),
         "submit_p99_ms": _p(burst_ms, 99), "submits_per_s": sizes.burst / burst_s,
@@ -352,7 +440,8 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         "even_submit_p99_ms": _p(even_ms, 99),
         "even_rounds": len(bench.even_rounds), "even_round_ms_p50": _p(bench.even_rounds, 50),
         "rss_mib": rss,
-        **({"digest": digest} if digest else {}),
+        "switch_interval_s": sys.getswitchinterval(),
+        **even_breakdown(bench),
     }  # fmt: skip
 
 
@@ -379,12 +468,17 @@ def main() -> None:
     parser.add_argument("--jobs-per-round", type=int, default=DEFAULT_JOBS_PER_ROUND,
                         help="the core's max_jobs_per_round (0: no cap)")  # fmt: skip
     parser.add_argument("--profile", default=None, help="write a cProfile of the rounds here")
-    parser.add_argument("--digest", action="store_true",
-                        help="a SHA-256 of the steady rounds' TaskInfos and declines")  # fmt: skip
-    parser.add_argument("--rounds-only", action="store_true",
-                        help="skip the submit measures (offer rounds only)")  # fmt: skip
+    parser.add_argument(
+        "--switch-interval", type=float, default=None,
+        help="the GIL switch interval, s (default: the interpreter's, 0.005)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--digest", default=None, metavar="PATH", help="write a SHA-256 of the steady rounds here"
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # one "no dlc_topo" line per agent is not news here
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     if args.profile:
         import cProfile
 
@@ -420,8 +514,6 @@ def main() -> None:
     Console().print(table)
     for line in result["missed"]:
         print(f"missed: {line}")
-    if "digest" in result:
-        print(f"digest: {result['digest']}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=1))

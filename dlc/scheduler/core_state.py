@@ -266,6 +266,13 @@ class CoreState:
         self._after_track(saved)
         return saved
 
+    def _save_all(self, jobs: list[Job]) -> list[Job]:
+        """:meth:`_save` for each of ``jobs`` (no event), in one store write."""
+        saved = self._book.save_all(jobs)
+        for job in saved:
+            self._after_track(job)
+        return saved
+
     def _pin_queue(self) -> list[Job]:
         """Take the queue an offer round decides on (jobs submitted later wait for the next
         round); returns it in placement order. :meth:`_unpin_queue` ends it."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import replace
 from types import MappingProxyType
@@ -273,6 +273,20 @@ class JobBook:
             if job.state is JobState.QUEUED and not self.holds(job.job_id):
                 return None
             return self.track(self.store.save_job(job, event=event))
+
+    def save_all(self, jobs: Sequence[Job]) -> list[Job]:
+        """:meth:`save` for each of ``jobs``, in one store write where the store has
+        ``save_jobs`` (an offer round's launches: one statement for all, not a write each);
+        a queued job the book no longer holds is left out, as :meth:`save` refuses it.
+        Returns the jobs written."""
+        with self.lock:
+            jobs = [j for j in jobs if j.state is not JobState.QUEUED or self.holds(j.job_id)]
+            save_jobs = getattr(self.store, "save_jobs", None)
+            if save_jobs is None:
+                saved = [self.store.save_job(job) for job in jobs]
+            else:
+                saved = list(save_jobs(jobs)) if jobs else []
+            return [self.track(job) for job in saved]
 
     def track(self, job: Job) -> Job:
         """Keep the queue and the active set in step with a stored job."""

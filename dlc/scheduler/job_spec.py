@@ -142,8 +142,11 @@ class JobSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the inverse of :meth:`from_dict`)."""
-        body = asdict(self)
+        # field by field, not dataclasses.asdict: asdict deep-copies every value, and an
+        # offer round encoded every launched job's spec so (issue 26); the same dict results
+        body = {name: getattr(self, name) for name in _SPEC_FIELD_NAMES}
         body["command"] = list(self.command)
+        body["env"] = dict(self.env)
         body["volumes"] = [asdict(v) for v in self.volumes]
         if self.nodes_max is None:  # a fixed-size job's row stays readable by an older DLC
             del body["nodes_max"]
@@ -387,3 +390,7 @@ def _gang_topology(value: Any) -> str | None:
     if value is None:
         return None
     return GangTopology.parse(value).text
+
+
+#: JobSpec's fields in declaration order (:meth:`JobSpec.to_dict`)
+_SPEC_FIELD_NAMES = tuple(JobSpec.__dataclass_fields__)

@@ -14,7 +14,7 @@ too, as callers have always imported them.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dlc.scheduler.job_spec import JobSpec
@@ -166,7 +166,9 @@ class TaskPlacement:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        body = asdict(self)
+        # field by field in declaration order (the stored JSON's key order), not asdict's
+        # deep copy: an offer round encodes every launched task (issue 26)
+        body = {name: getattr(self, name) for name in _TASK_FIELD_NAMES}
         body["gpu_ids"] = list(self.gpu_ids)
         if not self.rendezvous:  # rows of other jobs stay readable by an older DLC
             del body["rendezvous"]
@@ -176,6 +178,10 @@ class TaskPlacement:
     def from_dict(cls, data: dict[str, Any]) -> TaskPlacement:
         """Inverse of :meth:`to_dict`."""
         return cls(**{**data, "gpu_ids": tuple(int(i) for i in data.get("gpu_ids", ()))})
+
+
+#: TaskPlacement's fields in declaration order (:meth:`TaskPlacement.to_dict`)
+_TASK_FIELD_NAMES = tuple(TaskPlacement.__dataclass_fields__)
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,18 @@ class MemoryJobStore(MemoryTenancy):
                 )
             return job
 
+    def save_jobs(self, jobs: Sequence[Job]) -> list[Job]:
+        """:meth:`save_job` for each of ``jobs``, all or none (as the SQLite store).
+
+        Raises:
+            JobNotFound: one of them is not stored (nothing was saved).
+        """
+        with self._lock:
+            for job in jobs:
+                if job.job_id not in self._jobs:
+                    raise JobNotFound(f"no job {job.job_id}")
+            return [self.save_job(job) for job in jobs]
+
     def save_messages(self, jobs: Sequence[Job]) -> None:
         """Store the new message of each of ``jobs`` (as the SQLite store: no history)."""
         with self._lock:

@@ -136,6 +136,15 @@ class PgConnection:
         assert self._conn is not None  # connect() opened it
         return self._conn.execute(translate(sql), tuple(args) if args else None)
 
+    def executemany(self, sql: str, rows) -> None:
+        """Run one statement (translated) once per row of arguments, in one round trip's
+        worth of pipelining (psycopg's ``executemany``)."""
+        if self._conn is None or self._conn.closed:
+            self.connect()
+        assert self._conn is not None  # connect() opened it
+        with self._conn.cursor() as cursor:
+            cursor.executemany(translate(sql), [tuple(row) for row in rows])
+
     def close(self) -> None:
         """Close the connection (errors while closing a broken one are ignored)."""
         if self._conn is not None:
@@ -318,6 +327,7 @@ class JobStore(_sqlite.JobStore):
         return self.add_jobs_as([replace(j, job_id=i) for j, i in zip(jobs, ids, strict=True)])
 
     save_job = _retrying(_sqlite.JobStore.save_job)
+    save_jobs = _retrying(_sqlite.JobStore.save_jobs)
     get_job = _retrying(_sqlite.JobStore.get_job)
     list_jobs = _retrying(_sqlite.JobStore.list_jobs)
     list_jobs_page = _retrying(_sqlite.JobStore.list_jobs_page)

@@ -605,3 +605,55 @@ def test_a_submit_whose_commit_answer_is_lost_is_stored_once(tmp_path):
 
     assert store._db.dropped
     assert [j.job_id for j in store.list_jobs()] == [acked.job_id]
+
+
+def test_a_kill_between_building_the_launches_and_applying_them_wins(tmp_path):
+    """The round builds its TaskInfos and staged jobs before it takes the book's lock; a kill
+    acknowledged after that (and before the apply) still wins: the job is not launched, its
+    offers are declined, and the store keeps it killed."""
+    core = SchedulerCore(JobStore(tmp_path / "db"), _config())
+    victim = core.submit("alice", _spec())
+    real = core._prepare_launch
+    answers: list[tuple[Job, Actions]] = []
+
+    def prepare_then_kill(*args: Any, **kwargs: Any) -> Any:
+        prepared = real(*args, **kwargs)
+        assert prepared is not None and [j.job_id for j in prepared.staged] == [victim.job_id]
+        done = threading.Thread(target=lambda: answers.append(core.kill(victim.job_id, "alice")))
+        done.start()
+        done.join(_DEADLINE_S)  # the kill takes the book's lock only: the round holds none
+        assert answers, "the kill waited for the round"
+        return prepared
+
+    core._prepare_launch = prepare_then_kill  # type: ignore[method-assign]
+    actions = core.on_offers([offer("o1", "a1", [0, 1])])
+    assert _launched(actions) == []
+    assert actions.declines == ["o1"]
+    assert answers[0][0].state is JobState.KILLED and not answers[0][0].tasks
+    assert core.store.get_job(victim.job_id).state is JobState.KILLED
+    _check_agrees(core)
+
+
+def test_a_submit_goes_through_while_the_round_builds_its_task_infos(tmp_path, monkeypatch):
+    """Building TaskInfos (and echoing them from the offers) holds neither the book's lock
+    nor the store's: a submit made meanwhile is stored and answered before the round ends."""
+    from dlc.scheduler import core_offers
+
+    core = SchedulerCore(JobStore(tmp_path / "db"), _config())
+    core.submit("alice", _spec())
+    real = core_offers.build_task_info
+    answered: list[Job] = []
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        if not answered:
+            t = threading.Thread(target=lambda: answered.append(core.submit("bob", _spec())))
+            t.start()
+            t.join(_DEADLINE_S)
+            assert answered, "the submit waited for the round's TaskInfos"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(core_offers, "build_task_info", build)
+    actions = core.on_offers([offer("o1", "a1", [0, 1])])
+    assert len(_launched(actions)) == 1
+    assert core.store.get_job(answered[0].job_id).state is JobState.QUEUED
+    _check_agrees(core)

@@ -32,22 +32,20 @@ def _core(tmp_path, cpus: list[float]) -> tuple[SchedulerCore, JobStore]:
 
 def test_a_round_that_cannot_finish_writing_leaves_nothing_half_done(tmp_path, monkeypatch):
     core, store = _core(tmp_path, [1.0, 1.0])
-    real = store.save_job
-    saved = []
+    real = store.save_jobs
 
-    def second_fails(job, event=None):
-        saved.append(job.job_id)
-        if len(saved) == 2:
-            raise StoreError("the disk is full")
-        return real(job, event=event)
+    def second_fails(jobs):
+        assert len(jobs) == 2  # the round's launches, in one write
+        real(jobs[:1])  # the first launch's STAGING is written, then the disk fills
+        raise StoreError("the disk is full")
 
-    monkeypatch.setattr(store, "save_job", second_fails)
+    monkeypatch.setattr(store, "save_jobs", second_fails)
     with pytest.raises(StoreError):
         core.on_offers([offer("o1", "a1"), offer("o2", "a2")])
     # the first launch's STAGING write went with the round: store and memory still agree
     assert [store.get_job(j).state for j in ("j0", "j1")] == [JobState.QUEUED] * 2
     assert sorted(j.job_id for j in core.queued_jobs()) == ["j0", "j1"]
-    monkeypatch.setattr(store, "save_job", real)
+    monkeypatch.setattr(store, "save_jobs", real)
     actions = core.on_offers([offer("o3", "a1"), offer("o4", "a2")])
     assert sum(len(infos) for _, infos in actions.accepts) == 2
     assert [store.get_job(j).state for j in ("j0", "j1")] == [JobState.STAGING] * 2
