@@ -1,0 +1,151 @@
+"""Fragmentation values kept from round to round and from job to job (issue 26).
+
+Every offer round used to measure the fragmentation (:func:`~dlc.scheduler.allocator.
+fragscore.frag_of`) of every candidate agent from scratch, and every share measured all
+agents again, though between two rounds most agents do not change and the expected mix moves
+by a few jobs. :class:`FragCache` keeps, for one core, the fragmentation of each agent state
+it has measured, keyed by the state itself (the dedup key of :func:`~dlc.scheduler.
+allocator.fragscore.frag_dedup`: model, CPUs, memory, free thousandths per GPU sorted), under
+one *held* mix. A key is the state, so an agent that changed has a new key and is measured
+again: nothing is invalidated by hand, and an answer never depends on which agent asked.
+
+The mix the core sees (:func:`~dlc.scheduler.whole_score.counted_mix`) changes every round by
+the few jobs that came and went. Re-measuring every agent for that is most of the cost, so the
+held mix stays until the new one has *drifted* from it (:meth:`FragCache.adopt`): another shape
+set is fine only when the shapes that differ weigh little, since the drift is the L1 distance
+between the normalised weights over the union of shapes (a shape missing from one side weighs 0
+there). The measure is linear in the weights (``frag = per-shape frag @ weight``) and each
+per-shape term lies in ``[0, free thousandths of the agent]``, so a drift of ``d`` moves any
+agent's fragmentation, and any growth, by at most ``d`` x its free thousandths: 0.01 is at
+most 80 thousandths on an 8-GPU agent, two of the cost's 40-thousandth tie buckets, and a
+fraction of one on the partly used agents most placements compare. With an unchanged mix
+the values, and so the decisions, are exactly the ones measured afresh.
+
+One cache belongs to one core (:class:`~dlc.scheduler.round_memo.RoundMemo`); placement
+without one measures afresh as before. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from itertools import repeat
+
+import numpy as np
+
+from dlc.scheduler.allocator import fragscore
+from dlc.scheduler.allocator import shares as fgd
+
+#: the L1 drift of the normalised mix weights past which the held mix is replaced
+#: (module docstring; docs/scheduler.md has the measurement)
+MAX_DRIFT = 0.01
+
+#: states kept before the cache starts again (a few per agent and shape is plenty)
+_KEPT = 400_000
+
+
+def _weights(mix: fgd.WorkloadMix) -> dict[fgd.ShareRequest, float]:
+    """Shape -> normalised weight (shapes that repeat add up)."""
+    total = float(sum(mix.weights)) or 1.0
+    out: dict[fgd.ShareRequest, float] = {}
+    for shape, weight in zip(mix.shapes, mix.weights, strict=True):
+        out[shape] = out.get(shape, 0.0) + weight / total
+    return out
+
+
+def drift(held: fgd.WorkloadMix, new: fgd.WorkloadMix) -> float:
+    """L1 distance between the normalised weights of two mixes, over the union of shapes."""
+    a, b = _weights(held), _weights(new)
+    return sum(abs(a.get(s, 0.0) - b.get(s, 0.0)) for s in a.keys() | b.keys())
+
+
+class FragCache:
+    """Fragmentation of agent states under one held mix, kept across rounds and jobs.
+
+    Args:
+        params: fragscore's knobs (the replay's defaults).
+        max_drift: :data:`MAX_DRIFT` (0: any change of the mix is adopted, and every
+            decision is the one measured afresh).
+    """
+
+    def __init__(
+        self, params: fragscore.ScoreParams = fragscore.DEFAULT_PARAMS, max_drift: float = MAX_DRIFT
+    ):
+        self.params = params
+        self.max_drift = max_drift
+        self.mix: fgd.WorkloadMix | None = None
+        self.arrays: fgd.MixArrays | None = None
+        #: how many times a mix was adopted (each one starts the values again)
+        self.epoch = 0
+        #: what :meth:`frag` answered from the cache and what it measured (for benches, tests)
+        self.hits = 0
+        self.measured = 0
+        self._values: dict[int, float] = {}
+        self._mem_free = True
+
+    def adopt(self, mix: fgd.WorkloadMix) -> fgd.MixArrays:
+        """The mix arrays to score this round against: the held mix while ``mix`` is within
+        :attr:`max_drift` of it, else ``mix`` (held from now on; the values start again)."""
+        if self.mix is not None and self.arrays is not None:
+            if mix is self.mix or mix == self.mix:
+                return self.arrays
+            if self.max_drift > 0 and drift(self.mix, mix) <= self.max_drift:
+                return self.arrays
+        self.mix = mix
+        self.arrays = fragscore.mix_arrays(mix, ["gpu"], self.params)
+        # no shape of the mix asks memory (the core's mixes never do): memory then changes
+        # no value, and states that differ only in memory share one key
+        self._mem_free = not bool(self.arrays.mem.any())
+        self._values = {}
+        self.epoch += 1
+        return self.arrays
+
+    def frag(
+        self,
+        model: np.ndarray,
+        cpu_left: np.ndarray,
+        mem_left: np.ndarray,
+        gpu_left: np.ndarray,
+    ) -> np.ndarray:
+        """:func:`~dlc.scheduler.allocator.fragscore.frag_of` of K states under the held mix
+        (:meth:`adopt` first), measuring only the states not measured since it was adopted."""
+        assert self.arrays is not None, "adopt a mix first"
+        gpus = np.sort(gpu_left, axis=1)
+        mem = np.zeros_like(mem_left) if self._mem_free else mem_left
+        keys = _key(model, cpu_left, mem, gpus)
+        values = np.fromiter(
+            map(self._values.get, keys.tolist(), repeat(np.nan)), dtype=float, count=len(keys)
+        )
+        missing = np.flatnonzero(np.isnan(values))
+        self.hits += len(keys) - len(missing)
+        if len(missing):
+            fresh = fragscore.frag_dedup(
+                self.arrays,
+                model[missing],
+                cpu_left[missing],
+                mem_left[missing],
+                gpus[missing],
+                self.params,
+            )
+            values[missing] = fresh
+            self.measured += len(missing)
+            if len(self._values) + len(missing) > _KEPT:
+                self._values = {}
+            self._values.update(zip(keys[missing].tolist(), fresh.tolist(), strict=True))
+        return values
+
+    def costs(self, req: fgd.ShareRequest, agents: fgd.AgentArrays, nodes: np.ndarray) -> np.ndarray:
+        """:func:`~dlc.scheduler.allocator.fragscore.node_costs` with every fragmentation (the
+        agents' own, ``agents.frag``, and the states after placing) from this cache."""
+        assert self.arrays is not None, "adopt a mix first"
+        return fragscore.node_costs(req, agents, self.arrays, nodes, self.params, frag=self.frag)
+
+
+def _key(
+    model: np.ndarray, cpu_left: np.ndarray, mem_left: np.ndarray, gpus: np.ndarray
+) -> np.ndarray:
+    """The dedup key of fragscore (``gpus`` sorted per row): one int per state."""
+    weights = fragscore.HASH
+    key: np.ndarray = model * weights[0] + cpu_left * weights[1] + mem_left * weights[2]
+    return key + gpus @ weights[3 : 3 + gpus.shape[1]]
+
+
+__all__ = ["MAX_DRIFT", "FragCache", "drift"]
