@@ -71,21 +71,21 @@ def test_whole_score_with_a_kept_cache_orders_as_a_fresh_one_after_agents_change
     # one cache over three rounds; between rounds agents' free GPUs change (new slots, as
     # each round builds them), and within a round a placement changes one (changed())
     cache, rng = FragCache(), random.Random(3)
-    mix = _mix(5, 3, 1)
+    mix = _mix(5, 3, 1, 4)
     free = {f"a{n}": set(range(rng.randrange(1, 9))) for n in range(10)}
-    for _ in range(3):
+    for _ in range(4):
         slots = [_slot(agent, ids) for agent, ids in sorted(free.items())]
-        kept, fresh = WholeScore(slots, mix, cache=cache), WholeScore(slots, mix)
-        for gpus in (1, 2, 1, 4):
+        kept = WholeScore(slots, mix, cache=cache)
+        for gpus in (1, 2, 1, 4, 1, 2, 1, 1, 2, 1):
             candidates = [s for s in slots if len(s.free) >= gpus]
             order = kept.order(candidates, gpus, 2.0, 64)
-            assert order == fresh.order(candidates, gpus, 2.0, 64)
+            # a score built now reads every slot as it is: no cache, nothing kept
+            assert order == WholeScore(slots, mix).order(candidates, gpus, 2.0, 64)
             if order:  # place it on the best agent: its state changes within the round
                 best = order[0]
                 best.free = frozenset(sorted(best.free)[gpus:])
-                best.cpus -= 2
+                best.cpus -= 2 * gpus
                 kept.changed(best)
-                fresh.changed(best)
         for agent in rng.sample(sorted(free), 4):  # the next round: some agents changed
             free[agent] = set(range(rng.randrange(0, 9)))
 
