@@ -78,12 +78,22 @@ class FragCache:
         #: what :meth:`frag` answered from the cache and what it measured (for benches, tests)
         self.hits = 0
         self.measured = 0
-        self._values: dict[int, float] = {}
+        self._values = _Values()
         self._mem_free = True
+        #: the last mix asked about, and the arrays it got (a round asks once per share)
+        self._asked: tuple[fgd.WorkloadMix | None, fgd.MixArrays | None] = (None, None)
 
     def adopt(self, mix: fgd.WorkloadMix) -> fgd.MixArrays:
         """The mix arrays to score this round against: the held mix while ``mix`` is within
         :attr:`max_drift` of it, else ``mix`` (held from now on; the values start again)."""
+        asked, arrays = self._asked
+        if mix is asked and arrays is not None and arrays is self.arrays:
+            return arrays
+        self._asked = (mix, self._adopt(mix))
+        assert self.arrays is not None
+        return self.arrays
+
+    def _adopt(self, mix: fgd.WorkloadMix) -> fgd.MixArrays:
         if self.mix is not None and self.arrays is not None:
             if mix is self.mix or mix == self.mix:
                 return self.arrays
@@ -94,7 +104,7 @@ class FragCache:
         # no shape of the mix asks memory (the core's mixes never do): memory then changes
         # no value, and states that differ only in memory share one key
         self._mem_free = not bool(self.arrays.mem.any())
-        self._values = {}
+        self._values = _Values()
         self.epoch += 1
         return self.arrays
 
@@ -110,33 +120,75 @@ class FragCache:
         assert self.arrays is not None, "adopt a mix first"
         gpus = np.sort(gpu_left, axis=1)
         mem = np.zeros_like(mem_left) if self._mem_free else mem_left
-        keys = _key(model, cpu_left, mem, gpus)
-        values = np.fromiter(
-            map(self._values.get, keys.tolist(), repeat(np.nan)), dtype=float, count=len(keys)
+        # each distinct state looked up once (many agents are in the same state)
+        keys, first, inverse = np.unique(
+            _key(model, cpu_left, mem, gpus), return_index=True, return_inverse=True
         )
+        values = self._values.find(keys)
         missing = np.flatnonzero(np.isnan(values))
         self.hits += len(keys) - len(missing)
         if len(missing):
-            fresh = fragscore.frag_dedup(
-                self.arrays,
-                model[missing],
-                cpu_left[missing],
-                mem_left[missing],
-                gpus[missing],
-                self.params,
+            rows = first[missing]
+            fresh = fragscore.frag_of(
+                self.arrays, model[rows], cpu_left[rows], mem_left[rows], gpus[rows], self.params
             )
             values[missing] = fresh
             self.measured += len(missing)
-            if len(self._values) + len(missing) > _KEPT:
-                self._values = {}
-            self._values.update(zip(keys[missing].tolist(), fresh.tolist(), strict=True))
-        return values
+            self._values.add(keys[missing], fresh)
+        out: np.ndarray = values[inverse.reshape(-1)]
+        return out
 
     def costs(self, req: fgd.ShareRequest, agents: fgd.AgentArrays, nodes: np.ndarray) -> np.ndarray:
         """:func:`~dlc.scheduler.allocator.fragscore.node_costs` with every fragmentation (the
         agents' own, ``agents.frag``, and the states after placing) from this cache."""
         assert self.arrays is not None, "adopt a mix first"
         return fragscore.node_costs(req, agents, self.arrays, nodes, self.params, frag=self.frag)
+
+
+class _Values:
+    """State key -> fragmentation: a sorted array searched in one step for a batch of keys,
+    and the keys added since the last merge in a dict (merged when it grows)."""
+
+    _MERGE = 4096
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every value."""
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.values = np.zeros(0)
+        self.recent: dict[int, float] = {}
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The value of each key (NaN: not known)."""
+        out = np.full(len(keys), np.nan)
+        if len(self.keys):
+            at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+            hit = self.keys[at] == keys
+            out[hit] = self.values[at[hit]]
+        if self.recent:
+            left = np.flatnonzero(np.isnan(out))
+            if len(left):
+                get = self.recent.get
+                out[left] = np.fromiter(
+                    map(get, keys[left].tolist(), repeat(np.nan)), dtype=float, count=len(left)
+                )
+        return out
+
+    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Remember ``keys`` (not known yet) with their values."""
+        if len(self.keys) + len(self.recent) + len(keys) > _KEPT:
+            self.clear()  # start again: a few per agent and shape is plenty
+        self.recent.update(zip(keys.tolist(), values.tolist(), strict=True))
+        if len(self.recent) >= self._MERGE:
+            more = np.fromiter(self.recent.keys(), dtype=np.int64, count=len(self.recent))
+            vals = np.fromiter(self.recent.values(), dtype=float, count=len(self.recent))
+            keys_all = np.concatenate([self.keys, more])
+            order = np.argsort(keys_all, kind="stable")
+            self.keys = keys_all[order]
+            self.values = np.concatenate([self.values, vals])[order]
+            self.recent = {}
 
 
 def _key(
