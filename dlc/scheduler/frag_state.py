@@ -138,7 +138,9 @@ class FragCache:
         out: np.ndarray = values[inverse.reshape(-1)]
         return out
 
-    def costs(self, req: fgd.ShareRequest, agents: fgd.AgentArrays, nodes: np.ndarray) -> np.ndarray:
+    def costs(
+        self, req: fgd.ShareRequest, agents: fgd.AgentArrays, nodes: np.ndarray
+    ) -> np.ndarray:
         """:func:`~dlc.scheduler.allocator.fragscore.node_costs` with every fragmentation (the
         agents' own, ``agents.frag``, and the states after placing) from this cache."""
         assert self.arrays is not None, "adopt a mix first"

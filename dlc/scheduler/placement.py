@@ -36,12 +36,12 @@ from dlc.errors import AllocationError, ConfigError, DlcError, OfferError
 from dlc.images import driver_supports, rocm_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches, unknown_policy
+from dlc.scheduler.frag_state import FragCache
 from dlc.scheduler.gang_topology import Locality, choose_group, domain_names, missing, wanted
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.launch_spec import GpuShare
 from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
-from dlc.scheduler.frag_state import FragCache
 from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.shape_cache import (
     DEFAULT_TRIES_PER_USER,
