@@ -199,7 +199,8 @@ def _key(
     """The dedup key of fragscore (``gpus`` sorted per row): one int per state."""
     weights = fragscore.HASH
     key: np.ndarray = model * weights[0] + cpu_left * weights[1] + mem_left * weights[2]
-    return key + gpus @ weights[3 : 3 + gpus.shape[1]]
+    key = key + gpus @ weights[3 : 3 + gpus.shape[1]]
+    return key
 
 
 __all__ = ["MAX_DRIFT", "FragCache", "drift"]
