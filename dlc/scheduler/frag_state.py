@@ -79,6 +79,8 @@ class FragCache:
         self.hits = 0
         self.measured = 0
         self._values = _Values()
+        #: request shape -> cost rows by agent state (shares)
+        self._shares: dict[tuple[object, ...], _CostRows] = {}
         self._mem_free = True
         #: the last mix asked about, and the arrays it got (a round asks once per share)
         self._asked: tuple[fgd.WorkloadMix | None, fgd.MixArrays | None] = (None, None)
@@ -105,6 +107,7 @@ class FragCache:
         # no value, and states that differ only in memory share one key
         self._mem_free = not bool(self.arrays.mem.any())
         self._values = _Values()
+        self._shares = {}
         self.epoch += 1
         return self.arrays
 
@@ -145,6 +148,76 @@ class FragCache:
         agents' own, ``agents.frag``, and the states after placing) from this cache."""
         assert self.arrays is not None, "adopt a mix first"
         return fragscore.node_costs(req, agents, self.arrays, nodes, self.params, frag=self.frag)
+
+    def share_costs(self, req: fgd.ShareRequest, agents: fgd.AgentArrays) -> np.ndarray:
+        """``[agents, G]`` costs of share ``req`` on every agent (:func:`~dlc.scheduler.
+        allocator.fragscore.node_costs` over all of them), kept per request shape and agent
+        state: an agent whose state this shape met before under the held mix is not
+        measured again (its before and after states, and the cost row, are the same)."""
+        assert self.arrays is not None, "adopt a mix first"
+        n, width = agents.gpu_left.shape
+        mem = agents.mem_left if not self._mem_free else np.zeros_like(agents.mem_left)
+        # the cost row depends on the GPU order (a share's cost is per GPU): keys unsorted,
+        # and whether memory fits (all it does when no shape of the mix asks memory)
+        keys = _key(agents.model, agents.cpu_left, mem, agents.gpu_left) * 2 + (
+            agents.mem_left >= req.mem_mib
+        )
+        shape = (req.cpu_milli, req.gpu_milli, req.num_gpus, req.gpu_models)
+        if not self._mem_free:
+            shape += (req.mem_mib,)
+        rows = self._shares.get(shape)
+        if rows is None:
+            rows = self._shares[shape] = _CostRows()
+        cost, missing = rows.find(keys, width)
+        self.hits += n - len(missing)
+        if len(missing):
+            agents.frag = np.zeros(n)
+            agents.frag[missing] = self.frag(
+                agents.model[missing], agents.cpu_left[missing], agents.mem_left[missing],
+                agents.gpu_left[missing],
+            )  # fmt: skip
+            fresh = fragscore.node_costs(req, agents, self.arrays, missing, self.params, self.frag)
+            cost[missing] = fresh
+            rows.add(keys[missing], fresh)
+        return cost
+
+
+class _CostRows:
+    """State key -> cost row of one request shape (a share's cost per GPU)."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every row."""
+        self.index: dict[int, int] = {}
+        self.store = np.zeros((64, 1))
+        self.used = 0
+
+    def find(self, keys: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """``([len(keys), width]`` costs, inf rows where unknown; the unknown positions)."""
+        at = np.fromiter(
+            map(self.index.get, keys.tolist(), repeat(-1)), dtype=np.int64, count=len(keys)
+        )
+        cost = np.full((len(keys), width), np.inf)
+        known = np.flatnonzero(at >= 0)
+        if len(known):
+            w = min(width, self.store.shape[1])
+            cost[known, :w] = self.store[at[known], :w]
+        return cost, np.flatnonzero(at < 0)
+
+    def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
+        """Remember the cost ``rows`` of states ``keys`` (not known yet)."""
+        if self.used + len(keys) > _KEPT // 8:
+            self.clear()  # start again: a few per agent is plenty
+        need, width = self.used + len(keys), max(self.store.shape[1], rows.shape[1])
+        if need > len(self.store) or width > self.store.shape[1]:
+            store = np.full((max(need, 2 * len(self.store)), width), np.inf)
+            store[: self.used, : self.store.shape[1]] = self.store[: self.used]
+            self.store = store
+        self.store[self.used : need, : rows.shape[1]] = rows
+        self.index.update(zip(keys.tolist(), range(self.used, need), strict=True))
+        self.used = need
 
 
 class _Values:

@@ -482,7 +482,9 @@ def _choose_in_arrays(
     )
     if frag is not None and given is not None and frag.params == fragscore.DEFAULT_PARAMS:
         # the states measured for earlier shares and rounds, under the core's held mix
-        placed = fragscore.choose(request, arrays, frag.adopt(given), frag=frag.frag)
+        frag.adopt(given)
+        best = fragscore.pick(frag.share_costs(request, arrays), arrays.gpu_left)
+        placed = None if best is None else fragscore.placement_of(request, arrays, *best)
     else:
         placed = fragscore.choose(request, arrays, fragscore.mix_arrays(mix, ["gpu"]))
     if placed is None or placed.gpus[0] >= fit.shape[1] or not fit[placed.agent, placed.gpus[0]]:

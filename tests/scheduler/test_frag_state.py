@@ -132,13 +132,14 @@ def test_the_core_memo_places_as_a_fresh_read_under_one_mix_over_random_rounds()
     rng = random.Random(11)
     memo, parser = RoundMemo(), OfferParser()
     mix = _mix(5, 3, 1, 4)
-    bodies = {f"a{n}": ranged_offer(f"o{n}", f"a{n}") for n in range(12)}
+    # fault-isolated agents: shares of any tenant mix, so shares take the array path
+    bodies = {f"a{n}": ranged_offer(f"o{n}", f"a{n}", sharing="none") for n in range(12)}
     for round_ in range(12):
         for agent in rng.sample(sorted(bodies), 3):
             used = {i: (rng.randrange(0, 16) * 1024, rng.randrange(0, 900))
                     for i in range(8) if rng.random() < 0.4}  # fmt: skip
             whole = tuple(i for i in range(8) if i not in used and rng.random() < 0.3)
-            bodies[agent] = ranged_offer("x", agent, used=used, whole_taken=whole)
+            bodies[agent] = ranged_offer("x", agent, used=used, whole_taken=whole, sharing="none")
         offers = [{**body, "id": {"value": f"r{round_}-{n}"}}
                   for n, (_, body) in enumerate(sorted(bodies.items()))]  # fmt: skip
         queue = [_job(f"w{round_}-{k}", {"cpus": 1, "gpus": rng.choice([1, 2, 4])})
@@ -152,3 +153,4 @@ def test_the_core_memo_places_as_a_fresh_read_under_one_mix_over_random_rounds()
         assert kept.launches == fresh.launches
         assert kept.waiting == fresh.waiting
     assert memo.frag.epoch == 1 and memo.frag.hits > 0
+    assert memo.frag._shares  # noqa: SLF001 - the shares went through the kept cost rows
