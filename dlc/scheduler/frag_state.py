@@ -40,6 +40,8 @@ MAX_DRIFT = 0.01
 
 #: states kept before the cache starts again (a few per agent and shape is plenty)
 _KEPT = 400_000
+#: share request shapes whose cost rows are kept at once (each holds at most _KEPT // 8 rows)
+_SHAPES = 64
 
 
 def _weights(mix: fgd.WorkloadMix) -> dict[fgd.ShareRequest, float]:
@@ -167,6 +169,8 @@ class FragCache:
             shape += (req.mem_mib,)
         rows = self._shares.get(shape)
         if rows is None:
+            if len(self._shares) >= _SHAPES:  # bounded memory: start the rows again
+                self._shares = {}
             rows = self._shares[shape] = _CostRows()
         cost, missing = rows.find(keys, width)
         self.hits += n - len(missing)
