@@ -40,8 +40,10 @@ MAX_DRIFT = 0.01
 
 #: states kept before the cache starts again (a few per agent and shape is plenty)
 _KEPT = 400_000
-#: share request shapes whose cost rows are kept at once (each holds at most _KEPT // 8 rows)
+#: share request shapes whose cost rows are kept at once, and rows kept per shape (a few per
+#: agent): at most 64 x 16,384 rows of 8 GPUs, 64 MiB
 _SHAPES = 64
+_ROWS_PER_SHAPE = 16_384
 
 
 def _weights(mix: fgd.WorkloadMix) -> dict[fgd.ShareRequest, float]:
@@ -212,7 +214,7 @@ class _CostRows:
 
     def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
         """Remember the cost ``rows`` of states ``keys`` (not known yet)."""
-        if self.used + len(keys) > _KEPT // 8:
+        if self.used + len(keys) > _ROWS_PER_SHAPE:
             self.clear()  # start again: a few per agent is plenty
         need, width = self.used + len(keys), max(self.store.shape[1], rows.shape[1])
         if need > len(self.store) or width > self.store.shape[1]:
