@@ -21,6 +21,12 @@ most 80 thousandths on an 8-GPU agent, two of the cost's 40-thousandth tie bucke
 fraction of one on the partly used agents most placements compare. With an unchanged mix
 the values, and so the decisions, are exactly the ones measured afresh.
 
+Shares (:meth:`FragCache.share_costs`) also keep each agent's cost row per request shape
+(CPUs, size), keyed by the agent's state in GPU order, so a share measures only the agents
+that shape has not met in that state; whole-GPU jobs
+(:class:`~dlc.scheduler.whole_score.WholeScore`) keep their per-round costs per shape and
+take the states from here.
+
 One cache belongs to one core (:class:`~dlc.scheduler.round_memo.RoundMemo`); placement
 without one measures afresh as before. Pure: no I/O.
 """
@@ -166,7 +172,7 @@ class FragCache:
         keys = _key(agents.model, agents.cpu_left, mem, agents.gpu_left) * 2 + (
             agents.mem_left >= req.mem_mib
         )
-        shape = (req.cpu_milli, req.gpu_milli, req.num_gpus, req.gpu_models)
+        shape: tuple[object, ...] = (req.cpu_milli, req.gpu_milli, req.num_gpus, req.gpu_models)
         if not self._mem_free:
             shape += (req.mem_mib,)
         rows = self._shares.get(shape)
