@@ -115,7 +115,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         held.update(tenancy.held)
         # TaskInfos, the echo and the staged jobs before the book's lock, on the pinned
         # queue: submits wait for that lock, and building these held it 60-90 ms a round
-        prepared = self._prepare_launch(queue, decision, offers)
+        prepared: _Prepared | None = self._prepare_launch(queue, decision, offers)
         # apply under the book's lock (then the store's: the lock order of job_book), on
         # the live queue: no submit or kill in between
         with self._book.lock:

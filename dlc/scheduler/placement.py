@@ -36,6 +36,7 @@ from dlc.errors import AllocationError, ConfigError, DlcError, OfferError
 from dlc.images import driver_supports, rocm_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches, unknown_policy
+from dlc.scheduler.frag_state import FragCache
 from dlc.scheduler.gang_topology import Locality, choose_group, domain_names, missing, wanted
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.launch_spec import GpuShare
@@ -427,9 +428,17 @@ class _LazyWholeScore:
     """The round's :class:`WholeScore`, built when a whole-GPU job first has a choice of
     agents (a round whose jobs fit nowhere, or only one place, never pays for it)."""
 
-    def __init__(self, slots: list[_Slot], mix: MixSource, shares: bool = False):
+    def __init__(
+        self,
+        slots: list[_Slot],
+        mix: MixSource,
+        shares: bool = False,
+        cache: FragCache | None = None,
+    ):
         self._slots = slots
         self._mix = mix
+        #: the caller's fragmentation values kept across rounds (frag_state), if any
+        self.cache = cache
         #: whether shares are scored against the mix too (the caller gave it; else they
         #: keep :func:`~dlc.scheduler.share_placement.choose_share`'s default)
         self.shares = shares
@@ -438,7 +447,7 @@ class _LazyWholeScore:
     def get(self) -> WholeScore | None:
         mix = self.mix()
         if self._score is None and mix is not None:
-            self._score = WholeScore(self._slots, mix)
+            self._score = WholeScore(self._slots, mix, cache=self.cache)
             for slot in self._slots:
                 slot.whole_score = self._score
         return self._score
@@ -554,7 +563,7 @@ def place(
     given = mix is not None
     if mix is None:
         mix = demand_mix(queue_demands(queue, config))
-    whole = _LazyWholeScore(slots, mix, shares=given)
+    whole = _LazyWholeScore(slots, mix, shares=given, cache=memo.frag if memo is not None else None)
     for job in queue:
         holder = job.job_id in holders
         # a share's user matters only where exclusivity or MPS can keep it off a GPU
@@ -678,6 +687,7 @@ def _place_job(
         return _place_share(
             job, slots, cpus, mem, topology_of, result, tenants, share_hold, mps,
             whole.share_mix() if whole is not None else None,
+            whole.cache if whole is not None else None,
         )  # fmt: skip
     chosen: list[tuple[_Slot, tuple[int, ...], str, tuple[int, ...], Topology | None]] = []
     reason = "no offers"
@@ -875,6 +885,7 @@ def _place_share(
     share_hold: ShareHold | None,
     mps_agents: frozenset[str],
     mix: WorkloadMix | None = None,
+    frag: FragCache | None = None,
 ) -> str | None:
     """Place a share of one GPU (:mod:`~dlc.scheduler.share_placement`); why not, or None.
     ``mix``: the round's expected workload the share is scored against (``None``: more
@@ -894,7 +905,7 @@ def _place_share(
     choice = choose_share(
         job.spec, slots, cpus, mem, topology_of,
         lambda slot: agent_text(slot.attributes, ATTR_GPU_MODEL) or "",
-        open_to, hold, slots[0].share_room if slots else None, mix,
+        open_to, hold, slots[0].share_room if slots else None, mix, frag,
     )  # fmt: skip
     if isinstance(choice, str):
         return choice

@@ -18,7 +18,10 @@ offer is unchanged:
   every round: about 20 ms of a steady round);
 * the share rows (:attr:`RoundMemo.rows`), keyed by the ranges they were read from, and the
   last round's share room by slot state (:class:`~dlc.scheduler.share_index.KeptFill`):
-  a slot built from a kept state gets its row copied, with the others', in one array step.
+  a slot built from a kept state gets its row copied, with the others', in one array step;
+* the fragmentation of every agent state measured so far (:attr:`RoundMemo.frag`,
+  :class:`~dlc.scheduler.frag_state.FragCache`), under a mix held until the core's mix
+  drifts from it: whole-GPU jobs and shares measure only states not seen before.
 
 One memo belongs to one core (it is not shared between cores in a process); placement
 without one (tests, the direct replay) reads everything each call.
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlc.scheduler.frag_state import FragCache
 from dlc.scheduler.share_index import KeptFill, RowCache
 
 
@@ -65,6 +69,9 @@ class RoundMemo:
         self.rows: RowCache = {}
         #: the last round's share room rows, by slot state
         self.share_fill = KeptFill()
+        #: the fragmentation of agent states measured in earlier rounds, under a held mix
+        #: (whole-GPU jobs and shares read it; frag_state says when the mix is replaced)
+        self.frag = FragCache()
         #: the inventory version :attr:`_impossible` answers for
         self._impossible_version: object = None
         #: job id -> why it cannot run on the known agents (``None``: it can)

@@ -35,6 +35,7 @@ import numpy as np
 from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_matches
+from dlc.scheduler.frag_state import FragCache
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.share_index import KeptFill, RowCache, ShareRoom
 from dlc.topology import gpu_shares
@@ -303,6 +304,7 @@ def choose_share(
     hold: Callable[[int], tuple[Callable[[str, int], bool], str] | None] | None = None,
     room: ShareRoom | None = None,
     mix: fgd.WorkloadMix | None = None,
+    frag: FragCache | None = None,
 ) -> ShareChoice | str:
     """The GPU for a share of ``spec`` among ``slots`` (``_Slot`` of placement), or why not.
 
@@ -321,13 +323,16 @@ def choose_share(
         mix: the workload the choice is scored against: the core passes the one it sees
             (queued and running jobs by shape, as for whole-GPU jobs); default: more shares
             like this one and whole GPUs, half and half (:func:`_share_mix`).
+        frag: the core's fragmentation values kept across rounds and shares
+            (:class:`~dlc.scheduler.frag_state.FragCache`), used with ``mix``: states
+            measured before are not measured again; default: measure afresh.
     """
     views, fits, totals_of = [], [], []
     if room is not None and room.covers(slots):
         if not room.shareable():
             return "no offer has GPU shares (gpu_mem/gpu_core ranges) free"
         if open_to is None and not spec.gpu_model:  # nothing asked per GPU: all at once
-            return _choose_in_arrays(spec, room, cpus, mem, topology_of, hold, mix)
+            return _choose_in_arrays(spec, room, cpus, mem, topology_of, hold, mix, frag)
         # a slot without a GPU of this much compute free fits nowhere below: skip it unread
         shareable = room.at_least(spec.share_core_milli)
     else:
@@ -425,6 +430,7 @@ def _choose_in_arrays(
     topology_of: Callable[[dict[str, str]], Topology | None],
     hold: Callable[[int], tuple[Callable[[str, int], bool], str] | None] | None,
     mix: fgd.WorkloadMix | None = None,
+    frag: FragCache | None = None,
 ) -> ShareChoice | str:
     """:func:`choose_share` over the round's arrays (``room``), for a share that asks no
     GPU model and meets no exclusivity: the same fits, order, measure and reasons as the
@@ -465,6 +471,7 @@ def _choose_in_arrays(
     width = max(fgd.MAX_GPUS, ok.shape[1])
     gpu_left = np.zeros((len(chosen), width), dtype=np.int64)
     gpu_left[:, : ok.shape[1]] = np.where(fit, np.maximum(ok, need_milli), 0)
+    given = mix
     request, mix = _share_mix(cpus, mem, need_milli, mix)
     arrays = fgd.AgentArrays(
         model=np.zeros(len(chosen), dtype=np.int64),
@@ -473,7 +480,13 @@ def _choose_in_arrays(
         gpu_left=gpu_left,
         access_of=lambda allowed: np.ones(len(chosen), dtype=bool),
     )
-    placed = fragscore.choose(request, arrays, fragscore.mix_arrays(mix, ["gpu"]))
+    if frag is not None and given is not None and frag.params == fragscore.DEFAULT_PARAMS:
+        # the states measured for earlier shares and rounds, under the core's held mix
+        frag.adopt(given)
+        best = fragscore.pick(frag.share_costs(request, arrays), arrays.gpu_left)
+        placed = None if best is None else fragscore.placement_of(request, arrays, *best)
+    else:
+        placed = fragscore.choose(request, arrays, fragscore.mix_arrays(mix, ["gpu"]))
     if placed is None or placed.gpus[0] >= fit.shape[1] or not fit[placed.agent, placed.gpus[0]]:
         at, index = 0, int(np.flatnonzero(fit[0])[0])  # the measure found nothing: first fit
     else:

@@ -13,7 +13,10 @@ measure counts whole GPUs per agent and cannot tell two free GPUs of one agent a
 
 Costs are cached per request shape and per agent, and an agent's are recomputed only after a
 placement changed it (:class:`~dlc.scheduler.allocator.fragscore.IncrementalChooser`, as in
-the replay), so a round pays the measure once per shape plus once per placement. Pure: no I/O.
+the replay), so a round pays the measure once per shape plus once per placement. With the
+core's :class:`~dlc.scheduler.frag_state.FragCache` the measured states are kept across
+rounds too (under a held mix), so a steady round measures only the states it has not seen
+since the mix last drifted. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import numpy as np
 
 from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
+from dlc.scheduler.frag_state import FragCache
 from dlc.topology import gpu_shares
 
 MILLI = fgd.MILLI
@@ -105,6 +109,10 @@ class WholeScore:
         slots: the round's offer slots (``_Slot`` of placement), in their order.
         mix: the expected workload (:func:`demand_mix`).
         params: fragscore's knobs (the replay's defaults).
+        cache: the core's fragmentation values kept across rounds
+            (:class:`~dlc.scheduler.frag_state.FragCache`): states measured in an earlier
+            round, or for an earlier job, are not measured again, and the mix is the one
+            it holds (``mix`` when that drifted away); default: measure afresh.
 
     An agent's state is read (and its fragmentation measured) only when it is first a
     candidate, and again after it changed: a slot whose resources change must say so
@@ -116,11 +124,16 @@ class WholeScore:
         slots: Sequence[Any],
         mix: fgd.WorkloadMix,
         params: fragscore.ScoreParams = fragscore.DEFAULT_PARAMS,
+        cache: FragCache | None = None,
     ):
         self._slots = list(slots)
         self._row = {id(s): k for k, s in enumerate(self._slots)}
         self._params = params
-        self._mix = fragscore.mix_arrays(mix, ["gpu"], params)
+        self._cache = cache if cache is not None and cache.params == params else None
+        if self._cache is not None:
+            self._mix = self._cache.adopt(mix)
+        else:
+            self._mix = fragscore.mix_arrays(mix, ["gpu"], params)
         n = len(self._slots)
         self._agents = fgd.AgentArrays(
             model=np.zeros(n, dtype=np.int64),  # one model: the mix names none
@@ -156,7 +169,13 @@ class WholeScore:
             agents.gpu_left[k] = 0
             agents.gpu_left[k, : len(view.gpu_free)] = view.gpu_free
         assert agents.frag is not None  # made with zeros in __init__
-        agents.frag[rows] = fragscore.node_frag(self._mix, agents, rows, self._params)
+        if self._cache is not None:
+            agents.frag[rows] = self._cache.frag(
+                agents.model[rows], agents.cpu_left[rows], agents.mem_left[rows],
+                agents.gpu_left[rows],
+            )  # fmt: skip
+        else:
+            agents.frag[rows] = fragscore.node_frag(self._mix, agents, rows, self._params)
         self._stale[rows] = False
         self._version[rows] += 1
 
@@ -165,7 +184,9 @@ class WholeScore:
         ``cpus``/``mem`` (with its executor's): the least growth of fragmentation first, then
         the fewest free GPUs (best fit), then the agent id."""
         row = self._row
-        at = np.fromiter((row[id(s)] for s in candidates), dtype=np.int64, count=len(candidates))
+        count = len(candidates)
+        # map over builtins, not a generator: hundreds of candidates per job (issue 26)
+        at = np.fromiter(map(row.__getitem__, map(id, candidates)), dtype=np.int64, count=count)
         rows = np.sort(at)
         stale = rows[self._stale[rows]]
         if len(stale):
@@ -174,7 +195,7 @@ class WholeScore:
             fgd.ShareRequest(cpu_milli=int(cpus * 1000), mem_mib=0, num_gpus=gpus, gpu_milli=MILLI),
             rows,
         )
-        free = np.fromiter((len(s.free) for s in candidates), dtype=np.int64, count=len(at))
+        free = np.fromiter(map(len, map(_free, candidates)), dtype=np.int64, count=count)
         # one array sort, not a Python key per candidate (issue 26): cost, free GPUs, agent id
         order = np.lexsort((self._id_rank()[at], free, cost[at]))
         return [candidates[k] for k in order]
@@ -200,7 +221,10 @@ class WholeScore:
         cost, stamp = entry
         stale = rows[stamp[rows] != self._version[rows]]
         if len(stale):
-            costs = fragscore.node_costs(request, self._agents, self._mix, stale, self._params)
+            if self._cache is not None:
+                costs = self._cache.costs(request, self._agents, stale)
+            else:
+                costs = fragscore.node_costs(request, self._agents, self._mix, stale, self._params)
             cost[stale] = costs[:, 0]
             stamp[stale] = self._version[stale]
         return cost
@@ -252,6 +276,7 @@ class FreeGpus:
 
 
 _agent_id = operator.attrgetter("agent_id")
+_free = operator.attrgetter("free")
 
 WorkloadMix = fgd.WorkloadMix
 

@@ -19,6 +19,7 @@ a 10k-pod replay on 1213 agents take seconds instead of minutes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -73,6 +74,8 @@ DEFAULT_PARAMS = ScoreParams()
 
 #: ``cost_fn(req, nodes) -> [len(nodes), G]`` costs (inf: does not fit)
 CostFn = Callable[[ShareRequest, np.ndarray], np.ndarray]
+#: ``frag(model, cpu_left, mem_left, gpu_left) -> [K]``: the fragmentation of K states
+StatesFrag = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def mix_arrays(
@@ -154,6 +157,8 @@ def frag_dedup(
 #: hash weights: 3 for model, CPUs, memory, then one per GPU slot (16-GPU agents and wider
 #: make more than 13 slots; 1024 is far beyond any machine)
 _HASH = np.random.default_rng(2026).integers(1, 2**62, size=1024 + 3, dtype=np.int64) | 1
+#: the same weights, for a cache keyed as :func:`frag_dedup` dedups (frag_state)
+HASH = _HASH
 
 
 def node_frag(
@@ -176,12 +181,16 @@ def node_costs(
     mix: MixArrays,
     nodes: np.ndarray,
     params: ScoreParams = DEFAULT_PARAMS,
+    frag: StatesFrag | None = None,
 ) -> np.ndarray:
     """Cost of ``req`` on each GPU slot of each of ``nodes``: ``[len(nodes), G]``.
 
     Lower is better; inf where it does not fit. A share has a cost per GPU with
     room; any other request has its agent's cost in column 0 (whole GPUs are the
     first free ones). ``agents.frag`` must hold each agent's current fragmentation.
+    ``frag(model, cpu_left, mem_left, gpu_left)`` measures the states after placing
+    (default: :func:`frag_dedup` against ``mix``; a
+    :class:`~dlc.scheduler.frag_state.FragCache` keeps them across calls).
     """
     width = agents.gpu_left.shape[1]
     cost = np.full((len(nodes), width), np.inf)
@@ -191,7 +200,10 @@ def node_costs(
     if not mask.any():
         return cost
     node, slots, cpu_left, mem_left, gpu_left = candidates(req, agents, mask)
-    after = frag_dedup(mix, agents.model[node], cpu_left, mem_left, gpu_left, params)
+    if frag is None:
+        after = frag_dedup(mix, agents.model[node], cpu_left, mem_left, gpu_left, params)
+    else:
+        after = frag(agents.model[node], cpu_left, mem_left, gpu_left)
     assert agents.frag is not None, "node_cost needs each agent's fragmentation measured"
     growth = after - agents.frag[node]
     rows = np.searchsorted(nodes, node)
@@ -275,14 +287,18 @@ def placement_of(req: ShareRequest, agents: AgentArrays, agent: int, slot: int) 
 
 
 def choose(
-    req: ShareRequest, agents: AgentArrays, mix: MixArrays, params: ScoreParams = DEFAULT_PARAMS
+    req: ShareRequest,
+    agents: AgentArrays,
+    mix: MixArrays,
+    params: ScoreParams = DEFAULT_PARAMS,
+    frag: StatesFrag | None = None,
 ) -> SharePlacement | None:
-    """One decision over all agents (no cache): the lowest cost, the first agent on ties."""
+    """One decision over all agents: the lowest cost, the first agent on ties. ``frag``
+    measures states (default: :func:`frag_dedup`, afresh; see :func:`node_costs`)."""
     if agents.frag is None:
-        agents.frag = frag_dedup(
-            mix, agents.model, agents.cpu_left, agents.mem_left, agents.gpu_left, params
-        )
-    cost = node_costs(req, agents, mix, np.arange(len(agents.model)), params)
+        measure = frag or functools.partial(frag_dedup, mix, params=params)
+        agents.frag = measure(agents.model, agents.cpu_left, agents.mem_left, agents.gpu_left)
+    cost = node_costs(req, agents, mix, np.arange(len(agents.model)), params, frag)
     best = pick(cost, agents.gpu_left)
     return None if best is None else placement_of(req, agents, *best)
 
@@ -374,6 +390,7 @@ class IncrementalChooser:
 
 __all__ = [
     "DEFAULT_PARAMS",
+    "HASH",
     "IncrementalChooser",
     "ScoreParams",
     "choose",
