@@ -8,10 +8,12 @@ functions of what the agent offered. :class:`RoundMemo` keeps them per agent whi
 offer is unchanged:
 
 * a slot's starting state, reused when the agent's new view holds the very same values
-  (the immutable parts compared by identity: :class:`~dlc.scheduler.offer_views.
-  OfferParser` hands an agent whose offer did not change the same objects under a new offer
-  id, and a freshly parsed offer has new ones, so an agent whose offer changed is always
-  read again);
+  (:data:`offer_key`: every field but the offer id, compared as one tuple, identity first:
+  :class:`~dlc.scheduler.offer_views.OfferParser` hands an agent whose offer did not change
+  the same objects under a new offer id, so an agent whose offer changed in any field is
+  always read again). :class:`~dlc.scheduler.shape_cache.CarriedFailures` keeps each kept
+  state's starting snapshot too, so an agent that offers the same and took nothing is known
+  not to have grown by identity;
 * each queued job's impossibility answer for one inventory version
   (:meth:`RoundMemo.impossible`): a queued job's spec never changes, so only jobs new to
   the queue are asked again until the inventory changes (10,000 queued jobs were asked
