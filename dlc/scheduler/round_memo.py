@@ -40,20 +40,14 @@ from dlc.scheduler.frag_state import FragCache
 from dlc.scheduler.share_index import KeptFill, RowCache
 
 #: the fields of an offer view (:class:`~dlc.scheduler.placement.OfferView`) a slot is built
-#: from: everything but the offer id, read in one C call
+#: from: everything but the offer id, read in one C call. Two keys compare as tuples, each
+#: field by identity first (an unchanged offer's view holds the very objects of the last one,
+#: :class:`~dlc.scheduler.offer_views.OfferParser`), then by value: a slot is a pure function
+#: of these values, so a view parsed again with equal values may reuse it too
 offer_key = operator.attrgetter(
     "agent_id", "gpu_ids", "gpu_mem", "gpu_core", "attributes", "ports", "cpus", "mem_mib",
     "disk_mib", "gpus", "shares_accounted", "hostname", "address", "domain",
 )  # fmt: skip
-
-
-def same_offer(a: Any, b: Any) -> bool:
-    """Whether two offer views hold the same resources and facts (all but the offer id).
-    Compared as :data:`offer_key` tuples: each field by identity first (an unchanged offer's
-    view holds the very objects of the last one, :class:`~dlc.scheduler.offer_views.
-    OfferParser`), then by value; a slot is a pure function of these values, so a view
-    parsed again with equal values may reuse it too."""
-    return bool(offer_key(a) == offer_key(b))
 
 
 class RoundMemo:
