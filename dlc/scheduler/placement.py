@@ -42,7 +42,7 @@ from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.launch_spec import GpuShare
 from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
-from dlc.scheduler.round_memo import RoundMemo
+from dlc.scheduler.round_memo import RoundMemo, offer_key
 from dlc.scheduler.shape_cache import (
     DEFAULT_TRIES_PER_USER,
     FailedShapes,
@@ -411,6 +411,33 @@ def _slot_of(group: list[OfferView], memo: RoundMemo | None) -> _Slot:
     return slot
 
 
+def _slots_of(groups: Iterable[list[OfferView]], memo: RoundMemo | None) -> list[_Slot]:
+    """:func:`_slot_of` of every agent's offers, in one loop: an agent that offers what it
+    offered before (its kept key equal to its view's, :meth:`RoundMemo.slot_states`) costs a
+    tuple comparison and a copy of its kept state (a call per agent and a field-by-field
+    comparison of 1,213 views were most of building a round's slots, issue 26)."""
+    if memo is None:
+        return [_Slot(group) for group in groups]
+    kept_of, key_of, new = memo.slot_states().get, offer_key, object.__new__
+    slots: list[_Slot] = []
+    for group in groups:
+        view = group[0]
+        kept = kept_of(view.agent_id) if len(group) == 1 else None
+        if kept is None or kept[0] != key_of(view):
+            slots.append(_slot_of(group, memo))  # a changed offer: built and kept
+            continue
+        state = kept[1]
+        slot = new(_Slot)
+        fields = slot.__dict__
+        fields.update(state)
+        fields["offer_ids"] = (view.offer_id,)
+        fields["_first"] = view
+        fields["ports_taken"] = set()
+        fields["kept_state"] = state  # what the slot started from (the share room copies its row)
+        slots.append(slot)
+    return slots
+
+
 @functools.lru_cache(maxsize=8192)
 def _normalised(ranges: Ranges) -> Ranges:
     """:func:`gpu_shares.normalise`, kept per ranges: an agent offers the same ranges round
@@ -533,7 +560,7 @@ def place(
     if not queue:  # nothing to place: decline all, without reading what the offers hold
         result.declined = [v.offer_id for group in by_agent.values() for v in group]
         return result
-    slots = [_slot_of(group, memo) for group in by_agent.values()]
+    slots = _slots_of(by_agent.values(), memo)
     reserved = reserved or {}
     share_tenants = share_tenants if share_tenants is not None else ShareTenants()
     holders = set(reserved.values())

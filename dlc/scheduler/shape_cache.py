@@ -261,6 +261,9 @@ class CarriedFailures:
     _slots: list[Any] = field(default_factory=list)
     _since: dict[int, list[Any]] = field(default_factory=dict)
     _round: int = 0
+    #: agent id -> (the kept starting state its last round's slot was built from, that
+    #: slot's starting snapshot); see :meth:`_starting`
+    _starts: dict[str, tuple[Any, Snapshot]] = field(default_factory=dict)
 
     def start(self, slots: Sequence[Any]) -> list[Any]:
         """Begin a round over ``slots``; returns the ones that grew since the last round's
@@ -268,7 +271,15 @@ class CarriedFailures:
         self._round += 1
         now, agents = self._round, self._agents
         self._agents = {}
-        grown = [s for s in slots if grew(_snapshot(s), agents.get(s.agent_id))]
+        starts, self._starts = self._starts, {}
+        grown = []
+        for slot in slots:
+            snap = self._starting(slot, starts)
+            before = agents.get(slot.agent_id)
+            # the very snapshot it ended the last round with (an agent that offers the same
+            # and took nothing): it did not grow, and grew() need not compare
+            if before is not snap and grew(snap, before):
+                grown.append(slot)
         self._grew_at = {s.agent_id: self._grew_at.get(s.agent_id, now) for s in slots}
         for slot in grown:
             self._grew_at[slot.agent_id] = now
@@ -328,10 +339,37 @@ class CarriedFailures:
         kept.append((demand, carried))
         self._minimal[kind] = kept
 
+    def _starting(self, slot: Any, starts: dict[str, tuple[Any, Snapshot]]) -> Snapshot:
+        """``slot``'s snapshot at the round's start. A slot built from a kept starting state
+        (``slot.kept_state``, :class:`~dlc.scheduler.round_memo.RoundMemo`: the agent offers
+        what it offered before) starts as the last slot of that state started, so that
+        snapshot object is reused (reading 1,213 slots each round was a fixed part of it,
+        issue 26); a new state (the offer changed) is read afresh."""
+        state = getattr(slot, "kept_state", None)
+        kept = starts.get(slot.agent_id)
+        if state is not None and kept is not None and kept[0] is state:
+            snap = kept[1]
+        else:
+            snap = _snapshot(slot)
+        if state is not None:
+            self._starts[slot.agent_id] = (state, snap)
+        return snap
+
     def finish(self, slots: Sequence[Any]) -> None:
-        """End the round: remember what every agent of ``slots`` has left."""
-        self._agents = {s.agent_id: _snapshot(s) for s in slots}
+        """End the round: remember what every agent of ``slots`` has left (an agent left as
+        it started keeps its starting snapshot object: next round's :meth:`start` then
+        knows it did not grow by identity)."""
+        starts = self._starts
+        agents = self._agents = {}
+        for slot in slots:
+            snap = _snapshot(slot)
+            kept = starts.get(slot.agent_id)
+            state = getattr(slot, "kept_state", None)
+            if kept is not None and kept[0] is state and kept[1] == snap:
+                snap = kept[1]  # equal values: grew() reads values only, so this is exact
+            agents[slot.agent_id] = snap
 
     def reset(self) -> None:
         """Forget everything (a round cut into pools, or one that did not carry)."""
         self._exact, self._minimal, self._agents, self._grew_at = {}, {}, {}, {}
+        self._starts = {}

@@ -14,7 +14,9 @@ from dlc.scheduler import placement
 from dlc.scheduler.decide import DecideRequest, Decision, decide
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.jobs import Job, JobSpec
+from dlc.scheduler.offer_views import OfferParser
 from dlc.scheduler.placement import OfferView, PlacementConfig
+from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.shape_cache import ShapeBudget
 
 from .helpers import offer
@@ -251,3 +253,37 @@ def test_a_failure_is_kept_over_rounds_in_which_its_shape_is_not_tried(attempts)
     # round 3 is "two"'s second turn: nothing grew since its first, so nothing is tried
     assert tried == [["head", "two"], ["three"], []]
     assert out.waiting["two"].startswith("no offer")
+
+
+def _kept_round(parser, memo, budget, queue, gpus: list[int], round_: int):
+    """One round of agent a1 offering ``gpus``, parsed as the core parses (an unchanged
+    offer keeps its objects, so its slot starts from the memo's kept state)."""
+    views, _ = parser.parse([offer(f"o{round_}", "a1", gpus, cpus=16.0)])
+    return placement.place(views, queue, CONFIG, budget=budget, memo=memo)
+
+
+def test_an_agent_whose_kept_offer_changed_counts_as_grown(attempts):
+    """The starting snapshot kept per kept slot state is dropped when the agent's offer
+    changes (a new state): the grown agent is tried again."""
+    parser, memo, budget = OfferParser(), RoundMemo(), ShapeBudget()
+    queue = [cpu_job("four", 1.0, gpus=4)]
+    _kept_round(parser, memo, budget, queue, [0, 1], 0)
+    attempts.clear()
+    _kept_round(parser, memo, budget, queue, [0, 1], 1)
+    assert attempts == []  # the same offer: not grown, known by the kept snapshot
+    out = _kept_round(parser, memo, budget, queue, [0, 1, 2, 3], 2)
+    assert out.placed_jobs == ["four"] and attempts == [("four", ("a1",))]
+
+
+def test_an_agent_that_took_a_task_is_compared_with_what_it_had_left(attempts):
+    """An agent that ends a round with less than it started is not taken for unchanged:
+    next round it offers its GPUs again and counts as grown."""
+    parser, memo, budget = OfferParser(), RoundMemo(), ShapeBudget()
+    first = _kept_round(
+        parser, memo, budget, [cpu_job("two", 1.0, gpus=2), cpu_job("three", 1.0, gpus=3)],
+        [0, 1, 2, 3], 0,
+    )  # fmt: skip
+    assert first.placed_jobs == ["two"] and "three" in first.waiting
+    attempts.clear()
+    out = _kept_round(parser, memo, budget, [cpu_job("three", 1.0, gpus=3)], [0, 1, 2, 3], 1)
+    assert out.placed_jobs == ["three"] and attempts == [("three", ("a1",))]

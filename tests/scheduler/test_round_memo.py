@@ -58,6 +58,21 @@ def test_an_unchanged_offer_reuses_the_slot_under_its_new_offer_id():
     assert [(x.gpu_ids, x.offer_ids) for x in again.launches] == [((0, 1), ("o3",))]
 
 
+def test_a_view_parsed_again_with_equal_values_reuses_the_state_and_a_changed_one_not():
+    """The kept state is found by comparing every field but the offer id (identity first,
+    then value): a fresh parse of the same offer reuses it, one changed field does not."""
+    memo = RoundMemo()
+    body = offer("o1", "a1", [0, 1])
+    place([placement.OfferView.from_mesos(body)], [_whole("j1", 8)], FIRST_FIT, memo=memo)
+    again = placement.OfferView.from_mesos({**body, "id": {"value": "o2"}})
+    kept = memo.slot_state(again)
+    assert kept is not None and kept["free"] == frozenset({0, 1})
+    fewer_cpus = placement.OfferView.from_mesos(offer("o3", "a1", [0, 1], cpus=1.0))
+    assert memo.slot_state(fewer_cpus) is None
+    result = place([fewer_cpus], [_whole("j2", 2)], PlacementConfig("first-fit"), memo=memo)
+    assert result.launches == [] and "cpus" in result.waiting["j2"]
+
+
 def test_the_memo_places_as_a_fresh_read_over_random_rounds():
     rng = random.Random(7)
     memo, parser = RoundMemo(), OfferParser()
