@@ -401,6 +401,11 @@ def _slot_of(group: list[OfferView], memo: RoundMemo | None) -> _Slot:
         memo.keep_slot(view, state)
         slot.kept_state = state  # type: ignore[attr-defined]  # the share room reads it
         return slot
+    return _restored(view, state)
+
+
+def _restored(view: OfferView, state: dict[str, Any]) -> _Slot:
+    """A slot of ``view``'s agent started from its kept ``state`` (no re-read of the offer)."""
     slot = object.__new__(_Slot)
     fields = slot.__dict__
     fields.update(state)
@@ -418,23 +423,15 @@ def _slots_of(groups: Iterable[list[OfferView]], memo: RoundMemo | None) -> list
     comparison of 1,213 views were most of building a round's slots, issue 26)."""
     if memo is None:
         return [_Slot(group) for group in groups]
-    kept_of, key_of, new = memo.slot_states().get, offer_key, object.__new__
+    kept_of, key_of = memo.slot_states().get, offer_key
     slots: list[_Slot] = []
     for group in groups:
         view = group[0]
         kept = kept_of(view.agent_id) if len(group) == 1 else None
         if kept is None or kept[0] != key_of(view):
             slots.append(_slot_of(group, memo))  # a changed offer: built and kept
-            continue
-        state = kept[1]
-        slot = new(_Slot)
-        fields = slot.__dict__
-        fields.update(state)
-        fields["offer_ids"] = (view.offer_id,)
-        fields["_first"] = view
-        fields["ports_taken"] = set()
-        fields["kept_state"] = state  # what the slot started from (the share room copies its row)
-        slots.append(slot)
+        else:
+            slots.append(_restored(view, kept[1]))
     return slots
 
 
