@@ -218,9 +218,19 @@ class LaunchSpec:
 
     def to_json(self) -> str:
         """Compact JSON text of this spec (with its version)."""
-        body = asdict(self)
+        body = self._plain()
         body["version"] = SPEC_VERSION
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+    def _plain(self) -> dict[str, Any]:
+        """``dataclasses.asdict(self)`` as JSON sees it, made shallowly: ``asdict`` deep-copies
+        every value and was most of building a TaskInfo (issue 26). Only the nested
+        dataclasses need converting; tuples, dicts and plain values dump as they are."""
+        body = {f.name: getattr(self, f.name) for f in _SPEC_FIELDS}
+        body["volumes"] = [asdict(v) for v in self.volumes]
+        body["policy"] = asdict(self.policy)
+        body["share"] = None if self.share is None else asdict(self.share)
+        return body
 
     def encode(self) -> str:
         """Base64 of :meth:`to_json`, ready for ``TaskInfo.data``."""
@@ -275,3 +285,7 @@ class LaunchSpec:
         except (ValueError, UnicodeDecodeError):
             raise DlcError("task data is not base64-encoded UTF-8") from None
         return cls.from_json(text)
+
+
+#: the fields of a launch spec, in their order (read once: ``fields()`` per task is not free)
+_SPEC_FIELDS = fields(LaunchSpec)

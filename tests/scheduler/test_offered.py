@@ -169,3 +169,22 @@ def test_a_gang_that_does_not_fit_whole_launches_no_node():
     [(offer_ids, [info])] = result.accepts
     assert offer_ids == ["A1"] and info is single
     assert result.unused == ["B1"]
+
+
+def test_carved_metadata_shares_no_dict_or_list_with_the_offer():
+    """Metadata is copied without deepcopy for plain values (issue 26); nested dicts and
+    lists (allocation_info, reservations) must still be copies: a TaskInfo changed later
+    (the reserver adds to it) must not change the offer or the pool it came from."""
+    entries = copy.deepcopy(MIXED)
+    pool = pools_of([offer("O1", entries)])[("S0", "dlc")]
+    taken = pool.carve([scalar("gpus", 1.0), scalar("cpus", 1.0)])
+    offered = {id(v) for e in entries for v in e.values() if isinstance(v, dict | list)}
+    offered |= {id(r) for e in entries for r in e.get("reservations", ())}
+    kept = {id(v) for e in pool.entries for v in e.values() if isinstance(v, dict | list)}
+    for res in taken:
+        for key in ("allocation_info", "reservations"):
+            if key in res:
+                assert id(res[key]) not in offered | kept
+        for reservation in res.get("reservations", ()):
+            assert id(reservation) not in offered
+    assert taken[0]["reservations"] == [{"type": "STATIC", "role": "dlc"}]
