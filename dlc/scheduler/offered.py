@@ -344,7 +344,7 @@ def echo_round(
         if id(pool) in used:
             result.accepts.append((list(pool.offer_ids), used[id(pool)]))
             accepted.update(pool.offer_ids)
-    result.unused = [o["id"]["value"] for o in offers if o["id"]["value"] not in accepted]
+    result.unused = [oid for o in offers if (oid := o["id"]["value"]) not in accepted]
     return result
 
 
