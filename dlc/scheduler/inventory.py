@@ -198,6 +198,8 @@ class Inventory:
         if known is None:
             known = AgentTotals(view.agent_id, view.hostname, attributes=dict(view.attributes))
         seen = gpu_shares.amounts(view.gpu_mem)
+        if known.exact and _teaches_exact_nothing(known, view, seen):
+            return  # the totals below would equal these (two dataclass copies a view saved)
         grown = replace(
             known,
             gpu_ids=known.gpu_ids | view.gpu_ids,
@@ -598,3 +600,17 @@ def _attribute_text(value: Any) -> str:
 def _wants_vendor(spec: JobSpec) -> bool:
     """Whether ``spec`` needs GPUs of its vendor (a job without GPUs runs anywhere)."""
     return bool(spec.gpu_vendor) and (spec.gpus > 0 or spec.is_share)
+
+
+def _teaches_exact_nothing(known: AgentTotals, view: OfferView, seen: Mapping[int, int]) -> bool:
+    """Whether :meth:`Inventory.note_offer` would leave the exact agent ``known`` as it is:
+    no new GPU id, attributes and domain kept, no GPU's memory above what is known (most
+    offers of agents the master described, issue 26)."""
+    memory = known.gpu_memory
+    return (
+        view.gpu_ids <= known.gpu_ids
+        and bool(known.attributes)
+        and (any(known.domain) or view.domain == known.domain)
+        and all(i in memory and mib <= memory[i] for i, mib in seen.items())
+        and all(mib >= 0 for mib in memory.values())  # (max(mib, 0) keeps it)
+    )
