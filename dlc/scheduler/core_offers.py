@@ -11,9 +11,10 @@ reason kept for every waiting job.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field, replace
+from itertools import filterfalse
 from typing import Any
 
 from dlc.errors import DlcError
@@ -42,6 +43,10 @@ class _Prepared:
 
     #: the jobs that waited though they could run (id -> why): not held back, not impossible
     placeable: dict[str, str]
+    #: the pinned queue by job id (the book's frozen view: no map of 10,000 jobs is built
+    #: per round, issue 26); it holds every job of the round's queue, and only held-back
+    #: jobs besides (no decision names those)
+    jobs: Mapping[str, Job] = field(default_factory=dict)
     #: the launches' TaskInfos cut from the offers (``None``: the apply makes them)
     echoed: EchoedRound | None = None
     #: the placed jobs that fit, as staging (saved in one write)
@@ -54,6 +59,11 @@ def _placeable(decision: Decision) -> dict[str, str]:
     return {j: r for j, r in decision.waiting.items()
             if j not in decision.impossible
             and not r.startswith((HELD_PREFIX, DEFERRED_PREFIX))}  # fmt: skip
+
+
+def _by_id(queue: list[Job]) -> dict[str, Job]:
+    """``queue`` by job id (in C: 10,000 jobs)."""
+    return dict(zip(map(_job_id, queue), queue, strict=True))
 
 
 def _minutes(seconds: float) -> str:
@@ -223,7 +233,8 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons,
         and the preemptions the tenancy plan asks for (``prepared``: the TaskInfos, echo and
         staged jobs :meth:`_prepare_launch` made for this very decision)."""
-        jobs = dict(zip(map(_job_id, queue), queue, strict=True))  # in C: 10,000 jobs
+        # the pinned queue's map while the decision is the one prepared (no kill changed it)
+        jobs = prepared.jobs if prepared is not None else _by_id(queue)
         # elastic gangs grow on the agents the queue's launches left alone, or shrink for it
         placeable = prepared.placeable if prepared is not None else _placeable(decision)
         used = {x.agent_id for x in decision.launches}
@@ -272,8 +283,8 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
             reasons.get(j, CAP_PREFIX).startswith(CAP_PREFIX) for j in decision.skipped
         )
         not_yet = self._round_cap.reason()  # one text for the round, not one per skipped job
-        for job_id in decision.skipped:
-            reasons.setdefault(job_id, not_yet)
+        # (as a setdefault per skipped job, in C: some 10,000 of them a round)
+        reasons.update(dict.fromkeys(filterfalse(reasons.__contains__, decision.skipped), not_yet))
         self._note_reasons(now, {**waiting, **held}, usable)
         # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
         actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())
@@ -291,17 +302,18 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         make them itself: with ``--reserve`` (the echo reserves) or with elastic gangs (they
         may grow into the queue's offers, and shrinking saves)."""
         placeable = _placeable(decision)
+        # the pinned view holds the queue's jobs by id already (the round pinned it)
+        jobs = self._pinned if self._pinned is not None else _by_id(queue)
         if self._reserver is not None or not decision.launches or self._elastic():
-            return _Prepared(placeable)
-        jobs = {j.job_id: j for j in queue}
+            return _Prepared(placeable, jobs)
         echoed, by_job = self._echo(jobs, decision, offers)
         staged = [self._staged(jobs[j], by_job[j]) for j in decision.placed_jobs
                   if j not in echoed.refused]  # fmt: skip
-        return _Prepared(placeable, echoed, staged)
+        return _Prepared(placeable, jobs, echoed, staged)
 
     def _echo(
         self,
-        jobs: dict[str, Job],
+        jobs: Mapping[str, Job],
         result: Decision,
         offers: list[dict[str, Any]],
         growth: Sequence[tuple[Job, Launch]] = (),
@@ -331,7 +343,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
 
     def _launch(
         self,
-        jobs: dict[str, Job],
+        jobs: Mapping[str, Job],
         result: Decision,
         offers: list[dict[str, Any]],
         growth: Sequence[tuple[Job, Launch]] = (),

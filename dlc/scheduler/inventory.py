@@ -168,22 +168,27 @@ class Inventory:
         agent's offers hold free now (several offers of one agent add up)."""
         batch: dict[str, tuple[float, float, float, float | None]] = {}
         ranges: dict[str, tuple[gpu_shares.Ranges, gpu_shares.Ranges]] = {}
-        for view in views:
+        noted, agents = self._noted, self._agents
+        for view in views:  # 1,213 views a round: few steps each (issue 26)
+            agent_id = view.agent_id
             seen = (view.gpu_ids, view.gpu_mem, view.cpus, view.mem_mib, view.disk_mib,
                     view.hostname, view.attributes, view.domain)  # fmt: skip
-            if self._noted.get(view.agent_id) != seen or view.agent_id not in self._agents:
+            if noted.get(agent_id) != seen or agent_id not in agents:
                 self.note_offer(view)
-                self._noted[view.agent_id] = seen
-            if view.agent_id not in ranges:  # a view's ranges are normalised already
-                ranges[view.agent_id] = (view.gpu_mem, view.gpu_core)
-            else:
-                had_mem, had_core = ranges[view.agent_id]
-                ranges[view.agent_id] = (
-                    gpu_shares.normalise(had_mem + view.gpu_mem),
-                    gpu_shares.normalise(had_core + view.gpu_core),
-                )
-            cpus, mem, disk, _ = batch.get(view.agent_id, (0.0, 0.0, 0.0, at))
-            batch[view.agent_id] = (cpus + view.cpus, mem + view.mem_mib, disk + view.disk_mib, at)
+                noted[agent_id] = seen
+            had = batch.get(agent_id)
+            if had is None:  # an agent's first offer of the batch (most agents' only one)
+                ranges[agent_id] = (view.gpu_mem, view.gpu_core)  # normalised already
+                # (0.0 + as the sums below: the same floats as adding to nothing)
+                batch[agent_id] = (0.0 + view.cpus, 0.0 + view.mem_mib, 0.0 + view.disk_mib, at)
+                continue
+            had_mem, had_core = ranges[agent_id]
+            ranges[agent_id] = (
+                gpu_shares.normalise(had_mem + view.gpu_mem),
+                gpu_shares.normalise(had_core + view.gpu_core),
+            )
+            cpus, mem, disk, _ = had
+            batch[agent_id] = (cpus + view.cpus, mem + view.mem_mib, disk + view.disk_mib, at)
         self._offered.update(batch)
         self._ranges.update(ranges)
 
@@ -193,6 +198,8 @@ class Inventory:
         if known is None:
             known = AgentTotals(view.agent_id, view.hostname, attributes=dict(view.attributes))
         seen = gpu_shares.amounts(view.gpu_mem)
+        if known.exact and _teaches_exact_nothing(known, view, seen):
+            return  # the totals below would equal these (two dataclass copies a view saved)
         grown = replace(
             known,
             gpu_ids=known.gpu_ids | view.gpu_ids,
@@ -593,3 +600,17 @@ def _attribute_text(value: Any) -> str:
 def _wants_vendor(spec: JobSpec) -> bool:
     """Whether ``spec`` needs GPUs of its vendor (a job without GPUs runs anywhere)."""
     return bool(spec.gpu_vendor) and (spec.gpus > 0 or spec.is_share)
+
+
+def _teaches_exact_nothing(known: AgentTotals, view: OfferView, seen: Mapping[int, int]) -> bool:
+    """Whether :meth:`Inventory.note_offer` would leave the exact agent ``known`` as it is:
+    no new GPU id, attributes and domain kept, no GPU's memory above what is known (most
+    offers of agents the master described, issue 26)."""
+    memory = known.gpu_memory
+    return (
+        view.gpu_ids <= known.gpu_ids
+        and bool(known.attributes)
+        and (any(known.domain) or view.domain == known.domain)
+        and all(i in memory and mib <= memory[i] for i, mib in seen.items())
+        and all(mib >= 0 for mib in memory.values())  # (max(mib, 0) keeps it)
+    )

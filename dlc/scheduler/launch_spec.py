@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from dlc.errors import DlcError
@@ -218,9 +218,19 @@ class LaunchSpec:
 
     def to_json(self) -> str:
         """Compact JSON text of this spec (with its version)."""
-        body = asdict(self)
+        body = self._plain()
         body["version"] = SPEC_VERSION
         return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+    def _plain(self) -> dict[str, Any]:
+        """``dataclasses.asdict(self)`` as JSON sees it, made shallowly: ``asdict`` deep-copies
+        every value and was most of building a TaskInfo (issue 26). Only the nested
+        dataclasses need converting; tuples, dicts and plain values dump as they are."""
+        body = _shallow(self)
+        body["volumes"] = [_shallow(v) for v in self.volumes]
+        body["policy"] = _shallow(self.policy)
+        body["share"] = None if self.share is None else _shallow(self.share)
+        return body
 
     def encode(self) -> str:
         """Base64 of :meth:`to_json`, ready for ``TaskInfo.data``."""
@@ -275,3 +285,16 @@ class LaunchSpec:
         except (ValueError, UnicodeDecodeError):
             raise DlcError("task data is not base64-encoded UTF-8") from None
         return cls.from_json(text)
+
+
+#: class -> its field names in order (read once: ``fields()`` per task is not free)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _shallow(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields as a dict, values as they are (they are plain data: strings,
+    numbers, tuples and dicts of those, which JSON dumps as ``asdict``'s copies)."""
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None:
+        names = _FIELD_NAMES[type(obj)] = tuple(f.name for f in fields(obj))
+    return {name: getattr(obj, name) for name in names}

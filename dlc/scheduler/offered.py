@@ -76,8 +76,18 @@ def _value(res: Mapping[str, Any]) -> Any:
     raise CarveError(f"resource {res.get('name')!r} has type {kind!r}, which DLC does not take")
 
 
+#: values a resource entry's metadata may hold that need no copy (immutable)
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def _with_value(res: Mapping[str, Any], value: Any) -> Resource:
-    out = {k: copy.deepcopy(v) for k, v in res.items() if k not in ("scalar", "set", "ranges")}
+    # metadata is copied deeply (a TaskInfo must not share a dict with the offer or a pool);
+    # plain values skip deepcopy's machinery: it ran some 2,500 times a round (issue 26)
+    out = {
+        k: v if isinstance(v, _PLAIN) else copy.deepcopy(v)
+        for k, v in res.items()
+        if k not in ("scalar", "set", "ranges")
+    }
     if isinstance(value, float):
         out["scalar"] = {"value": value}
     elif isinstance(value, frozenset):
@@ -129,6 +139,12 @@ class Pool:
     entries: list[Resource] = field(default_factory=list)
     offer_ids: list[str] = field(default_factory=list)
     role: str | None = None
+    #: id -> (entry, its value) for the entries the last carve rewrote or kept: a hit (the
+    #: very entry, held here so its id is its own) needs no parse, and a carve rewrites only
+    #: the entries it took from (entries are never changed in place, only replaced)
+    _settled: dict[int, tuple[Resource, Any]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def carve(self, wanted: Sequence[Mapping[str, Any]]) -> list[Resource]:
         """Take ``wanted`` (flat resources, no role) out of this pool, reserved entries first.
@@ -140,24 +156,53 @@ class Pool:
         Raises:
             CarveError: the pool lacks some of it; the pool is left unchanged.
         """
-        values = [_value(e) for e in self.entries]
+        settled, entries = self._settled, self.entries
+        values = [_known_value(e, settled) for e in entries]
+        by_name: dict[Any, list[int]] = {}  # entry positions per name, in pool order
+        for i, entry in enumerate(entries):
+            by_name.setdefault(entry.get("name"), []).append(i)
+        taken: set[int] = set()
         out: list[Resource] = []
         for want_res in wanted:
             name, want = want_res["name"], _value(want_res)
-            for i, entry in enumerate(self.entries):
+            for i in by_name.get(name, ()):
                 if _empty(want):
                     break
-                if entry.get("name") != name or type(values[i]) is not type(want):
+                entry = entries[i]
+                if type(values[i]) is not type(want):
                     continue
                 took, want = _cut(values[i], want)
                 if _empty(took):
                     continue
                 values[i] = _remove(values[i], took)
+                taken.add(i)
                 out.append(_with_value(entry, took))
             if not _empty(want):
                 raise CarveError(f"the offers lack {name} {_text(want)} (role {self.role or '*'})")
-        self.entries = [_with_value(e, v) for e, v in zip(self.entries, values, strict=True)]
+        self._settle(values, taken)
         return _merge(out)
+
+    def _settle(self, values: list[Any], taken: set[int]) -> None:
+        """Every entry rewritten with its value (normalised: what the reserver reads), as
+        ``_with_value(e, v)`` for all; an entry already so rewritten and not taken from is
+        kept, since rewriting it gives an equal dict (a carve per task rewrote every entry
+        of the agent's pool, twice per task, issue 26)."""
+        old = self._settled
+        entries: list[Resource] = []
+        settled: dict[int, tuple[Resource, Any]] = {}
+        for i, (entry, value) in enumerate(zip(self.entries, values, strict=True)):
+            hit = old.get(id(entry))
+            if i in taken or hit is None or hit[0] is not entry:
+                entry = _with_value(entry, value)
+            entries.append(entry)
+            settled[id(entry)] = (entry, value)
+        self.entries, self._settled = entries, settled
+
+
+def _known_value(entry: Resource, settled: Mapping[int, tuple[Resource, Any]]) -> Any:
+    """``_value(entry)``, read from ``settled`` when the pool rewrote this very entry."""
+    hit = settled.get(id(entry))
+    return hit[1] if hit is not None and hit[0] is entry else _value(entry)
 
 
 def _text(value: Any) -> str:
@@ -299,7 +344,7 @@ def echo_round(
         if id(pool) in used:
             result.accepts.append((list(pool.offer_ids), used[id(pool)]))
             accepted.update(pool.offer_ids)
-    result.unused = [o["id"]["value"] for o in offers if o["id"]["value"] not in accepted]
+    result.unused = [oid for o in offers if (oid := o["id"]["value"]) not in accepted]
     return result
 
 

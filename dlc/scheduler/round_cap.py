@@ -76,15 +76,15 @@ class RoundCap:
         # their turn now, and after the ones still waiting from earlier rounds (the passes
         # over 10,000 queued jobs run in C: they were a fixed part of every round, issue 26)
         ids = list(map(_job_id, queue)) if ids is None else ids
-        self._turns = dict(zip(ids, map(turns.get, ids, repeat(now - 1)), strict=True))
+        last = list(map(turns.get, ids, repeat(now - 1)))  # each job's turn, read once
+        self._turns = dict(zip(ids, last, strict=True))
         if self.limit is None or len(queue) <= self.limit:
             return list(queue)
         head = self.limit // 2
-        rest = queue[head:]
-        picked = _oldest(list(map(self._turns.__getitem__, ids[head:])), self.limit - head)
+        picked = _oldest(last[head:], self.limit - head)
         if keep:
             picked.update(compress(count(), map(keep.__contains__, ids[head:])))
-        return list(queue[:head]) + [rest[i] for i in sorted(picked)]
+        return list(queue[:head]) + [queue[head + i] for i in sorted(picked)]
 
     def had_turn(self, job_ids: Iterable[str]) -> None:
         """Record that these jobs were considered this round (placed or answered)."""

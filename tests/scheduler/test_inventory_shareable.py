@@ -68,3 +68,34 @@ def test_the_largest_gpu_memory_follows_the_agents(tmp_path):
     core.update_agents([_slave("a1", False)])
     assert core._largest_gpu_mib() == 0  # noqa: SLF001
     store.close()
+
+
+def _exact_view(oid: str, gpus: list[int], mem_end: int = 1023, blocks=None) -> OfferView:
+    raw = offer(oid, "a1", gpus, attrs={"gpu_model": "A100"})
+    raw["resources"].append({"name": "gpu_mem", "type": "RANGES", "ranges": {"range": [
+        {"begin": i << 20, "end": (i << 20) + mem_end} for i in blocks or gpus]}})  # fmt: skip
+    return OfferView.from_mesos(raw)
+
+
+def test_an_offer_grows_an_exact_agent_only_by_what_it_teaches():
+    """An offer that teaches an exact agent nothing leaves its totals and the version as
+    they are (issue 26: checked without copying the totals); a new GPU id, or more memory
+    on a GPU than known, still grows them."""
+    inventory = Inventory()
+    slave = _slave("a1", share_blocks=True)
+    slave["attributes"] = {"gpu_model": "A100"}
+    inventory.update_from_master([slave])
+    before, version = inventory.get("a1"), inventory.version
+    inventory.note_offers([_exact_view("o1", [0, 1])])
+    inventory.note_offers([_exact_view("o2", [1], mem_end=511)])
+    assert inventory.get("a1") is before and inventory.version == version
+
+    inventory.note_offers([_exact_view("o3", [1, 3], blocks=[1])])  # GPU 3: a new id
+    assert inventory.get("a1").gpu_ids == {0, 1, 3} and inventory.version > version
+    inventory.note_offers([_exact_view("o3", [1, 2])])  # GPU 2: id and memory unknown
+    grown = inventory.get("a1")
+    assert grown.gpu_ids == {0, 1, 2, 3} and grown.gpu_memory[2] == 1024
+    assert inventory.version > version
+    version = inventory.version
+    inventory.note_offers([_exact_view("o4", [0], mem_end=2047)])  # more memory on GPU 0
+    assert inventory.get("a1").gpu_memory[0] == 2048 and inventory.version > version

@@ -169,3 +169,44 @@ def test_a_gang_that_does_not_fit_whole_launches_no_node():
     [(offer_ids, [info])] = result.accepts
     assert offer_ids == ["A1"] and info is single
     assert result.unused == ["B1"]
+
+
+def test_carved_metadata_shares_no_dict_or_list_with_the_offer():
+    """Metadata is copied without deepcopy for plain values (issue 26); nested dicts and
+    lists (allocation_info, reservations) must still be copies: a TaskInfo changed later
+    (the reserver adds to it) must not change the offer or the pool it came from."""
+    entries = copy.deepcopy(MIXED)
+    pool = pools_of([offer("O1", entries)])[("S0", "dlc")]
+    taken = pool.carve([scalar("gpus", 1.0), scalar("cpus", 1.0)])
+    offered = {id(v) for e in entries for v in e.values() if isinstance(v, dict | list)}
+    offered |= {id(r) for e in entries for r in e.get("reservations", ())}
+    kept = {id(v) for e in pool.entries for v in e.values() if isinstance(v, dict | list)}
+    for res in taken:
+        for key in ("allocation_info", "reservations"):
+            if key in res:
+                assert id(res[key]) not in offered | kept
+        for reservation in res.get("reservations", ()):
+            assert id(reservation) not in offered
+    assert taken[0]["reservations"] == [{"type": "STATIC", "role": "dlc"}]
+
+
+def test_pool_entries_show_what_is_left_after_each_carve():
+    """A carve rewrites only the entries it took from (issue 26); every entry must still
+    show what is left, as a rewrite of all entries would (the reserver reads them)."""
+    pool = pools_of([offer("O1", copy.deepcopy(MIXED))])[("S0", "dlc")]
+    pool.carve([scalar("cpus", 0.5)])
+    pool.carve([scalar("gpus", 1.0), ids(0)])
+    with pytest.raises(CarveError):  # refused: nothing changes, the next carve sees it so
+        pool.carve([scalar("cpus", 1.0), ids(9)])
+    pool.carve([scalar("gpus", 1.0), ids(1), scalar("cpus", 0.5)])
+    left = {(e["name"], _key(e.get("reservations"))): e for e in pool.entries}
+    assert left[("cpus", "null")]["scalar"] == {"value": 1.0}
+    assert left[("gpus", _key(STATIC["reservations"]))]["scalar"] == {"value": 0.0}
+    assert left[("gpu_ids", _key(STATIC["reservations"]))]["set"] == {"item": []}
+    assert left[("gpu_ids", "null")]["set"] == {"item": ["2", "3"]}
+    assert left[("mem", "null")]["scalar"] == {"value": 2048.0}
+    # the next task takes what is left, from the unreserved entries
+    assert pool.carve([scalar("gpus", 2.0), scalar("cpus", 1.0)]) == [
+        scalar("gpus", 2.0, **ALLOC),
+        scalar("cpus", 1.0, **ALLOC),
+    ]

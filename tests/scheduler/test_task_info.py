@@ -110,3 +110,29 @@ def test_kill_policy_carries_the_grace_only_when_given():
     assert "kill_policy" not in build_task_info(_job(), LAUNCH, "fw-1")
     info = build_task_info(_job(), LAUNCH, "fw-1", kill_grace_s=30.0)
     assert info["kill_policy"] == {"grace_period": {"nanoseconds": 30_000_000_000}}
+
+
+def test_spec_json_is_asdict_json_with_every_field_set():
+    """The spec's JSON is made without ``asdict`` (issue 26): it must stay the text that
+    ``asdict`` gives, nested dataclasses and tuples included, and read back equal."""
+    import dataclasses
+
+    from dlc.scheduler.launch_spec import GpuShare, TaskPolicy, Volume
+
+    spec = LaunchSpec(
+        job_id="j1", image="img", framework="pytorch:2.3", command=("python", "t.py"),
+        env={"B": "2", "A": "1"}, gpu_ids=(3, 1), gpu_uuids=("GPU-a", "GPU-b"), cpus=2.5,
+        mem_mib=4096, workdir="/w", volumes=(Volume("/data", "/d"), Volume("/x", "/y", False)),
+        user="ann", cuda_version="12.1", gpu_minors=(3, 1), driver_version="550",
+        policy=TaskPolicy(("/data",), "1000:1000", False, ("reg.io",), True),
+        share=GpuShare(2, "GPU-c", 1024, 250, "watchdog", 2), network="host", ports=(31000,),
+        workdir_url="http://h/w", job_secret="s", publish=((8888, 31001),), idle_timeout_s=60.0,
+    )  # fmt: skip
+    body = dataclasses.asdict(spec)
+    body["version"] = 1
+    assert spec.to_json() == json.dumps(body, sort_keys=True, separators=(",", ":"))
+    assert LaunchSpec.from_json(spec.to_json()) == spec
+    plain = LaunchSpec(job_id="j2", image="busybox")
+    body = dataclasses.asdict(plain)
+    body["version"] = 1
+    assert plain.to_json() == json.dumps(body, sort_keys=True, separators=(",", ":"))
