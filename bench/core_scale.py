@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from dlc.app.interpreter import DEFAULT_SWITCH_INTERVAL_S, tune_interpreter  # noqa: E402
 from dlc.mesos.resources import Resources  # noqa: E402
 from dlc.scheduler.core import CoreConfig, SchedulerCore  # noqa: E402
 from dlc.scheduler.jobs import Job, JobState  # noqa: E402
@@ -470,15 +471,16 @@ def main() -> None:
     parser.add_argument("--profile", default=None, help="write a cProfile of the rounds here")
     parser.add_argument(
         "--switch-interval", type=float, default=None,
-        help="the GIL switch interval, s (default: the interpreter's, 0.005)",
+        help="the GIL switch interval, s (default: the scheduler's, "
+        "dlc/app/interpreter.py; Python's own is 0.005)",
     )  # fmt: skip
     parser.add_argument(
         "--digest", default=None, metavar="PATH", help="write a SHA-256 of the steady rounds here"
     )
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # one "no dlc_topo" line per agent is not news here
-    if args.switch_interval is not None:
-        sys.setswitchinterval(args.switch_interval)
+    # as `dlc scheduler` runs (--gil-switch-interval), unless told otherwise
+    tune_interpreter(args.switch_interval or DEFAULT_SWITCH_INTERVAL_S)
     if args.profile:
         import cProfile
 

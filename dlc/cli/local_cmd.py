@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from dlc.app.interpreter import tune_interpreter
 from dlc.cli.scheduler_cmd import (
     POLICY,
     PORT,
@@ -76,6 +77,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
     from dlc.scheduler.share_hold import ShareHoldSettings
 
     configure_logging(verbose, logging.WARNING)
+    tune_interpreter()  # the scheduler runs in this process, as in `dlc scheduler`
     if mem_mib is not None:
         from dlc.cli.submit_cmd import parse_mem
 

@@ -13,6 +13,12 @@ from pathlib import Path
 
 import click
 
+from dlc.app.interpreter import (
+    DEFAULT_SWITCH_INTERVAL_S,
+    MAX_SWITCH_INTERVAL_S,
+    MIN_SWITCH_INTERVAL_S,
+    tune_interpreter,
+)
 from dlc.cli.session_opts import session_options
 from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuStyle
@@ -356,6 +362,12 @@ def admin_token_from(token_file: str | None) -> str | None:
     help="Queued jobs one offer round considers: the head of the queue and, in turns, the "
     "longest-waiting others (0: all; docs/scheduler.md).",
 )
+@click.option(
+    "--gil-switch-interval", type=click.FloatRange(MIN_SWITCH_INTERVAL_S, MAX_SWITCH_INTERVAL_S),
+    default=DEFAULT_SWITCH_INTERVAL_S, show_default=True, metavar="SECONDS",
+    help="How long a request thread may wait for the GIL while an offer round runs before the "
+    "round lets it go (Python's default 0.005 queues submits behind a round; docs/scheduler.md).",
+)  # fmt: skip
 @share_hold_options
 @executor_options
 @click.option("--metrics-tenant-labels", is_flag=True,
@@ -370,7 +382,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
             max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
             group_roles, share_hold_reserve, share_hold_fill, share_hold_max_wait,
             fair_share_half_life, protect, consolidation_moves_per_hour,
-            max_jobs_per_round, failover_timeout,
+            max_jobs_per_round, gil_switch_interval, failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, metrics_tenant_labels, verbose, sessions):  # fmt: skip
     """Run the DLC Mesos framework and its HTTP API until interrupted.
@@ -448,6 +460,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
     )
     stop = stop_on_signals()
     done = stop.done
+    tune_interpreter(gil_switch_interval)
     try:
         service = SchedulerService(config)
         # Fencing: a leader that lost its ZooKeeper session has stopped its driver and

@@ -1,0 +1,39 @@
+"""Interpreter settings of a long-running scheduler process (``dlc scheduler``, ``dlc local``).
+
+The scheduler runs one CPU-bound offer round at a time (a few hundred ms of Python at openb
+scale) beside API threads whose requests give the GIL up and take it back several times
+each: every SQLite statement and commit, every contended lock, every hand-off from the
+server's event loop to a worker thread. A thread that wants the GIL back while the round
+runs waits for CPython's switch interval (5 ms by default) before the round is made to let
+it go, and only one such forced hand-off happens per interval; so at 500 submits a second a
+round leaves submits queued behind each other for most of its length (issue 26's even-rate
+submits, ``bench/core_scale.py``). A shorter interval bounds each wait; it costs only while
+threads contend, a context switch per interval.
+"""
+
+from __future__ import annotations
+
+import sys
+
+#: the switch interval DLC's scheduler runs with (s); ``--gil-switch-interval``
+DEFAULT_SWITCH_INTERVAL_S = 0.0005
+#: the bounds ``--gil-switch-interval`` takes: below 0.1 ms the switches themselves cost
+#: more than the waits they save; above 0.1 s a round would starve every request
+MIN_SWITCH_INTERVAL_S = 0.0001
+MAX_SWITCH_INTERVAL_S = 0.1
+
+
+def tune_interpreter(switch_interval_s: float = DEFAULT_SWITCH_INTERVAL_S) -> float:
+    """Set this process's GIL switch interval; returns the one it replaces.
+
+    Raises:
+        ValueError: ``switch_interval_s`` is outside the bounds above.
+    """
+    if not MIN_SWITCH_INTERVAL_S <= switch_interval_s <= MAX_SWITCH_INTERVAL_S:
+        raise ValueError(
+            f"switch interval {switch_interval_s} s is outside "
+            f"{MIN_SWITCH_INTERVAL_S}-{MAX_SWITCH_INTERVAL_S} s"
+        )
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(switch_interval_s)
+    return before
