@@ -98,10 +98,6 @@ def _gpu_free(free: frozenset[int], gpu_core: gpu_shares.Ranges) -> tuple[int, .
     return tuple(MILLI if i in free else min(room.get(i, 0), MILLI - 1) for i in range(width))
 
 
-def _view(slot: Any) -> fgd.AgentView:
-    return fgd.AgentView(slot.agent_id, int(slot.cpus * 1000), int(slot.mem), "gpu", gpu_free(slot))
-
-
 class WholeScore:
     """One placement round's agents scored for whole-GPU jobs.
 
@@ -146,6 +142,8 @@ class WholeScore:
         #: rows not read yet or changed since; each row's state version
         self._stale = np.ones(n, dtype=bool)
         self._version = np.zeros(n, dtype=np.int64)
+        #: each row's free whole GPUs when it was last read
+        self._free = np.zeros(n, dtype=np.int64)
         #: costs per request shape (CPU thousandths, GPUs), with the version each read
         self._costs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._rank: np.ndarray | None = None
@@ -157,17 +155,26 @@ class WholeScore:
             self._stale[row] = True
 
     def _read(self, rows: np.ndarray) -> None:
-        """Read the state of slots ``rows`` and measure their fragmentation."""
-        agents = self._agents
-        for k in rows:
-            view = _view(self._slots[k])
-            if len(view.gpu_free) > agents.gpu_left.shape[1]:  # a wider agent than any so far
-                wider = len(view.gpu_free) - agents.gpu_left.shape[1]
-                agents.gpu_left = np.pad(agents.gpu_left, ((0, 0), (0, wider)))
-            agents.cpu_left[k] = view.cpu_free_milli
-            agents.mem_left[k] = view.mem_free_mib
-            agents.gpu_left[k] = 0
-            agents.gpu_left[k, : len(view.gpu_free)] = view.gpu_free
+        """Read the state of slots ``rows`` and measure their fragmentation (one array write
+        per field and GPU count, not four per slot: a round reads hundreds, issue 26)."""
+        agents, slots, listed = self._agents, self._slots, rows.tolist()
+        read = [slots[k] for k in listed]
+        frees = [gpu_free(slot) for slot in read]
+        width = max(map(len, frees), default=0)
+        if width > agents.gpu_left.shape[1]:  # a wider agent than any so far
+            wider = width - agents.gpu_left.shape[1]
+            agents.gpu_left = np.pad(agents.gpu_left, ((0, 0), (0, wider)))
+        count = len(listed)
+        agents.cpu_left[rows] = np.fromiter((int(s.cpus * 1000) for s in read), np.int64, count)
+        agents.mem_left[rows] = np.fromiter((int(s.mem) for s in read), np.int64, count)
+        self._free[rows] = np.fromiter(map(len, map(_free, read)), np.int64, count)
+        agents.gpu_left[rows] = 0
+        by_width: dict[int, list[int]] = {}
+        for at, free in enumerate(frees):
+            by_width.setdefault(len(free), []).append(at)
+        for size, ats in by_width.items():
+            if size:
+                agents.gpu_left[rows[ats], :size] = [frees[at] for at in ats]
         assert agents.frag is not None  # made with zeros in __init__
         if self._cache is not None:
             agents.frag[rows] = self._cache.frag(
@@ -195,7 +202,7 @@ class WholeScore:
             fgd.ShareRequest(cpu_milli=int(cpus * 1000), mem_mib=0, num_gpus=gpus, gpu_milli=MILLI),
             rows,
         )
-        free = np.fromiter(map(len, map(_free, candidates)), dtype=np.int64, count=count)
+        free = self._free[at]  # as read: every candidate's row is current now
         # one array sort, not a Python key per candidate (issue 26): cost, free GPUs, agent id
         order = np.lexsort((self._id_rank()[at], free, cost[at]))
         return [candidates[k] for k in order]
