@@ -721,6 +721,8 @@ def _place_job(
     index = slots[0].free_index if slots else None
     if index is not None and index.covers(slots):
         candidates = index.at_least(spec.gpus)
+    elif index is not None and index.holds(slots):  # the agents that grew (CarriedFailures)
+        candidates = index.at_least(spec.gpus, slots)
     else:
         candidates = sorted(
             (s for s in slots if len(s.free) >= spec.gpus),

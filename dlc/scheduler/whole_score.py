@@ -270,16 +270,25 @@ class FreeGpus:
         self._count[key] = count
         self._buckets.setdefault(count, {})[key] = slot
 
-    def at_least(self, gpus: int) -> list[Any]:
+    def holds(self, slots: Sequence[Any]) -> bool:
+        """Whether every one of ``slots`` is indexed here (its ``free_index`` is this)."""
+        return all(slot.free_index is self for slot in slots)
+
+    def at_least(self, gpus: int, among: Sequence[Any] | None = None) -> list[Any]:
         """The slots with ``gpus`` or more GPUs free, fewest first, then by agent id (best
-        fit: the order placement tries them in); a new list each call."""
+        fit: the order placement tries them in); a new list each call. ``among``: only
+        these of the indexed slots (:meth:`holds`), in the same order: a job tried on the
+        agents that grew since it last failed sorted hundreds of them per job (issue 26)."""
         found = self._found.get(gpus)
         if found is None:
             found = []
             for count in sorted(n for n in self._buckets if n >= gpus):  # fewest free first
                 found += sorted(self._buckets[count].values(), key=_agent_id)
             self._found[gpus] = found
-        return list(found)
+        if among is None:
+            return list(found)
+        inside = set(map(id, among))
+        return [slot for slot in found if id(slot) in inside]
 
 
 _agent_id = operator.attrgetter("agent_id")
