@@ -25,6 +25,7 @@ import functools
 import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -272,7 +273,7 @@ class FreeGpus:
 
     def holds(self, slots: Sequence[Any]) -> bool:
         """Whether every one of ``slots`` is indexed here (its ``free_index`` is this)."""
-        return all(slot.free_index is self for slot in slots)
+        return all(map(operator.is_, map(_free_index, slots), repeat(self)))
 
     def at_least(self, gpus: int, among: Sequence[Any] | None = None) -> list[Any]:
         """The slots with ``gpus`` or more GPUs free, fewest first, then by agent id (best
@@ -293,6 +294,7 @@ class FreeGpus:
 
 _agent_id = operator.attrgetter("agent_id")
 _free = operator.attrgetter("free")
+_free_index = operator.attrgetter("free_index")
 
 WorkloadMix = fgd.WorkloadMix
 
