@@ -394,15 +394,6 @@ class _Slot:
 _ROUND_FIELDS = ("offer_ids", "_first", "ports_taken", "kept_state", "touched")
 
 
-def _slot_of(group: list[OfferView], memo: RoundMemo | None) -> _Slot:
-    """The slot of one agent's offers: its starting state kept in ``memo`` while the agent
-    offers the same (building 1,213 slots was a fixed part of every round, issue 26)."""
-    if memo is None or len(group) != 1:
-        return _Slot(group)
-    state = memo.slot_state(group[0])
-    return _kept_slot(group[0], memo) if state is None else _restored(group[0], state)
-
-
 def _kept_slot(view: OfferView, memo: RoundMemo) -> _Slot:
     """A new slot of ``view`` alone, its starting state kept in ``memo``."""
     slot = _Slot([view])
@@ -427,10 +418,11 @@ def _restored(view: OfferView, state: dict[str, Any]) -> _Slot:
 
 
 def _slots_of(groups: Iterable[list[OfferView]], memo: RoundMemo | None) -> list[_Slot]:
-    """:func:`_slot_of` of every agent's offers, in one loop: an agent that offers what it
-    offered before (its kept key equal to its view's, :meth:`RoundMemo.slot_states`) costs a
-    tuple comparison and a copy of its kept state (a call per agent and a field-by-field
-    comparison of 1,213 views were most of building a round's slots, issue 26)."""
+    """The slot of each agent's offers, its starting state kept in ``memo`` while the agent
+    offers the same (building 1,213 slots was a fixed part of every round, issue 26), in one
+    loop: an agent that offers what it offered before (its kept key equal to its view's,
+    :meth:`RoundMemo.slot_states`) costs a tuple comparison and a copy of its kept state (a
+    call per agent and a field-by-field comparison of 1,213 views were most of it)."""
     if memo is None:
         return [_Slot(group) for group in groups]
     kept_of, key_of = memo.slot_states().get, offer_key
@@ -439,7 +431,7 @@ def _slots_of(groups: Iterable[list[OfferView]], memo: RoundMemo | None) -> list
         view = group[0]
         kept = kept_of(view.agent_id) if len(group) == 1 else None
         if len(group) != 1:
-            slots.append(_Slot(group))
+            slots.append(_Slot(group))  # several offers of one agent: not kept
         elif kept is None or kept[0] != key_of(view):
             slots.append(_kept_slot(view, memo))  # a changed offer: built and kept
         else:
