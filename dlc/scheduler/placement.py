@@ -308,6 +308,9 @@ class _Slot:
         self.address = first.address or first.hostname
         self.port_count = sum(end - begin + 1 for begin, end in self.port_ranges)
         self.ports_taken: set[int] = set()
+        #: whether anything was taken from (or given back to) this slot this round: one left
+        #: untouched ends the round as it started (CarriedFailures reuses its snapshot)
+        self.touched = False
         if len(offers) == 1:  # most agents: one offer, its ranges as the last round's
             self.gpu_mem = _normalised(tuple(first.gpu_mem))
             self.gpu_core = _normalised(tuple(first.gpu_core))
@@ -331,6 +334,7 @@ class _Slot:
 
     def take_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Consume ``take`` from what this agent's offers have left."""
+        self.touched = True
         self.gpu_mem = gpu_shares.subtract(self.gpu_mem, take.mem)
         self.gpu_core = gpu_shares.subtract(self.gpu_core, take.core)
         if self.share_room is not None and (take.mem or take.core):
@@ -345,6 +349,7 @@ class _Slot:
 
     def give_ranges(self, take: gpu_shares.GpuRanges) -> None:
         """Give ``take`` back (a gang that did not fit whole)."""
+        self.touched = True
         self.gpu_mem = gpu_shares.normalise(self.gpu_mem + take.mem)
         self.gpu_core = gpu_shares.normalise(self.gpu_core + take.core)
         if self.share_room is not None and (take.mem or take.core):
@@ -360,6 +365,7 @@ class _Slot:
 
     def take_ports(self, count: int) -> tuple[int, ...] | None:
         """Take ``count`` free offered ports (``None``, taking nothing, when too few)."""
+        self.touched = True
         got: list[int] = []
         for _ in range(count):
             port = take_port(self.port_ranges, self.ports_taken | set(got))
@@ -370,6 +376,7 @@ class _Slot:
         return tuple(got)
 
     def take(self, cpus: float, mem: float, disk: float, ids: tuple[int, ...], sign: int) -> None:
+        self.touched = True
         self.cpus -= sign * cpus
         self.mem -= sign * mem
         self.disk -= sign * disk
@@ -384,24 +391,17 @@ class _Slot:
 
 
 #: a slot's fields that belong to one round (offer ids, its view, ports taken): not kept
-_ROUND_FIELDS = ("offer_ids", "_first", "ports_taken", "kept_state")
+_ROUND_FIELDS = ("offer_ids", "_first", "ports_taken", "kept_state", "touched")
 
 
-def _slot_of(group: list[OfferView], memo: RoundMemo | None) -> _Slot:
-    """The slot of one agent's offers: its starting state kept in ``memo`` while the agent
-    offers the same (building 1,213 slots was a fixed part of every round, issue 26)."""
-    if memo is None or len(group) != 1:
-        return _Slot(group)
-    view = group[0]
-    state = memo.slot_state(view)
-    if state is None:
-        slot = _Slot(group)
-        _backend(slot)  # kept with the state: every share round asks it of every agent
-        state = {k: v for k, v in slot.__dict__.items() if k not in _ROUND_FIELDS}
-        memo.keep_slot(view, state)
-        slot.kept_state = state  # type: ignore[attr-defined]  # the share room reads it
-        return slot
-    return _restored(view, state)
+def _kept_slot(view: OfferView, memo: RoundMemo) -> _Slot:
+    """A new slot of ``view`` alone, its starting state kept in ``memo``."""
+    slot = _Slot([view])
+    _backend(slot)  # kept with the state: every share round asks it of every agent
+    state = {k: v for k, v in slot.__dict__.items() if k not in _ROUND_FIELDS}
+    memo.keep_slot(view, state)
+    slot.kept_state = state  # type: ignore[attr-defined]  # the share room reads it
+    return slot
 
 
 def _restored(view: OfferView, state: dict[str, Any]) -> _Slot:
@@ -412,15 +412,17 @@ def _restored(view: OfferView, state: dict[str, Any]) -> _Slot:
     fields["offer_ids"] = (view.offer_id,)
     fields["_first"] = view
     fields["ports_taken"] = set()
+    fields["touched"] = False
     fields["kept_state"] = state  # what the slot started from (the share room copies its row)
     return slot
 
 
 def _slots_of(groups: Iterable[list[OfferView]], memo: RoundMemo | None) -> list[_Slot]:
-    """:func:`_slot_of` of every agent's offers, in one loop: an agent that offers what it
-    offered before (its kept key equal to its view's, :meth:`RoundMemo.slot_states`) costs a
-    tuple comparison and a copy of its kept state (a call per agent and a field-by-field
-    comparison of 1,213 views were most of building a round's slots, issue 26)."""
+    """The slot of each agent's offers, its starting state kept in ``memo`` while the agent
+    offers the same (building 1,213 slots was a fixed part of every round, issue 26), in one
+    loop: an agent that offers what it offered before (its kept key equal to its view's,
+    :meth:`RoundMemo.slot_states`) costs a tuple comparison and a copy of its kept state (a
+    call per agent and a field-by-field comparison of 1,213 views were most of it)."""
     if memo is None:
         return [_Slot(group) for group in groups]
     kept_of, key_of = memo.slot_states().get, offer_key
@@ -428,8 +430,10 @@ def _slots_of(groups: Iterable[list[OfferView]], memo: RoundMemo | None) -> list
     for group in groups:
         view = group[0]
         kept = kept_of(view.agent_id) if len(group) == 1 else None
-        if kept is None or kept[0] != key_of(view):
-            slots.append(_slot_of(group, memo))  # a changed offer: built and kept
+        if len(group) != 1:
+            slots.append(_Slot(group))  # several offers of one agent: not kept
+        elif kept is None or kept[0] != key_of(view):
+            slots.append(_kept_slot(view, memo))  # a changed offer: built and kept
         else:
             slots.append(_restored(view, kept[1]))
     return slots
@@ -721,6 +725,8 @@ def _place_job(
     index = slots[0].free_index if slots else None
     if index is not None and index.covers(slots):
         candidates = index.at_least(spec.gpus)
+    elif index is not None and index.holds(slots):  # the agents that grew (CarriedFailures)
+        candidates = index.at_least(spec.gpus, slots)
     else:
         candidates = sorted(
             (s for s in slots if len(s.free) >= spec.gpus),

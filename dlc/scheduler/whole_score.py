@@ -25,6 +25,7 @@ import functools
 import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -98,10 +99,6 @@ def _gpu_free(free: frozenset[int], gpu_core: gpu_shares.Ranges) -> tuple[int, .
     return tuple(MILLI if i in free else min(room.get(i, 0), MILLI - 1) for i in range(width))
 
 
-def _view(slot: Any) -> fgd.AgentView:
-    return fgd.AgentView(slot.agent_id, int(slot.cpus * 1000), int(slot.mem), "gpu", gpu_free(slot))
-
-
 class WholeScore:
     """One placement round's agents scored for whole-GPU jobs.
 
@@ -146,6 +143,8 @@ class WholeScore:
         #: rows not read yet or changed since; each row's state version
         self._stale = np.ones(n, dtype=bool)
         self._version = np.zeros(n, dtype=np.int64)
+        #: each row's free whole GPUs when it was last read
+        self._free = np.zeros(n, dtype=np.int64)
         #: costs per request shape (CPU thousandths, GPUs), with the version each read
         self._costs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._rank: np.ndarray | None = None
@@ -157,17 +156,26 @@ class WholeScore:
             self._stale[row] = True
 
     def _read(self, rows: np.ndarray) -> None:
-        """Read the state of slots ``rows`` and measure their fragmentation."""
-        agents = self._agents
-        for k in rows:
-            view = _view(self._slots[k])
-            if len(view.gpu_free) > agents.gpu_left.shape[1]:  # a wider agent than any so far
-                wider = len(view.gpu_free) - agents.gpu_left.shape[1]
-                agents.gpu_left = np.pad(agents.gpu_left, ((0, 0), (0, wider)))
-            agents.cpu_left[k] = view.cpu_free_milli
-            agents.mem_left[k] = view.mem_free_mib
-            agents.gpu_left[k] = 0
-            agents.gpu_left[k, : len(view.gpu_free)] = view.gpu_free
+        """Read the state of slots ``rows`` and measure their fragmentation (one array write
+        per field and GPU count, not four per slot: a round reads hundreds, issue 26)."""
+        agents, slots, listed = self._agents, self._slots, rows.tolist()
+        read = [slots[k] for k in listed]
+        frees = [gpu_free(slot) for slot in read]
+        width = max(map(len, frees), default=0)
+        if width > agents.gpu_left.shape[1]:  # a wider agent than any so far
+            wider = width - agents.gpu_left.shape[1]
+            agents.gpu_left = np.pad(agents.gpu_left, ((0, 0), (0, wider)))
+        count = len(listed)
+        agents.cpu_left[rows] = np.fromiter((int(s.cpus * 1000) for s in read), np.int64, count)
+        agents.mem_left[rows] = np.fromiter((int(s.mem) for s in read), np.int64, count)
+        self._free[rows] = np.fromiter(map(len, map(_free, read)), np.int64, count)
+        agents.gpu_left[rows] = 0
+        by_width: dict[int, list[int]] = {}
+        for at, free in enumerate(frees):
+            by_width.setdefault(len(free), []).append(at)
+        for size, ats in by_width.items():
+            if size:
+                agents.gpu_left[rows[ats], :size] = [frees[at] for at in ats]
         assert agents.frag is not None  # made with zeros in __init__
         if self._cache is not None:
             agents.frag[rows] = self._cache.frag(
@@ -195,7 +203,7 @@ class WholeScore:
             fgd.ShareRequest(cpu_milli=int(cpus * 1000), mem_mib=0, num_gpus=gpus, gpu_milli=MILLI),
             rows,
         )
-        free = np.fromiter(map(len, map(_free, candidates)), dtype=np.int64, count=count)
+        free = self._free[at]  # as read: every candidate's row is current now
         # one array sort, not a Python key per candidate (issue 26): cost, free GPUs, agent id
         order = np.lexsort((self._id_rank()[at], free, cost[at]))
         return [candidates[k] for k in order]
@@ -241,11 +249,13 @@ class FreeGpus:
 
     def __init__(self, slots: Sequence[Any]):
         self.slots = slots
-        self._count: dict[int, int] = {}
+        # what changed() would make of each slot, without a call per slot (1,213 a round)
+        keys, counts = list(map(id, slots)), list(map(len, map(_free, slots)))
+        self._count: dict[int, int] = dict(zip(keys, counts, strict=True))
         self._buckets: dict[int, dict[int, Any]] = {}
+        for key, count, slot in zip(keys, counts, slots, strict=True):
+            self._buckets.setdefault(count, {})[key] = slot
         self._found: dict[int, list[Any]] = {}
-        for slot in slots:
-            self.changed(slot)
 
     def covers(self, slots: Sequence[Any]) -> bool:
         """Whether ``slots`` is the list indexed (a job holding reserved agents has its own)."""
@@ -263,20 +273,30 @@ class FreeGpus:
         self._count[key] = count
         self._buckets.setdefault(count, {})[key] = slot
 
-    def at_least(self, gpus: int) -> list[Any]:
+    def holds(self, slots: Sequence[Any]) -> bool:
+        """Whether every one of ``slots`` is indexed here (its ``free_index`` is this)."""
+        return all(map(operator.is_, map(_free_index, slots), repeat(self)))
+
+    def at_least(self, gpus: int, among: Sequence[Any] | None = None) -> list[Any]:
         """The slots with ``gpus`` or more GPUs free, fewest first, then by agent id (best
-        fit: the order placement tries them in); a new list each call."""
+        fit: the order placement tries them in); a new list each call. ``among``: only
+        these of the indexed slots (:meth:`holds`), in the same order: a job tried on the
+        agents that grew since it last failed sorted hundreds of them per job (issue 26)."""
         found = self._found.get(gpus)
         if found is None:
             found = []
             for count in sorted(n for n in self._buckets if n >= gpus):  # fewest free first
                 found += sorted(self._buckets[count].values(), key=_agent_id)
             self._found[gpus] = found
-        return list(found)
+        if among is None:
+            return list(found)
+        inside = set(map(id, among))
+        return [slot for slot in found if id(slot) in inside]
 
 
 _agent_id = operator.attrgetter("agent_id")
 _free = operator.attrgetter("free")
+_free_index = operator.attrgetter("free_index")
 
 WorkloadMix = fgd.WorkloadMix
 

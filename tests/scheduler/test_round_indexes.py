@@ -145,6 +145,10 @@ def test_free_gpus_agrees_with_a_full_scan_after_random_changes(seed):
         brute = sorted((s for s in slots if len(s.free) >= gpus),
                        key=lambda s: (len(s.free), s.agent_id))  # fmt: skip
         assert index.at_least(gpus) == brute
+        among = rng.sample(slots, rng.randrange(0, len(slots) + 1))  # the agents that grew
+        assert index.holds(among)
+        assert index.at_least(gpus, among) == [s for s in brute if s in among]
+    assert not index.holds([*slots, _slots(rng, 1)[0]])  # a slot of no index
 
 
 @pytest.mark.parametrize("seed", range(4))

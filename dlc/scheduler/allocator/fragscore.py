@@ -109,14 +109,8 @@ def frag_of(
     if params.cpu_cap == "none" and not params.granular:
         return fragmentation(mix, model, cpu_left, mem_left, gpu_left)
     total = gpu_left.sum(axis=1)
-    size = np.maximum(mix.milli, 1)
-    fits = gpu_left[:, :, None] >= size[None, None, :]
-    if params.granular:
-        per_gpu = (gpu_left[:, :, None] // size[None, None, :]) * size[None, None, :]
-        usable = np.minimum(per_gpu, gpu_left[:, :, None]).sum(axis=1)
-    else:
-        usable = (gpu_left[:, :, None] * fits).sum(axis=1)
-    runs = fits.sum(axis=1) >= mix.num[None, :]
+    usable, fitting = _gpu_terms(mix, gpu_left, params.granular)
+    runs = fitting >= mix.num[None, :]
     runs &= cpu_left[:, None] >= mix.cpu[None, :]
     runs &= mem_left[:, None] >= mix.mem[None, :]
     runs &= mix.access[model] & mix.asks_gpu[None, :]
@@ -131,6 +125,54 @@ def frag_of(
     frag = np.where(runs, total[:, None] - usable, total[:, None])
     out: np.ndarray = frag @ mix.weight
     return out
+
+
+def _gpu_terms(
+    mix: MixArrays, gpu_left: np.ndarray, granular: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(thousandths each shape can use, GPUs each shape fits on)``, ``[K, S]`` each, of K
+    states: per GPU, the room a shape fits (``granular``: whole multiples of its size).
+
+    Free room is 0-1000 thousandths in every state placement measures, so the per-GPU terms
+    of all 1,001 values are looked up in one table per mix (both terms packed in one int64)
+    instead of dividing ``[K, G, S]`` arrays: the same integers, and ``frag_of`` of 600 states
+    in a sixth of the time (issue 26). Other values take the arithmetic."""
+    size = np.maximum(mix.milli, 1)
+    if gpu_left.size and gpu_left.min() >= 0 and gpu_left.max() <= MILLI:
+        packed = _terms_table(mix, granular)[gpu_left].sum(axis=1)
+        return packed & _LOW, packed >> _SHIFT
+    fits = gpu_left[:, :, None] >= size[None, None, :]
+    if granular:
+        per_gpu = (gpu_left[:, :, None] // size[None, None, :]) * size[None, None, :]
+        usable = np.minimum(per_gpu, gpu_left[:, :, None]).sum(axis=1)
+    else:
+        usable = (gpu_left[:, :, None] * fits).sum(axis=1)
+    return usable, fits.sum(axis=1)
+
+
+#: a GPU's usable thousandths sit in the low bits of a packed term, its fit count above them
+#: (1,024 GPUs of 1,000 thousandths stay below 2**32)
+_SHIFT = 32
+_LOW = (1 << _SHIFT) - 1
+#: the tables of the mixes measured lately: id of the mix -> (the mix, granular, table)
+_TABLES: dict[int, tuple[MixArrays, bool, np.ndarray]] = {}
+
+
+def _terms_table(mix: MixArrays, granular: bool) -> np.ndarray:
+    """``[1001, S]``: per free room 0..1000 and shape, usable + (fits << :data:`_SHIFT`),
+    kept per mix (a core holds one mix for many rounds, frag_state)."""
+    kept = _TABLES.get(id(mix))
+    if kept is not None and kept[0] is mix and kept[1] == granular:
+        return kept[2]
+    room = np.arange(MILLI + 1, dtype=np.int64)[:, None]
+    size = np.maximum(mix.milli, 1)[None, :]
+    fits = room >= size
+    usable = np.minimum((room // size) * size, room) if granular else room * fits
+    table = usable + (fits.astype(np.int64) << _SHIFT)
+    if len(_TABLES) >= 16:  # a few mixes live at once (a core's, the replay's)
+        _TABLES.clear()
+    _TABLES[id(mix)] = (mix, granular, table)
+    return table
 
 
 def frag_dedup(
