@@ -13,6 +13,8 @@ plain functions in :mod:`tests.fixture_files`.
 
 from __future__ import annotations
 
+import gc
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,14 @@ def no_state_left_in_the_repo():
 
         shutil.rmtree(state, ignore_errors=True)
         pytest.fail(f"a test left {state}; give it --work-dir under tmp_path", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def interpreter_settings_restored():
+    """`dlc scheduler` and `dlc local` set the process's GIL switch interval and collector
+    thresholds (dlc/app/interpreter.py); a test that runs one in-process must not leave
+    them changed for the tests after it."""
+    before = sys.getswitchinterval(), gc.get_threshold()
+    yield
+    sys.setswitchinterval(before[0])
+    gc.set_threshold(*before[1])

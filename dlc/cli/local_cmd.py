@@ -77,7 +77,6 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
     from dlc.scheduler.share_hold import ShareHoldSettings
 
     configure_logging(verbose, logging.WARNING)
-    tune_interpreter()  # the scheduler runs in this process, as in `dlc scheduler`
     if mem_mib is not None:
         from dlc.cli.submit_cmd import parse_mem
 
@@ -104,6 +103,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
     except OSError as exc:
         raise DlcError(f"--work-dir {work_dir}: cannot create it ({exc.strerror})") from None
     stop = stop_on_signals()  # before anything starts: a SIGTERM now still stops it cleanly
+    tune_interpreter()  # the scheduler runs in this process, as in `dlc scheduler`
     try:
         cluster = LocalCluster(config).start()
     except OSError as exc:
