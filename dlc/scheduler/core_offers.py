@@ -103,15 +103,18 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         usable = self._marked(self._usable(views, now))
         self._end_reservation_if_due(now)
         held: dict[str, str] = {}
+        # the pinned queue's ids while the queue decided on is that queue, in its order
+        ids = self._book.pinned_ids() if not self.tenancy.enabled else None
         if self._drains.waiting_jobs(now):  # never two attempts at once
             for job in queue:
                 wait = self._drains.job_wait(job.job_id, now)
                 if wait is not None:
                     held[job.job_id] = wait
             queue = [j for j in queue if j.job_id not in held]
+            ids = None if held else ids
         tenancy = self.plan_queue(queue, rows=False)  # quotas, fair order, user limits
         decision = decide(DecideRequest(
-            queue=tenancy.runnable, inventory=self.inventory, offers=usable,
+            queue=tenancy.runnable, queue_ids=ids, inventory=self.inventory, offers=usable,
             config=self.config.placement, now=now,
             reserved=self._reservations.held(), impossible_of=self._impossible_reason,
             topology_of=self._topology_of, driver_ok=self._driver_ok,

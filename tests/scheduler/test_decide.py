@@ -116,3 +116,47 @@ def test_the_runnable_jobs_reasons_and_skipped_ids_equal_the_step_by_step_ones(s
         assert list(got[1].items()) == list(want[1].items())
         assert got[2] == want[2]
         queue = queue[3:] + [job(f"k{seed}{n}", gpus=2)]  # launches and one submit
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_runnable_jobs_read_from_the_ids_equal_the_step_by_step_ones(seed):
+    """With the queue's ids (the core's rounds) the memo's answers are read by id and the
+    impossible jobs are the few it lists: the same jobs, reasons and skipped ids as asking
+    each job, across inventory versions that turn jobs impossible and possible again."""
+    import random
+
+    from dlc.scheduler.decide import _runnable
+    from dlc.scheduler.round_cap import RoundCap
+    from dlc.scheduler.round_memo import RoundMemo
+
+    rng = random.Random(seed)
+    queue = [job(f"j{n:03d}", gpus=1 + n % 3) for n in range(rng.randrange(1, 120))]
+    memo, caps = RoundMemo(), (RoundCap(8), RoundCap(8))
+    inventory = Inventory()
+    inventory.version = -1
+    bad: set[int] = set()
+    asked = []
+
+    def why_of(spec):
+        asked.append(spec)
+        return "no agent has 3 GPUs" if id(spec) in bad else None
+
+    for n in range(10):
+        if n % 3 == 0:  # a new inventory version: other jobs are impossible now (or none)
+            inventory.version += 1
+            bad = {id(j.spec) for j in queue if rng.random() < (0.2 if n % 2 else 0.0)}
+        reserved = {"a1": rng.choice(queue).job_id} if n % 2 else {}
+        request = DecideRequest(
+            queue=queue, queue_ids=[j.job_id for j in queue], inventory=inventory, offers=[],
+            config=PlacementConfig("first-fit"), now=0.0, reserved=reserved,
+            impossible_of=why_of, cap=caps[0], memo=memo,
+        )  # fmt: skip
+        asked.clear()
+        got = _runnable(request)
+        if n % 3:  # the memo answers for every job asked in an earlier round
+            assert len(asked) == 1
+        want = _runnable_step_by_step(queue, why_of, caps[1], reserved)
+        assert [j.job_id for j in got[0]] == [j.job_id for j in want[0]]
+        assert list(got[1].items()) == list(want[1].items())
+        assert got[2] == want[2]
+        queue = queue[3:] + [job(f"k{seed}{n}", gpus=2)]  # launches and one submit

@@ -171,3 +171,39 @@ def test_the_book_lists_the_jobs_that_left_the_queue_since_the_pin_only(tmp_path
     book.pin()
     assert book.left_since_pin() == ()
     store.close()
+
+
+def test_the_pinned_ids_are_the_pinned_queues_ids_in_its_order(tmp_path):
+    """The round reads the queue's ids from the pin: they are the pinned jobs' ids in their
+    order (a priority job queued later goes first), a kill or submit after the pin changes
+    neither, and none are kept once the round is over."""
+    from dataclasses import replace
+
+    from dlc.scheduler.job_book import JobBook
+
+    store = JobStore(tmp_path / "db")
+    times = iter(range(1, 100))
+    book = JobBook(store, clock=lambda: float(next(times)))
+    spec = JobSpec.from_dict({"image": "busybox", "gpus": 1})
+    first, gone = (book.add(Job("", "alice", spec), stamp=True) for _ in range(2))
+    urgent = book.add(Job("", "bob", replace(spec, priority=5)), stamp=True)
+    book.ordered()  # the order is kept from here on: later changes update it
+    book.track(replace(gone, state=JobState.KILLED))
+    late = book.add(Job("", "alice", spec), stamp=True)
+
+    _, jobs = book.pin()
+    want = [urgent.job_id, first.job_id, late.job_id]
+    assert [j.job_id for j in jobs] == want
+    assert book.pinned_ids() == want
+    book.add(Job("", "alice", spec), stamp=True)
+    book.track(replace(first, state=JobState.KILLED))
+    assert book.pinned_ids() == want
+    book.unpin()
+    assert book.pinned_ids() is None
+    _, jobs = book.pin()
+    assert (
+        book.pinned_ids()
+        == [j.job_id for j in jobs]
+        == [urgent.job_id, late.job_id] + [jobs[-1].job_id]
+    )
+    store.close()
