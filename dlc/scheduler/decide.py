@@ -28,7 +28,7 @@ from dlc.scheduler.placement import (
     TopologyOf,
     place,
 )
-from dlc.scheduler.round_cap import RoundCap
+from dlc.scheduler.round_cap import RoundCap, TurnDelta
 from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.shape_cache import DEFERRED_PREFIX, ShapeBudget
 from dlc.scheduler.share_hold import ShareHold
@@ -66,6 +66,19 @@ class Decision:
         return [x for x in self.launches if x.job_id == job_id]
 
 
+@dataclass(frozen=True)
+class QueueChanges:
+    """How the pinned queue differs from the one pinned before it
+    (:meth:`~dlc.scheduler.job_book.JobBook.pinned_changes`)."""
+
+    pin: int
+    """The pin's number (one more than the pin before it)."""
+    changed: Sequence[str]
+    """Every job id that entered or left the queue between the two pins."""
+    jobs: Mapping[str, Job]
+    """The pinned queue by job id."""
+
+
 #: ``(offers, jobs) -> [(offers, jobs), ...]``: how one round is cut into placement batches
 Splitter = Callable[[Sequence[OfferView], list[Job]], list[tuple[list[OfferView], list[Job]]]]
 
@@ -84,6 +97,11 @@ class DecideRequest:
     """The job ids of ``queue``, in its order, when the caller has them (the job book keeps
     them: reading ``job_id`` of 10,000 jobs a round cost their memory reads); default: read
     from the jobs."""
+    queue_changes: QueueChanges | None = None
+    """With ``queue_ids``, when ``queue`` is the pinned queue as it is (queue-key order, no
+    job held out): how it changed since the pin before, so the round cap applies that to
+    the turns it keeps instead of reading every job's (:class:`~dlc.scheduler.round_cap.
+    TurnDelta`)."""
     inventory: Inventory
     """What the cluster has (jobs no agent could ever run are set aside)."""
     offers: Sequence[OfferView]
@@ -194,19 +212,38 @@ def _runnable(request: DecideRequest) -> tuple[list[Job], dict[str, str], list[s
     slower here, issue 26)."""
     impossible_of = request.impossible_of or _uncached(request.inventory)
     memo, ids = request.memo, request.queue_ids
+    delta: TurnDelta | None = None
     if memo is not None and ids is not None and len(ids) == len(request.queue):
         runnable, runnable_ids, impossible = _runnable_by_ids(request, impossible_of)
+        delta = _turn_delta(request, memo)
     else:
         runnable, runnable_ids, impossible = _runnable_by_jobs(request, impossible_of)
     skipped: list[str] = []
     if request.cap is not None:
         keep = set((request.reserved or {}).values())
-        chosen = request.cap.choose(runnable, keep, runnable_ids)
+        chosen = request.cap.choose(runnable, keep, runnable_ids, delta)
         if len(chosen) != len(runnable):
             picked = set(map(_job_id, chosen))
             skipped = list(filterfalse(picked.__contains__, runnable_ids))
             runnable = chosen
     return runnable, impossible, skipped
+
+
+def _turn_delta(request: DecideRequest, memo: RoundMemo) -> TurnDelta | None:
+    """How this round's runnable jobs (the pinned queue less the impossible ones the memo
+    lists) differ from the last round's, when the request says how the queue changed."""
+    changes = request.queue_changes
+    if changes is None:
+        return None
+    jobs, bad = changes.jobs, memo.impossible_ids()
+    version = request.inventory.version
+    return TurnDelta(
+        before=(changes.pin - 1, version),
+        after=(changes.pin, version),
+        changed=changes.changed,
+        runnable=lambda job_id: job_id in jobs and job_id not in bad,
+        job_of=jobs.__getitem__,
+    )
 
 
 def _runnable_by_ids(

@@ -88,6 +88,13 @@ class JobBook:
         self._left_since_pin: list[str] | None = None
         #: the ids of the pinned queue, in its order (:meth:`pinned_ids`)
         self._pinned_ids: list[str] | None = None
+        #: the number of the latest pin (:meth:`pinned_changes`; a reload skips one, so no
+        #: round takes the queue after it for the one before)
+        self._pins = 0
+        #: ids that entered or left the queue since the latest pin, and those of the pinned
+        #: queue against the pin before it
+        self._changed: list[str] = []
+        self._pinned_changed: list[str] | None = None
         #: a frozen copy of :attr:`queued`, made on demand after a change
         self._view: QueueView | None = None
         #: submits waiting to be written, and how many of them each user has
@@ -137,12 +144,20 @@ class JobBook:
             self._left_since_pin = []
             view, jobs = self.view(), self.ordered()
             self._pinned_ids = list(self._order or ())  # ordered() left it the jobs' ids
+            self._pins += 1
+            self._pinned_changed, self._changed = self._changed, []
             return view, jobs
 
     def pinned_ids(self) -> list[str] | None:
         """The ids of the jobs :meth:`pin` returned, in that order (``None`` while no round
         holds a pin): the round reads ids from here, not from 10,000 jobs."""
         return self._pinned_ids
+
+    def pinned_changes(self) -> tuple[int, list[str]]:
+        """The number of the latest pin, and every id that entered or left the queue between
+        the pin before it and that one (repeats allowed): a round keeps what it derives
+        per queued job by applying these, not by reading the queue again."""
+        return self._pins, self._pinned_changed or []
 
     def live(self) -> list[Job]:
         """Every queued and active job (a copy)."""
@@ -322,7 +337,9 @@ class JobBook:
             self._view = None
             if not was_queued:
                 self._enter_order(job_id)
+                self._changed.append(job_id)
         elif was_queued:
+            self._changed.append(job_id)
             self._order_stale = True  # filtered out when next read: no sort
             self._left.append(job_id)
             if self._left_since_pin is not None:
@@ -339,6 +356,8 @@ class JobBook:
             self._order = None
             self._order_stale = False
             self._left.clear()
+            self._changed.clear()
+            self._pins += 1  # the next pin is not compared with the queue before this
             if self._left_since_pin is not None:
                 self._left_since_pin.clear()
             self._view = None

@@ -207,3 +207,36 @@ def test_the_pinned_ids_are_the_pinned_queues_ids_in_its_order(tmp_path):
         == [urgent.job_id, late.job_id] + [jobs[-1].job_id]
     )
     store.close()
+
+
+def test_the_pin_lists_the_jobs_that_entered_or_left_the_queue_since_the_pin_before(tmp_path):
+    """A round applies these to what it keeps per queued job (the round cap's turns): every
+    job that entered or left between two pins is listed with the later one (a submit or kill
+    during a round goes with the next pin), and a reload skips a pin number, so no round
+    takes the queue after it for a change of the one before."""
+    from dataclasses import replace
+
+    from dlc.scheduler.job_book import JobBook
+
+    store = JobStore(tmp_path / "db")
+    book = JobBook(store, clock=lambda: 1.0)
+    spec = JobSpec.from_dict({"image": "busybox", "gpus": 1})
+    a, b = (book.add(Job("", "alice", spec)) for _ in range(2))
+    book.pin()
+    first, changed = book.pinned_changes()
+    assert changed == [a.job_id, b.job_id]
+    c = book.add(Job("", "alice", spec))  # during the round: the next pin's
+    book.track(replace(a, state=JobState.KILLED))
+    book.track(replace(b, message="saved again, still queued"))  # not a change of the queue
+    assert book.pinned_changes() == (first, changed)
+    book.unpin()
+    book.pin()
+    assert book.pinned_changes() == (first + 1, [c.job_id, a.job_id])
+    book.unpin()
+    book.pin()
+    assert book.pinned_changes() == (first + 2, [])
+    book.unpin()
+    book.clear()
+    book.pin()
+    assert book.pinned_changes()[0] == first + 4
+    store.close()
