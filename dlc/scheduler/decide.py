@@ -251,16 +251,29 @@ def _runnable_by_ids(
 ) -> tuple[list[Job], list[str], dict[str, str]]:
     """:func:`_runnable_by_jobs` read from the ids, in C: only the jobs the memo has no
     answer for are read (asked), and the impossible ones are the few ids the memo lists
-    (:meth:`~dlc.scheduler.round_memo.RoundMemo.impossible_ids`)."""
+    (:meth:`~dlc.scheduler.round_memo.RoundMemo.impossible_ids`). When the memo answers for
+    every job of the queue pinned before (:attr:`~dlc.scheduler.round_memo.RoundMemo.
+    covers`), only the jobs that entered since are looked up: not one step per queued job."""
     memo, queue, ids = request.memo, request.queue, request.queue_ids
     assert memo is not None and ids is not None
-    known = memo.impossible(request.inventory.version, len(ids))
-    asked = list(map(known.__contains__, ids))
-    if not all(asked):
-        for job in compress(queue, map(operator.not_, asked)):
-            memo.answer(job.job_id, impossible_of(job.spec))
+    version, changes = request.inventory.version, request.queue_changes
+    known = memo.impossible(version, len(ids))
     bad = memo.impossible_ids()
-    if not bad or bad.isdisjoint(ids):
+    if changes is not None and memo.covers == (changes.pin - 1, version):
+        jobs = changes.jobs
+        for job_id in dict.fromkeys(changes.changed):  # the answers' order matters not
+            if job_id in jobs and job_id not in known:
+                memo.answer(job_id, impossible_of(jobs[job_id].spec))
+        quick = not bad or not any(map(jobs.__contains__, bad))
+    else:
+        asked = list(map(known.__contains__, ids))
+        if not all(asked):
+            for job in compress(queue, map(operator.not_, asked)):
+                memo.answer(job.job_id, impossible_of(job.spec))
+        quick = not bad or bad.isdisjoint(ids)
+    # every job of this queue has its answer now (the next round may look up its changes)
+    memo.covers = None if changes is None else (changes.pin, version)
+    if quick:
         return list(queue), list(ids), {}
     flags = list(map(bad.__contains__, ids))
     fine = list(map(operator.not_, flags))

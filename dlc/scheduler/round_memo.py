@@ -71,6 +71,9 @@ class RoundMemo:
         #: the ids of :attr:`_impossible` whose answer is not ``None`` (few: a round whose
         #: queue holds none of them takes the queue as it is, without reading the jobs)
         self._impossible_ids: set[str] = set()
+        #: a mark of the last queue (the book's pin and the inventory version) every job of
+        #: which :attr:`_impossible` answers for; ``None``: none known
+        self.covers: object = None
 
     def impossible(self, version: object, queued: int) -> dict[str, str | None]:
         """Job id -> impossibility answer, valid for inventory ``version`` (emptied when
@@ -81,6 +84,7 @@ class RoundMemo:
             self._impossible = {}
             self._impossible_ids = set()
             self._impossible_version = version
+            self.covers = None
         return self._impossible
 
     def answer(self, job_id: str, why: str | None) -> None:
