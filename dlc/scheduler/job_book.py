@@ -19,6 +19,11 @@ decides on a copy, :meth:`JobBook.pin`):
   only jobs still queued (:meth:`JobBook.holds`), and a save of a queued job the book no
   longer holds is refused (:meth:`JobBook.save`), so a cancelled job is never launched or
   brought back. Nothing else changes a queued job outside the core's lock.
+
+A pin also hands the round the queue's ids in its order (:meth:`JobBook.pinned_ids`) and
+the ids that entered or left the queue since the pin before (:meth:`JobBook.
+pinned_changes`): what a round keeps per queued job (impossibility answers, the round cap's
+turns) is updated from those, not by reading every queued job each round.
 """
 
 from __future__ import annotations

@@ -17,7 +17,10 @@ offer is unchanged:
 * each queued job's impossibility answer for one inventory version
   (:meth:`RoundMemo.impossible`): a queued job's spec never changes, so only jobs new to
   the queue are asked again until the inventory changes (10,000 queued jobs were asked
-  every round: about 20 ms of a steady round);
+  every round: about 20 ms of a steady round). The few answered impossible are listed
+  (:meth:`RoundMemo.impossible_ids`), and :attr:`RoundMemo.covers` marks the pinned queue
+  every job of which has an answer: the next round looks up only the jobs that entered
+  the queue since (the job book's pin lists them), not each of the 10,000;
 * the share rows (:attr:`RoundMemo.rows`), keyed by the ranges they were read from, and the
   last round's share room by slot state (:class:`~dlc.scheduler.share_index.KeptFill`):
   a slot built from a kept state gets its row copied, with the others', in one array step;
