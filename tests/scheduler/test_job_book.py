@@ -240,3 +240,48 @@ def test_the_pin_lists_the_jobs_that_entered_or_left_the_queue_since_the_pin_bef
     book.pin()
     assert book.pinned_changes()[0] == first + 4
     store.close()
+
+
+def test_the_order_kept_by_each_change_is_the_sorted_queue(tmp_path):
+    """The book keeps the queue's order (ids and jobs at the same positions) by putting a
+    job in or taking it out at its place as it changes, never sorting or filtering the whole
+    queue: after random submits, kills, launches, jobs coming back and saves of queued jobs,
+    it is the queue sorted by queue key, with the jobs as the book holds them now."""
+    import random
+    from dataclasses import replace
+
+    from dlc.scheduler.job_book import JobBook
+    from dlc.scheduler.queue import queue_key
+
+    rng = random.Random(7)
+    store = JobStore(tmp_path / "db")
+    times = iter(range(1, 10_000))
+    book = JobBook(store, clock=lambda: float(next(times) % 7))  # ties: submit order
+    specs = [JobSpec.from_dict({"image": "busybox", "gpus": 1, "priority": p}) for p in (0, 3)]
+    gone: list[Job] = []
+    for step in range(300):
+        queued = list(book.queued.values())
+        pick = rng.random()
+        if pick < 0.4 or not queued:
+            book.add(Job("", "alice", rng.choice(specs)), stamp=True)
+        elif pick < 0.6:
+            job = rng.choice(queued)
+            book.track(replace(job, state=JobState.STAGING))
+            gone.append(job)
+        elif pick < 0.7 and gone:
+            book.track(gone.pop(rng.randrange(len(gone))))  # back in the queue (preempted)
+        elif pick < 0.85:
+            book.track(replace(rng.choice(queued), message=f"saved {step}"))
+        else:
+            book.track(replace(rng.choice(queued), state=JobState.KILLED))
+        if step == 5:
+            book.ordered()  # from here on the order is kept
+        if step > 5:
+            want = sorted(book.queued.values(), key=queue_key)
+            got = book.ordered()
+            assert [j.job_id for j in got] == [j.job_id for j in want]
+            assert all(a is b for a, b in zip(got, want, strict=True))
+            book.pin()
+            assert book.pinned_ids() == [j.job_id for j in want]
+            book.unpin()
+    store.close()
