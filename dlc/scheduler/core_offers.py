@@ -22,7 +22,7 @@ from dlc.scheduler.core_config import Actions
 from dlc.scheduler.core_consolidation import ConsolidationMixin
 from dlc.scheduler.core_share_hold import ShareHoldMixin
 from dlc.scheduler.core_tenancy import TenancyMixin
-from dlc.scheduler.decide import DecideRequest, Decision, decide
+from dlc.scheduler.decide import DecideRequest, Decision, QueueChanges, decide
 from dlc.scheduler.gang_topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offer_views import with_fields
@@ -103,15 +103,19 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         usable = self._marked(self._usable(views, now))
         self._end_reservation_if_due(now)
         held: dict[str, str] = {}
+        # the pinned queue's ids while the queue decided on is that queue, in its order
+        ids = self._book.pinned_ids() if not self.tenancy.enabled else None
         if self._drains.waiting_jobs(now):  # never two attempts at once
             for job in queue:
                 wait = self._drains.job_wait(job.job_id, now)
                 if wait is not None:
                     held[job.job_id] = wait
             queue = [j for j in queue if j.job_id not in held]
+            ids = None if held else ids
         tenancy = self.plan_queue(queue, rows=False)  # quotas, fair order, user limits
         decision = decide(DecideRequest(
-            queue=tenancy.runnable, inventory=self.inventory, offers=usable,
+            queue=tenancy.runnable, queue_ids=ids, queue_changes=self._queue_changes(ids),
+            inventory=self.inventory, offers=usable,
             config=self.config.placement, now=now,
             reserved=self._reservations.held(), impossible_of=self._impossible_reason,
             topology_of=self._topology_of, driver_ok=self._driver_ok,
@@ -150,6 +154,14 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                     with suppress(DlcError):  # a store that cannot be read: the error above
                         self.reload()
                 raise
+
+    def _queue_changes(self, ids: list[str] | None) -> QueueChanges | None:
+        """How the pinned queue changed since the pin before, while the round decides on
+        it as pinned (``ids``: its ids, ``None`` when it does not)."""
+        if ids is None or self._pinned is None:
+            return None
+        pin, changed = self._book.pinned_changes()
+        return QueueChanges(pin, changed, self._pinned)
 
     def _still_queued(
         self, queue: list[Job], decision: Decision, held: dict[str, str]

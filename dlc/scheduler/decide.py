@@ -13,7 +13,7 @@ import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import filterfalse
+from itertools import compress, filterfalse
 from typing import Any
 
 from dlc.scheduler.inventory import Inventory
@@ -28,7 +28,7 @@ from dlc.scheduler.placement import (
     TopologyOf,
     place,
 )
-from dlc.scheduler.round_cap import RoundCap
+from dlc.scheduler.round_cap import RoundCap, TurnDelta
 from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.shape_cache import DEFERRED_PREFIX, ShapeBudget
 from dlc.scheduler.share_hold import ShareHold
@@ -66,6 +66,19 @@ class Decision:
         return [x for x in self.launches if x.job_id == job_id]
 
 
+@dataclass(frozen=True)
+class QueueChanges:
+    """How the pinned queue differs from the one pinned before it
+    (:meth:`~dlc.scheduler.job_book.JobBook.pinned_changes`)."""
+
+    pin: int
+    """The pin's number (one more than the pin before it)."""
+    changed: Sequence[str]
+    """Every job id that entered or left the queue between the two pins."""
+    jobs: Mapping[str, Job]
+    """The pinned queue by job id."""
+
+
 #: ``(offers, jobs) -> [(offers, jobs), ...]``: how one round is cut into placement batches
 Splitter = Callable[[Sequence[OfferView], list[Job]], list[tuple[list[OfferView], list[Job]]]]
 
@@ -80,6 +93,15 @@ class DecideRequest:
 
     queue: Sequence[Job]
     """Queued jobs in queue order (:func:`~dlc.scheduler.queue.queue_order`)."""
+    queue_ids: Sequence[str] | None = None
+    """The job ids of ``queue``, in its order, when the caller has them (the job book keeps
+    them: reading ``job_id`` of 10,000 jobs a round cost their memory reads); default: read
+    from the jobs."""
+    queue_changes: QueueChanges | None = None
+    """With ``queue_ids``, when ``queue`` is the pinned queue as it is (queue-key order, no
+    job held out): how it changed since the pin before, so the round cap applies that to
+    the turns it keeps instead of reading every job's (:class:`~dlc.scheduler.round_cap.
+    TurnDelta`)."""
     inventory: Inventory
     """What the cluster has (jobs no agent could ever run are set aside)."""
     offers: Sequence[OfferView]
@@ -181,11 +203,89 @@ def _runnable(request: DecideRequest) -> tuple[list[Job], dict[str, str], list[s
     """The queued jobs this round places, in queue order; the impossible ones with their
     reasons; and the ids of the runnable ones the round cap leaves for later rounds.
 
-    One pass over the queue (10,000 jobs a round at openb scale) that also collects the
-    runnable ids, which the cap and the skipped list reuse: in the round, passes over 10,000
-    jobs cost their memory reads more than their Python steps (separate passes in C, tried,
-    were slower here, issue 26)."""
+    With the memo and the queue's ids (the core's rounds), a round reads the ids only: the
+    jobs the memo has no answer for are asked, and when none of the queue is impossible
+    (:meth:`~dlc.scheduler.round_memo.RoundMemo.impossible_ids`) the queue is the runnable
+    list as it is. Otherwise one pass over the queue, collecting the runnable ids the cap
+    and the skipped list reuse: in the round, passes over 10,000 jobs cost their memory
+    reads more than their Python steps (separate passes in C over the *jobs*, tried, were
+    slower here, issue 26)."""
     impossible_of = request.impossible_of or _uncached(request.inventory)
+    memo, ids = request.memo, request.queue_ids
+    delta: TurnDelta | None = None
+    if memo is not None and ids is not None and len(ids) == len(request.queue):
+        runnable, runnable_ids, impossible = _runnable_by_ids(request, impossible_of)
+        delta = _turn_delta(request, memo)
+    else:
+        runnable, runnable_ids, impossible = _runnable_by_jobs(request, impossible_of)
+    skipped: list[str] = []
+    if request.cap is not None:
+        keep = set((request.reserved or {}).values())
+        chosen = request.cap.choose(runnable, keep, runnable_ids, delta)
+        if len(chosen) != len(runnable):
+            picked = set(map(_job_id, chosen))
+            skipped = list(filterfalse(picked.__contains__, runnable_ids))
+            runnable = chosen
+    return runnable, impossible, skipped
+
+
+def _turn_delta(request: DecideRequest, memo: RoundMemo) -> TurnDelta | None:
+    """How this round's runnable jobs (the pinned queue less the impossible ones the memo
+    lists) differ from the last round's, when the request says how the queue changed."""
+    changes = request.queue_changes
+    if changes is None:
+        return None
+    jobs, bad = changes.jobs, memo.impossible_ids()
+    version = request.inventory.version
+    return TurnDelta(
+        before=(changes.pin - 1, version),
+        after=(changes.pin, version),
+        changed=changes.changed,
+        runnable=lambda job_id: job_id in jobs and job_id not in bad,
+        job_of=jobs.__getitem__,
+    )
+
+
+def _runnable_by_ids(
+    request: DecideRequest, impossible_of: Callable[[JobSpec], str | None]
+) -> tuple[list[Job], list[str], dict[str, str]]:
+    """:func:`_runnable_by_jobs` read from the ids, in C: only the jobs the memo has no
+    answer for are read (asked), and the impossible ones are the few ids the memo lists
+    (:meth:`~dlc.scheduler.round_memo.RoundMemo.impossible_ids`). When the memo answers for
+    every job of the queue pinned before (:attr:`~dlc.scheduler.round_memo.RoundMemo.
+    covers`), only the jobs that entered since are looked up: not one step per queued job."""
+    memo, queue, ids = request.memo, request.queue, request.queue_ids
+    assert memo is not None and ids is not None
+    version, changes = request.inventory.version, request.queue_changes
+    known = memo.impossible(version, len(ids))
+    bad = memo.impossible_ids()
+    if changes is not None and memo.covers == (changes.pin - 1, version):
+        jobs = changes.jobs
+        for job_id in dict.fromkeys(changes.changed):  # the answers' order matters not
+            if job_id in jobs and job_id not in known:
+                memo.answer(job_id, impossible_of(jobs[job_id].spec))
+        quick = not bad or not any(map(jobs.__contains__, bad))
+    else:
+        asked = list(map(known.__contains__, ids))
+        if not all(asked):
+            for job in compress(queue, map(operator.not_, asked)):
+                memo.answer(job.job_id, impossible_of(job.spec))
+        quick = not bad or bad.isdisjoint(ids)
+    # every job of this queue has its answer now (the next round may look up its changes)
+    memo.covers = None if changes is None else (changes.pin, version)
+    if quick:
+        return list(queue), list(ids), {}
+    flags = list(map(bad.__contains__, ids))
+    fine = list(map(operator.not_, flags))
+    impossible = {j: f"impossible on the current agents: {known[j]}" for j in compress(ids, flags)}
+    return list(compress(queue, fine)), list(compress(ids, fine)), impossible
+
+
+def _runnable_by_jobs(
+    request: DecideRequest, impossible_of: Callable[[JobSpec], str | None]
+) -> tuple[list[Job], list[str], dict[str, str]]:
+    """The runnable jobs and their ids, and the impossible ones' reasons: one pass over the
+    queue (memo answers first)."""
     runnable: list[Job] = []
     runnable_ids: list[str] = []
     impossible: dict[str, str] = {}
@@ -198,21 +298,13 @@ def _runnable(request: DecideRequest) -> tuple[list[Job], dict[str, str], list[s
         if why is _UNASKED:
             why = impossible_of(job.spec)
             if memo is not None:
-                known[job_id] = why
+                memo.answer(job_id, why)
         if why is None:
             runnable.append(job)
             runnable_ids.append(job_id)
         else:
             impossible[job_id] = f"impossible on the current agents: {why}"
-    skipped: list[str] = []
-    if request.cap is not None:
-        keep = set((request.reserved or {}).values())
-        chosen = request.cap.choose(runnable, keep, runnable_ids)
-        if len(chosen) != len(runnable):
-            picked = set(map(_job_id, chosen))
-            skipped = list(filterfalse(picked.__contains__, runnable_ids))
-            runnable = chosen
-    return runnable, impossible, skipped
+    return runnable, runnable_ids, impossible
 
 
 _job_id = operator.attrgetter("job_id")

@@ -19,6 +19,11 @@ decides on a copy, :meth:`JobBook.pin`):
   only jobs still queued (:meth:`JobBook.holds`), and a save of a queued job the book no
   longer holds is refused (:meth:`JobBook.save`), so a cancelled job is never launched or
   brought back. Nothing else changes a queued job outside the core's lock.
+
+A pin also hands the round the queue's ids in its order (:meth:`JobBook.pinned_ids`) and
+the ids that entered or left the queue since the pin before (:meth:`JobBook.
+pinned_changes`): what a round keeps per queued job (impossibility answers, the round cap's
+turns) is updated from those, not by reading every queued job each round.
 """
 
 from __future__ import annotations
@@ -27,7 +32,6 @@ import bisect
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import replace
 from types import MappingProxyType
 from typing import cast
@@ -76,9 +80,12 @@ class JobBook:
         self.mix = MixBook()
         #: user -> how many of :attr:`queued` are theirs (the per-user cap at submit, O(1))
         self._by_user: dict[str, int] = {}
+        #: the queued ids in placement order, the jobs at the same positions and each one's
+        #: queue key (``None`` until first read: then kept by :meth:`track`, a job put in or
+        #: taken out at its bisected position, so no round filters or maps 10,000 ids)
         self._order: list[str] | None = None
-        #: whether ``_order`` may still hold jobs that left the queue
-        self._order_stale = False
+        self._order_jobs: list[Job] = []
+        self._order_keys: dict[str, tuple[int, float, str]] = {}
         #: the latest submit time handed out: each submit gets a later one (the tie order)
         self._last_submit = -math.inf
         #: ids that left the queue since :meth:`take_left` (the core forgets their reasons)
@@ -86,6 +93,15 @@ class JobBook:
         #: ids that left the queue since :meth:`pin` (:meth:`left_since_pin`); ``None``
         #: while no round holds a pin (nothing is kept then)
         self._left_since_pin: list[str] | None = None
+        #: the ids of the pinned queue, in its order (:meth:`pinned_ids`)
+        self._pinned_ids: list[str] | None = None
+        #: the number of the latest pin (:meth:`pinned_changes`; a reload skips one, so no
+        #: round takes the queue after it for the one before)
+        self._pins = 0
+        #: ids that entered or left the queue since the latest pin, and those of the pinned
+        #: queue against the pin before it
+        self._changed: list[str] = []
+        self._pinned_changed: list[str] | None = None
         #: a frozen copy of :attr:`queued`, made on demand after a change
         self._view: QueueView | None = None
         #: submits waiting to be written, and how many of them each user has
@@ -119,21 +135,32 @@ class JobBook:
         """Queued jobs in placement order."""
         with self.lock:
             if self._order is None:
-                self._order = [j.job_id for j in sorted(self.queued.values(), key=queue_key)]
-                self._order_stale = False
-            elif self._order_stale:
-                self._order = list(filter(self.queued.__contains__, self._order))
-                self._order_stale = False
-            # map and filter run in C: these two passes over 10,000 queued jobs were a
-            # fixed part of every offer round (issue 26)
-            return list(map(self.queued.__getitem__, self._order))
+                self._order_jobs = sorted(self.queued.values(), key=queue_key)
+                self._order = [j.job_id for j in self._order_jobs]
+                self._order_keys = {j.job_id: queue_key(j) for j in self._order_jobs}
+            return list(self._order_jobs)
 
     def pin(self) -> tuple[QueueView, list[Job]]:
         """The queue as one offer round decides on it: the jobs and their order, taken
         together so the two agree."""
         with self.lock:
             self._left_since_pin = []
-            return self.view(), self.ordered()
+            view, jobs = self.view(), self.ordered()
+            self._pinned_ids = list(self._order or ())  # ordered() left it the jobs' ids
+            self._pins += 1
+            self._pinned_changed, self._changed = self._changed, []
+            return view, jobs
+
+    def pinned_ids(self) -> list[str] | None:
+        """The ids of the jobs :meth:`pin` returned, in that order (``None`` while no round
+        holds a pin): the round reads ids from here, not from 10,000 jobs."""
+        return self._pinned_ids
+
+    def pinned_changes(self) -> tuple[int, list[str]]:
+        """The number of the latest pin, and every id that entered or left the queue between
+        the pin before it and that one (repeats allowed): a round keeps what it derives
+        per queued job by applying these, not by reading the queue again."""
+        return self._pins, self._pinned_changed or []
 
     def live(self) -> list[Job]:
         """Every queued and active job (a copy)."""
@@ -161,6 +188,7 @@ class JobBook:
         """The round that pinned the queue is over: stop keeping :meth:`left_since_pin`."""
         with self.lock:
             self._left_since_pin = None
+            self._pinned_ids = None
 
     # -- writing ----------------------------------------------------------------
 
@@ -305,15 +333,17 @@ class JobBook:
         if old is not None:
             self._count(old.user, -1, self._by_user)
             self._view = None
+            self._leave_order(job_id)
         self.active.pop(job_id, None)
         if job.state is JobState.QUEUED and not job.kill_requested:
             self.queued[job_id] = job
             self._count(job.user, 1, self._by_user)
             self._view = None
+            self._enter_order(job)
             if not was_queued:
-                self._enter_order(job_id)
+                self._changed.append(job_id)
         elif was_queued:
-            self._order_stale = True  # filtered out when next read: no sort
+            self._changed.append(job_id)
             self._left.append(job_id)
             if self._left_since_pin is not None:
                 self._left_since_pin.append(job_id)
@@ -327,8 +357,11 @@ class JobBook:
             self._by_user.clear()
             self.active.clear()
             self._order = None
-            self._order_stale = False
+            self._order_jobs = []
+            self._order_keys = {}
             self._left.clear()
+            self._changed.clear()
+            self._pins += 1  # the next pin is not compared with the queue before this
             if self._left_since_pin is not None:
                 self._left_since_pin.clear()
             self._view = None
@@ -342,18 +375,22 @@ class JobBook:
         else:
             counts.pop(user, None)
 
-    def _enter_order(self, job_id: str) -> None:
-        """Put a newly queued job in its place (a sort of 10,000 queued jobs each round
-        that saw a submit cost more than the rest of the round's bookkeeping)."""
+    def _enter_order(self, job: Job) -> None:
+        """Put a queued job in its place in the order (a sort of 10,000 queued jobs each
+        round that saw a submit cost more than the rest of the round's bookkeeping)."""
         if self._order is None:
             return
-        if self._order_stale:
-            # in C (a pass of every round that follows launches, issue 26); the id appears
-            # at most once (it may be there from an earlier time it queued)
-            order = list(filter(self.queued.__contains__, self._order))
-            with suppress(ValueError):
-                order.remove(job_id)
-            self._order = order
-            self._order_stale = False
-        queued = self.queued
-        bisect.insort(self._order, job_id, key=lambda j: queue_key(queued[j]))
+        key = self._order_keys[job.job_id] = queue_key(job)
+        at = bisect.bisect_right(self._order, key, key=self._order_keys.__getitem__)
+        self._order.insert(at, job.job_id)
+        self._order_jobs.insert(at, job)
+
+    def _leave_order(self, job_id: str) -> None:
+        """Take a job that was queued out of the order, at its bisected position (a filter
+        of the 10,000 ids after every round's launches was a fixed part of each round)."""
+        if self._order is None:
+            return
+        keys = self._order_keys
+        at = bisect.bisect_left(self._order, keys[job_id], key=keys.__getitem__)
+        del self._order[at], self._order_jobs[at]
+        del keys[job_id]

@@ -17,7 +17,10 @@ offer is unchanged:
 * each queued job's impossibility answer for one inventory version
   (:meth:`RoundMemo.impossible`): a queued job's spec never changes, so only jobs new to
   the queue are asked again until the inventory changes (10,000 queued jobs were asked
-  every round: about 20 ms of a steady round);
+  every round: about 20 ms of a steady round). The few answered impossible are listed
+  (:meth:`RoundMemo.impossible_ids`), and :attr:`RoundMemo.covers` marks the pinned queue
+  every job of which has an answer: the next round looks up only the jobs that entered
+  the queue since (the job book's pin lists them), not each of the 10,000;
 * the share rows (:attr:`RoundMemo.rows`), keyed by the ranges they were read from, and the
   last round's share room by slot state (:class:`~dlc.scheduler.share_index.KeptFill`):
   a slot built from a kept state gets its row copied, with the others', in one array step;
@@ -68,15 +71,35 @@ class RoundMemo:
         self._impossible_version: object = None
         #: job id -> why it cannot run on the known agents (``None``: it can)
         self._impossible: dict[str, str | None] = {}
+        #: the ids of :attr:`_impossible` whose answer is not ``None`` (few: a round whose
+        #: queue holds none of them takes the queue as it is, without reading the jobs)
+        self._impossible_ids: set[str] = set()
+        #: a mark of the last queue (the book's pin and the inventory version) every job of
+        #: which :attr:`_impossible` answers for; ``None``: none known
+        self.covers: object = None
 
     def impossible(self, version: object, queued: int) -> dict[str, str | None]:
         """Job id -> impossibility answer, valid for inventory ``version`` (emptied when
         the version changes, or when it holds far more jobs than the ``queued`` ones: the
-        answers of jobs that left the queue). The caller fills in the jobs it lacks."""
+        answers of jobs that left the queue). The caller fills in the jobs it lacks with
+        :meth:`answer` (read only: a write past it would not be in :meth:`impossible_ids`)."""
         if version != self._impossible_version or len(self._impossible) > 2 * queued + 1024:
             self._impossible = {}
+            self._impossible_ids = set()
             self._impossible_version = version
+            self.covers = None
         return self._impossible
+
+    def answer(self, job_id: str, why: str | None) -> None:
+        """Keep a job's impossibility answer for the version :meth:`impossible` was last
+        called with."""
+        self._impossible[job_id] = why
+        if why is not None:  # a job's answer changes only with the version (it starts again)
+            self._impossible_ids.add(job_id)
+
+    def impossible_ids(self) -> set[str]:
+        """The jobs answered impossible under the current version (queued or not)."""
+        return self._impossible_ids
 
     def slot_state(self, view: Any) -> dict[str, Any] | None:
         """The starting state of the slot of ``view``'s agent, if its offer is unchanged."""

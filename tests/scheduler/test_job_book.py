@@ -171,3 +171,117 @@ def test_the_book_lists_the_jobs_that_left_the_queue_since_the_pin_only(tmp_path
     book.pin()
     assert book.left_since_pin() == ()
     store.close()
+
+
+def test_the_pinned_ids_are_the_pinned_queues_ids_in_its_order(tmp_path):
+    """The round reads the queue's ids from the pin: they are the pinned jobs' ids in their
+    order (a priority job queued later goes first), a kill or submit after the pin changes
+    neither, and none are kept once the round is over."""
+    from dataclasses import replace
+
+    from dlc.scheduler.job_book import JobBook
+
+    store = JobStore(tmp_path / "db")
+    times = iter(range(1, 100))
+    book = JobBook(store, clock=lambda: float(next(times)))
+    spec = JobSpec.from_dict({"image": "busybox", "gpus": 1})
+    first, gone = (book.add(Job("", "alice", spec), stamp=True) for _ in range(2))
+    urgent = book.add(Job("", "bob", replace(spec, priority=5)), stamp=True)
+    book.ordered()  # the order is kept from here on: later changes update it
+    book.track(replace(gone, state=JobState.KILLED))
+    late = book.add(Job("", "alice", spec), stamp=True)
+
+    _, jobs = book.pin()
+    want = [urgent.job_id, first.job_id, late.job_id]
+    assert [j.job_id for j in jobs] == want
+    assert book.pinned_ids() == want
+    book.add(Job("", "alice", spec), stamp=True)
+    book.track(replace(first, state=JobState.KILLED))
+    assert book.pinned_ids() == want
+    book.unpin()
+    assert book.pinned_ids() is None
+    _, jobs = book.pin()
+    assert (
+        book.pinned_ids()
+        == [j.job_id for j in jobs]
+        == [urgent.job_id, late.job_id] + [jobs[-1].job_id]
+    )
+    store.close()
+
+
+def test_the_pin_lists_the_jobs_that_entered_or_left_the_queue_since_the_pin_before(tmp_path):
+    """A round applies these to what it keeps per queued job (the round cap's turns): every
+    job that entered or left between two pins is listed with the later one (a submit or kill
+    during a round goes with the next pin), and a reload skips a pin number, so no round
+    takes the queue after it for a change of the one before."""
+    from dataclasses import replace
+
+    from dlc.scheduler.job_book import JobBook
+
+    store = JobStore(tmp_path / "db")
+    book = JobBook(store, clock=lambda: 1.0)
+    spec = JobSpec.from_dict({"image": "busybox", "gpus": 1})
+    a, b = (book.add(Job("", "alice", spec)) for _ in range(2))
+    book.pin()
+    first, changed = book.pinned_changes()
+    assert changed == [a.job_id, b.job_id]
+    c = book.add(Job("", "alice", spec))  # during the round: the next pin's
+    book.track(replace(a, state=JobState.KILLED))
+    book.track(replace(b, message="saved again, still queued"))  # not a change of the queue
+    assert book.pinned_changes() == (first, changed)
+    book.unpin()
+    book.pin()
+    assert book.pinned_changes() == (first + 1, [c.job_id, a.job_id])
+    book.unpin()
+    book.pin()
+    assert book.pinned_changes() == (first + 2, [])
+    book.unpin()
+    book.clear()
+    book.pin()
+    assert book.pinned_changes()[0] == first + 4
+    store.close()
+
+
+def test_the_order_kept_by_each_change_is_the_sorted_queue(tmp_path):
+    """The book keeps the queue's order (ids and jobs at the same positions) by putting a
+    job in or taking it out at its place as it changes, never sorting or filtering the whole
+    queue: after random submits, kills, launches, jobs coming back and saves of queued jobs,
+    it is the queue sorted by queue key, with the jobs as the book holds them now."""
+    import random
+    from dataclasses import replace
+
+    from dlc.scheduler.job_book import JobBook
+    from dlc.scheduler.queue import queue_key
+
+    rng = random.Random(7)
+    store = JobStore(tmp_path / "db")
+    times = iter(range(1, 10_000))
+    book = JobBook(store, clock=lambda: float(next(times) % 7))  # ties: submit order
+    specs = [JobSpec.from_dict({"image": "busybox", "gpus": 1, "priority": p}) for p in (0, 3)]
+    gone: list[Job] = []
+    for step in range(300):
+        queued = list(book.queued.values())
+        pick = rng.random()
+        if pick < 0.4 or not queued:
+            book.add(Job("", "alice", rng.choice(specs)), stamp=True)
+        elif pick < 0.6:
+            job = rng.choice(queued)
+            book.track(replace(job, state=JobState.STAGING))
+            gone.append(job)
+        elif pick < 0.7 and gone:
+            book.track(gone.pop(rng.randrange(len(gone))))  # back in the queue (preempted)
+        elif pick < 0.85:
+            book.track(replace(rng.choice(queued), message=f"saved {step}"))
+        else:
+            book.track(replace(rng.choice(queued), state=JobState.KILLED))
+        if step == 5:
+            book.ordered()  # from here on the order is kept
+        if step > 5:
+            want = sorted(book.queued.values(), key=queue_key)
+            got = book.ordered()
+            assert [j.job_id for j in got] == [j.job_id for j in want]
+            assert all(a is b for a, b in zip(got, want, strict=True))
+            book.pin()
+            assert book.pinned_ids() == [j.job_id for j in want]
+            book.unpin()
+    store.close()

@@ -231,3 +231,62 @@ def test_the_choice_equals_the_step_by_step_one_over_many_rounds(seed):
         for _ in range(rng.randrange(0, 6)):
             queue.append(_job(made, 1.0))
             made += 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_turns_kept_across_rounds_choose_as_reading_the_whole_queue(seed):
+    """With each round's delta (the jobs that entered or left the queue since the last pin,
+    which are runnable) the cap keeps its turns in a heap instead of reading the queue: over
+    many rounds of launches, submits, jobs coming back (preempted), impossible jobs, budget
+    deferrals, reservations and a pin whose delta no round saw, it chooses what reading the
+    whole queue each round chooses."""
+    import random
+
+    from dlc.scheduler.queue import queue_key
+    from dlc.scheduler.round_cap import TurnDelta
+
+    rng = random.Random(seed)
+    jobs = {j.job_id: j for j in (_job(n, 1.0, priority=n % 3) for n in range(90))}
+    queued = set(rng.sample(sorted(jobs), 60))
+    bad: set[str] = set()
+    kept, full = RoundCap(8), RoundCap(8)
+    reads = []  # the rounds that read the whole queue (and start the heap again)
+    start = kept._keep_heap
+    kept._keep_heap = lambda *a: (reads.append(pin), start(*a))[1]  # type: ignore[method-assign]
+    pin, changed = 0, []
+    for n in range(80):
+        pin += 1
+        runnable = sorted((jobs[j] for j in queued if j not in bad), key=queue_key)
+        delta = TurnDelta(
+            before=pin - 1, after=pin, changed=changed,
+            runnable=lambda j: j in queued and j not in bad, job_of=jobs.__getitem__,
+        )  # fmt: skip
+        changed = []
+        if n % 17 == 5:  # an idle round: pinned, no decision (its delta is lost)
+            continue
+        keep = {rng.choice(runnable).job_id} if n % 4 == 1 and runnable else set()
+        if n % 13 == 7:  # a round with a job held out (a drain): no delta, the whole queue
+            runnable = runnable[1:]
+        got = kept.choose(
+            runnable, keep, [j.job_id for j in runnable], None if n % 13 == 7 else delta
+        )
+        want = full.choose(runnable, keep)
+        assert [j.job_id for j in got] == [j.job_id for j in want]
+        turned = [j.job_id for j in got if rng.random() < 0.8]  # the rest deferred
+        kept.had_turn(turned)
+        full.had_turn(turned)
+        for job_id in rng.sample(sorted(queued), min(len(queued), rng.randrange(0, 5))):
+            queued.discard(job_id)  # launched or killed
+            changed.append(job_id)
+        for job_id in rng.sample(sorted(jobs), 4):  # submitted, or back (preempted)
+            if job_id not in queued:
+                queued.add(job_id)
+                changed.append(job_id)
+        if rng.random() < 0.2:  # a job new to the queue is impossible
+            job_id = rng.choice(changed or sorted(queued))
+            bad.add(job_id)
+            changed.append(job_id)
+    decided = [n for n in range(80) if n % 17 != 5]
+    lost = {n for n in range(80) if n % 17 == 5 or n % 13 == 7}  # rounds that lose a delta
+    after = sorted({min(m for m in decided if m > n) for n in lost if n < decided[-1]})
+    assert reads == [1] + [m + 1 for m in after]  # the pin of the next round deciding
