@@ -173,7 +173,7 @@ def ranges_from_resources(resources: Iterable[Mapping[str, Any]], name: str) -> 
     for res in resources:
         if res.get("name") == name and res.get("type") == "RANGES":
             found += [(int(r["begin"]), int(r["end"])) for r in res["ranges"].get("range", [])]
-    return normalise(found)
+    return normalise(tuple(found))  # a tuple: the master's ranges, normalised, come back
 
 
 def per_gpu(ranges: Ranges) -> dict[int, Ranges]:
