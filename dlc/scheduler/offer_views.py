@@ -37,10 +37,8 @@ class OfferParser:
     """Parses offers into views, reusing an agent's view while its offer is unchanged."""
 
     def __init__(self) -> None:
-        #: agent id -> the fields of its last offer that the view reads, and its view (two
-        #: maps: no pair made per agent and round, 1,213 a round, issue 26)
-        self._fields: dict[str, tuple[Any, ...]] = {}
-        self._views: dict[str, OfferView] = {}
+        #: agent id -> (the fields of its last offer that the view reads, the view)
+        self._last: dict[str, tuple[tuple[Any, ...], OfferView]] = {}
 
     def parse(
         self,
@@ -56,10 +54,9 @@ class OfferParser:
         view keeps the mark, so an unchanged agent costs one copy a round, not two."""
         good: list[OfferView] = []
         bad: list[str] = []
-        last, views = self._fields, self._views
+        last = self._last
         if forget:
-            self._fields, self._views = {}, {}
-        kept_fields, kept_views = self._fields, self._views
+            self._last = {}
         for offer in offers:
             get = offer.get
             fields = (get("resources"), get("attributes"), get("hostname"), get("url"))
@@ -67,10 +64,10 @@ class OfferParser:
                 agent_id = offer["agent_id"]["value"]
                 offer_id = offer["id"]["value"]
                 cached = last.get(agent_id)
-                if cached is not None and _same(cached, fields):
+                if cached is not None and _same(cached[0], fields):
                     # keep the old fields: the new offer's are freed by the caller, not here
                     # (freeing 1,213 offers' resources was a fixed part of every round)
-                    fields, view = cached, views[agent_id]
+                    fields, view = cached
                     if view.offer_id != offer_id:
                         view = with_fields(view, offer_id=offer_id)
                 else:
@@ -82,8 +79,7 @@ class OfferParser:
                 if oid:
                     bad.append(oid)
                 continue
-            kept_fields[agent_id] = fields
-            kept_views[agent_id] = view
+            self._last[agent_id] = (fields, view)
             good.append(view)
         return good, bad
 
