@@ -89,12 +89,14 @@ class KeptFill:
         self.arrays = tuple(a.copy() for a in (room.present, room.free_mem, room.free_core,
                                                room.total, room.has_core))  # fmt: skip
 
-    def source(self, state: Any) -> int:
-        """The last fill's row of slots of ``state`` (-1: none)."""
-        if state is None:
-            return -1
-        k = self.row_of.get(id(state), -1)
-        return k if k >= 0 and self.states[k] is state else -1
+    def sources(self, states: list[Any]) -> list[int]:
+        """The last fill's row of slots of each of ``states`` (-1: none), in one call for a
+        round's 1,213 slots."""
+        row_of, kept, out = self.row_of.get, self.states, []
+        for state in states:
+            k = -1 if state is None else row_of(id(state), -1)
+            out.append(k if k >= 0 and kept[k] is state else -1)
+        return out
 
 
 class ShareRoom:
@@ -156,7 +158,7 @@ class ShareRoom:
         if kept is not None and kept.topology_of is not topology_of:
             kept.reset()  # rows read with another topology reader: nothing of them holds
         states = [getattr(s, "kept_state", None) for s in slots]
-        source = [kept.source(state) for state in states] if kept is not None else [-1] * n
+        source = kept.sources(states) if kept is not None else [-1] * n
         for k, slot in enumerate(slots):
             if source[k] < 0 and slot.gpu_core:
                 topology = topology_of(slot.attributes)

@@ -13,6 +13,7 @@ from dlc.topology.gpu_shares import (
     core_ranges,
     is_whole,
     mem_ranges,
+    normalise,
     parse_ranges_text,
     parse_sharing,
     per_gpu,
@@ -110,3 +111,47 @@ def test_sharing_modes():
     assert parse_sharing(" MPS ").value == "mps"
     with pytest.raises(FieldError, match="sharing: 'hami' is not a sharing mode; use one of mps|"):
         parse_sharing("hami")
+
+
+def _merged(ranges):
+    """The plain sort-and-merge the readers' short cuts must agree with."""
+    out: list[tuple[int, int]] = []
+    for begin, end in sorted(ranges):
+        if out and begin <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((begin, end))
+    return tuple(out)
+
+
+def _split(ranges):
+    out: dict[int, list[tuple[int, int]]] = {}
+    for begin, end in _merged(ranges):
+        while begin <= end:
+            index = begin // STRIDE
+            stop = min(end, (index + 1) * STRIDE - 1)
+            out.setdefault(index, []).append((begin, stop))
+            begin = stop + 1
+    return {i: tuple(rs) for i, rs in sorted(out.items())}
+
+
+def test_readers_agree_with_a_plain_merge_and_split():
+    """normalise gives normalised tuples back as they are, per_gpu splits without sorting:
+    both agree with the plain merge and split for random ranges (overlapping, adjacent,
+    unsorted, crossing blocks, empty, lists), in GPU order."""
+    import random
+
+    rnd = random.Random(7)
+    for _ in range(3000):
+        ranges = []
+        for _ in range(rnd.randint(0, 8)):
+            begin = rnd.randint(0, 4) * STRIDE + rnd.choice([0, 1, 99, STRIDE - 2])
+            ranges.append((begin, begin + rnd.choice([-1, 0, 1, 100, STRIDE])))
+        for given in (ranges, tuple(ranges), _merged(ranges)):
+            assert normalise(given) == _merged(ranges)
+            split = per_gpu(given)
+            assert split == _split(ranges) and list(split) == sorted(split)
+            assert amounts(given) == {i: sum(e - b + 1 for b, e in rs) for i, rs in split.items()}
+    normal = ((0, 9), (20, 29))
+    assert normalise(normal) is normal
+    assert normalise(((0, 9), (10, 29))) == ((0, 29),)  # adjacent: joined, not given back
