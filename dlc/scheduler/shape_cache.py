@@ -305,9 +305,9 @@ class CarriedFailures:
         if any(c[2] <= oldest for c in self._exact.values()):
             self._exact = {k: c for k, c in self._exact.items() if c[2] > oldest}
             self._minimal = {
-                kind: kept
+                kind: recent
                 for kind, entries in self._minimal.items()
-                if (kept := [(d, c) for d, c in entries if c[2] > oldest])
+                if (recent := [(d, c) for d, c in entries if c[2] > oldest])
             }
         return grown
 
