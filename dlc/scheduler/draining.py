@@ -31,6 +31,8 @@ from typing import Any
 from dlc.scheduler.jobs import job_id_of_task
 from dlc.scheduler.placement import OfferView
 from dlc.scheduler.task_states import NOT_RUNNING_STATES
+from dlc.topology import gpu_shares
+from dlc.topology.gpu_shares import Ranges
 
 #: how long a job waits for an uncertain previous attempt: the orphan reaper
 #: (dlc/executor/reaper.py) polls its executor every 0.5 s, then stops the containers
@@ -171,11 +173,24 @@ class Drains:
         return ids
 
     def strip(self, view: OfferView) -> OfferView:
-        """The offer without the agent's draining GPUs."""
-        held = self.held(view.agent_id) & view.gpu_ids
+        """The offer without the agent's draining GPUs: their ids, and their ``gpu_mem`` /
+        ``gpu_core`` blocks, so no share is placed on them either (the fault suite found a
+        share started on a GPU whose previous whole-GPU container, orphaned by a killed
+        executor, still ran)."""
+        held = self.held(view.agent_id)
         if not held:
             return view
-        return replace(view, gpu_ids=view.gpu_ids - held, gpus=max(0.0, view.gpus - len(held)))
+        ids = held & view.gpu_ids
+        mem, core = _without(view.gpu_mem, held), _without(view.gpu_core, held)
+        if not ids and mem is view.gpu_mem and core is view.gpu_core:
+            return view
+        return replace(
+            view,
+            gpu_ids=view.gpu_ids - ids,
+            gpus=max(0.0, view.gpus - len(ids)),
+            gpu_mem=mem,
+            gpu_core=core,
+        )
 
     def tasks(self) -> list[Drain]:
         """Every drain (for reconciliation)."""
@@ -183,3 +198,11 @@ class Drains:
 
     def __len__(self) -> int:
         return len(self._by_task)
+
+
+def _without(ranges: Ranges, gpus: frozenset[int]) -> Ranges:
+    """``ranges`` less the blocks of ``gpus`` (the same object when none is there)."""
+    parts = gpu_shares.per_gpu(ranges)
+    if not gpus & parts.keys():
+        return ranges
+    return tuple(r for index, block in parts.items() if index not in gpus for r in block)

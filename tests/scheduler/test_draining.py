@@ -118,3 +118,29 @@ def test_a_launch_dropped_by_a_restarting_agent_is_queued_again_for_free(timed):
     assert again.state is JobState.QUEUED and again.failures == 0
     [(_, [info])] = core.on_offers([offer("o2", "a1", [0])]).accepts
     assert info["task_id"]["value"] == f"{job.job_id}.1.0"
+
+
+def test_a_draining_gpu_takes_no_share_either():
+    """Fault suite, seed 2027: a whole-GPU job's executor was SIGKILLed, its GPU drained, and
+    a share was placed on that GPU (its gpu_mem/gpu_core blocks were still offered) while the
+    orphaned container ran: two jobs on one GPU for 0.9 s."""
+    from dlc.scheduler.placement import OfferView, place
+    from dlc.topology.gpu_shares import STRIDE
+
+    from .test_share_placement import ranged_offer, share_job
+
+    drains = Drains()
+    drains.hold("jold.0.0", "a1", [0], now=0.0)
+    view = drains.strip(OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2)))
+    assert view.gpu_ids == frozenset({1})
+    assert all(begin // STRIDE == 1 for begin, _ in view.gpu_mem + view.gpu_core)
+    (launch,) = place([view], [share_job("s1", gpu_memory="4G")]).launches
+    assert launch.share is not None and launch.share.gpu_index == 1
+    # with every GPU draining, the share waits
+    drains.hold("jold2.0.0", "a1", [1], now=0.0)
+    view = drains.strip(OfferView.from_mesos(ranged_offer("o2", "a1", gpus=2)))
+    assert not view.gpu_ids and not view.gpu_mem and not view.gpu_core
+    assert not place([view], [share_job("s2", gpu_memory="4G")]).launches
+    # an agent with nothing draining gets its offer back as it is
+    other = OfferView.from_mesos(ranged_offer("o3", "a2", gpus=2))
+    assert drains.strip(other) is other
