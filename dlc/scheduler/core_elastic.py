@@ -243,7 +243,7 @@ class ElasticMixin(CoreState):
 
     def _member_left(self, job: Job, task: TaskPlacement, message: str) -> Job:
         """An extra member ended: the gang goes on without it (its GPUs drain as usual)."""
-        self._previous[task.task_id] = (task.agent_id, task.gpu_ids)
+        self._previous[task.task_id] = (task.agent_id, task.gpus_used)
         rest = replace(job, tasks=tuple(t for t in job.tasks if t.task_id != task.task_id))
         why = f"node {task.rank} left ({message}); running on {nodes_text(rest)} nodes"
         if job.message.startswith("shrinking: "):

@@ -318,7 +318,7 @@ class StatusMixin(TenancyMixin):
         )
         refused = state == "TASK_FAILED" and message.startswith(DOUBLE_ASSIGNMENT_PREFIX)
         if task is not None and (refused or (may_still_run(status) and not never_seen)):
-            self._drains.hold(task_id, task.agent_id, task.gpu_ids, self._clock(), not refused)
+            self._drains.hold(task_id, task.agent_id, task.gpus_used, self._clock(), not refused)
         elif confirms_gone(status):
             self._drains.confirm(task_id, status)
         return message, never_seen, refused
@@ -335,7 +335,7 @@ class StatusMixin(TenancyMixin):
     def _requeue(self, job: Job, message: str, failure: int) -> Actions:
         self.lost_attempts.pop(job.task_prefix())
         for task in job.tasks:
-            self._previous[task.task_id] = (task.agent_id, task.gpu_ids)
+            self._previous[task.task_id] = (task.agent_id, task.gpus_used)
         while len(self._previous) > _PREVIOUS_KEPT:
             self._previous.pop(next(iter(self._previous)))
         job = replace(

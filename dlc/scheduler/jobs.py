@@ -160,6 +160,14 @@ class TaskPlacement:
         return f"{amount} of GPU {self.share_gpu}"
 
     @property
+    def gpus_used(self) -> tuple[int, ...]:
+        """The GPUs this task's container uses: its whole GPUs, or the one its share is on
+        (what is held from offers while the container may outlive its executor)."""
+        if self.gpu_ids or self.share_gpu is None:
+            return self.gpu_ids
+        return (self.share_gpu,)
+
+    @property
     def executor_id(self) -> str:
         """The id of the executor running this task (one executor per task)."""
         return f"dlc-executor.{self.task_id}"

@@ -144,3 +144,25 @@ def test_a_draining_gpu_takes_no_share_either():
     # an agent with nothing draining gets its offer back as it is
     other = OfferView.from_mesos(ranged_offer("o3", "a2", gpus=2))
     assert drains.strip(other) is other
+
+
+def test_a_share_whose_executor_died_holds_its_gpu_from_the_next_share(timed):
+    """The share's orphaned container may still use its GPU's memory: the GPU drains as a
+    whole GPU's would (it held nothing before: a share task has no ``gpu_ids``)."""
+    from .test_share_placement import ranged_offer
+
+    core, clock = timed
+    job = core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpu_memory": "30G",
+                                                  "retries": 2}))  # fmt: skip
+    actions = core.on_offers([ranged_offer("o1", "a1", gpus=2)])
+    assert len(actions.accepts) == 1
+    (task,) = core.get_job(job.job_id).tasks
+    assert task.share_gpu is not None and not task.gpu_ids
+    core.on_status(status(task.task_id, "TASK_RUNNING"))
+    core.on_status(status(task.task_id, "TASK_FAILED", **EXECUTOR_KILLED))
+    assert core._drains.held("a1") == {task.share_gpu}  # noqa: SLF001
+    other = core.submit("bob", JobSpec.from_dict({"image": "busybox", "gpu_memory": "30G"}))
+    clock.now += 1
+    core.on_offers([ranged_offer("o2", "a1", gpus=2)])
+    (placed,) = core.get_job(other.job_id).tasks
+    assert placed.share_gpu == 1 - task.share_gpu
