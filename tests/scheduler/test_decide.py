@@ -68,6 +68,15 @@ def test_a_request_is_named_and_frozen():
     assert decide(request).declines == ["o1"]
 
 
+def _assert_as_step_by_step(got, queue, why_of, cap, reserved):
+    """``_runnable``'s answer equals asking each job in turn: the same runnable jobs, reasons
+    (in order) and skipped ids."""
+    want = _runnable_step_by_step(queue, why_of, cap, reserved)
+    assert [j.job_id for j in got[0]] == [j.job_id for j in want[0]]
+    assert list(got[1].items()) == list(want[1].items())
+    assert got[2] == want[2]
+
+
 def _runnable_step_by_step(queue, why_of, cap, reserved):
     """What :func:`decide` hands placement, as first written (a step of Python per job):
     the passes in C must give the same jobs, reasons and skipped ids, in the same order."""
@@ -111,10 +120,7 @@ def test_the_runnable_jobs_reasons_and_skipped_ids_equal_the_step_by_step_ones(s
         got = _runnable(request)
         if n:  # the memo answers for every job asked in an earlier round
             assert len(asked) == 1
-        want = _runnable_step_by_step(queue, why_of, caps[1], reserved)
-        assert [j.job_id for j in got[0]] == [j.job_id for j in want[0]]
-        assert list(got[1].items()) == list(want[1].items())
-        assert got[2] == want[2]
+        _assert_as_step_by_step(got, queue, why_of, caps[1], reserved)
         queue = queue[3:] + [job(f"k{seed}{n}", gpus=2)]  # launches and one submit
 
 
@@ -155,10 +161,7 @@ def test_the_runnable_jobs_read_from_the_ids_equal_the_step_by_step_ones(seed):
         got = _runnable(request)
         if n % 3:  # the memo answers for every job asked in an earlier round
             assert len(asked) == 1
-        want = _runnable_step_by_step(queue, why_of, caps[1], reserved)
-        assert [j.job_id for j in got[0]] == [j.job_id for j in want[0]]
-        assert list(got[1].items()) == list(want[1].items())
-        assert got[2] == want[2]
+        _assert_as_step_by_step(got, queue, why_of, caps[1], reserved)
         queue = queue[3:] + [job(f"k{seed}{n}", gpus=2)]  # launches and one submit
 
 
@@ -203,10 +206,7 @@ def test_the_round_after_a_pinned_one_asks_only_the_jobs_that_entered(seed):
         fresh = {j.job_id for j in queue} & set(changed)
         if pin in (2, 3, 4, 5, 9, 11):  # the rounds after one decided on the pin before
             assert len(asked) == len(fresh) < 20
-        want = _runnable_step_by_step(queue, why_of, caps[1], {})
-        assert [j.job_id for j in got[0]] == [j.job_id for j in want[0]]
-        assert list(got[1].items()) == list(want[1].items())
-        assert got[2] == want[2]
+        _assert_as_step_by_step(got, queue, why_of, caps[1], {})
         left = queue[:3] if pin != 9 else queue[: len(queue) - 20]  # launches; most killed
         entered = [every[1200 + 10 * pin + k] for k in range(1 + pin % 3)]
         queue = queue[len(left) :] + entered
