@@ -2,7 +2,10 @@
 
 Every DLC container carries two labels besides its task identity:
 
-* ``dlc.gpus``: the comma-separated host GPU ids it holds (empty for CPU-only tasks);
+* ``dlc.gpus``: the comma-separated host GPU ids it holds whole (empty for CPU-only tasks and
+  shares);
+* ``dlc.gpu_share`` (shares only, set by :mod:`dlc.executor.sharing.render`):
+  ``GPU:MiB:milli:backend``, the one GPU the share runs on;
 * ``dlc.executor_pid``: ``<pid>:<start time>`` of the executor process that owns it (the start
   time from ``/proc/<pid>/stat`` guards against a reused pid).
 
@@ -10,6 +13,11 @@ Before creating a container, the executor lists the engine's DLC containers and 
 :func:`plan_claim` (pure): a container holding one of the wanted GPUs whose executor is gone is
 an orphan (stop, remove, and start only once Docker confirms it is gone); one whose executor is
 alive means the scheduler assigned the GPU twice, so the new task fails instead of overlapping.
+
+A share claims its GPU too: against whole-GPU holders (and a whole-GPU task against shares), as
+either way one of them would use a GPU the scheduler gave the other. Live shares of one GPU are
+no conflict for each other (sharing is what they are for); an orphan share on the GPU is removed,
+since the memory it holds is memory the scheduler believes free.
 """
 
 from __future__ import annotations
@@ -41,6 +49,12 @@ def parse_gpus_label(text: str | None) -> frozenset[int]:
         if part.isdigit():
             out.add(int(part))
     return frozenset(out)
+
+
+def parse_share_gpu(text: str | None) -> frozenset[int]:
+    """The GPU of a ``dlc.gpu_share`` value (``GPU:MiB:milli:backend``); empty if unreadable."""
+    head = (text or "").partition(":")[0].strip()
+    return frozenset({int(head)}) if head.isdigit() else frozenset()
 
 
 def process_start_time(pid: int) -> str | None:
@@ -87,6 +101,8 @@ class HeldGpus:
     gpu_ids: frozenset[int]
     owner_label: str | None
     task_id: str = ""
+    #: the GPU a share container runs on (empty for whole-GPU and CPU-only containers)
+    share_gpus: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -103,9 +119,12 @@ class ClaimPlan:
 
     def conflict_message(self, wanted: Sequence[int]) -> str:
         """The TASK_FAILED message for a double assignment."""
+        want = set(wanted)
         held = "; ".join(
-            f"container {c.name} (task {c.task_id or '?'}) holds GPUs "
-            f"{sorted(c.gpu_ids & set(wanted))}"
+            f"container {c.name} (task {c.task_id or '?'}) holds GPUs {sorted(c.gpu_ids & want)}"
+            if c.gpu_ids & want
+            else f"container {c.name} (task {c.task_id or '?'}) holds a share of GPU "
+            f"{sorted(c.share_gpus & want)}"
             for c in self.conflicts
         )
         return (
@@ -119,14 +138,16 @@ def plan_claim(
     containers: Iterable[HeldGpus],
     start_time_of: Callable[[int], str | None],
     own_container_ids: Iterable[str] = (),
+    share: bool = False,
 ) -> ClaimPlan:
-    """Decide, for each DLC container sharing a wanted GPU, whether to remove it or refuse.
+    """Decide, for each DLC container on a wanted GPU, whether to remove it, refuse, or let it be.
 
     Args:
-        wanted: host GPU ids the new task needs.
+        wanted: host GPU ids the new task needs (for a share: the one GPU it runs on).
         containers: DLC containers on this engine.
         start_time_of: :func:`process_start_time` (injectable for tests).
         own_container_ids: containers of this executor's own tasks (never orphans).
+        share: the new task is a share of ``wanted``: live shares there are no conflict.
     """
     want = frozenset(int(g) for g in wanted)
     own = set(own_container_ids)
@@ -134,10 +155,13 @@ def plan_claim(
     if not want:
         return plan
     for held in containers:
-        if not held.gpu_ids & want:
+        whole = held.gpu_ids & want
+        if not whole and not held.share_gpus & want:
             continue
         if held.container_id not in own and not owner_alive(held.owner_label, start_time_of):
             plan.remove.append(held)
+        elif share and not whole:
+            continue  # a live share beside a new share of the same GPU
         elif held.state in _ACTIVE_STATES:
             plan.conflicts.append(held)
         # an exited container of a live executor uses no GPU and is being removed by it

@@ -40,6 +40,7 @@ from dlc.executor.gpu_claim import (
     executor_pid_label,
     gpus_label,
     parse_gpus_label,
+    parse_share_gpu,
     plan_claim,
     process_start_time,
 )
@@ -47,7 +48,7 @@ from dlc.executor.gpu_render import GpuReservation, GpuStyle, driver_volume_name
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.host_paths import check_image, checked_spec
 from dlc.executor.sharing.hook import ShareHook
-from dlc.executor.sharing.render import apply_share
+from dlc.executor.sharing.render import LABEL_SHARE, apply_share
 from dlc.executor.usage import UsageSampler
 from dlc.executor.volume_pins import pin_volumes
 from dlc.executor.workdir import prepare as prepare_job_folders
@@ -306,7 +307,7 @@ class TaskRunner:
         with self._gpu_claim_lock():
             # simulated GPUs (style none) are only this framework's agent's; real ones the host's
             scope = self.framework_id if simulated else None
-            self._claim_gpus(task, spec.gpu_ids, scope)
+            self._claim_gpus(task, spec, scope)
             with task.lock:
                 if task.killed:
                     return None
@@ -407,16 +408,22 @@ class TaskRunner:
         finally:
             handle.close()  # closing releases the lock
 
-    def _claim_gpus(self, task: _Task, gpu_ids, framework_scope: str | None = None) -> None:
-        """Make sure no other container on this engine holds one of ``gpu_ids``.
+    def _claim_gpus(
+        self, task: _Task, spec: LaunchSpec, framework_scope: str | None = None
+    ) -> None:
+        """Make sure no other container on this engine holds a GPU the task is given.
 
-        Orphans (their executor is gone) are stopped and removed, and the claim returns only
-        once Docker no longer lists them; a live executor's container fails the task. With
-        ``framework_scope`` only that framework's containers count (simulated GPUs).
+        The task's whole GPUs, or the one GPU of its share (other live shares there are no
+        conflict; :func:`~dlc.executor.gpu_claim.plan_claim`). Orphans (their executor is gone)
+        are stopped and removed, and the claim returns only once Docker no longer lists them; a
+        live executor's container fails the task. With ``framework_scope`` only that framework's
+        containers count (simulated GPUs).
 
         Raises:
             ContainerError: a double assignment, or an orphan that would not go away.
         """
+        share = spec.share is not None
+        gpu_ids = (spec.share.gpu_index,) if spec.share is not None else spec.gpu_ids
         if not gpu_ids:
             return
         deadline = time.monotonic() + self.config.claim_timeout_s
@@ -426,6 +433,7 @@ class TaskRunner:
                 self._held_gpus(framework_scope),
                 process_start_time,
                 self._own_container_ids(),
+                share=share,
             )
             if plan.conflicts:
                 raise ContainerError(plan.conflict_message(gpu_ids))
@@ -435,7 +443,8 @@ class TaskRunner:
                 self.sink.update(
                     task.task_id,
                     "TASK_STARTING",
-                    f"removing orphan container {held.name} on GPUs {sorted(held.gpu_ids)}",
+                    f"removing orphan container {held.name} on GPUs "
+                    f"{sorted(held.gpu_ids | held.share_gpus)}",
                 )
                 log.warning("task %s: removing orphan container %s", task.task_id, held.name)
                 if held.state == "running":
@@ -462,6 +471,7 @@ class TaskRunner:
                 parse_gpus_label(c.labels.get(LABEL_GPUS)),
                 c.labels.get(LABEL_EXECUTOR_PID),
                 c.labels.get(LABEL_TASK, ""),
+                parse_share_gpu(c.labels.get(LABEL_SHARE)),
             )
             for c in found
         ]

@@ -1,6 +1,7 @@
 """One container per GPU on the real engine: orphans of a SIGKILLed executor are removed before a
 new container on the same GPUs starts (checked with ``docker events``); a live executor's
-container on the same GPU makes the new task fail instead of overlapping."""
+container on the same GPU makes the new task fail instead of overlapping, whether it holds the
+GPU whole or a share of it (shares of one GPU are no conflict for each other)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import time
 from dlc.executor.container_spec import LABEL_FRAMEWORK
 from dlc.executor.gpu_claim import LABEL_EXECUTOR_PID, LABEL_GPUS
 from dlc.executor.gpu_render import GpuStyle
+from dlc.executor.sharing.render import LABEL_SHARE
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
-from dlc.scheduler.launch_spec import LaunchSpec
+from dlc.scheduler.launch_spec import GpuShare, LaunchSpec
 from tests.docker.test_docker_task_runner import Sink
 
 #: a stand-alone "executor": one TaskRunner running `sleep 300` on GPUs 1 and 2, no reaper
@@ -116,3 +118,32 @@ def test_live_executors_container_on_the_same_gpu_fails_the_new_task(
     assert still.status == "running"  # the first task was left alone
     first.shutdown()
     assert docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id}) == []
+
+
+def test_a_share_claims_its_gpu_against_whole_gpu_tasks_not_other_shares(
+    docker_runtime, busybox_image, framework_id, tmp_path
+):
+    """Shares of GPU 0 run side by side; a whole-GPU task on GPU 0 beside them is refused."""
+    share = GpuShare(0, None, 1024, 0, "none")
+    first, first_sink = _runner(docker_runtime, framework_id, tmp_path, "ex-a")
+    busy = LaunchSpec(image=busybox_image, job_id="a", command=("sleep", "300"), share=share)
+    first.launch("task-a", busy.encode())
+    first_sink.wait_for("TASK_RUNNING", timeout=60)
+    (running,) = docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id})
+    assert running.labels[LABEL_SHARE].startswith("0:1024:")
+    beside, beside_sink = _runner(docker_runtime, framework_id, tmp_path, "ex-b")
+    other = LaunchSpec(image=busybox_image, job_id="b", command=("true",), share=share)
+    beside.launch("task-b", other.encode())
+    beside_sink.wait_for("TASK_FINISHED", timeout=60)  # a second share of GPU 0 is no conflict
+    whole, sink = _runner(docker_runtime, framework_id, tmp_path, "ex-c")
+    spec = LaunchSpec(image=busybox_image, job_id="c", command=("true",), gpu_ids=(0,))
+    whole.launch("task-c", spec.encode())
+    sink.wait_for("TASK_FAILED", timeout=60)
+    (failed,) = sink.terminal()
+    assert "GPU double assignment refused" in failed[2], failed
+    assert "holds a share of GPU [0]" in failed[2], failed
+    (still,) = docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id})
+    assert still.id == running.id and still.status == "running"  # the share was left alone
+    first.shutdown()
+    beside.shutdown()
+    whole.shutdown()

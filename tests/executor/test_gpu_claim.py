@@ -10,6 +10,7 @@ from dlc.executor.gpu_claim import (
     gpus_label,
     owner_alive,
     parse_gpus_label,
+    parse_share_gpu,
     plan_claim,
     process_start_time,
 )
@@ -71,3 +72,41 @@ def test_no_gpus_wanted_means_nothing_to_do():
 def test_own_container_is_never_an_orphan():
     plan = plan_claim([0], [held("a", {0}, "12:1")], start_time_of, own_container_ids=["a"])
     assert plan.remove == [] and [h.container_id for h in plan.conflicts] == ["a"]
+
+
+def shared(cid, gpu, owner, state="running"):
+    return HeldGpus(cid, f"dlc-{cid}", state, frozenset(), owner, f"task-{cid}", frozenset({gpu}))
+
+
+def test_share_label_names_its_gpu():
+    assert parse_share_gpu("3:4096:250:mps") == {3}
+    assert parse_share_gpu(None) == frozenset()
+    assert parse_share_gpu("x:1") == frozenset()
+
+
+def test_whole_gpu_task_meets_shares_of_its_gpus():
+    containers = [
+        shared("a", 1, "12:1"),  # orphan share on a wanted GPU: removed
+        shared("b", 2, "10:500"),  # live share on a wanted GPU: a double assignment
+        shared("c", 5, "10:500"),  # other GPU: untouched
+    ]
+    plan = plan_claim([1, 2], containers, start_time_of)
+    assert [h.container_id for h in plan.remove] == ["a"]
+    assert [h.container_id for h in plan.conflicts] == ["b"]
+    assert "container dlc-b (task task-b) holds a share of GPU [2]" in plan.conflict_message([1, 2])
+
+
+def test_share_meets_whole_gpu_holders_and_orphan_shares_not_live_shares():
+    containers = [
+        held("w", {0, 1}, "10:500"),  # live whole-GPU holder of the share's GPU
+        held("o", {0}, "12:1"),  # orphan whole-GPU holder
+        shared("s", 0, "11:700"),  # live share beside: sharing is the point
+        shared("z", 0, "12:1"),  # orphan share: holds memory the scheduler thinks free
+        held("x", {3}, "10:500"),  # other GPU
+    ]
+    plan = plan_claim([0], containers, start_time_of, share=True)
+    assert [h.container_id for h in plan.remove] == ["o", "z"]
+    assert [h.container_id for h in plan.conflicts] == ["w"]
+    assert "holds GPUs [0]" in plan.conflict_message([0])
+    alone = plan_claim([0], [shared("s", 0, "11:700")], start_time_of, share=True)
+    assert alone.remove == [] and alone.conflicts == []
