@@ -6,7 +6,7 @@ only their own jobs in the queue in full: other users' jobs are anonymous rows w
 position (red-team finding 5, docs/security.md: ids, users and reasons of jobs that
 ``GET /v1/jobs/ID`` then calls "no job"). Changing groups,
 quotas and limits needs an admin token and is audited in the store. A bad setting raises
-:class:`~dlc.scheduler.tenancy.TenancyError` (a ``JobSpecError``: a 400 naming the
+:class:`~dlc.errors.TenancyError` (a ``JobSpecError``: a 400 naming the
 field). A change takes effect
 in the core's next round (:meth:`~dlc.scheduler.core.SchedulerCore.set_tenancy`).
 """

@@ -22,6 +22,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from dlc.errors import TenancyError
 from dlc.scheduler.tenancy import Quota
 
 #: the default half-life (``dlc scheduler --fair-share-half-life``): one week
@@ -31,8 +32,6 @@ _UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 
 
 def parse_span(text: str | float, field: str = "fair_share_half_life") -> float:
     """``7d``, ``12h``, ``90m``, ``30s`` or seconds -> seconds (0 allowed: off)."""
-    from dlc.scheduler.tenancy import TenancyError
-
     raw = str(text).strip().lower()
     number, unit = raw, "s"
     for name in sorted(_UNITS, key=len, reverse=True):

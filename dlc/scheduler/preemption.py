@@ -19,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from dlc.errors import TenancyError
 from dlc.scheduler.jobs import Job
-from dlc.scheduler.tenancy import PRIORITY_CLASSES, Resources, TenancyError, fmt_span
+from dlc.scheduler.spec_fields import PRIORITY_CLASSES
+from dlc.scheduler.tenancy import Resources, fmt_span
 
 #: how a reason reads while the eviction waits for its delay; ``EVICTED`` once done
 TO_BE_EVICTED = "to be evicted"

@@ -12,7 +12,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from dlc.errors import TenancyError
 from dlc.scheduler.fair_share import UsageRow
+from dlc.scheduler.spec_fields import check_name
 from dlc.scheduler.tenancy import (
     DEFAULT_GRACE_S,
     DEFAULT_POOL,
@@ -20,9 +22,7 @@ from dlc.scheduler.tenancy import (
     Policy,
     Quota,
     Resources,
-    TenancyError,
     UserLimits,
-    check_name,
 )
 from dlc.store.tenancy import (
     _GRACE_KEY,

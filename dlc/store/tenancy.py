@@ -15,7 +15,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dlc.errors import TenancyError
 from dlc.scheduler.fair_share import UsageRow
+from dlc.scheduler.spec_fields import check_name
 from dlc.scheduler.tenancy import (
     DEFAULT_GRACE_S,
     DEFAULT_POOL,
@@ -23,10 +25,8 @@ from dlc.scheduler.tenancy import (
     Policy,
     Quota,
     Resources,
-    TenancyError,
     UserLimits,
     check_amounts,
-    check_name,
 )
 
 _GRACE_KEY = "preempt_grace_s"

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from dlc.errors import TenancyError
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.fair_share import (
     FairView,
@@ -21,7 +22,7 @@ from dlc.scheduler.fair_share import (
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.quotas import Tenure, plan
-from dlc.scheduler.tenancy import Resources, TenancyError
+from dlc.scheduler.tenancy import Resources
 from dlc.store.sqlite import JobStore
 
 from .test_quotas import ids, job, policy, running
