@@ -20,8 +20,8 @@ from starlette.exceptions import HTTPException
 
 from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
 from dlc.scheduler.placement import agent_vendor, default_topology_of
-from dlc.scheduler.quotas import agent_pool, job_demand, job_gpus, key_of
-from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
+from dlc.scheduler.tenancy.policy import ZERO, Resources, UserLimits, parse_mem
+from dlc.scheduler.tenancy.quotas import agent_pool, job_demand, job_gpus, key_of
 from dlc.topology.gpu_shares import ATTR_SHARING
 
 

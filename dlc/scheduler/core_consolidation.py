@@ -34,8 +34,8 @@ from dlc.scheduler.core_state import _done
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.placement import OfferView
-from dlc.scheduler.preemption import Preemption, protected_reason
-from dlc.scheduler.quotas import QueuePlan, agent_pool
+from dlc.scheduler.tenancy.preemption import Preemption, protected_reason
+from dlc.scheduler.tenancy.quotas import QueuePlan, agent_pool
 
 #: seconds before a job whose planning found no plan is planned for again (a planning looks
 #: at every running job; a waiting job is passed over every round)

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dlc.errors import TenancyError
-from dlc.scheduler.fair_share import UsageRow
 from dlc.scheduler.spec_fields import check_name
-from dlc.scheduler.tenancy import (
+from dlc.scheduler.tenancy.fair_share import UsageRow
+from dlc.scheduler.tenancy.policy import (
     DEFAULT_GRACE_S,
     DEFAULT_POOL,
     Group,

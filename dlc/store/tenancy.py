@@ -3,7 +3,7 @@
 A mixin of :class:`dlc.store.sqlite.JobStore` (tables from migration 4 in
 :mod:`dlc.store.schema`); an in-memory store mirrors these methods. Every change is one
 transaction together with its audit line (who, when, what), so the log never misses one.
-:meth:`TenancyStore.tenancy_policy` builds the core's :class:`~dlc.scheduler.tenancy.Policy`.
+:meth:`TenancyStore.tenancy_policy` builds the core's :class:`~dlc.scheduler.tenancy.policy.Policy`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dlc.errors import TenancyError
-from dlc.scheduler.fair_share import UsageRow
 from dlc.scheduler.spec_fields import check_name
-from dlc.scheduler.tenancy import (
+from dlc.scheduler.tenancy.fair_share import UsageRow
+from dlc.scheduler.tenancy.policy import (
     DEFAULT_GRACE_S,
     DEFAULT_POOL,
     Group,

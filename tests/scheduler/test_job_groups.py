@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.job_groups import JobGroups
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.quotas import plan
-from dlc.scheduler.tenancy import NO_GROUP, Policy, Resources
+from dlc.scheduler.tenancy.job_groups import JobGroups
+from dlc.scheduler.tenancy.policy import NO_GROUP, Policy, Resources
+from dlc.scheduler.tenancy.quotas import plan
 from dlc.store.sqlite import JobStore
 
 from .test_quotas import job, policy, running

@@ -10,7 +10,7 @@ from dlc.errors import TenancyError
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.preemption import Protection, ProtectionRules, class_of, parse_protection
+from dlc.scheduler.tenancy.preemption import Protection, ProtectionRules, class_of, parse_protection
 from dlc.store.sqlite import JobStore
 
 from .test_fair_share import Clock

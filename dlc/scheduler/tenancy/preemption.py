@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from dlc.errors import TenancyError
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.spec_fields import PRIORITY_CLASSES
-from dlc.scheduler.tenancy import Resources, fmt_span
+from dlc.scheduler.tenancy.policy import Resources, fmt_span
 
 #: how a reason reads while the eviction waits for its delay; ``EVICTED`` once done
 TO_BE_EVICTED = "to be evicted"
@@ -63,7 +63,7 @@ class ProtectionRules:
 
 def parse_protection(items: Iterable[str]) -> ProtectionRules:
     """``["normal=10m:30s", "low=0:5s"]`` (``CLASS=MIN_RUNTIME[:EVICT_DELAY]``) -> rules."""
-    from dlc.scheduler.fair_share import parse_span
+    from dlc.scheduler.tenancy.fair_share import parse_span
 
     out: dict[str, Protection] = {}
     for item in items:

@@ -1,9 +1,9 @@
 """Who shares the cluster and on what terms: groups, pools, quotas, user limits.
 
 Pure data (no I/O): the store (:mod:`dlc.store.tenancy`) builds a :class:`Policy` from its
-tables and the core decides with it (:mod:`dlc.scheduler.quotas`). A *group* has members and,
-per *pool* (a set of agents with the same ``dlc_pool`` attribute), a guaranteed quota and an
-optional ceiling. Amounts are floats: a GPU share counts as its fraction of a GPU.
+tables and the core decides with it (:mod:`dlc.scheduler.tenancy.quotas`). A *group* has
+members and, per *pool* (a set of agents with the same ``dlc_pool`` attribute), a guaranteed
+quota and an optional ceiling. Amounts are floats: a GPU share counts as its fraction of a GPU.
 """
 
 from __future__ import annotations

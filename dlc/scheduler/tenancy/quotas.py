@@ -1,7 +1,7 @@
 """Quotas with borrowing and reclaim, per-user limits, and the fair run order.
 
 :func:`plan` is the one call the core makes per offer round (pure: jobs, a
-:class:`~dlc.scheduler.tenancy.Policy` and pool totals in, a :class:`QueuePlan` out):
+:class:`~dlc.scheduler.tenancy.policy.Policy` and pool totals in, a :class:`QueuePlan` out):
 
 * each queued job is charged to ``(group, pool)``; a job that fits in the group's guarantee
   is admitted (the quota is held for it, as Kueue does, so a big job is not starved by
@@ -9,17 +9,17 @@
 * beyond the guarantee a job *borrows*: admitted only if the pool has that much that no
   other group holds or claims back for its own waiting jobs, and never past the ceiling;
 * groups take turns by dominant-resource fairness on what they borrow
-  (:mod:`dlc.scheduler.fairness`);
+  (:mod:`dlc.scheduler.tenancy.fairness`);
 * per-user limits (running jobs, GPUs held) hold a user's job without blocking others;
 * when a lender's admitted job does not fit because borrowers fill the pool, borrowed jobs
-  are picked for preemption (:mod:`dlc.scheduler.preemption`), lowest priority and
+  are picked for preemption (:mod:`dlc.scheduler.tenancy.preemption`), lowest priority and
   youngest first; with ``preempt_within`` a group's higher-priority job may stop its
   lower-priority ones;
-* with fair share over time (:mod:`dlc.scheduler.fair_share`, a :class:`Tenure`), borrowers
+* with fair share over time (:mod:`dlc.scheduler.tenancy.fair_share`, a :class:`Tenure`), borrowers
   go in order of decayed GPU-hours over weight (lower first), victims of the groups that
   used most first, and within a group (same priority) the user who used less first;
   a victim inside its class's protected runtime is not chosen, and one chosen is evicted
-  after its class's delay (:class:`~dlc.scheduler.preemption.ProtectionRules`);
+  after its class's delay (:class:`~dlc.scheduler.tenancy.preemption.ProtectionRules`);
 * every job not admitted gets a true reason (``team-a at its quota in pool train, 6 of 6
   GPUs; ...``) and its position in its group.
 
@@ -34,13 +34,18 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
 from dlc.errors import JobSpecError
-from dlc.scheduler.fair_share import FairView
-from dlc.scheduler.fairness import claim, group_key
-from dlc.scheduler.job_groups import JobGroups, Key
 from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.preemption import Preemption, ProtectionRules, pick_victims, protected_reason
-from dlc.scheduler.share_charge import GpuSizes, as_sizes
-from dlc.scheduler.tenancy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Policy, Resources, fmt
+from dlc.scheduler.tenancy.fair_share import FairView
+from dlc.scheduler.tenancy.fairness import claim, group_key
+from dlc.scheduler.tenancy.job_groups import JobGroups, Key
+from dlc.scheduler.tenancy.policy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Policy, Resources, fmt
+from dlc.scheduler.tenancy.preemption import (
+    Preemption,
+    ProtectionRules,
+    pick_victims,
+    protected_reason,
+)
+from dlc.scheduler.tenancy.share_charge import GpuSizes, as_sizes
 
 #: a group's place in the planning heap (see ``_Planner._push``)
 _Order = tuple[int, float, float, int, float, str]
@@ -72,7 +77,7 @@ def gpu_amount(spec: JobSpec, gpu_mib: int | None = None) -> float:
 
     ``--gpus 0.5`` counts 0.5. A memory share counts its memory over ``gpu_mib`` (the GPU
     it runs on, or at admission the smallest GPU of its pool:
-    :class:`~dlc.scheduler.share_charge.GpuSizes`); with both, the larger of the two parts.
+    :class:`~dlc.scheduler.tenancy.share_charge.GpuSizes`); with both, the larger of the two parts.
     A memory share with no GPU size known counts one GPU: it cannot be placed before an
     agent advertises its memory anyway.
     """
@@ -96,8 +101,9 @@ def demand(spec: JobSpec, gpu_mib: int | None = None) -> Resources:
 
 
 def job_demand(policy: Policy, job: Job, sizes: GpuSizes | int | None = None) -> Resources:
-    """:func:`demand` of ``job`` with its share charged as :mod:`~dlc.scheduler.share_charge`
-    says (the GPU it runs on; waiting: the smallest GPU of its pool)."""
+    """:func:`demand` of ``job`` with its share charged as
+    :mod:`~dlc.scheduler.tenancy.share_charge` says (the GPU it runs on; waiting: the smallest
+    GPU of its pool)."""
     return demand(_as_held(job), _charged_mib(policy, job, sizes))
 
 
@@ -205,7 +211,7 @@ class Tenure:
 
 def key_of(policy: Policy, job: Job) -> Key:
     """The (group, pool) a job is charged to (one job, once; a round reads its
-    :class:`~dlc.scheduler.job_groups.JobGroups` instead)."""
+    :class:`~dlc.scheduler.tenancy.job_groups.JobGroups` instead)."""
     return policy.charged_to(job.user, job.spec.pool)
 
 
@@ -248,12 +254,12 @@ def plan(
         started: job id -> when its current run started (victims: youngest first); a job
             missing counts from its submission.
         gpu_mib: the GPU sizes memory shares are charged against
-            (:class:`~dlc.scheduler.share_charge.GpuSizes`; an int: one size for all).
+            (:class:`~dlc.scheduler.tenancy.share_charge.GpuSizes`; an int: one size for all).
         tenure: fair share over time and protected runtimes (``None``: neither).
         rows: whether to list :attr:`QueuePlan.rows` without a policy (an offer round does
             not read them: building 10,000 was a large part of a round at openb scale).
         groups: each job's group and pool under ``policy``, resolved once for the round
-            (:class:`~dlc.scheduler.job_groups.JobGroups`); default: a map made here.
+            (:class:`~dlc.scheduler.tenancy.job_groups.JobGroups`); default: a map made here.
     """
     active = list(active)
     if not policy.enabled:

@@ -12,7 +12,7 @@ reads it: within a round they cannot disagree, and a policy changed mid-round (a
 from __future__ import annotations
 
 from dlc.scheduler.jobs import Job
-from dlc.scheduler.tenancy import Policy
+from dlc.scheduler.tenancy.policy import Policy
 
 #: ``(group, pool)``, what quotas are kept per
 Key = tuple[str, str]
@@ -38,7 +38,8 @@ class JobGroups:
         return key
 
     def group(self, job: Job) -> str:
-        """The group ``job`` is charged to (:data:`~dlc.scheduler.tenancy.NO_GROUP` if none)."""
+        """The group ``job`` is charged to (:data:`~dlc.scheduler.tenancy.policy.NO_GROUP`
+        if none)."""
         return self.key(job)[0]
 
     def resolved(self) -> int:
