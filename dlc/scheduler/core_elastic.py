@@ -54,7 +54,7 @@ class _Holdings:
         jobs = list(active)
         by_user: dict[str, float] = {}
         for job in jobs:
-            by_user[job.user] = by_user.get(job.user, 0.0) + job_gpus(policy, job)
+            by_user[job.user] = by_user.get(job.user, 0.0) + job_gpus(policy, job, groups=groups)
         return cls(groups, usage_of(policy, jobs, groups=groups), by_user)
 
 

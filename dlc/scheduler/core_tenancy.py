@@ -150,7 +150,7 @@ class TenancyMixin(ElasticMixin):
         groups = self._groups()
         for job in self._active.values():
             key = (groups.group(job), job.user)
-            out[key] = out.get(key, 0.0) + job_gpus(self.tenancy, job, sizes)
+            out[key] = out.get(key, 0.0) + job_gpus(self.tenancy, job, sizes, groups)
         return out
 
     def _flush_ledger(self, now: float) -> None:

@@ -100,11 +100,14 @@ def demand(spec: JobSpec, gpu_mib: int | None = None) -> Resources:
     return Resources(gpu_amount(spec, gpu_mib), spec.cpus * spec.nodes, spec.mem_mib * spec.nodes)
 
 
-def job_demand(policy: Policy, job: Job, sizes: GpuSizes | int | None = None) -> Resources:
+def job_demand(
+    policy: Policy, job: Job, sizes: GpuSizes | int | None = None,
+    groups: JobGroups | None = None,
+) -> Resources:  # fmt: skip
     """:func:`demand` of ``job`` with its share charged as
     :mod:`~dlc.scheduler.tenancy.share_charge` says (the GPU it runs on; waiting: the smallest
-    GPU of its pool)."""
-    return demand(_as_held(job), _charged_mib(policy, job, sizes))
+    GPU of its pool). ``groups``: the round's map, where the share's pool is read."""
+    return demand(_as_held(job), _charged_mib(policy, job, sizes, groups))
 
 
 def _as_held(job: Job) -> JobSpec:
@@ -115,14 +118,21 @@ def _as_held(job: Job) -> JobSpec:
     return replace(spec, nodes=len(job.tasks))
 
 
-def job_gpus(policy: Policy, job: Job, sizes: GpuSizes | int | None = None) -> float:
+def job_gpus(
+    policy: Policy, job: Job, sizes: GpuSizes | int | None = None,
+    groups: JobGroups | None = None,
+) -> float:  # fmt: skip
     """:func:`gpu_amount` of ``job``, charged as in :func:`job_demand`."""
-    return gpu_amount(_as_held(job), _charged_mib(policy, job, sizes))
+    return gpu_amount(_as_held(job), _charged_mib(policy, job, sizes, groups))
 
 
-def _charged_mib(policy: Policy, job: Job, sizes: GpuSizes | int | None) -> int | None:
+def _charged_mib(
+    policy: Policy, job: Job, sizes: GpuSizes | int | None, groups: JobGroups | None
+) -> int | None:
     if not job.spec.is_share or job.spec.gpu_memory is None:
         return None  # whole GPUs and fractions do not depend on the GPU size
+    if groups is not None and groups.policy is policy:  # the round's pool, resolved once
+        return as_sizes(sizes).charged_mib(job, groups.key(job)[1])
     return as_sizes(sizes).charged_mib(job, policy.pool_of(job.user, job.spec.pool))
 
 
@@ -228,7 +238,7 @@ def usage_of(
     usage: dict[Key, Resources] = {}
     for job in active:
         key = groups.key(job)
-        usage[key] = usage.get(key, ZERO) + job_demand(policy, job, gpu_mib)
+        usage[key] = usage.get(key, ZERO) + job_demand(policy, job, gpu_mib, groups)
     return usage
 
 
@@ -373,10 +383,10 @@ class _Planner:
         self.claim_total[key[1]] = self.claim_total.get(key[1], ZERO) + new - old
 
     def _demand(self, job: Job) -> Resources:
-        return job_demand(self.policy, job, self.gpu_mib)
+        return job_demand(self.policy, job, self.gpu_mib, self.groups)
 
     def _gpus(self, job: Job) -> float:
-        return job_gpus(self.policy, job, self.gpu_mib)
+        return job_gpus(self.policy, job, self.gpu_mib, self.groups)
 
     def run(self) -> QueuePlan:
         heap: list[tuple[_Order, Key]] = []
