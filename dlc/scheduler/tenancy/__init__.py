@@ -22,9 +22,13 @@ question each answers:
   victims and users within a group when fair share is on.
 * Preemption. :mod:`~dlc.scheduler.tenancy.preemption`: which running jobs to stop so that a
   group gets its guarantee back, or a higher-priority job of the same group may run
-  (lowest priority and youngest first, protected runtime and eviction delay per class);
-  :func:`~.quotas.plan` asks it when an admitted job does not fit, and returns the victims
-  in its :class:`~.quotas.QueuePlan`.
+  (lowest priority and youngest first, protected runtime and eviction delay per class).
+  :func:`~.quotas.plan` finds *when* and *how much* (an admitted job the pool cannot hold,
+  a higher-priority job of a ``preempt_within`` group); its
+  :class:`~.preemption.VictimChooser` says *who* and *why*, as a
+  :class:`~.preemption.VictimChoice`; the plan returns the victims as typed
+  :class:`~.preemption.Preemption` decisions (job, reason, eviction delay) in its
+  :class:`~.quotas.QueuePlan`, and the core carries them out.
 
 How a round calls them: the core's tenancy mixin
 (:class:`~dlc.scheduler.core_tenancy.TenancyMixin`) makes one

@@ -42,8 +42,8 @@ from dlc.scheduler.tenancy.policy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Pol
 from dlc.scheduler.tenancy.preemption import (
     Preemption,
     ProtectionRules,
-    pick_victims,
-    protected_reason,
+    VictimChoice,
+    VictimChooser,
 )
 from dlc.scheduler.tenancy.share_charge import GpuSizes, as_sizes
 
@@ -304,6 +304,11 @@ class _Planner:
             job.job_id, job.submitted_at
         )
         self.tenure = tenure
+        self.chooser = VictimChooser(
+            demand_of=self._demand, started_of=self.started_of,
+            now=tenure.now if tenure else None,
+            protection=tenure.protection if tenure else ProtectionRules(),
+        )  # fmt: skip
         fair = tenure.fair if tenure else None
         self.fair = fair
         self.ratio_of: Callable[[Job], float] | None = (
@@ -525,14 +530,13 @@ class _Planner:
         if excess.fits(ZERO):
             return f"waiting for preempted jobs of {key[0]} to stop ({self._grace()})"
         lower = [j for j in self.running.get(key, ()) if j.spec.priority < job.spec.priority]
-        victims = pick_victims(self._unprotected(lower), excess, self._demand,
-                               started_of=self.started_of)  # fmt: skip
-        if not victims:
-            return None
         why = (f"preempted: job {job.job_id} of {key[0]} has a higher priority "
                f"({job.spec.priority} > {{prio}})")  # fmt: skip
-        self._stop(victims, lambda v: why.format(prio=v.spec.priority))
-        names = ", ".join(v.job_id for v in victims)
+        choice = self.chooser.choose(lower, excess, lambda v: why.format(prio=v.spec.priority))
+        if not choice.victims:
+            return None
+        self._stop(choice)
+        names = ", ".join(v.job_id for v in choice.victims)
         return f"waiting for lower-priority job {names} to stop ({self._grace()})"
 
     def _reclaim_if_full(self, key: Key, job: Job) -> None:
@@ -563,46 +567,30 @@ class _Planner:
             j for other, jobs in self.running.items()
             if other[1] == pool and other[0] != group for j in jobs
         ]  # fmt: skip
-        free = self._unprotected(candidates)
-        victims = pick_victims(
-            free, excess, self._demand, borrows, take, self.started_of, self.ratio_of
-        )
-        if not victims:
-            guarded = " (borrowed jobs are in their protected runtime)" if len(free) < len(
-                candidates
-            ) else ""  # fmt: skip
+        why = f"preempted: {group} reclaims its guarantee in pool {pool} for job {job.job_id}"
+        choice = self.chooser.choose(candidates, excess, lambda v: why, borrows, take,
+                                     self.ratio_of)  # fmt: skip
+        if not choice.victims:
+            guarded = " (borrowed jobs are in their protected runtime)" if choice.shielded else ""
             self.out.notes[job.job_id] = (
                 f"{group} is within its quota in pool {pool}; waiting for running jobs to end"
                 + guarded
             )
             return
-        why = f"preempted: {group} reclaims its guarantee in pool {pool} for job {job.job_id}"
-        self._stop(victims, lambda v: why)
-        names = ", ".join(v.job_id for v in victims)
+        self._stop(choice)
+        names = ", ".join(v.job_id for v in choice.victims)
         self.out.notes[job.job_id] = (
             f"{group} reclaims its guarantee: stopping borrowed job {names} ({self._grace()})"
         )
 
-    def _ran_s(self, job: Job) -> float:
-        return self.tenure.now - self.started_of(job) if self.tenure else 0.0
-
-    def _unprotected(self, jobs: list[Job]) -> list[Job]:
-        """Jobs past their class's protected runtime (all of them without a tenure)."""
-        if self.tenure is None or not self.tenure.protection.by_class:
-            return jobs
-        rules = self.tenure.protection
-        return [j for j in jobs if not rules.protected(j, self._ran_s(j))]
-
-    def _stop(self, victims: list[Job], reason: Callable[[Job], str]) -> None:
-        rules = self.tenure.protection if self.tenure else ProtectionRules()
-        for victim in victims:
+    def _stop(self, choice: VictimChoice) -> None:
+        """Count the chosen victims as stopped, and hand their preemptions to the core."""
+        for victim in choice.victims:
             vkey = self.groups.key(victim)
             self.running[vkey] = [j for j in self.running[vkey] if j.job_id != victim.job_id]
             self.usage[vkey] = self.usage.get(vkey, ZERO) - self._demand(victim)
             self._refresh(vkey)
-            guard = rules.of(victim)
-            why = protected_reason(reason(victim), self._ran_s(victim), guard)
-            self.out.preemptions.append(Preemption(victim.job_id, why, guard.evict_delay_s))
+        self.out.preemptions.extend(choice.preemptions)
 
     def _grace(self) -> str:
         return f"SIGTERM, then {fmt(self.policy.grace_s)} s grace"
