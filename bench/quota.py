@@ -5,7 +5,7 @@ Usage::
     .venv/bin/python bench/quota.py [--jobs 10000] [--agents 1000] [--groups 20]
         [--repeats 5] [--seed 1] [--json bench/results/quota.json] [--quick] [--no-fail]
 
-Measures :func:`dlc.scheduler.quotas.plan` (quota admission, borrowing, DRF order across
+Measures :func:`dlc.scheduler.tenancy.quotas.plan` (quota admission, borrowing, DRF order across
 groups, user limits, preemption planning) alone, and a whole ``SchedulerCore.on_offers``
 round (plan + placement per pool) with one offer per agent, on two pools (``dev``: a
 fifth of the agents, ``train``: the rest) of 8-GPU agents. Half the agents are busy with
@@ -35,8 +35,8 @@ from rich.table import Table  # noqa: E402
 
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement  # noqa: E402
 from dlc.scheduler.queue import queue_key  # noqa: E402
-from dlc.scheduler.quotas import plan  # noqa: E402
-from dlc.scheduler.tenancy import Group, Policy, Quota, Resources, UserLimits  # noqa: E402
+from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources, UserLimits  # noqa: E402
+from dlc.scheduler.tenancy.quotas import plan  # noqa: E402
 
 
 def build(jobs: int, agents: int, groups: int, seed: int):

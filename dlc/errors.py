@@ -125,6 +125,10 @@ class JobSpecError(FieldError):
     """
 
 
+class TenancyError(JobSpecError):
+    """A bad group, quota or limit setting (names the field and the fix)."""
+
+
 class ImageNotFound(DlcError):
     """A framework/version is not in the image catalog."""
 

@@ -6,7 +6,7 @@ only their own jobs in the queue in full: other users' jobs are anonymous rows w
 position (red-team finding 5, docs/security.md: ids, users and reasons of jobs that
 ``GET /v1/jobs/ID`` then calls "no job"). Changing groups,
 quotas and limits needs an admin token and is audited in the store. A bad setting raises
-:class:`~dlc.scheduler.tenancy.TenancyError` (a ``JobSpecError``: a 400 naming the
+:class:`~dlc.errors.TenancyError` (a ``JobSpecError``: a 400 naming the
 field). A change takes effect
 in the core's next round (:meth:`~dlc.scheduler.core.SchedulerCore.set_tenancy`).
 """
@@ -20,8 +20,8 @@ from starlette.exceptions import HTTPException
 
 from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
 from dlc.scheduler.placement import agent_vendor, default_topology_of
-from dlc.scheduler.quotas import agent_pool, job_demand, job_gpus, key_of
-from dlc.scheduler.tenancy import ZERO, Resources, UserLimits, parse_mem
+from dlc.scheduler.tenancy.policy import ZERO, Resources, UserLimits, parse_mem
+from dlc.scheduler.tenancy.quotas import agent_pool, job_demand, job_gpus, key_of
 from dlc.topology.gpu_shares import ATTR_SHARING
 
 

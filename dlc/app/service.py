@@ -23,13 +23,13 @@ from dlc.api.shell_relay import SessionLimits
 from dlc.app.advertise import advertised_api_url, loopback_warning
 from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
 from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
 from dlc.scheduler.placement import PlacementConfig, check_policy
-from dlc.scheduler.preemption import ProtectionRules
 from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND
 from dlc.scheduler.share_hold import ShareHoldSettings
 from dlc.scheduler.task_info import ExecutorConfig
+from dlc.scheduler.tenancy.fair_share import DEFAULT_HALF_LIFE_S
+from dlc.scheduler.tenancy.preemption import ProtectionRules
 from dlc.store.lock import DbLock
 from dlc.store.select import is_postgres_url, open_store
 from dlc.web.dashboard import Dashboard

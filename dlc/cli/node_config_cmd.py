@@ -126,7 +126,8 @@ def command(
         (role,) = check_roles([role])
         config = replace(config, resources=reserve_items(config.resources, role, GPU_NAMES))
     if pool is not None:  # quotas are per pool (docs/quotas.md)
-        from dlc.scheduler.tenancy import POOL_ATTRIBUTE, check_name
+        from dlc.scheduler.spec_fields import check_name
+        from dlc.scheduler.tenancy.policy import POOL_ATTRIBUTE
 
         config.attributes[POOL_ATTRIBUTE] = check_name("pool", pool)
     # where the agent stands, for gang placement (docs/scheduler.md, gangs across racks)

@@ -391,8 +391,8 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
     restart with the same --db reconnects to them.
     """
     from dlc.app.service import SchedulerService, ServiceConfig, write_token_file
-    from dlc.scheduler.fair_share import parse_span
-    from dlc.scheduler.preemption import parse_protection
+    from dlc.scheduler.tenancy.fair_share import parse_span
+    from dlc.scheduler.tenancy.preemption import parse_protection
     from dlc.store.select import open_store
 
     configure_logging(verbose, logging.INFO)

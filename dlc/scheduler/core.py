@@ -23,7 +23,7 @@ Other rules (``docs/scheduler.md`` has the whole story):
   and to read jobs, so none of those waits for an offer round. A round decides on the
   queue as it began and applies under the book's lock (a job killed meanwhile is not
   launched); admission reads facts frozen per inventory version
-  (:mod:`~dlc.scheduler.admission_facts`). Lock order: core, book, store;
+  (:mod:`~dlc.scheduler.tenancy.admission_facts`). Lock order: core, book, store;
 * no job blocks the queue: a big job reserves a few agents for a bounded time
   (:mod:`~dlc.scheduler.queue`), and every waiting job has a reason;
 * a kill is stored before it is acknowledged and re-sent until the task is over;

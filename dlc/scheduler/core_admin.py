@@ -15,7 +15,7 @@ from typing import Any, cast
 from dlc.errors import StoreError
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.ports import TenancyAdmin, TokenIssuer
-from dlc.scheduler.tenancy import DEFAULT_POOL, Policy, Resources, UserLimits
+from dlc.scheduler.tenancy.policy import DEFAULT_POOL, Policy, Resources, UserLimits
 
 
 class AdminMixin(TenancyMixin):

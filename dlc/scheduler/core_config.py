@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlc.scheduler.draining import DRAIN_TIMEOUT_S
-from dlc.scheduler.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.preemption import ProtectionRules
 from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND
 from dlc.scheduler.task_info import ExecutorConfig
+from dlc.scheduler.tenancy.fair_share import DEFAULT_HALF_LIFE_S
+from dlc.scheduler.tenancy.preemption import ProtectionRules
 
 #: (framework or None, image or None) -> (image, cuda_version); raises DlcError
 #: the states ``dlc kill --all`` reaches (every state in which a job may still start or run)

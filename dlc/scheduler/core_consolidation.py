@@ -34,8 +34,8 @@ from dlc.scheduler.core_state import _done
 from dlc.scheduler.core_tenancy import TenancyMixin
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.placement import OfferView
-from dlc.scheduler.preemption import Preemption, protected_reason
-from dlc.scheduler.quotas import QueuePlan, agent_pool
+from dlc.scheduler.tenancy.preemption import Preemption, protected_reason
+from dlc.scheduler.tenancy.quotas import QueuePlan, agent_pool
 
 #: seconds before a job whose planning found no plan is planned for again (a planning looks
 #: at every running job; a waiting job is passed over every round)
@@ -194,7 +194,7 @@ class ConsolidationMixin(TenancyMixin):
         the agents change: a planning asks for every running job)."""
         spec = job.spec
         pools = self.tenancy.enabled or spec.pool is not None  # as split_by_pool decides
-        pool = self.tenancy.pool_of(job.user, spec.pool) if pools else None
+        pool = self._groups().key(job)[1] if pools else None
         key = (spec.gpus, spec.gpu_model, spec.is_share, spec.gpu_memory, spec.cuda_version,
                spec.cpus, spec.mem_mib, spec.disk_mib, pool)  # fmt: skip
         cache: dict[tuple[object, ...], frozenset[str]] = self._per_inventory(

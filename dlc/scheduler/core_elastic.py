@@ -24,12 +24,12 @@ from dlc.scheduler.elastic import (
     shrink_for,
 )
 from dlc.scheduler.gang_topology import Locality
-from dlc.scheduler.job_groups import JobGroups, Key
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.placement import Launch, OfferView, ShareFields, place
-from dlc.scheduler.preemption import Preemption
-from dlc.scheduler.quotas import demand, job_gpus, usage_of
-from dlc.scheduler.tenancy import ZERO, Policy, Resources, fmt
+from dlc.scheduler.tenancy.job_groups import JobGroups, Key
+from dlc.scheduler.tenancy.policy import ZERO, Policy, Resources, fmt
+from dlc.scheduler.tenancy.preemption import Preemption
+from dlc.scheduler.tenancy.quotas import demand, job_gpus, usage_of
 
 #: how many waiting jobs (highest priority first) a round checks against elastic gangs
 WAITERS_LOOKED_AT = 64
@@ -54,7 +54,7 @@ class _Holdings:
         jobs = list(active)
         by_user: dict[str, float] = {}
         for job in jobs:
-            by_user[job.user] = by_user.get(job.user, 0.0) + job_gpus(policy, job)
+            by_user[job.user] = by_user.get(job.user, 0.0) + job_gpus(policy, job, groups=groups)
         return cls(groups, usage_of(policy, jobs, groups=groups), by_user)
 
 

@@ -28,11 +28,11 @@ from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offer_views import with_fields
 from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, Launch, OfferView, share_fields
-from dlc.scheduler.quotas import QueuePlan, split_by_pool
 from dlc.scheduler.round_cap import CAP_PREFIX
 from dlc.scheduler.shape_cache import DEFERRED_PREFIX
 from dlc.scheduler.share_hold import HELD_PREFIX
 from dlc.scheduler.task_info import build_task_info
+from dlc.scheduler.tenancy.quotas import QueuePlan, split_by_pool
 
 _job_id = operator.attrgetter("job_id")
 

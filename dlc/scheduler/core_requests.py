@@ -22,7 +22,7 @@ from dlc.scheduler.jobs import (
     check_registry,
     check_volumes,
 )
-from dlc.scheduler.quotas import check_submit
+from dlc.scheduler.tenancy.quotas import check_submit
 
 
 class RequestsMixin(TenancyMixin):

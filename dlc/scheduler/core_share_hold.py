@@ -18,9 +18,9 @@ from dlc.scheduler.allocator.shares import MILLI
 from dlc.scheduler.cluster import Holder
 from dlc.scheduler.core_state import CoreState
 from dlc.scheduler.jobs import Job
-from dlc.scheduler.quotas import largest_gpu_memory
 from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, build
 from dlc.scheduler.share_placement import share_milli
+from dlc.scheduler.tenancy.quotas import largest_gpu_memory
 from dlc.scheduler.whole_score import WorkloadMix
 
 

@@ -41,13 +41,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from dlc.errors import JobNotFound
-from dlc.scheduler.admission_facts import AdmissionFacts
 from dlc.scheduler.cluster import Holder
 from dlc.scheduler.core_config import CoreConfig, ImageResolver, default_resolver
 from dlc.scheduler.draining import Drains
 from dlc.scheduler.inventory import Inventory, Overheads
 from dlc.scheduler.job_book import JobBook, QueueView
-from dlc.scheduler.job_groups import JobGroups
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
 from dlc.scheduler.offer_views import IdleOffers, OfferParser
 from dlc.scheduler.placement import DriverCheck, TopologyOf
@@ -58,9 +56,11 @@ from dlc.scheduler.reserve import Reserver
 from dlc.scheduler.round_cap import RoundCap
 from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.shape_cache import ShapeBudget
-from dlc.scheduler.share_charge import GpuSizes
 from dlc.scheduler.task_states import NOT_RUNNING_STATES
-from dlc.scheduler.tenancy import Policy
+from dlc.scheduler.tenancy.admission_facts import AdmissionFacts
+from dlc.scheduler.tenancy.job_groups import JobGroups
+from dlc.scheduler.tenancy.policy import Policy
+from dlc.scheduler.tenancy.share_charge import GpuSizes
 from dlc.scheduler.usage import UsageBook
 
 #: task states in which nothing of the task runs any more (no kill needed)
@@ -157,7 +157,7 @@ class CoreState:
         #: interactive time limit)
         self._started: dict[str, float] = {}
         #: each job's (group, pool) under the policy, made anew by every round's queue plan
-        #: (:mod:`~dlc.scheduler.job_groups`)
+        #: (:mod:`~dlc.scheduler.tenancy.job_groups`)
         self._round_groups: JobGroups | None = None
         #: the latest GPU reading of each running task (memory only: dlc/scheduler/usage.py)
         self._usage = UsageBook()

@@ -1,11 +1,11 @@
 """The core's tenancy part: groups, quotas, limits and preemption (docs/quotas.md).
 
 A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
-:mod:`~dlc.scheduler.core_state`). The pure planning is :func:`~dlc.scheduler.quotas.plan`;
+:mod:`~dlc.scheduler.core_state`). The pure planning is :func:`~dlc.scheduler.tenancy.quotas.plan`;
 this part feeds it the core's queue and active jobs and carries out what it decides:
 preemptions, and the stop of environments past their user's interactive limit.
 
-Issue 28: a :class:`~dlc.scheduler.fair_share.UsageLedger` of decayed GPU-hours, advanced
+Issue 28: a :class:`~dlc.scheduler.tenancy.fair_share.UsageLedger` of decayed GPU-hours, advanced
 with what runs at every plan and written to the store by the leader at most every
 ``fair_share_flush_s`` (only the rows that changed: O(running users)); a victim whose class
 has an eviction delay is marked preempted at once (so nothing more is stopped for the same
@@ -20,15 +20,22 @@ from typing import Any, TypeVar, cast
 
 from dlc.scheduler.core_elastic import ElasticMixin
 from dlc.scheduler.core_state import _STOPPED, _done
-from dlc.scheduler.fair_share import UsageLedger, fair_view, group_weights
 from dlc.scheduler.inventory import AgentTotals
-from dlc.scheduler.job_groups import JobGroups
 from dlc.scheduler.jobs import Job, JobState
-from dlc.scheduler.preemption import EVICTED, TO_BE_EVICTED
-from dlc.scheduler.quotas import QueuePlan, Tenure, agent_pool, job_gpus, plan, pool_capacity
-from dlc.scheduler.share_charge import GpuSizes
 from dlc.scheduler.share_placement import ShareTenants
-from dlc.scheduler.tenancy import NO_GROUP, Policy, Resources, fmt_span
+from dlc.scheduler.tenancy.fair_share import UsageLedger, fair_view, group_weights
+from dlc.scheduler.tenancy.job_groups import JobGroups
+from dlc.scheduler.tenancy.policy import NO_GROUP, Policy, Resources, fmt_span
+from dlc.scheduler.tenancy.preemption import EVICTED, TO_BE_EVICTED
+from dlc.scheduler.tenancy.quotas import (
+    QueuePlan,
+    Tenure,
+    agent_pool,
+    job_gpus,
+    plan,
+    pool_capacity,
+)
+from dlc.scheduler.tenancy.share_charge import GpuSizes
 
 _T = TypeVar("_T")
 
@@ -87,7 +94,7 @@ class TenancyMixin(ElasticMixin):
 
     def gpu_sizes(self) -> GpuSizes:
         """The GPU sizes quotas charge memory shares against: the GPU a share runs on, the
-        smallest of its pool while it waits (:mod:`~dlc.scheduler.share_charge`)."""
+        smallest of its pool while it waits (:mod:`~dlc.scheduler.tenancy.share_charge`)."""
         return self._per_inventory("gpu_sizes", lambda a: GpuSizes.of(a, agent_pool))
 
     def plan_queue(self, queue: list[Job] | None = None, rows: bool = True) -> QueuePlan:
@@ -143,7 +150,7 @@ class TenancyMixin(ElasticMixin):
         groups = self._groups()
         for job in self._active.values():
             key = (groups.group(job), job.user)
-            out[key] = out.get(key, 0.0) + job_gpus(self.tenancy, job, sizes)
+            out[key] = out.get(key, 0.0) + job_gpus(self.tenancy, job, sizes, groups)
         return out
 
     def _flush_ledger(self, now: float) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dlc.scheduler.core_state import CoreState, _done
-from dlc.scheduler.quotas import job_gpus
-from dlc.scheduler.share_charge import GpuSizes
+from dlc.scheduler.tenancy.quotas import job_gpus
+from dlc.scheduler.tenancy.share_charge import GpuSizes
 from dlc.scheduler.usage import (
     GpuUsage,
     JobUsage,

@@ -122,7 +122,8 @@ class DecideRequest:
     """The image/driver rule, as in :func:`~dlc.scheduler.placement.place`."""
     split: Splitter | None = None
     """Offers and jobs -> batches placed separately (resource pools: a pool's agents take
-    only that pool's jobs; :func:`~dlc.scheduler.quotas.split_by_pool`); default: one batch."""
+    only that pool's jobs; :func:`~dlc.scheduler.tenancy.quotas.split_by_pool`); default:
+    one batch."""
     share_tenants: ShareTenants | None = None
     """Who holds shares on each GPU, for exclusive placement
     (:class:`~dlc.scheduler.share_placement.ShareTenants`); default: nobody."""

@@ -231,7 +231,7 @@ class Inventory:
 
     def copy(self) -> Inventory:
         """A copy that feeding this inventory leaves alone (admission reads it without the
-        core's lock: :mod:`~dlc.scheduler.admission_facts`)."""
+        core's lock: :mod:`~dlc.scheduler.tenancy.admission_facts`)."""
         other = Inventory(self.overheads, self._topology_of, self._driver_ok, self.roles)
         other._agents = dict(self._agents)
         other._offered = dict(self._offered)

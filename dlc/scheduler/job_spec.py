@@ -42,10 +42,11 @@ from dlc.scheduler.spec_fields import (
     _opt_str,
     _short,
     _volumes,
+    check_name,
     mib_text,
+    priority_of_class,
 )
 from dlc.scheduler.spec_rules import gpu_model_problem
-from dlc.scheduler.tenancy import check_name, priority_of_class
 from dlc.topology.model import VENDORS
 
 #: snapshot ids as :mod:`dlc.store.blobs` makes them

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.placement import Launch, OfferView
-from dlc.scheduler.tenancy import Policy, Resources, UserLimits
+from dlc.scheduler.tenancy.policy import Policy, Resources, UserLimits
 
 
 class JobStore(Protocol):

@@ -6,7 +6,7 @@ one; a round's time grew with the queue. :class:`RoundCap` bounds the jobs one r
 *considers* (hands to placement, whether placement runs or a cache answers) to ``limit``:
 
 * the first half of the limit goes to the head of the queue in its order (priority, quota
-  and fair-share order as :func:`~dlc.scheduler.quotas.plan` made it), every round: a job
+  and fair-share order as :func:`~dlc.scheduler.tenancy.quotas.plan` made it), every round: a job
   that comes first is never kept waiting by the rotation;
 * the other half goes, in turns, to the rest: the jobs whose last turn is oldest go first
   (a job counts from the round before it first queued), ties in queue order. A job the cap skips

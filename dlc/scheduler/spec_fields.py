@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dlc.errors import JobSpecError
+from dlc.errors import JobSpecError, TenancyError
 from dlc.scheduler.spec_rules import container_path_problem, duplicate_target
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -41,6 +41,35 @@ MAX_SPEC_BYTES = 256 * 1024
 
 #: what ``exclusive_per`` may say: share a GPU only with the same user's, or group's, shares
 EXCLUSIVE_SCOPES = ("user", "group")
+
+# The priority classes and the group/pool name rule are spec fields that tenancy reads too;
+# they live here, below the jobs, so that :mod:`dlc.scheduler.tenancy` may import the jobs.
+#: named priority classes -> the job's ``priority`` number (within a group)
+PRIORITY_CLASSES: dict[str, int] = {"low": -10, "normal": 0, "high": 10, "urgent": 20}
+#: what a group or pool name may be (a spec names its pool; groups are named alike)
+_TENANCY_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+
+
+def check_name(kind: str, value: str) -> str:
+    """A group or pool name (``team-a``, ``train``); raises JobSpecError naming ``kind``."""
+    if not isinstance(value, str) or not _TENANCY_NAME_RE.match(value):
+        raise TenancyError(
+            kind,
+            f"{str(value)[:40]!r} is not a valid {kind} name; use up to 63 lower-case "
+            "letters, digits, '_', '.', '-', starting with a letter or digit",
+        )
+    return value
+
+
+def priority_of_class(name: str) -> int:
+    """The number of a named priority class; raises JobSpecError listing the classes."""
+    if name not in PRIORITY_CLASSES:
+        known = ", ".join(f"{k} ({v})" for k, v in PRIORITY_CLASSES.items())
+        raise JobSpecError(
+            "priority_class", f"unknown class {str(name)[:40]!r}; use one of {known}"
+        )
+    return PRIORITY_CLASSES[name]
+
 
 #: how a user sets each field: a ``dlc submit`` flag (with its value's name), or a spec-file key
 _HOW: dict[str, str] = {

@@ -12,17 +12,17 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dlc.scheduler.fair_share import UsageRow
-from dlc.scheduler.tenancy import (
+from dlc.errors import TenancyError
+from dlc.scheduler.spec_fields import check_name
+from dlc.scheduler.tenancy.fair_share import UsageRow
+from dlc.scheduler.tenancy.policy import (
     DEFAULT_GRACE_S,
     DEFAULT_POOL,
     Group,
     Policy,
     Quota,
     Resources,
-    TenancyError,
     UserLimits,
-    check_name,
 )
 from dlc.store.tenancy import (
     _GRACE_KEY,

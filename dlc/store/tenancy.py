@@ -3,7 +3,7 @@
 A mixin of :class:`dlc.store.sqlite.JobStore` (tables from migration 4 in
 :mod:`dlc.store.schema`); an in-memory store mirrors these methods. Every change is one
 transaction together with its audit line (who, when, what), so the log never misses one.
-:meth:`TenancyStore.tenancy_policy` builds the core's :class:`~dlc.scheduler.tenancy.Policy`.
+:meth:`TenancyStore.tenancy_policy` builds the core's :class:`~dlc.scheduler.tenancy.policy.Policy`.
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dlc.scheduler.fair_share import UsageRow
-from dlc.scheduler.tenancy import (
+from dlc.errors import TenancyError
+from dlc.scheduler.spec_fields import check_name
+from dlc.scheduler.tenancy.fair_share import UsageRow
+from dlc.scheduler.tenancy.policy import (
     DEFAULT_GRACE_S,
     DEFAULT_POOL,
     Group,
     Policy,
     Quota,
     Resources,
-    TenancyError,
     UserLimits,
     check_amounts,
-    check_name,
 )
 
 _GRACE_KEY = "preempt_grace_s"

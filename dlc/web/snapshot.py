@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from dlc.scheduler.cluster import GPU_DRAINING, GPU_TAKEN, AgentView
 from dlc.scheduler.jobs import Job, JobState
-from dlc.scheduler.quotas import agent_pool
 from dlc.scheduler.share_holders import share_holders as live_share_holders
+from dlc.scheduler.tenancy.quotas import agent_pool
 from dlc.scheduler.usage import GpuUsage, JobUsage
 from dlc.topology.node_config import ATTR_SHARING
 

@@ -121,7 +121,7 @@ def test_quota_shows_decayed_usage_per_group_and_user(api):  # noqa: F811
     import json
     import time
 
-    from dlc.scheduler.fair_share import UsageRow
+    from dlc.scheduler.tenancy.fair_share import UsageRow
     from tests.api.test_tenancy_routes import configure
 
     server, core, tokens = api

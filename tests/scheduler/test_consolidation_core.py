@@ -213,7 +213,7 @@ def test_a_moved_job_needs_a_place_in_its_own_pool(tmp_path):
 
 
 def test_protected_runtime_and_eviction_delay_hold_for_moves(tmp_path):
-    from dlc.scheduler.preemption import parse_protection
+    from dlc.scheduler.tenancy.preemption import parse_protection
 
     core = make_core(tmp_path, 4, protection=parse_protection(["normal=30m:45s"]))
     _, b, c, _ = fragment(core)

@@ -10,7 +10,7 @@ from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.ports import JobReader
-from dlc.scheduler.tenancy import Resources, UserLimits
+from dlc.scheduler.tenancy.policy import Resources, UserLimits
 from dlc.store.memory import MemoryJobStore
 from dlc.store.sqlite import JobStore
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.tenancy import Group, Policy
+from dlc.scheduler.tenancy.policy import Group, Policy
 from dlc.scheduler.usage import GpuUsage, encode_report
 from dlc.store.memory import MemoryJobStore
 

@@ -265,7 +265,7 @@ def _slave(agent, gpus=8):
 
 
 def test_quota_reclaim_takes_the_extra_members_before_evicting_the_gang(tmp_path):
-    from dlc.scheduler.tenancy import Group, Policy, Quota, Resources
+    from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources
 
     config = CoreConfig(placement=PlacementConfig("first-fit"), max_skips=1000)
     core = SchedulerCore(JobStore(tmp_path / "db"), config, resolver)
@@ -311,7 +311,7 @@ def test_jobs_and_status_show_members_over_the_range(core):
 
 
 def test_growth_keeps_to_the_group_ceiling(core):
-    from dlc.scheduler.tenancy import Group, Policy, Quota, Resources
+    from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources
 
     group = Group("a", frozenset({"alice"}), "default")
     quota = Quota("a", "default", Resources(2, 8, 16384), Resources(2, 64, 131072))
@@ -326,7 +326,7 @@ def test_growth_keeps_to_the_group_ceiling(core):
 def test_growth_keeps_to_the_users_gpu_limit_counting_this_rounds_members(core):
     """3 GPUs allowed, 2 held: one member joins, the next in the same round does not (the
     round's holdings are counted once and the members it adds on top)."""
-    from dlc.scheduler.tenancy import Policy, UserLimits
+    from dlc.scheduler.tenancy.policy import Policy, UserLimits
 
     job = elastic_at_min(core)
     core.set_tenancy(Policy(limits={"alice": UserLimits("alice", max_gpus=3)}))

@@ -9,8 +9,11 @@ from dataclasses import replace
 
 import pytest
 
+from dlc.errors import TenancyError
 from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.fair_share import (
+from dlc.scheduler.jobs import JobSpec, JobState
+from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.tenancy.fair_share import (
     FairView,
     UsageLedger,
     UsageRow,
@@ -18,10 +21,8 @@ from dlc.scheduler.fair_share import (
     decay,
     parse_span,
 )
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.quotas import Tenure, plan
-from dlc.scheduler.tenancy import Resources, TenancyError
+from dlc.scheduler.tenancy.policy import Resources
+from dlc.scheduler.tenancy.quotas import Tenure, plan
 from dlc.store.sqlite import JobStore
 
 from .test_quotas import ids, job, policy, running

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.job_groups import JobGroups
-from dlc.scheduler.jobs import JobSpec, JobState
+from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.quotas import plan
-from dlc.scheduler.tenancy import NO_GROUP, Policy, Resources
+from dlc.scheduler.tenancy.job_groups import JobGroups
+from dlc.scheduler.tenancy.policy import NO_GROUP, Policy, Resources
+from dlc.scheduler.tenancy.quotas import plan
+from dlc.scheduler.tenancy.share_charge import GpuSizes
 from dlc.store.sqlite import JobStore
 
 from .test_quotas import job, policy, running
@@ -49,6 +50,19 @@ def test_a_plan_with_a_reclaim_asks_for_each_jobs_group_once(asked):
     out = plan(queued, active, pol, {"train": Resources(8, 1000, 1 << 30)})
     assert [p.job_id for p in out.preemptions] == ["a2"]  # the usage, queues and victim
     assert sorted(asked) == ["a", "a", "b"]  # ... each job once
+
+
+def test_memory_shares_are_charged_in_the_pool_the_round_resolved(asked):
+    """A share's charge depends on its pool's smallest GPU: the planner reads that pool from
+    the round's map, not from the policy again at every look at the job's demand."""
+    pol = policy({"a": 1, "b": 1})
+    sizes = GpuSizes(by_pool={"train": 16 * 1024})
+    share = JobSpec.from_dict({"image": "busybox", "gpu_memory": "16G"})
+    active = [running(Job(f"a{i}", "a", share, submitted_at=float(i))) for i in range(2)]
+    queued = [Job("b1", "b", share, submitted_at=5.0)]
+    out = plan(queued, active, pol, {"train": Resources(2, 1000, 1 << 30)}, gpu_mib=sizes)
+    assert [p.job_id for p in out.preemptions] == ["a1"]  # a borrows one 16G GPU: reclaimed
+    assert sorted(asked) == ["a", "a", "b"]  # each job's group once, shares charged or not
 
 
 def test_an_offer_round_resolves_each_job_once(tmp_path, asked):

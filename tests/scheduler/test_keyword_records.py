@@ -19,9 +19,9 @@ from dlc.scheduler.draining import Drain
 from dlc.scheduler.gang_topology import GroupChoice
 from dlc.scheduler.placement import Launch
 from dlc.scheduler.queue import Reservation
-from dlc.scheduler.quotas import QueueRow
 from dlc.scheduler.share_hold import ShareHold
 from dlc.scheduler.share_placement import ShareChoice
+from dlc.scheduler.tenancy.quotas import QueueRow
 
 RECORDS = [AgentGpus, ConsolidationPlan, ConsolidationRequest, DecideRequest, Drain, GroupChoice,
            Launch, Move, QueueRow, Reservation, RunningJob, ShareChoice, ShareHold]  # fmt: skip

@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import pytest
 
+from dlc.errors import TenancyError
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.preemption import Protection, ProtectionRules, class_of, parse_protection
-from dlc.scheduler.tenancy import TenancyError
+from dlc.scheduler.tenancy.policy import Resources
+from dlc.scheduler.tenancy.preemption import (
+    Protection,
+    ProtectionRules,
+    VictimChooser,
+    class_of,
+    parse_protection,
+)
 from dlc.store.sqlite import JobStore
 
 from .test_fair_share import Clock
@@ -173,3 +180,23 @@ def test_a_round_with_nothing_queued_still_evicts_a_victim_whose_delay_is_over(b
     assert core.queued_jobs() == []
     clock.now += 30
     assert core.on_offers([train_offer("o9", [])]).kills == [(f"{old.job_id}.0.0", "a1")]
+
+
+def test_the_victim_chooser_says_who_and_why_and_skips_the_protected():
+    """The planner's need in, the victims out as typed decisions: a job inside its protected
+    runtime is left out (and the choice says so), the one chosen carries its reason with its
+    runtime and eviction delay named."""
+    old, young = job("old", "a", 2, at=0.0), job("young", "a", 2, at=1.0)
+    started = {"old": 0.0, "young": 900.0}  # at now=1000: ran 1000 s and 100 s
+    chooser = VictimChooser(demand_of=lambda j: Resources(j.spec.gpus, 0, 0),
+                            started_of=lambda j: started[j.job_id], now=1000.0,
+                            protection=RULES)  # fmt: skip
+    choice = chooser.choose([old, young], Resources(2, 0, 0), lambda v: f"preempted: {v.job_id}")
+    assert [v.job_id for v in choice.victims] == ["old"] and choice.shielded
+    (decision,) = choice.preemptions
+    assert decision.job_id == "old" and decision.delay_s == 30
+    assert decision.reason == (
+        "preempted: old after 17 min (protected for 10 min, evicted 30 s after the decision)"
+    )
+    none = chooser.choose([young], Resources(2, 0, 0), lambda v: "x")
+    assert none.victims == () and none.preemptions == () and none.shielded

@@ -9,8 +9,8 @@ import pytest
 from dlc.errors import JobSpecError
 from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.queue import queue_key
-from dlc.scheduler.quotas import check_submit, plan
-from dlc.scheduler.tenancy import Group, Policy, Quota, Resources, UserLimits
+from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources, UserLimits
+from dlc.scheduler.tenancy.quotas import check_submit, plan
 
 GPU = Resources(1, 1, 1024)  # what one test GPU job holds besides its GPU (cpus 1, 1 GiB)
 

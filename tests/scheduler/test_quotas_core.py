@@ -8,7 +8,7 @@ from dlc.errors import JobSpecError
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.tenancy import Group, Policy, Quota, Resources
+from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer

@@ -10,8 +10,8 @@ import pytest
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.quotas import plan
-from dlc.scheduler.tenancy import Resources, UserLimits
+from dlc.scheduler.tenancy.policy import Resources, UserLimits
+from dlc.scheduler.tenancy.quotas import plan
 from dlc.store.memory import MemoryJobStore
 from dlc.store.sqlite import JobStore
 

@@ -9,8 +9,8 @@ import pytest
 
 from dlc.errors import JobSpecError
 from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.quotas import check_submit, demand, gpu_amount, largest_gpu_memory, plan
-from dlc.scheduler.tenancy import Resources, UserLimits
+from dlc.scheduler.tenancy.policy import Resources, UserLimits
+from dlc.scheduler.tenancy.quotas import check_submit, demand, gpu_amount, largest_gpu_memory, plan
 from tests.scheduler.test_quotas import policy
 
 GIB = 1024

@@ -151,7 +151,7 @@ def test_gpus_below_gpu_ids_count_marks_the_lowest_ids_taken():
 
 
 def test_group_roles_keep_a_groups_jobs_on_its_roles_offers():
-    from dlc.scheduler.tenancy import Group, Policy
+    from dlc.scheduler.tenancy.policy import Group, Policy
 
     config = CoreConfig(placement=PlacementConfig("first-fit"), roles=("dlc", "vision"),
                         group_roles=(("vision-team", "vision"),))  # fmt: skip
@@ -168,7 +168,7 @@ def test_group_roles_keep_a_groups_jobs_on_its_roles_offers():
 
 
 def test_roles_no_queued_job_can_use_are_suppressed_alone():
-    from dlc.scheduler.tenancy import Group, Policy
+    from dlc.scheduler.tenancy.policy import Group, Policy
 
     config = CoreConfig(placement=PlacementConfig("first-fit"), roles=("dlc", "vision"),
                         group_roles=(("vision-team", "vision"),))  # fmt: skip

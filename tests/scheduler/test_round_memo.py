@@ -13,9 +13,9 @@ from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.offer_views import OfferParser
 from dlc.scheduler.placement import PlacementConfig, place
-from dlc.scheduler.quotas import largest_gpu_memory
 from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.share_placement import share_milli
+from dlc.scheduler.tenancy.quotas import largest_gpu_memory
 from dlc.scheduler.whole_score import counted_mix
 from dlc.store.memory import MemoryJobStore
 from tests.scheduler.helpers import offer

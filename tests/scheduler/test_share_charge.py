@@ -16,9 +16,9 @@ from dlc.errors import JobSpecError
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.quotas import check_submit, job_gpus, usage_of
-from dlc.scheduler.share_charge import GpuSizes
-from dlc.scheduler.tenancy import Policy, Resources, UserLimits
+from dlc.scheduler.tenancy.policy import Policy, Resources, UserLimits
+from dlc.scheduler.tenancy.quotas import check_submit, job_gpus, usage_of
+from dlc.scheduler.tenancy.share_charge import GpuSizes
 from dlc.store.sqlite import JobStore
 from dlc.topology.gpu_shares import STRIDE
 from tests.scheduler.test_share_placement import ranged_offer

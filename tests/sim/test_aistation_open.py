@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlc.errors import FieldError
-from dlc.scheduler.tenancy import DEFAULT_POOL
+from dlc.scheduler.tenancy.policy import DEFAULT_POOL
 from dlc.sim.cluster_sim.aistation import TrainingLoop, build, quota_gpus, tenancy
 from dlc.sim.cluster_sim.runs import cards_table
 from dlc.sim.cluster_sim.scenario import load_scenario

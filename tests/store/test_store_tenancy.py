@@ -8,8 +8,9 @@ import sqlite3
 
 import pytest
 
-from dlc.scheduler.fair_share import UsageRow
-from dlc.scheduler.tenancy import Resources, TenancyError, UserLimits
+from dlc.errors import TenancyError
+from dlc.scheduler.tenancy.fair_share import UsageRow
+from dlc.scheduler.tenancy.policy import Resources, UserLimits
 from dlc.store.memory import MemoryJobStore
 from dlc.store.schema import SCHEMA_VERSION
 from dlc.store.sqlite import JobStore

@@ -19,8 +19,8 @@ from dlc.errors import FieldError
 from dlc.scheduler.core import CoreConfig
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.preemption import parse_protection
-from dlc.scheduler.tenancy import DEFAULT_POOL, Group, Policy, Quota, Resources
+from dlc.scheduler.tenancy.policy import DEFAULT_POOL, Group, Policy, Quota, Resources
+from dlc.scheduler.tenancy.preemption import parse_protection
 from dlc.sim.cluster_sim.engine import Engine, EngineParams, WorkItem
 from dlc.sim.cluster_sim.master import SimAgentSpec
 from dlc.sim.cluster_sim.scenario import Scenario

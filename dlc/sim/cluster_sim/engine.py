@@ -20,7 +20,7 @@ from dlc.scheduler.core import Actions, CoreConfig, SchedulerCore
 from dlc.scheduler.core_consolidation import MOVED
 from dlc.scheduler.jobs import JobSpec, JobState, job_id_of_task
 from dlc.scheduler.ports import RoundSink
-from dlc.scheduler.tenancy import Policy
+from dlc.scheduler.tenancy.policy import Policy
 from dlc.sim.cluster_sim.master import SimAgentSpec, SimMaster
 from dlc.store.memory import MemoryJobStore
 

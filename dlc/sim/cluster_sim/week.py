@@ -23,11 +23,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dlc.scheduler.core import CoreConfig
-from dlc.scheduler.fair_share import accrued, decay
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.preemption import parse_protection
-from dlc.scheduler.tenancy import DEFAULT_POOL, Group, Policy, Quota, Resources
+from dlc.scheduler.tenancy.fair_share import accrued, decay
+from dlc.scheduler.tenancy.policy import DEFAULT_POOL, Group, Policy, Quota, Resources
+from dlc.scheduler.tenancy.preemption import parse_protection
 from dlc.sim.cluster_sim.aistation import build
 from dlc.sim.cluster_sim.engine import EngineParams, JobRecord, SimResult, WorkItem
 from dlc.sim.cluster_sim.metrics import waits_of

@@ -1,7 +1,7 @@
 """Quotas with borrowing and reclaim, per-user limits, and the fair run order.
 
 :func:`plan` is the one call the core makes per offer round (pure: jobs, a
-:class:`~dlc.scheduler.tenancy.Policy` and pool totals in, a :class:`QueuePlan` out):
+:class:`~dlc.scheduler.tenancy.policy.Policy` and pool totals in, a :class:`QueuePlan` out):
 
 * each queued job is charged to ``(group, pool)``; a job that fits in the group's guarantee
   is admitted (the quota is held for it, as Kueue does, so a big job is not starved by
@@ -9,17 +9,17 @@
 * beyond the guarantee a job *borrows*: admitted only if the pool has that much that no
   other group holds or claims back for its own waiting jobs, and never past the ceiling;
 * groups take turns by dominant-resource fairness on what they borrow
-  (:mod:`dlc.scheduler.fairness`);
+  (:mod:`dlc.scheduler.tenancy.fairness`);
 * per-user limits (running jobs, GPUs held) hold a user's job without blocking others;
 * when a lender's admitted job does not fit because borrowers fill the pool, borrowed jobs
-  are picked for preemption (:mod:`dlc.scheduler.preemption`), lowest priority and
+  are picked for preemption (:mod:`dlc.scheduler.tenancy.preemption`), lowest priority and
   youngest first; with ``preempt_within`` a group's higher-priority job may stop its
   lower-priority ones;
-* with fair share over time (:mod:`dlc.scheduler.fair_share`, a :class:`Tenure`), borrowers
+* with fair share over time (:mod:`dlc.scheduler.tenancy.fair_share`, a :class:`Tenure`), borrowers
   go in order of decayed GPU-hours over weight (lower first), victims of the groups that
   used most first, and within a group (same priority) the user who used less first;
   a victim inside its class's protected runtime is not chosen, and one chosen is evicted
-  after its class's delay (:class:`~dlc.scheduler.preemption.ProtectionRules`);
+  after its class's delay (:class:`~dlc.scheduler.tenancy.preemption.ProtectionRules`);
 * every job not admitted gets a true reason (``team-a at its quota in pool train, 6 of 6
   GPUs; ...``) and its position in its group.
 
@@ -34,13 +34,18 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
 from dlc.errors import JobSpecError
-from dlc.scheduler.fair_share import FairView
-from dlc.scheduler.fairness import claim, group_key
-from dlc.scheduler.job_groups import JobGroups, Key
 from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.preemption import Preemption, ProtectionRules, pick_victims, protected_reason
-from dlc.scheduler.share_charge import GpuSizes, as_sizes
-from dlc.scheduler.tenancy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Policy, Resources, fmt
+from dlc.scheduler.tenancy.fair_share import FairView
+from dlc.scheduler.tenancy.fairness import claim, group_key
+from dlc.scheduler.tenancy.job_groups import JobGroups, Key
+from dlc.scheduler.tenancy.policy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Policy, Resources, fmt
+from dlc.scheduler.tenancy.preemption import (
+    Preemption,
+    ProtectionRules,
+    VictimChoice,
+    VictimChooser,
+)
+from dlc.scheduler.tenancy.share_charge import GpuSizes, as_sizes
 
 #: a group's place in the planning heap (see ``_Planner._push``)
 _Order = tuple[int, float, float, int, float, str]
@@ -72,7 +77,7 @@ def gpu_amount(spec: JobSpec, gpu_mib: int | None = None) -> float:
 
     ``--gpus 0.5`` counts 0.5. A memory share counts its memory over ``gpu_mib`` (the GPU
     it runs on, or at admission the smallest GPU of its pool:
-    :class:`~dlc.scheduler.share_charge.GpuSizes`); with both, the larger of the two parts.
+    :class:`~dlc.scheduler.tenancy.share_charge.GpuSizes`); with both, the larger of the two parts.
     A memory share with no GPU size known counts one GPU: it cannot be placed before an
     agent advertises its memory anyway.
     """
@@ -95,10 +100,14 @@ def demand(spec: JobSpec, gpu_mib: int | None = None) -> Resources:
     return Resources(gpu_amount(spec, gpu_mib), spec.cpus * spec.nodes, spec.mem_mib * spec.nodes)
 
 
-def job_demand(policy: Policy, job: Job, sizes: GpuSizes | int | None = None) -> Resources:
-    """:func:`demand` of ``job`` with its share charged as :mod:`~dlc.scheduler.share_charge`
-    says (the GPU it runs on; waiting: the smallest GPU of its pool)."""
-    return demand(_as_held(job), _charged_mib(policy, job, sizes))
+def job_demand(
+    policy: Policy, job: Job, sizes: GpuSizes | int | None = None,
+    groups: JobGroups | None = None,
+) -> Resources:  # fmt: skip
+    """:func:`demand` of ``job`` with its share charged as
+    :mod:`~dlc.scheduler.tenancy.share_charge` says (the GPU it runs on; waiting: the smallest
+    GPU of its pool). ``groups``: the round's map, where the share's pool is read."""
+    return demand(_as_held(job), _charged_mib(policy, job, sizes, groups))
 
 
 def _as_held(job: Job) -> JobSpec:
@@ -109,14 +118,21 @@ def _as_held(job: Job) -> JobSpec:
     return replace(spec, nodes=len(job.tasks))
 
 
-def job_gpus(policy: Policy, job: Job, sizes: GpuSizes | int | None = None) -> float:
+def job_gpus(
+    policy: Policy, job: Job, sizes: GpuSizes | int | None = None,
+    groups: JobGroups | None = None,
+) -> float:  # fmt: skip
     """:func:`gpu_amount` of ``job``, charged as in :func:`job_demand`."""
-    return gpu_amount(_as_held(job), _charged_mib(policy, job, sizes))
+    return gpu_amount(_as_held(job), _charged_mib(policy, job, sizes, groups))
 
 
-def _charged_mib(policy: Policy, job: Job, sizes: GpuSizes | int | None) -> int | None:
+def _charged_mib(
+    policy: Policy, job: Job, sizes: GpuSizes | int | None, groups: JobGroups | None
+) -> int | None:
     if not job.spec.is_share or job.spec.gpu_memory is None:
         return None  # whole GPUs and fractions do not depend on the GPU size
+    if groups is not None and groups.policy is policy:  # the round's pool, resolved once
+        return as_sizes(sizes).charged_mib(job, groups.key(job)[1])
     return as_sizes(sizes).charged_mib(job, policy.pool_of(job.user, job.spec.pool))
 
 
@@ -205,7 +221,7 @@ class Tenure:
 
 def key_of(policy: Policy, job: Job) -> Key:
     """The (group, pool) a job is charged to (one job, once; a round reads its
-    :class:`~dlc.scheduler.job_groups.JobGroups` instead)."""
+    :class:`~dlc.scheduler.tenancy.job_groups.JobGroups` instead)."""
     return policy.charged_to(job.user, job.spec.pool)
 
 
@@ -222,7 +238,7 @@ def usage_of(
     usage: dict[Key, Resources] = {}
     for job in active:
         key = groups.key(job)
-        usage[key] = usage.get(key, ZERO) + job_demand(policy, job, gpu_mib)
+        usage[key] = usage.get(key, ZERO) + job_demand(policy, job, gpu_mib, groups)
     return usage
 
 
@@ -248,12 +264,12 @@ def plan(
         started: job id -> when its current run started (victims: youngest first); a job
             missing counts from its submission.
         gpu_mib: the GPU sizes memory shares are charged against
-            (:class:`~dlc.scheduler.share_charge.GpuSizes`; an int: one size for all).
+            (:class:`~dlc.scheduler.tenancy.share_charge.GpuSizes`; an int: one size for all).
         tenure: fair share over time and protected runtimes (``None``: neither).
         rows: whether to list :attr:`QueuePlan.rows` without a policy (an offer round does
             not read them: building 10,000 was a large part of a round at openb scale).
         groups: each job's group and pool under ``policy``, resolved once for the round
-            (:class:`~dlc.scheduler.job_groups.JobGroups`); default: a map made here.
+            (:class:`~dlc.scheduler.tenancy.job_groups.JobGroups`); default: a map made here.
     """
     active = list(active)
     if not policy.enabled:
@@ -288,6 +304,11 @@ class _Planner:
             job.job_id, job.submitted_at
         )
         self.tenure = tenure
+        self.chooser = VictimChooser(
+            demand_of=self._demand, started_of=self.started_of,
+            now=tenure.now if tenure else None,
+            protection=tenure.protection if tenure else ProtectionRules(),
+        )  # fmt: skip
         fair = tenure.fair if tenure else None
         self.fair = fair
         self.ratio_of: Callable[[Job], float] | None = (
@@ -367,10 +388,10 @@ class _Planner:
         self.claim_total[key[1]] = self.claim_total.get(key[1], ZERO) + new - old
 
     def _demand(self, job: Job) -> Resources:
-        return job_demand(self.policy, job, self.gpu_mib)
+        return job_demand(self.policy, job, self.gpu_mib, self.groups)
 
     def _gpus(self, job: Job) -> float:
-        return job_gpus(self.policy, job, self.gpu_mib)
+        return job_gpus(self.policy, job, self.gpu_mib, self.groups)
 
     def run(self) -> QueuePlan:
         heap: list[tuple[_Order, Key]] = []
@@ -509,14 +530,13 @@ class _Planner:
         if excess.fits(ZERO):
             return f"waiting for preempted jobs of {key[0]} to stop ({self._grace()})"
         lower = [j for j in self.running.get(key, ()) if j.spec.priority < job.spec.priority]
-        victims = pick_victims(self._unprotected(lower), excess, self._demand,
-                               started_of=self.started_of)  # fmt: skip
-        if not victims:
-            return None
         why = (f"preempted: job {job.job_id} of {key[0]} has a higher priority "
                f"({job.spec.priority} > {{prio}})")  # fmt: skip
-        self._stop(victims, lambda v: why.format(prio=v.spec.priority))
-        names = ", ".join(v.job_id for v in victims)
+        choice = self.chooser.choose(lower, excess, lambda v: why.format(prio=v.spec.priority))
+        if not choice.victims:
+            return None
+        self._stop(choice)
+        names = ", ".join(v.job_id for v in choice.victims)
         return f"waiting for lower-priority job {names} to stop ({self._grace()})"
 
     def _reclaim_if_full(self, key: Key, job: Job) -> None:
@@ -547,46 +567,30 @@ class _Planner:
             j for other, jobs in self.running.items()
             if other[1] == pool and other[0] != group for j in jobs
         ]  # fmt: skip
-        free = self._unprotected(candidates)
-        victims = pick_victims(
-            free, excess, self._demand, borrows, take, self.started_of, self.ratio_of
-        )
-        if not victims:
-            guarded = " (borrowed jobs are in their protected runtime)" if len(free) < len(
-                candidates
-            ) else ""  # fmt: skip
+        why = f"preempted: {group} reclaims its guarantee in pool {pool} for job {job.job_id}"
+        choice = self.chooser.choose(candidates, excess, lambda v: why, borrows, take,
+                                     self.ratio_of)  # fmt: skip
+        if not choice.victims:
+            guarded = " (borrowed jobs are in their protected runtime)" if choice.shielded else ""
             self.out.notes[job.job_id] = (
                 f"{group} is within its quota in pool {pool}; waiting for running jobs to end"
                 + guarded
             )
             return
-        why = f"preempted: {group} reclaims its guarantee in pool {pool} for job {job.job_id}"
-        self._stop(victims, lambda v: why)
-        names = ", ".join(v.job_id for v in victims)
+        self._stop(choice)
+        names = ", ".join(v.job_id for v in choice.victims)
         self.out.notes[job.job_id] = (
             f"{group} reclaims its guarantee: stopping borrowed job {names} ({self._grace()})"
         )
 
-    def _ran_s(self, job: Job) -> float:
-        return self.tenure.now - self.started_of(job) if self.tenure else 0.0
-
-    def _unprotected(self, jobs: list[Job]) -> list[Job]:
-        """Jobs past their class's protected runtime (all of them without a tenure)."""
-        if self.tenure is None or not self.tenure.protection.by_class:
-            return jobs
-        rules = self.tenure.protection
-        return [j for j in jobs if not rules.protected(j, self._ran_s(j))]
-
-    def _stop(self, victims: list[Job], reason: Callable[[Job], str]) -> None:
-        rules = self.tenure.protection if self.tenure else ProtectionRules()
-        for victim in victims:
+    def _stop(self, choice: VictimChoice) -> None:
+        """Count the chosen victims as stopped, and hand their preemptions to the core."""
+        for victim in choice.victims:
             vkey = self.groups.key(victim)
             self.running[vkey] = [j for j in self.running[vkey] if j.job_id != victim.job_id]
             self.usage[vkey] = self.usage.get(vkey, ZERO) - self._demand(victim)
             self._refresh(vkey)
-            guard = rules.of(victim)
-            why = protected_reason(reason(victim), self._ran_s(victim), guard)
-            self.out.preemptions.append(Preemption(victim.job_id, why, guard.evict_delay_s))
+        self.out.preemptions.extend(choice.preemptions)
 
     def _grace(self) -> str:
         return f"SIGTERM, then {fmt(self.policy.grace_s)} s grace"

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dlc.scheduler.inventory import Inventory
-from dlc.scheduler.share_charge import GpuSizes
-from dlc.scheduler.tenancy import Resources
+from dlc.scheduler.tenancy.policy import Resources
+from dlc.scheduler.tenancy.share_charge import GpuSizes
 
 
 @dataclass(frozen=True)

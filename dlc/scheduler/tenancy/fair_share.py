@@ -8,7 +8,7 @@ The arithmetic is exact, not stepped: a value ``u`` at time ``t0`` is worth
 ``g * h / ln 2 * (1 - 2 ** (-(t - t0) / h))`` hours-weighted (the integral of the decayed
 holding). So the ledger gives the same value however often it is advanced (every round,
 once a minute, or once after a restart), and an update costs O(running jobs), never a scan
-of history. A share counts by its part of one GPU (:func:`~dlc.scheduler.quotas.job_gpus`).
+of history. A share counts by its part of one GPU (:func:`~dlc.scheduler.tenancy.quotas.job_gpus`).
 
 The *weight* of a group is its guaranteed GPUs over all pools (at least one GPU: a group
 guaranteed less, or none, or no group, weighs one). Borrowing order and reclaim order
@@ -22,7 +22,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from dlc.scheduler.tenancy import Quota
+from dlc.errors import TenancyError
+from dlc.scheduler.tenancy.policy import Quota
 
 #: the default half-life (``dlc scheduler --fair-share-half-life``): one week
 DEFAULT_HALF_LIFE_S = 7 * 86400.0
@@ -31,8 +32,6 @@ _UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 
 
 def parse_span(text: str | float, field: str = "fair_share_half_life") -> float:
     """``7d``, ``12h``, ``90m``, ``30s`` or seconds -> seconds (0 allowed: off)."""
-    from dlc.scheduler.tenancy import TenancyError
-
     raw = str(text).strip().lower()
     number, unit = raw, "s"
     for name in sorted(_UNITS, key=len, reverse=True):
@@ -158,7 +157,7 @@ class FairView:
 
 
 def group_weights(quotas: Iterable[Quota]) -> dict[str, float]:
-    """Group -> guaranteed GPUs over all pools (:class:`~dlc.scheduler.tenancy.Quota`)."""
+    """Group -> guaranteed GPUs over all pools (:class:`~dlc.scheduler.tenancy.policy.Quota`)."""
     out: dict[str, float] = {}
     for quota in quotas:
         out[quota.group] = out.get(quota.group, 0.0) + quota.guaranteed.gpus

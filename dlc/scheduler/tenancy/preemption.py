@@ -19,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from dlc.errors import TenancyError
 from dlc.scheduler.jobs import Job
-from dlc.scheduler.tenancy import PRIORITY_CLASSES, Resources, TenancyError, fmt_span
+from dlc.scheduler.spec_fields import PRIORITY_CLASSES
+from dlc.scheduler.tenancy.policy import Resources, fmt_span
 
 #: how a reason reads while the eviction waits for its delay; ``EVICTED`` once done
 TO_BE_EVICTED = "to be evicted"
@@ -61,7 +63,7 @@ class ProtectionRules:
 
 def parse_protection(items: Iterable[str]) -> ProtectionRules:
     """``["normal=10m:30s", "low=0:5s"]`` (``CLASS=MIN_RUNTIME[:EVICT_DELAY]``) -> rules."""
-    from dlc.scheduler.fair_share import parse_span
+    from dlc.scheduler.tenancy.fair_share import parse_span
 
     out: dict[str, Protection] = {}
     for item in items:
@@ -162,3 +164,73 @@ def pick_victims(
         freed = freed + demand_of(job)
         on_pick(job)
     return picked if need.fits(freed) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class VictimChoice:
+    """What :meth:`VictimChooser.choose` decided for one need.
+
+    Attributes:
+        victims: the running jobs to stop, in the order picked (empty: none covers the need,
+            and nothing is stopped).
+        preemptions: each victim's :class:`Preemption` (its reason and eviction delay), for
+            the core to carry out.
+        shielded: whether some candidates were left out for their protected runtime.
+    """
+
+    victims: tuple[Job, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
+    shielded: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class VictimChooser:
+    """Whom to stop for a need the quota planner found (:func:`~.quotas.plan` makes one per
+    plan and says *when* and *how much*; this says *who* and *why*).
+
+    Attributes:
+        demand_of: what a job holds, as the planner charges it.
+        started_of: when a job's current run started (victims: youngest first).
+        now: the plan's time (``None``: no tenure, so no protection and no runtimes).
+        protection: per priority class, the protected runtime and eviction delay.
+    """
+
+    demand_of: Callable[[Job], Resources]
+    started_of: Callable[[Job], float]
+    now: float | None = None
+    protection: ProtectionRules = ProtectionRules()
+
+    def choose(
+        self,
+        candidates: list[Job],
+        need: Resources,
+        reason: Callable[[Job], str],
+        eligible: Callable[[Job], bool] = lambda job: True,
+        on_pick: Callable[[Job], None] = lambda job: None,
+        ratio_of: Callable[[Job], float] | None = None,
+    ) -> VictimChoice:
+        """Victims among ``candidates`` past their protected runtime that cover ``need``
+        (:func:`pick_victims`), each with ``reason(victim)`` and its protection named."""
+        free = self._unprotected(candidates)
+        shielded = len(free) < len(candidates)
+        victims = pick_victims(
+            free, need, self.demand_of, eligible, on_pick, self.started_of, ratio_of
+        )
+        if not victims:
+            return VictimChoice(shielded=shielded)
+        chosen = tuple(self._preemption(v, reason(v)) for v in victims)
+        return VictimChoice(victims=tuple(victims), preemptions=chosen, shielded=shielded)
+
+    def _ran_s(self, job: Job) -> float:
+        return self.now - self.started_of(job) if self.now is not None else 0.0
+
+    def _unprotected(self, jobs: list[Job]) -> list[Job]:
+        """Jobs past their class's protected runtime (all of them without a tenure)."""
+        if self.now is None or not self.protection.by_class:
+            return jobs
+        return [j for j in jobs if not self.protection.protected(j, self._ran_s(j))]
+
+    def _preemption(self, victim: Job, reason: str) -> Preemption:
+        guard = self.protection.of(victim)
+        why = protected_reason(reason, self._ran_s(victim), guard)
+        return Preemption(victim.job_id, why, guard.evict_delay_s)

@@ -2,8 +2,9 @@
 
 A job is charged to the group its user belongs to and to the pool its spec names (else the
 group's default pool); both follow from the policy in force. The steps of one offer round
-(usage, the quota planner's queues and victims, fair-share ratios, the fair-share ledger's
-holdings, elastic growth limits) each derived them again from the policy, job by job. An
+(usage, the quota planner's queues and victims, the pool a memory share is charged in,
+fair-share ratios, the fair-share ledger's holdings, elastic growth limits, consolidation's
+allowed agents) each derived them again from the policy, job by job. An
 offer round now makes one :class:`JobGroups` for the policy it plans with and every step
 reads it: within a round they cannot disagree, and a policy changed mid-round (an admin's
 ``PUT /v1/quota``) is seen by the next round as a whole.
@@ -12,7 +13,7 @@ reads it: within a round they cannot disagree, and a policy changed mid-round (a
 from __future__ import annotations
 
 from dlc.scheduler.jobs import Job
-from dlc.scheduler.tenancy import Policy
+from dlc.scheduler.tenancy.policy import Policy
 
 #: ``(group, pool)``, what quotas are kept per
 Key = tuple[str, str]
@@ -38,7 +39,8 @@ class JobGroups:
         return key
 
     def group(self, job: Job) -> str:
-        """The group ``job`` is charged to (:data:`~dlc.scheduler.tenancy.NO_GROUP` if none)."""
+        """The group ``job`` is charged to (:data:`~dlc.scheduler.tenancy.policy.NO_GROUP`
+        if none)."""
         return self.key(job)[0]
 
     def resolved(self) -> int:

@@ -1,18 +1,17 @@
 """Who shares the cluster and on what terms: groups, pools, quotas, user limits.
 
 Pure data (no I/O): the store (:mod:`dlc.store.tenancy`) builds a :class:`Policy` from its
-tables and the core decides with it (:mod:`dlc.scheduler.quotas`). A *group* has members and,
-per *pool* (a set of agents with the same ``dlc_pool`` attribute), a guaranteed quota and an
-optional ceiling. Amounts are floats: a GPU share counts as its fraction of a GPU.
+tables and the core decides with it (:mod:`dlc.scheduler.tenancy.quotas`). A *group* has
+members and, per *pool* (a set of agents with the same ``dlc_pool`` attribute), a guaranteed
+quota and an optional ceiling. Amounts are floats: a GPU share counts as its fraction of a GPU.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from dlc.errors import JobSpecError
+from dlc.errors import TenancyError
 
 #: the agent attribute naming its pool (``dlc node-config --pool train``)
 POOL_ATTRIBUTE = "dlc_pool"
@@ -20,33 +19,8 @@ POOL_ATTRIBUTE = "dlc_pool"
 DEFAULT_POOL = "default"
 #: the group of users who are in no group (guarantee 0: they only borrow)
 NO_GROUP = "-"
-#: named priority classes -> the job's ``priority`` number (within a group)
-PRIORITY_CLASSES: dict[str, int] = {"low": -10, "normal": 0, "high": 10, "urgent": 20}
 #: default grace period of a preempted job (SIGTERM, then SIGKILL), seconds
 DEFAULT_GRACE_S = 30.0
-
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-
-
-def check_name(kind: str, value: str) -> str:
-    """A group or pool name (``team-a``, ``train``); raises JobSpecError naming ``kind``."""
-    if not isinstance(value, str) or not _NAME_RE.match(value):
-        raise TenancyError(
-            kind,
-            f"{str(value)[:40]!r} is not a valid {kind} name; use up to 63 lower-case "
-            "letters, digits, '_', '.', '-', starting with a letter or digit",
-        )
-    return value
-
-
-def priority_of_class(name: str) -> int:
-    """The number of a named priority class; raises JobSpecError listing the classes."""
-    if name not in PRIORITY_CLASSES:
-        known = ", ".join(f"{k} ({v})" for k, v in PRIORITY_CLASSES.items())
-        raise JobSpecError(
-            "priority_class", f"unknown class {str(name)[:40]!r}; use one of {known}"
-        )
-    return PRIORITY_CLASSES[name]
 
 
 @dataclass(frozen=True)
@@ -229,10 +203,6 @@ class Policy:
     def pools(self) -> set[str]:
         """Pools named by quotas or as group defaults."""
         return {p for _, p in self.quotas} | {g.default_pool for g in self.groups.values()}
-
-
-class TenancyError(JobSpecError):
-    """A bad group, quota or limit setting (names the field and the fix)."""
 
 
 def parse_mem(text: str | float | int, field: str = "mem") -> float:

@@ -10,7 +10,7 @@ submission time).
 
 from __future__ import annotations
 
-from dlc.scheduler.tenancy import Resources
+from dlc.scheduler.tenancy.policy import Resources
 
 
 def group_key(
