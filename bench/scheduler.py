@@ -33,6 +33,7 @@ import json
 import random
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,6 +157,9 @@ def offer_round(queued: int, finished: int, rounds: int = 20, agents: int = 10) 
     import tempfile
 
     from dlc.scheduler.core import CoreConfig, SchedulerCore
+
+    with suppress(ImportError):  # a checkout from before the Mesos TaskInfo left the core
+        import dlc.mesos.task_info  # noqa: F401  (the core's default TaskInfo encoder)
 
     try:
         from dlc.store.sqlite import JobStore

@@ -17,7 +17,7 @@ from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.preemption import ProtectionRules
 from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND
-from dlc.scheduler.task_info import ExecutorConfig
+from dlc.scheduler.task_launch import ExecutorConfig
 
 #: (framework or None, image or None) -> (image, cuda_version); raises DlcError
 #: the states ``dlc kill --all`` reaches (every state in which a job may still start or run)

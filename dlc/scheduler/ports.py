@@ -10,6 +10,11 @@ jobs and history through: :class:`~dlc.scheduler.core.SchedulerCore` satisfies i
 never reach the store behind it (``core.store``; ``tests/api/test_no_core_store.py``).
 :class:`TenancyAdmin` and :class:`TokenIssuer` are the audited settings and the tokens the
 core writes for the API (the stores satisfy them).
+
+:class:`TaskEncoder` is the engine's side of a launch: the core decides engine-neutral
+:class:`~dlc.scheduler.task_launch.TaskLaunch` values and the encoder it holds turns each
+into the engine's message (:class:`dlc.mesos.task_info.MesosTaskEncoder`: the Mesos v1
+``TaskInfo``), so the core builds no Mesos JSON of its own.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from dlc.errors import DlcError
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.placement import Launch, OfferView
+from dlc.scheduler.task_launch import TaskLaunch
 from dlc.scheduler.tenancy import Policy, Resources, UserLimits
 
 
@@ -76,6 +83,46 @@ class RoundSink(Protocol):
         placed: Sequence[tuple[Job, Sequence[Launch]]],
     ) -> None:
         """Counts one offer batch and what was placed on it."""
+
+
+class TaskEncoder(Protocol):
+    """Turns a task the core placed into the engine's launch message.
+
+    Called off the core's and the job book's locks, once per launched task of a round
+    (:meth:`~dlc.scheduler.core_offers.OfferRoundMixin._prepare_launch`): it must be pure
+    and cheap. The message is opaque to the core but for one step still Mesos-shaped:
+    :mod:`~dlc.scheduler.offered` cuts its ``resources`` and its executor's from the offers
+    as offered (roles, reservations) before the ACCEPT.
+    """
+
+    def encode(self, task: TaskLaunch) -> dict[str, Any]:
+        """The engine's message starting ``task`` (for Mesos: the v1 ``TaskInfo`` JSON)."""
+
+
+#: the encoder of cores built without one (:func:`set_default_encoder`)
+_default_encoder: TaskEncoder | None = None
+
+
+def set_default_encoder(encoder: TaskEncoder | None) -> TaskEncoder | None:
+    """Make ``encoder`` the one cores built without ``encoder=`` use; returns the previous
+    one. An engine adapter calls it when imported (:mod:`dlc.mesos.task_info`)."""
+    global _default_encoder
+    previous, _default_encoder = _default_encoder, encoder
+    return previous
+
+
+def default_encoder() -> TaskEncoder:
+    """The registered default encoder.
+
+    Raises:
+        DlcError: no engine adapter registered one (and the core was given none).
+    """
+    if _default_encoder is None:
+        raise DlcError(
+            "the scheduler core has no task encoder: pass SchedulerCore(encoder=...) "
+            "(dlc.mesos.task_info.MesosTaskEncoder for Mesos) or import dlc.mesos.task_info"
+        )
+    return _default_encoder
 
 
 class JobReader(Protocol):

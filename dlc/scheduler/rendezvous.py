@@ -51,15 +51,6 @@ def take_port(ranges: Ranges, taken: Iterable[int]) -> int | None:
     return None
 
 
-def ports_resource(ports: Sequence[int]) -> dict[str, Any]:
-    """The v1 ``ports`` RANGES ``Resource`` holding exactly ``ports`` (one range each)."""
-    return {
-        "name": "ports",
-        "type": "RANGES",
-        "ranges": {"range": [{"begin": p, "end": p} for p in sorted(ports)]},
-    }
-
-
 def ports_needed(nodes: int, interactive: bool = False) -> int:
     """Ports each task takes from its offer: one for a gang's rendezvous, one for an
     environment's web server (the last one taken)."""

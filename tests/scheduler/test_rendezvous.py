@@ -6,10 +6,10 @@ import json
 
 from dlc.executor.container_spec import TaskIdentity, create_kwargs
 from dlc.executor.gpu_render import GpuContainerArgs
+from dlc.mesos.task_info import build_task_info, ports_resource
 from dlc.scheduler.launch_spec import LaunchSpec
 from dlc.scheduler.placement import PlacementConfig, place
-from dlc.scheduler.rendezvous import gang_env, parse_port_ranges, ports_resource, take_port
-from dlc.scheduler.task_info import build_task_info
+from dlc.scheduler.rendezvous import gang_env, parse_port_ranges, take_port
 from tests.scheduler.helpers import job, offer
 
 FF = PlacementConfig(policy="first-fit")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.allocator.shares import ShareRequest, WorkloadMix
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.placement import place
-from dlc.scheduler.task_info import build_task_info
 from dlc.topology import gpu_shares
 from dlc.topology.gpu_shares import STRIDE
 from tests.scheduler.helpers import offer
