@@ -3,13 +3,16 @@ engine's messages out (dlc/scheduler/task_launch.py, the TaskEncoder port)."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dlc.errors import DlcError
+from dlc.mesos import task_info as mesos_task_info
 from dlc.mesos.task_info import MesosTaskEncoder, build_task_info
-from dlc.scheduler import ports
+from dlc.scheduler import ports, task_launch
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
@@ -97,3 +100,25 @@ def test_set_default_encoder_returns_the_one_it_replaced(monkeypatch):
     assert ports.set_default_encoder(mine) is None
     assert ports.default_encoder() is mine
     assert ports.set_default_encoder(None) is mine
+
+
+def _task_info_literals(path: Path) -> list[str]:
+    """Dict literals in ``path`` shaped like a Mesos TaskInfo (task id, agent id and
+    resources), an ExecutorInfo (executor id and command) or a kill policy."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Dict):
+            continue
+        keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+        if {"task_id", "agent_id", "resources"} <= keys or {"executor_id", "command"} <= keys:
+            found.append(f"{path.name}:{node.lineno}")
+        elif "kill_policy" in keys:
+            found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_no_module_of_the_core_writes_a_task_info():
+    core = sorted(Path(task_launch.__file__).parent.rglob("*.py"))
+    assert core and [hit for path in core for hit in _task_info_literals(path)] == []
+    # the detector sees the Mesos adapter's builder, so an empty answer above means something
+    assert _task_info_literals(Path(mesos_task_info.__file__))
