@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from dlc.app.interpreter import DEFAULT_SWITCH_INTERVAL_S, tune_interpreter  # noqa: E402
+from dlc.mesos.codec import MesosCodec  # noqa: E402
 from dlc.mesos.resources import Resources  # noqa: E402
-from dlc.mesos.task_info import MesosTaskEncoder  # noqa: E402
 from dlc.scheduler.core import CoreConfig, SchedulerCore  # noqa: E402
 from dlc.scheduler.jobs import Job, JobState  # noqa: E402
 from dlc.scheduler.placement import PlacementConfig  # noqa: E402
@@ -160,7 +160,7 @@ class Bench:
             config,
             resolver=lambda spec: (spec.image, None),
             clock=self.clock,
-            encoder=MesosTaskEncoder(),
+            codec=MesosCodec(),
         )
         self.core.update_agents(self.master.slaves())
         self.load_s = time.perf_counter() - started

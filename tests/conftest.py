@@ -10,7 +10,7 @@ Fixtures:
 ``pytest.mark.parametrize`` runs before fixtures exist, so the same lists are also
 plain functions in :mod:`tests.fixture_files`.
 
-Cores built here without ``encoder=`` get the Mesos TaskInfo encoder (imported below).
+Cores built here without ``codec=`` get the Mesos codec (imported below).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-# the Mesos adapter registers its TaskInfo encoder as the default of cores built without
-# ``encoder=`` (dlc/scheduler/task_launch.py): the suite's hundred-odd cores speak Mesos
-import dlc.mesos.task_info  # noqa: F401
+# the Mesos adapter registers its codec as the default of cores built without ``codec=``
+# (dlc/scheduler/ports.py): the suite's hundred-odd cores speak Mesos
+import dlc.mesos.codec  # noqa: F401
 from tests.fixture_files import (  # noqa: F401  (re-exported for fixtures)
     FIXTURE_DIR,
     REPO_ROOT,

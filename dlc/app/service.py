@@ -21,8 +21,8 @@ from dlc.api.metrics import SchedulerMetrics
 from dlc.api.server import ApiServer, ServerLimits
 from dlc.api.shell_relay import SessionLimits
 from dlc.app.advertise import advertised_api_url, loopback_warning
+from dlc.mesos.codec import MesosCodec
 from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
-from dlc.mesos.task_info import MesosTaskEncoder
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
@@ -150,7 +150,7 @@ class SchedulerService:
         )
         self.metrics = SchedulerMetrics(tenant_labels=config.metrics_tenant_labels)
         self.core = SchedulerCore(
-            self.store, core_config, resolver, metrics=self.metrics, encoder=MesosTaskEncoder()
+            self.store, core_config, resolver, metrics=self.metrics, codec=MesosCodec()
         )
         # the jobs just loaded live as long as the process: out of the collector's full
         # scans, which were a fifth of an offer round at openb scale (docs/scheduler.md)

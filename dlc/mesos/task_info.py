@@ -1,10 +1,8 @@
 """The Mesos v1 ``TaskInfo`` JSON of one placed task (the Mesos side of a launch; pure).
 
 The scheduling core decides engine-neutral :class:`~dlc.scheduler.task_launch.TaskLaunch`
-values and hands each to its :class:`~dlc.scheduler.ports.TaskEncoder`;
-:class:`MesosTaskEncoder` is the Mesos one. Importing this module makes it the default of
-cores built without ``encoder=`` (:func:`~dlc.scheduler.ports.set_default_encoder`);
-the service, the simulator and the benchmarks pass it explicitly.
+values and hands each to its :class:`~dlc.scheduler.ports.EngineCodec`; the Mesos one,
+:class:`~dlc.mesos.codec.MesosCodec`, encodes it with :func:`build_task_info`.
 
 The task consumes ``cpus``/``mem`` (and ``disk`` when asked), ``gpus:k`` and
 exactly the ``gpu_ids`` items the allocator chose. It runs under DLC's own
@@ -26,8 +24,7 @@ from typing import Any
 
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.placement import Launch
-from dlc.scheduler.ports import set_default_encoder
-from dlc.scheduler.task_launch import ExecutorConfig, TaskLaunch, launch_spec
+from dlc.scheduler.task_launch import ExecutorConfig, launch_spec
 
 
 def scalar(name: str, value: float) -> dict[str, Any]:
@@ -140,20 +137,3 @@ def build_task_info(
         # TaskInfo.kill_policy (Mesos v1): both masters hand it to the executor in LAUNCH
         info["kill_policy"] = {"grace_period": {"nanoseconds": int(kill_grace_s * 1e9)}}
     return info
-
-
-class MesosTaskEncoder:
-    """The core's :class:`~dlc.scheduler.ports.TaskEncoder` for Mesos: a
-    :class:`~dlc.scheduler.task_launch.TaskLaunch` as its v1 ``TaskInfo`` (stateless)."""
-
-    __slots__ = ()
-
-    def encode(self, task: TaskLaunch) -> dict[str, Any]:
-        """The ``TaskInfo`` JSON of ``task`` (:func:`build_task_info`)."""
-        return build_task_info(
-            task.job, task.launch, task.framework_id, task.executor, task.kill_grace_s
-        )
-
-
-# cores built without ``encoder=`` speak Mesos once the Mesos adapter is loaded
-set_default_encoder(MesosTaskEncoder())

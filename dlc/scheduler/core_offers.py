@@ -336,8 +336,8 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         by_job: dict[str, list[Launch]] = {}
         for launch in result.launches:
             by_job.setdefault(launch.job_id, []).append(launch)
-        # the engine's messages (Mesos: TaskInfos) come from the encoder the core was given
-        encode, fid, executor = self._encoder.encode, self.framework_id, self.config.executor
+        # the engine's messages (Mesos: TaskInfos) come from the codec the core was given
+        encode, fid, executor = self._codec.encode, self.framework_id, self.config.executor
         infos = [
             (job_id, [encode(TaskLaunch(jobs[job_id], x, fid, executor, grace))
                       for x in by_job[job_id]])

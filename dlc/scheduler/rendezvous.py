@@ -25,20 +25,9 @@ collective library's own connections are reachable from the peers) and gives eve
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 Ranges = tuple[tuple[int, int], ...]
-
-
-def parse_port_ranges(resources: Iterable[Mapping[str, Any]]) -> Ranges:
-    """The ``ports`` RANGES of v1 offer resources, merged and sorted."""
-    out: list[tuple[int, int]] = []
-    for res in resources:
-        if res.get("name") == "ports" and res.get("type") == "RANGES":
-            for item in res.get("ranges", {}).get("range", ()):
-                out.append((int(item["begin"]), int(item["end"])))
-    return tuple(sorted(out))
 
 
 def take_port(ranges: Ranges, taken: Iterable[int]) -> int | None:

@@ -2,20 +2,20 @@
 
 An offer round decides placements (:class:`~dlc.scheduler.placement.Launch`); to start
 one the core makes a :class:`TaskLaunch` (the job, its launch, the executor settings and
-the kill grace) and passes it to the :class:`~dlc.scheduler.ports.TaskEncoder` it was built
+the kill grace) and passes it to the :class:`~dlc.scheduler.ports.EngineCodec` it was built
 with, which turns it into the engine's own message. The Mesos one,
-:class:`dlc.mesos.task_info.MesosTaskEncoder`, builds the v1 ``TaskInfo`` JSON; the core
-never builds it itself and never imports :mod:`dlc.mesos` (the layer contracts in
-``.importlinter``), so a second engine is one more encoder.
+:class:`dlc.mesos.codec.MesosCodec`, builds the v1 ``TaskInfo`` JSON; the core never builds
+it itself and never imports :mod:`dlc.mesos` (the contracts in ``.importlinter``), so a
+second engine is one more codec.
 
 What any engine's executor needs is here too: :class:`ExecutorConfig` (how executors start),
 :func:`launch_spec` (the container's instructions, a
 :class:`~dlc.scheduler.launch_spec.LaunchSpec`) and the per-job secrets the API checks.
 
-Which encoder a core gets: the one passed to :class:`~dlc.scheduler.core.SchedulerCore`
-(``encoder=``; the service, the simulator and the benchmarks pass the Mesos one), else the
-process default an engine adapter registered (:func:`~dlc.scheduler.ports.set_default_encoder`;
-importing :mod:`dlc.mesos.task_info` registers the Mesos encoder, and the test suite's
+Which codec a core gets: the one passed to :class:`~dlc.scheduler.core.SchedulerCore`
+(``codec=``; the service, the simulator and the benchmarks pass the Mesos one), else the
+process default an engine adapter registered (:func:`~dlc.scheduler.ports.set_default_codec`;
+importing :mod:`dlc.mesos.codec` registers the Mesos codec, and the test suite's
 ``conftest`` does). Why a default at all: some hundred cores are built in tests, and none of
 them needs to name the engine; the core's imports stay honest, for nothing in
 :mod:`dlc.scheduler` names :mod:`dlc.mesos`, and a core built with neither fails at once.
@@ -68,7 +68,7 @@ class ExecutorConfig:
 
 @dataclass(frozen=True, slots=True)
 class TaskLaunch:
-    """One placed task to start, as the core hands it to its engine's encoder.
+    """One placed task to start, as the core hands it to its engine's codec.
 
     Attributes:
         job: the job (its spec carries the resolved ``image``).

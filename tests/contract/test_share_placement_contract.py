@@ -12,11 +12,11 @@ from typing import Any
 
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.placement import place
 from dlc.topology.gpu_shares import GPU_CORE, GPU_MEM, STRIDE, normalise, parse_ranges_text
 from tests.contract.conftest import GPU_MEM_MIB
 from tests.contract.test_emulator_contract import NO_FILTER, new_id
 from tests.contract.test_gpu_shares_contract import _states, _used
+from tests.scheduler.helpers import place
 
 
 def _job(job_id: str, **spec: Any) -> Job:

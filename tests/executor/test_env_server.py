@@ -14,9 +14,9 @@ from dlc.executor.env_server import IdleWatch, parse_last_activity
 from dlc.executor.gpu_render import GpuContainerArgs
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.launch_spec import LaunchSpec
-from dlc.scheduler.placement import PlacementConfig, place
+from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.task_launch import JUPYTER_COMMAND, ExecutorConfig, env_secret
-from tests.scheduler.helpers import job, offer
+from tests.scheduler.helpers import job, offer, place
 
 CONFIG = ExecutorConfig(job_key="k")
 

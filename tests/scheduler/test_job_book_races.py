@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from dlc.errors import DlcError, StoreError
-from dlc.mesos.task_info import MesosTaskEncoder
+from dlc.mesos.codec import MesosCodec
 from dlc.scheduler import inventory
 from dlc.scheduler.core import Actions, CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import Job, JobSpec, JobState
@@ -641,8 +641,8 @@ def test_a_submit_goes_through_while_the_round_builds_its_task_infos(tmp_path):
     nor the store's: a submit made meanwhile is stored and answered before the round ends."""
     answered: list[Job] = []
 
-    class Encoder(MesosTaskEncoder):
-        """The Mesos encoder, submitting once from inside the round's first TaskInfo."""
+    class Codec(MesosCodec):
+        """The Mesos codec, submitting once from inside the round's first TaskInfo."""
 
         def encode(self, task: TaskLaunch) -> dict[str, Any]:
             if not answered:
@@ -652,7 +652,7 @@ def test_a_submit_goes_through_while_the_round_builds_its_task_infos(tmp_path):
                 assert answered, "the submit waited for the round's TaskInfos"
             return super().encode(task)
 
-    core = SchedulerCore(JobStore(tmp_path / "db"), _config(), encoder=Encoder())
+    core = SchedulerCore(JobStore(tmp_path / "db"), _config(), codec=Codec())
     core.submit("alice", _spec())
     actions = core.on_offers([offer("o1", "a1", [0, 1])])
     assert len(_launched(actions)) == 1
