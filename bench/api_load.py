@@ -44,11 +44,12 @@ def serve(db: str, users: int) -> None:
     """Child process: run the API and print ``URL TOKEN...`` (one per user) once it listens."""
     from dlc.api.logs import LogReader
     from dlc.api.server import ApiServer, ServerLimits
+    from dlc.mesos.codec import MesosCodec
     from dlc.scheduler.core import SchedulerCore
     from dlc.store.sqlite import JobStore
 
     store = JobStore(db)
-    core = SchedulerCore(store, resolver=lambda spec: (spec.image, None))
+    core = SchedulerCore(store, resolver=lambda spec: (spec.image, None), codec=MesosCodec())
     # every request comes from 127.0.0.1: the per-address connection cap would refuse most
     limits = ServerLimits(max_connections_per_ip=0)
     server = ApiServer(core, LogReader(lambda: None), lambda actions: None, limits=limits)

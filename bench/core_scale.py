@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from dlc.app.interpreter import DEFAULT_SWITCH_INTERVAL_S, tune_interpreter  # noqa: E402
+from dlc.mesos.codec import MesosCodec  # noqa: E402
 from dlc.mesos.resources import Resources  # noqa: E402
 from dlc.scheduler.core import CoreConfig, SchedulerCore  # noqa: E402
 from dlc.scheduler.jobs import Job, JobState  # noqa: E402
@@ -155,7 +156,11 @@ class Bench:
         )
         started = time.perf_counter()
         self.core = SchedulerCore(
-            self.store, config, resolver=lambda spec: (spec.image, None), clock=self.clock
+            self.store,
+            config,
+            resolver=lambda spec: (spec.image, None),
+            clock=self.clock,
+            codec=MesosCodec(),
         )
         self.core.update_agents(self.master.slaves())
         self.load_s = time.perf_counter() - started

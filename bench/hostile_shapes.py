@@ -59,6 +59,7 @@ def _cpus(kind: str, i: int, jobs: int) -> float:
 
 
 def _core(kind: str, jobs: int, agents: int, folder: str):
+    from dlc.mesos.codec import MesosCodec
     from dlc.scheduler.core import CoreConfig, SchedulerCore
     from dlc.store.sqlite import JobStore
 
@@ -66,7 +67,9 @@ def _core(kind: str, jobs: int, agents: int, folder: str):
     for i in range(jobs):
         spec = JobSpec(image="bench", gpus=1, cpus=_cpus(kind, i, jobs), mem_mib=4096)
         store.add_job(Job(f"q{i:06d}", "mallory", spec, JobState.QUEUED, 1e6 + i))
-    core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")))
+    core = SchedulerCore(
+        store, CoreConfig(placement=PlacementConfig("first-fit")), codec=MesosCodec()
+    )
     core.update_agents([_slave(f"agent-{a}") for a in range(agents)])
     return core, store
 

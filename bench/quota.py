@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from dlc.mesos.codec import MesosCodec  # noqa: E402
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement  # noqa: E402
 from dlc.scheduler.queue import queue_key  # noqa: E402
 from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources, UserLimits  # noqa: E402
@@ -131,7 +132,7 @@ def time_round(queue, running, policy, offers) -> tuple[float, int, int]:
     from dlc.scheduler.placement import PlacementConfig
 
     core = SchedulerCore(_Store([*queue, *running]), CoreConfig(PlacementConfig("first-fit")),
-                         lambda s: (s.image, None))  # fmt: skip
+                         lambda s: (s.image, None), codec=MesosCodec())  # fmt: skip
     core.set_tenancy(policy)
     slaves = [{"id": a, "hostname": a, "resources": {"cpus": 64.0, "mem": 524288.0,
                "gpu_ids": "{" + ", ".join(map(str, range(8))) + "}"},

@@ -33,6 +33,7 @@ import json
 import random
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ except ImportError:
     sys.path.insert(0, str(ROOT))
 
 from dlc.scheduler.jobs import Job, JobSpec, JobState  # noqa: E402
-from dlc.scheduler.placement import OfferView, PlacementConfig, place  # noqa: E402
+from dlc.scheduler.placement import PlacementConfig, place  # noqa: E402
 
 #: what every simulated agent offers besides its GPUs
 AGENT_CPUS, AGENT_MEM_MIB = 64.0, 512 * 1024.0
@@ -100,6 +101,13 @@ def run(agents: int, rounds: int, arrivals: int, policy: str, seed: int) -> dict
     running: list[tuple[int, str, tuple[int, ...]]] = []  # (ends at round, agent, ids)
     from dlc.scheduler.queue import Reservations, queue_order
 
+    try:
+        from dlc.mesos.offers import offer_view
+    except ImportError:  # a checkout from before the offer parse left the core
+        from dlc.scheduler.placement import OfferView
+
+        offer_view = OfferView.from_mesos
+
     head = Reservations(reserve_after=20)
     config = PlacementConfig(policy=policy)
     offers_total = launched = gpus_busy_sum = 0
@@ -115,7 +123,7 @@ def run(agents: int, rounds: int, arrivals: int, policy: str, seed: int) -> dict
                 offers.append(offer_json(agent_id, ids, offer_no, attributes))
                 offer_no += 1
         started = time.perf_counter()
-        views = [OfferView.from_mesos(o) for o in offers]
+        views = [offer_view(o) for o in offers]
         result = place(views, queue_order(queue), config, reserved=head.held())
         place_seconds += time.perf_counter() - started
         head.record_round(result.placed_jobs, result.waiting)
@@ -156,6 +164,9 @@ def offer_round(queued: int, finished: int, rounds: int = 20, agents: int = 10) 
     import tempfile
 
     from dlc.scheduler.core import CoreConfig, SchedulerCore
+
+    with suppress(ImportError):  # a checkout from before the Mesos TaskInfo left the core
+        import dlc.mesos.codec  # noqa: F401  (the core's default engine codec)
 
     try:
         from dlc.store.sqlite import JobStore

@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dlc.mesos.codec import MesosCodec  # noqa: E402
 from dlc.scheduler.core import CoreConfig, SchedulerCore  # noqa: E402
 from dlc.scheduler.jobs import JobSpec, JobState  # noqa: E402
 from dlc.scheduler.placement import PlacementConfig  # noqa: E402
@@ -81,7 +82,7 @@ def one_run(args, hold: ShareHoldSettings, workdir: Path) -> dict:
              for _ in range(args.agents)]  # fmt: skip
     config = CoreConfig(placement=PlacementConfig("first-fit", share_hold=hold))
     store = JobStore(workdir / f"db-{hold.reserve}")
-    core = SchedulerCore(store, config, lambda s: (s.image, None))
+    core = SchedulerCore(store, config, lambda s: (s.image, None), codec=MesosCodec())
     core.update_agents([master_agent(k) for k in range(args.agents)])
     core.on_offers([offer(f"warm{k}", k, usage[k]) for k in range(args.agents)])
     spec = {"image": "busybox", "cpus": 0.1, "mem_mib": 64}

@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dlc.api.metrics import SchedulerMetrics  # noqa: E402
+from dlc.mesos.codec import MesosCodec  # noqa: E402
 from dlc.scheduler.core import CoreConfig, SchedulerCore  # noqa: E402
 from dlc.scheduler.jobs import JobSpec  # noqa: E402
 from dlc.scheduler.placement import PlacementConfig  # noqa: E402
@@ -40,7 +41,8 @@ def _cluster(agents: int, users: int):
     store = MemoryJobStore()
     metrics = SchedulerMetrics(tenant_labels=True)
     core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")),
-                         lambda spec: (spec.image, None), metrics=metrics)  # fmt: skip
+                         lambda spec: (spec.image, None), metrics=metrics,
+                         codec=MesosCodec())  # fmt: skip
     for i in range(agents * 8):
         core.submit(f"user{i % users}", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
     tasks: dict[str, list[tuple[str, int]]] = {}

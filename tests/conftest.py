@@ -9,6 +9,8 @@ Fixtures:
 
 ``pytest.mark.parametrize`` runs before fixtures exist, so the same lists are also
 plain functions in :mod:`tests.fixture_files`.
+
+Cores built here without ``codec=`` get the Mesos codec (imported below).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+# the Mesos adapter registers its codec as the default of cores built without ``codec=``
+# (dlc/scheduler/ports.py): the suite's hundred-odd cores speak Mesos
+import dlc.mesos.codec  # noqa: F401
 from tests.fixture_files import (  # noqa: F401  (re-exported for fixtures)
     FIXTURE_DIR,
     REPO_ROOT,

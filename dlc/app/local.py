@@ -46,7 +46,7 @@ from dlc.errors import ConfigError, DiscoveryError, DlcError
 from dlc.mesos.framework import FrameworkConfig
 from dlc.scheduler.placement import PlacementConfig, check_policy
 from dlc.scheduler.share_hold import ShareHoldSettings
-from dlc.scheduler.task_info import ExecutorConfig
+from dlc.scheduler.task_launch import ExecutorConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable

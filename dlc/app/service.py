@@ -21,13 +21,14 @@ from dlc.api.metrics import SchedulerMetrics
 from dlc.api.server import ApiServer, ServerLimits
 from dlc.api.shell_relay import SessionLimits
 from dlc.app.advertise import advertised_api_url, loopback_warning
+from dlc.mesos.codec import MesosCodec
 from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
 from dlc.scheduler.placement import PlacementConfig, check_policy
 from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND
 from dlc.scheduler.share_hold import ShareHoldSettings
-from dlc.scheduler.task_info import ExecutorConfig
+from dlc.scheduler.task_launch import ExecutorConfig
 from dlc.scheduler.tenancy.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.tenancy.preemption import ProtectionRules
 from dlc.store.lock import DbLock
@@ -148,7 +149,9 @@ class SchedulerService:
             protection=config.protection,
         )
         self.metrics = SchedulerMetrics(tenant_labels=config.metrics_tenant_labels)
-        self.core = SchedulerCore(self.store, core_config, resolver, metrics=self.metrics)
+        self.core = SchedulerCore(
+            self.store, core_config, resolver, metrics=self.metrics, codec=MesosCodec()
+        )
         # the jobs just loaded live as long as the process: out of the collector's full
         # scans, which were a fifth of an offer round at openb scale (docs/scheduler.md)
         gc.freeze()

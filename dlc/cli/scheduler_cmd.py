@@ -26,7 +26,7 @@ from dlc.mesos.framework import WEEK_S, FrameworkConfig, check_roles, parse_grou
 from dlc.scheduler.allocator import POLICY_MODULES
 from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND
 from dlc.scheduler.share_hold import ShareHoldSettings
-from dlc.scheduler.task_info import ExecutorConfig
+from dlc.scheduler.task_launch import ExecutorConfig
 
 #: click types shared with ``dlc local``
 PORT = click.IntRange(0, 65535)

@@ -4,6 +4,8 @@
   effects. Every DLC module that needs pymesos calls it instead of ``import pymesos``.
 * :mod:`dlc.mesos.resources` - mesos-agent ``--resources``/``--attributes`` flag syntax and
   v1 JSON Resource helpers.
+* :mod:`dlc.mesos.codec` - the scheduling core's engine port for Mesos: v1 offers read into
+  views (:mod:`dlc.mesos.offers`), launches written as v1 TaskInfos (:mod:`dlc.mesos.task_info`).
 * :mod:`dlc.mesos.executor_endpoint` - points pymesos's executor driver at the agent's real
   executor API path.
 * :mod:`dlc.mesos.emulator.cluster` - the in-process Mesos master + agent emulator.

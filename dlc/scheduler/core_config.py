@@ -15,7 +15,7 @@ from dlc.scheduler.draining import DRAIN_TIMEOUT_S
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND
-from dlc.scheduler.task_info import ExecutorConfig
+from dlc.scheduler.task_launch import ExecutorConfig
 from dlc.scheduler.tenancy.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.tenancy.preemption import ProtectionRules
 

@@ -31,7 +31,7 @@ from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, Launch, OfferView, share
 from dlc.scheduler.round_cap import CAP_PREFIX
 from dlc.scheduler.shape_cache import DEFERRED_PREFIX
 from dlc.scheduler.share_hold import HELD_PREFIX
-from dlc.scheduler.task_info import build_task_info
+from dlc.scheduler.task_launch import TaskLaunch
 from dlc.scheduler.tenancy.quotas import QueuePlan, split_by_pool
 
 _job_id = operator.attrgetter("job_id")
@@ -336,13 +336,14 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         by_job: dict[str, list[Launch]] = {}
         for launch in result.launches:
             by_job.setdefault(launch.job_id, []).append(launch)
+        # the engine's messages (Mesos: TaskInfos) come from the codec the core was given
+        encode, fid, executor = self._codec.encode, self.framework_id, self.config.executor
         infos = [
-            (job_id, [build_task_info(jobs[job_id], x, self.framework_id, self.config.executor,
-                                      grace) for x in by_job[job_id]])
+            (job_id, [encode(TaskLaunch(jobs[job_id], x, fid, executor, grace))
+                      for x in by_job[job_id]])
             for job_id in result.placed_jobs
         ]  # fmt: skip
-        infos += [(launch.task_id, [build_task_info(job, launch, self.framework_id,
-                                                    self.config.executor, grace)])
+        infos += [(launch.task_id, [encode(TaskLaunch(job, launch, fid, executor, grace))])
                   for job, launch in growth]  # fmt: skip
         owner = {launch.task_id: job for job, launch in growth}
         group_roles = dict(self.config.group_roles)

@@ -49,7 +49,7 @@ from dlc.scheduler.job_book import JobBook, QueueView
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
 from dlc.scheduler.offer_views import IdleOffers, OfferParser
 from dlc.scheduler.placement import DriverCheck, TopologyOf
-from dlc.scheduler.ports import JobStore, RoundSink
+from dlc.scheduler.ports import EngineCodec, JobStore, RoundSink, default_codec
 from dlc.scheduler.queue import Reservations
 from dlc.scheduler.refusals import Refusals
 from dlc.scheduler.reserve import Reserver
@@ -85,6 +85,11 @@ class CoreState:
         topology_of, driver_ok: passed to :func:`place` (defaults there).
         clock: time source.
         metrics: optional monitoring sink (:mod:`dlc.api.metrics`).
+        codec: reads the engine's offers and writes its launch messages
+            (:class:`~dlc.scheduler.ports.EngineCodec`; the Mesos one is
+            :class:`dlc.mesos.codec.MesosCodec`). ``None``: the default an engine adapter
+            registered (:func:`~dlc.scheduler.ports.default_codec`, which raises when none
+            did); the core never picks an engine itself.
     """
 
     def __init__(
@@ -96,9 +101,13 @@ class CoreState:
         driver_ok: DriverCheck | None = None,
         clock: Callable[[], float] = time.time,
         metrics: RoundSink | None = None,
+        codec: EngineCodec | None = None,
     ):
         self.store = store
         self.metrics = metrics
+        #: the engine's offers in, its launch messages out (the core parses and builds no
+        #: engine JSON itself)
+        self._codec = codec if codec is not None else default_codec()
         config = config or CoreConfig()
         placement = config.placement
         # One source for the executor's overhead: what placement reserves per task is what
@@ -124,7 +133,7 @@ class CoreState:
         self._drains = Drains(self.config.drain_timeout_s)
         self._refusals = Refusals()
         #: each agent's offer parsed once while it offers the same (dlc/scheduler/offer_views.py)
-        self._offer_parser = OfferParser()
+        self._offer_parser = OfferParser(self._codec.decode_offer)
         #: offers of rounds with nothing queued, learnt from when first read (offer_views.py)
         self._idle_offers = IdleOffers()
         #: per agent what placement derived from an unchanged offer (dlc/scheduler/round_memo.py)

@@ -17,7 +17,7 @@ the master did not give (offers may teach those) is learnt from at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any
 
 from dlc.errors import OfferError
@@ -34,9 +34,15 @@ def _same(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
 
 
 class OfferParser:
-    """Parses offers into views, reusing an agent's view while its offer is unchanged."""
+    """Parses offers into views, reusing an agent's view while its offer is unchanged.
 
-    def __init__(self) -> None:
+    Args:
+        decode: one engine offer -> its view, raising OfferError when malformed (the core's
+            :meth:`~dlc.scheduler.ports.EngineCodec.decode_offer`).
+    """
+
+    def __init__(self, decode: Callable[[Mapping[str, Any]], OfferView]) -> None:
+        self._decode = decode
         #: agent id -> (the fields of its last offer that the view reads, the view)
         self._last: dict[str, tuple[tuple[Any, ...], OfferView]] = {}
 
@@ -46,8 +52,8 @@ class OfferParser:
         forget: bool = True,
         mark: Callable[[str], bool] | None = None,
     ) -> tuple[list[OfferView], list[str]]:
-        """``(views, ids of malformed offers)`` as :func:`~dlc.scheduler.placement.
-        parse_offers` returns them (the views equal a fresh parse's). ``forget``: agents
+        """``(views, ids of malformed offers)`` as :func:`dlc.mesos.offers.parse_offers`
+        returns them (the views equal a fresh parse's). ``forget``: agents
         absent from ``offers`` leave the cache (a round's batch); ``False``: they stay (a
         catch-up of kept offers, :class:`IdleOffers`). ``mark``: agent id -> whether its
         view says ``shares_accounted`` (the agent's totals hold share blocks); the cached
@@ -71,7 +77,7 @@ class OfferParser:
                     if view.offer_id != offer_id:
                         view = with_fields(view, offer_id=offer_id)
                 else:
-                    view = OfferView.from_mesos(offer)
+                    view = self._decode(offer)
                 if mark is not None and view.shares_accounted != mark(agent_id):
                     view = with_fields(view, shares_accounted=not view.shares_accounted)
             except (OfferError, KeyError, TypeError):

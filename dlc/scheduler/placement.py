@@ -33,16 +33,15 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from dlc.errors import AllocationError, ConfigError, DlcError, OfferError
+from dlc.errors import AllocationError, ConfigError, DlcError
 from dlc.images import driver_supports, rocm_supports
 from dlc.scheduler.allocator import POLICY_MODULES, allocate
 from dlc.scheduler.allocator.base import model_matches, unknown_policy
 from dlc.scheduler.frag_state import FragCache
-from dlc.scheduler.gang_topology import Locality, choose_group, domain_names, missing, wanted
+from dlc.scheduler.gang_topology import Locality, choose_group, missing, wanted
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.launch_spec import GpuShare
-from dlc.scheduler.offered import taken_by_scalar
-from dlc.scheduler.rendezvous import Ranges, parse_port_ranges, ports_needed, take_port
+from dlc.scheduler.rendezvous import Ranges, ports_needed, take_port
 from dlc.scheduler.round_memo import RoundMemo, offer_key
 from dlc.scheduler.shape_cache import (
     DEFAULT_TRIES_PER_USER,
@@ -84,7 +83,9 @@ DriverCheck = Callable[[str, str], bool]
 
 @dataclass(frozen=True)
 class OfferView:
-    """The parts of a Mesos offer placement reads.
+    """The parts of an offer placement reads (engine-neutral: an engine's codec makes it
+    from the engine's offer, :meth:`~dlc.scheduler.ports.EngineCodec.decode_offer`; for
+    Mesos :func:`dlc.mesos.offers.offer_view`).
 
     Attributes:
         offer_id, agent_id, hostname: identities from the offer.
@@ -121,74 +122,6 @@ class OfferView:
     def locality(self) -> Locality:
         """Where the agent stands: its fault domain, rack and switch (gang placement)."""
         return Locality(*self.domain).with_attributes(self.attributes)
-
-    @classmethod
-    def from_mesos(cls, offer: Mapping[str, Any]) -> OfferView:
-        """Parse a v1 ``Offer`` JSON dict.
-
-        Raises:
-            OfferError: the offer lacks ids or carries a malformed resource.
-        """
-        try:
-            scalars: dict[str, float] = {}
-            gpu_ids: set[int] = set()
-            resources = offer.get("resources", ())
-            for res in resources:
-                if res.get("type") == "SCALAR":
-                    name = res["name"]
-                    scalars[name] = scalars.get(name, 0.0) + float(res["scalar"]["value"])
-                elif res.get("name") == "gpu_ids" and res.get("type") == "SET":
-                    gpu_ids.update(int(i) for i in res["set"].get("item", ()))
-            # another framework took whole GPUs through the plain scalar: no gpu_ids item
-            # says which, so those ids (and their share blocks) count as taken
-            taken = taken_by_scalar(scalars.get("gpus", 0.0), frozenset(gpu_ids))
-            mem = gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_MEM)
-            core = gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_CORE)
-            if taken:
-                mem, core = _without_gpus(mem, taken), _without_gpus(core, taken)
-            return cls(
-                offer_id=offer["id"]["value"],
-                agent_id=offer["agent_id"]["value"],
-                hostname=offer.get("hostname", ""),
-                cpus=scalars.get("cpus", 0.0),
-                mem_mib=scalars.get("mem", 0.0),
-                disk_mib=scalars.get("disk", 0.0),
-                gpus=scalars.get("gpus", 0.0),
-                gpu_ids=frozenset(gpu_ids) - taken,
-                attributes=_attributes(offer.get("attributes", ())),
-                ports=parse_port_ranges(offer.get("resources", ())),
-                address=_agent_address(offer),
-                gpu_mem=mem,
-                gpu_core=core,
-                domain=domain_names(offer.get("domain")),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise OfferError(f"malformed offer {offer.get('id')}: {exc!r}") from None
-
-
-def _without_gpus(ranges: gpu_shares.Ranges, gpus: frozenset[int]) -> gpu_shares.Ranges:
-    """``ranges`` without the blocks of GPUs ``gpus``."""
-    per = gpu_shares.per_gpu(ranges)
-    return gpu_shares.normalise(r for i, rs in per.items() if i not in gpus for r in rs)
-
-
-def _agent_address(offer: Mapping[str, Any]) -> str:
-    """The agent's advertised IP (the one the master reaches, so peers can too; no DNS
-    needed), else the offer's hostname."""
-    address = (offer.get("url") or {}).get("address") or {}
-    return str(address.get("ip") or offer.get("hostname", ""))
-
-
-def _attributes(attrs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for attr in attrs:
-        kind = attr.get("type")
-        if kind == "TEXT":
-            out[attr["name"]] = attr["text"]["value"]
-        elif kind == "SCALAR":
-            value = float(attr["scalar"]["value"])
-            out[attr["name"]] = str(int(value)) if value.is_integer() else str(value)
-    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -518,7 +451,7 @@ def queue_demands(jobs: Iterable[Job], config: PlacementConfig) -> Iterable[tupl
 
 
 def place(
-    offers: Sequence[Mapping[str, Any] | OfferView],
+    offers: Sequence[OfferView],
     queue: Sequence[Job],
     config: PlacementConfig | None = None,
     topology_of: TopologyOf | None = None,
@@ -534,7 +467,7 @@ def place(
     """Decide launches and declines for one batch of offers.
 
     Args:
-        offers: v1 ``Offer`` dicts or :class:`OfferView` objects.
+        offers: the offers as views (an engine's offers are decoded by its codec first).
         queue: queued jobs in queue order (:func:`~dlc.scheduler.queue.queue_order`).
         config: policy and executor overheads.
         topology_of: agent attributes -> topology (default: decode ``dlc_topo``).
@@ -564,7 +497,7 @@ def place(
     config = config or PlacementConfig()
     topology_of = topology_of or default_topology_of
     driver_ok = driver_ok or default_driver_ok
-    views = [o if isinstance(o, OfferView) else OfferView.from_mesos(o) for o in offers]
+    views = list(offers)
     by_agent: dict[str, list[OfferView]] = {}
     for view in views:
         by_agent.setdefault(view.agent_id, []).append(view)
@@ -1163,17 +1096,3 @@ def default_driver_ok(driver_version: str, cuda_version: str) -> bool:
         return bool(driver_supports(driver_version, cuda_version))
     except DlcError:
         return True
-
-
-def parse_offers(offers: Iterable[Mapping[str, Any]]) -> tuple[list[OfferView], list[str]]:
-    """Parse offers, separating malformed ones (their ids, to decline) from good ones."""
-    good: list[OfferView] = []
-    bad: list[str] = []
-    for offer in offers:
-        try:
-            good.append(OfferView.from_mesos(offer))
-        except OfferError:
-            oid = (offer.get("id") or {}).get("value")
-            if oid:
-                bad.append(oid)
-    return good, bad

@@ -10,15 +10,24 @@ jobs and history through: :class:`~dlc.scheduler.core.SchedulerCore` satisfies i
 never reach the store behind it (``core.store``; ``tests/api/test_no_core_store.py``).
 :class:`TenancyAdmin` and :class:`TokenIssuer` are the audited settings and the tokens the
 core writes for the API (the stores satisfy them).
+
+:class:`EngineCodec` is the engine's side: the core reads offers as
+:class:`~dlc.scheduler.placement.OfferView` values and decides engine-neutral
+:class:`~dlc.scheduler.task_launch.TaskLaunch` values; the codec it holds makes the views from
+the engine's offers and the engine's messages from the launches
+(:class:`dlc.mesos.codec.MesosCodec`: v1 ``Offer`` in, v1 ``TaskInfo`` out), so the core
+parses and builds no Mesos JSON of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from dlc.errors import DlcError
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.placement import Launch, OfferView
+from dlc.scheduler.task_launch import TaskLaunch
 from dlc.scheduler.tenancy.policy import Policy, Resources, UserLimits
 
 
@@ -76,6 +85,52 @@ class RoundSink(Protocol):
         placed: Sequence[tuple[Job, Sequence[Launch]]],
     ) -> None:
         """Counts one offer batch and what was placed on it."""
+
+
+class EngineCodec(Protocol):
+    """The engine's side of the core: its offers in, its launch messages out.
+
+    The core decides in engine-neutral types (:class:`~dlc.scheduler.placement.OfferView`,
+    :class:`~dlc.scheduler.task_launch.TaskLaunch`); a codec translates at both edges, so the
+    core builds no engine JSON of its own. Both methods are pure and cheap: they run under the
+    core's lock, off the job book's, once per changed offer and once per launched task of a
+    round (:meth:`~dlc.scheduler.core_offers.OfferRoundMixin._prepare_launch`). The Mesos one
+    is :class:`dlc.mesos.codec.MesosCodec`. Still Mesos-shaped in the core, for now: the
+    offer ids the round reads and declines by, and :mod:`~dlc.scheduler.offered`, which cuts a
+    task message's ``resources`` (and its executor's) from the offers' entries as offered.
+    """
+
+    def decode_offer(self, offer: Mapping[str, Any]) -> OfferView:
+        """The view of one engine offer; raises OfferError when it is malformed."""
+
+    def encode(self, task: TaskLaunch) -> dict[str, Any]:
+        """The engine's message starting ``task`` (for Mesos: the v1 ``TaskInfo`` JSON)."""
+
+
+#: the codec of cores built without one (:func:`set_default_codec`)
+_default_codec: EngineCodec | None = None
+
+
+def set_default_codec(codec: EngineCodec | None) -> EngineCodec | None:
+    """Make ``codec`` the one cores built without ``codec=`` use; returns the previous one.
+    An engine adapter calls it when imported (:mod:`dlc.mesos.codec`)."""
+    global _default_codec
+    previous, _default_codec = _default_codec, codec
+    return previous
+
+
+def default_codec() -> EngineCodec:
+    """The registered default codec.
+
+    Raises:
+        DlcError: no engine adapter registered one (and the core was given none).
+    """
+    if _default_codec is None:
+        raise DlcError(
+            "the scheduler core has no engine codec: pass SchedulerCore(codec=...) "
+            "(dlc.mesos.codec.MesosCodec for Mesos) or import dlc.mesos.codec"
+        )
+    return _default_codec
 
 
 class JobReader(Protocol):

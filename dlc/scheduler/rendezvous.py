@@ -25,20 +25,9 @@ collective library's own connections are reachable from the peers) and gives eve
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 Ranges = tuple[tuple[int, int], ...]
-
-
-def parse_port_ranges(resources: Iterable[Mapping[str, Any]]) -> Ranges:
-    """The ``ports`` RANGES of v1 offer resources, merged and sorted."""
-    out: list[tuple[int, int]] = []
-    for res in resources:
-        if res.get("name") == "ports" and res.get("type") == "RANGES":
-            for item in res.get("ranges", {}).get("range", ()):
-                out.append((int(item["begin"]), int(item["end"])))
-    return tuple(sorted(out))
 
 
 def take_port(ranges: Ranges, taken: Iterable[int]) -> int | None:
@@ -49,15 +38,6 @@ def take_port(ranges: Ranges, taken: Iterable[int]) -> int | None:
             if port not in used:
                 return port
     return None
-
-
-def ports_resource(ports: Sequence[int]) -> dict[str, Any]:
-    """The v1 ``ports`` RANGES ``Resource`` holding exactly ``ports`` (one range each)."""
-    return {
-        "name": "ports",
-        "type": "RANGES",
-        "ranges": {"range": [{"begin": p, "end": p} for p in sorted(ports)]},
-    }
 
 
 def ports_needed(nodes: int, interactive: bool = False) -> int:

@@ -8,9 +8,10 @@ import pytest
 from starlette.exceptions import HTTPException
 
 from dlc.api.env_routes import read_local_output, safe_output_path
+from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.launch_spec import LaunchSpec
 from dlc.scheduler.placement import Launch
-from dlc.scheduler.task_info import ExecutorConfig, build_task_info, job_secret
+from dlc.scheduler.task_launch import ExecutorConfig, job_secret
 from tests.scheduler.helpers import job
 
 

@@ -11,8 +11,8 @@ from dlc.app.local import LocalConfig, agent_spec, default_resources, model_from
 from dlc.cli.submit_cmd import load_spec_file
 from dlc.mesos.resources import attributes_summary, parse_attributes
 from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import PlacementConfig, place
-from tests.scheduler.helpers import job, offer
+from dlc.scheduler.placement import PlacementConfig
+from tests.scheduler.helpers import job, offer, place
 
 ROOT = Path(__file__).resolve().parents[2]
 DGX1 = ROOT / "examples" / "topologies" / "dgx1-v100.txt"

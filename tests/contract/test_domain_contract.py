@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from dlc.mesos.emulator.model import fault_domain
-from dlc.scheduler.placement import OfferView
+from dlc.mesos.offers import offer_view
 from tests.contract.conftest import AGENT_ATTRIBUTES, AGENT_RESOURCES, Harness
 from tests.real_mesos import real_mesos_master
 
@@ -48,7 +48,7 @@ def test_offer_and_master_slaves_carry_the_agent_domain(domain_master):
     finally:
         harness.stop()
     assert offer["domain"] == DOMAIN
-    assert OfferView.from_mesos(offer).domain == ("eu-west", "eu-west-1a")
+    assert offer_view(offer).domain == ("eu-west", "eu-west-1a")
     with urllib.request.urlopen(f"http://{domain_master}/master/slaves", timeout=10) as resp:
         (slave,) = json.load(resp)["slaves"]
     assert slave["domain"] == DOMAIN

@@ -22,7 +22,7 @@ from dlc.app.service import SchedulerService, ServiceConfig
 from dlc.mesos.framework import FrameworkConfig
 from dlc.scheduler.core import Actions
 from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.task_info import ExecutorConfig
+from dlc.scheduler.task_launch import ExecutorConfig
 from tests.contract.conftest import Harness
 from tests.real_mesos import real_mesos_master
 

@@ -15,14 +15,14 @@ import time
 from dlc.executor.gpu_render import CONTROL_DEVICES, GpuStyle
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
+from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.launch_spec import LaunchSpec
-from dlc.scheduler.placement import place
-from dlc.scheduler.task_info import build_task_info
 from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX
 from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
 from dlc.topology.node_config import agent_attributes
 from tests.docker.test_docker_task_runner import Sink
+from tests.scheduler.helpers import place
 
 #: index -> minor: no minor equals its index, so using an index as a minor would show.
 #: Indices 4-7: the e2e tests that share this engine hold GPUs 0-3 while they run, and the

@@ -12,10 +12,11 @@ from dlc.errors import JobSpecError
 from dlc.executor.container_spec import TaskIdentity, create_kwargs
 from dlc.executor.env_server import IdleWatch, parse_last_activity
 from dlc.executor.gpu_render import GpuContainerArgs
+from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.launch_spec import LaunchSpec
-from dlc.scheduler.placement import PlacementConfig, place
-from dlc.scheduler.task_info import JUPYTER_COMMAND, ExecutorConfig, build_task_info, env_secret
-from tests.scheduler.helpers import job, offer
+from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.task_launch import JUPYTER_COMMAND, ExecutorConfig, env_secret
+from tests.scheduler.helpers import job, offer, place
 
 CONFIG = ExecutorConfig(job_key="k")
 

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from dlc.scheduler import offer_views
-from dlc.scheduler.placement import OfferView
+from dlc.mesos import codec, offers
 
 
 @pytest.fixture
 def parses(monkeypatch) -> list[str]:
-    """Offer ids parsed from scratch (``OfferView.from_mesos`` counted, as offer_views calls it)."""
+    """Offer ids parsed from scratch (the Mesos codec's ``offer_view`` counted, which every
+    core and ``OfferParser(MesosCodec().decode_offer)`` parse through)."""
     seen: list[str] = []
-    real = OfferView.from_mesos
+    real = offers.offer_view
 
     def counting(body):
         seen.append(body["id"]["value"])
         return real(body)
 
-    monkeypatch.setattr(offer_views.OfferView, "from_mesos", staticmethod(counting))
+    monkeypatch.setattr(codec, "offer_view", counting)
     return seen

@@ -1,8 +1,15 @@
-"""Builders of Mesos v1 JSON offers and jobs for scheduler tests."""
+"""Builders of Mesos v1 JSON offers and jobs for scheduler tests, and placement on such
+offers (:func:`place`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dlc.mesos.offers import offer_view
+from dlc.scheduler import placement
 from dlc.scheduler.jobs import Job, JobSpec
+from dlc.scheduler.placement import OfferView
 from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
 
 
@@ -69,3 +76,10 @@ def pairs_topology(n: int, nvlinked: set[tuple[int, int]], model: str | None = N
         for b in range(a + 1, n)
     }
     return Topology(tuple(Gpu(i, model=model) for i in range(n)), links, source="test")
+
+
+def place(offers: Sequence[Mapping[str, Any] | OfferView], *args: Any, **kwargs: Any) -> Any:
+    """:func:`dlc.scheduler.placement.place` on offers as the tests write them: a v1 Offer dict
+    is decoded as the core's Mesos codec decodes it (the core places on views only)."""
+    views = [o if isinstance(o, OfferView) else offer_view(o) for o in offers]
+    return placement.place(views, *args, **kwargs)

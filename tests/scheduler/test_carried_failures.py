@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from dlc.mesos.codec import MesosCodec
+from dlc.mesos.offers import offer_view
 from dlc.scheduler import placement
 from dlc.scheduler.decide import DecideRequest, Decision, decide
 from dlc.scheduler.inventory import Inventory
@@ -42,8 +44,7 @@ def attempts(monkeypatch) -> list[tuple[str, tuple[str, ...]]]:
 def views(cpus: dict[str, float], gpus: dict[str, list[int]] | None = None) -> list[OfferView]:
     gpus = gpus or {}
     return [
-        OfferView.from_mesos(offer(f"o-{agent}", agent, gpus.get(agent), cpus=c))
-        for agent, c in cpus.items()
+        offer_view(offer(f"o-{agent}", agent, gpus.get(agent), cpus=c)) for agent, c in cpus.items()
     ]
 
 
@@ -116,14 +117,14 @@ def test_a_share_that_failed_is_placed_once_its_gpu_has_room(attempts):
     budget = ShapeBudget()
     queue = [share_job("s", gpu_fraction=0.5)]
     full = {i: (0, 800) for i in range(2)}  # 0.2 of each GPU's compute left
-    busy = [OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2, used=full, sharing="shim"))]
+    busy = [offer_view(ranged_offer("o1", "a1", gpus=2, used=full, sharing="shim"))]
     first = _round(queue, busy, now=0.0, config=PlacementConfig(), budget=budget)
     assert not first.placed_jobs
     attempts.clear()
     _round(queue, busy, now=1.0, config=PlacementConfig(), budget=budget)
     assert attempts == []
     freed = {0: (0, 400), 1: (0, 800)}
-    room = [OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2, used=freed, sharing="shim"))]
+    room = [offer_view(ranged_offer("o1", "a1", gpus=2, used=freed, sharing="shim"))]
     out = _round(queue, room, now=2.0, config=PlacementConfig(), budget=budget)
     assert out.placed_jobs == ["s"] and out.launches[0].share.gpu_index == 0
 
@@ -153,7 +154,7 @@ def test_look_alike_shares_of_many_users_cost_one_attempt(attempts):
     """Where nobody is exclusive and no agent runs MPS every GPU is open to every user, so
     one user's failed share answers for the same share of every other user."""
     full = {i: (0, 800) for i in range(2)}
-    busy = [OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2, used=full, sharing="shim"))]
+    busy = [offer_view(ranged_offer("o1", "a1", gpus=2, used=full, sharing="shim"))]
     out = _round(
         _shares_of(["u1", "u2", "u3"]),
         busy,
@@ -166,7 +167,7 @@ def test_look_alike_shares_of_many_users_cost_one_attempt(attempts):
 
 def test_exclusive_shares_are_tried_per_user(attempts):
     full = {i: (0, 800) for i in range(2)}
-    busy = [OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2, used=full, sharing="shim"))]
+    busy = [offer_view(ranged_offer("o1", "a1", gpus=2, used=full, sharing="shim"))]
     _round(
         _shares_of(["u1", "u2"], exclusive="user"),
         busy,
@@ -265,7 +266,7 @@ def _kept_round(parser, memo, budget, queue, gpus: list[int], round_: int):
 def test_an_agent_whose_kept_offer_changed_counts_as_grown(attempts):
     """The starting snapshot kept per kept slot state is dropped when the agent's offer
     changes (a new state): the grown agent is tried again."""
-    parser, memo, budget = OfferParser(), RoundMemo(), ShapeBudget()
+    parser, memo, budget = OfferParser(MesosCodec().decode_offer), RoundMemo(), ShapeBudget()
     queue = [cpu_job("four", 1.0, gpus=4)]
     _kept_round(parser, memo, budget, queue, [0, 1], 0)
     attempts.clear()
@@ -278,7 +279,7 @@ def test_an_agent_whose_kept_offer_changed_counts_as_grown(attempts):
 def test_an_agent_that_took_a_task_is_compared_with_what_it_had_left(attempts):
     """An agent that ends a round with less than it started is not taken for unchanged:
     next round it offers its GPUs again and counts as grown."""
-    parser, memo, budget = OfferParser(), RoundMemo(), ShapeBudget()
+    parser, memo, budget = OfferParser(MesosCodec().decode_offer), RoundMemo(), ShapeBudget()
     first = _kept_round(
         parser, memo, budget, [cpu_job("two", 1.0, gpus=2), cpu_job("three", 1.0, gpus=3)],
         [0, 1, 2, 3], 0,

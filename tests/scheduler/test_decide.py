@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
+from dlc.mesos.offers import offer_view
 from dlc.scheduler.decide import DecideRequest, decide
 from dlc.scheduler.inventory import Inventory
-from dlc.scheduler.placement import OfferView, PlacementConfig
+from dlc.scheduler.placement import PlacementConfig
 
 from .helpers import job, offer
 
@@ -21,8 +22,8 @@ def _inventory(views):
 
 def test_decide_launches_declines_and_explains_without_side_effects():
     views = [
-        OfferView.from_mesos(offer("o1", "a1", [0, 1])),
-        OfferView.from_mesos(offer("o2", "a2", [])),
+        offer_view(offer("o1", "a1", [0, 1])),
+        offer_view(offer("o2", "a2", [])),
     ]
     inventory = _inventory(views)
     version = inventory.version
@@ -43,7 +44,7 @@ def test_decide_launches_declines_and_explains_without_side_effects():
 
 
 def test_reserved_agents_take_only_their_holder():
-    views = [OfferView.from_mesos(offer("o1", "a1", [0, 1]))]
+    views = [offer_view(offer("o1", "a1", [0, 1]))]
     request = DecideRequest(
         queue=[job("small", gpus=1), job("big", gpus=2)],
         inventory=_inventory(views),
@@ -57,7 +58,7 @@ def test_reserved_agents_take_only_their_holder():
 
 
 def test_a_request_is_named_and_frozen():
-    views = [OfferView.from_mesos(offer("o1", "a1", [0, 1]))]
+    views = [offer_view(offer("o1", "a1", [0, 1]))]
     with pytest.raises(TypeError):  # keywords only: no caller counts positions
         DecideRequest([], _inventory(views), views, PlacementConfig(), 0.0)  # type: ignore[misc]
     request = DecideRequest(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from dlc.mesos.offers import offer_view
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.draining import ORPHAN_STOP_BOUND_S, Drains
 from dlc.scheduler.jobs import JobSpec, JobState
@@ -124,25 +125,25 @@ def test_a_draining_gpu_takes_no_share_either():
     """Fault suite, seed 2027: a whole-GPU job's executor was SIGKILLed, its GPU drained, and
     a share was placed on that GPU (its gpu_mem/gpu_core blocks were still offered) while the
     orphaned container ran: two jobs on one GPU for 0.9 s."""
-    from dlc.scheduler.placement import OfferView, place
     from dlc.topology.gpu_shares import STRIDE
+    from tests.scheduler.helpers import place
 
     from .test_share_placement import ranged_offer, share_job
 
     drains = Drains()
     drains.hold("jold.0.0", "a1", [0], now=0.0)
-    view = drains.strip(OfferView.from_mesos(ranged_offer("o1", "a1", gpus=2)))
+    view = drains.strip(offer_view(ranged_offer("o1", "a1", gpus=2)))
     assert view.gpu_ids == frozenset({1})
     assert all(begin // STRIDE == 1 for begin, _ in view.gpu_mem + view.gpu_core)
     (launch,) = place([view], [share_job("s1", gpu_memory="4G")]).launches
     assert launch.share is not None and launch.share.gpu_index == 1
     # with every GPU draining, the share waits
     drains.hold("jold2.0.0", "a1", [1], now=0.0)
-    view = drains.strip(OfferView.from_mesos(ranged_offer("o2", "a1", gpus=2)))
+    view = drains.strip(offer_view(ranged_offer("o2", "a1", gpus=2)))
     assert not view.gpu_ids and not view.gpu_mem and not view.gpu_core
     assert not place([view], [share_job("s2", gpu_memory="4G")]).launches
     # an agent with nothing draining gets its offer back as it is
-    other = OfferView.from_mesos(ranged_offer("o3", "a2", gpus=2))
+    other = offer_view(ranged_offer("o3", "a2", gpus=2))
     assert drains.strip(other) is other
 
 

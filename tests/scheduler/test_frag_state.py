@@ -8,14 +8,16 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from dlc.mesos.codec import MesosCodec
 from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.frag_state import FragCache, drift
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.offer_views import OfferParser
-from dlc.scheduler.placement import PlacementConfig, place
+from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.whole_score import WholeScore
+from tests.scheduler.helpers import place
 from tests.scheduler.test_share_placement import ranged_offer
 
 FIRST_FIT = PlacementConfig("first-fit")
@@ -130,7 +132,7 @@ def test_the_core_memo_places_as_a_fresh_read_under_one_mix_over_random_rounds()
     # whole-GPU jobs and shares, through place() with the core's memo (its FragCache) and
     # without; the mix is the same every round, so every decision must be the same
     rng = random.Random(11)
-    memo, parser = RoundMemo(), OfferParser()
+    memo, parser = RoundMemo(), OfferParser(MesosCodec().decode_offer)
     mix = _mix(5, 3, 1, 4)
     # fault-isolated agents: shares of any tenant mix, so shares take the array path
     bodies = {f"a{n}": ranged_offer(f"o{n}", f"a{n}", sharing="none") for n in range(12)}
@@ -149,7 +151,8 @@ def test_the_core_memo_places_as_a_fresh_read_under_one_mix_over_random_rounds()
         ]  # fmt: skip
         views, _ = parser.parse(offers)
         kept = place(views, queue, FIRST_FIT, mix=mix, memo=memo)
-        fresh = place(OfferParser().parse(offers)[0], queue, FIRST_FIT, mix=mix)
+        fresh_views = OfferParser(MesosCodec().decode_offer).parse(offers)[0]
+        fresh = place(fresh_views, queue, FIRST_FIT, mix=mix)
         assert kept.launches == fresh.launches
         assert kept.waiting == fresh.waiting
     assert memo.frag.epoch == 1 and memo.frag.hits > 0

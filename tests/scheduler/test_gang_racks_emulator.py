@@ -22,7 +22,7 @@ from dlc.mesos.emulator.model import fault_domain
 from dlc.mesos.framework import FrameworkConfig
 from dlc.scheduler.core import Actions
 from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.task_info import ExecutorConfig
+from dlc.scheduler.task_launch import ExecutorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 STAND_IN = ROOT / "tests" / "scheduler" / "stand_in_executor.py"

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from dlc.errors import JobSpecError
+from dlc.mesos.offers import offer_view
 from dlc.scheduler.gang_topology import GangTopology, Locality, choose_group
-from dlc.scheduler.placement import OfferView, PlacementConfig, place
-from tests.scheduler.helpers import job, offer
+from dlc.scheduler.placement import PlacementConfig
+from tests.scheduler.helpers import job, offer, place
 
 FF = PlacementConfig(policy="first-fit")
 
@@ -30,9 +31,9 @@ def agents_of(result, job_id):
 
 
 def test_offer_domain_and_rack_attributes_make_the_locality():
-    view = OfferView.from_mesos(racked("o1", "a1", rack="r1", switch="s1", zone="z1"))
+    view = offer_view(racked("o1", "a1", rack="r1", switch="s1", zone="z1"))
     assert view.locality == Locality("eu", "z1", "r1", "s1")
-    assert OfferView.from_mesos(offer("o2", "a2")).locality == Locality()
+    assert offer_view(offer("o2", "a2")).locality == Locality()
 
 
 def test_gang_goes_to_one_switch_even_when_best_fit_would_spread_it():

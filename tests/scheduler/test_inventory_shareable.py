@@ -5,6 +5,7 @@ seen at once."""
 
 from __future__ import annotations
 
+from dlc.mesos.offers import offer_view
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.placement import OfferView
 
@@ -16,7 +17,7 @@ def _view(oid: str, agent: str, share_blocks: bool) -> OfferView:
     if share_blocks:
         raw["resources"].append({"name": "gpu_mem", "type": "RANGES", "ranges": {"range": [
             {"begin": i << 20, "end": (i << 20) + 1023} for i in range(2)]}})  # fmt: skip
-    return OfferView.from_mesos(raw)
+    return offer_view(raw)
 
 
 def _slave(agent: str, share_blocks: bool) -> dict:
@@ -74,7 +75,7 @@ def _exact_view(oid: str, gpus: list[int], mem_end: int = 1023, blocks=None) -> 
     raw = offer(oid, "a1", gpus, attrs={"gpu_model": "A100"})
     raw["resources"].append({"name": "gpu_mem", "type": "RANGES", "ranges": {"range": [
         {"begin": i << 20, "end": (i << 20) + mem_end} for i in blocks or gpus]}})  # fmt: skip
-    return OfferView.from_mesos(raw)
+    return offer_view(raw)
 
 
 def test_an_offer_grows_an_exact_agent_only_by_what_it_teaches():

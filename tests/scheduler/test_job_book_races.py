@@ -22,12 +22,14 @@ from typing import Any
 import pytest
 
 from dlc.errors import DlcError, StoreError
+from dlc.mesos.codec import MesosCodec
 from dlc.scheduler import inventory
 from dlc.scheduler.core import Actions, CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.mix_book import MixBook
 from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.queue import queue_key
+from dlc.scheduler.task_launch import TaskLaunch
 from dlc.store import postgres
 from dlc.store.memory import MemoryJobStore
 from dlc.store.sqlite import JobStore
@@ -634,25 +636,24 @@ def test_a_kill_between_building_the_launches_and_applying_them_wins(tmp_path):
     _check_agrees(core)
 
 
-def test_a_submit_goes_through_while_the_round_builds_its_task_infos(tmp_path, monkeypatch):
+def test_a_submit_goes_through_while_the_round_builds_its_task_infos(tmp_path):
     """Building TaskInfos (and echoing them from the offers) holds neither the book's lock
     nor the store's: a submit made meanwhile is stored and answered before the round ends."""
-    from dlc.scheduler import core_offers
-
-    core = SchedulerCore(JobStore(tmp_path / "db"), _config())
-    core.submit("alice", _spec())
-    real = core_offers.build_task_info
     answered: list[Job] = []
 
-    def build(*args: Any, **kwargs: Any) -> Any:
-        if not answered:
-            t = threading.Thread(target=lambda: answered.append(core.submit("bob", _spec())))
-            t.start()
-            t.join(_DEADLINE_S)
-            assert answered, "the submit waited for the round's TaskInfos"
-        return real(*args, **kwargs)
+    class Codec(MesosCodec):
+        """The Mesos codec, submitting once from inside the round's first TaskInfo."""
 
-    monkeypatch.setattr(core_offers, "build_task_info", build)
+        def encode(self, task: TaskLaunch) -> dict[str, Any]:
+            if not answered:
+                t = threading.Thread(target=lambda: answered.append(core.submit("bob", _spec())))
+                t.start()
+                t.join(_DEADLINE_S)
+                assert answered, "the submit waited for the round's TaskInfos"
+            return super().encode(task)
+
+    core = SchedulerCore(JobStore(tmp_path / "db"), _config(), codec=Codec())
+    core.submit("alice", _spec())
     actions = core.on_offers([offer("o1", "a1", [0, 1])])
     assert len(_launched(actions)) == 1
     assert core.store.get_job(answered[0].job_id).state is JobState.QUEUED

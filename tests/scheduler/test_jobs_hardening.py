@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 from dlc.app.service import ServiceConfig
 from dlc.errors import DlcError, JobSpecError
 from dlc.images.reference import ImageReferenceError, parse_reference
+from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import MAX_ENV_VALUE, Job, JobSpec, check_registry
 from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy
 from dlc.scheduler.placement import Launch, PlacementConfig
-from dlc.scheduler.task_info import ExecutorConfig, build_task_info
+from dlc.scheduler.task_launch import ExecutorConfig
 from dlc.store.sqlite import JobStore
 
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import copy
 
+from dlc.mesos.codec import MesosCodec
+from dlc.mesos.offers import parse_offers
 from dlc.scheduler.offer_views import OfferParser
-from dlc.scheduler.placement import parse_offers
 
 from .helpers import offer
 
 
 def test_an_unchanged_offer_reuses_its_view_under_the_new_id(parses):
-    parser = OfferParser()
+    parser = OfferParser(MesosCodec().decode_offer)
     parser.parse([offer("o1", "a1"), offer("o2", "a2")])
     views, bad = parser.parse([offer("o3", "a1"), offer("o4", "a2", cpus=3)])
     assert parses == ["o1", "o2", "o4"] and not bad  # o3 is a1's o1 again
@@ -19,7 +20,7 @@ def test_an_unchanged_offer_reuses_its_view_under_the_new_id(parses):
 
 
 def test_an_offer_changed_in_place_is_parsed_again(parses):
-    parser = OfferParser()
+    parser = OfferParser(MesosCodec().decode_offer)
     body = offer("o1", "a1", cpus=4)
     parser.parse([body])
     body["resources"][0]["scalar"]["value"] = 8.0
@@ -29,7 +30,7 @@ def test_an_offer_changed_in_place_is_parsed_again(parses):
 
 
 def test_a_malformed_offer_is_declined_and_not_cached(parses):
-    parser = OfferParser()
+    parser = OfferParser(MesosCodec().decode_offer)
     broken = copy.deepcopy(offer("o1", "a1"))
     broken["resources"][0]["scalar"] = {}
     views, bad = parser.parse([broken])

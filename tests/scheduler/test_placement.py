@@ -10,8 +10,10 @@ import pytest
 from dlc.app.local import LocalConfig
 from dlc.app.service import ServiceConfig
 from dlc.errors import ConfigError, OfferError
+from dlc.mesos.offers import offer_view
 from dlc.scheduler.allocator import POLICY_MODULES
-from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, OfferView, PlacementConfig, place
+from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, PlacementConfig
+from tests.scheduler.helpers import place
 
 from .helpers import job, offer, pairs_topology
 
@@ -263,11 +265,11 @@ def test_agent_with_topology_reports_the_configured_policy():
 )
 def test_malformed_offer_raises(bad):
     with pytest.raises(OfferError):
-        OfferView.from_mesos(bad)
+        offer_view(bad)
 
 
 def test_scalar_attributes_rendered_as_text():
-    view = OfferView.from_mesos(
+    view = offer_view(
         {
             **offer("o1", "a1"),
             "attributes": [{"name": "rack", "type": "SCALAR", "scalar": {"value": 3.0}}],

@@ -7,8 +7,9 @@ from dataclasses import replace
 import pytest
 
 from dlc.scheduler.jobs import JobState
-from dlc.scheduler.placement import PlacementConfig, place
+from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.queue import Reservations, queue_order
+from tests.scheduler.helpers import place
 
 from .helpers import job, offer
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 
+from dlc.mesos.offers import offer_view
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import OfferView, PlacementConfig
+from dlc.scheduler.placement import PlacementConfig
 from dlc.store.memory import MemoryJobStore
 
 from .helpers import offer
@@ -138,7 +139,7 @@ def test_gpus_below_gpu_ids_count_marks_the_lowest_ids_taken():
         {"begin": i << 20, "end": (i << 20) + 1023} for i in range(4)]}})  # fmt: skip
     raw["resources"].append({"name": "gpu_core", "type": "RANGES", "ranges": {"range": [
         {"begin": i << 20, "end": (i << 20) + 999} for i in range(4)]}})  # fmt: skip
-    view = OfferView.from_mesos(raw)
+    view = offer_view(raw)
     assert view.gpu_ids == frozenset({2, 3})
     assert view.gpu_mem == ((2 << 20, (2 << 20) + 1023), (3 << 20, (3 << 20) + 1023))
     core = _core(roles=())

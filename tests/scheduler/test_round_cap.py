@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from dlc.mesos.offers import offer_view
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.decide import DecideRequest, decide
 from dlc.scheduler.inventory import Inventory
@@ -30,7 +31,7 @@ def _job(n: int, cpus: float, priority: int = 0, user: str = "ann") -> Job:
 
 
 def _views(cpus: float = 4.0, agents: int = 2) -> list[OfferView]:
-    return [OfferView.from_mesos(offer(f"o{a}", f"a{a}", cpus=cpus)) for a in range(agents)]
+    return [offer_view(offer(f"o{a}", f"a{a}", cpus=cpus)) for a in range(agents)]
 
 
 def _round(queue, cap: RoundCap, budget: ShapeBudget | None = None):
@@ -89,7 +90,7 @@ def test_the_head_of_the_queue_is_considered_every_round_and_placed_first():
     queue = [_job(n, 1.0) for n in range(10)]
     urgent = _job(99, 1.0, priority=5)
     ordered = sorted([*queue, urgent], key=lambda j: (-j.spec.priority, j.submitted_at))
-    one_agent = [OfferView.from_mesos(offer("o1", "a1", gpus=[0], cpus=4.0))]
+    one_agent = [offer_view(offer("o1", "a1", gpus=[0], cpus=4.0))]
     decision = decide(
         DecideRequest(
             queue=ordered,

@@ -9,9 +9,10 @@ import random
 import numpy as np
 import pytest
 
+from dlc.mesos.offers import offer_view
 from dlc.scheduler import share_index
 from dlc.scheduler.allocator import shares as fgd
-from dlc.scheduler.placement import OfferView, _Slot, default_topology_of
+from dlc.scheduler.placement import _Slot, default_topology_of
 from dlc.scheduler.share_placement import _slot_amounts, choose_share, share_room
 from dlc.scheduler.whole_score import FreeGpus, WholeScore, demand_mix
 from dlc.topology import gpu_shares
@@ -27,7 +28,7 @@ def _slots(rng: random.Random, agents: int) -> list[_Slot]:
         body = ranged_offer(f"o{n}", f"a{n:03d}", gpus=rng.choice([4, 8]),
                             mem_gib=rng.choice([16, 32]), used=used, whole_taken=taken)  # fmt: skip
         body["resources"][0]["scalar"]["value"] = rng.choice([0.5, 2.0, 8.0])  # cpus
-        slots.append(_Slot([OfferView.from_mesos(body)]))
+        slots.append(_Slot([offer_view(body)]))
     return slots
 
 

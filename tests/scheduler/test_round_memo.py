@@ -7,18 +7,20 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+from dlc.mesos.codec import MesosCodec
+from dlc.mesos.offers import offer_view
 from dlc.scheduler import placement
 from dlc.scheduler.allocator.shares import MILLI
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.offer_views import OfferParser
-from dlc.scheduler.placement import PlacementConfig, place
+from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.share_placement import share_milli
 from dlc.scheduler.tenancy.quotas import largest_gpu_memory
 from dlc.scheduler.whole_score import counted_mix
 from dlc.store.memory import MemoryJobStore
-from tests.scheduler.helpers import offer
+from tests.scheduler.helpers import offer, place
 from tests.scheduler.test_round_indexes import _rows
 from tests.scheduler.test_share_placement import ranged_offer
 
@@ -30,7 +32,7 @@ def _whole(job_id: str, gpus: int) -> Job:
 
 
 def test_an_agent_whose_offer_changed_is_read_again():
-    memo, parser = RoundMemo(), OfferParser()
+    memo, parser = RoundMemo(), OfferParser(MesosCodec().decode_offer)
     views, _ = parser.parse([offer("o1", "a1", [0, 1, 2, 3])])
     first = place(views, [_whole("j1", 4)], FIRST_FIT, memo=memo)
     assert [x.gpu_ids for x in first.launches] == [(0, 1, 2, 3)]
@@ -43,7 +45,7 @@ def test_an_agent_whose_offer_changed_is_read_again():
 
 
 def test_an_unchanged_offer_reuses_the_slot_under_its_new_offer_id():
-    memo, parser = RoundMemo(), OfferParser()
+    memo, parser = RoundMemo(), OfferParser(MesosCodec().decode_offer)
     views, _ = parser.parse([offer("o1", "a1", [0, 1])])
     place(views, [_whole("j1", 8)], FIRST_FIT, memo=memo)  # fits nowhere: nothing taken
     kept = memo.slot_state(views[0])
@@ -63,11 +65,11 @@ def test_a_view_parsed_again_with_equal_values_reuses_the_state_and_a_changed_on
     then value): a fresh parse of the same offer reuses it, one changed field does not."""
     memo = RoundMemo()
     body = offer("o1", "a1", [0, 1])
-    place([placement.OfferView.from_mesos(body)], [_whole("j1", 8)], FIRST_FIT, memo=memo)
-    again = placement.OfferView.from_mesos({**body, "id": {"value": "o2"}})
+    place([offer_view(body)], [_whole("j1", 8)], FIRST_FIT, memo=memo)
+    again = offer_view({**body, "id": {"value": "o2"}})
     kept = memo.slot_state(again)
     assert kept is not None and kept["free"] == frozenset({0, 1})
-    fewer_cpus = placement.OfferView.from_mesos(offer("o3", "a1", [0, 1], cpus=1.0))
+    fewer_cpus = offer_view(offer("o3", "a1", [0, 1], cpus=1.0))
     assert memo.slot_state(fewer_cpus) is None
     result = place([fewer_cpus], [_whole("j2", 2)], PlacementConfig("first-fit"), memo=memo)
     assert result.launches == [] and "cpus" in result.waiting["j2"]
@@ -75,7 +77,7 @@ def test_a_view_parsed_again_with_equal_values_reuses_the_state_and_a_changed_on
 
 def test_the_memo_places_as_a_fresh_read_over_random_rounds():
     rng = random.Random(7)
-    memo, parser = RoundMemo(), OfferParser()
+    memo, parser = RoundMemo(), OfferParser(MesosCodec().decode_offer)
     bodies = {f"a{n}": ranged_offer(f"o{n}", f"a{n}") for n in range(12)}
     for round_ in range(15):
         for agent in rng.sample(sorted(bodies), 3):  # some agents' offers change
@@ -92,7 +94,7 @@ def test_the_memo_places_as_a_fresh_read_over_random_rounds():
         ]  # fmt: skip
         views, _ = parser.parse(offers)
         kept = place(views, queue, FIRST_FIT, memo=memo)
-        fresh = place(OfferParser().parse(offers)[0], queue, FIRST_FIT)
+        fresh = place(OfferParser(MesosCodec().decode_offer).parse(offers)[0], queue, FIRST_FIT)
         assert kept.launches == fresh.launches
         assert kept.waiting == fresh.waiting and kept.declined == fresh.declined
 
@@ -166,7 +168,7 @@ def test_the_share_room_reads_again_the_rows_of_agents_whose_offer_changed(monke
         return rooms[-1]
 
     monkeypatch.setattr(placement, "new_share_room", capture)
-    memo, parser = RoundMemo(), OfferParser()
+    memo, parser = RoundMemo(), OfferParser(MesosCodec().decode_offer)
     used = {0: (1024, 100), 3: (2048, 300)}
     bodies = [ranged_offer(f"o{n}", f"a{n}", used=used) for n in range(4)]
     too_big = Job("s", "alice", JobSpec.from_dict({"image": "busybox", "gpu_memory": "64G"}))

@@ -13,10 +13,10 @@ from dlc.scheduler import share_placement
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.inventory import AgentTotals, Inventory
 from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig, place
+from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.round_memo import RoundMemo
 from dlc.store.sqlite import JobStore
-from tests.scheduler.helpers import offer
+from tests.scheduler.helpers import offer, place
 from tests.scheduler.test_share_placement import ranged_offer, share_job
 
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 import pytest
 
 from dlc.errors import ConfigError
+from dlc.mesos.offers import offer_view
 from dlc.scheduler import placement
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.decide import DecideRequest, Decision, decide
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.placement import OfferView, PlacementConfig, place
+from dlc.scheduler.placement import OfferView, PlacementConfig
 from dlc.scheduler.shape_cache import DEFERRED_PREFIX, FailedShapes, ShapeBudget
 from dlc.store.sqlite import JobStore
+from tests.scheduler.helpers import place
 
 from .helpers import offer
 
@@ -40,7 +42,7 @@ def attempts(monkeypatch) -> list[str]:
 
 
 def views(cpus: float = 4.0) -> list[OfferView]:
-    return [OfferView.from_mesos(offer(f"o{a}", f"a{a}", cpus=cpus)) for a in range(AGENTS)]
+    return [offer_view(offer(f"o{a}", f"a{a}", cpus=cpus)) for a in range(AGENTS)]
 
 
 def _round(

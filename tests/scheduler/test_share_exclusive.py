@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 from dlc.errors import JobSpecError
 from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.placement import place
 from dlc.scheduler.share_placement import ShareTenants, Tenant, may_share
+from tests.scheduler.helpers import place
 from tests.scheduler.test_share_placement import ranged_offer
 
 GROUPS = {"alice": "vision", "bob": "vision", "carol": "nlp"}

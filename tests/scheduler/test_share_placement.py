@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from dlc.mesos.offers import offer_view
+from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.allocator.shares import ShareRequest, WorkloadMix
 from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.placement import place
-from dlc.scheduler.task_info import build_task_info
 from dlc.topology import gpu_shares
 from dlc.topology.gpu_shares import STRIDE
-from tests.scheduler.helpers import offer
+from tests.scheduler.helpers import offer, place
 
 GIB = 1024
 
@@ -141,14 +141,14 @@ def test_a_share_and_a_whole_gpu_in_one_round_never_meet_on_a_gpu():
 def test_an_agent_whose_ranges_shares_took_entirely_has_no_whole_gpu():
     from dlc.scheduler.decide import DecideRequest, decide
     from dlc.scheduler.inventory import Inventory
-    from dlc.scheduler.placement import OfferView, PlacementConfig
+    from dlc.scheduler.placement import PlacementConfig
 
     inventory = Inventory()
     totals = {"cpus": 16, "mem": 65536, "gpus": 1, "gpu_ids": "{0}", "gpu_mem": "[0-32767]",
               "gpu_core": "[0-999]"}  # fmt: skip
     inventory.update_from_master([{"id": "a1", "hostname": "h", "total_resources": totals}])
     # shares hold all of GPU 0's memory and compute: the offer still lists gpu_ids {0}
-    view = OfferView.from_mesos(offer("o1", "a1", [0]))
+    view = offer_view(offer("o1", "a1", [0]))
     whole = Job("w", "bob", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
     decision = decide(
         DecideRequest(

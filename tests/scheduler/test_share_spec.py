@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from dlc.cli.main import cli
 from dlc.errors import JobSpecError
+from dlc.mesos.offers import offer_view
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.jobs import JobSpec
 
@@ -109,12 +110,11 @@ def test_submit_flags_errors_are_one_line(args, words):
 
 
 def test_the_cluster_view_reads_free_memory_and_compute_per_gpu_from_the_offers():
-    from dlc.scheduler.placement import OfferView
     from tests.scheduler.test_share_placement import ranged_offer
 
     inv = _inventory("[0-32767, 1048576-1081343]")
     body = ranged_offer("o1", "a1", gpus=2, used={1: (4096, 250)})
-    inv.note_offers([OfferView.from_mesos(body)])
+    inv.note_offers([offer_view(body)])
     (agent,) = inv.view()
     free = {g.index: (g.memory_mib, g.free_memory_mib, g.free_compute_milli) for g in agent.gpus}
     assert free == {0: (32768, 32768, 1000), 1: (32768, 32768 - 4096, 750)}

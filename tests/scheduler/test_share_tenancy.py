@@ -12,8 +12,8 @@ import random
 import pytest
 
 from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.placement import place
 from dlc.scheduler.share_placement import ShareTenants, Tenant, mps_tenancy
+from tests.scheduler.helpers import place
 from tests.scheduler.test_share_placement import ranged_offer
 
 GROUPS = {"alice": "vision", "bob": "vision", "carol": "nlp", "dave": "nlp", "erin": "ops"}

@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from dlc.errors import JobSpecError
+from dlc.mesos.offers import offer_view
 from dlc.scheduler.core_config import image_vendor
 from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import agent_vendor, place
+from dlc.scheduler.placement import agent_vendor
 from dlc.topology.discovery.discover import discover
 from dlc.topology.node_config import agent_attributes
+from tests.scheduler.helpers import place
 
 from .helpers import job, offer
 
@@ -102,10 +104,9 @@ def test_a_vendor_no_agent_has_is_refused_at_submit_in_one_line():
     # new-user walkthrough (issue 30): --gpu-vendor amd on an NVIDIA-only cluster was
     # accepted and waited forever; now submit names the field, the vendors there and the fix
     from dlc.scheduler.inventory import Inventory
-    from dlc.scheduler.placement import OfferView
 
     inventory = Inventory()
-    inventory.note_offers([OfferView.from_mesos(_pool()[0])])  # the DGX-1 only
+    inventory.note_offers([offer_view(_pool()[0])])  # the DGX-1 only
     amd = JobSpec.from_dict({"image": "rocm/pytorch:latest", "gpus": 1, "gpu_vendor": "amd"})
     with pytest.raises(JobSpecError) as refused:
         inventory.check(amd)
@@ -114,5 +115,5 @@ def test_a_vendor_no_agent_has_is_refused_at_submit_in_one_line():
         "an image for those GPUs, or ask an admin"
     )
     inventory.check(replace(amd, gpus=0))  # a job without GPUs runs anywhere
-    inventory.note_offers([OfferView.from_mesos(o) for o in _pool()])  # the MI300X joins
+    inventory.note_offers([offer_view(o) for o in _pool()])  # the MI300X joins
     inventory.check(amd)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dlc.scheduler.core import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, PlacementConfig, place
+from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, PlacementConfig
 from dlc.scheduler.queue import queue_order
 from dlc.scheduler.whole_score import demand_mix
 from dlc.store.memory import MemoryJobStore
+from tests.scheduler.helpers import place
 
 from .helpers import job, offer
 

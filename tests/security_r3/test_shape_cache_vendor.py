@@ -9,10 +9,11 @@ checks per agent: one ``--gpu-vendor amd --gpus 1 --cpus 0.1`` job that could no
 
 from __future__ import annotations
 
+from dlc.mesos.offers import offer_view
 from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.placement import OfferView, PlacementConfig, place
+from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.shape_cache import ShapeBudget, kind_of
-from tests.scheduler.helpers import offer
+from tests.scheduler.helpers import offer, place
 
 
 def _job(job_id: str, user: str, cpus: float, **extra) -> Job:
@@ -21,7 +22,7 @@ def _job(job_id: str, user: str, cpus: float, **extra) -> Job:
 
 
 def test_a_failed_amd_job_does_not_keep_nvidia_jobs_off_free_gpus():
-    nvidia = [OfferView.from_mesos(offer("o1", "a1", gpus=[0, 1]))]
+    nvidia = [offer_view(offer("o1", "a1", gpus=[0, 1]))]
     queue = [
         _job("j-mallory", "mallory", 0.1, gpu_vendor="amd"),  # no AMD agent: fails
         _job("j-alice", "alice", 1.0),

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dlc.errors import DlcError
+from dlc.mesos.codec import MesosCodec
 from dlc.scheduler.core import Actions, CoreConfig, SchedulerCore
 from dlc.scheduler.core_consolidation import MOVED
 from dlc.scheduler.jobs import JobSpec, JobState, job_id_of_task
@@ -160,7 +161,7 @@ class Engine:
         self.store = MemoryJobStore(clock=self.clock, sequential_ids=True)
         self.core = SchedulerCore(
             self.store, config, resolver=lambda spec: (spec.image or "sim/job:1", None),
-            clock=self.clock, metrics=metrics,
+            clock=self.clock, metrics=metrics, codec=MesosCodec(),
         )  # fmt: skip
         self.core.update_agents(self.master.slaves())
         if tenancy is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlc.scheduler.placement import place
+from tests.scheduler.helpers import place
 from tests.scheduler.test_share_placement import ranged_offer, share_job
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import base64
 import json
 
+from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.launch_spec import LaunchSpec
 from dlc.scheduler.placement import Launch
-from dlc.scheduler.task_info import ExecutorConfig, build_task_info
+from dlc.scheduler.task_launch import ExecutorConfig
 
 
 def _job(**spec) -> Job:

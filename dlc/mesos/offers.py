@@ -1,0 +1,116 @@
+"""Mesos offers as the core reads them: a v1 ``Offer`` JSON dict into an
+:class:`~dlc.scheduler.placement.OfferView` (the Mesos side of the core's
+:class:`~dlc.scheduler.ports.EngineCodec`, :meth:`~dlc.mesos.codec.MesosCodec.decode_offer`).
+
+What a view holds: the scalar resources summed over the offer's entries (``cpus``, ``mem``,
+``disk``, ``gpus``), the ``gpu_ids`` SET items less the GPUs another framework took through the
+plain ``gpus`` scalar, the ``gpu_mem``/``gpu_core`` share blocks of the GPUs left, the ``ports``
+RANGES, the attributes as text, the agent's advertised address and its fault domain. The core
+still reads an offer's ids and cuts a task's resources from its entries itself
+(:mod:`~dlc.scheduler.offer_views`, :mod:`~dlc.scheduler.offered`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from dlc.errors import OfferError
+from dlc.scheduler.gang_topology import domain_names
+from dlc.scheduler.offered import taken_by_scalar
+from dlc.scheduler.placement import OfferView
+from dlc.scheduler.rendezvous import Ranges
+from dlc.topology import gpu_shares
+
+
+def offer_view(offer: Mapping[str, Any]) -> OfferView:
+    """Parse a v1 ``Offer`` JSON dict.
+
+    Raises:
+        OfferError: the offer lacks ids or carries a malformed resource.
+    """
+    try:
+        scalars: dict[str, float] = {}
+        gpu_ids: set[int] = set()
+        resources = offer.get("resources", ())
+        for res in resources:
+            if res.get("type") == "SCALAR":
+                name = res["name"]
+                scalars[name] = scalars.get(name, 0.0) + float(res["scalar"]["value"])
+            elif res.get("name") == "gpu_ids" and res.get("type") == "SET":
+                gpu_ids.update(int(i) for i in res["set"].get("item", ()))
+        # another framework took whole GPUs through the plain scalar: no gpu_ids item
+        # says which, so those ids (and their share blocks) count as taken
+        taken = taken_by_scalar(scalars.get("gpus", 0.0), frozenset(gpu_ids))
+        mem = gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_MEM)
+        core = gpu_shares.ranges_from_resources(resources, gpu_shares.GPU_CORE)
+        if taken:
+            mem, core = _without_gpus(mem, taken), _without_gpus(core, taken)
+        return OfferView(
+            offer_id=offer["id"]["value"],
+            agent_id=offer["agent_id"]["value"],
+            hostname=offer.get("hostname", ""),
+            cpus=scalars.get("cpus", 0.0),
+            mem_mib=scalars.get("mem", 0.0),
+            disk_mib=scalars.get("disk", 0.0),
+            gpus=scalars.get("gpus", 0.0),
+            gpu_ids=frozenset(gpu_ids) - taken,
+            attributes=_attributes(offer.get("attributes", ())),
+            ports=parse_port_ranges(offer.get("resources", ())),
+            address=_agent_address(offer),
+            gpu_mem=mem,
+            gpu_core=core,
+            domain=domain_names(offer.get("domain")),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise OfferError(f"malformed offer {offer.get('id')}: {exc!r}") from None
+
+
+def _without_gpus(ranges: gpu_shares.Ranges, gpus: frozenset[int]) -> gpu_shares.Ranges:
+    """``ranges`` without the blocks of GPUs ``gpus``."""
+    per = gpu_shares.per_gpu(ranges)
+    return gpu_shares.normalise(r for i, rs in per.items() if i not in gpus for r in rs)
+
+
+def _agent_address(offer: Mapping[str, Any]) -> str:
+    """The agent's advertised IP (the one the master reaches, so peers can too; no DNS
+    needed), else the offer's hostname."""
+    address = (offer.get("url") or {}).get("address") or {}
+    return str(address.get("ip") or offer.get("hostname", ""))
+
+
+def _attributes(attrs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Agent attributes as text (scalars rendered without ``.0``)."""
+    out: dict[str, str] = {}
+    for attr in attrs:
+        kind = attr.get("type")
+        if kind == "TEXT":
+            out[attr["name"]] = attr["text"]["value"]
+        elif kind == "SCALAR":
+            value = float(attr["scalar"]["value"])
+            out[attr["name"]] = str(int(value)) if value.is_integer() else str(value)
+    return out
+
+
+def parse_port_ranges(resources: Iterable[Mapping[str, Any]]) -> Ranges:
+    """The ``ports`` RANGES of v1 offer resources, merged and sorted."""
+    out: list[tuple[int, int]] = []
+    for res in resources:
+        if res.get("name") == "ports" and res.get("type") == "RANGES":
+            for item in res.get("ranges", {}).get("range", ()):
+                out.append((int(item["begin"]), int(item["end"])))
+    return tuple(sorted(out))
+
+
+def parse_offers(offers: Iterable[Mapping[str, Any]]) -> tuple[list[OfferView], list[str]]:
+    """Parse offers, separating malformed ones (their ids, to decline) from good ones."""
+    good: list[OfferView] = []
+    bad: list[str] = []
+    for offer in offers:
+        try:
+            good.append(offer_view(offer))
+        except OfferError:
+            oid = (offer.get("id") or {}).get("value")
+            if oid:
+                bad.append(oid)
+    return good, bad

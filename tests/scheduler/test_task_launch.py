@@ -1,0 +1,173 @@
+"""The core reads offers and starts tasks through the codec it holds: the engine's offers in
+as views, engine-neutral launches out as the engine's messages (the EngineCodec port of
+dlc/scheduler/ports.py, dlc/scheduler/task_launch.py)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dlc.errors import DlcError
+from dlc.mesos import task_info as mesos_task_info
+from dlc.mesos.codec import MesosCodec
+from dlc.mesos.offers import offer_view
+from dlc.mesos.task_info import build_task_info
+from dlc.scheduler import ports, task_launch
+from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs import JobSpec, JobState
+from dlc.scheduler.placement import OfferView, PlacementConfig
+from dlc.scheduler.task_launch import TaskLaunch
+from dlc.store.memory import MemoryJobStore
+
+from .helpers import offer
+
+CONFIG = CoreConfig(placement=PlacementConfig("first-fit", executor_cpus=0.25))
+
+
+class RecordingCodec:
+    """Records every offer it decodes and launch it encodes; its views and messages are the
+    Mesos ones, marked as its own (the echo from the offers still reads a TaskInfo's
+    resources)."""
+
+    def __init__(self) -> None:
+        self.offers: list[str] = []
+        self.tasks: list[TaskLaunch] = []
+
+    def decode_offer(self, offer: Mapping[str, Any]) -> OfferView:
+        self.offers.append(offer["id"]["value"])
+        view = offer_view(offer)
+        return replace(view, attributes={**view.attributes, "decoded_by": "recorder"})
+
+    def encode(self, task: TaskLaunch) -> dict[str, Any]:
+        self.tasks.append(task)
+        return {**MesosCodec().encode(task), "encoded_by": "recorder"}
+
+
+class RoundViews:
+    """A metrics sink keeping the views of each round."""
+
+    def __init__(self) -> None:
+        self.rounds: list[list[OfferView]] = []
+
+    def record_round(self, views, received, declined, latency_s, placed) -> None:
+        self.rounds.append(list(views))
+
+
+def _core(codec: ports.EngineCodec | None = None, metrics: RoundViews | None = None):
+    return SchedulerCore(
+        MemoryJobStore(), CONFIG, lambda spec: (spec.image or "img", None), metrics=metrics,
+        codec=codec,
+    )  # fmt: skip
+
+
+def test_the_core_launches_what_its_encoder_made_of_each_placed_task():
+    encoder = RecordingCodec()
+    core = _core(encoder)
+    core.set_framework_id("fw-1")
+    first = core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 2}))
+    second = core.submit("bob", JobSpec.from_dict({"image": "img", "gpus": 1}))
+    actions = core.on_offers([offer("o1", "a1", [0, 1, 2, 3])])
+
+    infos = [info for _, batch in actions.accepts for info in batch]
+    assert [info["encoded_by"] for info in infos] == ["recorder", "recorder"]
+    # one launch per task, as decided: the job, its placement and the core's settings
+    assert [(t.job.job_id, t.launch.job_id) for t in encoder.tasks] == [
+        (first.job_id, first.job_id),
+        (second.job_id, second.job_id),
+    ]
+    assert [t.launch.task_id for t in encoder.tasks] == [i["task_id"]["value"] for i in infos]
+    assert [t.launch.gpu_ids for t in encoder.tasks] == [(0, 1), (2,)]
+    for task in encoder.tasks:
+        assert task.executor is core.config.executor and task.executor.cpus == 0.25
+        assert (task.framework_id, task.kill_grace_s) == ("fw-1", None)
+        assert task.job.spec.image == "img"
+    staged = core.store.get_job(first.job_id)
+    assert staged.state is JobState.STAGING
+    assert staged.tasks[0].task_id == encoder.tasks[0].launch.task_id
+
+
+def test_the_core_reads_offers_through_its_codec_once_per_changed_offer():
+    codec, seen = RecordingCodec(), RoundViews()
+    core = _core(codec, seen)
+    core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 8}))  # never fits: waits
+    core.on_offers([offer("o1", "a1", [0, 1]), offer("o2", "a2", [0])])
+    assert codec.offers == ["o1", "o2"]
+    # the round decided on the codec's views
+    assert [(v.offer_id, v.attributes["decoded_by"]) for v in seen.rounds[0]] == [
+        ("o1", "recorder"),
+        ("o2", "recorder"),
+    ]
+    # an agent offering the same again is not decoded again (the parser's cache), a changed
+    # one is
+    core.on_offers([offer("o3", "a1", [0, 1]), offer("o4", "a2", [0, 1])])
+    assert codec.offers == ["o1", "o2", "o4"]
+
+
+def test_a_malformed_offer_is_declined_as_the_codec_refuses_it():
+    core = _core(RecordingCodec())
+    core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 1}))
+    bad = offer("o1", "a1", [0])
+    bad["resources"][0]["scalar"] = {"value": "lots"}
+    assert core.on_offers([bad]).declines == ["o1"]
+
+
+def test_the_mesos_codec_is_the_offer_parser_and_the_task_info_builder():
+    codec = RecordingCodec()
+    core = _core(codec)
+    core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 1}))
+    raw = offer("o1", "a1", [0])
+    core.on_offers([raw])
+    (task,) = codec.tasks
+    assert MesosCodec().encode(task) == build_task_info(
+        task.job, task.launch, task.framework_id, task.executor, task.kill_grace_s
+    )
+    assert MesosCodec().decode_offer(raw) == offer_view(raw)
+
+
+def test_a_core_without_a_codec_takes_the_registered_default(monkeypatch):
+    mine = RecordingCodec()
+    monkeypatch.setattr(ports, "_default_codec", mine)
+    core = _core()
+    core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 1}))
+    core.on_offers([offer("o1", "a1", [0])])
+    assert (mine.offers, len(mine.tasks)) == (["o1"], 1)
+
+
+def test_a_core_with_no_codec_anywhere_fails_at_once(monkeypatch):
+    monkeypatch.setattr(ports, "_default_codec", None)
+    with pytest.raises(DlcError, match=r"no engine codec: pass SchedulerCore\(codec=...\)"):
+        _core()
+
+
+def test_set_default_codec_returns_the_one_it_replaced(monkeypatch):
+    monkeypatch.setattr(ports, "_default_codec", None)
+    mine = RecordingCodec()
+    assert ports.set_default_codec(mine) is None
+    assert ports.default_codec() is mine
+    assert ports.set_default_codec(None) is mine
+
+
+def _task_info_literals(path: Path) -> list[str]:
+    """Dict literals in ``path`` shaped like a Mesos TaskInfo (task id, agent id and
+    resources), an ExecutorInfo (executor id and command) or a kill policy."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Dict):
+            continue
+        keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+        task_info = {"task_id", "agent_id", "resources"} <= keys or "kill_policy" in keys
+        if task_info or {"executor_id", "command"} <= keys:
+            found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_no_module_of_the_core_writes_a_task_info():
+    core = sorted(Path(task_launch.__file__).parent.rglob("*.py"))
+    assert core and [hit for path in core for hit in _task_info_literals(path)] == []
+    # the detector sees the Mesos adapter's builder, so an empty answer above means something
+    assert _task_info_literals(Path(mesos_task_info.__file__))
