@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 
 import click
 import pytest
@@ -131,15 +131,32 @@ def test_bad_executor_env_is_one_line(tmp_path):
 
 
 def test_unreachable_master_logs_one_line_not_a_traceback(tmp_path):
+    expected = "cannot reach the Mesos master (Connection refused); retrying - check --master"
     proc = subprocess.Popen(
         [sys.executable, "-m", "dlc", "scheduler", "--master", "127.0.0.1:1", "--db",
          str(tmp_path / "db"), "--api-port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if expected in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        time.sleep(6)  # pymesos's first connection attempts fail within this
+        # the line comes once pymesos's first attempt fails: wait for it, not for a fixed time
+        # (on a loaded machine the start alone can take longer than any fixed sleep)
+        assert seen.wait(120), "".join(lines)
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        reader.join(30)
+    err = "".join(lines)
     assert "Traceback" not in err
+    assert expected in err
     assert "cannot reach the Mesos master (Connection refused); retrying - check --master" in err
