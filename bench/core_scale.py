@@ -18,7 +18,7 @@ processes on a shared machine do not count):
 * ``empty_round_ms``: a round with nothing queued (median of a few; the simulated master
   offers every agent again after each, where a Mesos master stops offering once the round
   has suppressed offers: ``first_empty_round_ms`` is the one it sends, which here also
-  forgets the 40,000 jobs the kill of the queue just before it left);
+  forgets the jobs that the kill of the whole queue just before it took out);
 
 and wall-clock submit latency through :meth:`SchedulerCore.submit` (SQLite included):
 ``submit_p99_ms`` and ``submits_per_s`` for 500 users submitting at once, and
