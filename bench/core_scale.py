@@ -15,7 +15,10 @@ processes on a shared machine do not count):
 * ``round_ms_p50`` / ``round_ms_p99``: steady rounds; between two rounds 2% of the running
   tasks (DLC's and the others') finish and as many new pods are submitted, and every agent
   with anything free offers;
-* ``empty_round_ms``: a round with nothing queued (median of a few);
+* ``empty_round_ms``: a round with nothing queued (median of a few; the simulated master
+  offers every agent again after each, where a Mesos master stops offering once the round
+  has suppressed offers: ``first_empty_round_ms`` is the one it sends, which here also
+  forgets the jobs that the kill of the whole queue just before it took out);
 
 and wall-clock submit latency through :meth:`SchedulerCore.submit` (SQLite included):
 ``submit_p99_ms`` and ``submits_per_s`` for 500 users submitting at once, and
@@ -128,6 +131,35 @@ class HeldLock:
         self.release()
 
 
+class CollectorClock:
+    """The cyclic collector's CPU time (``gc.callbacks``), split by where it ran: inside an
+    offer round on the round's thread (``on_offers``, what the round figures include) or
+    anywhere else in the process (the simulated master building 1,213 offers, which stands in
+    for the adapter decoding them; launches, status updates, submits). A collection holds the
+    GIL throughout, so its start and stop come in pairs on one thread."""
+
+    def __init__(self) -> None:
+        self.round_thread: int | None = None  # the thread inside ``on_offers``, if any
+        self.inside = [0.0, 0, 0, 0]  # ms, then collections of each generation
+        self.outside = [0.0, 0, 0, 0]
+        self._start = (0.0, False)
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = (time.thread_time(), threading.get_ident() == self.round_thread)
+            return
+        began, inside = self._start
+        into = self.inside if inside else self.outside
+        into[0] += 1000 * (time.thread_time() - began)
+        into[1 + info["generation"]] += 1
+
+    def take(self) -> tuple[list, list]:
+        """``(inside, outside)`` since the last take: ``[ms, young, middle, full]`` each."""
+        taken = (self.inside, self.outside)
+        self.inside, self.outside = [0.0, 0, 0, 0], [0.0, 0, 0, 0]
+        return taken
+
+
 class Bench:
     """One run: the store, the core, the simulated master, and the pods still to submit."""
 
@@ -225,6 +257,8 @@ class Bench:
     fresh: dict[str, str] = {}
     #: per round: the job book's lock held by the round, (wall ms, CPU ms) summed
     lock_held: list[tuple[float, float]] = []
+    #: the collector's time inside the offer rounds and elsewhere (set by :func:`run`)
+    collector: CollectorClock | None = None
 
     def round(self) -> float:
         """One offer round of every agent with anything free; returns its CPU ms."""
@@ -235,10 +269,14 @@ class Bench:
         t0 = time.thread_time()
         holds = len(self.book_lock.held)
         self.book_lock.rounds.on = True
+        if self.collector is not None:
+            self.collector.round_thread = threading.get_ident()
         try:
             actions = self.core.on_offers(offers)
         finally:
             self.book_lock.rounds.on = False
+            if self.collector is not None:
+                self.collector.round_thread = None
         cpu_ms = 1000 * (time.thread_time() - t0)
         mine = self.book_lock.held[holds:]  # the round's holds, summed
         self.lock_held.append((sum(w for w, _ in mine), sum(c for _, c in mine)))
@@ -397,34 +435,56 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         bench.profiler = profiler
         setup_s = time.perf_counter() - started
         _say(f"set up in {setup_s:.1f} s; first round")
-        first = bench.round()
-        first_launches = bench.launches
-        _say(f"first round {first:.0f} ms CPU; {sizes.steady_rounds} steady rounds")
-        steady, steady_launches = [], 0
-        bench.lock_held = []
-        bench.digest = hashlib.sha256() if args.digest else None
-        for _ in range(sizes.steady_rounds):
-            bench.churn(0.02)
-            steady.append(bench.round())
-            steady_launches += bench.launches
-        if bench.digest is not None:
-            Path(args.digest).write_text(bench.digest.hexdigest() + "\n")
-            bench.digest = None
-        queued_after = len(bench.core.queued_jobs())
-        held = bench.lock_held  # per steady round, its holds summed
-        lock_wall = [w for w, _ in held]
-        lock_cpu = [c for _, c in held]
-        _say(f"steady p50 {_p(steady, 50):.0f} ms CPU; {sizes.burst} submits at once")
-        burst_ms, burst_s, burst_errors = bench.burst(sizes.burst)
-        _say(f"{sizes.even_rate:g}/s submits for {sizes.even_s:g} s")
-        even_ms, even_errors = bench.even(sizes.even_rate, sizes.even_s)
-        rss = _rss_mib()
-        _say("empty rounds")
-        with bench.store._tx("killing the queue"):  # noqa: SLF001 - one bulk write
-            queued = frozenset({JobState.QUEUED})
-            bench.core.kill_all("admin", admin=True, owner=None, states=queued)
-        empty = [bench.round() for _ in range(sizes.empty_rounds)]
-        bench.store.close()
+        bench.collector = clock = CollectorClock()
+        gc.callbacks.append(clock)
+        try:
+            return _rounds(args, sizes, bench, setup_s)
+        finally:
+            gc.callbacks.remove(clock)
+            bench.store.close()
+
+
+def _gc(taken: list, rounds: int) -> tuple[float, float]:
+    """``(ms, collections)`` per round of one side of :meth:`CollectorClock.take`."""
+    return taken[0] / max(rounds, 1), sum(taken[1:]) / max(rounds, 1)
+
+
+def _rounds(args: argparse.Namespace, sizes: Sizes, bench: Bench, setup_s: float) -> dict:
+    """The measured part of :func:`run`: rounds, submits and empty rounds."""
+    first = bench.round()
+    first_launches = bench.launches
+    first_gc = _gc(bench.collector.take()[0], 1)
+    _say(f"first round {first:.0f} ms CPU; {sizes.steady_rounds} steady rounds")
+    steady, steady_launches = [], 0
+    bench.lock_held = []
+    bench.digest = hashlib.sha256() if args.digest else None
+    for _ in range(sizes.steady_rounds):
+        bench.churn(0.02)
+        steady.append(bench.round())
+        steady_launches += bench.launches
+    gc_in, gc_out = bench.collector.take()  # the steady rounds, and the cycles around them
+    steady_gc, steady_gc_out = _gc(gc_in, sizes.steady_rounds), _gc(gc_out, sizes.steady_rounds)
+    if bench.digest is not None:
+        Path(args.digest).write_text(bench.digest.hexdigest() + "\n")
+        bench.digest = None
+    queued_after = len(bench.core.queued_jobs())
+    held = bench.lock_held  # per steady round, its holds summed
+    lock_wall = [w for w, _ in held]
+    lock_cpu = [c for _, c in held]
+    _say(f"steady p50 {_p(steady, 50):.0f} ms CPU; {sizes.burst} submits at once")
+    burst_ms, burst_s, burst_errors = bench.burst(sizes.burst)
+    _say(f"{sizes.even_rate:g}/s submits for {sizes.even_s:g} s")
+    bench.collector.take()
+    even_ms, even_errors = bench.even(sizes.even_rate, sizes.even_s)
+    even_gc = _gc(bench.collector.take()[0], len(bench.even_rounds))
+    rss = _rss_mib()
+    _say("empty rounds")
+    with bench.store._tx("killing the queue"):  # noqa: SLF001 - one bulk write
+        queued = frozenset({JobState.QUEUED})
+        bench.core.kill_all("admin", admin=True, owner=None, states=queued)
+    bench.collector.take()
+    empty = [bench.round() for _ in range(sizes.empty_rounds)]
+    empty_gc = _gc(bench.collector.take()[0], sizes.empty_rounds)
     return {
         "quick": args.quick, "seed": args.seed, "trace": args.trace,
         "agents": len(bench.master.specs), "gpus": bench.total_milli // 1000,
@@ -439,6 +499,9 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         "book_lock_ms_p50": _p(lock_wall, 50), "book_lock_ms_max": max(lock_wall, default=0.0),
         "book_lock_cpu_ms_p50": _p(lock_cpu, 50),
         "empty_round_ms": statistics.median(empty),
+        # the first of them: the one a master that honours the round's SUPPRESS sends (the
+        # simulated master offers every agent every round; docs/scheduler.md)
+        "first_empty_round_ms": empty[0],
         "submit_burst": sizes.burst, "submit_p50_ms": _p(burst_ms, 50),
         "submit_p99_ms": _p(burst_ms, 99), "submits_per_s": sizes.burst / burst_s,
         "submit_errors": burst_errors + even_errors,
@@ -446,6 +509,12 @@ def run(args: argparse.Namespace, profiler=None) -> dict:
         "even_submit_p99_ms": _p(even_ms, 99),
         "even_rounds": len(bench.even_rounds), "even_round_ms_p50": _p(bench.even_rounds, 50),
         "rss_mib": rss,
+        # the cyclic collector on the round's thread inside on_offers (part of the round
+        # figures above), per round; and per steady cycle elsewhere in the process
+        "first_round_gc_ms": first_gc[0], "round_gc_ms": steady_gc[0],
+        "round_gc_runs": steady_gc[1], "even_round_gc_ms": even_gc[0],
+        "empty_round_gc_ms": empty_gc[0], "cycle_gc_outside_ms": steady_gc_out[0],
+        "cycle_gc_outside_runs": steady_gc_out[1],
         "switch_interval_s": sys.getswitchinterval(),
         **even_breakdown(bench),
     }  # fmt: skip

@@ -17,7 +17,11 @@ young and 6 middle collections a round, 9-13 ms of a steady round, that find not
 scheduler's objects form no cycles, and its long-lived state is frozen out of the collector
 once loaded (``gc.freeze`` in :mod:`dlc.app.service`). A middle collection still runs every
 20 young ones and a full one after 10 middle ones (when CPython's own rule allows), so cyclic
-garbage (tracebacks, event-loop callbacks) is still freed, later.
+garbage (tracebacks, event-loop callbacks) is still freed, later. At these thresholds a steady
+round at openb scale runs no collection itself (``round_gc_ms`` of ``bench/core_scale.py``): it
+frees the previous round's state about as fast as it allocates its own, and each free lowers
+the count, so collections run where the offers are decoded instead. Higher ones (50,000) only
+move them into the rounds, fewer and longer (docs/scheduler.md, "Fifteenth pass").
 """
 
 from __future__ import annotations

@@ -33,9 +33,15 @@ def test_core_scale_quick_writes_sane_figures(tmp_path):
     assert done.returncode == 0, done.stderr
     data = json.loads(out.read_text())
     for key in ("round_ms_p50", "round_ms_p99", "first_round_ms", "empty_round_ms",
-                "submits_per_s", "submit_p99_ms", "even_submit_p99_ms", "rss_mib"):  # fmt: skip
+                "first_empty_round_ms", "submits_per_s", "submit_p99_ms", "even_submit_p99_ms",
+                "rss_mib"):  # fmt: skip
         assert isinstance(data[key], float) and math.isfinite(data[key]) and data[key] > 0, key
     assert data["round_ms_p50"] <= data["round_ms_p99"]
+    # the cyclic collector's time inside the rounds (part of their figures) and outside them
+    for key in ("first_round_gc_ms", "round_gc_ms", "round_gc_runs", "even_round_gc_ms",
+                "empty_round_gc_ms", "cycle_gc_outside_ms", "cycle_gc_outside_runs"):  # fmt: skip
+        assert isinstance(data[key], float) and math.isfinite(data[key]) and data[key] >= 0, key
+    assert data["round_gc_ms"] <= data["round_ms_p99"]
     assert data["submit_errors"] == 0
     assert data["running_tasks"] > 0  # the rounds placed pods
     assert isinstance(data["missed"], list)
