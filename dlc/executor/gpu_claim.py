@@ -46,7 +46,7 @@ def parse_gpus_label(text: str | None) -> frozenset[int]:
     out = set()
     for part in (text or "").split(","):
         part = part.strip()
-        if part.isdigit():
+        if _is_index(part):
             out.add(int(part))
     return frozenset(out)
 
@@ -54,7 +54,13 @@ def parse_gpus_label(text: str | None) -> frozenset[int]:
 def parse_share_gpu(text: str | None) -> frozenset[int]:
     """The GPU of a ``dlc.gpu_share`` value (``GPU:MiB:milli:backend``); empty if unreadable."""
     head = (text or "").partition(":")[0].strip()
-    return frozenset({int(head)}) if head.isdigit() else frozenset()
+    return frozenset({int(head)}) if _is_index(head) else frozenset()
+
+
+def _is_index(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes ``²`` (which ``int`` refuses, so one
+    label from a user's image failed every claim on the host) and other scripts' digits."""
+    return text.isascii() and text.isdigit()
 
 
 def process_start_time(pid: int) -> str | None:
