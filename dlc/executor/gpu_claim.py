@@ -1,10 +1,11 @@
 """One container per GPU on a Docker engine, whatever crashed before (executor, agent, dlc local).
 
-Every DLC container carries two labels besides its task identity:
+Every DLC container carries three labels besides its task identity, each written by the
+executor (Docker would otherwise copy a same-named label from the user's image):
 
 * ``dlc.gpus``: the comma-separated host GPU ids it holds whole (empty for CPU-only tasks and
   shares);
-* ``dlc.gpu_share`` (shares only, set by :mod:`dlc.executor.sharing.render`):
+* ``dlc.gpu_share`` (set by :mod:`dlc.executor.sharing.render`; empty unless a share):
   ``GPU:MiB:milli:backend``, the one GPU the share runs on;
 * ``dlc.executor_pid``: ``<pid>:<start time>`` of the executor process that owns it (the start
   time from ``/proc/<pid>/stat`` guards against a reused pid).
