@@ -1,10 +1,11 @@
 """One container per GPU on a Docker engine, whatever crashed before (executor, agent, dlc local).
 
-Every DLC container carries two labels besides its task identity:
+Every DLC container carries three labels besides its task identity, each written by the
+executor (Docker would otherwise copy a same-named label from the user's image):
 
 * ``dlc.gpus``: the comma-separated host GPU ids it holds whole (empty for CPU-only tasks and
   shares);
-* ``dlc.gpu_share`` (shares only, set by :mod:`dlc.executor.sharing.render`):
+* ``dlc.gpu_share`` (set by :mod:`dlc.executor.sharing.render`; empty unless a share):
   ``GPU:MiB:milli:backend``, the one GPU the share runs on;
 * ``dlc.executor_pid``: ``<pid>:<start time>`` of the executor process that owns it (the start
   time from ``/proc/<pid>/stat`` guards against a reused pid).
@@ -46,7 +47,7 @@ def parse_gpus_label(text: str | None) -> frozenset[int]:
     out = set()
     for part in (text or "").split(","):
         part = part.strip()
-        if part.isdigit():
+        if _is_index(part):
             out.add(int(part))
     return frozenset(out)
 
@@ -54,7 +55,13 @@ def parse_gpus_label(text: str | None) -> frozenset[int]:
 def parse_share_gpu(text: str | None) -> frozenset[int]:
     """The GPU of a ``dlc.gpu_share`` value (``GPU:MiB:milli:backend``); empty if unreadable."""
     head = (text or "").partition(":")[0].strip()
-    return frozenset({int(head)}) if head.isdigit() else frozenset()
+    return frozenset({int(head)}) if _is_index(head) else frozenset()
+
+
+def _is_index(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes ``²`` (which ``int`` refuses, so one
+    label from a user's image failed every claim on the host) and other scripts' digits."""
+    return text.isascii() and text.isdigit()
 
 
 def process_start_time(pid: int) -> str | None:

@@ -297,6 +297,9 @@ class TaskRunner:
         if share_args is not None:
             kwargs = apply_share(kwargs, share_args)
         kwargs["labels"] = {
+            # Docker copies the image's labels onto the container unless it sets them: a
+            # share label from a user's image would claim a GPU this task was never given
+            LABEL_SHARE: "",
             **kwargs.get("labels", {}),
             LABEL_GPUS: gpus_label(spec.gpu_ids),
             LABEL_EXECUTOR_PID: executor_pid_label(),

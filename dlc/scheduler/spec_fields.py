@@ -52,7 +52,7 @@ _TENANCY_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 
 def check_name(kind: str, value: str) -> str:
     """A group or pool name (``team-a``, ``train``); raises JobSpecError naming ``kind``."""
-    if not isinstance(value, str) or not _TENANCY_NAME_RE.match(value):
+    if not isinstance(value, str) or not _TENANCY_NAME_RE.fullmatch(value):
         raise TenancyError(
             kind,
             f"{str(value)[:40]!r} is not a valid {kind} name; use up to 63 lower-case "

@@ -147,3 +147,31 @@ def test_a_share_claims_its_gpu_against_whole_gpu_tasks_not_other_shares(
     first.shutdown()
     beside.shutdown()
     whole.shutdown()
+
+
+def test_an_image_label_does_not_make_a_task_a_share(
+    docker_runtime, busybox_image, framework_id, tmp_path
+):
+    """Docker copies an image's labels onto its containers: a user's image labelled
+    ``dlc.gpu_share=0:...`` running a CPU-only task must not block GPU 0 for other tenants'
+    whole-GPU tasks (the executor writes the label on every container, empty when no share)."""
+    from tests.docker.conftest import _busybox_tar
+
+    image = "dlc-test/share-label:1"
+    docker_runtime.client.api.import_image_from_data(
+        _busybox_tar(), repository=image.split(":")[0], tag="1",
+        changes=["ENV PATH=/bin", 'CMD ["/bin/sh"]', f"LABEL {LABEL_SHARE}=0:1:1:none"],
+    )  # fmt: skip
+    hostile, hostile_sink = _runner(docker_runtime, framework_id, tmp_path, "ex-h")
+    cpu_only = LaunchSpec(image=image, job_id="h", command=("sleep", "300"))
+    hostile.launch("task-h", cpu_only.encode())
+    hostile_sink.wait_for("TASK_RUNNING", timeout=60)
+    whole, sink = _runner(docker_runtime, framework_id, tmp_path, "ex-w")
+    spec = LaunchSpec(image=busybox_image, job_id="w", command=("true",), gpu_ids=(0,))
+    whole.launch("task-w", spec.encode())
+    with sink.cond:
+        assert sink.cond.wait_for(sink.terminal, 60), sink.updates
+    (ended,) = sink.terminal()
+    assert ended[1] == "TASK_FINISHED", ended  # not "holds a share of GPU [0]"
+    hostile.shutdown()
+    whole.shutdown()

@@ -110,3 +110,12 @@ def test_share_meets_whole_gpu_holders_and_orphan_shares_not_live_shares():
     assert "holds GPUs [0]" in plan.conflict_message([0])
     alone = plan_claim([0], [shared("s", 0, "11:700")], start_time_of, share=True)
     assert alone.remove == [] and alone.conflicts == []
+
+
+def test_labels_an_image_could_carry_never_crash_the_claim():
+    """``str.isdigit`` accepts ``²`` and ``٣``, which ``int`` rejects or reads as a GPU: a
+    label from a user's image must read as no GPU, not raise in every other task's claim."""
+    for text in ("²", "0²:1:1:none", "٣:1:1:none", "𝟘"):
+        assert parse_share_gpu(text) == frozenset(), text
+        assert parse_gpus_label(text) == frozenset(), text
+    assert parse_gpus_label("1,²,3") == {1, 3}

@@ -254,3 +254,9 @@ def test_priority_class_sets_the_number_and_bad_names_are_refused():
         JobSpec.from_dict({"image": "x", "priority_class": "vip"})
     with pytest.raises(JobSpecError, match="not a valid pool name"):
         JobSpec.from_dict({"image": "x", "pool": "Bad Pool"})
+    # `$` also matches before a final newline: a group "team-a\n" (the admin's calls check
+    # names with this rule alone; a spec's fields also refuse control characters)
+    from dlc.scheduler.spec_fields import check_name
+
+    with pytest.raises(JobSpecError, match="not a valid group name"):
+        check_name("group", "team-a\n")
