@@ -15,6 +15,12 @@ The subclass also fixes what pymesos 0.3.15 gets wrong for an executor that must
 * pymesos never records sent updates, so a re-SUBSCRIBE carries no unacknowledged updates and
   an update sent while the agent was away was lost. Here every update is kept until the agent
   acknowledges it and is re-sent with the next SUBSCRIBE.
+* pymesos raises when an UPDATE call cannot be delivered (a connection reset: 128 executors
+  starting at once on a loaded machine saw it) and the update was then never sent again while
+  the subscription stayed up: the task stayed ``TASK_STAGING`` for good. Here such an update
+  (and every later one, to keep their order) is queued and tried again with a backoff
+  (:data:`RESEND_FIRST_S` .. :data:`RESEND_MAX_S`) until delivered; an agent that acknowledges
+  it twice (the re-SUBSCRIBE carried it too) is harmless, updates are told apart by uuid.
 * the executor hears of acknowledgements and of the connection ending (``acknowledged`` and
   ``connection_lost`` hooks, called when the executor object has them).
 * :meth:`stop_quietly` ends the driver without pymesos's ``on_close`` shutdown path (which
@@ -39,9 +45,11 @@ The subclass also fixes what pymesos 0.3.15 gets wrong for an executor that must
 from __future__ import annotations
 
 import base64
+import http.client
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -54,6 +62,14 @@ log = logging.getLogger(__name__)
 DEFAULT_EXECUTOR_API_PATH = "/api/v1/executor"
 #: seconds between attempts to reach the (local) agent; well inside its 2 s re-registration window
 RECONNECT_S = 0.5
+#: an update whose UPDATE call could not be delivered is tried again after these many seconds,
+#: doubling up to RESEND_MAX_S, for RESEND_FOR_S at most (then it waits for the next SUBSCRIBE)
+RESEND_FIRST_S = 0.2
+RESEND_MAX_S = 5.0
+RESEND_FOR_S = 600.0
+#: errors of an UPDATE call that never reached the agent (worth trying again); pymesos raises
+#: RuntimeError("Not connected yet") before its first connection
+_UNDELIVERED = (OSError, http.client.HTTPException)
 _PID_ID = re.compile(r"^[A-Za-z0-9_.()-]+$")
 #: where a Mesos agent (or DLC's emulator) hands the executor its token
 TOKEN_VARIABLE = "MESOS_EXECUTOR_AUTHENTICATION_TOKEN"
@@ -194,6 +210,10 @@ def _driver_class() -> type:
             self._auth = {"Authorization": f"Bearer {token}"} if token else {}
             self.checkpoint = os.environ.get("MESOS_CHECKPOINT", "").strip() == "1"
             self._quiet_stop = False
+            #: updates whose UPDATE call was not delivered, oldest first, and their sender
+            self._unsent: list[dict[str, Any]] = []
+            self._unsent_lock = threading.Lock()
+            self._resender: threading.Thread | None = None
 
         def stop_quietly(self) -> None:
             """Stop the driver for an orderly executor exit (no shutdown callback, no kill)."""
@@ -228,7 +248,51 @@ def _driver_class() -> type:
             status.setdefault("uuid", base64.b64encode(uuid.uuid4().bytes).decode())
             status.setdefault("source", "SOURCE_EXECUTOR")
             self.updates[base64.b64decode(status["uuid"])] = {"status": status}
-            super().sendStatusUpdate(status)
+            with self._unsent_lock:
+                if self._unsent:  # earlier updates wait: this one goes after them
+                    self._unsent.append(status)
+                    return
+                try:
+                    super().sendStatusUpdate(status)
+                    return
+                except _UNDELIVERED + (RuntimeError,) as exc:
+                    if isinstance(exc, RuntimeError) and "Not connected" not in str(exc):
+                        raise  # the agent answered and refused: sending again will not help
+                    log.warning("status update not delivered (%s); trying again", exc)
+                    self._unsent.append(status)
+                    if self._resender is None:
+                        self._resender = threading.Thread(
+                            target=self._resend, name="dlc-executor-resend", daemon=True
+                        )
+                        self._resender.start()
+
+        def _resend(self) -> None:
+            """Deliver the queued updates in order, backing off while the agent is away."""
+            delay, deadline = RESEND_FIRST_S, time.monotonic() + RESEND_FOR_S
+            while time.monotonic() < deadline and not self._quiet_stop:
+                time.sleep(delay)
+                with self._unsent_lock:
+                    if self._send_unsent():
+                        self._resender = None
+                        return
+                delay = min(delay * 2, RESEND_MAX_S)
+            with self._unsent_lock:  # given up: they are re-sent with the next SUBSCRIBE
+                self._unsent.clear()
+                self._resender = None
+
+        def _send_unsent(self) -> bool:
+            """Sends queued updates, oldest first; whether none is left (under the lock)."""
+            while self._unsent:
+                status = self._unsent[0]
+                if base64.b64decode(status["uuid"]) in self.updates:  # not acknowledged yet
+                    try:
+                        pymesos.MesosExecutorDriver.sendStatusUpdate(self, status)
+                    except _UNDELIVERED + (RuntimeError,) as exc:
+                        if not isinstance(exc, RuntimeError) or "Not connected" in str(exc):
+                            return False
+                        log.warning("status update refused by the agent: %s", exc)
+                self._unsent.pop(0)
+            return True
 
         def gen_request(self) -> bytes:
             request = super().gen_request()

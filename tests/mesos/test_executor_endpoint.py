@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
 import pytest
 
 from dlc.errors import DlcError
+from dlc.mesos import executor_endpoint
 from dlc.mesos.executor_endpoint import executor_api_path, make_executor_driver
 
 
@@ -181,3 +184,62 @@ def test_no_token_no_header_and_a_malformed_one_is_refused(executor_env, monkeyp
     monkeypatch.setenv("MESOS_EXECUTOR_AUTHENTICATION_TOKEN", "a.b\r\nX-Evil: 1")
     with pytest.raises(DlcError, match="MESOS_EXECUTOR_AUTHENTICATION_TOKEN is not a JWT"):
         make_executor_driver(object())
+
+
+class _ResettingConnection(_Connection):
+    """Resets the first ``resets`` requests, as an agent whose backlog overflowed does."""
+
+    def __init__(self, resets: int) -> None:
+        super().__init__()
+        self.resets = resets
+        self.states: list[str] = []
+
+    def request(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> None:
+        if self.resets:
+            self.resets -= 1
+            raise ConnectionResetError(104, "Connection reset by peer")
+        super().request(method, path, body, headers)
+        self.states.append(json.loads(body)["update"]["status"]["state"])
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_undelivered_update_is_sent_again_and_keeps_its_order(executor_env, monkeypatch):
+    monkeypatch.setattr(executor_endpoint, "RESEND_FIRST_S", 0.01)
+    driver = make_executor_driver(object())
+    connection = _ResettingConnection(resets=3)
+
+    def get_conn():  # as pymesos's: (re)connects and keeps the connection in _conn
+        driver._conn = connection
+        return connection
+
+    monkeypatch.setattr(driver, "_get_conn", get_conn)
+    driver.stream_id = "stream-1"
+    driver.sendStatusUpdate({"task_id": {"value": "t1"}, "state": "TASK_RUNNING"})  # no raise
+    driver.sendStatusUpdate({"task_id": {"value": "t1"}, "state": "TASK_FINISHED"})
+    deadline = time.monotonic() + 30
+    while len(connection.states) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert connection.states == ["TASK_RUNNING", "TASK_FINISHED"]  # once each, in order
+    assert connection.resets == 0
+
+
+def test_an_update_the_agent_refuses_is_not_sent_again(executor_env) -> None:
+    class Refusing(_Connection):
+        def getresponse(self):
+            class Response:
+                status = 403
+
+                def read(self) -> bytes:
+                    return b"Task 't1' is unknown to executor"
+
+            return Response()
+
+    driver = make_executor_driver(object())
+    connection = Refusing()
+    driver._conn = connection
+    driver.stream_id = "stream-1"
+    with pytest.raises(RuntimeError, match="code=403"):
+        driver.sendStatusUpdate({"task_id": {"value": "t1"}, "state": "TASK_RUNNING"})
+    assert len(connection.requests) == 1 and driver._resender is None

@@ -39,6 +39,9 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    #: socketserver listens with a backlog of 5; `dlc local` starts 128 executors at once (and
+    #: each holds a stream and posts updates), which overflowed it on a loaded machine
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], emulator: Any) -> None:
         self.emulator = emulator
