@@ -12,7 +12,10 @@ import textwrap
 SCRIPT = textwrap.dedent(
     """
     import os, random, signal, threading, time
-    from dlc.cli.scheduler_cmd import stop_on_signals
+    from dlc.cli.scheduler_cmd import StopSignals, stop_on_signals
+    # each wait ends at the poll after the signal: 300 waits at the 0.2 s default took a
+    # minute; the race is in the handler, not in how often the loop looks at the flag
+    StopSignals.POLL_S = 0.005
     for i in range(300):
         stop = stop_on_signals()
         delay = random.random() / 2000

@@ -11,16 +11,11 @@ import signal
 
 import pytest
 
-from tests.native.shim_helpers import Client, build, shim_env, write_config
+from tests.native.shim_helpers import Client, shim_env, write_config
 
 OOM = "err 2"  # CUDA_ERROR_OUT_OF_MEMORY
 MODES = ("direct", "dlsym", "getproc", "getproc2", "rtldnext")
 KINDS = ("mem", "pitch", "managed", "async", "pool", "vmm")
-
-
-@pytest.fixture(scope="module")
-def shim_build(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("shim-build"))
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.native.shim_helpers import ROOT, build
+from tests.native.shim_helpers import ROOT
 
 SCRIPT = ROOT / "scripts" / "gpu_isolation_check.py"
 
@@ -84,7 +84,7 @@ esac
 
 
 @pytest.fixture
-def fake_gpu(tmp_path, monkeypatch):
+def fake_gpu(tmp_path, monkeypatch, shim_build):
     """PATH with the fakes first; the stub driver found by alloc_bench; the fake python."""
     bin_dir = tmp_path / "fakebin"
     bin_dir.mkdir()
@@ -92,7 +92,7 @@ def fake_gpu(tmp_path, monkeypatch):
         path = bin_dir / name
         path.write_text("#!/bin/bash\n" + body)
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    stub = build(tmp_path / "shim-build").stub_dir
+    stub = shim_build.stub_dir  # the session's build (tests/native/conftest.py)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("LD_LIBRARY_PATH", str(stub))
     return bin_dir

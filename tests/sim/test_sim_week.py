@@ -13,7 +13,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "sim_week.py"
 
 def test_quick_week_reports_each_feature_against_its_baseline(tmp_path):
     out = tmp_path / "week.json"
-    cmd = [sys.executable, str(BENCH), "--quick", "--jobs", "1", "--no-fail", "--json", str(out),
+    # two worker processes: the variants are independent (same figures), and the test waits
+    cmd = [sys.executable, str(BENCH), "--quick", "--jobs", "2", "--no-fail", "--json", str(out),
            "--md", str(tmp_path / "week.md")]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
