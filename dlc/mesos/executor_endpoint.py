@@ -67,9 +67,17 @@ RECONNECT_S = 0.5
 RESEND_FIRST_S = 0.2
 RESEND_MAX_S = 5.0
 RESEND_FOR_S = 600.0
-#: errors of an UPDATE call that never reached the agent (worth trying again); pymesos raises
-#: RuntimeError("Not connected yet") before its first connection
-_UNDELIVERED = (OSError, http.client.HTTPException)
+#: what a failed UPDATE call may raise: a connection error, pymesos's RuntimeError("Not
+#: connected yet") before its first connection, or its RuntimeError for a non-2xx answer
+_SEND_ERRORS = (OSError, http.client.HTTPException, RuntimeError)
+
+
+def _undelivered(exc: BaseException) -> bool:
+    """Whether a failed UPDATE never reached the agent (worth sending again), as opposed to
+    an answer refusing it (pymesos's RuntimeError naming the code)."""
+    return not isinstance(exc, RuntimeError) or "Not connected" in str(exc)
+
+
 _PID_ID = re.compile(r"^[A-Za-z0-9_.()-]+$")
 #: where a Mesos agent (or DLC's emulator) hands the executor its token
 TOKEN_VARIABLE = "MESOS_EXECUTOR_AUTHENTICATION_TOKEN"
@@ -255,8 +263,8 @@ def _driver_class() -> type:
                 try:
                     super().sendStatusUpdate(status)
                     return
-                except _UNDELIVERED + (RuntimeError,) as exc:
-                    if isinstance(exc, RuntimeError) and "Not connected" not in str(exc):
+                except _SEND_ERRORS as exc:
+                    if not _undelivered(exc):
                         raise  # the agent answered and refused: sending again will not help
                     log.warning("status update not delivered (%s); trying again", exc)
                     self._unsent.append(status)
@@ -287,8 +295,8 @@ def _driver_class() -> type:
                 if base64.b64decode(status["uuid"]) in self.updates:  # not acknowledged yet
                     try:
                         pymesos.MesosExecutorDriver.sendStatusUpdate(self, status)
-                    except _UNDELIVERED + (RuntimeError,) as exc:
-                        if not isinstance(exc, RuntimeError) or "Not connected" in str(exc):
+                    except _SEND_ERRORS as exc:
+                        if _undelivered(exc):
                             return False
                         log.warning("status update refused by the agent: %s", exc)
                 self._unsent.pop(0)
