@@ -328,8 +328,7 @@ class TaskRunner:
         )
         self.shares.started(task.task_id, task.container_id)
         if self.usage is not None:
-            share_gpu = () if spec.share is None else (spec.share.gpu_index,)
-            self.usage.started(task.task_id, task.container_id, spec.gpu_ids or share_gpu)
+            self.usage.started(task.task_id, task.container_id, spec.gpus_used)
         watch = self._watch_idle(spec, task.container_id)
         exec_server = self._serve_exec(spec, task.container_id)
         result = self.runtime.wait(task.container_id)
@@ -425,8 +424,7 @@ class TaskRunner:
         Raises:
             ContainerError: a double assignment, or an orphan that would not go away.
         """
-        share = spec.share is not None
-        gpu_ids = (spec.share.gpu_index,) if spec.share is not None else spec.gpu_ids
+        gpu_ids = spec.gpus_used
         if not gpu_ids:
             return
         deadline = time.monotonic() + self.config.claim_timeout_s
@@ -436,7 +434,7 @@ class TaskRunner:
                 self._held_gpus(framework_scope),
                 process_start_time,
                 self._own_container_ids(),
-                share=share,
+                share=spec.share is not None,
             )
             if plan.conflicts:
                 raise ContainerError(plan.conflict_message(gpu_ids))

@@ -216,6 +216,11 @@ class LaunchSpec:
     publish: tuple[tuple[int, int], ...] = ()
     idle_timeout_s: float = 0.0
 
+    @property
+    def gpus_used(self) -> tuple[int, ...]:
+        """Host GPU ids the task runs on: its whole GPUs, or the one GPU of its share."""
+        return (self.share.gpu_index,) if self.share is not None else self.gpu_ids
+
     def to_json(self) -> str:
         """Compact JSON text of this spec (with its version)."""
         body = self._plain()
