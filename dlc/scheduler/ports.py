@@ -124,9 +124,9 @@ class EngineCodec(Protocol):
     :class:`~dlc.scheduler.task_launch.TaskLaunch`); a codec translates at both edges, so the
     core builds no engine JSON of its own. Its methods are pure and cheap (the reservation
     keeper aside, which is the caller's state): they run under the core's lock, off the job
-    book's, once per offer (:meth:`offer_ids`, :meth:`offer_inputs`), once per changed offer
-    (:meth:`decode_offer`), once per launched task (:meth:`encode`) and once per round with
-    launches (:meth:`echo_round`;
+    book's: once per offer (:meth:`offer_ids`; :meth:`offer_inputs` in a round with work),
+    once per changed offer (:meth:`decode_offer`), once per launched task (:meth:`encode`) and
+    once per round with work (:meth:`echo_round`, mostly in
     :meth:`~dlc.scheduler.core_offers.OfferRoundMixin._prepare_launch`). The Mesos one is
     :class:`dlc.mesos.codec.MesosCodec`.
     """
