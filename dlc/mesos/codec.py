@@ -3,8 +3,10 @@
 The core decides in engine-neutral types: offers come to it as
 :class:`~dlc.scheduler.placement.OfferView` values and launches leave it as
 :class:`~dlc.scheduler.task_launch.TaskLaunch` values. :class:`MesosCodec` reads a v1 ``Offer``
-into a view (:func:`dlc.mesos.offers.offer_view`) and writes a launch as a v1 ``TaskInfo``
-(:func:`dlc.mesos.task_info.build_task_info`). A second engine is one more codec.
+into a view (:func:`dlc.mesos.offers.offer_view`), writes a launch as a v1 ``TaskInfo``
+(:func:`dlc.mesos.task_info.build_task_info`), cuts the TaskInfos' resources from the offers as
+offered (:func:`dlc.mesos.echo.echo_round`) and keeps ``--reserve``'s dynamic reservations
+(:class:`dlc.mesos.reserver.Reserver`). A second engine is one more codec.
 
 The service, the simulator and the benchmarks pass ``SchedulerCore(..., codec=MesosCodec())``;
 importing this module also makes a ``MesosCodec`` the default of cores built without one
@@ -14,13 +16,16 @@ importing this module also makes a ``MesosCodec`` the default of cores built wit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from dlc.errors import DlcError
+from dlc.mesos.echo import echo_round
 from dlc.mesos.offers import offer_view
+from dlc.mesos.reserver import Reserver
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.placement import OfferView
-from dlc.scheduler.ports import set_default_codec
+from dlc.scheduler.ports import EchoedRound, ReservationKeeper, set_default_codec
 from dlc.scheduler.task_launch import TaskLaunch
 
 
@@ -28,6 +33,21 @@ class MesosCodec:
     """Mesos offers in, Mesos TaskInfos out (stateless; pure)."""
 
     __slots__ = ()
+
+    def offer_ids(self, offer: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        """``(offer["id"]["value"], offer["agent_id"]["value"])``, ``None`` for a part the
+        offer lacks. Two lookups on the way of every offer of a round with nothing queued:
+        the malformed case is the slow one."""
+        try:
+            return offer["id"]["value"], offer["agent_id"]["value"]
+        except (KeyError, TypeError):
+            return _value_of(offer, "id"), _value_of(offer, "agent_id")
+
+    def offer_inputs(self, offer: Mapping[str, Any]) -> tuple[Any, ...]:
+        """What :func:`~dlc.mesos.offers.offer_view` reads of an offer besides its ids: its
+        ``resources``, ``attributes``, ``hostname`` and ``url`` (the very objects)."""
+        get = offer.get
+        return get("resources"), get("attributes"), get("hostname"), get("url")
 
     def decode_offer(self, offer: Mapping[str, Any]) -> OfferView:
         """A v1 ``Offer`` as a view (:func:`~dlc.mesos.offers.offer_view`; raises OfferError
@@ -40,6 +60,39 @@ class MesosCodec:
         return build_task_info(
             task.job, task.launch, task.framework_id, task.executor, task.kill_grace_s
         )
+
+    def echo_round(
+        self,
+        offers: Sequence[Mapping[str, Any]],
+        jobs: Sequence[tuple[str, Sequence[dict[str, Any]]]],
+        roles: Iterable[str] | None = None,
+        reserver: ReservationKeeper | None = None,
+        now: float = 0.0,
+        role_of: Callable[[str], str | None] | None = None,
+    ) -> EchoedRound:
+        """The TaskInfos' resources cut from the offers as offered, with ``--reserve``'s
+        RESERVE/UNRESERVE operations (:func:`~dlc.mesos.echo.echo_round`).
+
+        Raises:
+            DlcError: ``reserver`` is not one this codec made (:meth:`reserver`).
+        """
+        if reserver is not None and not isinstance(reserver, Reserver):
+            raise DlcError(
+                f"the Mesos codec reserves with its own Reserver, not {type(reserver).__name__}"
+            )
+        return echo_round(offers, jobs, roles, reserver, now, role_of)
+
+    def reserver(self, idle_s: float, principal: str | None) -> Reserver:
+        """A :class:`~dlc.mesos.reserver.Reserver` (``principal``: the framework's, which Mesos
+        requires on its reservations when it has one)."""
+        return Reserver(idle_s, principal)
+
+
+def _value_of(offer: Any, key: str) -> str | None:
+    """``offer[key]["value"]`` where the offer has it, else ``None`` (a malformed offer)."""
+    part = offer.get(key) if isinstance(offer, Mapping) else None
+    value = part.get("value") if isinstance(part, Mapping) else None
+    return None if value is None else str(value)
 
 
 # cores built without ``codec=`` speak Mesos once the Mesos adapter is loaded

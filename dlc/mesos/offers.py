@@ -5,9 +5,8 @@
 What a view holds: the scalar resources summed over the offer's entries (``cpus``, ``mem``,
 ``disk``, ``gpus``), the ``gpu_ids`` SET items less the GPUs another framework took through the
 plain ``gpus`` scalar, the ``gpu_mem``/``gpu_core`` share blocks of the GPUs left, the ``ports``
-RANGES, the attributes as text, the agent's advertised address and its fault domain. The core
-still reads an offer's ids and cuts a task's resources from its entries itself
-(:mod:`~dlc.scheduler.offer_views`, :mod:`~dlc.scheduler.offered`).
+RANGES, the attributes as text, the agent's advertised address and its fault domain. A task's
+resources are cut from an offer's entries as offered by :mod:`~dlc.mesos.echo`.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from typing import Any
 
 from dlc.errors import OfferError
 from dlc.scheduler.gang_topology import domain_names
-from dlc.scheduler.offered import taken_by_scalar
 from dlc.scheduler.placement import OfferView
 from dlc.scheduler.rendezvous import Ranges
 from dlc.topology import gpu_shares
@@ -64,6 +62,22 @@ def offer_view(offer: Mapping[str, Any]) -> OfferView:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise OfferError(f"malformed offer {offer.get('id')}: {exc!r}") from None
+
+
+def taken_by_scalar(gpus: float, gpu_ids: frozenset[int]) -> frozenset[int]:
+    """GPU ids to treat as taken when an offer's ``gpus`` is lower than its ``gpu_ids`` count.
+
+    DLC's tasks always take ``gpus:k`` with k ``gpu_ids`` items, so the two agree until another
+    framework takes whole GPUs through the plain ``gpus`` scalar alone: Mesos's GPU allocator
+    then hands it the lowest-numbered free GPUs, and no ``gpu_ids`` item says which. DLC
+    treats the difference as taken and picks those same lowest ids (Mesos's order), so it never
+    offers a job a GPU that is, by the master's count, not free. ``docs/roles.md`` explains
+    why reserving the GPUs for DLC's role is the real fix.
+    """
+    missing = len(gpu_ids) - int(gpus + 1e-9)
+    if missing <= 0:
+        return frozenset()
+    return frozenset(sorted(gpu_ids)[:missing])
 
 
 def _without_gpus(ranges: gpu_shares.Ranges, gpus: frozenset[int]) -> gpu_shares.Ranges:

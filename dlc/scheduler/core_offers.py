@@ -26,8 +26,8 @@ from dlc.scheduler.decide import DecideRequest, Decision, QueueChanges, decide
 from dlc.scheduler.gang_topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
 from dlc.scheduler.offer_views import with_fields
-from dlc.scheduler.offered import EchoedRound, echo_round
 from dlc.scheduler.placement import NO_TOPOLOGY_POLICY, Launch, OfferView, share_fields
+from dlc.scheduler.ports import EchoedRound
 from dlc.scheduler.round_cap import CAP_PREFIX
 from dlc.scheduler.shape_cache import DEFERRED_PREFIX
 from dlc.scheduler.share_hold import HELD_PREFIX
@@ -347,7 +347,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                   for job, launch in growth]  # fmt: skip
         owner = {launch.task_id: job for job, launch in growth}
         group_roles = dict(self.config.group_roles)
-        echoed = echo_round(
+        echoed = self._codec.echo_round(
             offers, infos, self.config.roles or None, self._reserver, self._clock(),
             (lambda j: group_roles.get(self.tenancy.group_of((jobs.get(j) or owner[j]).user)))
             if group_roles else None,

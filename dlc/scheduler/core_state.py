@@ -49,10 +49,9 @@ from dlc.scheduler.job_book import JobBook, QueueView
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
 from dlc.scheduler.offer_views import IdleOffers, OfferParser
 from dlc.scheduler.placement import DriverCheck, TopologyOf
-from dlc.scheduler.ports import EngineCodec, JobStore, RoundSink, default_codec
+from dlc.scheduler.ports import EngineCodec, JobStore, ReservationKeeper, RoundSink, default_codec
 from dlc.scheduler.queue import Reservations
 from dlc.scheduler.refusals import Refusals
-from dlc.scheduler.reserve import Reserver
 from dlc.scheduler.round_cap import RoundCap
 from dlc.scheduler.round_memo import RoundMemo
 from dlc.scheduler.shape_cache import ShapeBudget
@@ -133,9 +132,9 @@ class CoreState:
         self._drains = Drains(self.config.drain_timeout_s)
         self._refusals = Refusals()
         #: each agent's offer parsed once while it offers the same (dlc/scheduler/offer_views.py)
-        self._offer_parser = OfferParser(self._codec.decode_offer)
+        self._offer_parser = OfferParser(self._codec)
         #: offers of rounds with nothing queued, learnt from when first read (offer_views.py)
-        self._idle_offers = IdleOffers()
+        self._idle_offers = IdleOffers(self._codec.offer_ids)
         #: per agent what placement derived from an unchanged offer (dlc/scheduler/round_memo.py)
         self._round_memo = RoundMemo()
         #: (inventory version, the agents with the master's exact totals then)
@@ -145,7 +144,9 @@ class CoreState:
         #: at most so many queued jobs considered per round, in turns (round_cap.py)
         self._round_cap = RoundCap(self.config.max_jobs_per_round)
         idle_s = self.config.reserve_idle_s
-        self._reserver = None if idle_s is None else Reserver(idle_s, self.config.principal)
+        self._reserver: ReservationKeeper | None = (
+            None if idle_s is None else self._codec.reserver(idle_s, self.config.principal)
+        )
         #: queued and active jobs, written through to the store, under their own lock
         self._book = JobBook(store, clock)
         #: the queue an offer round in progress decides on (``None`` between rounds)

@@ -13,6 +13,11 @@ A round with nothing queued needs none of that: its offers are declined by id.
 :class:`IdleOffers` keeps each agent's latest such offer unparsed until something reads what
 the agents offered (the next round with work, the cluster view); only an agent whose totals
 the master did not give (offers may teach those) is learnt from at once.
+
+Both read an offer only through the core's engine codec
+(:class:`~dlc.scheduler.ports.EngineCodec`): its ids (:meth:`~EngineCodec.offer_ids`), the parts
+its view is made of (:meth:`~EngineCodec.offer_inputs`) and, for a changed offer, its view
+(:meth:`~EngineCodec.decode_offer`).
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ from typing import Any
 
 from dlc.errors import OfferError
 from dlc.scheduler.placement import OfferView
+from dlc.scheduler.ports import EngineCodec
 
 
 def _same(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
-    """Whether an offer's fields (resources, attributes, hostname, url) equal the cached ones;
-    the very same list or dict is not trusted (it may have been changed in place)."""
+    """Whether an offer's inputs (:meth:`~dlc.scheduler.ports.EngineCodec.offer_inputs`; for
+    Mesos its resources, attributes, hostname, url) equal the cached ones; the very same list
+    or dict is not trusted (it may have been changed in place)."""
     for a, b in zip(old, new, strict=True):
         if a is b and isinstance(a, list | dict):
             return False
@@ -37,12 +44,14 @@ class OfferParser:
     """Parses offers into views, reusing an agent's view while its offer is unchanged.
 
     Args:
-        decode: one engine offer -> its view, raising OfferError when malformed (the core's
-            :meth:`~dlc.scheduler.ports.EngineCodec.decode_offer`).
+        codec: the core's engine codec (its offers' ids and inputs, and the view of a changed
+            one: :meth:`~dlc.scheduler.ports.EngineCodec.decode_offer`, which raises
+            OfferError when the offer is malformed).
     """
 
-    def __init__(self, decode: Callable[[Mapping[str, Any]], OfferView]) -> None:
-        self._decode = decode
+    def __init__(self, codec: EngineCodec) -> None:
+        self._ids, self._inputs = codec.offer_ids, codec.offer_inputs
+        self._decode = codec.decode_offer
         #: agent id -> (the fields of its last offer that the view reads, the view)
         self._last: dict[str, tuple[tuple[Any, ...], OfferView]] = {}
 
@@ -61,14 +70,17 @@ class OfferParser:
         good: list[OfferView] = []
         bad: list[str] = []
         last = self._last
+        ids, inputs = self._ids, self._inputs
         if forget:
             self._last = {}
         for offer in offers:
-            get = offer.get
-            fields = (get("resources"), get("attributes"), get("hostname"), get("url"))
+            offer_id, agent_id = ids(offer)
+            if offer_id is None or agent_id is None:
+                if offer_id:
+                    bad.append(offer_id)
+                continue
+            fields = inputs(offer)
             try:
-                agent_id = offer["agent_id"]["value"]
-                offer_id = offer["id"]["value"]
                 cached = last.get(agent_id)
                 if cached is not None and _same(cached[0], fields):
                     # keep the old fields: the new offer's are freed by the caller, not here
@@ -81,9 +93,8 @@ class OfferParser:
                 if mark is not None and view.shares_accounted != mark(agent_id):
                     view = with_fields(view, shares_accounted=not view.shares_accounted)
             except (OfferError, KeyError, TypeError):
-                oid = (offer.get("id") or {}).get("value") if isinstance(offer, dict) else None
-                if oid:
-                    bad.append(oid)
+                if offer_id:
+                    bad.append(offer_id)
                 continue
             self._last[agent_id] = (fields, view)
             good.append(view)
@@ -98,9 +109,14 @@ class IdleOffers:
     the master gave exact totals learns nothing from an offer (offers are lower bounds), so
     its offers wait here until someone reads what the agents offered (:meth:`take`); offers
     of other agents are handed back to be learnt from at once.
+
+    Args:
+        ids: one engine offer -> ``(offer id, agent id)`` (the core's
+            :meth:`~dlc.scheduler.ports.EngineCodec.offer_ids`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ids: Callable[[Mapping[str, Any]], tuple[str | None, str | None]]) -> None:
+        self._ids = ids
         #: agent id -> its first offer of the latest round it offered in, and that round's
         #: time (one entry per agent, no list or tuple made per agent and round: a round with
         #: nothing queued made and freed 1,213 of each, issue 26)
@@ -117,13 +133,14 @@ class IdleOffers:
         without an id is left out (it cannot be declined)."""
         ids: list[str] = []
         learn: list[dict[str, Any]] = []
-        kept, at, more = self._kept, self._at, self._more
+        kept, at, more, ids_of = self._kept, self._at, self._more, self._ids
         batch: set[str] = set()
         for offer in offers:
-            try:
-                ids.append(offer["id"]["value"])
-                agent_id = offer["agent_id"]["value"]
-            except (KeyError, TypeError):
+            offer_id, agent_id = ids_of(offer)
+            if offer_id is None:
+                continue
+            ids.append(offer_id)
+            if agent_id is None:
                 continue
             if agent_id not in exact:
                 learn.append(offer)

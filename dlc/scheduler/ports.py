@@ -14,14 +14,16 @@ core writes for the API (the stores satisfy them).
 :class:`EngineCodec` is the engine's side: the core reads offers as
 :class:`~dlc.scheduler.placement.OfferView` values and decides engine-neutral
 :class:`~dlc.scheduler.task_launch.TaskLaunch` values; the codec it holds makes the views from
-the engine's offers and the engine's messages from the launches
-(:class:`dlc.mesos.codec.MesosCodec`: v1 ``Offer`` in, v1 ``TaskInfo`` out), so the core
-parses and builds no Mesos JSON of its own.
+the engine's offers and the engine's messages from the launches, cuts those messages'
+resources from the offers as offered (:class:`EchoedRound`) and keeps ``--reserve``'s
+reservations (:class:`ReservationKeeper`) (:class:`dlc.mesos.codec.MesosCodec`: v1 ``Offer``
+in, v1 ``TaskInfo`` out), so the core parses and builds no Mesos JSON of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dlc.errors import DlcError
@@ -87,24 +89,89 @@ class RoundSink(Protocol):
         """Counts one offer batch and what was placed on it."""
 
 
+class ReservationKeeper(Protocol):
+    """What ``--reserve`` keeps between rounds (made by :meth:`EngineCodec.reserver`, handed
+    back to :meth:`EngineCodec.echo_round` each round); the core asks it one thing."""
+
+    def holding(self) -> bool:
+        """Whether some GPU is still reserved (offers must keep coming to release it)."""
+
+
+@dataclass
+class EchoedRound:
+    """One round's launches with their resources as offered (:meth:`EngineCodec.echo_round`).
+
+    Attributes:
+        accepts: ``(offer_ids, messages)`` per agent and allocation role (Mesos takes one
+            ACCEPT only of offers allocated to one role).
+        unused: offer ids no accept uses (to decline).
+        refused: job id -> why its tasks could not be cut from the offers (it stays queued).
+        operations: offer ids -> the engine's operations to run in that accept before its
+            launches (Mesos: ``RESERVE``/``UNRESERVE`` with ``--reserve``); offers with no
+            launch get an accept of these alone.
+    """
+
+    accepts: list[tuple[list[str], list[dict[str, Any]]]] = field(default_factory=list)
+    unused: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+    operations: dict[tuple[str, ...], list[dict[str, Any]]] = field(default_factory=dict)
+
+
 class EngineCodec(Protocol):
     """The engine's side of the core: its offers in, its launch messages out.
 
     The core decides in engine-neutral types (:class:`~dlc.scheduler.placement.OfferView`,
     :class:`~dlc.scheduler.task_launch.TaskLaunch`); a codec translates at both edges, so the
-    core builds no engine JSON of its own. Both methods are pure and cheap: they run under the
-    core's lock, off the job book's, once per changed offer and once per launched task of a
-    round (:meth:`~dlc.scheduler.core_offers.OfferRoundMixin._prepare_launch`). The Mesos one
-    is :class:`dlc.mesos.codec.MesosCodec`. Still Mesos-shaped in the core, for now: the
-    offer ids the round reads and declines by, and :mod:`~dlc.scheduler.offered`, which cuts a
-    task message's ``resources`` (and its executor's) from the offers' entries as offered.
+    core builds no engine JSON of its own. Its methods are pure and cheap (the reservation
+    keeper aside, which is the caller's state): they run under the core's lock, off the job
+    book's: once per offer (:meth:`offer_ids`; :meth:`offer_inputs` in a round with work),
+    once per changed offer (:meth:`decode_offer`), once per launched task (:meth:`encode`) and
+    once per round with work (:meth:`echo_round`, mostly in
+    :meth:`~dlc.scheduler.core_offers.OfferRoundMixin._prepare_launch`). The Mesos one is
+    :class:`dlc.mesos.codec.MesosCodec`.
     """
+
+    def offer_ids(self, offer: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        """``(offer id, agent id)`` of one engine offer, ``None`` for one it lacks (a
+        malformed offer: declined by its id where it has one). The fast path of a round
+        with nothing queued (:class:`~dlc.scheduler.offer_views.IdleOffers`): no parse."""
+
+    def offer_inputs(self, offer: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The parts of an offer its view is made of, ids aside: an agent's offer whose
+        parts equal its last one's has the same view under the new offer id
+        (:class:`~dlc.scheduler.offer_views.OfferParser`). The very objects, not copies."""
 
     def decode_offer(self, offer: Mapping[str, Any]) -> OfferView:
         """The view of one engine offer; raises OfferError when it is malformed."""
 
     def encode(self, task: TaskLaunch) -> dict[str, Any]:
         """The engine's message starting ``task`` (for Mesos: the v1 ``TaskInfo`` JSON)."""
+
+    def echo_round(
+        self,
+        offers: Sequence[Mapping[str, Any]],
+        jobs: Sequence[tuple[str, Sequence[dict[str, Any]]]],
+        roles: Iterable[str] | None,
+        reserver: ReservationKeeper | None,
+        now: float,
+        role_of: Callable[[str], str | None] | None,
+    ) -> EchoedRound:
+        """The round's accepts: each message of :meth:`encode` (``jobs``: ``(job id,
+        messages)`` in launch order, rewritten in place) with its resources cut from the
+        offers as offered (roles, reservations), all or nothing per job.
+
+        Args:
+            offers: the round's engine offers.
+            jobs: the placed jobs' messages, in launch order.
+            roles: the framework's roles (``None``: whatever the engine offered).
+            reserver: ``--reserve``'s keeper (:meth:`reserver`), or ``None``.
+            now: the time (the reserver's idle clock).
+            role_of: job id -> the only role whose offers it may use, or ``None``.
+        """
+
+    def reserver(self, idle_s: float, principal: str | None) -> ReservationKeeper:
+        """A keeper of dynamic reservations for ``--reserve``: GPUs a task takes are
+        reserved for the offer's role, and given back after ``idle_s`` unused."""
 
 
 #: the codec of cores built without one (:func:`set_default_codec`)

@@ -10,7 +10,7 @@ from dlc.mesos import codec, offers
 @pytest.fixture
 def parses(monkeypatch) -> list[str]:
     """Offer ids parsed from scratch (the Mesos codec's ``offer_view`` counted, which every
-    core and ``OfferParser(MesosCodec().decode_offer)`` parse through)."""
+    core and ``OfferParser(MesosCodec())`` parse through)."""
     seen: list[str] = []
     real = offers.offer_view
 

@@ -266,7 +266,7 @@ def _kept_round(parser, memo, budget, queue, gpus: list[int], round_: int):
 def test_an_agent_whose_kept_offer_changed_counts_as_grown(attempts):
     """The starting snapshot kept per kept slot state is dropped when the agent's offer
     changes (a new state): the grown agent is tried again."""
-    parser, memo, budget = OfferParser(MesosCodec().decode_offer), RoundMemo(), ShapeBudget()
+    parser, memo, budget = OfferParser(MesosCodec()), RoundMemo(), ShapeBudget()
     queue = [cpu_job("four", 1.0, gpus=4)]
     _kept_round(parser, memo, budget, queue, [0, 1], 0)
     attempts.clear()
@@ -279,7 +279,7 @@ def test_an_agent_whose_kept_offer_changed_counts_as_grown(attempts):
 def test_an_agent_that_took_a_task_is_compared_with_what_it_had_left(attempts):
     """An agent that ends a round with less than it started is not taken for unchanged:
     next round it offers its GPUs again and counts as grown."""
-    parser, memo, budget = OfferParser(MesosCodec().decode_offer), RoundMemo(), ShapeBudget()
+    parser, memo, budget = OfferParser(MesosCodec()), RoundMemo(), ShapeBudget()
     first = _kept_round(
         parser, memo, budget, [cpu_job("two", 1.0, gpus=2), cpu_job("three", 1.0, gpus=3)],
         [0, 1, 2, 3], 0,

@@ -132,7 +132,7 @@ def test_the_core_memo_places_as_a_fresh_read_under_one_mix_over_random_rounds()
     # whole-GPU jobs and shares, through place() with the core's memo (its FragCache) and
     # without; the mix is the same every round, so every decision must be the same
     rng = random.Random(11)
-    memo, parser = RoundMemo(), OfferParser(MesosCodec().decode_offer)
+    memo, parser = RoundMemo(), OfferParser(MesosCodec())
     mix = _mix(5, 3, 1, 4)
     # fault-isolated agents: shares of any tenant mix, so shares take the array path
     bodies = {f"a{n}": ranged_offer(f"o{n}", f"a{n}", sharing="none") for n in range(12)}
@@ -151,7 +151,7 @@ def test_the_core_memo_places_as_a_fresh_read_under_one_mix_over_random_rounds()
         ]  # fmt: skip
         views, _ = parser.parse(offers)
         kept = place(views, queue, FIRST_FIT, mix=mix, memo=memo)
-        fresh_views = OfferParser(MesosCodec().decode_offer).parse(offers)[0]
+        fresh_views = OfferParser(MesosCodec()).parse(offers)[0]
         fresh = place(fresh_views, queue, FIRST_FIT, mix=mix)
         assert kept.launches == fresh.launches
         assert kept.waiting == fresh.waiting

@@ -12,7 +12,7 @@ from .helpers import offer
 
 
 def test_an_unchanged_offer_reuses_its_view_under_the_new_id(parses):
-    parser = OfferParser(MesosCodec().decode_offer)
+    parser = OfferParser(MesosCodec())
     parser.parse([offer("o1", "a1"), offer("o2", "a2")])
     views, bad = parser.parse([offer("o3", "a1"), offer("o4", "a2", cpus=3)])
     assert parses == ["o1", "o2", "o4"] and not bad  # o3 is a1's o1 again
@@ -20,7 +20,7 @@ def test_an_unchanged_offer_reuses_its_view_under_the_new_id(parses):
 
 
 def test_an_offer_changed_in_place_is_parsed_again(parses):
-    parser = OfferParser(MesosCodec().decode_offer)
+    parser = OfferParser(MesosCodec())
     body = offer("o1", "a1", cpus=4)
     parser.parse([body])
     body["resources"][0]["scalar"]["value"] = 8.0
@@ -30,10 +30,18 @@ def test_an_offer_changed_in_place_is_parsed_again(parses):
 
 
 def test_a_malformed_offer_is_declined_and_not_cached(parses):
-    parser = OfferParser(MesosCodec().decode_offer)
+    parser = OfferParser(MesosCodec())
     broken = copy.deepcopy(offer("o1", "a1"))
     broken["resources"][0]["scalar"] = {}
     views, bad = parser.parse([broken])
     assert views == [] and bad == ["o1"]
     views, bad = parser.parse([offer("o2", "a1")])
     assert len(views) == 1 and not bad
+
+
+def test_an_offer_without_ids_is_declined_by_the_id_it_has(parses):
+    parser = OfferParser(MesosCodec())
+    no_agent = {"id": {"value": "o2"}, "resources": []}
+    no_id = {"agent_id": {"value": "a3"}, "resources": []}
+    views, bad = parser.parse([offer("o1", "a1"), no_agent, no_id])
+    assert [v.offer_id for v in views] == ["o1"] and bad == ["o2"] and parses == ["o1"]

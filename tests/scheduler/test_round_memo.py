@@ -32,7 +32,7 @@ def _whole(job_id: str, gpus: int) -> Job:
 
 
 def test_an_agent_whose_offer_changed_is_read_again():
-    memo, parser = RoundMemo(), OfferParser(MesosCodec().decode_offer)
+    memo, parser = RoundMemo(), OfferParser(MesosCodec())
     views, _ = parser.parse([offer("o1", "a1", [0, 1, 2, 3])])
     first = place(views, [_whole("j1", 4)], FIRST_FIT, memo=memo)
     assert [x.gpu_ids for x in first.launches] == [(0, 1, 2, 3)]
@@ -45,7 +45,7 @@ def test_an_agent_whose_offer_changed_is_read_again():
 
 
 def test_an_unchanged_offer_reuses_the_slot_under_its_new_offer_id():
-    memo, parser = RoundMemo(), OfferParser(MesosCodec().decode_offer)
+    memo, parser = RoundMemo(), OfferParser(MesosCodec())
     views, _ = parser.parse([offer("o1", "a1", [0, 1])])
     place(views, [_whole("j1", 8)], FIRST_FIT, memo=memo)  # fits nowhere: nothing taken
     kept = memo.slot_state(views[0])
@@ -77,7 +77,7 @@ def test_a_view_parsed_again_with_equal_values_reuses_the_state_and_a_changed_on
 
 def test_the_memo_places_as_a_fresh_read_over_random_rounds():
     rng = random.Random(7)
-    memo, parser = RoundMemo(), OfferParser(MesosCodec().decode_offer)
+    memo, parser = RoundMemo(), OfferParser(MesosCodec())
     bodies = {f"a{n}": ranged_offer(f"o{n}", f"a{n}") for n in range(12)}
     for round_ in range(15):
         for agent in rng.sample(sorted(bodies), 3):  # some agents' offers change
@@ -94,7 +94,7 @@ def test_the_memo_places_as_a_fresh_read_over_random_rounds():
         ]  # fmt: skip
         views, _ = parser.parse(offers)
         kept = place(views, queue, FIRST_FIT, memo=memo)
-        fresh = place(OfferParser(MesosCodec().decode_offer).parse(offers)[0], queue, FIRST_FIT)
+        fresh = place(OfferParser(MesosCodec()).parse(offers)[0], queue, FIRST_FIT)
         assert kept.launches == fresh.launches
         assert kept.waiting == fresh.waiting and kept.declined == fresh.declined
 
@@ -168,7 +168,7 @@ def test_the_share_room_reads_again_the_rows_of_agents_whose_offer_changed(monke
         return rooms[-1]
 
     monkeypatch.setattr(placement, "new_share_room", capture)
-    memo, parser = RoundMemo(), OfferParser(MesosCodec().decode_offer)
+    memo, parser = RoundMemo(), OfferParser(MesosCodec())
     used = {0: (1024, 100), 3: (2048, 300)}
     bodies = [ranged_offer(f"o{n}", f"a{n}", used=used) for n in range(4)]
     too_big = Job("s", "alice", JobSpec.from_dict({"image": "busybox", "gpu_memory": "64G"}))

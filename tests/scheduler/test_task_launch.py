@@ -30,13 +30,23 @@ CONFIG = CoreConfig(placement=PlacementConfig("first-fit", executor_cpus=0.25))
 
 
 class RecordingCodec:
-    """Records every offer it decodes and launch it encodes; its views and messages are the
-    Mesos ones, marked as its own (the echo from the offers still reads a TaskInfo's
-    resources)."""
+    """Records every offer it decodes, launch it encodes and round it echoes; its views and
+    messages are the Mesos ones, marked as its own, and it reads ids, echoes and reserves as
+    the Mesos codec does."""
 
     def __init__(self) -> None:
         self.offers: list[str] = []
         self.tasks: list[TaskLaunch] = []
+        #: the job ids of each echoed round, in launch order
+        self.echoed: list[list[str]] = []
+        self.keepers: list[ports.ReservationKeeper] = []
+        self._mesos = MesosCodec()
+
+    def offer_ids(self, offer: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        return self._mesos.offer_ids(offer)
+
+    def offer_inputs(self, offer: Mapping[str, Any]) -> tuple[Any, ...]:
+        return self._mesos.offer_inputs(offer)
 
     def decode_offer(self, offer: Mapping[str, Any]) -> OfferView:
         self.offers.append(offer["id"]["value"])
@@ -46,6 +56,15 @@ class RecordingCodec:
     def encode(self, task: TaskLaunch) -> dict[str, Any]:
         self.tasks.append(task)
         return {**MesosCodec().encode(task), "encoded_by": "recorder"}
+
+    def echo_round(self, offers, jobs, roles, reserver, now, role_of) -> ports.EchoedRound:
+        self.echoed.append([job_id for job_id, _ in jobs])
+        return self._mesos.echo_round(offers, jobs, roles, reserver, now, role_of)
+
+    def reserver(self, idle_s: float, principal: str | None) -> ports.ReservationKeeper:
+        keeper = self._mesos.reserver(idle_s, principal)
+        self.keepers.append(keeper)
+        return keeper
 
 
 class RoundViews:
@@ -127,6 +146,70 @@ def test_the_mesos_codec_is_the_offer_parser_and_the_task_info_builder():
         task.job, task.launch, task.framework_id, task.executor, task.kill_grace_s
     )
     assert MesosCodec().decode_offer(raw) == offer_view(raw)
+
+
+def test_the_core_cuts_its_launches_from_the_offers_through_its_codec():
+    codec = RecordingCodec()
+    core = _core(codec)
+    first = core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 2}))
+    second = core.submit("bob", JobSpec.from_dict({"image": "img", "gpus": 1}))
+    actions = core.on_offers([offer("o1", "a1", [0, 1, 2, 3])])
+    # one echo per round with launches, of the placed jobs in launch order
+    assert codec.echoed == [[first.job_id, second.job_id]]
+    assert [ids for ids, _ in actions.accepts] == [["o1"]]
+    core.on_offers([offer("o2", "a1", [3])])  # nothing placed: nothing echoed
+    assert len(codec.echoed) == 1
+
+
+def test_reserve_keeps_its_reservations_in_a_keeper_the_codec_made():
+    codec = RecordingCodec()
+    config = replace(CONFIG, reserve_idle_s=60.0, principal="dlc-principal")
+    core = SchedulerCore(
+        MemoryJobStore(), config, lambda spec: (spec.image or "img", None), codec=codec
+    )
+    assert codec.keepers == [core._reserver]
+    core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 1}))
+    actions = core.on_offers([{**offer("o1", "a1", [0, 1]), "allocation_info": {"role": "dlc"}}])
+    (ops,) = actions.operations.values()
+    reserved = [r for op in ops for r in op["reserve"]["resources"]]
+    assert {r["name"] for r in reserved} == {"gpus", "gpu_ids"}
+    assert all(
+        r["reservations"] == [{"type": "DYNAMIC", "role": "dlc", "principal": "dlc-principal"}]
+        for r in reserved
+    )
+    # a reserved GPU keeps offers coming (to give it back when idle): no suppress
+    assert codec.keepers[0].holding() and not actions.suppress
+
+
+def test_the_mesos_codec_echoes_only_with_a_keeper_it_made():
+    class Foreign:
+        def holding(self) -> bool:
+            return False
+
+    with pytest.raises(DlcError, match="reserves with its own Reserver, not Foreign"):
+        MesosCodec().echo_round([offer("o1", "a1", [0])], [], None, Foreign(), 0.0, None)
+
+
+@pytest.mark.parametrize(
+    ("body", "ids"),
+    [
+        pytest.param({"id": {"value": "o1"}, "agent_id": {"value": "a1"}}, ("o1", "a1"), id="both"),
+        pytest.param({"id": {"value": "o1"}}, ("o1", None), id="no-agent"),
+        pytest.param({"id": {"value": "o1"}, "agent_id": "a1"}, ("o1", None), id="agent-not-dict"),
+        pytest.param({"agent_id": {"value": "a1"}}, (None, "a1"), id="no-id"),
+        pytest.param({"id": None}, (None, None), id="id-null"),
+        pytest.param(["o1"], (None, None), id="not-a-dict"),
+    ],
+)
+def test_the_mesos_codec_reads_an_offers_ids_or_says_which_it_lacks(body, ids):
+    assert MesosCodec().offer_ids(body) == ids
+
+
+def test_an_idle_round_declines_offers_by_the_ids_its_codec_reads():
+    no_agent = {"id": {"value": "o2"}, "resources": []}
+    no_id = {"agent_id": {"value": "a3"}, "resources": []}
+    core = _core(RecordingCodec())
+    assert core.on_offers([offer("o1", "a1", [0]), no_agent, no_id]).declines == ["o1", "o2"]
 
 
 def test_a_core_without_a_codec_takes_the_registered_default(monkeypatch):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dlc.scheduler.offered import echo_round
-from dlc.scheduler.reserve import Reserver
+from dlc.mesos.echo import echo_round
+from dlc.mesos.reserver import Reserver
 
 ALLOC = {"allocation_info": {"role": "dlc"}}
 DYN = {"type": "DYNAMIC", "role": "dlc"}

@@ -1,4 +1,4 @@
-"""Cutting a task's resources out of offers, echoed as offered (dlc/scheduler/offered.py).
+"""Cutting a task's resources out of offers, echoed as offered (dlc/mesos/echo.py).
 
 Offer shapes are the real 1.11 master's (printed by a framework with MULTI_ROLE and
 RESERVATION_REFINEMENT on an agent started with ``gpus(dlc):2;gpu_ids(dlc):{0,1};gpus:2;...``).
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from dlc.scheduler.offered import CarveError, echo_round, pools_of, reserved_for, usable
+from dlc.mesos.echo import CarveError, echo_round, pools_of, reserved_for, usable
 
 ALLOC = {"allocation_info": {"role": "dlc"}}
 STATIC = {"reservations": [{"type": "STATIC", "role": "dlc"}]}

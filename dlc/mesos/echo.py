@@ -9,6 +9,10 @@ a plain ``gpus:2`` against ``gpus(reservations: [(STATIC,dlc)])`` is "more than 
 Placement decides amounts (CPUs, memory, disk, GPU ids, share ranges, ports) on flat numbers;
 :func:`carve` then cuts those amounts out of the offered resource entries, reserved entries
 first, and returns them with every metadata field copied. Pure: dicts in, dicts out.
+
+The core reaches this through its engine codec (:meth:`dlc.mesos.codec.MesosCodec.echo_round`,
+the :class:`~dlc.scheduler.ports.EngineCodec` port) and gets an
+:class:`~dlc.scheduler.ports.EchoedRound` back.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlc.scheduler.reserve import Reserver
+from dlc.mesos.reserver import Reserver
+from dlc.scheduler.ports import EchoedRound
 from dlc.topology.gpu_shares import normalise, subtract
 
 Resource = dict[str, Any]
@@ -260,26 +265,6 @@ def pools_of(
     return pools
 
 
-@dataclass
-class EchoedRound:
-    """One round's launches with their resources as offered.
-
-    Attributes:
-        accepts: ``(offer_ids, task_infos)`` per agent and allocation role (Mesos takes one
-            ACCEPT only of offers allocated to one role).
-        unused: offer ids no accept uses (to decline).
-        refused: job id -> why its tasks could not be cut from the offers (it stays queued).
-        operations: offer ids -> ``RESERVE``/``UNRESERVE`` operations to run in that ACCEPT
-            before its launches (``--reserve``); offers with no launch get an ACCEPT of these
-            alone.
-    """
-
-    accepts: list[tuple[list[str], list[dict[str, Any]]]] = field(default_factory=list)
-    unused: list[str] = field(default_factory=list)
-    refused: dict[str, str] = field(default_factory=dict)
-    operations: dict[tuple[str, ...], list[dict[str, Any]]] = field(default_factory=dict)
-
-
 def echo_round(
     offers: Sequence[Mapping[str, Any]],
     jobs: Sequence[tuple[str, Sequence[dict[str, Any]]]],
@@ -394,19 +379,3 @@ def _echo_task(info: dict[str, Any], candidates: Sequence[Pool]) -> _Carved:
             continue
         return pool, info, task, executor
     raise error
-
-
-def taken_by_scalar(gpus: float, gpu_ids: frozenset[int]) -> frozenset[int]:
-    """GPU ids to treat as taken when an offer's ``gpus`` is lower than its ``gpu_ids`` count.
-
-    DLC's tasks always take ``gpus:k`` with k ``gpu_ids`` items, so the two agree until another
-    framework takes whole GPUs through the plain ``gpus`` scalar alone: Mesos's GPU allocator
-    then hands it the lowest-numbered free GPUs, and no ``gpu_ids`` item says which. DLC
-    treats the difference as taken and picks those same lowest ids (Mesos's order), so it never
-    offers a job a GPU that is, by the master's count, not free. ``docs/roles.md`` explains
-    why reserving the GPUs for DLC's role is the real fix.
-    """
-    missing = len(gpu_ids) - int(gpus + 1e-9)
-    if missing <= 0:
-        return frozenset()
-    return frozenset(sorted(gpu_ids)[:missing])
