@@ -38,6 +38,8 @@ import gc
 import hashlib
 import json
 import logging
+import os
+import platform
 import random
 import re
 import statistics
@@ -422,6 +424,18 @@ def _rss_mib() -> float:
     return 0.0
 
 
+def _machine() -> str:
+    """The CPU the figures came from: thread CPU time moves by 2-3 times between the CPU kinds
+    this 2-core machine has been given, so a figure is only comparable on the same one."""
+    fields = {}
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    cpu = f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')} model "
+    cpu += f"{fields.get('model', '?')})"
+    return f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
 def _say(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
@@ -563,6 +577,7 @@ def main() -> None:
         profiler.dump_stats(args.profile)
     else:
         result = run(args)
+    result["machine"] = _machine()
     result["targets"] = {k: f"{how} {limit:g}" for k, limit, how in TARGETS}
     result["missed"] = missed(result)
     if args.before:
