@@ -253,12 +253,12 @@ def pools_of(
     roles = None if roles is None else tuple(roles)
     pools: dict[tuple[str, str | None], Pool] = {}
     for offer in offers:
-        agent = offer["agent_id"]["value"]
-        if agents is not None and agent not in agents:
-            continue
+        offer_id, agent = _ids(offer)
+        if offer_id is None or agent is None or (agents is not None and agent not in agents):
+            continue  # an offer without ids cannot be accepted (the parser declined it)
         role = allocation_role(offer)
         pool = pools.setdefault((agent, role), Pool(role=role))
-        pool.offer_ids.append(offer["id"]["value"])
+        pool.offer_ids.append(offer_id)
         pool.entries += [dict(r) for r in offer.get("resources", ()) if usable(r, roles)]
     for pool in pools.values():
         pool.entries.sort(key=lambda r: reserved_for(r) is None)  # stable: reserved first
@@ -329,8 +329,17 @@ def echo_round(
         if id(pool) in used:
             result.accepts.append((list(pool.offer_ids), used[id(pool)]))
             accepted.update(pool.offer_ids)
-    result.unused = [oid for o in offers if (oid := o["id"]["value"]) not in accepted]
+    result.unused = [i for o in offers if (i := _ids(o)[0]) is not None and i not in accepted]
     return result
+
+
+def _ids(offer: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """An offer's ``(id, agent id)``, ``None`` for a part it lacks (a malformed offer is
+    declined by the offer parser, if it has an id, and taken by nothing here)."""
+    try:
+        return offer["id"]["value"], offer["agent_id"]["value"]
+    except (KeyError, TypeError):
+        return None, None
 
 
 def _echo_job(

@@ -212,6 +212,17 @@ def test_an_idle_round_declines_offers_by_the_ids_its_codec_reads():
     assert core.on_offers([offer("o1", "a1", [0]), no_agent, no_id]).declines == ["o1", "o2"]
 
 
+def test_a_round_with_work_launches_on_good_offers_and_declines_those_without_ids():
+    no_agent = {"id": {"value": "o2"}, "resources": []}
+    no_id = {"agent_id": {"value": "a3"}, "resources": []}
+    core = _core(MesosCodec())
+    job = core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 1}))
+    actions = core.on_offers([no_agent, offer("o1", "a1", [0]), no_id])
+    assert [(ids, len(infos)) for ids, infos in actions.accepts] == [(["o1"], 1)]
+    assert actions.declines == ["o2"]
+    assert core.get_job(job.job_id).state is JobState.STAGING
+
+
 def test_a_core_without_a_codec_takes_the_registered_default(monkeypatch):
     mine = RecordingCodec()
     monkeypatch.setattr(ports, "_default_codec", mine)
