@@ -95,6 +95,13 @@ class SchedulerCore:
 
     Built as :class:`~dlc.scheduler.core_state.CoreState` is (its docstring lists the
     arguments); each public method hands the call to the component that owns it.
+
+    Attributes:
+        state: the shared fields, the job book and the core's lock.
+        elastic, tenancy_ops, share_holds, consolidation, requests, offer_round,
+            status_updates, views, usage_readings, admin: the components, each built with
+            the state and the components it calls (tests and benchmarks reach a part
+            through its owner, e.g. ``core.state.book``).
     """
 
     def __init__(

@@ -487,20 +487,6 @@ class OfferRound:
             self.state.save(job, event=held.describe(now, self._free_text(held.agent_ids, views)))
             return
 
-    def _free_gpus(self, views: list[OfferView]) -> dict[str, frozenset[int]]:
-        """GPUs free per agent: offered now, else total minus DLC's tasks and drains."""
-        free: dict[str, frozenset[int]] = {}
-        busy: dict[str, set[int]] = {}
-        for job in self.state.active.values():
-            for task in job.tasks:
-                busy.setdefault(task.agent_id, set()).update(task.gpu_ids)
-        for agent in self.state.inventory.agents():
-            used = busy.get(agent.agent_id, set()) | self.state.drains.held(agent.agent_id)
-            free[agent.agent_id] = agent.gpu_ids - used
-        for view in views:
-            free[view.agent_id] = view.gpu_ids
-        return free
-
     def _free_text(self, agent_ids: Iterable[str], views: list[OfferView]) -> str:
         free = self.state.free_gpus(views)
         parts = []

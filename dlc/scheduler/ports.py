@@ -94,7 +94,7 @@ class EngineCodec(Protocol):
     :class:`~dlc.scheduler.task_launch.TaskLaunch`); a codec translates at both edges, so the
     core builds no engine JSON of its own. Both methods are pure and cheap: they run under the
     core's lock, off the job book's, once per changed offer and once per launched task of a
-    round (:meth:`~dlc.scheduler.core_offers.OfferRoundMixin._prepare_launch`). The Mesos one
+    round (:meth:`~dlc.scheduler.core_offers.OfferRound.prepare_launch`). The Mesos one
     is :class:`dlc.mesos.codec.MesosCodec`. Still Mesos-shaped in the core, for now: the
     offer ids the round reads and declines by, and :mod:`~dlc.scheduler.offered`, which cuts a
     task message's ``resources`` (and its executor's) from the offers' entries as offered.
