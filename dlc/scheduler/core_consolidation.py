@@ -91,17 +91,18 @@ class Consolidation:
         Returns:
             the kills of the moved jobs' tasks.
         """
-        if self.state.config.consolidation_moves_per_hour <= 0:
+        state = self.state
+        if state.config.consolidation_moves_per_hour <= 0:
             return []
         budget, under_way, _, retry = self._consolidation()
-        for job_id in [j for j in retry if j not in self.state.queued]:
+        for job_id in [j for j in retry if j not in state.queued]:
             del retry[job_id]
         for job_id in list(under_way):
-            if job_id not in self.state.queued or not self._holds(job_id):
+            if job_id not in state.queued or not self._holds(job_id):
                 del under_way[job_id]  # placed, gone, or its hold ended: it may plan again
         if under_way or budget.left(now) <= 0:
             return []
-        active = self.state.reservations.active
+        active = state.reservations.active
         for job in queue:
             if not self._wants_consolidation(job, waiting):
                 continue
@@ -133,29 +134,30 @@ class Consolidation:
         self, now: float, job: Job, views: list[OfferView]
     ) -> ConsolidationRequest:
         """The planner's view: agents able to run the job, free GPUs, movable jobs."""
-        free = self.state.free_gpus(views)
+        state = self.state
+        free = state.free_gpus(views)
         # offers were made before this round's launches: take out every GPU a live task holds
         # (whole, or a share of it), including the ones launched a moment ago
         shared: dict[str, set[int]] = {}
-        for other in self.state.active.values():
+        for other in state.active.values():
             for task in other.tasks:
                 if not _done(task):
                     taken = shared.setdefault(task.agent_id, set())
                     taken.update(task.gpu_ids)
                     if task.share_gpu is not None:
                         taken.add(task.share_gpu)
-        held = self.state.reservations.held()
+        held = state.reservations.held()
         agents = [
             AgentGpus(agent_id=a.agent_id, free=frozenset(free.get(a.agent_id, frozenset())
                                             - shared.get(a.agent_id, set())),
                       total=len(a.gpu_ids), hostname=a.hostname)
-            for a in self.state.inventory.agents()
+            for a in state.inventory.agents()
             if held.get(a.agent_id, job.job_id) == job.job_id
         ]  # fmt: skip
         able = self._able(job)
         # the waiting job's set may only come from agents able to run it
         agents = [a if a.agent_id in able else _no_room(a) for a in agents]
-        running = [r for r in (self._movable(now, j, job) for j in self.state.active.values()) if r]
+        running = [r for r in (self._movable(now, j, job) for j in state.active.values()) if r]
         return ConsolidationRequest(
             job_id=job.job_id,
             gpus=job.spec.gpus,
@@ -171,6 +173,7 @@ class Consolidation:
         Movable: a running batch job (environments hold a user's session, and do not
         checkpoint), on one node with whole GPUs, of a priority not above the waiting job's,
         and not moved in the last hour (a job is not moved twice for the same hole)."""
+        state = self.state
         spec = job.spec
         if job.state is not JobState.RUNNING or job.kill_requested or len(job.tasks) != 1:
             return None
@@ -181,10 +184,10 @@ class Consolidation:
             return None
         moved_at = self._consolidation()[2].get(job.job_id)
         recently = moved_at is not None and now - moved_at < 3600.0
-        ran_s = max(0.0, now - self.state.started.get(job.job_id, now))
-        if self.state.config.protection.protected(job, ran_s):
+        ran_s = max(0.0, now - state.started.get(job.job_id, now))
+        if state.config.protection.protected(job, ran_s):
             return None  # its class's protected runtime (--protect) holds for moves too
-        grace = self.state.tenancy.grace_s if self.state.tenancy.enabled else 0.0
+        grace = state.tenancy.grace_s if state.tenancy.enabled else 0.0
         ran = ran_s + grace
         return RunningJob(
             job_id=job.job_id,
@@ -199,32 +202,34 @@ class Consolidation:
     def _able(self, job: Job) -> frozenset[str]:
         """Agents that could run ``job`` when idle and are in its pool (kept per shape until
         the agents change: a planning asks for every running job)."""
+        state = self.state
         spec = job.spec
-        pools = self.state.tenancy.enabled or spec.pool is not None  # as split_by_pool decides
-        pool = self.state.groups().key(job)[1] if pools else None
+        pools = state.tenancy.enabled or spec.pool is not None  # as split_by_pool decides
+        pool = state.groups().key(job)[1] if pools else None
         key = (spec.gpus, spec.gpu_model, spec.is_share, spec.gpu_memory, spec.cuda_version,
                spec.cpus, spec.mem_mib, spec.disk_mib, pool)  # fmt: skip
-        cache: dict[tuple[object, ...], frozenset[str]] = self.state.per_inventory(
+        cache: dict[tuple[object, ...], frozenset[str]] = state.per_inventory(
             "consolidation_able", lambda agents: {}
         )
         if key not in cache:
             cache[key] = frozenset(
-                a.agent_id for a in self.state.inventory.able_agents(spec)
+                a.agent_id for a in state.inventory.able_agents(spec)
                 if pool is None or agent_pool(a.attributes) == pool
             )  # fmt: skip
         return cache[key]
 
     def _move(self, now: float, job: Job, plan: ConsolidationPlan) -> list[tuple[str, str]]:
         """Stop the plan's jobs (preemption path) and hold the cleared agent for ``job``."""
+        state = self.state
         budget, under_way, moved_at, _ = self._consolidation()
         why = plan.reason()
         victims = []
         for move in plan.moves:
             lost = f"{move.lost_gpu_h:.2f} GPU-hours at most"
             text = f"preempted: {why}; {MOVED} {self._host(move.to_agent)} ({lost})"
-            victim = self.state.active[move.job_id]
-            protection = self.state.config.protection.of(victim)
-            ran_s = max(0.0, now - self.state.started.get(move.job_id, now))
+            victim = state.active[move.job_id]
+            protection = state.config.protection.of(victim)
+            ran_s = max(0.0, now - state.started.get(move.job_id, now))
             text = protected_reason(text, ran_s, protection)
             victims.append(Preemption(move.job_id, text, protection.evict_delay_s))
             moved_at[move.job_id] = now
@@ -235,10 +240,10 @@ class Consolidation:
         under_way[job.job_id] = plan
         moved, lost_h = self.totals()
         self._done = (moved + len(plan.moves), lost_h + plan.lost_gpu_h)
-        sink = getattr(self.state.metrics, "consolidation_moved", None)
+        sink = getattr(state.metrics, "consolidation_moved", None)
         if sink is not None:
             sink(len(plan.moves), plan.lost_gpu_h)
-        self.state.reservations.reserve(job.job_id, [plan.agent_id], now)
+        state.reservations.reserve(job.job_id, [plan.agent_id], now)
         names = ", ".join(
             f"{m.job_id} ({self._host(m.from_agent)} -> {self._host(m.to_agent)})"
             for m in plan.moves
@@ -248,7 +253,7 @@ class Consolidation:
             f"{len(plan.gpu_ids)} GPUs on {plan.hostname}: {names}; "
             f"{plan.lost_gpu_h:.2f} GPU-hours lost at most; {plan.hostname} held for this job"
         )
-        self.state.save(job, event=event)
+        state.save(job, event=event)
         return kills
 
     def _host(self, agent_id: str) -> str:

@@ -162,9 +162,10 @@ class Elastic:
 
     def _growth_holdings(self) -> _Holdings | None:
         """The round's :class:`_Holdings` (``None`` without a tenancy policy)."""
-        if not self.state.tenancy.enabled:
+        state = self.state
+        if not state.tenancy.enabled:
             return None
-        return _Holdings.of(self.state.tenancy, self.state.active.values(), self.state.groups())
+        return _Holdings.of(state.tenancy, state.active.values(), state.groups())
 
     def _growth_limit(
         self, job: Job, added: int = 0, holdings: _Holdings | None = None
@@ -172,11 +173,12 @@ class Elastic:
         """Why one more node (after ``added`` this round) would pass the group's ceiling or
         the user's GPU limit (growth may borrow others' idle guarantees: a reclaim takes extra
         members back first). ``holdings``: the round's, else made here."""
-        policy = self.state.tenancy
+        state = self.state
+        policy = state.tenancy
         if not policy.enabled:
             return None
         if holdings is None:
-            holdings = _Holdings.of(policy, self.state.active.values(), self.state.groups())
+            holdings = _Holdings.of(policy, state.active.values(), state.groups())
         node = demand(replace(job.spec, nodes=1, nodes_max=None))
         key = holdings.groups.key(job)
         ceiling = policy.quota(*key).ceiling
@@ -201,6 +203,7 @@ class Elastic:
     ) -> Launch | None:
         """One new member of ``job`` on the nearest agent (to node 0) that holds it and runs
         none of the gang's nodes."""
+        state = self.state
         anchor = _anchor(job)
         if anchor is None:  # node 0 keeps the rendezvous: without it nothing joins
             return None
@@ -210,8 +213,8 @@ class Elastic:
                             job.spec.gang_topology)  # fmt: skip
         one = replace(job, spec=replace(job.spec, nodes=1), tasks=())
         for agent_id in near:
-            result = place(by_agent[agent_id], [one], self.state.config.placement,
-                           self.state.topology_of, self.state.driver_ok)  # fmt: skip
+            result = place(by_agent[agent_id], [one], state.config.placement,
+                           state.topology_of, state.driver_ok)  # fmt: skip
             if result.launches:
                 return replace(result.launches[0], task_id=f"{job.task_prefix()}{rank}",
                                rank=rank, peers=(anchor.rendezvous,))  # fmt: skip

@@ -105,39 +105,40 @@ class OfferRound:
         meanwhile wait for the next round; submits and kills of queued jobs take only the
         job book's lock, :mod:`~dlc.scheduler.job_book`), then applies under the book's lock:
         a job killed while the round decided is not launched, and its offers are declined."""
-        with self.state.lock:
-            queue = self.state.pin_queue()
+        state = self.state
+        with state.lock:
+            queue = state.pin_queue()
             try:
                 return self._offer_round(offers, queue)
             finally:
-                self.state.unpin_queue()
+                state.unpin_queue()
                 self.tenancy_ops.publish_admission()  # submits check against what this round learnt
 
     def _offer_round(self, offers: list[dict[str, Any]], queue: list[Job]) -> Actions:
         """One round on the pinned queue ``queue`` (placement order), under the core's lock."""
-        now = self.state.clock()
-        if not self.state.queued and self.state.reserver is None and not self.elastic.growable():
+        state = self.state
+        now = state.clock()
+        if not state.queued and state.reserver is None and not self.elastic.growable():
             return self._idle_round(now, offers)
-        self.state.catch_up_offers()  # what idle rounds kept, before this round's offers
+        state.catch_up_offers()  # what idle rounds kept, before this round's offers
         # (the shareable agents as the inventory knows them now: the parse changes nothing)
-        shareable = self.state.inventory.shareable_ids()
-        views, bad = self.state.offer_parser.parse(offers, mark=shareable.__contains__)
-        self.state.inventory.note_offers(views, now)
-        self.state.drains.expire(now)
+        shareable = state.inventory.shareable_ids()
+        views, bad = state.offer_parser.parse(offers, mark=shareable.__contains__)
+        state.inventory.note_offers(views, now)
+        state.drains.expire(now)
         usable = self._marked(self._usable(views, now))
         self._end_reservation_if_due(now)
         held: dict[str, str] = {}
         # the pinned queue's ids while the queue decided on is that queue, in its order
-        ids = self.state.book.pinned_ids() if not self.state.tenancy.enabled else None
-        if self.state.drains.waiting_jobs(now):  # never two attempts at once
+        ids = state.book.pinned_ids() if not state.tenancy.enabled else None
+        if state.drains.waiting_jobs(now):  # never two attempts at once
             for job in queue:
-                wait = self.state.drains.job_wait(job.job_id, now)
+                wait = state.drains.job_wait(job.job_id, now)
                 if wait is not None:
                     held[job.job_id] = wait
             queue = [j for j in queue if j.job_id not in held]
             ids = None if held else ids
         tenancy = self.tenancy_ops.plan_queue(queue, rows=False)  # quotas, fair order, user limits
-        state = self.state
         decision = decide(DecideRequest(
             queue=tenancy.runnable, queue_ids=ids, queue_changes=self._queue_changes(ids),
             inventory=state.inventory, offers=usable,
@@ -157,10 +158,10 @@ class OfferRound:
         prepared: _Prepared | None = self.prepare_launch(queue, decision, offers)
         # apply under the book's lock (then the store's: the lock order of job_book), on
         # the live queue: no submit or kill in between
-        with self.state.book.lock:
+        with state.book.lock:
             pinned = decision
             queue, decision, held = self._still_queued(queue, decision, held)
-            self.state.pinned = self.state.book.queued
+            state.pinned = state.book.queued
             if decision is not pinned:  # a kill while deciding: cut again, on what is left
                 prepared = None
             if not queue:
@@ -168,7 +169,7 @@ class OfferRound:
                                        held, tenancy, prepared)  # fmt: skip
             # the round's launches and reasons in one transaction; if it fails, memory
             # is read back from the store so the two agree (nothing of the round happened)
-            batch = getattr(self.state.store, "transaction", None)
+            batch = getattr(state.store, "transaction", None)
             try:
                 with batch("writing an offer round") if batch else nullcontext():
                     return self._carry_out(
@@ -183,10 +184,11 @@ class OfferRound:
     def _queue_changes(self, ids: list[str] | None) -> QueueChanges | None:
         """How the pinned queue changed since the pin before, while the round decides on
         it as pinned (``ids``: its ids, ``None`` when it does not)."""
-        if ids is None or self.state.pinned is None:
+        state = self.state
+        if ids is None or state.pinned is None:
             return None
-        pin, changed = self.state.book.pinned_changes()
-        return QueueChanges(pin, changed, self.state.pinned)
+        pin, changed = state.book.pinned_changes()
+        return QueueChanges(pin, changed, state.pinned)
 
     def _still_queued(
         self, queue: list[Job], decision: Decision, held: dict[str, str]
@@ -198,8 +200,9 @@ class OfferRound:
         lists the jobs that left the queue since the round pinned it: only those are
         looked at, not the whole queue (10,000 jobs a round at openb scale, issue 26); one
         submitted meanwhile and killed is in no decision (nor looked at: not pinned)."""
-        live, at_pin = self.state.book.queued, self.state.pinned or {}
-        gone = {j for j in self.state.book.left_since_pin() if j in at_pin and j not in live}
+        state = self.state
+        live, at_pin = state.book.queued, state.pinned or {}
+        gone = {j for j in state.book.left_since_pin() if j in at_pin and j not in live}
         if not gone:
             return queue, decision, held
         decision = replace(
@@ -219,18 +222,18 @@ class OfferRound:
         beyond that (issue 26: the parse was most of an empty round). With ``--reserve``
         the full round runs instead (it gives idle reserved GPUs back), and so it does while
         an elastic gang may grow on the offers (:mod:`~dlc.scheduler.core_elastic`)."""
-        self.state.drains.expire(now)
+        state = self.state
+        state.drains.expire(now)
         self._end_reservation_if_due(now)
         self.share_holds.note_held(now, {})
-        declines, learn = self.state.idle_offers.keep(offers, now, self._exact_agents())
+        declines, learn = state.idle_offers.keep(offers, now, self._exact_agents())
         if learn:  # agents without the master's totals learn from offers at once
-            views, _ = self.state.offer_parser.parse(learn, False, self.state.accounts_shares)
-            self.state.inventory.note_offers(views, now)
-        if self.state.metrics is not None:
-            self.state.metrics.record_round([], len(offers), len(declines), 0.0, [])
-        kills = self.consolidation.consolidate(
-            now, [], {}, []
-        )  # forgets what it planned for gone jobs
+            views, _ = state.offer_parser.parse(learn, False, state.accounts_shares)
+            state.inventory.note_offers(views, now)
+        if state.metrics is not None:
+            state.metrics.record_round([], len(offers), len(declines), 0.0, [])
+        # (the consolidation forgets what it planned for jobs gone meanwhile)
+        kills = self.consolidation.consolidate(now, [], {}, [])
         # as every round: victims whose eviction delay is over, and the fair-share ledger
         kills += self.tenancy_ops.preempt(QueuePlan())
         return Actions(declines=declines, kills=kills, suppress=True)
@@ -239,10 +242,11 @@ class OfferRound:
         """``views`` less the agents whose master just refused a task's resources (they
         take no task for a while), and less the GPUs still draining. With no refusal and no
         drain kept (most rounds) that is every view as it is: no step per agent."""
-        if not self.state.refusals and not self.state.drains:
+        state = self.state
+        if not state.refusals and not state.drains:
             return list(views)
-        return [self.state.drains.strip(v) for v in views
-                if not self.state.refusals.blocked(v.agent_id, now)]  # fmt: skip
+        return [state.drains.strip(v) for v in views
+                if not state.refusals.blocked(v.agent_id, now)]  # fmt: skip
 
     def _marked(self, views: list[OfferView]) -> list[OfferView]:
         """``views`` with those of share-accounting agents marked, as :func:`~dlc.scheduler.
@@ -258,10 +262,11 @@ class OfferRound:
 
     def _exact_agents(self) -> frozenset[str]:
         """Agents the master gave exact totals (kept per inventory version)."""
-        version, ids = self.state.exact_ids
-        if version != self.state.inventory.version:
-            ids = frozenset(a.agent_id for a in self.state.inventory.agents() if a.exact)
-            self.state.exact_ids = (self.state.inventory.version, ids)
+        state = self.state
+        version, ids = state.exact_ids
+        if version != state.inventory.version:
+            ids = frozenset(a.agent_id for a in state.inventory.agents() if a.exact)
+            state.exact_ids = (state.inventory.version, ids)
         return ids
 
     def _carry_out(
@@ -272,6 +277,7 @@ class OfferRound:
         """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons,
         and the preemptions the tenancy plan asks for (``prepared``: the TaskInfos, echo and
         staged jobs :meth:`prepare_launch` made for this very decision)."""
+        state = self.state
         # the pinned queue's map while the decision is the one prepared (no kill changed it)
         jobs = prepared.jobs if prepared is not None else _by_id(queue)
         # elastic gangs grow on the agents the queue's launches left alone, or shrink for it
@@ -285,7 +291,7 @@ class OfferRound:
         )
         if prepared is not None and prepared.echoed is not None and not growth:
             echoed = prepared.echoed
-            self.state.save_all(prepared.staged)
+            state.save_all(prepared.staged)
         else:
             echoed = self._launch(jobs, decision, offers, growth)
         actions.accepts = echoed.accepts
@@ -300,39 +306,36 @@ class OfferRound:
         for job_id, note in tenancy.notes.items():
             if job_id in waiting and job_id not in decision.impossible:
                 waiting[job_id] = note
-        if self.state.metrics is not None:
+        if state.metrics is not None:
             placed = [(jobs[j], decision.launches_of(j)) for j in decision.placed_jobs]
-            self.state.metrics.record_round(
+            state.metrics.record_round(
                 views, len(offers), len(actions.declines), decision.placement_s, placed
             )
         # a share the hold keeps back is not passed over (placeable above): it must not
         # reserve agents, nor is a job the shape budget did not try this round (shape_cache)
-        self.state.reservations.record_round(decision.placed_jobs, placeable)
+        state.reservations.record_round(decision.placed_jobs, placeable)
         set_aside = set(decision.impossible) | set(held)
         runnable = [j for j in queue if j.job_id not in set_aside] if set_aside else queue
         self._maybe_reserve(now, runnable, placeable, usable)
-        actions.kills += self.consolidation.consolidate(
-            now, runnable, placeable, usable
-        )  # after reserving
+        # after reserving
+        actions.kills += self.consolidation.consolidate(now, runnable, placeable, usable)
         # a job the round cap has not yet considered keeps its last reason, or gets one in
         # memory (the API's queue reason; 10,000 message writes made a first round slow)
-        reasons = self.state.reasons
+        reasons = state.reasons
         # offers back at once only for jobs that never had a turn (a burst of submits): a
         # backlog that had its turns and waits for capacity keeps the refuse filter, or a
         # large cluster would run a full round every allocation interval for nothing
         actions.soon = any(
             reasons.get(j, CAP_PREFIX).startswith(CAP_PREFIX) for j in decision.skipped
         )
-        not_yet = self.state.round_cap.reason()  # one text for the round, not one per skipped job
+        not_yet = state.round_cap.reason()  # one text for the round, not one per skipped job
         # (as a setdefault per skipped job, in C: some 10,000 of them a round)
         reasons.update(dict.fromkeys(filterfalse(reasons.__contains__, decision.skipped), not_yet))
         self._note_reasons(now, {**waiting, **held}, usable)
         # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
-        actions.suppress = not self.state.queued and not (
-            self.state.reserver and self.state.reserver.holding()
-        )
+        actions.suppress = not state.queued and not (state.reserver and state.reserver.holding())
         actions.suppress = actions.suppress and not self.elastic.growable()
-        if not actions.suppress and self.state.config.group_roles and not self.state.reserver:
+        if not actions.suppress and state.config.group_roles and not state.reserver:
             actions.suppress_roles = self.tenancy_ops.idle_roles()
         return actions
 
@@ -344,10 +347,11 @@ class OfferRound:
         pinned queue and the decision do not change). No TaskInfos where the apply must
         make them itself: with ``--reserve`` (the echo reserves) or with elastic gangs (they
         may grow into the queue's offers, and shrinking saves)."""
+        state = self.state
         placeable = _placeable(decision)
         # the pinned view holds the queue's jobs by id already (the round pinned it)
-        jobs = self.state.pinned if self.state.pinned is not None else _by_id(queue)
-        if self.state.reserver is not None or not decision.launches or self.elastic.gangs():
+        jobs = state.pinned if state.pinned is not None else _by_id(queue)
+        if state.reserver is not None or not decision.launches or self.elastic.gangs():
             return _Prepared(placeable, jobs)
         echoed, by_job = self._echo(jobs, decision, offers)
         staged = [self._staged(jobs[j], by_job[j]) for j in decision.placed_jobs
@@ -362,16 +366,17 @@ class OfferRound:
         growth: Sequence[tuple[Job, Launch]] = (),
     ) -> tuple[EchoedRound, dict[str, list[Launch]]]:
         """The TaskInfos of :meth:`_launch`, cut from the offers, and the launches by job."""
+        state = self.state
         # with a tenancy policy every kill (preemption above all) gets the policy's grace
-        grace = self.state.tenancy.grace_s if self.state.tenancy.enabled else None
+        grace = state.tenancy.grace_s if state.tenancy.enabled else None
         by_job: dict[str, list[Launch]] = {}
         for launch in result.launches:
             by_job.setdefault(launch.job_id, []).append(launch)
         # the engine's messages (Mesos: TaskInfos) come from the codec the core was given
         encode, fid, executor = (
-            self.state.codec.encode,
-            self.state.framework_id,
-            self.state.config.executor,
+            state.codec.encode,
+            state.framework_id,
+            state.config.executor,
         )
         infos = [
             (job_id, [encode(TaskLaunch(jobs[job_id], x, fid, executor, grace))
@@ -381,10 +386,10 @@ class OfferRound:
         infos += [(launch.task_id, [encode(TaskLaunch(job, launch, fid, executor, grace))])
                   for job, launch in growth]  # fmt: skip
         owner = {launch.task_id: job for job, launch in growth}
-        group_roles = dict(self.state.config.group_roles)
+        group_roles = dict(state.config.group_roles)
         echoed = echo_round(
-            offers, infos, self.state.config.roles or None, self.state.reserver, self.state.clock(),
-            (lambda j: group_roles.get(self.state.tenancy.group_of((jobs.get(j) or owner[j]).user)))
+            offers, infos, state.config.roles or None, state.reserver, state.clock(),
+            (lambda j: group_roles.get(state.tenancy.group_of((jobs.get(j) or owner[j]).user)))
             if group_roles else None,
         )  # fmt: skip
         return echoed, by_job
@@ -438,43 +443,43 @@ class OfferRound:
         return agent.locality if agent is not None else Locality()
 
     def _end_reservation_if_due(self, now: float) -> None:
-        active = self.state.reservations.active
+        state = self.state
+        active = state.reservations.active
         if active is None:
             return
-        gone = [a for a in active.agent_ids if self.state.inventory.get(a) is None]
-        holder = self.state.queued.get(active.job_id)
-        impossible = self.state.impossible_reason(holder.spec) if holder is not None else None
+        gone = [a for a in active.agent_ids if state.inventory.get(a) is None]
+        holder = state.queued.get(active.job_id)
+        impossible = state.impossible_reason(holder.spec) if holder is not None else None
         if impossible is not None:
             why = f"impossible on the current agents: {impossible}"
         elif gone:
             why = f"agent {', '.join(gone)} left the cluster"
-        elif self.state.reservations.expired(now):
-            why = f"held for {_minutes(self.state.reservations.hold_s)} without room for the job"
+        elif state.reservations.expired(now):
+            why = f"held for {_minutes(state.reservations.hold_s)} without room for the job"
         else:
             return
-        self.state.reservations.release(active.job_id, now)
-        job = self.state.queued.get(active.job_id)
+        state.reservations.release(active.job_id, now)
+        job = state.queued.get(active.job_id)
         if job is not None:
             agents = ", ".join(active.agent_ids)
-            self.state.save(
-                job, event=f"released reserved agent {agents}: {why}; others may use it"
-            )
+            state.save(job, event=f"released reserved agent {agents}: {why}; others may use it")
 
     def _maybe_reserve(
         self, now: float, queue: list[Job], waiting: dict[str, str], views: list[OfferView]
     ) -> None:
         # the jobs passed over this round (the few considered) that are due to reserve;
         # most rounds none is, and the queue (10,000 jobs at openb scale) is not walked
-        due = {j for j in waiting if self.state.reservations.may_reserve(j, now)}
+        state = self.state
+        due = {j for j in waiting if state.reservations.may_reserve(j, now)}
         if not due:
             return
         for job in queue:
             if job.job_id not in due:
                 continue
-            able = self.state.inventory.able_agents(job.spec)
+            able = state.inventory.able_agents(job.spec)
             if len(able) < job.spec.nodes:
                 continue
-            free = self.state.free_gpus(views)
+            free = state.free_gpus(views)
             able.sort(key=lambda a: (-len(free.get(a.agent_id, ())), a.agent_id))
             if job.spec.nodes > 1:  # a gang drains agents of one switch, rack or zone
                 want = wanted(job.spec.gang_topology)
@@ -483,8 +488,8 @@ class OfferRound:
                     continue
                 able = group.order
             chosen = [a.agent_id for a in able[: job.spec.nodes]]
-            held = self.state.reservations.reserve(job.job_id, chosen, now)
-            self.state.save(job, event=held.describe(now, self._free_text(held.agent_ids, views)))
+            held = state.reservations.reserve(job.job_id, chosen, now)
+            state.save(job, event=held.describe(now, self._free_text(held.agent_ids, views)))
             return
 
     def _free_text(self, agent_ids: Iterable[str], views: list[OfferView]) -> str:
@@ -498,27 +503,28 @@ class OfferRound:
 
     def _note_reasons(self, now: float, waiting: dict[str, str], views: list[OfferView]) -> None:
         """Keep each waiting job's reason; write the messages that changed, in one go."""
-        active = self.state.reservations.active
+        state = self.state
+        active = state.reservations.active
         changed = []
         for job_id, reason in waiting.items():
             if active is not None and active.job_id == job_id:
                 reason = active.describe(now, self._free_text(active.agent_ids, views))
-            elif reason.startswith("no offer") and len(self.state.drains):
+            elif reason.startswith("no offer") and len(state.drains):
                 reason += "; some GPUs are held until an earlier task is confirmed gone"
-            job = self.state.queued.get(job_id)
+            job = state.queued.get(job_id)
             if job is None:  # killed while the round decided (it took the book's lock only)
                 continue
-            self.state.reasons[job_id] = reason
+            state.reasons[job_id] = reason
             message = f"waiting: {reason}"
             if job.message != message:
                 changed.append(replace(job, message=message))
         # one transaction for the round's reasons (a store without the batch write, such as
         # a test's, gets them one by one)
-        save_messages = getattr(self.state.store, "save_messages", None)
+        save_messages = getattr(state.store, "save_messages", None)
         if save_messages is None:
             for job in changed:
-                self.state.save(job)
+                state.save(job)
             return
         save_messages(changed)
         for job in changed:
-            self.state.track(job)
+            state.track(job)

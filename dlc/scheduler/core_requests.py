@@ -52,26 +52,27 @@ class Requests:
         Raises:
             JobSpecError, ImageNotFound: the spec cannot run here; the message says why.
         """
-        check_volumes(spec, self.state.config.allowed_volumes, user)
+        state = self.state
+        check_volumes(spec, state.config.allowed_volumes, user)
         self._check_priority(spec, max_priority, admin)
-        check_container_user(spec, self.state.config.executor.policy)
-        vendor, rocm = image_vendor(spec, use_catalog=self.state.resolver is default_resolver)
+        check_container_user(spec, state.config.executor.policy)
+        vendor, rocm = image_vendor(spec, use_catalog=state.resolver is default_resolver)
         if vendor and spec.gpu_vendor and vendor != spec.gpu_vendor:
             raise JobSpecError(
                 "gpu_vendor",
                 f"{spec.framework or spec.image} runs on {vendor} GPUs, not {spec.gpu_vendor}; "
                 f"drop --gpu-vendor or pick a {spec.gpu_vendor} image",
             )
-        image, cuda = self.state.resolver(spec)
-        check_registry(spec, image, self.state.config.executor.policy.allowed_registries)
+        image, cuda = state.resolver(spec)
+        check_registry(spec, image, state.config.executor.policy.allowed_registries)
         spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
         spec = replace(spec, gpu_vendor=spec.gpu_vendor or vendor, rocm_version=rocm or None)
         # the agents as the last offer round left them: no wait for a round in progress
         facts = self.tenancy_ops.admission_facts()
         facts.inventory.check(spec)
-        check_submit(self.state.tenancy, user, spec, facts.capacity, facts.sizes)
+        check_submit(state.tenancy, user, spec, facts.capacity, facts.sizes)
         # only the book's lock (the next offer round sees the job); the store names it
-        book = self.state.book
+        book = state.book
         job = Job("", user, spec)
         return book.add(job, room=lambda: self._check_queue_room(user, admin), stamp=True)
 
@@ -108,7 +109,8 @@ class Requests:
         Raises:
             JobNotFound: no such job visible to the caller.
         """
-        book = self.state.book
+        state = self.state
+        book = state.book
         with book.lock:  # a queued job: the book alone, no wait for an offer round
             job = book.queued.get(job_id)
             if job is not None:
@@ -116,17 +118,17 @@ class Requests:
                     raise JobNotFound(f"no job {job_id}; list your jobs with `dlc jobs`")
                 job = replace(job, state=JobState.KILLED, kill_requested=True, message="killed")
                 return book.save(job) or job, Actions()
-        with self.state.lock:  # a running job (or one an offer round was launching)
-            job = self.state.visible_job(job_id, user, admin)
+        with state.lock:  # a running job (or one an offer round was launching)
+            job = state.visible_job(job_id, user, admin)
             actions = Actions()
             if job.state.terminal:
                 return job, actions
             if job.state is JobState.QUEUED:
-                job = self.state.save(
+                job = state.save(
                     replace(job, state=JobState.KILLED, kill_requested=True, message="killed")
                 )
                 return job, actions
-            job = self.state.save(
+            job = state.save(
                 replace(job, kill_requested=True, message=f"kill requested by {user}"),
                 event="kill requested",
             )

@@ -33,31 +33,30 @@ class ShareHolds:
     def hold(self, now: float, queue: list[Job]) -> ShareHold | None:
         """This round's hold (``None``: the setting is off or no share in ``queue``, the jobs
         placed this round); the mix counts every queued job, held by quotas or not."""
-        settings = self.state.config.placement.share_hold
+        state = self.state
+        settings = state.config.placement.share_hold
         if not settings.enabled or not any(j.spec.is_share for j in queue):
             return None
         largest = self.largest_gpu_mib()
-        demands = [_demand(j, largest) for j in self.state.queued.values() if j.spec.gpus]
+        demands = [_demand(j, largest) for j in state.queued.values() if j.spec.gpus]
         taken: dict[str, dict[int, Holder]] = {}
         share_used: dict[tuple[str, int], int] = {}
-        for job, task, holder in self.state.running_tasks():
+        for job, task, holder in state.running_tasks():
             if task.gpu_ids:
                 demands.append((MILLI, len(task.gpu_ids)))
             for gpu in task.gpu_ids:
                 taken.setdefault(task.agent_id, {})[gpu] = holder
             if task.share_gpu is not None:  # what DLC's shares use, whatever offers said
-                agent = self.state.inventory.get(task.agent_id)
+                agent = state.inventory.get(task.agent_id)
                 total = (agent.gpu_memory.get(task.share_gpu) if agent else None) or largest
                 milli = share_milli(job.spec, total)
                 demands.append((milli, 1))
                 key = (task.agent_id, task.share_gpu)
                 share_used[key] = share_used.get(key, 0) + milli
-        self.state.catch_up_offers()
-        draining = {
-            a.agent_id: self.state.drains.held(a.agent_id) for a in self.state.inventory.agents()
-        }
-        agents = self.state.inventory.view(taken, draining)
-        return build(settings, agents, demands, now, self.state.share_held_since, share_used)
+        state.catch_up_offers()
+        draining = {a.agent_id: state.drains.held(a.agent_id) for a in state.inventory.agents()}
+        agents = state.inventory.view(taken, draining)
+        return build(settings, agents, demands, now, state.share_held_since, share_used)
 
     def placement_mix(self) -> WorkloadMix | None:
         """The mix whole-GPU placements are scored against (:mod:`~dlc.scheduler.whole_score`):
@@ -65,25 +64,27 @@ class ShareHolds:
         thousandths, GPUs), as the job book's :class:`~dlc.scheduler.mix_book.MixBook` keeps
         them from every change of a job's record (a submit during the round counts).
         ``None`` when nothing is queued: then nothing is placed."""
-        if not self.state.queued:
+        state = self.state
+        if not state.queued:
             return None
         largest = self.largest_gpu_mib()
-        extra = int(self.state.config.placement.executor_cpus * 1000)
+        extra = int(state.config.placement.executor_cpus * 1000)
 
         def gpu_mib(agent_id: str, gpu: int) -> int | None:
-            agent = self.state.inventory.get(agent_id)
+            agent = state.inventory.get(agent_id)
             return agent.gpu_memory.get(gpu) if agent is not None else None
 
-        with self.state.book.lock:  # the book's jobs as they are now (submits go on meanwhile)
-            return self.state.book.mix.mix(largest, gpu_mib, extra)
+        with state.book.lock:  # the book's jobs as they are now (submits go on meanwhile)
+            return state.book.mix.mix(largest, gpu_mib, extra)
 
     def largest_gpu_mib(self) -> int:
         """The largest GPU memory (MiB) of the known agents, 0 when none says, kept per
         inventory version (every round read all 1,213 agents for it, issue 26)."""
-        version, mib = self.state.inventory_facts.get("largest_gpu_mib", (-1, 0))
-        if version != self.state.inventory.version:
-            mib = largest_gpu_memory(self.state.inventory.agents()) or 0
-            self.state.inventory_facts["largest_gpu_mib"] = (self.state.inventory.version, mib)
+        state = self.state
+        version, mib = state.inventory_facts.get("largest_gpu_mib", (-1, 0))
+        if version != state.inventory.version:
+            mib = largest_gpu_memory(state.inventory.agents()) or 0
+            state.inventory_facts["largest_gpu_mib"] = (state.inventory.version, mib)
         return cast(int, mib)
 
     def note_held(self, now: float, waiting: Mapping[str, str]) -> None:

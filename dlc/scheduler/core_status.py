@@ -341,11 +341,12 @@ class StatusUpdates:
         return Actions()
 
     def _requeue(self, job: Job, message: str, failure: int) -> Actions:
+        state = self.state
         self.lost_attempts.pop(job.task_prefix())
         for task in job.tasks:
-            self.state.previous[task.task_id] = (task.agent_id, task.gpus_used)
-        while len(self.state.previous) > _PREVIOUS_KEPT:
-            self.state.previous.pop(next(iter(self.state.previous)))
+            state.previous[task.task_id] = (task.agent_id, task.gpus_used)
+        while len(state.previous) > _PREVIOUS_KEPT:
+            state.previous.pop(next(iter(state.previous)))
         job = replace(
             job,
             state=JobState.QUEUED,
@@ -354,31 +355,33 @@ class StatusUpdates:
             tasks=(),
             message=message,
         )
-        self.state.save(job)
+        state.save(job)
         return Actions(revive=True)
 
     def reconcile_tasks(self) -> list[dict[str, Any]]:
         """``{task_id, agent_id}`` of every task that may be alive (explicit reconciliation):
         those of active jobs and those whose GPUs drain."""
-        with self.state.lock:
+        state = self.state
+        with state.lock:
             tasks = {
                 t.task_id: t.agent_id
-                for job in self.state.active.values()
+                for job in state.active.values()
                 for t in job.tasks
                 if not _done(t)
             }
-            tasks.update({d.task_id: d.agent_id for d in self.state.drains.tasks()})
+            tasks.update({d.task_id: d.agent_id for d in state.drains.tasks()})
             return [{"task_id": {"value": t}, "agent_id": {"value": a}} for t, a in tasks.items()]
 
     def pending_kills(self) -> Actions:
         """Kills to (re-)send: every live task of a job whose kill was requested. The
         framework sends them after each (re)registration and periodically until the
         tasks are over, so a kill accepted just before a crash is carried out."""
-        with self.state.lock:
+        state = self.state
+        with state.lock:
             # Reclaim needs no offer: a full cluster sends none, yet a lender may wait.
             fresh = (
                 self.tenancy_ops.preempt(self.tenancy_ops.plan_queue())
-                if self.state.tenancy.enabled
+                if state.tenancy.enabled
                 else []
             )
             fresh += self.tenancy_ops.stop_overdue_environments()
@@ -386,7 +389,7 @@ class StatusUpdates:
                 kills=fresh
                 + [
                     (t.task_id, t.agent_id)
-                    for job in self.state.active.values()
+                    for job in state.active.values()
                     if job.kill_requested
                     or (
                         job.state is JobState.PREEMPTED

@@ -60,12 +60,13 @@ class TenancyOps:
     def idle_roles(self) -> tuple[str, ...]:
         """DLC's roles whose offers no queued job may use (each group's jobs use only their
         role's offers; a job of an unmapped group may use any)."""
-        mapping = dict(self.state.config.group_roles)
-        groups = self.state.groups()
-        wanted = {mapping.get(groups.group(j)) for j in self.state.queued.values()}
+        state = self.state
+        mapping = dict(state.config.group_roles)
+        groups = state.groups()
+        wanted = {mapping.get(groups.group(j)) for j in state.queued.values()}
         if None in wanted:
             return ()
-        return tuple(r for r in self.state.config.roles if r not in wanted)
+        return tuple(r for r in state.config.roles if r not in wanted)
 
     def set_tenancy(self, policy: Policy) -> None:
         """Use new groups, quotas and limits from the next round on (admin changes)."""
@@ -178,12 +179,13 @@ class TenancyOps:
 
     def _holdings(self) -> dict[tuple[str, str], float]:
         """(group, user) -> GPUs active jobs hold now (a share: its part of a GPU)."""
+        state = self.state
         sizes = self.gpu_sizes()
         out: dict[tuple[str, str], float] = {}
-        groups = self.state.groups()
-        for job in self.state.active.values():
+        groups = state.groups()
+        for job in state.active.values():
             key = (groups.group(job), job.user)
-            out[key] = out.get(key, 0.0) + job_gpus(self.state.tenancy, job, sizes, groups)
+            out[key] = out.get(key, 0.0) + job_gpus(state.tenancy, job, sizes, groups)
         return out
 
     def _flush_ledger(self, now: float) -> None:
@@ -202,14 +204,15 @@ class TenancyOps:
         """Decayed GPU-hours per group (with its weight and ratio) and per user, for
         ``dlc quota`` and the dashboard (``viewer``: a non-admin sees only their own user
         row; ``None``: fair share off)."""
-        with self.state.lock:
-            now = self.state.clock()
+        state = self.state
+        with state.lock:
+            now = state.clock()
             ledger = self._fair_ledger(now)
-            if ledger is None or not self.state.tenancy.enabled:
+            if ledger is None or not state.tenancy.enabled:
                 return None
             ledger.advance(now, self._holdings())
-            weights = group_weights(self.state.tenancy.quotas.values())
-            view = fair_view(ledger, self.state.tenancy.quotas.values(), now)
+            weights = group_weights(state.tenancy.quotas.values())
+            view = fair_view(ledger, state.tenancy.quotas.values(), now)
             groups = []
             for group, used in sorted(ledger.groups(now).items()):
                 users = [{"user": u, "gpu_hours": h}
@@ -225,23 +228,22 @@ class TenancyOps:
     def preempt(self, tenancy: QueuePlan) -> list[tuple[str, str]]:
         """Mark planned victims preempted and kill their tasks (the executor stops each
         container with SIGTERM and its grace period)."""
-        now = self.state.clock()
+        state = self.state
+        now = state.clock()
         # shrink first: elastic victims give back extra members before anything is evicted
         kills = self.elastic.shrink_instead(tenancy.preemptions)
         if kills:
             return kills + self._due_evictions(now)
         for victim in tenancy.preemptions:
-            job = self.state.active.get(victim.job_id)
+            job = state.active.get(victim.job_id)
             if job is None or job.kill_requested or job.state is JobState.PREEMPTED:
                 continue
             if victim.delay_s > 0:  # preempted now (counted as freeing), killed after the delay
                 why = victim.pending_reason
-                self.state.save(job.with_state(JobState.PREEMPTED, why), event=why)
+                state.save(job.with_state(JobState.PREEMPTED, why), event=why)
                 self._evictions[job.job_id] = (now + victim.delay_s, victim.reason)
                 continue
-            job = self.state.save(
-                job.with_state(JobState.PREEMPTED, victim.reason), event=victim.reason
-            )
+            job = state.save(job.with_state(JobState.PREEMPTED, victim.reason), event=victim.reason)
             kills += [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
         self._flush_ledger(now)
         return kills + self._due_evictions(now)
@@ -284,20 +286,21 @@ class TenancyOps:
 
     def stop_overdue_environments(self) -> list[tuple[str, str]]:
         """Kill interactive jobs that ran past their user's ``max_interactive_s``."""
+        state = self.state
         kills: list[tuple[str, str]] = []
-        if not self.state.tenancy.limits:
+        if not state.tenancy.limits:
             return kills
-        now = self.state.clock()
-        for job in list(self.state.active.values()):
-            limits = self.state.tenancy.limits.get(job.user)
+        now = state.clock()
+        for job in list(state.active.values()):
+            limits = state.tenancy.limits.get(job.user)
             if not job.spec.interactive or job.kill_requested or limits is None:
                 continue
             if job.state is JobState.PREEMPTED or limits.max_interactive_s is None:
                 continue
-            if now - self.state.started.get(job.job_id, now) < limits.max_interactive_s:
+            if now - state.started.get(job.job_id, now) < limits.max_interactive_s:
                 continue
             why = (f"{_STOPPED}interactive limit of {fmt_span(limits.max_interactive_s)} "
                    f"for {job.user} reached")  # fmt: skip
-            job = self.state.save(replace(job, kill_requested=True, message=why), event=why)
+            job = state.save(replace(job, kill_requested=True, message=why), event=why)
             kills += [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
         return kills

@@ -37,11 +37,12 @@ class UsageReadings:
     def on_usage(self, agent_id: str, data: str | bytes) -> int:
         """Keep an executor's usage report (a framework message); readings of tasks that
         are not running on that agent are dropped. Returns how many tasks were kept."""
+        state = self.state
         readings = decode_report(data, agent_id)
-        with self.state.lock:
+        with state.lock:
             live = self._live_tasks()
-            self.state.usage.prune(lambda t: t in live)
-            return self.state.usage.record(readings, lambda t, a: live.get(t) == a)
+            state.usage.prune(lambda t: t in live)
+            return state.usage.record(readings, lambda t, a: live.get(t) == a)
 
     def _live_tasks(self) -> dict[str, str]:
         return {
@@ -53,11 +54,12 @@ class UsageReadings:
 
     def job_usage(self, job_id: str) -> JobUsage | None:
         """What a running job's GPUs did lately (``None``: not running or not reported)."""
-        with self.state.lock:
-            job = self.state.active.get(job_id)
+        state = self.state
+        with state.lock:
+            job = state.active.get(job_id)
             if job is None:
                 return None
-            readings = [self.state.usage.of(t.task_id) for t in job.tasks if not _done(t)]
+            readings = [state.usage.of(t.task_id) for t in job.tasks if not _done(t)]
             return job_usage(r for r in readings if r is not None)
 
     def gpu_usage(self) -> dict[tuple[str, int], GpuUsage]:
@@ -74,11 +76,12 @@ class UsageReadings:
     def usage_rollups(self, by: str, viewer: str | None = None) -> list[UsageRollup]:
         """Allocated versus used per ``user``, ``group`` or ``job`` over running jobs
         (``viewer``: only that user's own row, group or jobs; ``None``: everything)."""
-        with self.state.lock:
+        state = self.state
+        with state.lock:
             held: list[tuple[str, float, TaskUsage | None]] = []
-            group_of = self.state.tenancy.group_of
+            group_of = state.tenancy.group_of
             sizes = self.tenancy_ops.gpu_sizes()
-            for job in self.state.active.values():
+            for job in state.active.values():
                 if viewer is not None and (
                     group_of(job.user) != group_of(viewer) if by == "group" else job.user != viewer
                 ):
@@ -89,9 +92,9 @@ class UsageReadings:
                         continue
                     # a share counts its part of a GPU, as quotas and fair share count it
                     gpus = len(t.gpu_ids) or (
-                        job_gpus(self.state.tenancy, job, sizes) if t.share_gpu is not None else 0
+                        job_gpus(state.tenancy, job, sizes) if t.share_gpu is not None else 0
                     )
                     if gpus:
-                        held.append((owner, gpus, self.state.usage.of(t.task_id)))
-            key_of = self.state.tenancy.group_of if by == "group" else (lambda owner: owner)
+                        held.append((owner, gpus, state.usage.of(t.task_id)))
+            key_of = state.tenancy.group_of if by == "group" else (lambda owner: owner)
             return rollup(held, key_of)

@@ -65,27 +65,26 @@ class Views:
 
     def update_agents(self, slaves: list[dict[str, Any]]) -> None:
         """Take agent totals from the master (``GET /master/slaves`` ``slaves`` list)."""
-        with self.state.lock:
-            self.state.catch_up_offers()  # in the order they came: the master's totals replace them
-            self.state.inventory.update_from_master(slaves)
-            for job in self.state.active.values():  # keep what DLC's own tasks prove exists
+        state = self.state
+        with state.lock:
+            state.catch_up_offers()  # in the order they came: the master's totals replace them
+            state.inventory.update_from_master(slaves)
+            for job in state.active.values():  # keep what DLC's own tasks prove exists
                 for task in job.tasks:
-                    self.state.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
+                    state.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
 
     def cluster(self) -> list[AgentView]:
         """The cluster's one picture: every known agent, each GPU with its facts and state
         (free, taken by which task, or draining), by hostname."""
-        with self.state.lock:
+        state = self.state
+        with state.lock:
             taken: dict[str, dict[int, Holder]] = {}
-            for _, task, holder in self.state.running_tasks():
+            for _, task, holder in state.running_tasks():
                 for gpu in task.gpu_ids:
                     taken.setdefault(task.agent_id, {})[gpu] = holder
-            self.state.catch_up_offers()
-            draining = {
-                a.agent_id: self.state.drains.held(a.agent_id)
-                for a in self.state.inventory.agents()
-            }
-            return self.state.inventory.view(taken, draining)
+            state.catch_up_offers()
+            draining = {a.agent_id: state.drains.held(a.agent_id) for a in state.inventory.agents()}
+            return state.inventory.view(taken, draining)
 
     def cluster_agent(self, agent_id: str) -> AgentView | None:
         """One agent of :meth:`cluster`, or ``None``."""
