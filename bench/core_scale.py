@@ -198,8 +198,8 @@ class Bench:
         )
         self.core.update_agents(self.master.slaves())
         self.load_s = time.perf_counter() - started
-        self.book_lock = HeldLock(self.core._book.lock)  # noqa: SLF001 - timed, not changed
-        self.core._book.lock = self.book_lock  # noqa: SLF001
+        self.book_lock = HeldLock(self.core.state.book.lock)  # timed, not changed
+        self.core.state.book.lock = self.book_lock
         gc.freeze()  # as the scheduler service does once its core has loaded (dlc/app/service.py)
         self._occupy({n.name: n for n in nodes})
         self.users = [f"u{i:03d}" for i in range(500)]

@@ -95,7 +95,7 @@ def one_run(args, hold: ShareHoldSettings, workdir: Path) -> dict:
     cpu_ms = (time.process_time() - started) * 1000
     # the hold's own per-round part (inventory view, share mix), once more on its own
     started = time.process_time()
-    core._share_hold(0.0, list(core.queued_jobs()))
+    core.share_holds.hold(0.0, list(core.queued_jobs()))
     build_ms = (time.process_time() - started) * 1000 if hold.enabled else 0.0
     placed = sum(core.store.get_job(j.job_id).state != JobState.QUEUED for j in jobs)
     held = sum(HELD_PREFIX in (core.queue_reason(j.job_id) or "") for j in jobs)

@@ -1,11 +1,11 @@
 """The core's audited writes for the API: tokens and tenancy settings.
 
-A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
+:class:`Admin`, a component of :class:`~dlc.scheduler.core.SchedulerCore` (why components:
 :mod:`~dlc.scheduler.core_state`). The API's routes never reach the store (issue 26, "narrow
 ports"): they call these methods, which write through the store's
-:class:`~dlc.scheduler.ports.TenancyAdmin` and :class:`~dlc.scheduler.ports.TokenIssuer`
-ports and, for a tenancy change, read the whole policy back into the core at once, so the
-next offer round already plans with it.
+:class:`~dlc.scheduler.ports.TenancyAdmin` and :class:`~dlc.scheduler.ports.TokenIssuer` ports
+and, for a tenancy change, read the whole policy back into the core at once, so the next offer
+round already plans with it.
 """
 
 from __future__ import annotations
@@ -13,13 +13,23 @@ from __future__ import annotations
 from typing import Any, cast
 
 from dlc.errors import StoreError
-from dlc.scheduler.core_tenancy import TenancyMixin
+from dlc.scheduler.core_state import CoreState
+from dlc.scheduler.core_tenancy import TenancyOps
 from dlc.scheduler.ports import TenancyAdmin, TokenIssuer
 from dlc.scheduler.tenancy.policy import DEFAULT_POOL, Policy, Resources, UserLimits
 
 
-class AdminMixin(TenancyMixin):
-    """Tokens, groups, quotas, user limits and the preemption grace, written through."""
+class Admin:
+    """Tokens, groups, quotas, user limits and the preemption grace, written through.
+
+    Args:
+        state: the core's shared state (its store is written through).
+        tenancy_ops: takes the policy read back after each tenancy change.
+    """
+
+    def __init__(self, state: CoreState, tenancy_ops: TenancyOps) -> None:
+        self.state = state
+        self.tenancy_ops = tenancy_ops
 
     def add_token(
         self,
@@ -74,7 +84,7 @@ class AdminMixin(TenancyMixin):
 
     def _reread_tenancy(self) -> Policy:
         policy = self._tenancy_store().tenancy_policy()
-        self.set_tenancy(policy)
+        self.tenancy_ops.set_tenancy(policy)
         return policy
 
     def _tenancy_store(self) -> TenancyAdmin:
@@ -82,7 +92,7 @@ class AdminMixin(TenancyMixin):
 
     def _port(self, method: str, what: str) -> object:
         """The store, if it has ``method`` (every DLC store does; a test's may not)."""
-        if not callable(getattr(self.store, method, None)):
+        if not callable(getattr(self.state.store, method, None)):
             raise StoreError(f"this scheduler's job store keeps no {what}; "
                              "run it with the SQLite or PostgreSQL store")  # fmt: skip
-        return self.store
+        return self.state.store

@@ -1,11 +1,11 @@
 """The core's elastic gangs: grow from what an offer round left over, shrink for waiting jobs.
 
-A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
-:mod:`~dlc.scheduler.core_state`); the rules are the pure ones of
-:mod:`~dlc.scheduler.elastic`. Growth runs after the queue had its turn in the round, on the
-agents none of its launches used and no reservation holds, and only while no queued job of
-the same or higher priority waits; each new member is saved as a staging task of the
-running job before its launch is returned (as a first launch is), so a restart finds it.
+:class:`Elastic`, a component of :class:`~dlc.scheduler.core.SchedulerCore` (why components:
+:mod:`~dlc.scheduler.core_state`); the rules are the pure ones of :mod:`~dlc.scheduler.elastic`.
+Growth runs after the queue had its turn in the round, on the agents none of its launches used
+and no reservation holds, and only while no queued job of the same or higher priority waits;
+each new member is saved as a staging task of the running job before its launch is returned (as
+a first launch is), so a restart finds it.
 """
 
 from __future__ import annotations
@@ -58,31 +58,34 @@ class _Holdings:
         return cls(groups, usage_of(policy, jobs, groups=groups), by_user)
 
 
-class ElasticMixin(CoreState):
+class Elastic:
     """Growth and shrink of elastic gangs (``--nodes MIN:MAX``)."""
 
-    def _elastic(self) -> list[Job]:
+    def __init__(self, state: CoreState) -> None:
+        self.state = state
+
+    def gangs(self) -> list[Job]:
         """Running elastic gangs that may change size (not being killed or preempted)."""
         return [
-            j for j in self._active.values()
+            j for j in self.state.active.values()
             if j.spec.nodes_max is not None and j.state is JobState.RUNNING
             and not j.kill_requested
         ]  # fmt: skip
 
-    def _growable(self) -> list[Job]:
+    def growable(self) -> list[Job]:
         """Running elastic gangs below MAX whose node 0 keeps the rendezvous."""
-        return [j for j in self._elastic() if len(j.tasks) < (j.spec.nodes_max or 0) and _anchor(j)]
+        return [j for j in self.gangs() if len(j.tasks) < (j.spec.nodes_max or 0) and _anchor(j)]
 
     def wants_offers(self) -> bool:
         """Whether offers are needed: a job waits, or an elastic gang could grow."""
-        with self._lock:
-            return self.has_queued() or bool(self._growable())
+        with self.state.lock:
+            return self.state.has_queued() or bool(self.growable())
 
     def _waiters(self, placeable: dict[str, str], floor: int) -> list[Waiter]:
         """The queued jobs that waited this round (placeable, not held) of priority >= floor,
         highest first, with the agents able to run them (looked up once per shape, for the
         first :data:`WAITERS_LOOKED_AT` only: a bound on the round's cost)."""
-        jobs = [j for j in map(self._queued.get, placeable)
+        jobs = [j for j in map(self.state.queued.get, placeable)
                 if j is not None and j.spec.priority >= floor]  # fmt: skip
         jobs.sort(key=lambda j: -j.spec.priority)
         able: dict[tuple[object, ...], frozenset[str] | None] = {}
@@ -92,12 +95,12 @@ class ElasticMixin(CoreState):
             shape = (spec.gpus, spec.gpu_model, spec.gpu_vendor, spec.cpus, spec.mem_mib,
                      spec.disk_mib, spec.cuda_version, spec.is_share, spec.gpu_memory)  # fmt: skip
             if shape not in able:
-                agents = frozenset(a.agent_id for a in self.inventory.able_agents(spec))
+                agents = frozenset(a.agent_id for a in self.state.inventory.able_agents(spec))
                 able[shape] = agents or None  # no agent known yet: any
             out.append(Waiter(job.job_id, spec.priority, able[shape]))
         return out
 
-    def _elastic_round(
+    def resize(
         self, views: list[OfferView], used: set[str], placeable: dict[str, str]
     ) -> tuple[list[tuple[Job, Launch]], list[tuple[str, str]]]:
         """This round's growth launches and shrink kills.
@@ -107,12 +110,12 @@ class ElasticMixin(CoreState):
             used: agents the queue's launches took this round.
             placeable: queued jobs that waited this round though they could run (id -> why).
         """
-        gangs = self._elastic()
+        gangs = self.gangs()
         if not gangs:
             return [], []
         waiters = self._waiters(placeable, min(j.spec.priority for j in gangs))
         kills = self._shrink(gangs, waiters)
-        growable = [j for j in self._growable() if not _live_extras_killed(j, kills)]
+        growable = [j for j in self.growable() if not _live_extras_killed(j, kills)]
         growth = self._grow(growable, views, used, waiters) if growable else []
         return growth, kills
 
@@ -120,16 +123,16 @@ class ElasticMixin(CoreState):
         kills = []
         live = [replace(j, tasks=tuple(t for t in j.tasks if not _done(t))) for j in gangs]
         for job, task, why in shrink_for(live, waiters):
-            current = self._active[job.job_id]
+            current = self.state.active[job.job_id]
             if current.message != why:
-                self._save(replace(current, message=why), event=why)
+                self.state.save(replace(current, message=why), event=why)
             kills.append((task.task_id, task.agent_id))
         return kills
 
     def _grow(
         self, gangs: list[Job], views: list[OfferView], used: set[str], waiters: list[Waiter]
     ) -> list[tuple[Job, Launch]]:
-        reserved = self._reservations.held()
+        reserved = self.state.reservations.held()
         by_agent: dict[str, list[OfferView]] = {}
         for view in views:
             if view.agent_id not in used and view.agent_id not in reserved:
@@ -159,9 +162,10 @@ class ElasticMixin(CoreState):
 
     def _growth_holdings(self) -> _Holdings | None:
         """The round's :class:`_Holdings` (``None`` without a tenancy policy)."""
-        if not self.tenancy.enabled:
+        state = self.state
+        if not state.tenancy.enabled:
             return None
-        return _Holdings.of(self.tenancy, self._active.values(), self._groups())
+        return _Holdings.of(state.tenancy, state.active.values(), state.groups())
 
     def _growth_limit(
         self, job: Job, added: int = 0, holdings: _Holdings | None = None
@@ -169,11 +173,12 @@ class ElasticMixin(CoreState):
         """Why one more node (after ``added`` this round) would pass the group's ceiling or
         the user's GPU limit (growth may borrow others' idle guarantees: a reclaim takes extra
         members back first). ``holdings``: the round's, else made here."""
-        policy = self.tenancy
+        state = self.state
+        policy = state.tenancy
         if not policy.enabled:
             return None
         if holdings is None:
-            holdings = _Holdings.of(policy, self._active.values(), self._groups())
+            holdings = _Holdings.of(policy, state.active.values(), state.groups())
         node = demand(replace(job.spec, nodes=1, nodes_max=None))
         key = holdings.groups.key(job)
         ceiling = policy.quota(*key).ceiling
@@ -198,6 +203,7 @@ class ElasticMixin(CoreState):
     ) -> Launch | None:
         """One new member of ``job`` on the nearest agent (to node 0) that holds it and runs
         none of the gang's nodes."""
+        state = self.state
         anchor = _anchor(job)
         if anchor is None:  # node 0 keeps the rendezvous: without it nothing joins
             return None
@@ -207,26 +213,26 @@ class ElasticMixin(CoreState):
                             job.spec.gang_topology)  # fmt: skip
         one = replace(job, spec=replace(job.spec, nodes=1), tasks=())
         for agent_id in near:
-            result = place(by_agent[agent_id], [one], self.config.placement,
-                           self._topology_of, self._driver_ok)  # fmt: skip
+            result = place(by_agent[agent_id], [one], state.config.placement,
+                           state.topology_of, state.driver_ok)  # fmt: skip
             if result.launches:
                 return replace(result.launches[0], task_id=f"{job.task_prefix()}{rank}",
                                rank=rank, peers=(anchor.rendezvous,))  # fmt: skip
         return None
 
     def _place_of(self, agent_id: str) -> Locality:
-        agent = self.inventory.get(agent_id)
+        agent = self.state.inventory.get(agent_id)
         return agent.locality if agent is not None else Locality()
 
     def _note_growth(self, job: Job, why: str) -> None:
         """Keep why a gang does not grow on the job (stored only when it changes)."""
-        current = self._active.get(job.job_id)
+        current = self.state.active.get(job.job_id)
         if current is not None and current.message != why:
-            self._save(replace(current, message=why))
+            self.state.save(replace(current, message=why))
 
-    def _add_member(self, job: Job, launch: Launch, fields: ShareFields) -> None:
+    def add_member(self, job: Job, launch: Launch, fields: ShareFields) -> None:
         """Save the new member as a staging task of the running job (before its launch)."""
-        current = self._active.get(job.job_id, job)
+        current = self.state.active.get(job.job_id, job)
         task = TaskPlacement(
             task_id=launch.task_id,
             agent_id=launch.agent_id,
@@ -239,30 +245,30 @@ class ElasticMixin(CoreState):
         )
         grown = replace(current, tasks=(*current.tasks, task))
         why = f"growing: node {launch.rank} on {launch.hostname} ({nodes_text(grown)} nodes)"
-        self._save(replace(grown, message=why), event=why)
+        self.state.save(replace(grown, message=why), event=why)
 
-    def _member_left(self, job: Job, task: TaskPlacement, message: str) -> Job:
+    def member_left(self, job: Job, task: TaskPlacement, message: str) -> Job:
         """An extra member ended: the gang goes on without it (its GPUs drain as usual)."""
-        self._previous[task.task_id] = (task.agent_id, task.gpus_used)
+        self.state.previous[task.task_id] = (task.agent_id, task.gpus_used)
         rest = replace(job, tasks=tuple(t for t in job.tasks if t.task_id != task.task_id))
         why = f"node {task.rank} left ({message}); running on {nodes_text(rest)} nodes"
         if job.message.startswith("shrinking: "):
             why = f"{job.message}; running on {nodes_text(rest)} nodes"
-        return self._save(replace(rest, message=why), event=why)
+        return self.state.save(replace(rest, message=why), event=why)
 
-    def _shrink_instead(self, victims: Iterable[Preemption]) -> list[tuple[str, str]]:
+    def shrink_instead(self, victims: Iterable[Preemption]) -> list[tuple[str, str]]:
         """Shrink-first for a quota plan: the planned victims that are elastic gangs above
         MIN give back their extra members; the plan's whole evictions wait for the next
         round (which sees the smaller gangs). Empty: no victim has extra members."""
         kills = []
         for victim in victims:
-            job = self._active.get(victim.job_id)
+            job = self.state.active.get(victim.job_id)
             if job is None or job.spec.nodes_max is None or job.kill_requested:
                 continue
             for task in _live_extras(job):
                 why = f"shrinking: gave back node {task.rank} on {task.hostname} ({victim.reason})"
                 if job.message != why:
-                    job = self._save(replace(job, message=why), event=why)
+                    job = self.state.save(replace(job, message=why), event=why)
                 kills.append((task.task_id, task.agent_id))
         return kills
 

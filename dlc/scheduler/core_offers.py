@@ -1,11 +1,11 @@
 """The core's offer round: decide on offers, launch, echo, reserve, and say why jobs wait.
 
-A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
-:mod:`~dlc.scheduler.core_state`). :func:`~dlc.scheduler.decide.decide` is the pure
-decision; this part carries it out: jobs saved as staging before their launches are
-returned, TaskInfos cut from the offers as offered (:mod:`~dlc.scheduler.offered`), agents
-reserved for a big job that keeps being passed over (:mod:`~dlc.scheduler.queue`), and a
-reason kept for every waiting job.
+:class:`OfferRound`, a component of :class:`~dlc.scheduler.core.SchedulerCore` (why components:
+:mod:`~dlc.scheduler.core_state`). :func:`~dlc.scheduler.decide.decide` is the pure decision;
+this part carries it out: jobs saved as staging before their launches are returned, TaskInfos
+cut from the offers as offered (the codec's ``echo_round``; for Mesos :mod:`dlc.mesos.echo`),
+agents reserved for a big job that keeps being passed over (:mod:`~dlc.scheduler.queue`), and
+a reason kept for every waiting job.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from typing import Any
 
 from dlc.errors import DlcError
 from dlc.scheduler.core_config import Actions
-from dlc.scheduler.core_consolidation import ConsolidationMixin
-from dlc.scheduler.core_share_hold import ShareHoldMixin
-from dlc.scheduler.core_tenancy import TenancyMixin
+from dlc.scheduler.core_consolidation import Consolidation
+from dlc.scheduler.core_elastic import Elastic
+from dlc.scheduler.core_share_hold import ShareHolds
+from dlc.scheduler.core_state import CoreState
+from dlc.scheduler.core_tenancy import TenancyOps
 from dlc.scheduler.decide import DecideRequest, Decision, QueueChanges, decide
 from dlc.scheduler.gang_topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs import Job, JobState, TaskPlacement
@@ -70,8 +72,30 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min"
 
 
-class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
-    """The offer round: :meth:`on_offers` and what it writes through."""
+class OfferRound:
+    """The offer round: :meth:`on_offers` and what it writes through.
+
+    Args:
+        state: the core's shared state.
+        tenancy_ops: the queue plan, share tenants, preemptions, admission facts.
+        elastic: elastic gangs grow on what the queue left, or shrink for it.
+        share_holds: the share hold and the mix whole-GPU placements are scored against.
+        consolidation: moves for a job fragmentation denies.
+    """
+
+    def __init__(
+        self,
+        state: CoreState,
+        tenancy_ops: TenancyOps,
+        elastic: Elastic,
+        share_holds: ShareHolds,
+        consolidation: Consolidation,
+    ) -> None:
+        self.state = state
+        self.tenancy_ops = tenancy_ops
+        self.elastic = elastic
+        self.share_holds = share_holds
+        self.consolidation = consolidation
 
     def on_offers(self, offers: list[dict[str, Any]]) -> Actions:
         """Decide on ``offers`` (:func:`~dlc.scheduler.decide.decide`, pure), then carry the
@@ -81,61 +105,63 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         meanwhile wait for the next round; submits and kills of queued jobs take only the
         job book's lock, :mod:`~dlc.scheduler.job_book`), then applies under the book's lock:
         a job killed while the round decided is not launched, and its offers are declined."""
-        with self._lock:
-            queue = self._pin_queue()
+        state = self.state
+        with state.lock:
+            queue = state.pin_queue()
             try:
                 return self._offer_round(offers, queue)
             finally:
-                self._unpin_queue()
-                self._publish_admission()  # submits check against what this round learnt
+                state.unpin_queue()
+                self.tenancy_ops.publish_admission()  # submits check against what this round learnt
 
     def _offer_round(self, offers: list[dict[str, Any]], queue: list[Job]) -> Actions:
         """One round on the pinned queue ``queue`` (placement order), under the core's lock."""
-        now = self._clock()
-        if not self._queued and self._reserver is None and not self._growable():
+        state = self.state
+        now = state.clock()
+        if not state.queued and state.reserver is None and not self.elastic.growable():
             return self._idle_round(now, offers)
-        self._catch_up_offers()  # what idle rounds kept, before this round's offers
+        state.catch_up_offers()  # what idle rounds kept, before this round's offers
         # (the shareable agents as the inventory knows them now: the parse changes nothing)
-        shareable = self.inventory.shareable_ids()
-        views, bad = self._offer_parser.parse(offers, mark=shareable.__contains__)
-        self.inventory.note_offers(views, now)
-        self._drains.expire(now)
+        shareable = state.inventory.shareable_ids()
+        views, bad = state.offer_parser.parse(offers, mark=shareable.__contains__)
+        state.inventory.note_offers(views, now)
+        state.drains.expire(now)
         usable = self._marked(self._usable(views, now))
         self._end_reservation_if_due(now)
         held: dict[str, str] = {}
         # the pinned queue's ids while the queue decided on is that queue, in its order
-        ids = self._book.pinned_ids() if not self.tenancy.enabled else None
-        if self._drains.waiting_jobs(now):  # never two attempts at once
+        ids = state.book.pinned_ids() if not state.tenancy.enabled else None
+        if state.drains.waiting_jobs(now):  # never two attempts at once
             for job in queue:
-                wait = self._drains.job_wait(job.job_id, now)
+                wait = state.drains.job_wait(job.job_id, now)
                 if wait is not None:
                     held[job.job_id] = wait
             queue = [j for j in queue if j.job_id not in held]
             ids = None if held else ids
-        tenancy = self.plan_queue(queue, rows=False)  # quotas, fair order, user limits
+        tenancy = self.tenancy_ops.plan_queue(queue, rows=False)  # quotas, fair order, user limits
         decision = decide(DecideRequest(
             queue=tenancy.runnable, queue_ids=ids, queue_changes=self._queue_changes(ids),
-            inventory=self.inventory, offers=usable,
-            config=self.config.placement, now=now,
-            reserved=self._reservations.held(), impossible_of=self._impossible_reason,
-            topology_of=self._topology_of, driver_ok=self._driver_ok,
-            split=lambda views, jobs: split_by_pool(views, jobs, self.tenancy, self._groups()),
-            share_tenants=self._share_tenants() if tenancy.runnable else None,
-            share_hold=self._share_hold(now, tenancy.runnable),
-            budget=self._shape_budget, mix=self._placement_mix, cap=self._round_cap,
-            memo=self._round_memo,
+            inventory=state.inventory, offers=usable,
+            config=state.config.placement, now=now,
+            reserved=state.reservations.held(), impossible_of=state.impossible_reason,
+            topology_of=state.topology_of, driver_ok=state.driver_ok,
+            split=lambda views, jobs: split_by_pool(views, jobs, state.tenancy, state.groups()),
+            share_tenants=self.tenancy_ops.share_tenants() if tenancy.runnable else None,
+            share_hold=self.share_holds.hold(now, tenancy.runnable),
+            budget=state.shape_budget, mix=self.share_holds.placement_mix, cap=state.round_cap,
+            memo=state.round_memo,
         ))  # fmt: skip
-        self._note_held(now, decision.waiting)
+        self.share_holds.note_held(now, decision.waiting)
         held.update(tenancy.held)
         # TaskInfos, the echo and the staged jobs before the book's lock, on the pinned
         # queue: submits wait for that lock, and building these held it 60-90 ms a round
-        prepared: _Prepared | None = self._prepare_launch(queue, decision, offers)
+        prepared: _Prepared | None = self.prepare_launch(queue, decision, offers)
         # apply under the book's lock (then the store's: the lock order of job_book), on
         # the live queue: no submit or kill in between
-        with self._book.lock:
+        with state.book.lock:
             pinned = decision
             queue, decision, held = self._still_queued(queue, decision, held)
-            self._pinned = self._book.queued
+            state.pinned = state.book.queued
             if decision is not pinned:  # a kill while deciding: cut again, on what is left
                 prepared = None
             if not queue:
@@ -143,7 +169,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                                        held, tenancy, prepared)  # fmt: skip
             # the round's launches and reasons in one transaction; if it fails, memory
             # is read back from the store so the two agree (nothing of the round happened)
-            batch = getattr(self.store, "transaction", None)
+            batch = getattr(state.store, "transaction", None)
             try:
                 with batch("writing an offer round") if batch else nullcontext():
                     return self._carry_out(
@@ -152,16 +178,17 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
             except Exception:
                 if batch:
                     with suppress(DlcError):  # a store that cannot be read: the error above
-                        self.reload()
+                        self.tenancy_ops.reload()
                 raise
 
     def _queue_changes(self, ids: list[str] | None) -> QueueChanges | None:
         """How the pinned queue changed since the pin before, while the round decides on
         it as pinned (``ids``: its ids, ``None`` when it does not)."""
-        if ids is None or self._pinned is None:
+        state = self.state
+        if ids is None or state.pinned is None:
             return None
-        pin, changed = self._book.pinned_changes()
-        return QueueChanges(pin, changed, self._pinned)
+        pin, changed = state.book.pinned_changes()
+        return QueueChanges(pin, changed, state.pinned)
 
     def _still_queued(
         self, queue: list[Job], decision: Decision, held: dict[str, str]
@@ -173,8 +200,9 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         lists the jobs that left the queue since the round pinned it: only those are
         looked at, not the whole queue (10,000 jobs a round at openb scale, issue 26); one
         submitted meanwhile and killed is in no decision (nor looked at: not pinned)."""
-        live, at_pin = self._book.queued, self._pinned or {}
-        gone = {j for j in self._book.left_since_pin() if j in at_pin and j not in live}
+        state = self.state
+        live, at_pin = state.book.queued, state.pinned or {}
+        gone = {j for j in state.book.left_since_pin() if j in at_pin and j not in live}
         if not gone:
             return queue, decision, held
         decision = replace(
@@ -194,34 +222,37 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         beyond that (issue 26: the parse was most of an empty round). With ``--reserve``
         the full round runs instead (it gives idle reserved GPUs back), and so it does while
         an elastic gang may grow on the offers (:mod:`~dlc.scheduler.core_elastic`)."""
-        self._drains.expire(now)
+        state = self.state
+        state.drains.expire(now)
         self._end_reservation_if_due(now)
-        self._note_held(now, {})
-        declines, learn = self._idle_offers.keep(offers, now, self._exact_agents())
+        self.share_holds.note_held(now, {})
+        declines, learn = state.idle_offers.keep(offers, now, self._exact_agents())
         if learn:  # agents without the master's totals learn from offers at once
-            views, _ = self._offer_parser.parse(learn, False, self._accounts_shares)
-            self.inventory.note_offers(views, now)
-        if self.metrics is not None:
-            self.metrics.record_round([], len(offers), len(declines), 0.0, [])
-        kills = self._consolidate(now, [], {}, [])  # forgets what it planned for gone jobs
+            views, _ = state.offer_parser.parse(learn, False, state.accounts_shares)
+            state.inventory.note_offers(views, now)
+        if state.metrics is not None:
+            state.metrics.record_round([], len(offers), len(declines), 0.0, [])
+        # (the consolidation forgets what it planned for jobs gone meanwhile)
+        kills = self.consolidation.consolidate(now, [], {}, [])
         # as every round: victims whose eviction delay is over, and the fair-share ledger
-        kills += self._preempt(QueuePlan())
+        kills += self.tenancy_ops.preempt(QueuePlan())
         return Actions(declines=declines, kills=kills, suppress=True)
 
     def _usable(self, views: list[OfferView], now: float) -> list[OfferView]:
         """``views`` less the agents whose master just refused a task's resources (they
         take no task for a while), and less the GPUs still draining. With no refusal and no
         drain kept (most rounds) that is every view as it is: no step per agent."""
-        if not self._refusals and not self._drains:
+        state = self.state
+        if not state.refusals and not state.drains:
             return list(views)
-        return [self._drains.strip(v) for v in views
-                if not self._refusals.blocked(v.agent_id, now)]  # fmt: skip
+        return [state.drains.strip(v) for v in views
+                if not state.refusals.blocked(v.agent_id, now)]  # fmt: skip
 
     def _marked(self, views: list[OfferView]) -> list[OfferView]:
         """``views`` with those of share-accounting agents marked, as :func:`~dlc.scheduler.
         decide.decide` would mark them but with a cheap copy (``dataclasses.replace`` of
         1,213 views each round was a large part of a round's fixed cost)."""
-        shareable = self.inventory.shareable_ids()
+        shareable = self.state.inventory.shareable_ids()
         return [
             with_fields(v, shares_accounted=True)
             if not v.shares_accounted and v.agent_id in shareable
@@ -231,10 +262,11 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
 
     def _exact_agents(self) -> frozenset[str]:
         """Agents the master gave exact totals (kept per inventory version)."""
-        version, ids = self._exact_ids
-        if version != self.inventory.version:
-            ids = frozenset(a.agent_id for a in self.inventory.agents() if a.exact)
-            self._exact_ids = (self.inventory.version, ids)
+        state = self.state
+        version, ids = state.exact_ids
+        if version != state.inventory.version:
+            ids = frozenset(a.agent_id for a in state.inventory.agents() if a.exact)
+            state.exact_ids = (state.inventory.version, ids)
         return ids
 
     def _carry_out(
@@ -244,13 +276,14 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
     ) -> Actions:  # fmt: skip
         """Write a decision through: staging jobs, TaskInfos, metrics, reservations, reasons,
         and the preemptions the tenancy plan asks for (``prepared``: the TaskInfos, echo and
-        staged jobs :meth:`_prepare_launch` made for this very decision)."""
+        staged jobs :meth:`prepare_launch` made for this very decision)."""
+        state = self.state
         # the pinned queue's map while the decision is the one prepared (no kill changed it)
         jobs = prepared.jobs if prepared is not None else _by_id(queue)
         # elastic gangs grow on the agents the queue's launches left alone, or shrink for it
         placeable = prepared.placeable if prepared is not None else _placeable(decision)
         used = {x.agent_id for x in decision.launches}
-        growth, shrinks = self._elastic_round(usable, used, placeable)
+        growth, shrinks = self.elastic.resize(usable, used, placeable)
         grown = {o for _, x in growth for o in x.offer_ids}
         actions = Actions(
             declines=[o for o in bad + decision.declines if o not in grown],
@@ -258,7 +291,7 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         )
         if prepared is not None and prepared.echoed is not None and not growth:
             echoed = prepared.echoed
-            self._save_all(prepared.staged)
+            state.save_all(prepared.staged)
         else:
             echoed = self._launch(jobs, decision, offers, growth)
         actions.accepts = echoed.accepts
@@ -267,45 +300,46 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         actions.declines = [o for o in actions.declines if o not in busy]
         declined = set(actions.declines)  # one set: 1,000 offers made this O(n^2)
         actions.declines += [o for o in echoed.unused if o not in declined]
-        actions.kills += self._preempt(tenancy)
+        actions.kills += self.tenancy_ops.preempt(tenancy)
         refused = {j: r for j, r in echoed.refused.items() if j in jobs}  # not a new member
         waiting = {**decision.waiting, **refused}
         for job_id, note in tenancy.notes.items():
             if job_id in waiting and job_id not in decision.impossible:
                 waiting[job_id] = note
-        if self.metrics is not None:
+        if state.metrics is not None:
             placed = [(jobs[j], decision.launches_of(j)) for j in decision.placed_jobs]
-            self.metrics.record_round(
+            state.metrics.record_round(
                 views, len(offers), len(actions.declines), decision.placement_s, placed
             )
         # a share the hold keeps back is not passed over (placeable above): it must not
         # reserve agents, nor is a job the shape budget did not try this round (shape_cache)
-        self._reservations.record_round(decision.placed_jobs, placeable)
+        state.reservations.record_round(decision.placed_jobs, placeable)
         set_aside = set(decision.impossible) | set(held)
         runnable = [j for j in queue if j.job_id not in set_aside] if set_aside else queue
         self._maybe_reserve(now, runnable, placeable, usable)
-        actions.kills += self._consolidate(now, runnable, placeable, usable)  # after reserving
+        # after reserving
+        actions.kills += self.consolidation.consolidate(now, runnable, placeable, usable)
         # a job the round cap has not yet considered keeps its last reason, or gets one in
         # memory (the API's queue reason; 10,000 message writes made a first round slow)
-        reasons = self._reasons
+        reasons = state.reasons
         # offers back at once only for jobs that never had a turn (a burst of submits): a
         # backlog that had its turns and waits for capacity keeps the refuse filter, or a
         # large cluster would run a full round every allocation interval for nothing
         actions.soon = any(
             reasons.get(j, CAP_PREFIX).startswith(CAP_PREFIX) for j in decision.skipped
         )
-        not_yet = self._round_cap.reason()  # one text for the round, not one per skipped job
+        not_yet = state.round_cap.reason()  # one text for the round, not one per skipped job
         # (as a setdefault per skipped job, in C: some 10,000 of them a round)
         reasons.update(dict.fromkeys(filterfalse(reasons.__contains__, decision.skipped), not_yet))
         self._note_reasons(now, {**waiting, **held}, usable)
         # with --reserve, offers keep coming while GPUs are reserved, so idle ones get released
-        actions.suppress = not self._queued and not (self._reserver and self._reserver.holding())
-        actions.suppress = actions.suppress and not self._growable()
-        if not actions.suppress and self.config.group_roles and not self._reserver:
-            actions.suppress_roles = self._idle_roles()
+        actions.suppress = not state.queued and not (state.reserver and state.reserver.holding())
+        actions.suppress = actions.suppress and not self.elastic.growable()
+        if not actions.suppress and state.config.group_roles and not state.reserver:
+            actions.suppress_roles = self.tenancy_ops.idle_roles()
         return actions
 
-    def _prepare_launch(
+    def prepare_launch(
         self, queue: list[Job], decision: Decision, offers: list[dict[str, Any]]
     ) -> _Prepared:
         """The round's placeable waiters, TaskInfos echoed from the offers, and the jobs to
@@ -313,10 +347,11 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         pinned queue and the decision do not change). No TaskInfos where the apply must
         make them itself: with ``--reserve`` (the echo reserves) or with elastic gangs (they
         may grow into the queue's offers, and shrinking saves)."""
+        state = self.state
         placeable = _placeable(decision)
         # the pinned view holds the queue's jobs by id already (the round pinned it)
-        jobs = self._pinned if self._pinned is not None else _by_id(queue)
-        if self._reserver is not None or not decision.launches or self._elastic():
+        jobs = state.pinned if state.pinned is not None else _by_id(queue)
+        if state.reserver is not None or not decision.launches or self.elastic.gangs():
             return _Prepared(placeable, jobs)
         echoed, by_job = self._echo(jobs, decision, offers)
         staged = [self._staged(jobs[j], by_job[j]) for j in decision.placed_jobs
@@ -331,13 +366,18 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         growth: Sequence[tuple[Job, Launch]] = (),
     ) -> tuple[EchoedRound, dict[str, list[Launch]]]:
         """The TaskInfos of :meth:`_launch`, cut from the offers, and the launches by job."""
+        state = self.state
         # with a tenancy policy every kill (preemption above all) gets the policy's grace
-        grace = self.tenancy.grace_s if self.tenancy.enabled else None
+        grace = state.tenancy.grace_s if state.tenancy.enabled else None
         by_job: dict[str, list[Launch]] = {}
         for launch in result.launches:
             by_job.setdefault(launch.job_id, []).append(launch)
         # the engine's messages (Mesos: TaskInfos) come from the codec the core was given
-        encode, fid, executor = self._codec.encode, self.framework_id, self.config.executor
+        encode, fid, executor = (
+            state.codec.encode,
+            state.framework_id,
+            state.config.executor,
+        )
         infos = [
             (job_id, [encode(TaskLaunch(jobs[job_id], x, fid, executor, grace))
                       for x in by_job[job_id]])
@@ -346,10 +386,10 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         infos += [(launch.task_id, [encode(TaskLaunch(job, launch, fid, executor, grace))])
                   for job, launch in growth]  # fmt: skip
         owner = {launch.task_id: job for job, launch in growth}
-        group_roles = dict(self.config.group_roles)
-        echoed = self._codec.echo_round(
-            offers, infos, self.config.roles or None, self._reserver, self._clock(),
-            (lambda j: group_roles.get(self.tenancy.group_of((jobs.get(j) or owner[j]).user)))
+        group_roles = dict(state.config.group_roles)
+        echoed = state.codec.echo_round(
+            offers, infos, state.config.roles or None, state.reserver, state.clock(),
+            (lambda j: group_roles.get(state.tenancy.group_of((jobs.get(j) or owner[j]).user)))
             if group_roles else None,
         )  # fmt: skip
         return echoed, by_job
@@ -363,13 +403,14 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
     ) -> EchoedRound:
         """TaskInfos of the placed jobs and the elastic gangs' new members (``growth``:
         ``(job, launch)``), their resources cut from the offers as offered (roles,
-        reservations; :mod:`~dlc.scheduler.offered`); only jobs that fit start."""
+        reservations; ``codec.echo_round``, for Mesos :mod:`dlc.mesos.echo`); only jobs that
+        fit start."""
         echoed, by_job = self._echo(jobs, result, offers, growth)
-        self._save_all([self._staged(jobs[j], by_job[j]) for j in result.placed_jobs
+        self.state.save_all([self._staged(jobs[j], by_job[j]) for j in result.placed_jobs
                         if j not in echoed.refused])  # fmt: skip
         for job, launch in growth:
             if launch.task_id not in echoed.refused:
-                self._add_member(job, launch, share_fields(launch))
+                self.elastic.add_member(job, launch, share_fields(launch))
         return echoed
 
     def _staged(self, job: Job, launches: list[Launch]) -> Job:
@@ -399,45 +440,47 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
         return replace(job, state=JobState.STAGING, tasks=tasks, message=f"launching on {gpus}")
 
     def _locality(self, agent_id: str) -> Locality:
-        agent = self.inventory.get(agent_id)
+        agent = self.state.inventory.get(agent_id)
         return agent.locality if agent is not None else Locality()
 
     def _end_reservation_if_due(self, now: float) -> None:
-        active = self._reservations.active
+        state = self.state
+        active = state.reservations.active
         if active is None:
             return
-        gone = [a for a in active.agent_ids if self.inventory.get(a) is None]
-        holder = self._queued.get(active.job_id)
-        impossible = self._impossible_reason(holder.spec) if holder is not None else None
+        gone = [a for a in active.agent_ids if state.inventory.get(a) is None]
+        holder = state.queued.get(active.job_id)
+        impossible = state.impossible_reason(holder.spec) if holder is not None else None
         if impossible is not None:
             why = f"impossible on the current agents: {impossible}"
         elif gone:
             why = f"agent {', '.join(gone)} left the cluster"
-        elif self._reservations.expired(now):
-            why = f"held for {_minutes(self._reservations.hold_s)} without room for the job"
+        elif state.reservations.expired(now):
+            why = f"held for {_minutes(state.reservations.hold_s)} without room for the job"
         else:
             return
-        self._reservations.release(active.job_id, now)
-        job = self._queued.get(active.job_id)
+        state.reservations.release(active.job_id, now)
+        job = state.queued.get(active.job_id)
         if job is not None:
             agents = ", ".join(active.agent_ids)
-            self._save(job, event=f"released reserved agent {agents}: {why}; others may use it")
+            state.save(job, event=f"released reserved agent {agents}: {why}; others may use it")
 
     def _maybe_reserve(
         self, now: float, queue: list[Job], waiting: dict[str, str], views: list[OfferView]
     ) -> None:
         # the jobs passed over this round (the few considered) that are due to reserve;
         # most rounds none is, and the queue (10,000 jobs at openb scale) is not walked
-        due = {j for j in waiting if self._reservations.may_reserve(j, now)}
+        state = self.state
+        due = {j for j in waiting if state.reservations.may_reserve(j, now)}
         if not due:
             return
         for job in queue:
             if job.job_id not in due:
                 continue
-            able = self.inventory.able_agents(job.spec)
+            able = state.inventory.able_agents(job.spec)
             if len(able) < job.spec.nodes:
                 continue
-            free = self._free_gpus(views)
+            free = state.free_gpus(views)
             able.sort(key=lambda a: (-len(free.get(a.agent_id, ())), a.agent_id))
             if job.spec.nodes > 1:  # a gang drains agents of one switch, rack or zone
                 want = wanted(job.spec.gang_topology)
@@ -446,56 +489,43 @@ class OfferRoundMixin(ConsolidationMixin, TenancyMixin, ShareHoldMixin):
                     continue
                 able = group.order
             chosen = [a.agent_id for a in able[: job.spec.nodes]]
-            held = self._reservations.reserve(job.job_id, chosen, now)
-            self._save(job, event=held.describe(now, self._free_text(held.agent_ids, views)))
+            held = state.reservations.reserve(job.job_id, chosen, now)
+            state.save(job, event=held.describe(now, self._free_text(held.agent_ids, views)))
             return
 
-    def _free_gpus(self, views: list[OfferView]) -> dict[str, frozenset[int]]:
-        """GPUs free per agent: offered now, else total minus DLC's tasks and drains."""
-        free: dict[str, frozenset[int]] = {}
-        busy: dict[str, set[int]] = {}
-        for job in self._active.values():
-            for task in job.tasks:
-                busy.setdefault(task.agent_id, set()).update(task.gpu_ids)
-        for agent in self.inventory.agents():
-            used = busy.get(agent.agent_id, set()) | self._drains.held(agent.agent_id)
-            free[agent.agent_id] = agent.gpu_ids - used
-        for view in views:
-            free[view.agent_id] = view.gpu_ids
-        return free
-
     def _free_text(self, agent_ids: Iterable[str], views: list[OfferView]) -> str:
-        free = self._free_gpus(views)
+        free = self.state.free_gpus(views)
         parts = []
         for agent_id in agent_ids:
-            agent = self.inventory.get(agent_id)
+            agent = self.state.inventory.get(agent_id)
             total = len(agent.gpu_ids) if agent else 0
             parts.append(f"{len(free.get(agent_id, ()))} of {total} GPUs free")
         return "; ".join(parts)
 
     def _note_reasons(self, now: float, waiting: dict[str, str], views: list[OfferView]) -> None:
         """Keep each waiting job's reason; write the messages that changed, in one go."""
-        active = self._reservations.active
+        state = self.state
+        active = state.reservations.active
         changed = []
         for job_id, reason in waiting.items():
             if active is not None and active.job_id == job_id:
                 reason = active.describe(now, self._free_text(active.agent_ids, views))
-            elif reason.startswith("no offer") and len(self._drains):
+            elif reason.startswith("no offer") and len(state.drains):
                 reason += "; some GPUs are held until an earlier task is confirmed gone"
-            job = self._queued.get(job_id)
+            job = state.queued.get(job_id)
             if job is None:  # killed while the round decided (it took the book's lock only)
                 continue
-            self._reasons[job_id] = reason
+            state.reasons[job_id] = reason
             message = f"waiting: {reason}"
             if job.message != message:
                 changed.append(replace(job, message=message))
         # one transaction for the round's reasons (a store without the batch write, such as
         # a test's, gets them one by one)
-        save_messages = getattr(self.store, "save_messages", None)
+        save_messages = getattr(state.store, "save_messages", None)
         if save_messages is None:
             for job in changed:
-                self._save(job)
+                state.save(job)
             return
         save_messages(changed)
         for job in changed:
-            self._track(job)
+            state.track(job)

@@ -1,9 +1,9 @@
 """The core's user requests: submit (admission) and kills.
 
-A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
-:mod:`~dlc.scheduler.core_state`). Admission refuses, with a one-line error, what no known
-agent could ever run, a priority above the caller's grant, a user's queue past its cap and
-what the tenancy policy forbids; a kill is stored before it is acknowledged.
+:class:`Requests`, a component of :class:`~dlc.scheduler.core.SchedulerCore` (why components:
+:mod:`~dlc.scheduler.core_state`). Admission refuses, with a one-line error, what no known agent
+could ever run, a priority above the caller's grant, a user's queue past its cap and what the
+tenancy policy forbids; a kill is stored before it is acknowledged.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from dlc.errors import JobNotFound, JobSpecError, LimitReached
 from dlc.scheduler.core_config import LIVE_STATES, Actions, default_resolver, image_vendor
-from dlc.scheduler.core_state import _done
-from dlc.scheduler.core_tenancy import TenancyMixin
+from dlc.scheduler.core_state import CoreState, _done
+from dlc.scheduler.core_tenancy import TenancyOps
 from dlc.scheduler.jobs import (
     Job,
     JobSpec,
@@ -25,8 +25,17 @@ from dlc.scheduler.jobs import (
 from dlc.scheduler.tenancy.quotas import check_submit
 
 
-class RequestsMixin(TenancyMixin):
-    """What users ask of the core: submit a job, kill one or many."""
+class Requests:
+    """What users ask of the core: submit a job, kill one or many.
+
+    Args:
+        state: the core's shared state.
+        tenancy_ops: the admission facts and the policy a submit is checked against.
+    """
+
+    def __init__(self, state: CoreState, tenancy_ops: TenancyOps) -> None:
+        self.state = state
+        self.tenancy_ops = tenancy_ops
 
     def submit(
         self, user: str, spec: JobSpec, max_priority: int | None = None, admin: bool = False
@@ -43,34 +52,35 @@ class RequestsMixin(TenancyMixin):
         Raises:
             JobSpecError, ImageNotFound: the spec cannot run here; the message says why.
         """
-        check_volumes(spec, self.config.allowed_volumes, user)
+        state = self.state
+        check_volumes(spec, state.config.allowed_volumes, user)
         self._check_priority(spec, max_priority, admin)
-        check_container_user(spec, self.config.executor.policy)
-        vendor, rocm = image_vendor(spec, use_catalog=self._resolver is default_resolver)
+        check_container_user(spec, state.config.executor.policy)
+        vendor, rocm = image_vendor(spec, use_catalog=state.resolver is default_resolver)
         if vendor and spec.gpu_vendor and vendor != spec.gpu_vendor:
             raise JobSpecError(
                 "gpu_vendor",
                 f"{spec.framework or spec.image} runs on {vendor} GPUs, not {spec.gpu_vendor}; "
                 f"drop --gpu-vendor or pick a {spec.gpu_vendor} image",
             )
-        image, cuda = self._resolver(spec)
-        check_registry(spec, image, self.config.executor.policy.allowed_registries)
+        image, cuda = state.resolver(spec)
+        check_registry(spec, image, state.config.executor.policy.allowed_registries)
         spec = replace(spec, image=image, cuda_version=cuda or spec.cuda_version)
         spec = replace(spec, gpu_vendor=spec.gpu_vendor or vendor, rocm_version=rocm or None)
         # the agents as the last offer round left them: no wait for a round in progress
-        facts = self._admission_facts()
+        facts = self.tenancy_ops.admission_facts()
         facts.inventory.check(spec)
-        check_submit(self.tenancy, user, spec, facts.capacity, facts.sizes)
+        check_submit(state.tenancy, user, spec, facts.capacity, facts.sizes)
         # only the book's lock (the next offer round sees the job); the store names it
-        book = self._book
+        book = state.book
         job = Job("", user, spec)
         return book.add(job, room=lambda: self._check_queue_room(user, admin), stamp=True)
 
     def _check_queue_room(self, user: str, admin: bool) -> None:
-        cap = self.config.max_queued_per_user
+        cap = self.state.config.max_queued_per_user
         if not cap or admin:
             return
-        queued = self._book.queued_count(user)
+        queued = self.state.book.queued_count(user)
         if queued >= cap:
             raise LimitReached(
                 f"{user} already has {queued} jobs queued, the most one user may queue "
@@ -81,7 +91,7 @@ class RequestsMixin(TenancyMixin):
     def _check_priority(self, spec: JobSpec, max_priority: int | None, admin: bool) -> None:
         limit = max_priority
         if limit is None:
-            config = self.config
+            config = self.state.config
             limit = config.admin_max_priority if admin else config.default_max_priority
         if limit is not None and spec.priority > limit:
             raise JobSpecError(
@@ -99,7 +109,8 @@ class RequestsMixin(TenancyMixin):
         Raises:
             JobNotFound: no such job visible to the caller.
         """
-        book = self._book
+        state = self.state
+        book = state.book
         with book.lock:  # a queued job: the book alone, no wait for an offer round
             job = book.queued.get(job_id)
             if job is not None:
@@ -107,17 +118,17 @@ class RequestsMixin(TenancyMixin):
                     raise JobNotFound(f"no job {job_id}; list your jobs with `dlc jobs`")
                 job = replace(job, state=JobState.KILLED, kill_requested=True, message="killed")
                 return book.save(job) or job, Actions()
-        with self._lock:  # a running job (or one an offer round was launching)
-            job = self.visible_job(job_id, user, admin)
+        with state.lock:  # a running job (or one an offer round was launching)
+            job = state.visible_job(job_id, user, admin)
             actions = Actions()
             if job.state.terminal:
                 return job, actions
             if job.state is JobState.QUEUED:
-                job = self._save(
+                job = state.save(
                     replace(job, state=JobState.KILLED, kill_requested=True, message="killed")
                 )
                 return job, actions
-            job = self._save(
+            job = state.save(
                 replace(job, kill_requested=True, message=f"kill requested by {user}"),
                 event="kill requested",
             )
@@ -146,7 +157,7 @@ class RequestsMixin(TenancyMixin):
             owner = user
         chosen = [
             j.job_id
-            for j in self._book.live()
+            for j in self.state.book.live()
             if (owner is None or j.user == owner) and j.state in states and not j.kill_requested
         ]
         killed, actions = [], Actions()
@@ -164,5 +175,5 @@ class RequestsMixin(TenancyMixin):
             JobNotFound: ``before`` is not a job the caller may see.
         """
         if before is not None:
-            self.visible_job(before, user, admin)
-        return self.store.list_jobs_page(None if admin else user, limit, before)
+            self.state.visible_job(before, user, admin)
+        return self.state.store.list_jobs_page(None if admin else user, limit, before)

@@ -1,33 +1,47 @@
-"""The core's state and its bookkeeping: the base every part of the core builds on.
+"""The core's state and its bookkeeping: the one object every part of the core shares.
 
-:class:`~dlc.scheduler.core.SchedulerCore` is split by concern into mixin classes, one
-module each, all subclasses of :class:`CoreState`:
+:class:`~dlc.scheduler.core.SchedulerCore` is a thin locked facade over named components,
+one module each, every one built on the same :class:`CoreState` (passed in, never inherited)
+and on the few other components it really calls (passed in too, never reached through the
+facade):
 
-* :mod:`~dlc.scheduler.core_state` (this): construction, the core's memory of each job
-  beside the job book, job lookup, the round's pinned queue, the admission facts;
-* :mod:`~dlc.scheduler.core_tenancy`: groups, quotas, preemption, interactive time limits;
-* :mod:`~dlc.scheduler.core_requests`: submit (admission) and kills;
-* :mod:`~dlc.scheduler.core_offers`: the offer round (decide, launch, echo, reserve, reasons);
-* :mod:`~dlc.scheduler.core_status`: status updates, retries, refusals, reconciliation;
-* :mod:`~dlc.scheduler.core_views`: reads for the API and the dashboard, agents;
-* :mod:`~dlc.scheduler.core_usage`: allocated versus used GPU readings;
-* :mod:`~dlc.scheduler.core_admin`: tokens and tenancy settings the API writes through.
+* :mod:`~dlc.scheduler.core_state` (this): construction of the shared fields, the core's
+  memory of each job beside the job book, job lookup, the round's pinned queue;
+* :mod:`~dlc.scheduler.core_elastic` (:class:`~dlc.scheduler.core_elastic.Elastic`): elastic
+  gangs' growth and shrink;
+* :mod:`~dlc.scheduler.core_tenancy` (:class:`~dlc.scheduler.core_tenancy.TenancyOps`): groups,
+  quotas, preemption, interactive time limits, the admission facts;
+* :mod:`~dlc.scheduler.core_share_hold` (:class:`~dlc.scheduler.core_share_hold.ShareHolds`):
+  the share hold's and whole-GPU scoring's facts;
+* :mod:`~dlc.scheduler.core_consolidation`
+  (:class:`~dlc.scheduler.core_consolidation.Consolidation`): moves for a fragmented job;
+* :mod:`~dlc.scheduler.core_requests` (:class:`~dlc.scheduler.core_requests.Requests`):
+  submit (admission) and kills;
+* :mod:`~dlc.scheduler.core_offers` (:class:`~dlc.scheduler.core_offers.OfferRound`): the
+  offer round (decide, launch, echo, reserve, reasons);
+* :mod:`~dlc.scheduler.core_status` (:class:`~dlc.scheduler.core_status.StatusUpdates`):
+  status updates, retries, refusals, reconciliation;
+* :mod:`~dlc.scheduler.core_views` (:class:`~dlc.scheduler.core_views.Views`): reads for the
+  API and the dashboard, agents;
+* :mod:`~dlc.scheduler.core_usage` (:class:`~dlc.scheduler.core_usage.UsageReadings`):
+  allocated versus used GPU readings;
+* :mod:`~dlc.scheduler.core_admin` (:class:`~dlc.scheduler.core_admin.Admin`): tokens and
+  tenancy settings the API writes through.
 
 The queued and active jobs, the per-user queue counters and the store write-through are
-not the mixins' fields: they are :class:`~dlc.scheduler.job_book.JobBook`'s, under its own
-short lock, so that submits, kills of queued jobs and job reads never wait for an offer
-round. ``_queued`` reads the queue an offer round pinned while one runs (it decides on that
-copy; jobs submitted meanwhile wait for the next round), else the book's as it is. Whatever
-else the mixins share (drains, reservations, reasons, tenancy policy) is the round's memory,
-under the core's lock ``_lock``; lock order is core, then book, then store.
+not this object's fields: they are :class:`~dlc.scheduler.job_book.JobBook`'s (:attr:`book`),
+under its own short lock, so that submits, kills of queued jobs and job reads never wait for
+an offer round. :attr:`CoreState.queued` reads the queue an offer round pinned while one runs
+(it decides on that copy; jobs submitted meanwhile wait for the next round), else the book's
+as it is. Whatever else the components share (drains, reservations, reasons, tenancy policy)
+is the round's memory here, under the core's lock :attr:`CoreState.lock`; lock order is core,
+then book, then store.
 
-Why mixins and not free functions: every part reads and writes the same dozen fields under
-one lock (drains, reservations, reasons, tenancy policy) and calls
-:meth:`CoreState._save`; free functions would take the whole core as their first argument
-anyway, and callers and tests call these methods on the core. Mixins keep each method where
-it was (``core.on_offers(...)``) while each module holds one concern. A mixin imports only
-this module (or the mixin whose methods it calls, :mod:`~dlc.scheduler.core_tenancy`),
-never :mod:`dlc.scheduler.core`, so the modules form no import cycle.
+Why one shared state object and not a state bag split into mixins: every component reads and
+writes the same dozen fields under one lock, so they live in one place, and each component
+says in its constructor which other components it calls; the import graph is then the call
+graph (``core_state`` < ``core_elastic`` < ``core_tenancy`` < the others < ``core``), with no
+cycle and no component reaching another through :class:`~dlc.scheduler.core.SchedulerCore`.
 
 The module-level helpers with a leading underscore are shared by the ``core_*`` modules
 only; they are not an API.
@@ -39,16 +53,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import TypeVar, cast
 
 from dlc.errors import JobNotFound
 from dlc.scheduler.cluster import Holder
 from dlc.scheduler.core_config import CoreConfig, ImageResolver, default_resolver
 from dlc.scheduler.draining import Drains
-from dlc.scheduler.inventory import Inventory, Overheads
+from dlc.scheduler.inventory import AgentTotals, Inventory, Overheads
 from dlc.scheduler.job_book import JobBook, QueueView
 from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
 from dlc.scheduler.offer_views import IdleOffers, OfferParser
-from dlc.scheduler.placement import DriverCheck, TopologyOf
+from dlc.scheduler.placement import DriverCheck, OfferView, TopologyOf
 from dlc.scheduler.ports import EngineCodec, JobStore, ReservationKeeper, RoundSink, default_codec
 from dlc.scheduler.queue import Reservations
 from dlc.scheduler.refusals import Refusals
@@ -69,13 +84,15 @@ _SPECS_KEPT = 100_000
 #: how a message of a job the core itself stopped begins (kept as its final message)
 _STOPPED = "stopped: "
 
+_T = TypeVar("_T")
+
 
 def _done(task: TaskPlacement) -> bool:
     return task.state in _TERMINAL_TASK
 
 
 class CoreState:
-    """The fields every part of the core shares, and how they follow the store.
+    """The fields every component of the core shares, and how they follow the store.
 
     Args:
         store: persistence (read once at start; written on every change).
@@ -106,7 +123,7 @@ class CoreState:
         self.metrics = metrics
         #: the engine's offers in, its launch messages out (the core parses and builds no
         #: engine JSON itself)
-        self._codec = codec if codec is not None else default_codec()
+        self.codec = codec if codec is not None else default_codec()
         config = config or CoreConfig()
         placement = config.placement
         # One source for the executor's overhead: what placement reserves per task is what
@@ -115,11 +132,11 @@ class CoreState:
             config.executor, cpus=placement.executor_cpus, mem_mib=placement.executor_mem_mib
         )
         self.config = replace(config, executor=executor)
-        self._resolver = resolver or default_resolver
-        self._topology_of = topology_of
-        self._driver_ok = driver_ok
-        self._clock = clock
-        self._lock = threading.RLock()
+        self.resolver = resolver or default_resolver
+        self.topology_of = topology_of
+        self.driver_ok = driver_ok
+        self.clock = clock
+        self.lock = threading.RLock()
         placement = self.config.placement
         #: what each agent HAS (totals), for admission and "impossible" reasons
         self.inventory = Inventory(
@@ -128,97 +145,82 @@ class CoreState:
             driver_ok,
             self.config.roles,
         )
-        self._reservations = Reservations(self.config.max_skips, self.config.reservation_s)
-        self._drains = Drains(self.config.drain_timeout_s)
-        self._refusals = Refusals()
+        self.reservations = Reservations(self.config.max_skips, self.config.reservation_s)
+        self.drains = Drains(self.config.drain_timeout_s)
+        self.refusals = Refusals()
         #: each agent's offer parsed once while it offers the same (dlc/scheduler/offer_views.py)
-        self._offer_parser = OfferParser(self._codec)
+        self.offer_parser = OfferParser(self.codec)
         #: offers of rounds with nothing queued, learnt from when first read (offer_views.py)
-        self._idle_offers = IdleOffers(self._codec.offer_ids)
+        self.idle_offers = IdleOffers(self.codec.offer_ids)
         #: per agent what placement derived from an unchanged offer (dlc/scheduler/round_memo.py)
-        self._round_memo = RoundMemo()
+        self.round_memo = RoundMemo()
         #: (inventory version, the agents with the master's exact totals then)
-        self._exact_ids: tuple[int, frozenset[str]] = (-1, frozenset())
+        self.exact_ids: tuple[int, frozenset[str]] = (-1, frozenset())
         #: failed placement attempts per user per round, in turn (dlc/scheduler/shape_cache.py)
-        self._shape_budget = ShapeBudget(placement.shape_tries_per_user)
+        self.shape_budget = ShapeBudget(placement.shape_tries_per_user)
         #: at most so many queued jobs considered per round, in turns (round_cap.py)
-        self._round_cap = RoundCap(self.config.max_jobs_per_round)
+        self.round_cap = RoundCap(self.config.max_jobs_per_round)
         idle_s = self.config.reserve_idle_s
-        self._reserver: ReservationKeeper | None = (
-            None if idle_s is None else self._codec.reserver(idle_s, self.config.principal)
+        self.reserver: ReservationKeeper | None = (
+            None if idle_s is None else self.codec.reserver(idle_s, self.config.principal)
         )
         #: queued and active jobs, written through to the store, under their own lock
-        self._book = JobBook(store, clock)
+        self.book = JobBook(store, clock)
         #: the queue an offer round in progress decides on (``None`` between rounds)
-        self._pinned: QueueView | None = None
+        self.pinned: QueueView | None = None
         #: the admission facts of one inventory version, read by submits without the lock
-        self._admission = AdmissionFacts(-1, Inventory(), {}, GpuSizes())
-        self._reasons: dict[str, str] = {}
+        self.admission = AdmissionFacts(-1, Inventory(), {}, GpuSizes())
+        self.reasons: dict[str, str] = {}
         #: job id -> when the share hold first held it (dlc/scheduler/core_share_hold.py)
-        self._share_held_since: dict[str, float] = {}
+        self.share_held_since: dict[str, float] = {}
         #: facts computed from the inventory (pool capacity, GPU sizes) with its version
-        self._inventory_facts: dict[str, tuple[int, object]] = {}
+        self.inventory_facts: dict[str, tuple[int, object]] = {}
         self._impossible: dict[tuple[object, ...], str | None] = {}
         self._impossible_version = -1
         #: id of a spec -> (the spec, its answer): the same answers without building a key
         self._impossible_of_spec: dict[int, tuple[JobSpec, str | None]] = {}
-        self._previous: dict[str, tuple[str, tuple[int, ...]]] = {}
+        self.previous: dict[str, tuple[str, tuple[int, ...]]] = {}
         #: job id -> when its current run was launched (victims youngest first; the
         #: interactive time limit)
-        self._started: dict[str, float] = {}
+        self.started: dict[str, float] = {}
         #: each job's (group, pool) under the policy, made anew by every round's queue plan
         #: (:mod:`~dlc.scheduler.tenancy.job_groups`)
-        self._round_groups: JobGroups | None = None
+        self.round_groups: JobGroups | None = None
         #: the latest GPU reading of each running task (memory only: dlc/scheduler/usage.py)
-        self._usage = UsageBook()
+        self.usage = UsageBook()
         self.framework_id: str | None = store.framework_id
         # Groups, quotas and limits (docs/quotas.md); a store without tenancy tables (or an
         # empty policy) keeps the plain priority queue.
         loader = getattr(store, "tenancy_policy", None)
         self.tenancy: Policy = loader() if callable(loader) else Policy()
         self._load()
-        self._connect_metrics(metrics)
 
-    def _groups(self) -> JobGroups:
+    def groups(self) -> JobGroups:
         """Each job's group and pool as this round resolved them (a policy changed since,
         or no round yet: a new map for the policy in force)."""
-        groups = self._round_groups
+        groups = self.round_groups
         if groups is None or groups.policy is not self.tenancy:
-            groups = self._round_groups = JobGroups(self.tenancy)
+            groups = self.round_groups = JobGroups(self.tenancy)
         return groups
 
-    def _connect_metrics(self, metrics: RoundSink | None) -> None:
-        """Let the metrics read the agents, the jobs and the GPU usage from this core
-        (``cluster``, the job reads and the usage reads are
-        :class:`~dlc.scheduler.core.SchedulerCore`'s, from its views and usage parts)."""
-        watch_jobs = getattr(metrics, "watch_jobs", None)
-        if watch_jobs is not None:  # jobs and history through the core, never its store
-            watch_jobs(self)
-        watch = getattr(metrics, "watch_cluster", None)
-        if watch is not None:  # the metrics read the agents from this core's inventory
-            watch(self.cluster)  # type: ignore[attr-defined]
-        watch_usage = getattr(metrics, "watch_usage", None)
-        if watch_usage is not None:  # ... and the GPU usage from its usage book
-            watch_usage(self)
-
     @property
-    def _queued(self) -> QueueView:
-        """The queued jobs: in an offer round, the queue it decides on (:meth:`_pin_queue`),
+    def queued(self) -> QueueView:
+        """The queued jobs: in an offer round, the queue it decides on (:meth:`pin_queue`),
         else the book's as it is now (a frozen copy)."""
-        pinned = self._pinned
-        return pinned if pinned is not None else self._book.view()
+        pinned = self.pinned
+        return pinned if pinned is not None else self.book.view()
 
     @property
-    def _active(self) -> dict[str, Job]:
+    def active(self) -> dict[str, Job]:
         """The staging, running and preempted jobs (changed only under the core's lock)."""
-        return self._book.active
+        return self.book.active
 
     def reload(self) -> None:
         """Forget the in-memory queue and active set and read them again (a standby that
         has just been elected leader: another instance wrote the store meanwhile)."""
-        with self._lock, self._book.lock:
-            self._book.clear()
-            self._reasons.clear()
+        with self.lock, self.book.lock:
+            self.book.clear()
+            self.reasons.clear()
             self.framework_id = self.store.framework_id
             self._load()
 
@@ -231,20 +233,20 @@ class CoreState:
                 launched = [at for at, state, _ in self.store.history(job.job_id)
                             if state == JobState.STAGING.value]  # fmt: skip
                 if launched:
-                    self._started[job.job_id] = launched[-1]
-            self._track(job)
+                    self.started[job.job_id] = launched[-1]
+            self.track(job)
 
-    def _running_tasks(self) -> Iterator[tuple[Job, TaskPlacement, Holder]]:
+    def running_tasks(self) -> Iterator[tuple[Job, TaskPlacement, Holder]]:
         """``(job, task, holder)`` for every task of an active job that has not ended."""
-        for job in self._active.values():
+        for job in self.active.values():
             for task in job.tasks:
                 if not _done(task):
                     yield job, task, Holder(job.job_id, task.task_id, job.user)
 
-    def _track(self, job: Job) -> Job:
+    def track(self, job: Job) -> Job:
         """Keep the book, and what the core keeps per job, in step with a stored job.
         Under the core's lock."""
-        self._after_track(self._book.track(job))
+        self._after_track(self.book.track(job))
         return job
 
     def _after_track(self, job: Job) -> None:
@@ -252,71 +254,47 @@ class CoreState:
         jobs that left the queue, start times, and the GPUs running tasks prove exist."""
         self._forget_left()
         if job.state.active:
-            if job.job_id not in self._started:
-                self._started[job.job_id] = self._clock()
+            if job.job_id not in self.started:
+                self.started[job.job_id] = self.clock()
             for task in job.tasks:
                 self.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
         else:
-            self._started.pop(job.job_id, None)
+            self.started.pop(job.job_id, None)
 
     def _forget_left(self) -> None:
         """Drop the reasons and reservations of jobs that left the queue (some left it by a
         kill that took only the book's lock). Under the core's lock."""
-        for job_id in self._book.take_left():
-            self._reasons.pop(job_id, None)
-            self._reservations.forget(job_id)
+        for job_id in self.book.take_left():
+            self.reasons.pop(job_id, None)
+            self.reservations.forget(job_id)
 
-    def _save(self, job: Job, event: str | None = None) -> Job:
+    def save(self, job: Job, event: str | None = None) -> Job:
         """Store ``job`` through the book. A queued job the book no longer holds was killed
         after this caller (an offer round) read it: nothing is written, and the stored job
         comes back."""
-        saved = self._book.save(job, event=event)
+        saved = self.book.save(job, event=event)
         if saved is None:
-            return self._find(job.job_id) or job
+            return self.find(job.job_id) or job
         self._after_track(saved)
         return saved
 
-    def _save_all(self, jobs: list[Job]) -> list[Job]:
-        """:meth:`_save` for each of ``jobs`` (no event), in one store write."""
-        saved = self._book.save_all(jobs)
+    def save_all(self, jobs: list[Job]) -> list[Job]:
+        """:meth:`save` for each of ``jobs`` (no event), in one store write."""
+        saved = self.book.save_all(jobs)
         for job in saved:
             self._after_track(job)
         return saved
 
-    def _pin_queue(self) -> list[Job]:
+    def pin_queue(self) -> list[Job]:
         """Take the queue an offer round decides on (jobs submitted later wait for the next
-        round); returns it in placement order. :meth:`_unpin_queue` ends it."""
-        self._pinned, order = self._book.pin()
+        round); returns it in placement order. :meth:`unpin_queue` ends it."""
+        self.pinned, order = self.book.pin()
         self._forget_left()
         return order
 
-    def _unpin_queue(self) -> None:
-        self._pinned = None
-        self._book.unpin()
-
-    def _admission_facts(self) -> AdmissionFacts:
-        """The admission facts of the inventory as it is, or, while an offer round holds the
-        core's lock, as the last one left it (a submit does not wait for rounds)."""
-        facts = self._admission
-        if facts.version == self.inventory.version or not self._lock.acquire(blocking=False):
-            return facts
-        try:
-            return self._publish_admission()
-        finally:
-            self._lock.release()
-
-    def _publish_admission(self) -> AdmissionFacts:
-        """Make the admission facts of the inventory's version (under the core's lock)."""
-        facts = self._admission
-        if facts.version != self.inventory.version:
-            facts = AdmissionFacts(
-                self.inventory.version,
-                self.inventory.copy(),
-                self.pool_capacity(),  # type: ignore[attr-defined]
-                self.gpu_sizes(),  # type: ignore[attr-defined]
-            )
-            self._admission = facts
-        return facts
+    def unpin_queue(self) -> None:
+        self.pinned = None
+        self.book.unpin()
 
     def visible_job(self, job_id: str, user: str, admin: bool = False) -> Job:
         """The job if the caller may see it.
@@ -324,35 +302,35 @@ class CoreState:
         Raises:
             JobNotFound: missing, or owned by someone else (not revealed).
         """
-        job = self._book.find(job_id) or self.store.get_job(job_id)
+        job = self.book.find(job_id) or self.store.get_job(job_id)
         if not admin and job.user != user:
             raise JobNotFound(f"no job {job_id}; list your jobs with `dlc jobs`")
         return job
 
-    def _catch_up_offers(self) -> None:
+    def catch_up_offers(self) -> None:
         """Learn from the offers idle rounds kept unparsed (:class:`IdleOffers`), as those
         rounds would have: before anything reads what the agents offered."""
-        if not self._idle_offers:
+        if not self.idle_offers:
             return
-        for at, offers in self._idle_offers.take():
+        for at, offers in self.idle_offers.take():
             # declined already; marked as the round's own views are (core_offers)
-            views, _ = self._offer_parser.parse(offers, False, self._accounts_shares)
+            views, _ = self.offer_parser.parse(offers, False, self.accounts_shares)
             self.inventory.note_offers(views, at)
 
     def queued_jobs(self) -> list[Job]:
         """Queued jobs in placement order (from memory, as they are now)."""
-        return self._book.ordered()
+        return self.book.ordered()
 
     def has_queued(self) -> bool:
         """Whether any job waits for offers."""
-        return bool(self._book.queued)
+        return bool(self.book.queued)
 
-    def _accounts_shares(self, agent_id: str) -> bool:
+    def accounts_shares(self, agent_id: str) -> bool:
         """Whether the agent's totals hold share blocks (its offer views are marked so)."""
         totals = self.inventory.get(agent_id)
         return totals is not None and totals.shareable
 
-    def _impossible_reason(self, spec: JobSpec) -> str | None:
+    def impossible_reason(self, spec: JobSpec) -> str | None:
         """Why no known agent could run ``spec`` (``None``: some could), kept per inventory
         version by the fields the answer reads, and by the spec itself: every round asks it
         of each of 10,000 queued jobs, whose specs do not change (issue 26)."""
@@ -373,8 +351,32 @@ class CoreState:
         self._impossible_of_spec[id(spec)] = (spec, self._impossible[key])
         return self._impossible[key]
 
-    def _find(self, job_id: str) -> Job | None:
-        job = self._book.find(job_id)
+    def free_gpus(self, views: list[OfferView]) -> dict[str, frozenset[int]]:
+        """GPUs free per agent: offered now (``views``), else total minus DLC's tasks and
+        drains."""
+        free: dict[str, frozenset[int]] = {}
+        busy: dict[str, set[int]] = {}
+        for job in self.active.values():
+            for task in job.tasks:
+                busy.setdefault(task.agent_id, set()).update(task.gpu_ids)
+        for agent in self.inventory.agents():
+            used = busy.get(agent.agent_id, set()) | self.drains.held(agent.agent_id)
+            free[agent.agent_id] = agent.gpu_ids - used
+        for view in views:
+            free[view.agent_id] = view.gpu_ids
+        return free
+
+    def per_inventory(self, name: str, compute: Callable[[list[AgentTotals]], _T]) -> _T:
+        """``compute(agents)``, cached until :attr:`Inventory.version` changes."""
+        version, value = self.inventory_facts.get(name, (-1, None))
+        if version != self.inventory.version:
+            value = compute(self.inventory.agents())
+            self.inventory_facts[name] = (self.inventory.version, value)
+        return cast(_T, value)  # what ``compute`` made for this name
+
+    def find(self, job_id: str) -> Job | None:
+        """The job from memory (queued or active) or the store; ``None`` when there is none."""
+        job = self.book.find(job_id)
         if job is not None:
             return job
         try:
@@ -384,6 +386,6 @@ class CoreState:
 
     def set_framework_id(self, framework_id: str | None) -> None:
         """Persist the framework id before anything uses it (``None`` forgets it)."""
-        with self._lock:
+        with self.lock:
             self.store.framework_id = framework_id
             self.framework_id = framework_id

@@ -1,8 +1,8 @@
 """The core's status handling: task updates into job states, retries, refusals, restarts.
 
-A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
-:mod:`~dlc.scheduler.core_state`). A task that ended without proof its container stopped
-keeps its GPUs out of offers (:mod:`~dlc.scheduler.draining`); a launch the master never
+:class:`StatusUpdates`, a component of :class:`~dlc.scheduler.core.SchedulerCore` (why
+components: :mod:`~dlc.scheduler.core_state`). A task that ended without proof its container
+stopped keeps its GPUs out of offers (:mod:`~dlc.scheduler.draining`); a launch the master never
 saw, or whose resources it refused (:mod:`~dlc.scheduler.refusals`), queues the job again
 without using a retry; ``TASK_UNREACHABLE`` is not an end. Kills are re-sent and tasks
 reconciled after every (re)registration.
@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import replace
-from functools import cached_property
 from typing import Any
 
 from dlc.scheduler.core_config import Actions
-from dlc.scheduler.core_state import _STOPPED, _TERMINAL_TASK, _done
-from dlc.scheduler.core_tenancy import TenancyMixin
+from dlc.scheduler.core_elastic import Elastic
+from dlc.scheduler.core_state import _STOPPED, _TERMINAL_TASK, CoreState, _done
+from dlc.scheduler.core_tenancy import TenancyOps
 from dlc.scheduler.draining import confirms_gone, may_still_run
 from dlc.scheduler.infra_loss import LostAttempts, lost_by_infrastructure, may_relaunch_free
 from dlc.scheduler.jobs import (
@@ -158,17 +158,32 @@ def _gang_cause(
     return message
 
 
-class StatusMixin(TenancyMixin):
-    """Status updates and the kills and reconciliation that follow restarts."""
+class StatusUpdates:
+    """Status updates and the kills and reconciliation that follow restarts.
+
+    Args:
+        state: the core's shared state.
+        tenancy_ops: preemptions, evictions and environments' time limits.
+        elastic: an elastic gang's member that ends leaves the gang.
+    """
+
+    def __init__(self, state: CoreState, tenancy_ops: TenancyOps, elastic: Elastic) -> None:
+        self.state = state
+        self.tenancy_ops = tenancy_ops
+        self.elastic = elastic
+        #: the updates refused because they did not come from the task's agent and executor
+        self.ignored_updates = IgnoredUpdates()
+        #: the attempts in flight that lost a task to the infrastructure
+        self.lost_attempts = LostAttempts()
 
     def on_status(self, status: dict[str, Any]) -> Actions:
         """Fold one ``TaskStatus`` into its job; may retry, or kill gang mates."""
-        with self._lock:
+        with self.state.lock:
             task_id = status.get("task_id", {}).get("value", "")
             state = status.get("state", "TASK_LOST")
             parsed = job_id_of_task(task_id)
             agent_id = status.get("agent_id", {}).get("value", "")
-            job = self._find(parsed[0]) if parsed else None
+            job = self.state.find(parsed[0]) if parsed else None
             # an ended job's attempt is over too: a late or repeated update (reconciliation
             # echoes the latest state) must not reopen it, only confirm or end its task
             if (
@@ -186,20 +201,9 @@ class StatusMixin(TenancyMixin):
                 return Actions()
             return self._apply_status(job, task_id, state, status)
 
-    # the per-core books are made on first use (the core's construction stays as it was)
-    @cached_property
-    def ignored_updates(self) -> IgnoredUpdates:
-        """The updates refused because they did not come from the task's agent and executor."""
-        return IgnoredUpdates()
-
-    @cached_property
-    def lost_attempts(self) -> LostAttempts:
-        """The attempts in flight that lost a task to the infrastructure."""
-        return LostAttempts()
-
     def _ignore_update(self, task_id: str, state: str, why: str) -> None:
         self.ignored_updates.note(task_id, state, why)
-        hook = getattr(self.metrics, "status_update_ignored", None)
+        hook = getattr(self.state.metrics, "status_update_ignored", None)
         if hook is not None:
             hook()
 
@@ -207,13 +211,13 @@ class StatusMixin(TenancyMixin):
         """An update of a task that is not the job's current attempt: make sure it ends,
         and keep its GPUs out of offers until it has."""
         if confirms_gone(status):
-            self._drains.confirm(task_id, status)
+            self.state.drains.confirm(task_id, status)
             return Actions()
         if state in _TERMINAL_TASK:
             return Actions()
-        where = self._previous.get(task_id)
+        where = self.state.previous.get(task_id)
         if where is not None:
-            self._drains.hold(task_id, where[0], where[1], self._clock())
+            self.state.drains.hold(task_id, where[0], where[1], self.state.clock())
         return Actions(kills=[(task_id, agent_id)] if agent_id else [])
 
     def _apply_status(self, job: Job, task_id: str, state: str, status: dict[str, Any]) -> Actions:
@@ -233,7 +237,7 @@ class StatusMixin(TenancyMixin):
             and not job.kill_requested
             and (
                 # a victim still in its eviction delay that ended on its own ends as it ended
-                not self._awaiting_eviction(job.job_id) or not _job_state(job).terminal
+                not self.tenancy_ops.awaiting_eviction(job.job_id) or not _job_state(job).terminal
             )
         ):
             return self._preempted_update(job)
@@ -255,7 +259,9 @@ class StatusMixin(TenancyMixin):
         elif refused_resources(status) and task is not None and not actions.kills:
             # The master refused the task's resources (a role or reservation mismatch): not
             # the job's fault. Retry elsewhere without a failure; the cause is logged once.
-            message = self._refusals.note(task.agent_id, task.hostname, status, self._clock())
+            message = self.state.refusals.note(
+                task.agent_id, task.hostname, status, self.state.clock()
+            )
             return self._requeue(job, message, 0)
         elif never_seen and not actions.kills:
             # The task never started (the launch was lost or refused before it reached an
@@ -276,8 +282,8 @@ class StatusMixin(TenancyMixin):
             new_state = JobState.RUNNING if job.state is JobState.RUNNING else job.state
         if new_state.terminal:
             self.lost_attempts.pop(job.task_prefix())
-        self._save(job.with_state(new_state, message))
-        if new_state.terminal and self._growable():
+        self.state.save(job.with_state(new_state, message))
+        if new_state.terminal and self.elastic.growable():
             actions.revive = True  # its agents are free: an elastic gang may grow there
         return actions
 
@@ -298,7 +304,7 @@ class StatusMixin(TenancyMixin):
         core = [t for t in job.tasks if t.rank < job.spec.nodes]
         if any(t.state in _NODE_FAILED for t in core) or all(_done(t) for t in core):
             return None  # the gang itself failed or ended: its members end with it
-        self._member_left(job, task, message)
+        self.elastic.member_left(job, task, message)
         return Actions(revive=True)
 
     def _note_task_end(
@@ -318,9 +324,11 @@ class StatusMixin(TenancyMixin):
         )
         refused = state == "TASK_FAILED" and message.startswith(DOUBLE_ASSIGNMENT_PREFIX)
         if task is not None and (refused or (may_still_run(status) and not never_seen)):
-            self._drains.hold(task_id, task.agent_id, task.gpus_used, self._clock(), not refused)
+            self.state.drains.hold(
+                task_id, task.agent_id, task.gpus_used, self.state.clock(), not refused
+            )
         elif confirms_gone(status):
-            self._drains.confirm(task_id, status)
+            self.state.drains.confirm(task_id, status)
         return message, never_seen, refused
 
     def _preempted_update(self, job: Job) -> Actions:
@@ -329,15 +337,16 @@ class StatusMixin(TenancyMixin):
         if all(_done(t) for t in job.tasks):
             reason = job.message.split("; queued again")[0]
             return self._requeue(job, f"{reason}; queued again (no retry used)", 0)
-        self._save(job)
+        self.state.save(job)
         return Actions()
 
     def _requeue(self, job: Job, message: str, failure: int) -> Actions:
+        state = self.state
         self.lost_attempts.pop(job.task_prefix())
         for task in job.tasks:
-            self._previous[task.task_id] = (task.agent_id, task.gpus_used)
-        while len(self._previous) > _PREVIOUS_KEPT:
-            self._previous.pop(next(iter(self._previous)))
+            state.previous[task.task_id] = (task.agent_id, task.gpus_used)
+        while len(state.previous) > _PREVIOUS_KEPT:
+            state.previous.pop(next(iter(state.previous)))
         job = replace(
             job,
             state=JobState.QUEUED,
@@ -346,37 +355,46 @@ class StatusMixin(TenancyMixin):
             tasks=(),
             message=message,
         )
-        self._save(job)
+        state.save(job)
         return Actions(revive=True)
 
     def reconcile_tasks(self) -> list[dict[str, Any]]:
         """``{task_id, agent_id}`` of every task that may be alive (explicit reconciliation):
         those of active jobs and those whose GPUs drain."""
-        with self._lock:
+        state = self.state
+        with state.lock:
             tasks = {
                 t.task_id: t.agent_id
-                for job in self._active.values()
+                for job in state.active.values()
                 for t in job.tasks
                 if not _done(t)
             }
-            tasks.update({d.task_id: d.agent_id for d in self._drains.tasks()})
+            tasks.update({d.task_id: d.agent_id for d in state.drains.tasks()})
             return [{"task_id": {"value": t}, "agent_id": {"value": a}} for t, a in tasks.items()]
 
     def pending_kills(self) -> Actions:
         """Kills to (re-)send: every live task of a job whose kill was requested. The
         framework sends them after each (re)registration and periodically until the
         tasks are over, so a kill accepted just before a crash is carried out."""
-        with self._lock:
+        state = self.state
+        with state.lock:
             # Reclaim needs no offer: a full cluster sends none, yet a lender may wait.
-            fresh = self._preempt(self.plan_queue()) if self.tenancy.enabled else []
-            fresh += self._stop_overdue_environments()
+            fresh = (
+                self.tenancy_ops.preempt(self.tenancy_ops.plan_queue())
+                if state.tenancy.enabled
+                else []
+            )
+            fresh += self.tenancy_ops.stop_overdue_environments()
             return Actions(
                 kills=fresh
                 + [
                     (t.task_id, t.agent_id)
-                    for job in self._active.values()
+                    for job in state.active.values()
                     if job.kill_requested
-                    or (job.state is JobState.PREEMPTED and not self._awaiting_eviction(job.job_id))
+                    or (
+                        job.state is JobState.PREEMPTED
+                        and not self.tenancy_ops.awaiting_eviction(job.job_id)
+                    )
                     for t in job.tasks
                     if not _done(t) and (t.task_id, t.agent_id) not in fresh
                 ]

@@ -1,10 +1,10 @@
 """The core's reads for the API and the dashboard, and what it knows of the agents.
 
-A mixin of :class:`~dlc.scheduler.core.SchedulerCore` (why mixins:
-:mod:`~dlc.scheduler.core_state`). The API's routes and the dashboard never open the store
-(the ``core-not-store`` import contract, and ``tests/api/test_no_core_store.py`` for
-``core.store``): they read jobs, history, tokens, the queue and the cluster's picture
-through these methods (:class:`~dlc.scheduler.ports.JobReader`).
+:class:`Views`, a component of :class:`~dlc.scheduler.core.SchedulerCore` (why components:
+:mod:`~dlc.scheduler.core_state`). The API's routes and the dashboard never open the store (the
+``core-not-store`` import contract, and ``tests/api/test_no_core_store.py`` for ``core.store``):
+they read jobs, history, tokens, the queue and the cluster's picture through these methods
+(:class:`~dlc.scheduler.ports.JobReader`).
 """
 
 from __future__ import annotations
@@ -16,19 +16,22 @@ from dlc.scheduler.core_state import CoreState
 from dlc.scheduler.jobs import Job
 
 
-class ViewsMixin(CoreState):
+class Views:
     """Queries: jobs, history, tokens, queue reasons, agents and their GPUs."""
+
+    def __init__(self, state: CoreState) -> None:
+        self.state = state
 
     def queue_reason(self, job_id: str) -> str | None:
         """``position 3 of 7; waiting behind job j1 which reserves agent a1`` for a queued
         job (``None`` when it is not queued). Reads the job book only: no wait for an
         offer round (the reason is the latest round's)."""
-        book = self._book
+        book = self.state.book
         with book.lock:
             if job_id not in book.queued:
                 return None
             order = [j.job_id for j in book.ordered()]
-            reason = self._reasons.get(job_id) or "waiting for the first offers"
+            reason = self.state.reasons.get(job_id) or "waiting for the first offers"
             return f"position {order.index(job_id) + 1} of {len(order)}; {reason}"
 
     def get_job(self, job_id: str) -> Job:
@@ -38,48 +41,50 @@ class ViewsMixin(CoreState):
         Raises:
             JobNotFound: no such job.
         """
-        return self._book.find(job_id) or self.store.get_job(job_id)
+        return self.state.book.find(job_id) or self.state.store.get_job(job_id)
 
     def all_jobs(self) -> list[Job]:
         """Every stored job, oldest first (the dashboard's and the metrics' view)."""
-        return self.store.list_jobs()
+        return self.state.store.list_jobs()
 
     def job_history(self, job_id: str) -> list[tuple[float, str, str]]:
         """``(time, state, message)`` entries of a job, oldest first."""
-        return self.store.history(job_id)
+        return self.state.store.history(job_id)
 
     def state_events(self) -> list[tuple[str, float, str]]:
         """``(job_id, time, state)`` of every job's history, in time order."""
-        return self.store.state_events()
+        return self.state.store.state_events()
 
     def authenticate(self, token: str) -> tuple[str, bool, int | None] | None:
         """``(user, is_admin, max_priority)`` for a valid API token, else ``None``."""
-        return self.store.authenticate(token)
+        return self.state.store.authenticate(token)
 
     def user_for_token(self, token: str) -> tuple[str, bool] | None:
         """``(user, is_admin)`` for a valid API token, else ``None``."""
-        return self.store.user_for_token(token)
+        return self.state.store.user_for_token(token)
 
     def update_agents(self, slaves: list[dict[str, Any]]) -> None:
         """Take agent totals from the master (``GET /master/slaves`` ``slaves`` list)."""
-        with self._lock:
-            self._catch_up_offers()  # in the order they came: the master's totals replace them
-            self.inventory.update_from_master(slaves)
-            for job in self._active.values():  # keep what DLC's own tasks prove exists
+        state = self.state
+        with state.lock:
+            state.catch_up_offers()  # in the order they came: the master's totals replace them
+            state.inventory.update_from_master(slaves)
+            for job in state.active.values():  # keep what DLC's own tasks prove exists
                 for task in job.tasks:
-                    self.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
+                    state.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
 
     def cluster(self) -> list[AgentView]:
         """The cluster's one picture: every known agent, each GPU with its facts and state
         (free, taken by which task, or draining), by hostname."""
-        with self._lock:
+        state = self.state
+        with state.lock:
             taken: dict[str, dict[int, Holder]] = {}
-            for _, task, holder in self._running_tasks():
+            for _, task, holder in state.running_tasks():
                 for gpu in task.gpu_ids:
                     taken.setdefault(task.agent_id, {})[gpu] = holder
-            self._catch_up_offers()
-            draining = {a.agent_id: self._drains.held(a.agent_id) for a in self.inventory.agents()}
-            return self.inventory.view(taken, draining)
+            state.catch_up_offers()
+            draining = {a.agent_id: state.drains.held(a.agent_id) for a in state.inventory.agents()}
+            return state.inventory.view(taken, draining)
 
     def cluster_agent(self, agent_id: str) -> AgentView | None:
         """One agent of :meth:`cluster`, or ``None``."""
@@ -87,15 +92,15 @@ class ViewsMixin(CoreState):
 
     def max_agent_gpus(self) -> int:
         """Most GPUs any known agent has (0 when no agent is known yet)."""
-        with self._lock:
-            return self.inventory.max_gpus()
+        with self.state.lock:
+            return self.state.inventory.max_gpus()
 
     def note_agent(self, agent_id: str, gpu_ids: set[int]) -> None:
         """Record GPUs an agent has (lower bound) for admission."""
-        with self._lock:
-            self.inventory.note_gpus(agent_id, gpu_ids)
+        with self.state.lock:
+            self.state.inventory.note_gpus(agent_id, gpu_ids)
 
     def draining_gpus(self, agent_id: str) -> frozenset[int]:
         """GPUs of an agent held back until an ended task is confirmed gone."""
-        with self._lock:
-            return self._drains.held(agent_id)
+        with self.state.lock:
+            return self.state.drains.held(agent_id)

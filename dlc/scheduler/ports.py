@@ -127,7 +127,7 @@ class EngineCodec(Protocol):
     book's: once per offer (:meth:`offer_ids`; :meth:`offer_inputs` in a round with work),
     once per changed offer (:meth:`decode_offer`), once per launched task (:meth:`encode`) and
     once per round with work (:meth:`echo_round`, mostly in
-    :meth:`~dlc.scheduler.core_offers.OfferRoundMixin._prepare_launch`). The Mesos one is
+    :meth:`~dlc.scheduler.core_offers.OfferRound.prepare_launch`). The Mesos one is
     :class:`dlc.mesos.codec.MesosCodec`.
     """
 

@@ -221,13 +221,13 @@ def test_protected_runtime_and_eviction_delay_hold_for_moves(tmp_path):
     # B and C started a moment ago: inside their 30 min protection, nothing moves
     assert core.on_offers(fragmented_offers(1)).kills == []
     assert core.consolidation_totals()[0] == 0
-    core._clock.now += 31 * 60  # past the protection
+    core.state.clock.now += 31 * 60  # past the protection
     assert core.on_offers(fragmented_offers(2)).kills == []  # decided; evicted after 45 s
     for job in (b, c):
         moved = core.visible_job(job.job_id, "alice")
         assert moved.state is JobState.PREEMPTED
         assert f"moved to make room for job {w.job_id}" in moved.message
         assert "to be evicted 45 s after the decision" in moved.message
-    core._clock.now += 46
+    core.state.clock.now += 46
     kills = core.on_offers(fragmented_offers(3)).kills
     assert sorted(kills) == sorted([(f"{b.job_id}.0.0", "a2"), (f"{c.job_id}.0.0", "a2")])

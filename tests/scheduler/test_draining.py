@@ -161,7 +161,7 @@ def test_a_share_whose_executor_died_holds_its_gpu_from_the_next_share(timed):
     assert task.share_gpu is not None and not task.gpu_ids
     core.on_status(status(task.task_id, "TASK_RUNNING"))
     core.on_status(status(task.task_id, "TASK_FAILED", **EXECUTOR_KILLED))
-    assert core._drains.held("a1") == {task.share_gpu}  # noqa: SLF001
+    assert core.state.drains.held("a1") == {task.share_gpu}
     other = core.submit("bob", JobSpec.from_dict({"image": "busybox", "gpu_memory": "30G"}))
     clock.now += 1
     core.on_offers([ranged_offer("o2", "a1", gpus=2)])

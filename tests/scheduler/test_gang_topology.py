@@ -218,7 +218,7 @@ def test_a_passed_over_gang_reserves_agents_of_one_switch(tmp_path):
               racked("o4", "b2", "r2", "s2", gpus=[0])]  # fmt: skip
     for _ in range(3):
         core.on_offers(offers)
-    held = core._reservations.active
+    held = core.state.reservations.active
     assert held is not None and held.job_id == gang.job_id
     assert sorted(held.agent_ids) == ["a1", "a2"]
 

@@ -59,15 +59,15 @@ def test_the_largest_gpu_memory_follows_the_agents(tmp_path):
 
     store = JobStore(tmp_path / "db")
     core = SchedulerCore(store, CoreConfig(placement=PlacementConfig("first-fit")))
-    assert core._largest_gpu_mib() == 0  # noqa: SLF001 - the kept fact itself
+    assert core.share_holds.largest_gpu_mib() == 0  # the kept fact itself
     core.update_agents([_slave("a1", True)])
-    assert core._largest_gpu_mib() == 1024  # noqa: SLF001
+    assert core.share_holds.largest_gpu_mib() == 1024
     bigger = _slave("a2", False)
     bigger["resources"]["gpu_mem"] = "[0-2047]"
     core.update_agents([_slave("a1", True), bigger])
-    assert core._largest_gpu_mib() == 2048  # noqa: SLF001
+    assert core.share_holds.largest_gpu_mib() == 2048
     core.update_agents([_slave("a1", False)])
-    assert core._largest_gpu_mib() == 0  # noqa: SLF001
+    assert core.share_holds.largest_gpu_mib() == 0
     store.close()
 
 

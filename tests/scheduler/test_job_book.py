@@ -35,16 +35,17 @@ def _during_round(core: SchedulerCore, action: Callable[[], object]) -> list[obj
     after the round took its queue and before it applies; returns what ``action`` returned
     (empty when it did not finish within :data:`_PROMPT_S`: it waited for the round)."""
     done: list[object] = []
-    real = core.plan_queue
+    tenancy_ops = core.tenancy_ops  # the offer round plans its queue through it
+    real = tenancy_ops.plan_queue
 
     def hooked(*args, **kwargs):
-        core.plan_queue = real  # once
+        tenancy_ops.plan_queue = real  # once
         worker = threading.Thread(target=lambda: done.append(action()))
         worker.start()
         worker.join(_PROMPT_S)
         return real(*args, **kwargs)
 
-    core.plan_queue = hooked
+    tenancy_ops.plan_queue = hooked
     return done
 
 

@@ -91,7 +91,7 @@ def _status(task_id: str, state: str, agent: str) -> dict[str, Any]:
 def _check_agrees(core: SchedulerCore) -> None:
     """The book's memory equals the store's live jobs, its counters and order are right, and
     the mix book equals a recount from the live jobs."""
-    book = core._book
+    book = core.state.book
     with book.lock:
         stored = {
             j.job_id: j
@@ -191,7 +191,7 @@ def test_one_user_racing_submits_and_kills_never_passes_the_cap(gated_store):
     def killer() -> None:  # frees room at random moments: the cap must hold at each
         rng = random.Random(7)
         for _ in range(12):
-            live = [j.job_id for j in core._book.live() if j.user == "mallory"]
+            live = [j.job_id for j in core.state.book.live() if j.user == "mallory"]
             if live:
                 core.kill(rng.choice(live), "mallory")
 
@@ -210,7 +210,7 @@ def test_one_user_racing_submits_and_kills_never_passes_the_cap(gated_store):
 
 def _hold_first_write(core: SchedulerCore, waiting: int) -> None:
     """Make the first writer wait until ``waiting`` submits are pending: they are one batch."""
-    book = core._book
+    book = core.state.book
     real = book._write_pending
     first = [True]
 
@@ -252,8 +252,8 @@ def test_a_batch_failing_half_way_in_sqlite_leaves_no_job_anywhere(tmp_path):
 
     assert len(outcomes) == 6 and all(isinstance(o, StoreError) for o in outcomes)
     assert [j.job_id for j in store.list_jobs()] == [before.job_id]  # all rolled back
-    assert list(core._book.queued) == [before.job_id]  # no ghost in memory
-    assert core._book._pending == [] and core._book._pending_by_user == {}
+    assert list(core.state.book.queued) == [before.job_id]  # no ghost in memory
+    assert core.state.book._pending == [] and core.state.book._pending_by_user == {}
     store._fresh_ids = real_ids
     core.submit("alice", _spec())  # the failed submits hold no room under the cap
     core.submit("alice", _spec())
@@ -338,11 +338,13 @@ def test_reload_during_submits_and_kills_leaves_memory_and_store_agreeing(gated_
 # -- kills racing the offer round --------------------------------------------------------
 
 
-_HOOKS = ["plan_queue", "_still_queued", "_carry_out", "_note_reasons"]
+#: (the core's component, its method) at which each kill starts
+_HOOKS = [("tenancy_ops", "plan_queue"), ("offer_round", "_still_queued"),
+          ("offer_round", "_carry_out"), ("offer_round", "_note_reasons")]  # fmt: skip
 
 
-@pytest.mark.parametrize("hook", _HOOKS)
-def test_a_kill_at_each_point_of_the_round_is_never_followed_by_a_launch(tmp_path, hook):
+@pytest.mark.parametrize(("part", "hook"), _HOOKS)
+def test_a_kill_at_each_point_of_the_round_is_never_followed_by_a_launch(tmp_path, part, hook):
     """The kill starts on another thread at ``hook`` (before the apply, or while the round
     holds the book's lock): whatever it answers, a job whose kill was acknowledged as
     "killed while queued" is never launched, and a job launched first gets its task killed."""
@@ -350,10 +352,11 @@ def test_a_kill_at_each_point_of_the_round_is_never_followed_by_a_launch(tmp_pat
     victims = [core.submit("alice", _spec()) for _ in range(3)]
     answers: list[tuple[Job, Actions]] = []
     started = threading.Event()
-    real = getattr(core, hook)
+    owner = getattr(core, part)
+    real = getattr(owner, hook)
 
     def hooked(*args: Any, **kwargs: Any) -> Any:
-        setattr(core, hook, real)  # once
+        setattr(owner, hook, real)  # once
 
         def kill_all() -> None:
             started.set()
@@ -364,7 +367,7 @@ def test_a_kill_at_each_point_of_the_round_is_never_followed_by_a_launch(tmp_pat
         assert started.wait(_DEADLINE_S)
         return real(*args, **kwargs)
 
-    setattr(core, hook, hooked)
+    setattr(owner, hook, hooked)
     actions = core.on_offers([offer("o1", "a1", [0, 1]), offer("o2", "a2", [0])])
     _wait_for(lambda: len(answers) == 3, "the kills' answers")
     launched = _launched(actions)
@@ -453,7 +456,7 @@ def test_random_mix_of_submits_kills_rounds_and_updates_keeps_every_invariant(tm
                 if n >= 60 and len(queued_kills) > 1:
                     return
                 queued = core.queued_jobs()
-                live = queued if queued and r.random() < 0.6 else core._book.live()
+                live = queued if queued and r.random() < 0.6 else core.state.book.live()
                 if not live:
                     continue
                 job = r.choice(live)
@@ -472,7 +475,7 @@ def test_random_mix_of_submits_kills_rounds_and_updates_keeps_every_invariant(tm
                 [offer(f"o{n}.{a}", f"a{n % 5}{a}", [0, 1, 2, 3]) for a in range(agents)]
             )
             launches.extend(i["task_id"]["value"] for _, infos in actions.accepts for i in infos)
-            for job in list(core._book.active.values()):
+            for job in list(core.state.book.active.values()):
                 for task in job.tasks:
                     state = r.choice(["TASK_RUNNING", "TASK_FINISHED", "TASK_FAILED", None])
                     if state is not None:
@@ -518,7 +521,7 @@ def test_a_store_answering_a_batch_oddly_leaves_no_submitter_waiting(tmp_path):
 
     assert len(outcomes) == 3  # every submitter got an answer: none spins for its turn
     assert sum(isinstance(o, ValueError) for o in outcomes) == 1
-    assert core._book._pending == [] and core._book._pending_by_user == {}
+    assert core.state.book._pending == [] and core.state.book._pending_by_user == {}
 
 
 # -- admission facts shared by concurrent submits --------------------------------------
@@ -552,7 +555,7 @@ def test_refused_submits_of_distinct_specs_keep_the_admission_answers_bounded(
     refused = [o for o in outcomes if isinstance(o, DlcError)]
     assert len(outcomes) == 360 and len(refused) == 358
     assert all("already has 2 jobs queued" in str(e) for e in refused)
-    assert len(core._admission.inventory._answers) <= 50
+    assert len(core.state.admission.inventory._answers) <= 50
     with pytest.raises(DlcError, match="gpus"):  # answers still right after a clear
         core.submit("mallory", _spec(gpus=3))
 
@@ -615,7 +618,7 @@ def test_a_kill_between_building_the_launches_and_applying_them_wins(tmp_path):
     offers are declined, and the store keeps it killed."""
     core = SchedulerCore(JobStore(tmp_path / "db"), _config())
     victim = core.submit("alice", _spec())
-    real = core._prepare_launch
+    real = core.offer_round.prepare_launch
     answers: list[tuple[Job, Actions]] = []
 
     def prepare_then_kill(*args: Any, **kwargs: Any) -> Any:
@@ -627,7 +630,7 @@ def test_a_kill_between_building_the_launches_and_applying_them_wins(tmp_path):
         assert answers, "the kill waited for the round"
         return prepared
 
-    core._prepare_launch = prepare_then_kill  # type: ignore[method-assign]
+    core.offer_round.prepare_launch = prepare_then_kill  # type: ignore[method-assign]
     actions = core.on_offers([offer("o1", "a1", [0, 1])])
     assert _launched(actions) == []
     assert actions.declines == ["o1"]

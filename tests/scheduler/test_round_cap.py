@@ -162,7 +162,7 @@ def test_the_core_places_a_long_queue_over_rounds_in_queue_order(core):
 def test_a_job_never_considered_says_so_and_is_not_passed_over(core):
     core.on_offers([offer("o1", "a9", gpus=[], cpus=4.0)])  # nothing fits: all wait
     assert CAP_PREFIX in core.queue_reason("j11") and CAP_PREFIX not in core.queue_reason("j00")
-    assert core._reservations.skips("j11") == 0 and core._reservations.skips("j00") == 1
+    assert core.state.reservations.skips("j11") == 0 and core.state.reservations.skips("j00") == 1
 
 
 def test_a_limit_below_one_is_refused_in_one_line():

@@ -104,12 +104,12 @@ def _recount(core: SchedulerCore):
     largest = largest_gpu_memory(core.inventory.agents()) or 0
     extra = int(core.config.placement.executor_cpus * 1000)
     counts: Counter = Counter()
-    for job in core._queued.values():
+    for job in core.state.queued.values():
         if job.spec.is_share:
             counts[(int(job.spec.cpus * 1000) + extra, share_milli(job.spec, largest), 1)] += 1
         elif job.spec.gpus:
             counts[(int(job.spec.cpus * 1000) + extra, MILLI, job.spec.gpus)] += job.spec.nodes
-    for job, task, _ in core._running_tasks():
+    for job, task, _ in core.state.running_tasks():
         if task.gpu_ids:
             counts[(int(job.spec.cpus * 1000) + extra, MILLI, len(task.gpu_ids))] += 1
         elif task.share_gpu is not None:
@@ -130,19 +130,19 @@ def test_the_placement_mix_follows_launches_ends_and_kills():
     specs = [JobSpec(image="busybox", gpus=1), JobSpec(image="busybox", gpus=2, cpus=2),
              JobSpec.from_dict({"image": "busybox", "gpus": 0.5})]  # fmt: skip
     jobs = [core.submit("alice", specs[n % 3]) for n in range(9)]
-    assert core._placement_mix() == _recount(core)
+    assert core.share_holds.placement_mix() == _recount(core)
     actions = core.on_offers([ranged_offer("o1", "a1", gpus=4)])
     infos = [i for _, batch in actions.accepts for i in batch]
-    assert infos and core._placement_mix() == _recount(core)
+    assert infos and core.share_holds.placement_mix() == _recount(core)
     for info in infos:
         _status(core, info, "TASK_RUNNING")
-    assert core._placement_mix() == _recount(core)
+    assert core.share_holds.placement_mix() == _recount(core)
     _status(core, infos[0], "TASK_FINISHED")
-    assert core._placement_mix() == _recount(core)
+    assert core.share_holds.placement_mix() == _recount(core)
     core.kill(jobs[-1].job_id, "alice")
-    assert core._placement_mix() == _recount(core)
+    assert core.share_holds.placement_mix() == _recount(core)
     core.reload()
-    assert core._placement_mix() == _recount(core)
+    assert core.share_holds.placement_mix() == _recount(core)
 
 
 def test_impossibility_follows_the_inventory():
@@ -152,11 +152,11 @@ def test_impossibility_follows_the_inventory():
              "total_resources": {"cpus": 16, "mem": 65536, "gpu_ids": "{0,1,2,3}"}}  # fmt: skip
     core.update_agents([agent])
     spec = JobSpec(image="busybox", gpus=4)
-    assert core._impossible_reason(spec) is None
-    assert core._impossible_reason(spec) is None  # kept
+    assert core.state.impossible_reason(spec) is None
+    assert core.state.impossible_reason(spec) is None  # kept
     smaller = {**agent, "total_resources": {**agent["total_resources"], "gpu_ids": "{0,1}"}}
     core.update_agents([smaller])
-    assert core._impossible_reason(spec) is not None  # the same spec, asked again
+    assert core.state.impossible_reason(spec) is not None  # the same spec, asked again
 
 
 def test_the_share_room_reads_again_the_rows_of_agents_whose_offer_changed(monkeypatch):

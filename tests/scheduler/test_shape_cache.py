@@ -164,7 +164,7 @@ def test_core_round_with_a_hostile_queue_tries_a_bounded_number_of_shapes(tmp_pa
     # the rest wait their turn, but for jobs larger than one that failed (its answer holds)
     assert sum(DEFERRED_PREFIX in m for m in messages) >= 300 - 4 * LIMIT
     # a job the budget did not try is not "passed over": it never reserves agents
-    assert core._reservations.active is None
+    assert core.state.reservations.active is None
     store.close()
 
 

@@ -30,17 +30,17 @@ question each answers:
   :class:`~.preemption.Preemption` decisions (job, reason, eviction delay) in its
   :class:`~.quotas.QueuePlan`, and the core carries them out.
 
-How a round calls them: the core's tenancy mixin
-(:class:`~dlc.scheduler.core_tenancy.TenancyMixin`) makes one
+How a round calls them: the core's tenancy component
+(:class:`~dlc.scheduler.core_tenancy.TenancyOps`) makes one
 :class:`~.job_groups.JobGroups` and calls :func:`~.quotas.plan` with the queue, the active
 jobs, the policy, pool capacity and the fair-share tenure; the offer round places the plan's
 admitted jobs in its order (:func:`~.quotas.split_by_pool` keeps a pool's agents for that
-pool's jobs), and the mixin carries out the plan's preemptions (kill now, or after the
+pool's jobs), and the component carries out the plan's preemptions (kill now, or after the
 victim class's eviction delay) and writes the ledger.
 
-What is not here, and why: the mixin itself (``core_tenancy.py``) stays beside the other
-``core_*`` mixins of :class:`~dlc.scheduler.core.SchedulerCore`: it extends the elastic
-mixin and the core's state, which import this package, so inside it the package and the
+What is not here, and why: the component itself (``core_tenancy.py``) stays beside the other
+``core_*`` components of :class:`~dlc.scheduler.core.SchedulerCore`: it works on the elastic
+component and the core's state, which import this package, so inside it the package and the
 core would import each other (the ``no-cycles`` contract of ``.importlinter``); this package
 is the layer under the core. ``spec_admission.py`` checks a spec against the operator's
 settings (volumes, registries, container user), not against groups or quotas, and the jobs

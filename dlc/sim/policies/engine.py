@@ -5,7 +5,7 @@ offer round calls, on one offer per openb node that this policy keeps as the mas
 (what a launch took is gone from the next offer). The placement settings are those of
 ``--mode core`` (:func:`dlc.sim.cluster_sim.openb_core.core_engine`: first-fit within an
 agent, no executor overhead) and the mix it scores against is the one the core builds
-(:meth:`~dlc.scheduler.core_share_hold.ShareHoldMixin._placement_mix`): the queued pod and
+(:meth:`~dlc.scheduler.core_share_hold.ShareHolds.placement_mix`): the queued pod and
 every placed pod, by shape. So the direct replay and the core differ only in what the core
 adds around placement: pods arrive in batches between offer rounds, a round considers a
 bounded number of jobs, and CPU-only pods are not DLC jobs. Like the core, this policy
