@@ -167,7 +167,7 @@ def test_reserve_keeps_its_reservations_in_a_keeper_the_codec_made():
     core = SchedulerCore(
         MemoryJobStore(), config, lambda spec: (spec.image or "img", None), codec=codec
     )
-    assert codec.keepers == [core._reserver]
+    assert codec.keepers == [core.state.reserver]
     core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 1}))
     actions = core.on_offers([{**offer("o1", "a1", [0, 1]), "allocation_info": {"role": "dlc"}}])
     (ops,) = actions.operations.values()
