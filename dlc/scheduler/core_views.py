@@ -64,7 +64,7 @@ class ViewsMixin(CoreState):
         """Take agent totals from the master (``GET /master/slaves`` ``slaves`` list)."""
         with self._lock:
             self._catch_up_offers()  # in the order they came: the master's totals replace them
-            self.inventory.update_from_master(slaves)
+            self.inventory.replace_agents(self._codec.decode_agents(slaves, self.config.roles))
             for job in self._active.values():  # keep what DLC's own tasks prove exists
                 for task in job.tasks:
                     self.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)
