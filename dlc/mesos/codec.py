@@ -3,7 +3,8 @@
 The core decides in engine-neutral types: offers come to it as
 :class:`~dlc.scheduler.placement.OfferView` values and launches leave it as
 :class:`~dlc.scheduler.task_launch.TaskLaunch` values. :class:`MesosCodec` reads a v1 ``Offer``
-into a view (:func:`dlc.mesos.offers.offer_view`), writes a launch as a v1 ``TaskInfo``
+into a view (:func:`dlc.mesos.offers.offer_view`), the master's ``/master/slaves`` entries into
+agent totals (:func:`dlc.mesos.agents.decode_agents`), writes a launch as a v1 ``TaskInfo``
 (:func:`dlc.mesos.task_info.build_task_info`), cuts the TaskInfos' resources from the offers as
 offered (:func:`dlc.mesos.echo.echo_round`) and keeps ``--reserve``'s dynamic reservations
 (:class:`dlc.mesos.reserver.Reserver`). A second engine is one more codec.
@@ -20,17 +21,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from dlc.errors import DlcError
+from dlc.mesos.agents import decode_agents
 from dlc.mesos.echo import echo_round
 from dlc.mesos.offers import offer_view
 from dlc.mesos.reserver import Reserver
 from dlc.mesos.task_info import build_task_info
+from dlc.scheduler.inventory import AgentTotals
 from dlc.scheduler.placement import OfferView
 from dlc.scheduler.ports import EchoedRound, ReservationKeeper, set_default_codec
 from dlc.scheduler.task_launch import TaskLaunch
 
 
 class MesosCodec:
-    """Mesos offers in, Mesos TaskInfos out (stateless; pure)."""
+    """Mesos offers and agents in, Mesos TaskInfos out (stateless; pure)."""
 
     __slots__ = ()
 
@@ -54,6 +57,14 @@ class MesosCodec:
         when it is malformed). The core asks only for offers that changed since the agent's
         last (:class:`~dlc.scheduler.offer_views.OfferParser`)."""
         return offer_view(offer)
+
+    def decode_agents(
+        self, agents: Iterable[Mapping[str, Any]], roles: tuple[str, ...] = ()
+    ) -> list[AgentTotals]:
+        """The master's ``/master/slaves`` ``slaves`` as agent totals, less what is reserved
+        for roles not DLC's (:func:`~dlc.mesos.agents.decode_agents`; inactive and malformed
+        entries left out)."""
+        return decode_agents(agents, roles)
 
     def encode(self, task: TaskLaunch) -> dict[str, Any]:
         """The v1 ``TaskInfo`` JSON of ``task`` (:func:`~dlc.mesos.task_info.build_task_info`)."""

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dlc.errors import OfferError
-from dlc.scheduler.gang_topology import domain_names
+from dlc.mesos.agents import domain_names
 from dlc.scheduler.placement import OfferView
 from dlc.scheduler.rendezvous import Ranges
 from dlc.topology import gpu_shares

@@ -143,7 +143,6 @@ class CoreState:
             Overheads(placement.executor_cpus, placement.executor_mem_mib),
             topology_of,
             driver_ok,
-            self.config.roles,
         )
         self.reservations = Reservations(self.config.max_skips, self.config.reservation_s)
         self.drains = Drains(self.config.drain_timeout_s)

@@ -68,7 +68,7 @@ class Views:
         state = self.state
         with state.lock:
             state.catch_up_offers()  # in the order they came: the master's totals replace them
-            state.inventory.update_from_master(slaves)
+            state.inventory.replace_agents(state.codec.decode_agents(slaves, state.config.roles))
             for job in state.active.values():  # keep what DLC's own tasks prove exists
                 for task in job.tasks:
                     state.inventory.note_gpus(task.agent_id, task.gpu_ids, task.hostname)

@@ -1,7 +1,8 @@
 """Where agents stand in the network, and which agents a gang should share (pure).
 
 Every agent has a place: the Mesos fault domain (``mesos-agent --domain``: a region and a
-zone, carried on each offer and in ``/master/slaves`` as ``domain``) and, inside a zone, a
+zone, carried on each offer and in ``/master/slaves`` as ``domain``, which the engine's codec
+reads: :mod:`dlc.mesos.agents`) and, inside a zone, a
 rack and a top-of-rack switch, carried as the agent attributes ``dlc_rack`` and
 ``dlc_switch`` (``dlc node-config --rack R --switch S``). :class:`Locality` holds the four.
 
@@ -48,12 +49,6 @@ class Locality:
     rack: str = ""
     switch: str = ""
 
-    @classmethod
-    def of(cls, domain: Any, attributes: Mapping[str, str]) -> Locality:
-        """From a Mesos ``DomainInfo`` JSON (``{"fault_domain": {"region": {"name": ..},
-        "zone": {"name": ..}}}``, or ``None``) and the agent's attributes as text."""
-        return cls(*domain_names(domain)).with_attributes(attributes)
-
     def with_attributes(self, attributes: Mapping[str, str]) -> Locality:
         """This fault domain with the rack and switch the agent's attributes name."""
         rack, switch = attributes.get(ATTR_RACK, ""), attributes.get(ATTR_SWITCH, "")
@@ -75,22 +70,6 @@ class Locality:
     def known(self) -> bool:
         """True when any level is known."""
         return bool(self.zone or self.rack or self.switch)
-
-
-def domain_names(domain: Any) -> tuple[str, str]:
-    """``(region, zone)`` of a Mesos ``DomainInfo`` JSON; ``("", "")`` where absent or
-    malformed (a bad domain must not stop placement)."""
-    if not isinstance(domain, Mapping):
-        return "", ""
-    fault = domain.get("fault_domain")
-    if not isinstance(fault, Mapping):
-        return "", ""
-
-    def name(part: str) -> str:
-        value = fault.get(part)
-        return str(value.get("name") or "") if isinstance(value, Mapping) else ""
-
-    return name("region"), name("zone")
 
 
 def check_place_name(kind: str, value: str) -> str:

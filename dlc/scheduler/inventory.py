@@ -3,8 +3,10 @@
 Admission (``dlc submit``) and the queue ask the inventory whether a job could
 ever run: on some agent with enough GPUs of the asked model, CPUs, memory,
 disk and a driver new enough, on ``nodes`` distinct agents. Offers only show
-what is free, so the totals come from the master (``GET /master/slaves``,
-fed in by the framework adapter through :meth:`Inventory.update_from_master`).
+what is free, so the totals come from the engine (Mesos: the master's ``GET /master/slaves``,
+fetched by the framework adapter, decoded by the core's codec,
+:meth:`~dlc.scheduler.ports.EngineCodec.decode_agents`, into :class:`AgentTotals` and given
+to :meth:`Inventory.replace_agents`).
 Offers and DLC's own running tasks are a fallback that gives lower bounds: an
 agent known only that way is checked on what cannot shrink (GPU ids seen,
 model, driver), never on CPU/memory amounts it may simply be using now.
@@ -13,19 +15,18 @@ It is also the cluster's one picture (:meth:`Inventory.view`): per agent what it
 offers left free, per GPU its facts from ``dlc_topo`` and who holds it
 (:mod:`~dlc.scheduler.cluster`), read by the metrics, the dashboard and the benchmark.
 
-Pure: no I/O, no clock; the core owns one and tests drive it with dicts.
+Pure: no I/O, no clock, no engine JSON; the core owns one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from dlc.errors import FieldError, JobSpecError
+from dlc.errors import JobSpecError
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.cluster import AgentView, Holder, gpu_views
-from dlc.scheduler.gang_topology import LEVELS, Locality, choose_group, domain_names, wanted
+from dlc.scheduler.gang_topology import LEVELS, Locality, choose_group, wanted
 from dlc.scheduler.jobs import JobSpec
 from dlc.scheduler.placement import (
     DriverCheck,
@@ -56,7 +57,11 @@ class AgentTotals:
         gpu_ids: every GPU index the agent has (free or busy).
         cpus, mem_mib, disk_mib: total amounts (0 when unknown).
         attributes: agent attributes as text.
-        exact: totals come from the master; ``False``: lower bounds from offers and tasks.
+        exact: totals come from the engine (Mesos: the master); ``False``: lower bounds from
+            offers and tasks.
+
+    The engine-neutral record of an agent: an engine's codec makes them
+    (:meth:`~dlc.scheduler.ports.EngineCodec.decode_agents`), the inventory also from offers.
     """
 
     agent_id: str
@@ -72,7 +77,7 @@ class AgentTotals:
     gpu_memory: dict[int, int] = field(default_factory=dict)
     #: the role (one of DLC's, or its parent) the agent's GPUs are reserved for, if any
     role: str | None = None
-    #: the agent's Mesos fault domain ``(region, zone)`` (``("", "")``: none)
+    #: the agent's fault domain ``(region, zone)`` (``("", "")``: none)
     domain: tuple[str, str] = ("", "")
 
     @property
@@ -110,8 +115,9 @@ class Inventory:
     Args:
         overheads: executor CPUs/memory added to every task.
         topology_of, driver_ok: as in :func:`~dlc.scheduler.placement.place`.
-        roles: DLC's Mesos roles: what agents reserve for any other role is not counted
-            (empty: DLC runs as ``*`` and only unreserved resources count).
+
+    What agents reserve for roles that are not DLC's is left out of their totals by the codec
+    that decodes them (:meth:`~dlc.scheduler.ports.EngineCodec.decode_agents`).
     """
 
     def __init__(
@@ -119,10 +125,8 @@ class Inventory:
         overheads: Overheads | None = None,
         topology_of: TopologyOf | None = None,
         driver_ok: DriverCheck | None = None,
-        roles: tuple[str, ...] = (),
     ):
         self.overheads = overheads or Overheads()
-        self.roles = roles
         self._topology_of = topology_of or default_topology_of
         self._driver_ok = driver_ok or default_driver_ok
         self._agents: dict[str, AgentTotals] = {}
@@ -145,21 +149,21 @@ class Inventory:
 
     # -- feeding --------------------------------------------------------------
 
-    def update_from_master(self, slaves: Iterable[Mapping[str, Any]]) -> None:
-        """Replace the inventory with the master's agents (``/master/slaves`` ``slaves``).
+    def replace_agents(self, totals: Iterable[AgentTotals]) -> None:
+        """Replace the inventory with the engine's agents and their exact totals (the
+        codec's :meth:`~dlc.scheduler.ports.EngineCodec.decode_agents`; a later record of
+        one agent id replaces an earlier one).
 
-        Inactive agents are dropped: a job that only they could run is impossible now.
-        Malformed entries are skipped.
+        The engine's inactive agents are not among them: a job that only they could run is
+        impossible now.
         """
         agents: dict[str, AgentTotals] = {}
-        for slave in slaves:
-            totals = agent_from_master(slave, self.roles)
-            if totals is not None:
-                agents[totals.agent_id] = totals
+        for agent in totals:
+            agents[agent.agent_id] = agent
         if agents != self._agents:
             self._agents = agents
             self.version += 1
-        self._noted.clear()  # the master's totals replaced what offers taught
+        self._noted.clear()  # the engine's totals replaced what offers taught
         self._offered = {a: o for a, o in self._offered.items() if a in agents}
         self._ranges = {a: r for a, r in self._ranges.items() if a in agents}
 
@@ -232,7 +236,7 @@ class Inventory:
     def copy(self) -> Inventory:
         """A copy that feeding this inventory leaves alone (admission reads it without the
         core's lock: :mod:`~dlc.scheduler.tenancy.admission_facts`)."""
-        other = Inventory(self.overheads, self._topology_of, self._driver_ok, self.roles)
+        other = Inventory(self.overheads, self._topology_of, self._driver_ok)
         other._agents = dict(self._agents)
         other._offered = dict(self._offered)
         other._ranges = dict(self._ranges)
@@ -515,88 +519,6 @@ def _no_group(spec: JobSpec, able: list[AgentTotals]) -> JobSpecError | None:
     )
 
 
-def agent_from_master(slave: Mapping[str, Any], roles: tuple[str, ...] = ()) -> AgentTotals | None:
-    """An :class:`AgentTotals` from one ``/master/slaves`` entry (``None``: inactive or
-    malformed).
-
-    Reads ``total_resources`` or ``resources`` (``{"cpus": 4.0, "gpu_ids": "{0, 1}"}``)
-    and ``attributes`` (name -> text or number). What ``reserved_resources`` holds for a role
-    that is not one of ``roles`` (nor an ancestor of one) is left out: the master never
-    offers it to DLC, so a job that only it could hold must not be admitted.
-    """
-    try:
-        if not slave.get("active", True):
-            return None
-        totals = slave.get("total_resources") or slave.get("resources") or {}
-        attributes = slave.get("attributes") or {}
-        others, gpu_role = _reservations(slave.get("reserved_resources") or {}, roles)
-        return AgentTotals(
-            agent_id=str(slave["id"]),
-            hostname=str(slave.get("hostname", "")),
-            gpu_ids=_set_items(totals.get("gpu_ids")).difference(
-                *(_set_items(o.get("gpu_ids")) for o in others)
-            ),
-            cpus=float(totals.get("cpus", 0.0)) - sum(float(o.get("cpus", 0)) for o in others),
-            mem_mib=float(totals.get("mem", 0.0)) - sum(float(o.get("mem", 0)) for o in others),
-            disk_mib=float(totals.get("disk", 0.0)) - sum(float(o.get("disk", 0)) for o in others),
-            attributes={str(k): _attribute_text(v) for k, v in attributes.items()},
-            exact=True,
-            gpu_memory=_gpu_memory(totals.get(gpu_shares.GPU_MEM), others),
-            role=gpu_role,
-            domain=domain_names(slave.get("domain")),
-        )
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-
-
-def _reservations(
-    reserved: Mapping[str, Mapping[str, Any]], roles: tuple[str, ...]
-) -> tuple[list[Mapping[str, Any]], str | None]:
-    """``/master/slaves`` ``reserved_resources`` split: the summaries reserved for roles that
-    are not DLC's (nor a parent of one), and the first of DLC's roles holding a GPU there."""
-
-    def covers(role: str, mine: str) -> bool:
-        return mine == role or mine.startswith(role + "/")
-
-    others = [s for role, s in reserved.items() if not any(covers(role, r) for r in roles)]
-    gpu_role = next(
-        (role for r in roles for role, s in reserved.items()
-         if covers(role, r) and float(s.get("gpus", 0) or 0) > 0),
-        None,
-    )  # fmt: skip
-    return others, gpu_role
-
-
-def _gpu_memory(value: Any, others: Sequence[Mapping[str, Any]] = ()) -> dict[int, int]:
-    """``"[0-32767, 1048576-1081343]"`` (the master's text for RANGES) -> GPU -> MiB, less the
-    blocks reserved for ``others`` (other roles' ``reserved_resources``)."""
-    if not isinstance(value, str) or not value.strip():
-        return {}
-    try:
-        ranges = gpu_shares.parse_ranges_text(value)
-        for other in others:
-            if other.get(gpu_shares.GPU_MEM):
-                taken = gpu_shares.parse_ranges_text(other[gpu_shares.GPU_MEM])
-                ranges = gpu_shares.subtract(ranges, taken)
-        return gpu_shares.amounts(ranges)
-    except FieldError:
-        return {}  # a malformed resource: the agent takes no shares, it is not dropped
-
-
-def _set_items(value: Any) -> frozenset[int]:
-    """``"{0, 1}"`` (as the master renders a SET) or a list -> GPU ids."""
-    if not value:
-        return frozenset()
-    items = value.strip("{}").split(",") if isinstance(value, str) else value
-    return frozenset(int(str(i).strip()) for i in items if str(i).strip())
-
-
-def _attribute_text(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def _wants_vendor(spec: JobSpec) -> bool:
     """Whether ``spec`` needs GPUs of its vendor (a job without GPUs runs anywhere)."""
     return bool(spec.gpu_vendor) and (spec.gpus > 0 or spec.is_share)
@@ -605,7 +527,7 @@ def _wants_vendor(spec: JobSpec) -> bool:
 def _teaches_exact_nothing(known: AgentTotals, view: OfferView, seen: Mapping[int, int]) -> bool:
     """Whether :meth:`Inventory.note_offer` would leave the exact agent ``known`` as it is:
     no new GPU id, attributes and domain kept, no GPU's memory above what is known (most
-    offers of agents the master described, issue 26)."""
+    offers of agents the engine described, issue 26)."""
     memory = known.gpu_memory
     return (
         view.gpu_ids <= known.gpu_ids

@@ -17,7 +17,9 @@ core writes for the API (the stores satisfy them).
 the engine's offers and the engine's messages from the launches, cuts those messages'
 resources from the offers as offered (:class:`EchoedRound`) and keeps ``--reserve``'s
 reservations (:class:`ReservationKeeper`) (:class:`dlc.mesos.codec.MesosCodec`: v1 ``Offer``
-in, v1 ``TaskInfo`` out), so the core parses and builds no Mesos JSON of its own.
+in, v1 ``TaskInfo`` out). The engine's agent list comes in through it too, as
+:class:`~dlc.scheduler.inventory.AgentTotals` records (Mesos: ``/master/slaves`` entries), so the
+core parses and builds no Mesos JSON of its own.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dlc.errors import DlcError
+from dlc.scheduler.inventory import AgentTotals
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.placement import Launch, OfferView
 from dlc.scheduler.task_launch import TaskLaunch
@@ -118,16 +121,17 @@ class EchoedRound:
 
 
 class EngineCodec(Protocol):
-    """The engine's side of the core: its offers in, its launch messages out.
+    """The engine's side of the core: its offers and agents in, its launch messages out.
 
     The core decides in engine-neutral types (:class:`~dlc.scheduler.placement.OfferView`,
-    :class:`~dlc.scheduler.task_launch.TaskLaunch`); a codec translates at both edges, so the
-    core builds no engine JSON of its own. Its methods are pure and cheap (the reservation
-    keeper aside, which is the caller's state): they run under the core's lock, off the job
-    book's: once per offer (:meth:`offer_ids`; :meth:`offer_inputs` in a round with work),
-    once per changed offer (:meth:`decode_offer`), once per launched task (:meth:`encode`) and
-    once per round with work (:meth:`echo_round`, mostly in
-    :meth:`~dlc.scheduler.core_offers.OfferRound.prepare_launch`). The Mesos one is
+    :class:`~dlc.scheduler.inventory.AgentTotals`, :class:`~dlc.scheduler.task_launch.TaskLaunch`);
+    a codec translates at both edges, so the core builds no engine JSON of its own. Its methods
+    are pure and cheap (the reservation keeper aside, which is the caller's state): they run
+    under the core's lock, off the job book's: once per offer (:meth:`offer_ids`;
+    :meth:`offer_inputs` in a round with work), once per changed offer (:meth:`decode_offer`),
+    once per launched task (:meth:`encode`), once per round with work (:meth:`echo_round`,
+    mostly in :meth:`~dlc.scheduler.core_offers.OfferRound.prepare_launch`) and once per
+    agent list the engine adapter hands the core (:meth:`decode_agents`). The Mesos one is
     :class:`dlc.mesos.codec.MesosCodec`.
     """
 
@@ -143,6 +147,14 @@ class EngineCodec(Protocol):
 
     def decode_offer(self, offer: Mapping[str, Any]) -> OfferView:
         """The view of one engine offer; raises OfferError when it is malformed."""
+
+    def decode_agents(
+        self, agents: Iterable[Mapping[str, Any]], roles: tuple[str, ...]
+    ) -> list[AgentTotals]:
+        """The engine's agents (Mesos: ``/master/slaves`` ``slaves``) as exact totals, in
+        order; inactive and malformed ones are left out (a job only they could run is
+        impossible now), and so are resources reserved for roles that are neither one of
+        ``roles`` (the framework's; empty: the default role) nor a parent of one."""
 
     def encode(self, task: TaskLaunch) -> dict[str, Any]:
         """The engine's message starting ``task`` (for Mesos: the v1 ``TaskInfo`` JSON)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dlc.errors import JobSpecError
+from dlc.mesos.agents import decode_agents
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.gang_topology import GangTopology, Locality, choose_group
 from dlc.scheduler.placement import PlacementConfig
@@ -172,8 +173,10 @@ def test_admission_refuses_a_required_gang_no_group_could_ever_hold():
     from dlc.scheduler.inventory import Inventory
 
     inventory = Inventory()
-    inventory.update_from_master(
-        [_slave("a1", "r1", "s1"), _slave("a2", "r1", "s2"), _slave("a3", "r2", "s3")]
+    inventory.replace_agents(
+        decode_agents(
+            [_slave("a1", "r1", "s1"), _slave("a2", "r1", "s2"), _slave("a3", "r2", "s3")]
+        )
     )
     spec = job("g", gpus=8, nodes=2, gang_topology="switch:required").spec
     error = inventory.impossible(spec)

@@ -5,6 +5,7 @@ seen at once."""
 
 from __future__ import annotations
 
+from dlc.mesos.agents import decode_agents
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.placement import OfferView
@@ -36,18 +37,18 @@ def test_the_shareable_agents_follow_every_change_of_the_totals():
     inventory.note_offers([_view("o2", "a2", share_blocks=True)])  # an offer teaches it
     assert inventory.shareable_ids() == {"a2"}
 
-    inventory.update_from_master([_slave("a1", True), _slave("a3", False)])  # a2 left
+    inventory.replace_agents(decode_agents([_slave("a1", True), _slave("a3", False)]))  # a2 left
     assert inventory.shareable_ids() == {"a1"}
-    inventory.update_from_master([_slave("a1", False)])
+    inventory.replace_agents(decode_agents([_slave("a1", False)]))
     assert inventory.shareable_ids() == frozenset()
 
 
 def test_a_copy_answers_for_its_own_agents():
     inventory = Inventory()
-    inventory.update_from_master([_slave("a1", True)])
+    inventory.replace_agents(decode_agents([_slave("a1", True)]))
     assert inventory.shareable_ids() == {"a1"}
     copy = inventory.copy()
-    inventory.update_from_master([_slave("a2", True)])
+    inventory.replace_agents(decode_agents([_slave("a2", True)]))
     assert copy.shareable_ids() == {"a1"}
     assert inventory.shareable_ids() == {"a2"}
 
@@ -85,7 +86,7 @@ def test_an_offer_grows_an_exact_agent_only_by_what_it_teaches():
     inventory = Inventory()
     slave = _slave("a1", share_blocks=True)
     slave["attributes"] = {"gpu_model": "A100"}
-    inventory.update_from_master([slave])
+    inventory.replace_agents(decode_agents([slave]))
     before, version = inventory.get("a1"), inventory.version
     inventory.note_offers([_exact_view("o1", [0, 1])])
     inventory.note_offers([_exact_view("o2", [1], mem_end=511)])

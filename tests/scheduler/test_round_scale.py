@@ -112,7 +112,7 @@ def test_a_round_writes_its_waiting_reasons_in_one_transaction(tmp_path):
 def test_admission_answers_follow_the_agents_and_tell_shares_from_whole_gpus():
     inventory = Inventory()
     plain = AgentTotals("a1", "h1", frozenset(range(4)), 16, 65536, exact=True)
-    inventory.update_from_master([])
+    inventory.replace_agents([])
     inventory._set(plain)
     whole, share = JobSpec(image="x", gpus=1), JobSpec(image="x", gpus=1, gpu_fraction=0.5)
     assert inventory.impossible(whole) is None

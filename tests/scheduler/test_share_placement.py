@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dlc.mesos.agents import decode_agents
 from dlc.mesos.offers import offer_view
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.allocator.shares import ShareRequest, WorkloadMix
@@ -146,7 +147,9 @@ def test_an_agent_whose_ranges_shares_took_entirely_has_no_whole_gpu():
     inventory = Inventory()
     totals = {"cpus": 16, "mem": 65536, "gpus": 1, "gpu_ids": "{0}", "gpu_mem": "[0-32767]",
               "gpu_core": "[0-999]"}  # fmt: skip
-    inventory.update_from_master([{"id": "a1", "hostname": "h", "total_resources": totals}])
+    inventory.replace_agents(
+        decode_agents([{"id": "a1", "hostname": "h", "total_resources": totals}])
+    )
     # shares hold all of GPU 0's memory and compute: the offer still lists gpu_ids {0}
     view = offer_view(offer("o1", "a1", [0]))
     whole = Job("w", "bob", JobSpec.from_dict({"image": "busybox", "gpus": 1}))

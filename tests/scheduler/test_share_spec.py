@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from dlc.cli.main import cli
 from dlc.errors import JobSpecError
+from dlc.mesos.agents import decode_agents
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.jobs import JobSpec
@@ -73,7 +74,7 @@ def _inventory(mem_text: str | None) -> Inventory:
     if mem_text:
         totals["gpu_mem"] = mem_text
         totals["gpu_core"] = "[0-999, 1048576-1049575]"
-    inv.update_from_master([{"id": "a1", "hostname": "h1", "total_resources": totals}])
+    inv.replace_agents(decode_agents([{"id": "a1", "hostname": "h1", "total_resources": totals}]))
     return inv
 
 

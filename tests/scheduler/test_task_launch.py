@@ -19,6 +19,7 @@ from dlc.mesos.offers import offer_view
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler import ports, task_launch
 from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.inventory import AgentTotals
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import OfferView, PlacementConfig
 from dlc.scheduler.task_launch import TaskLaunch
@@ -30,9 +31,9 @@ CONFIG = CoreConfig(placement=PlacementConfig("first-fit", executor_cpus=0.25))
 
 
 class RecordingCodec:
-    """Records every offer it decodes, launch it encodes and round it echoes; its views and
-    messages are the Mesos ones, marked as its own, and it reads ids, echoes and reserves as
-    the Mesos codec does."""
+    """Records every offer it decodes, agent list it decodes, launch it encodes and round it
+    echoes; its views, agents and messages are the Mesos ones, marked as its own, and it reads
+    ids, echoes and reserves as the Mesos codec does."""
 
     def __init__(self) -> None:
         self.offers: list[str] = []
@@ -40,6 +41,8 @@ class RecordingCodec:
         #: the job ids of each echoed round, in launch order
         self.echoed: list[list[str]] = []
         self.keepers: list[ports.ReservationKeeper] = []
+        #: each agent list it decoded, with the roles it was asked to decode it for
+        self.agent_lists: list[tuple[list[Mapping[str, Any]], tuple[str, ...]]] = []
         self._mesos = MesosCodec()
 
     def offer_ids(self, offer: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -52,6 +55,14 @@ class RecordingCodec:
         self.offers.append(offer["id"]["value"])
         view = offer_view(offer)
         return replace(view, attributes={**view.attributes, "decoded_by": "recorder"})
+
+    def decode_agents(self, agents, roles: tuple[str, ...]) -> list[AgentTotals]:
+        agents = list(agents)
+        self.agent_lists.append((agents, roles))
+        return [
+            replace(totals, attributes={**totals.attributes, "decoded_by": "recorder"})
+            for totals in self._mesos.decode_agents(agents, roles)
+        ]
 
     def encode(self, task: TaskLaunch) -> dict[str, Any]:
         self.tasks.append(task)
@@ -125,6 +136,28 @@ def test_the_core_reads_offers_through_its_codec_once_per_changed_offer():
     # one is
     core.on_offers([offer("o3", "a1", [0, 1]), offer("o4", "a2", [0, 1])])
     assert codec.offers == ["o1", "o2", "o4"]
+
+
+def test_the_core_decodes_the_engines_agents_through_its_codec():
+    codec = RecordingCodec()
+    config = replace(CONFIG, roles=("dlc",))
+    core = SchedulerCore(
+        MemoryJobStore(), config, lambda spec: (spec.image or "img", None), codec=codec
+    )
+    slaves = [
+        {"id": "a1", "hostname": "h1", "resources": {"cpus": 8.0, "mem": 4096.0,
+                                                    "gpu_ids": "{0, 1}"}},
+        {"id": "a2", "hostname": "h2", "active": False},
+    ]  # fmt: skip
+    core.update_agents(slaves)
+    # the list as the engine adapter gave it, with the core's roles
+    assert codec.agent_lists == [(slaves, ("dlc",))]
+    # the inventory holds what the codec made of it
+    (agent,) = core.inventory.agents()
+    assert (agent.agent_id, agent.attributes["decoded_by"], agent.exact) == ("a1", "recorder", True)
+    assert [(a.agent_id, a.attributes["decoded_by"]) for a in core.cluster()] == [
+        ("a1", "recorder")
+    ]
 
 
 def test_a_malformed_offer_is_declined_as_the_codec_refuses_it():
