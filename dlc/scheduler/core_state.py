@@ -41,7 +41,8 @@ Why one shared state object and not a state bag split into mixins: every compone
 writes the same dozen fields under one lock, so they live in one place, and each component
 says in its constructor which other components it calls; the import graph is then the call
 graph (``core_state`` < ``core_elastic`` < ``core_tenancy`` < the others < ``core``), with no
-cycle and no component reaching another through :class:`~dlc.scheduler.core.SchedulerCore`.
+cycle and no component reaching another through :class:`~dlc.scheduler.core.SchedulerCore`
+(``.importlinter``'s ``core-components`` contract keeps that order).
 
 The module-level helpers with a leading underscore are shared by the ``core_*`` modules
 only; they are not an API.
