@@ -23,7 +23,7 @@ from typing import Any
 from dlc.errors import DlcError
 from dlc.mesos.agents import decode_agents
 from dlc.mesos.echo import echo_round
-from dlc.mesos.offers import offer_view
+from dlc.mesos.offers import offer_ids, offer_view
 from dlc.mesos.reserver import Reserver
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.inventory import AgentTotals
@@ -39,12 +39,8 @@ class MesosCodec:
 
     def offer_ids(self, offer: Mapping[str, Any]) -> tuple[str | None, str | None]:
         """``(offer["id"]["value"], offer["agent_id"]["value"])``, ``None`` for a part the
-        offer lacks. Two lookups on the way of every offer of a round with nothing queued:
-        the malformed case is the slow one."""
-        try:
-            return offer["id"]["value"], offer["agent_id"]["value"]
-        except (KeyError, TypeError):
-            return _value_of(offer, "id"), _value_of(offer, "agent_id")
+        offer lacks (:func:`~dlc.mesos.offers.offer_ids`)."""
+        return offer_ids(offer)
 
     def offer_inputs(self, offer: Mapping[str, Any]) -> tuple[Any, ...]:
         """What :func:`~dlc.mesos.offers.offer_view` reads of an offer besides its ids: its
@@ -97,13 +93,6 @@ class MesosCodec:
         """A :class:`~dlc.mesos.reserver.Reserver` (``principal``: the framework's, which Mesos
         requires on its reservations when it has one)."""
         return Reserver(idle_s, principal)
-
-
-def _value_of(offer: Any, key: str) -> str | None:
-    """``offer[key]["value"]`` where the offer has it, else ``None`` (a malformed offer)."""
-    part = offer.get(key) if isinstance(offer, Mapping) else None
-    value = part.get("value") if isinstance(part, Mapping) else None
-    return None if value is None else str(value)
 
 
 # cores built without ``codec=`` speak Mesos once the Mesos adapter is loaded

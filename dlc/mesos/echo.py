@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlc.mesos.offers import offer_ids
 from dlc.mesos.reserver import Reserver
 from dlc.scheduler.ports import EchoedRound
 from dlc.topology.gpu_shares import normalise, subtract
@@ -253,7 +254,7 @@ def pools_of(
     roles = None if roles is None else tuple(roles)
     pools: dict[tuple[str, str | None], Pool] = {}
     for offer in offers:
-        offer_id, agent = _ids(offer)
+        offer_id, agent = offer_ids(offer)
         if offer_id is None or agent is None or (agents is not None and agent not in agents):
             continue  # an offer without ids cannot be accepted (the parser declined it)
         role = allocation_role(offer)
@@ -329,17 +330,8 @@ def echo_round(
         if id(pool) in used:
             result.accepts.append((list(pool.offer_ids), used[id(pool)]))
             accepted.update(pool.offer_ids)
-    result.unused = [i for o in offers if (i := _ids(o)[0]) is not None and i not in accepted]
+    result.unused = [i for o in offers if (i := offer_ids(o)[0]) is not None and i not in accepted]
     return result
-
-
-def _ids(offer: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """An offer's ``(id, agent id)``, ``None`` for a part it lacks (a malformed offer is
-    declined by the offer parser, if it has an id, and taken by nothing here)."""
-    try:
-        return offer["id"]["value"], offer["agent_id"]["value"]
-    except (KeyError, TypeError):
-        return None, None
 
 
 def _echo_job(

@@ -21,6 +21,27 @@ from dlc.scheduler.rendezvous import Ranges
 from dlc.topology import gpu_shares
 
 
+def offer_ids(offer: Any) -> tuple[str | None, str | None]:
+    """``(offer["id"]["value"], offer["agent_id"]["value"])`` as text, ``None`` for a part the
+    offer lacks. On the way of every offer of a round (the idle round's whole cost), so the
+    well-formed case is two lookups and two type checks; anything else takes the slow path."""
+    try:
+        offer_id, agent_id = offer["id"]["value"], offer["agent_id"]["value"]
+    except (KeyError, TypeError, IndexError):
+        pass
+    else:
+        if type(offer_id) is str and type(agent_id) is str:
+            return offer_id, agent_id
+    return _value_of(offer, "id"), _value_of(offer, "agent_id")
+
+
+def _value_of(offer: Any, key: str) -> str | None:
+    """``offer[key]["value"]`` as text where the offer has it, else ``None``."""
+    part = offer.get(key) if isinstance(offer, Mapping) else None
+    value = part.get("value") if isinstance(part, Mapping) else None
+    return None if value is None else str(value)
+
+
 def offer_view(offer: Mapping[str, Any]) -> OfferView:
     """Parse a v1 ``Offer`` JSON dict.
 

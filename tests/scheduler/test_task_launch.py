@@ -232,6 +232,7 @@ def test_the_mesos_codec_echoes_only_with_a_keeper_it_made():
         pytest.param({"agent_id": {"value": "a1"}}, (None, "a1"), id="no-id"),
         pytest.param({"id": None}, (None, None), id="id-null"),
         pytest.param(["o1"], (None, None), id="not-a-dict"),
+        pytest.param({"id": {"value": 7}, "agent_id": {"value": "a1"}}, ("7", "a1"), id="int-id"),
     ],
 )
 def test_the_mesos_codec_reads_an_offers_ids_or_says_which_it_lacks(body, ids):
