@@ -83,6 +83,21 @@ def wait_for(driver, script: str, timeout: float = 30.0, *args):
     raise AssertionError(f"timed out waiting for: {script}")
 
 
+def wait_for_text(driver, element_id: str, needles: tuple[str, ...], timeout: float = 30.0) -> str:
+    """Poll the text of element ``element_id`` until it holds every one of ``needles``;
+    return it. A page fills its parts from separate requests (a job page sets the job's
+    state, then fetches its logs), so a test waits for the very text it checks, not for a
+    sign that another part changed; on a timeout the failure shows the text last seen."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        text = driver.execute_script(f"return document.getElementById('{element_id}').textContent")
+        if text and all(n in text for n in needles):
+            return text
+        time.sleep(0.2)
+    raise AssertionError(f"#{element_id} never showed {needles} in {timeout}s; it shows {text!r}")
+
+
 CELLS_OF_JOB = """
 return [...document.querySelectorAll('#agents .cell')]
   .filter(c => c.dataset.job === arguments[0]).map(c => Number(c.dataset.gpu)).sort();
@@ -137,11 +152,13 @@ def test_dashboard_follows_a_job_to_finished(dlc_local, browser):
     wait_for(browser, "return location.hash.startsWith('#/jobs/')")
     assert wait_for(browser, GPUS_OF_JOB, 10, "#job-agents", job_id) == sorted(placed)
     wait_for(browser, "return document.getElementById('job-state').textContent === 'finished'", 40)
-    history = browser.find_element("css selector", "#job-history").text
-    for state in ("queued", "staging", "running", "finished"):
-        assert state in history
-    logs = wait_for(browser, "return document.getElementById('logs').textContent", 10)
-    assert "trained" in logs
+    # the page shows the job's state before it fetches the logs of the same refresh: the
+    # log check waits for the job's output itself (the logs held only "gpu_ids=..." when
+    # it read them as soon as they held anything, on a loaded machine)
+    wait_for_text(browser, "job-history", ("queued", "staging", "running", "finished"), 10)
+    logs = wait_for_text(browser, "logs", ("trained",), 20)
+    given = re.search(r"^gpu_ids=([\d,]+)$", logs, re.M)  # the stand-in's first line
+    assert given and sorted(map(int, given.group(1).split(","))) == sorted(placed), logs
     browser.save_screenshot(str(ARTIFACTS / "dashboard-job.png"))
 
     browser.get(dashboard)  # a reload stays signed in (the cookie)
