@@ -427,10 +427,15 @@ def _rss_mib() -> float:
 def _machine() -> str:
     """The CPU the figures came from: thread CPU time moves by 2-3 times between the CPU kinds
     this 2-core machine has been given, so a figure is only comparable on the same one."""
-    fields = {}
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
+    fields: dict[str, str] = {}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: the platform's word for the processor below
+        text = ""
+    for line in text.splitlines():  # the first CPU's lines
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
+    fields.setdefault("model name", platform.processor() or "?")
     cpu = f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')} model "
     cpu += f"{fields.get('model', '?')})"
     return f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
