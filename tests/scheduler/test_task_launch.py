@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from dlc.errors import DlcError
+from dlc.mesos import status as mesos_status
 from dlc.mesos import task_info as mesos_task_info
 from dlc.mesos.codec import MesosCodec
 from dlc.mesos.offers import offer_view
@@ -367,3 +368,20 @@ def test_no_module_of_the_core_writes_a_task_info():
     assert core and [hit for path in core for hit in _task_info_literals(path)] == []
     # the detector sees the Mesos adapter's builder, so an empty answer above means something
     assert _task_info_literals(Path(mesos_task_info.__file__))
+
+
+def _engine_id_reads(path: Path) -> list[str]:
+    """Where ``path`` names Mesos's id wrapping (``{"value": ...}``) or an update's source: the
+    string constants a core reading TaskStatus or writing reconciliation JSON would hold."""
+    return [
+        f"{path.name}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in ("value", "SOURCE_EXECUTOR")
+    ]
+
+
+def test_no_module_of_the_core_reads_a_task_status():
+    core = sorted(Path(task_launch.__file__).parent.rglob("*.py"))
+    assert core and [hit for path in core for hit in _engine_id_reads(path)] == []
+    # the detector sees the Mesos adapter's reader, so an empty answer above means something
+    assert _engine_id_reads(Path(mesos_status.__file__))
