@@ -6,8 +6,10 @@ The core decides in engine-neutral types: offers come to it as
 into a view (:func:`dlc.mesos.offers.offer_view`), the master's ``/master/slaves`` entries into
 agent totals (:func:`dlc.mesos.agents.decode_agents`), writes a launch as a v1 ``TaskInfo``
 (:func:`dlc.mesos.task_info.build_task_info`), cuts the TaskInfos' resources from the offers as
-offered (:func:`dlc.mesos.echo.echo_round`) and keeps ``--reserve``'s dynamic reservations
-(:class:`dlc.mesos.reserver.Reserver`). A second engine is one more codec.
+offered (:func:`dlc.mesos.echo.echo_round`), keeps ``--reserve``'s dynamic reservations
+(:class:`dlc.mesos.reserver.Reserver`), reads a v1 ``TaskStatus`` into a task update
+(:func:`dlc.mesos.status.decode_status`) and writes the explicit reconciliation request
+(:func:`dlc.mesos.status.reconcile_request`). A second engine is one more codec.
 
 The service, the simulator and the benchmarks pass ``SchedulerCore(..., codec=MesosCodec())``;
 importing this module also makes a ``MesosCodec`` the default of cores built without one
@@ -25,15 +27,18 @@ from dlc.mesos.agents import decode_agents
 from dlc.mesos.echo import echo_round
 from dlc.mesos.offers import offer_ids, offer_view
 from dlc.mesos.reserver import Reserver
+from dlc.mesos.status import decode_status, reconcile_request
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.inventory import AgentTotals
 from dlc.scheduler.placement import OfferView
 from dlc.scheduler.ports import EchoedRound, ReservationKeeper, set_default_codec
 from dlc.scheduler.task_launch import TaskLaunch
+from dlc.scheduler.task_states import TaskUpdate
 
 
 class MesosCodec:
-    """Mesos offers and agents in, Mesos TaskInfos out (stateless; pure)."""
+    """Mesos offers, agents and task statuses in, Mesos TaskInfos and reconciliation out
+    (stateless; pure)."""
 
     __slots__ = ()
 
@@ -67,6 +72,16 @@ class MesosCodec:
         return build_task_info(
             task.job, task.launch, task.framework_id, task.executor, task.kill_grace_s
         )
+
+    def decode_status(self, status: Mapping[str, Any]) -> TaskUpdate:
+        """A v1 ``TaskStatus`` as a task update (:func:`~dlc.mesos.status.decode_status`;
+        raises AttributeError when an id in it is not an object)."""
+        return decode_status(status)
+
+    def reconcile_request(self, tasks: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+        """The ``reconcileTasks`` list of ``(task id, agent id)`` pairs
+        (:func:`~dlc.mesos.status.reconcile_request`)."""
+        return reconcile_request(tasks)
 
     def echo_round(
         self,

@@ -46,6 +46,7 @@ from typing import Any
 from dlc.errors import ConfigError, DlcError
 from dlc.mesos.emulator.model import EMULATOR_BUILD_USER
 from dlc.mesos.master import fetch_slaves, fetch_version
+from dlc.mesos.status import reconcile_request
 from dlc.scheduler.core import Actions, SchedulerCore
 
 log = logging.getLogger(__name__)
@@ -428,12 +429,7 @@ class MesosFramework:
         if self._unconfirmed and self.registered.is_set() and now >= self._reconcile_at:
             # Mesos's advice: repeat explicit reconciliation with backoff until answered.
             self._reconcile_backoff = min(self._reconcile_backoff * 2, 120.0)
-            self._reconcile(
-                [
-                    {"task_id": {"value": t}, "agent_id": {"value": a}}
-                    for t, a in self._unconfirmed.items()
-                ]
-            )
+            self._reconcile(reconcile_request(self._unconfirmed.items()))
         silent = now - self._last_event
         limit = self.config.heartbeat_interval_s * self.config.heartbeat_misses
         aborted = self._driver is not None and getattr(self._driver, "aborted", False)

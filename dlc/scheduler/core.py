@@ -249,11 +249,13 @@ class SchedulerCore:
         return self.elastic.wants_offers()
 
     def on_status(self, status: dict[str, Any]) -> Actions:
-        """Fold one ``TaskStatus`` into its job (:meth:`StatusUpdates.on_status`)."""
+        """Fold one engine status update (Mesos: a v1 ``TaskStatus``), read through the core's
+        codec, into its job (:meth:`StatusUpdates.on_status`)."""
         return self.status_updates.on_status(status)
 
     def reconcile_tasks(self) -> list[dict[str, Any]]:
-        """``{task_id, agent_id}`` of every task that may be alive (reconciliation)."""
+        """The codec's reconciliation request (Mesos: ``{task_id, agent_id}`` each) for every
+        task that may be alive (:meth:`StatusUpdates.reconcile_tasks`)."""
         return self.status_updates.reconcile_tasks()
 
     def pending_kills(self) -> Actions:

@@ -102,8 +102,8 @@ class CoreState:
         topology_of, driver_ok: passed to :func:`place` (defaults there).
         clock: time source.
         metrics: optional monitoring sink (:mod:`dlc.api.metrics`).
-        codec: reads the engine's offers and writes its launch messages
-            (:class:`~dlc.scheduler.ports.EngineCodec`; the Mesos one is
+        codec: reads the engine's offers, agents and status updates and writes its launch
+            and reconciliation messages (:class:`~dlc.scheduler.ports.EngineCodec`; the Mesos one is
             :class:`dlc.mesos.codec.MesosCodec`). ``None``: the default an engine adapter
             registered (:func:`~dlc.scheduler.ports.default_codec`, which raises when none
             did); the core never picks an engine itself.

@@ -7,6 +7,11 @@ saw, or whose resources it refused (:mod:`~dlc.scheduler.refusals`), queues the 
 without using a retry; ``TASK_UNREACHABLE`` is not an end. Kills are re-sent and tasks
 reconciled after every (re)registration.
 
+Updates come in as the engine sends them and are read through the core's codec
+(:meth:`~dlc.scheduler.ports.EngineCodec.decode_status`; for Mesos :mod:`dlc.mesos.status`) into
+a :class:`~dlc.scheduler.task_states.TaskUpdate`; the reconciliation request is the codec's
+too (:meth:`~dlc.scheduler.ports.EngineCodec.reconcile_request`).
+
 Status updates are not trusted for more than a task's state (red-team finding 2026-11-26,
 forged updates): an update is applied only when it comes from the agent the task was placed on
 and, when it names one, from the executor DLC launched it with (:func:`foreign_origin`); nothing
@@ -17,7 +22,7 @@ path-like is taken from it (the sandbox comes from the agent's layout and DLC's 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -35,7 +40,7 @@ from dlc.scheduler.jobs import (
     job_state_from_task_state,
 )
 from dlc.scheduler.refusals import refused_resources
-from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX
+from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX, TaskUpdate
 
 #: reasons meaning a launch never reached an agent: the job may run again for free
 #: (only with a terminal state while DLC still saw the task as staging: a task the
@@ -98,18 +103,18 @@ def _with_task_state(
     return tuple(replace(t, state=state) if t.task_id == task_id else t for t in tasks)
 
 
-def foreign_origin(task: TaskPlacement, status: dict[str, Any]) -> str | None:
-    """Why ``status`` cannot be ``task``'s own update, or ``None`` when it may be.
+def foreign_origin(task: TaskPlacement, update: TaskUpdate) -> str | None:
+    """Why ``update`` cannot be ``task``'s own, or ``None`` when it may be.
 
     The master stamps every update with the agent it came from; an update from another agent
     than the one the task was placed on, or naming another executor than the one DLC launched
     it with (Mesos names the executor only in the agent's own updates), is not the task's.
     Updates without an agent (the master's answers about tasks it does not know) pass.
     """
-    agent_id = (status.get("agent_id") or {}).get("value") or ""
+    agent_id = update.agent_id
     if agent_id and task.agent_id and agent_id != task.agent_id:
         return f"from agent {agent_id}, but the task runs on agent {task.agent_id}"
-    executor_id = (status.get("executor_id") or {}).get("value") or ""
+    executor_id = update.executor_id
     if executor_id and executor_id != task.executor_id:
         return f"from executor {executor_id}, but the task's executor is {task.executor_id}"
     return None
@@ -176,13 +181,14 @@ class StatusUpdates:
         #: the attempts in flight that lost a task to the infrastructure
         self.lost_attempts = LostAttempts()
 
-    def on_status(self, status: dict[str, Any]) -> Actions:
-        """Fold one ``TaskStatus`` into its job; may retry, or kill gang mates."""
+    def on_status(self, status: Mapping[str, Any]) -> Actions:
+        """Fold one engine status update (Mesos: a v1 ``TaskStatus``), read through the core's
+        codec, into its job; may retry, or kill gang mates. An update too malformed to read
+        raises what the codec raises, before anything changes."""
+        update = self.state.codec.decode_status(status)  # pure: no need of the lock
         with self.state.lock:
-            task_id = status.get("task_id", {}).get("value", "")
-            state = status.get("state", "TASK_LOST")
+            task_id = update.task_id
             parsed = job_id_of_task(task_id)
-            agent_id = status.get("agent_id", {}).get("value", "")
             job = self.state.find(parsed[0]) if parsed else None
             # an ended job's attempt is over too: a late or repeated update (reconciliation
             # echoes the latest state) must not reopen it, only confirm or end its task
@@ -193,13 +199,13 @@ class StatusUpdates:
                 or job.state is JobState.QUEUED
                 or job.state.terminal
             ):
-                return self._on_stale(task_id, agent_id, state, status)
+                return self._on_stale(update)
             task = next((t for t in job.tasks if t.task_id == task_id), None)
-            why = foreign_origin(task, status) if task is not None else None
+            why = foreign_origin(task, update) if task is not None else None
             if why is not None:
-                self._ignore_update(task_id, state, why)
+                self._ignore_update(task_id, update.state, why)
                 return Actions()
-            return self._apply_status(job, task_id, state, status)
+            return self._apply_status(job, update)
 
     def _ignore_update(self, task_id: str, state: str, why: str) -> None:
         self.ignored_updates.note(task_id, state, why)
@@ -207,29 +213,31 @@ class StatusUpdates:
         if hook is not None:
             hook()
 
-    def _on_stale(self, task_id: str, agent_id: str, state: str, status: dict[str, Any]) -> Actions:
+    def _on_stale(self, update: TaskUpdate) -> Actions:
         """An update of a task that is not the job's current attempt: make sure it ends,
         and keep its GPUs out of offers until it has."""
-        if confirms_gone(status):
-            self.state.drains.confirm(task_id, status)
+        task_id, agent_id = update.task_id, update.agent_id
+        if confirms_gone(update):
+            self.state.drains.confirm(task_id, update)
             return Actions()
-        if state in _TERMINAL_TASK:
+        if update.state in _TERMINAL_TASK:
             return Actions()
         where = self.state.previous.get(task_id)
         if where is not None:
             self.state.drains.hold(task_id, where[0], where[1], self.state.clock())
         return Actions(kills=[(task_id, agent_id)] if agent_id else [])
 
-    def _apply_status(self, job: Job, task_id: str, state: str, status: dict[str, Any]) -> Actions:
+    def _apply_status(self, job: Job, update: TaskUpdate) -> Actions:
         """Fold an update of the job's current attempt into the job: end it, retry it,
         queue it again for free, or keep it (killing gang mates of a task that failed)."""
+        task_id, state = update.task_id, update.state
         task = next((t for t in job.tasks if t.task_id == task_id), None)
-        message, never_seen, refused = self._note_task_end(task, task_id, state, status)
+        message, never_seen, refused = self._note_task_end(task, update)
         if job.spec.nodes_max is not None:
-            left = self._elastic_update(job, task, task_id, state, message, status)
+            left = self._elastic_update(job, task, update, message)
             if left is not None:
                 return left
-        if state in _TERMINAL_TASK and lost_by_infrastructure(status):
+        if state in _TERMINAL_TASK and lost_by_infrastructure(update):
             self.lost_attempts.note(job.task_prefix())
         job = replace(job, tasks=_with_task_state(job.tasks, task_id, state))
         if (
@@ -256,11 +264,11 @@ class StatusUpdates:
             # Another live container holds these GPUs (the node refused to share them): the
             # job did nothing wrong. Retry without a failure; its GPUs drain meanwhile.
             return self._requeue(job, f"relaunching elsewhere: {message}", 0)
-        elif refused_resources(status) and task is not None and not actions.kills:
+        elif refused_resources(update) and task is not None and not actions.kills:
             # The master refused the task's resources (a role or reservation mismatch): not
             # the job's fault. Retry elsewhere without a failure; the cause is logged once.
             message = self.state.refusals.note(
-                task.agent_id, task.hostname, status, self.state.clock()
+                task.agent_id, task.hostname, update.message, self.state.clock()
             )
             return self._requeue(job, message, 0)
         elif never_seen and not actions.kills:
@@ -288,12 +296,11 @@ class StatusUpdates:
         return actions
 
     def _elastic_update(
-        self, job: Job, task: TaskPlacement | None, task_id: str, state: str, message: str,
-        status: dict[str, Any],
-    ) -> Actions | None:  # fmt: skip
+        self, job: Job, task: TaskPlacement | None, update: TaskUpdate, message: str
+    ) -> Actions | None:
         """An update that only changes an elastic gang's size: an extra member (rank >= MIN)
         that ended leaves the gang, which goes on (``None``: fold the update as usual)."""
-        agent_id = (status.get("agent_id") or {}).get("value") or ""
+        task_id, state, agent_id = update.task_id, update.state, update.agent_id
         if task is None:  # a member that already left: make sure it is gone
             live = state not in _TERMINAL_TASK and agent_id
             return Actions(kills=[(task_id, agent_id)] if live else [])
@@ -308,27 +315,26 @@ class StatusUpdates:
         return Actions(revive=True)
 
     def _note_task_end(
-        self, task: TaskPlacement | None, task_id: str, state: str, status: dict[str, Any]
+        self, task: TaskPlacement | None, update: TaskUpdate
     ) -> tuple[str, bool, bool]:
         """Hold the task's GPUs until it is proven gone, or free them; returns the job's
         message, whether the master never saw the launch, and whether the node refused
         to share the task's GPUs."""
+        task_id, state = update.task_id, update.state
         prior = task.state if task else ""
-        message = status.get("message") or state
+        message = update.message or state
         if state == _UNREACHABLE:
             message = f"agent of task {task_id} unreachable; the task may still run, waiting"
         never_seen = (
-            status.get("reason") in _NEVER_LAUNCHED
-            and state in _TERMINAL_TASK
-            and prior == "TASK_STAGING"
+            update.reason in _NEVER_LAUNCHED and state in _TERMINAL_TASK and prior == "TASK_STAGING"
         )
         refused = state == "TASK_FAILED" and message.startswith(DOUBLE_ASSIGNMENT_PREFIX)
-        if task is not None and (refused or (may_still_run(status) and not never_seen)):
+        if task is not None and (refused or (may_still_run(update) and not never_seen)):
             self.state.drains.hold(
                 task_id, task.agent_id, task.gpus_used, self.state.clock(), not refused
             )
-        elif confirms_gone(status):
-            self.state.drains.confirm(task_id, status)
+        elif confirms_gone(update):
+            self.state.drains.confirm(task_id, update)
         return message, never_seen, refused
 
     def _preempted_update(self, job: Job) -> Actions:
@@ -359,8 +365,10 @@ class StatusUpdates:
         return Actions(revive=True)
 
     def reconcile_tasks(self) -> list[dict[str, Any]]:
-        """``{task_id, agent_id}`` of every task that may be alive (explicit reconciliation):
-        those of active jobs and those whose GPUs drain."""
+        """The engine's reconciliation request (the codec's
+        :meth:`~dlc.scheduler.ports.EngineCodec.reconcile_request`; Mesos: ``{task_id,
+        agent_id}`` each) for every task that may be alive: those of active jobs and those
+        whose GPUs drain."""
         state = self.state
         with state.lock:
             tasks = {
@@ -370,7 +378,7 @@ class StatusUpdates:
                 if not _done(t)
             }
             tasks.update({d.task_id: d.agent_id for d in state.drains.tasks()})
-            return [{"task_id": {"value": t}, "agent_id": {"value": a}} for t, a in tasks.items()]
+            return state.codec.reconcile_request(tasks.items())
 
     def pending_kills(self) -> Actions:
         """Kills to (re-)send: every live task of a job whose kill was requested. The

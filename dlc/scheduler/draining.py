@@ -24,13 +24,12 @@ Pure: time is passed in.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass, replace
-from typing import Any
 
 from dlc.scheduler.jobs import job_id_of_task
 from dlc.scheduler.placement import OfferView
-from dlc.scheduler.task_states import NOT_RUNNING_STATES
+from dlc.scheduler.task_states import NOT_RUNNING_STATES, TaskUpdate
 from dlc.topology import gpu_shares
 from dlc.topology.gpu_shares import Ranges
 
@@ -71,17 +70,17 @@ _UNCERTAIN_REASONS = frozenset(
 )
 
 
-def may_still_run(status: Mapping[str, Any]) -> bool:
-    """Whether a terminal update leaves the task's container possibly running."""
-    state = status.get("state", "")
-    if state not in NOT_RUNNING_STATES or status.get("source") == "SOURCE_EXECUTOR":
+def may_still_run(update: TaskUpdate) -> bool:
+    """Whether a terminal update leaves the task's container possibly running (one from the
+    task's executor never does: it reports after removing the container)."""
+    if not update.stated or update.state not in NOT_RUNNING_STATES or update.from_executor:
         return False
-    return state in _UNCERTAIN_STATES or status.get("reason") in _UNCERTAIN_REASONS
+    return update.state in _UNCERTAIN_STATES or update.reason in _UNCERTAIN_REASONS
 
 
-def confirms_gone(status: Mapping[str, Any]) -> bool:
+def confirms_gone(update: TaskUpdate) -> bool:
     """Whether an update proves the task's container has stopped."""
-    return status.get("state") in NOT_RUNNING_STATES and not may_still_run(status)
+    return update.stated and update.state in NOT_RUNNING_STATES and not may_still_run(update)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,12 +129,12 @@ class Drains:
         if parsed is not None and started:
             self._attempts[task_id] = (parsed[0], parsed[1], now + self.job_wait_s)
 
-    def confirm(self, task_id: str, status: Mapping[str, Any] | None = None) -> bool:
+    def confirm(self, task_id: str, update: TaskUpdate | None = None) -> bool:
         """The task is gone: free its GPUs. Returns whether it was draining.
 
-        Its job stops waiting only when ``status`` comes from the task's own executor
+        Its job stops waiting only when ``update`` comes from the task's own executor
         (``None``: the caller knows it is gone)."""
-        if status is None or status.get("source") == "SOURCE_EXECUTOR":
+        if update is None or update.from_executor:
             self._attempts.pop(task_id, None)
         return self._by_task.pop(task_id, None) is not None
 

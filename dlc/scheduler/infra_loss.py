@@ -11,10 +11,7 @@ failure again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from dlc.scheduler.task_states import TASK_UNKNOWN
+from dlc.scheduler.task_states import TASK_UNKNOWN, TaskUpdate
 
 #: states that by themselves say the task was lost, not that its command ended
 _LOSS_STATES = frozenset(
@@ -57,17 +54,17 @@ _SPEC_REASONS = frozenset(
 FREE_RELAUNCHES = 10
 
 
-def lost_by_infrastructure(status: Mapping[str, Any]) -> bool:
+def lost_by_infrastructure(update: TaskUpdate) -> bool:
     """Whether a terminal update says the infrastructure lost the task.
 
     An executor's own report is never a loss (DLC's executor reports the command's end, or
     its own error, which may follow the job anywhere); an agent's or master's is when its
     state or reason says so.
     """
-    reason = status.get("reason")
-    if reason in _SPEC_REASONS or status.get("source") == "SOURCE_EXECUTOR":
+    reason = update.reason
+    if reason in _SPEC_REASONS or update.from_executor:
         return False
-    return status.get("state") in _LOSS_STATES or reason in _LOSS_REASONS
+    return (update.stated and update.state in _LOSS_STATES) or reason in _LOSS_REASONS
 
 
 class LostAttempts:

@@ -18,8 +18,10 @@ the engine's offers and the engine's messages from the launches, cuts those mess
 resources from the offers as offered (:class:`EchoedRound`) and keeps ``--reserve``'s
 reservations (:class:`ReservationKeeper`) (:class:`dlc.mesos.codec.MesosCodec`: v1 ``Offer``
 in, v1 ``TaskInfo`` out). The engine's agent list comes in through it too, as
-:class:`~dlc.scheduler.inventory.AgentTotals` records (Mesos: ``/master/slaves`` entries), so the
-core parses and builds no Mesos JSON of its own.
+:class:`~dlc.scheduler.inventory.AgentTotals` records (Mesos: ``/master/slaves`` entries), and
+its task status updates, as :class:`~dlc.scheduler.task_states.TaskUpdate` values (Mesos: v1
+``TaskStatus``); the reconciliation request the core asks for is the codec's too, so the core
+parses and builds no Mesos JSON of its own.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dlc.scheduler.inventory import AgentTotals
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.placement import Launch, OfferView
 from dlc.scheduler.task_launch import TaskLaunch
+from dlc.scheduler.task_states import TaskUpdate
 from dlc.scheduler.tenancy.policy import Policy, Resources, UserLimits
 
 
@@ -121,17 +124,21 @@ class EchoedRound:
 
 
 class EngineCodec(Protocol):
-    """The engine's side of the core: its offers and agents in, its launch messages out.
+    """The engine's side of the core: its offers, agents and task updates in, its launch and
+    reconciliation messages out.
 
     The core decides in engine-neutral types (:class:`~dlc.scheduler.placement.OfferView`,
-    :class:`~dlc.scheduler.inventory.AgentTotals`, :class:`~dlc.scheduler.task_launch.TaskLaunch`);
-    a codec translates at both edges, so the core builds no engine JSON of its own. Its methods
-    are pure and cheap (the reservation keeper aside, which is the caller's state): they run
-    under the core's lock, off the job book's: once per offer (:meth:`offer_ids`;
-    :meth:`offer_inputs` in a round with work), once per changed offer (:meth:`decode_offer`),
-    once per launched task (:meth:`encode`), once per round with work (:meth:`echo_round`,
-    mostly in :meth:`~dlc.scheduler.core_offers.OfferRound.prepare_launch`) and once per
-    agent list the engine adapter hands the core (:meth:`decode_agents`). The Mesos one is
+    :class:`~dlc.scheduler.inventory.AgentTotals`, :class:`~dlc.scheduler.task_launch.TaskLaunch`,
+    :class:`~dlc.scheduler.task_states.TaskUpdate`); a codec translates at both edges, so the
+    core builds no engine JSON of its own. Its methods are pure and cheap (the reservation
+    keeper aside, which is the caller's state): they run under the core's lock, off the job
+    book's: once per offer (:meth:`offer_ids`; :meth:`offer_inputs` in a round with work),
+    once per changed offer (:meth:`decode_offer`), once per launched task (:meth:`encode`),
+    once per round with work (:meth:`echo_round`, mostly in
+    :meth:`~dlc.scheduler.core_offers.OfferRound.prepare_launch`), once per agent list the
+    engine adapter hands the core (:meth:`decode_agents`), once per reconciliation
+    (:meth:`reconcile_request`) and once per status update (:meth:`decode_status`, before the
+    core takes its lock: hot, hundreds a second in a busy cluster). The Mesos one is
     :class:`dlc.mesos.codec.MesosCodec`.
     """
 
@@ -158,6 +165,17 @@ class EngineCodec(Protocol):
 
     def encode(self, task: TaskLaunch) -> dict[str, Any]:
         """The engine's message starting ``task`` (for Mesos: the v1 ``TaskInfo`` JSON)."""
+
+    def decode_status(self, status: Mapping[str, Any]) -> TaskUpdate:
+        """One engine task status update (Mesos: a v1 ``TaskStatus``) as the core reads it.
+        Parts the update lacks take :class:`~dlc.scheduler.task_states.TaskUpdate`'s "none"
+        values; an update too malformed to read (Mesos: an id that is not an object) raises
+        (the engine adapter logs it and does not acknowledge it)."""
+
+    def reconcile_request(self, tasks: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+        """The engine's explicit reconciliation request for ``tasks`` (``(task id, agent
+        id)`` each, in order; Mesos: ``[{"task_id": {"value": ...}, "agent_id": {"value":
+        ...}}]``), which the core returns to the engine adapter as it is."""
 
     def echo_round(
         self,

@@ -14,8 +14,8 @@ Pure: no I/O beyond the one log line, no clock of its own.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+
+from dlc.scheduler.task_states import TaskUpdate
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +29,9 @@ FIX = (
 )
 
 
-def refused_resources(status: Mapping[str, Any]) -> bool:
-    """Whether a status says the master refused the task's resources (not the job's fault)."""
-    return status.get("state") in _STATES and MORE_THAN_AVAILABLE in str(status.get("message"))
+def refused_resources(update: TaskUpdate) -> bool:
+    """Whether an update says the master refused the task's resources (not the job's fault)."""
+    return update.stated and update.state in _STATES and MORE_THAN_AVAILABLE in str(update.message)
 
 
 class Refusals:
@@ -47,15 +47,16 @@ class Refusals:
         self._until: dict[str, float] = {}
         self._logged: set[str] = set()
 
-    def note(self, agent_id: str, hostname: str, status: Mapping[str, Any], now: float) -> str:
-        """Record a refusal on ``agent_id``; returns the job's one-line message."""
+    def note(self, agent_id: str, hostname: str, message: str, now: float) -> str:
+        """Record a refusal on ``agent_id`` (``message``: the master's, logged once per agent);
+        returns the job's one-line message."""
         self._until[agent_id] = now + self.hold_s
         where = hostname or agent_id
         if agent_id not in self._logged:
             self._logged.add(agent_id)
             log.warning(
                 "the Mesos master refused a task's resources on agent %s (%s): %s; fix: %s",
-                where, agent_id, str(status.get("message", ""))[:400], FIX,
+                where, agent_id, str(message)[:400], FIX,
             )  # fmt: skip
         return (
             f"relaunching elsewhere: the Mesos master refused the task's resources on {where} "

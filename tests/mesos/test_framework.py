@@ -121,6 +121,21 @@ def test_registration_persists_id_then_reconciles_and_suppresses(setup):
     assert fw.framework_url() == "http://m:5050/#/frameworks/fw-1"
 
 
+def test_an_unanswered_task_is_reconciled_again_after_the_backoff(setup):
+    fw, core, clock = setup
+    driver = FakeDriver.instances[0]
+    job = core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
+    core.on_offers([offer("o1", "a1", [0])])
+    task = {"task_id": {"value": f"{job.job_id}.0.0"}, "agent_id": {"value": "a1"}}
+    driver.callbacks.registered(driver, {"value": "fw-1"}, {"hostname": "m", "port": 5050})
+    wait_for(lambda: driver.named("reconcileTasks"))
+    assert driver.named("reconcileTasks") == [([task],)]
+    clock.now += 6.0  # past the first backoff (5 s), with no answer
+    fw.dispatch(Actions())
+    wait_for(lambda: len(driver.named("reconcileTasks")) == 2)
+    assert driver.named("reconcileTasks")[1] == ([task],)
+
+
 def test_offer_to_launch_status_ack_after_store(setup):
     fw, core, _ = setup
     driver = FakeDriver.instances[0]

@@ -1,11 +1,12 @@
 """The core reads offers and starts tasks through the codec it holds: the engine's offers in
-as views, engine-neutral launches out as the engine's messages (the EngineCodec port of
+as views, engine-neutral launches out as the engine's messages, the engine's status updates in
+as task updates and reconciliation requests out (the EngineCodec port of
 dlc/scheduler/ports.py, dlc/scheduler/task_launch.py)."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from dlc.errors import DlcError
+from dlc.mesos import status as mesos_status
 from dlc.mesos import task_info as mesos_task_info
 from dlc.mesos.codec import MesosCodec
 from dlc.mesos.offers import offer_view
@@ -23,6 +25,7 @@ from dlc.scheduler.inventory import AgentTotals
 from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import OfferView, PlacementConfig
 from dlc.scheduler.task_launch import TaskLaunch
+from dlc.scheduler.task_states import TaskUpdate
 from dlc.store.memory import MemoryJobStore
 
 from .helpers import offer
@@ -31,9 +34,10 @@ CONFIG = CoreConfig(placement=PlacementConfig("first-fit", executor_cpus=0.25))
 
 
 class RecordingCodec:
-    """Records every offer it decodes, agent list it decodes, launch it encodes and round it
-    echoes; its views, agents and messages are the Mesos ones, marked as its own, and it reads
-    ids, echoes and reserves as the Mesos codec does."""
+    """Records every offer it decodes, agent list it decodes, launch it encodes, round it
+    echoes, status update it decodes and reconciliation it writes; its views, agents and
+    messages are the Mesos ones, marked as its own, and it reads ids and updates, echoes,
+    reserves and writes reconciliations as the Mesos codec does."""
 
     def __init__(self) -> None:
         self.offers: list[str] = []
@@ -43,6 +47,9 @@ class RecordingCodec:
         self.keepers: list[ports.ReservationKeeper] = []
         #: each agent list it decoded, with the roles it was asked to decode it for
         self.agent_lists: list[tuple[list[Mapping[str, Any]], tuple[str, ...]]] = []
+        #: the task id of each status update it decoded, and each reconciliation's tasks
+        self.updates: list[str] = []
+        self.reconciled: list[list[tuple[str, str]]] = []
         self._mesos = MesosCodec()
 
     def offer_ids(self, offer: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -76,6 +83,35 @@ class RecordingCodec:
         keeper = self._mesos.reserver(idle_s, principal)
         self.keepers.append(keeper)
         return keeper
+
+    def decode_status(self, status: Mapping[str, Any]) -> TaskUpdate:
+        update = self._mesos.decode_status(status)
+        self.updates.append(update.task_id)
+        return update
+
+    def reconcile_request(self, tasks: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+        tasks = list(tasks)
+        self.reconciled.append(tasks)
+        return self._mesos.reconcile_request(tasks)
+
+
+class FlatCodec(RecordingCodec):
+    """A second engine's status updates: flat dicts with no Mesos key in them."""
+
+    def decode_status(self, status: Mapping[str, Any]) -> TaskUpdate:
+        self.updates.append(status["task"])
+        return TaskUpdate(
+            task_id=status["task"],
+            state=status["phase"],
+            agent_id=status.get("node", ""),
+            message=status.get("text", ""),
+            from_executor=status.get("by") == "executor",
+        )
+
+    def reconcile_request(self, tasks: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+        tasks = list(tasks)
+        self.reconciled.append(tasks)
+        return [{"task": task, "node": agent} for task, agent in tasks]
 
 
 class RoundViews:
@@ -158,6 +194,40 @@ def test_the_core_decodes_the_engines_agents_through_its_codec():
     assert [(a.agent_id, a.attributes["decoded_by"]) for a in core.cluster()] == [
         ("a1", "recorder")
     ]
+
+
+def test_the_core_reads_status_updates_and_writes_reconciliation_through_its_codec():
+    codec = FlatCodec()
+    core = _core(codec)
+    job = core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 1, "retries": 0}))
+    core.on_offers([offer("o1", "a1", [0])])
+    task_id = f"{job.job_id}.0.0"
+    # the reconciliation request is the codec's, of the tasks that may be alive
+    assert core.reconcile_tasks() == [{"task": task_id, "node": "a1"}]
+    assert codec.reconciled == [[(task_id, "a1")]]
+    core.on_status({"task": task_id, "phase": "TASK_RUNNING", "node": "a1"})
+    assert core.get_job(job.job_id).state is JobState.RUNNING
+    # the agent the codec read is the one checked: another agent's update is not the task's
+    core.on_status({"task": task_id, "phase": "TASK_FAILED", "node": "a2", "text": "forged"})
+    assert core.get_job(job.job_id).state is JobState.RUNNING
+    assert core.ignored_updates.count == 1
+    core.on_status({"task": task_id, "phase": "TASK_FINISHED", "node": "a1", "text": "done"})
+    ended = core.get_job(job.job_id)
+    assert (ended.state, ended.message) == (JobState.FINISHED, "done")
+    assert codec.updates == [task_id] * 3
+    assert core.reconcile_tasks() == [] and codec.reconciled[-1] == []
+
+
+def test_the_mesos_codec_is_the_core_s_status_reader():
+    codec = RecordingCodec()
+    core = _core(codec)
+    job = core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 1}))
+    core.on_offers([offer("o1", "a1", [0])])
+    task_id = f"{job.job_id}.0.0"
+    assert core.reconcile_tasks() == [{"task_id": {"value": task_id}, "agent_id": {"value": "a1"}}]
+    core.on_status({"task_id": {"value": task_id}, "agent_id": {"value": "a1"},
+                    "state": "TASK_RUNNING"})  # fmt: skip
+    assert codec.updates == [task_id] and core.get_job(job.job_id).state is JobState.RUNNING
 
 
 def test_a_malformed_offer_is_declined_as_the_codec_refuses_it():
@@ -299,3 +369,20 @@ def test_no_module_of_the_core_writes_a_task_info():
     assert core and [hit for path in core for hit in _task_info_literals(path)] == []
     # the detector sees the Mesos adapter's builder, so an empty answer above means something
     assert _task_info_literals(Path(mesos_task_info.__file__))
+
+
+def _engine_id_reads(path: Path) -> list[str]:
+    """Where ``path`` names Mesos's id wrapping (``{"value": ...}``) or an update's source: the
+    string constants a core reading TaskStatus or writing reconciliation JSON would hold."""
+    return [
+        f"{path.name}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in ("value", "SOURCE_EXECUTOR")
+    ]
+
+
+def test_no_module_of_the_core_reads_a_task_status():
+    core = sorted(Path(task_launch.__file__).parent.rglob("*.py"))
+    assert core and [hit for path in core for hit in _engine_id_reads(path)] == []
+    # the detector sees the Mesos adapter's reader, so an empty answer above means something
+    assert _engine_id_reads(Path(mesos_status.__file__))

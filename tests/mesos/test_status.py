@@ -1,0 +1,109 @@
+"""Mesos task status updates read into the core's task updates, and reconciliation written
+(dlc/mesos/status.py, through MesosCodec); malformed updates behave as they did when the core
+read the TaskStatus itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlc.mesos.codec import MesosCodec
+from dlc.mesos.status import decode_status, reconcile_request
+from dlc.scheduler.core import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs import JobSpec, JobState
+from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.task_states import TaskUpdate
+from dlc.store.memory import MemoryJobStore
+from tests.scheduler.helpers import offer
+
+
+@pytest.mark.parametrize(
+    ("status", "update"),
+    [
+        pytest.param(
+            {"task_id": {"value": "j.0.0"}, "state": "TASK_FAILED",
+             "agent_id": {"value": "a1"}, "executor_id": {"value": "dlc-executor.j.0.0"},
+             "reason": "REASON_COMMAND_EXECUTOR_FAILED", "message": "exit 1",
+             "source": "SOURCE_EXECUTOR", "uuid": "dXVpZA==", "healthy": True,
+             "labels": {"labels": [{"key": "dlc.sandbox", "value": "/elsewhere"}]}},
+            TaskUpdate(task_id="j.0.0", state="TASK_FAILED", agent_id="a1",
+                       executor_id="dlc-executor.j.0.0", reason="REASON_COMMAND_EXECUTOR_FAILED",
+                       message="exit 1", from_executor=True),
+            id="full",
+        ),
+        pytest.param(
+            {"task_id": {"value": "j.0.0"}, "state": "TASK_LOST",
+             "reason": "REASON_RECONCILIATION", "source": "SOURCE_MASTER"},
+            TaskUpdate(task_id="j.0.0", state="TASK_LOST", reason="REASON_RECONCILIATION"),
+            id="master-answer-without-agent",
+        ),
+        pytest.param(
+            {"task_id": {"value": "j.0.0"}, "agent_id": {"value": "a1"}},
+            TaskUpdate(task_id="j.0.0", state="TASK_LOST", agent_id="a1", stated=False),
+            id="no-state",
+        ),
+        pytest.param(
+            {"state": "TASK_RUNNING", "agent_id": {}, "executor_id": None, "message": None},
+            TaskUpdate(task_id="", state="TASK_RUNNING"),
+            id="empty-parts",
+        ),
+    ],
+)  # fmt: skip
+def test_a_task_status_reads_as_the_cores_update(status, update):
+    assert decode_status(status) == update
+    assert MesosCodec().decode_status(status) == update
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        pytest.param({"task_id": "j.0.0", "state": "TASK_RUNNING"}, id="task-id-not-an-object"),
+        pytest.param({"task_id": {"value": "j.0.0"}, "agent_id": None}, id="agent-id-null"),
+    ],
+)
+def test_an_id_that_is_not_an_object_is_not_read(status):
+    with pytest.raises(AttributeError):
+        decode_status(status)
+
+
+def test_the_reconciliation_request_is_mesos_s():
+    tasks = [("j.0.0", "a1"), ("k.1.0", "a2")]
+    assert reconcile_request(iter(tasks)) == [
+        {"task_id": {"value": "j.0.0"}, "agent_id": {"value": "a1"}},
+        {"task_id": {"value": "k.1.0"}, "agent_id": {"value": "a2"}},
+    ]
+    assert MesosCodec().reconcile_request([]) == []
+
+
+def _running(retries=0):
+    core = SchedulerCore(
+        MemoryJobStore(), CoreConfig(placement=PlacementConfig("first-fit")),
+        lambda spec: (spec.image or "img", None), codec=MesosCodec(),
+    )  # fmt: skip
+    job = core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 1, "retries": retries}))
+    core.on_offers([offer("o1", "a1", [0])])
+    task_id = f"{job.job_id}.0.0"
+    core.on_status({"task_id": {"value": task_id}, "agent_id": {"value": "a1"},
+                    "state": "TASK_RUNNING"})  # fmt: skip
+    assert core.get_job(job.job_id).state is JobState.RUNNING
+    return core, job.job_id, task_id
+
+
+def test_an_update_without_a_state_is_a_loss_that_holds_no_gpu():
+    """Folded as TASK_LOST (a failure, not a free relaunch) but proving nothing about the
+    container: its GPU is not drained, so the retry starts on it at once."""
+    core, job_id, task_id = _running(retries=1)
+    core.on_status({"task_id": {"value": task_id}, "agent_id": {"value": "a1"}})
+    again = core.get_job(job_id)
+    assert (again.state, again.attempt, again.failures) == (JobState.QUEUED, 1, 1)
+    [(_, [info])] = core.on_offers([offer("o2", "a1", [0])]).accepts
+    assert info["task_id"]["value"] == f"{job_id}.1.0"
+
+
+def test_an_update_with_an_id_that_is_not_an_object_changes_nothing():
+    core, job_id, task_id = _running()
+    with pytest.raises(AttributeError):
+        core.on_status({"task_id": {"value": task_id}, "agent_id": "a1", "state": "TASK_FAILED"})
+    with pytest.raises(AttributeError):
+        core.on_status({"task_id": task_id, "state": "TASK_FAILED"})
+    job = core.get_job(job_id)
+    assert job.state is JobState.RUNNING and job.tasks[0].state == "TASK_RUNNING"
