@@ -71,8 +71,8 @@ class ScoreParams:
     hold_fill_below: float = 0.1
     #: weight of the host keep term (0: off): the cost of taking away an agent's ability to
     #: host a whole-GPU shape that few of the agents with its GPUs free can host, see
-    #: :mod:`~dlc.scheduler.allocator.host_keep`
-    host_keep: float = 0.0
+    #: :mod:`~dlc.scheduler.allocator.host_keep` (1 and 2 place the same on openb)
+    host_keep: float = 1.0
     #: ... counting only shapes whose hosts are at least this concentrated: agents with the
     #: shape's GPUs free per agent that also has its CPU and memory, less one (4: a fifth of
     #: them or fewer host it)
