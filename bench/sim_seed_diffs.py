@@ -5,8 +5,8 @@
 Each argument is a folder ``dlc simulate openb --out`` (or ``bench/sim_engine_knobs.py``)
 wrote; every trace, policy and seed in its ``results.json`` gets one line: the difference at a
 few steps, the worst step (the most negative difference from 0 to 130% of demand) and 130%.
-The last lines per trace: the means over the seeds read, and how many seeds have a step more
-than 0.25 below FGD (the issue's margin).
+The last line per trace and policy: the means over the seeds read, and how many seeds have a
+step more than 0.25 below FGD (the issue's margin).
 """
 
 from __future__ import annotations
@@ -29,20 +29,21 @@ MARGIN = 0.25
 
 
 def diffs(folders: list[Path], trace_dir: Path) -> dict[str, list[tuple[int, np.ndarray]]]:
-    """trace -> [(seed, curve minus the published FGD of that seed)]."""
+    """``trace policy`` -> [(seed, curve minus the published FGD of that seed)]."""
     out: dict[str, list[tuple[int, np.ndarray]]] = {}
     published: dict[str, dict] = {}
     for folder in folders:
         for trace, entry in io.read_json(folder / "results.json").items():
             if trace not in published:
                 published[trace] = io.load_expected(trace_dir, trace).get("fgd", {})
-            for policy in entry["policies"].values():
+            for name, policy in entry["policies"].items():
                 for seed, curve in policy["curves"].items():
                     fgd = published[trace].get(int(seed))
                     if fgd is None:
                         continue
                     mine = np.array([np.nan if v is None else v for v in curve], dtype=float)
-                    out.setdefault(trace, []).append((int(seed), mine - np.array(fgd)))
+                    key = f"{trace} {name}"
+                    out.setdefault(key, []).append((int(seed), mine - np.array(fgd)))
     return out
 
 
