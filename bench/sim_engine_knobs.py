@@ -10,7 +10,8 @@ Each row of docs/simulator.md's "Measured again in round 3, session 6" table::
 ``POPULARITY`` and ``GPU_SHARE`` are :mod:`dlc.scheduler.whole_score`'s mix constants; any
 other name is a field of :class:`dlc.scheduler.allocator.fragscore.ScoreParams` (booleans as
 0/1). The change is made in this process only (module constants and the defaults that hold
-``DEFAULT_PARAMS``), then ``dlc simulate openb --policy dlc`` runs as usual.
+``DEFAULT_PARAMS``), then ``dlc simulate openb --policy dlc`` runs as usual (``--mode core``:
+through the scheduler core, as ``dlc simulate openb --mode core``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="42")
     parser.add_argument("--out", required=True)
     parser.add_argument("--agents", type=int, help="only the first N openb nodes (short runs)")
+    parser.add_argument(
+        "--mode", default="replay", help="replay (the direct engine replay) or core"
+    )
     parser.add_argument("changes", nargs="*", help="NAME=VALUE")
     args = parser.parse_args()
     changes = dict(item.split("=", 1) for item in args.changes)
@@ -73,7 +77,7 @@ def main() -> None:
             setattr(whole_score, name, float(changes.pop(name)))
     if changes:
         _use(_params(changes))
-    argv = ["simulate", "openb", "--trace", args.trace, "--policy", "dlc",
+    argv = ["simulate", "openb", "--trace", args.trace, "--policy", "dlc", "--mode", args.mode,
             "--seeds", args.seeds, "--out", args.out]  # fmt: skip
     if args.agents:
         argv += ["--agents", str(args.agents)]

@@ -35,6 +35,7 @@ import numpy as np
 from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_matches
+from dlc.scheduler.allocator.host_keep import Guarded, guarded_of
 from dlc.scheduler.frag_state import FragCache
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.share_index import KeptFill, RowCache, ShareRoom
@@ -417,6 +418,11 @@ def _share_mix(
     return request, fgd.WorkloadMix(shapes=(request, whole), weights=(0.5, 0.5))
 
 
+def _guarded(mix: fgd.WorkloadMix, params: fragscore.ScoreParams) -> Guarded | None:
+    """The shapes the host keep term weighs for ``mix`` (``None`` when the term is off)."""
+    return guarded_of(mix) if params.host_keep else None
+
+
 def _no_share_left(spec: JobSpec) -> str:
     with_what = f"with {spec.cpus:g} cpus/{spec.mem_mib} MiB"
     return f"no GPU has a share of {spec.share_text} left ({with_what})"
@@ -483,10 +489,17 @@ def _choose_in_arrays(
     if frag is not None and given is not None and frag.params == fragscore.DEFAULT_PARAMS:
         # the states measured for earlier shares and rounds, under the core's held mix
         frag.adopt(given)
-        best = fragscore.pick(frag.share_costs(request, arrays), arrays.gpu_left)
+        cost = frag.share_costs(request, arrays)
+        extra = fragscore.host_keep_cost(
+            request, arrays, np.arange(len(chosen)), _guarded(mix, frag.params), frag.params
+        )
+        best = fragscore.pick(cost if extra is None else cost + extra, arrays.gpu_left)
         placed = None if best is None else fragscore.placement_of(request, arrays, *best)
     else:
-        placed = fragscore.choose(request, arrays, fragscore.mix_arrays(mix, ["gpu"]))
+        guarded = _guarded(mix, fragscore.DEFAULT_PARAMS)
+        placed = fragscore.choose(
+            request, arrays, fragscore.mix_arrays(mix, ["gpu"]), guarded=guarded
+        )
     if placed is None or placed.gpus[0] >= fit.shape[1] or not fit[placed.agent, placed.gpus[0]]:
         at, index = 0, int(np.flatnonzero(fit[0])[0])  # the measure found nothing: first fit
     else:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dlc.scheduler.allocator import fragscore
+from dlc.scheduler.allocator import fragscore, host_keep
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.frag_state import FragCache
 from dlc.topology import gpu_shares
@@ -80,7 +80,15 @@ def counted_mix(demands: Mapping[tuple[int, int, int], int]) -> fgd.WorkloadMix 
         fgd.ShareRequest(cpu_milli=cpu, mem_mib=0, num_gpus=gpus, gpu_milli=milli)
         for (cpu, milli, gpus), _ in chosen
     )
-    return fgd.WorkloadMix(shapes, tuple(float(n) for _, n in chosen))
+    # every whole-GPU shape, rare ones too, for the host keep term (fragscore.host_keep)
+    whole = [(shape, n) for shape, n in ranked if shape[1] >= MILLI]
+    guarded = tuple(
+        fgd.ShareRequest(cpu_milli=cpu, mem_mib=0, num_gpus=gpus, gpu_milli=milli)
+        for (cpu, milli, gpus), _ in whole
+    )
+    return fgd.WorkloadMix(
+        shapes, tuple(float(n) for _, n in chosen), guarded, tuple(float(n) for _, n in whole)
+    )
 
 
 def gpu_free(slot: Any) -> tuple[int, ...]:
@@ -126,6 +134,8 @@ class WholeScore:
         self._slots = list(slots)
         self._row = {id(s): k for k, s in enumerate(self._slots)}
         self._params = params
+        #: the whole-GPU shapes the host keep term weighs (None: the term is off)
+        self._guarded = host_keep.guarded_of(mix) if params.host_keep else None
         self._cache = cache if cache is not None and cache.params == params else None
         if self._cache is not None:
             self._mix = self._cache.adopt(mix)
@@ -199,13 +209,17 @@ class WholeScore:
         stale = rows[self._stale[rows]]
         if len(stale):
             self._read(stale)
-        cost = self._cost(
-            fgd.ShareRequest(cpu_milli=int(cpus * 1000), mem_mib=0, num_gpus=gpus, gpu_milli=MILLI),
-            rows,
+        request = fgd.ShareRequest(
+            cpu_milli=int(cpus * 1000), mem_mib=0, num_gpus=gpus, gpu_milli=MILLI
         )
+        cost = self._cost(request, rows)[at]
+        # the host keep term counts hosts among these candidates: not cached with the costs
+        extra = fragscore.host_keep_cost(request, self._agents, rows, self._guarded, self._params)
+        if extra is not None:
+            cost = cost + extra[np.searchsorted(rows, at), 0]
         free = self._free[at]  # as read: every candidate's row is current now
         # one array sort, not a Python key per candidate (issue 26): cost, free GPUs, agent id
-        order = np.lexsort((self._id_rank()[at], free, cost[at]))
+        order = np.lexsort((self._id_rank()[at], free, cost))
         return [candidates[k] for k in order]
 
     def _id_rank(self) -> np.ndarray:

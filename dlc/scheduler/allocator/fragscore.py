@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from dlc.scheduler.allocator.host_keep import Guarded, guarded_of, host_loss
 from dlc.scheduler.allocator.shares import (
     AgentArrays,
     AgentView,
@@ -68,6 +69,14 @@ class ScoreParams:
     #: a share's leftover on a whole GPU (1000 - its size) counts as unfillable when the
     #: expected shares that fit in it are less than this part of all expected shares
     hold_fill_below: float = 0.1
+    #: weight of the host keep term (0: off): the cost of taking away an agent's ability to
+    #: host a whole-GPU shape that few of the agents with its GPUs free can host, see
+    #: :mod:`~dlc.scheduler.allocator.host_keep` (1 and 2 place the same on openb)
+    host_keep: float = 1.0
+    #: ... counting only shapes whose hosts are at least this concentrated: agents with the
+    #: shape's GPUs free per agent that also has its CPU and memory, less one (4: a fifth of
+    #: them or fewer host it)
+    host_keep_spread: float = 4.0
 
 
 DEFAULT_PARAMS = ScoreParams()
@@ -328,19 +337,44 @@ def placement_of(req: ShareRequest, agents: AgentArrays, agent: int, slot: int) 
     return SharePlacement(agent, tuple(int(g) for g in free))
 
 
+def host_keep_cost(
+    req: ShareRequest,
+    agents: AgentArrays,
+    rows: np.ndarray,
+    guarded: Guarded | None,
+    params: ScoreParams = DEFAULT_PARAMS,
+) -> np.ndarray | None:
+    """``[len(rows), G]`` host keep term (:mod:`~dlc.scheduler.allocator.host_keep`) of
+    ``req`` on the candidate agents ``rows``, in the cost's buckets; ``None`` when off."""
+    if not params.host_keep or guarded is None or not len(rows):
+        return None
+    lost = host_loss(
+        req, agents.cpu_left[rows], agents.mem_left[rows], agents.gpu_left[rows], guarded,
+        params.host_keep_spread,
+    )  # fmt: skip
+    out: np.ndarray = lost * (params.host_keep / params.tie_milli)
+    return out
+
+
 def choose(
     req: ShareRequest,
     agents: AgentArrays,
     mix: MixArrays,
     params: ScoreParams = DEFAULT_PARAMS,
     frag: StatesFrag | None = None,
+    guarded: Guarded | None = None,
 ) -> SharePlacement | None:
     """One decision over all agents: the lowest cost, the first agent on ties. ``frag``
-    measures states (default: :func:`frag_dedup`, afresh; see :func:`node_costs`)."""
+    measures states (default: :func:`frag_dedup`, afresh; see :func:`node_costs`);
+    ``guarded``: the shapes the host keep term weighs (default: none)."""
     if agents.frag is None:
         measure = frag or functools.partial(frag_dedup, mix, params=params)
         agents.frag = measure(agents.model, agents.cpu_left, agents.mem_left, agents.gpu_left)
-    cost = node_costs(req, agents, mix, np.arange(len(agents.model)), params, frag)
+    every = np.arange(len(agents.model))
+    cost = node_costs(req, agents, mix, every, params, frag)
+    extra = host_keep_cost(req, agents, every, guarded, params)
+    if extra is not None:
+        cost = cost + extra
     best = pick(cost, agents.gpu_left)
     return None if best is None else placement_of(req, agents, *best)
 
@@ -372,7 +406,8 @@ def place(
         return None
     arrays, models = arrays_from_views(views)
     mix = mix or WorkloadMix(shapes=(req,), weights=(1.0,))
-    return choose(req, arrays, mix_arrays(mix, models, params), params)
+    guarded = guarded_of(mix) if params.host_keep else None
+    return choose(req, arrays, mix_arrays(mix, models, params), params, guarded=guarded)
 
 
 class IncrementalChooser:
@@ -436,6 +471,7 @@ __all__ = [
     "IncrementalChooser",
     "ScoreParams",
     "choose",
+    "host_keep_cost",
     "node_costs",
     "node_frag",
     "gap_squares_delta",

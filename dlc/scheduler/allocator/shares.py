@@ -55,10 +55,17 @@ class ShareRequest:
 
 @dataclass(frozen=True)
 class WorkloadMix:
-    """Expected pod shapes and their frequencies (the target of the fragmentation measure)."""
+    """Expected pod shapes and their frequencies (the target of the fragmentation measure).
+
+    ``guarded``: whole-GPU shapes whose hosts the host keep term
+    (:mod:`~dlc.scheduler.allocator.host_keep`) weighs, rare ones included, with their
+    frequencies on the scale of ``weights`` (default: the whole-GPU shapes of ``shapes``).
+    """
 
     shapes: tuple[ShareRequest, ...]
     weights: tuple[float, ...]
+    guarded: tuple[ShareRequest, ...] = ()
+    guarded_weights: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
