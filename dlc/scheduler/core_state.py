@@ -122,9 +122,8 @@ class CoreState:
     ):
         self.store = store
         self.metrics = metrics
-        #: the engine's offers in, its launch messages out (the core parses and builds no
-        #: engine JSON itself)
-        self.codec = codec if codec is not None else default_codec()
+        # read-only (:attr:`codec`): the offer parser and the idle offers hold its methods
+        self._codec = codec if codec is not None else default_codec()
         config = config or CoreConfig()
         placement = config.placement
         # One source for the executor's overhead: what placement reserves per task is what
@@ -194,6 +193,13 @@ class CoreState:
         loader = getattr(store, "tenancy_policy", None)
         self.tenancy: Policy = loader() if callable(loader) else Policy()
         self._load()
+
+    @property
+    def codec(self) -> EngineCodec:
+        """The engine's offers and updates in, its launch messages out (the core parses and
+        builds no engine JSON itself). Fixed for the core's life: the offer parser and the
+        idle offers were built with its methods."""
+        return self._codec
 
     def groups(self) -> JobGroups:
         """Each job's group and pool as this round resolved them (a policy changed since,

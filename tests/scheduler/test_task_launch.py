@@ -386,3 +386,13 @@ def test_no_module_of_the_core_reads_a_task_status():
     assert core and [hit for path in core for hit in _engine_id_reads(path)] == []
     # the detector sees the Mesos adapter's reader, so an empty answer above means something
     assert _engine_id_reads(Path(mesos_status.__file__))
+
+
+def test_the_cores_codec_is_fixed_for_its_life():
+    # the offer parser and the idle offers hold the codec's methods: a swap would split
+    # parsing (old codec) from encoding (new codec)
+    mine = RecordingCodec()
+    core = _core(mine)
+    assert core.state.codec is mine
+    with pytest.raises(AttributeError):
+        core.state.codec = MesosCodec()  # type: ignore[misc]
