@@ -70,3 +70,15 @@ def test_each_mix_gets_its_own_table(monkeypatch):
     monkeypatch.setattr(fragscore, "_gpu_terms", _arithmetic)
     want = [fragscore.frag_of(mix, model, cpu, mem, gpu) for mix in mixes * 2]
     assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
+
+
+def test_mem_cap_counts_the_gpus_memory_strands():
+    """An 8-GPU agent with 4 whole GPUs free and memory for one 48 GiB pod: the 1-GPU shape
+    can use 1 of the 4 GPUs with ``mem_cap`` (3 are fragments), all 4 without it."""
+    shape = fgd.ShareRequest(cpu_milli=12000, mem_mib=48 * 1024, num_gpus=1, gpu_milli=1000)
+    mix = fragscore.mix_arrays(fgd.WorkloadMix((shape,), (1.0,)), ["gpu"])
+    gpu = np.array([[1000] * 4 + [0] * 4])
+    state = (np.array([0]), np.array([40000]), np.array([71 * 1024]), gpu)
+    off = fragscore.frag_of(mix, *state, fragscore.ScoreParams())
+    on = fragscore.frag_of(mix, *state, fragscore.ScoreParams(mem_cap=True))
+    assert off[0] == 0 and on[0] == 3000

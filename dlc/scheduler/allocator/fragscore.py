@@ -56,6 +56,10 @@ class ScoreParams:
     cpu_cap_shapes: str = "shares"
     #: count only whole multiples of a share's size as usable on a GPU
     granular: bool = True
+    #: cap what every shape can use by how many of it the agent's host memory still hosts
+    #: (whole pods; an experiment on ``multigpu40``'s end gap, docs/simulator.md "Host
+    #: keep"; off)
+    mem_cap: bool = False
     #: weight of each expected shape: "count" (FGD: how often it comes) or "gpu"
     #: (how often times the GPU thousandths it asks)
     weight_by: str = "count"
@@ -131,6 +135,9 @@ def frag_of(
         if params.cpu_cap_shapes == "shares":
             capped = np.where((mix.milli < MILLI)[None, :], capped, usable)
         usable = capped
+    if params.mem_cap:
+        by_mem = np.floor(mem_left[:, None] / np.maximum(mix.mem, 1)[None, :])
+        usable = np.minimum(usable, by_mem * (mix.milli * mix.num)[None, :])
     frag = np.where(runs, total[:, None] - usable, total[:, None])
     out: np.ndarray = frag @ mix.weight
     return out
