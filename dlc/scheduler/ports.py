@@ -36,7 +36,7 @@ from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.placement import Launch, OfferView
 from dlc.scheduler.task_launch import TaskLaunch
 from dlc.scheduler.task_states import TaskUpdate
-from dlc.scheduler.tenancy.policy import Policy, Resources, UserLimits
+from dlc.scheduler.tenancy.policy import AuditEntry, Policy, Resources, UserLimits
 
 
 class JobStore(Protocol):
@@ -276,7 +276,7 @@ class TenancyAdmin(Protocol):
     def set_grace(self, seconds: float, actor: str) -> None:
         """The grace period preempted jobs get."""
 
-    def quota_audit(self, limit: int = 100) -> list[Any]:
+    def quota_audit(self, limit: int = 100) -> list[AuditEntry]:
         """The latest audited changes, newest first."""
 
 
