@@ -20,7 +20,8 @@ from starlette.exceptions import HTTPException
 
 from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
 from dlc.scheduler.placement import agent_vendor, default_topology_of
-from dlc.scheduler.tenancy.policy import ZERO, Resources, UserLimits, parse_mem
+from dlc.scheduler.tenancy.fair_share import FairShare
+from dlc.scheduler.tenancy.policy import ZERO, AuditEntry, Resources, UserLimits, parse_mem
 from dlc.scheduler.tenancy.quotas import agent_pool, job_demand, job_gpus, key_of
 from dlc.topology.gpu_shares import ATTR_SHARING
 
@@ -90,8 +91,25 @@ def quota_view(core: Any, viewer: str | None = None) -> dict:
             "waiting": waiting.get((group, pool), ZERO).to_dict(),
         })  # fmt: skip
     pools = {p: c.to_dict() for p, c in sorted(capacity.items())}
-    fair = core.fair_share(viewer) if hasattr(core, "fair_share") else None
+    fair = fair_share_json(core.fair_share(viewer)) if hasattr(core, "fair_share") else None
     return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s, "fair_share": fair}
+
+
+def fair_share_json(fair: FairShare | None) -> dict[str, Any] | None:
+    """The core's :class:`~dlc.scheduler.tenancy.fair_share.FairShare` as the API's
+    ``fair_share`` (``None``: fair share off)."""
+    if fair is None:
+        return None
+    groups = [{"group": g.group, "gpu_hours": g.gpu_hours, "weight": g.weight, "ratio": g.ratio,
+               "users": [{"user": u.user, "gpu_hours": u.gpu_hours} for u in g.users]}
+              for g in fair.groups]  # fmt: skip
+    return {"half_life_s": fair.half_life_s, "groups": groups}
+
+
+def audit_json(entry: AuditEntry) -> dict[str, Any]:
+    """One :class:`~dlc.scheduler.tenancy.policy.AuditEntry` as ``GET /v1/quota/audit``
+    lists it."""
+    return {"at": entry.at, "actor": entry.actor, "action": entry.action, "detail": entry.detail}
 
 
 def nodes_view(core: Any) -> list[dict]:
@@ -197,7 +215,7 @@ def router(api: Any) -> APIRouter:
     def audit(request: Request, limit: int = Query(100, ge=1, le=1000)) -> dict:
         """The latest quota, group and limit changes (admin)."""
         _admin(request)
-        return {"audit": [e.__dict__ for e in core.quota_audit(limit)]}
+        return {"audit": [audit_json(e) for e in core.quota_audit(limit)]}
 
     @routes.get("/v1/groups", responses=ERRORS)
     def groups(request: Request) -> dict:

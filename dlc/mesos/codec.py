@@ -75,7 +75,8 @@ class MesosCodec:
 
     def decode_status(self, status: Mapping[str, Any]) -> TaskUpdate:
         """A v1 ``TaskStatus`` as a task update (:func:`~dlc.mesos.status.decode_status`;
-        raises AttributeError when an id in it is not an object)."""
+        raises AttributeError when its task or agent id is not an object; a malformed
+        executor id makes it ``malformed``)."""
         return decode_status(status)
 
     def reconcile_request(self, tasks: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:

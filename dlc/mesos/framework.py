@@ -475,6 +475,9 @@ class MesosFramework:
             driver.declineOffer([{"value": o} for o in actions.declines], {"refuse_seconds": wait})
         for task_id, _agent_id in actions.kills:
             driver.killTask({"value": task_id})
+        if actions.reconcile:  # an update of theirs was refused unread: ask at the next tick
+            self._unconfirmed.update(actions.reconcile)
+            self._reconcile_at = self._clock()
         if actions.revive:
             driver.reviveOffers()
             self._suppressed_roles = ()

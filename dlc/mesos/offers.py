@@ -135,17 +135,3 @@ def parse_port_ranges(resources: Iterable[Mapping[str, Any]]) -> Ranges:
             for item in res.get("ranges", {}).get("range", ()):
                 out.append((int(item["begin"]), int(item["end"])))
     return tuple(sorted(out))
-
-
-def parse_offers(offers: Iterable[Mapping[str, Any]]) -> tuple[list[OfferView], list[str]]:
-    """Parse offers, separating malformed ones (their ids, to decline) from good ones."""
-    good: list[OfferView] = []
-    bad: list[str] = []
-    for offer in offers:
-        try:
-            good.append(offer_view(offer))
-        except OfferError:
-            oid = (offer.get("id") or {}).get("value")
-            if oid:
-                bad.append(oid)
-    return good, bad

@@ -10,8 +10,13 @@ The reads are the ones the core made before it had a codec, with their defaults,
 malformed update behaves as it did: parts it lacks read as "none" (an update without an agent
 is the master's answer about a task it does not know; one without a state is folded as lost),
 and a ``task_id`` or ``agent_id`` that is not an object raises ``AttributeError``, which the
-framework logs, leaving the update unacknowledged. Mesos's state and reason names pass as they
-are: they are the core's vocabulary (:mod:`dlc.scheduler.task_states`).
+framework logs, leaving the update unacknowledged. An ``executor_id`` that is neither empty
+nor an object with a text ``value`` does not raise: it makes the update ``malformed`` (its
+origin cannot be checked), which the core refuses, counts and logs, and answers by asking the
+master for the task's state (:mod:`dlc.scheduler.core_status`); raising would have left it
+unacknowledged, so the agent would resend it, and hold back the task's later updates, forever.
+Mesos's state and reason names pass as they are: they are the core's vocabulary
+(:mod:`dlc.scheduler.task_states`).
 
 Status updates are hot (hundreds a second in a busy cluster): a handful of dict reads, no
 validation beyond them.
@@ -36,24 +41,40 @@ _NO_STATE: Any = object()
 def decode_status(status: Mapping[str, Any]) -> TaskUpdate:
     """A v1 ``TaskStatus`` as the core's :class:`~dlc.scheduler.task_states.TaskUpdate`.
 
+    An ``executor_id`` that is neither empty nor an object with a text ``value`` makes the
+    update :attr:`~dlc.scheduler.task_states.TaskUpdate.malformed` (the rest is read as usual).
+
     Raises:
-        AttributeError: ``task_id`` or ``agent_id`` is there but not an object, or
-            ``executor_id`` is neither an object nor empty (malformed: as before the codec).
+        AttributeError: ``task_id`` or ``agent_id`` is there but not an object (malformed: as
+            before the codec).
     """
     get = status.get
     state = get("state", _NO_STATE)
     stated = state is not _NO_STATE
+    executor = get("executor_id")
+    executor_id, malformed = _executor_id(executor) if executor else ("", "")
     # positional, in the fields' order: a third cheaper than keywords on this hot path
     return TaskUpdate(
         get("task_id", _NONE).get("value", ""),  # task_id
         state if stated else ASSUMED_STATE,  # state
         get("agent_id", _NONE).get("value") or "",  # agent_id
-        (get("executor_id") or _NONE).get("value") or "",  # executor_id
+        executor_id,
         get("reason"),  # reason
         get("message") or "",  # message
         get("source") == SOURCE_EXECUTOR,  # from_executor
         stated,
+        malformed,
     )
+
+
+def _executor_id(executor: Any) -> tuple[str, str]:
+    """``(executor_id["value"], "")`` of a non-empty ``executor_id`` (``""`` for a value it
+    lacks), or ``("", why)`` when it is not an object with a text value."""
+    if isinstance(executor, Mapping):
+        value = executor.get("value")
+        if not value or type(value) is str:
+            return value or "", ""
+    return "", f"with an executor_id that is not an object with a text value ({executor!r:.60})"
 
 
 def reconcile_request(tasks: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:

@@ -75,7 +75,14 @@ from dlc.scheduler.inventory import Inventory
 from dlc.scheduler.jobs import Job, JobSpec, JobState
 from dlc.scheduler.placement import DriverCheck, TopologyOf
 from dlc.scheduler.ports import EngineCodec, JobStore, RoundSink
-from dlc.scheduler.tenancy.policy import DEFAULT_POOL, Policy, Resources, UserLimits
+from dlc.scheduler.tenancy.fair_share import FairShare
+from dlc.scheduler.tenancy.policy import (
+    DEFAULT_POOL,
+    AuditEntry,
+    Policy,
+    Resources,
+    UserLimits,
+)
 from dlc.scheduler.tenancy.quotas import QueuePlan
 from dlc.scheduler.tenancy.share_charge import GpuSizes
 from dlc.scheduler.usage import GpuUsage, JobUsage, UsageRollup
@@ -288,7 +295,7 @@ class SchedulerCore:
         """Order, admit or hold the queued jobs by the tenancy policy (``dlc queue``)."""
         return self.tenancy_ops.plan_queue(queue, rows=rows)
 
-    def fair_share(self, viewer: str | None = None) -> dict[str, Any] | None:
+    def fair_share(self, viewer: str | None = None) -> FairShare | None:
         """Decayed GPU-hours per group and user (``None``: fair share off)."""
         return self.tenancy_ops.fair_share(viewer)
 
@@ -405,6 +412,6 @@ class SchedulerCore:
         """The grace period of tasks launched from now on; audited."""
         return self.admin.set_grace(seconds, actor)
 
-    def quota_audit(self, limit: int = 100) -> list[Any]:
+    def quota_audit(self, limit: int = 100) -> list[AuditEntry]:
         """The latest audited tenancy changes, newest first."""
         return self.admin.quota_audit(limit)

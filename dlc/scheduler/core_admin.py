@@ -10,13 +10,19 @@ round already plans with it.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from dlc.errors import StoreError
 from dlc.scheduler.core_state import CoreState
 from dlc.scheduler.core_tenancy import TenancyOps
 from dlc.scheduler.ports import TenancyAdmin, TokenIssuer
-from dlc.scheduler.tenancy.policy import DEFAULT_POOL, Policy, Resources, UserLimits
+from dlc.scheduler.tenancy.policy import (
+    DEFAULT_POOL,
+    AuditEntry,
+    Policy,
+    Resources,
+    UserLimits,
+)
 
 
 class Admin:
@@ -78,7 +84,7 @@ class Admin:
         self._tenancy_store().set_grace(seconds, actor)
         return self._reread_tenancy()
 
-    def quota_audit(self, limit: int = 100) -> list[Any]:
+    def quota_audit(self, limit: int = 100) -> list[AuditEntry]:
         """The latest audited tenancy changes, newest first."""
         return self._tenancy_store().quota_audit(limit)
 

@@ -39,6 +39,8 @@ class Actions:
         soon: jobs the round cap did not consider still wait: decline without a refuse
             filter, so the offers come back at the master's next allocation, not after
             ``refuse_seconds`` (the cap bounds a round's work, not the launches per second).
+        reconcile: ``(task_id, agent_id)`` whose state to ask the master for again (explicit
+            reconciliation): an update of theirs was refused unread (``TaskUpdate.malformed``).
     """
 
     accepts: list[tuple[list[str], list[dict[str, Any]]]] = field(default_factory=list)
@@ -52,6 +54,7 @@ class Actions:
     #: roles no queued job can use (``--group-role``): suppressed while the others stay on
     suppress_roles: tuple[str, ...] = ()
     soon: bool = False
+    reconcile: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -184,9 +184,12 @@ class StatusUpdates:
     def on_status(self, status: Mapping[str, Any]) -> Actions:
         """Fold one engine status update (Mesos: a v1 ``TaskStatus``), read through the core's
         codec, into its job; may retry, or kill gang mates. An update too malformed to read
-        raises what the codec raises, before anything changes."""
+        raises what the codec raises, before anything changes; one whose origin cannot be
+        checked (``malformed``) is refused (:meth:`_refuse_malformed`)."""
         update = self.state.codec.decode_status(status)  # pure: no need of the lock
         with self.state.lock:
+            if update.malformed:
+                return self._refuse_malformed(update)
             task_id = update.task_id
             parsed = job_id_of_task(task_id)
             job = self.state.find(parsed[0]) if parsed else None
@@ -206,6 +209,27 @@ class StatusUpdates:
                 self._ignore_update(task_id, update.state, why)
                 return Actions()
             return self._apply_status(job, update)
+
+    def _refuse_malformed(self, update: TaskUpdate) -> Actions:
+        """Refuse an update whose origin cannot be checked, as one of foreign origin is
+        (counted, logged once per task), and ask the engine for the task's state instead:
+        applying it would skip the origin check, and raising would leave it unacknowledged
+        (Mesos resends it, holding back the task's later updates, for ever). The engine's
+        answer is checked like any update, so the task's state still arrives; for a task
+        that ended, Mesos may have forgotten it by then and answer that it is gone, which
+        ends the attempt as a loss rather than as the refused update said."""
+        task_id = update.task_id
+        why = f"{update.malformed}; its state is asked of the engine again"
+        self._ignore_update(task_id, update.state, why)
+        agent_id = update.agent_id or self._placed_on(task_id)
+        return Actions(reconcile=[(task_id, agent_id)] if task_id and agent_id else [])
+
+    def _placed_on(self, task_id: str) -> str:
+        """The agent the task was placed on (``""``: no such task of a known job)."""
+        parsed = job_id_of_task(task_id)
+        job = self.state.find(parsed[0]) if parsed else None
+        task = next((t for t in job.tasks if t.task_id == task_id), None) if job else None
+        return task.agent_id if task is not None else ""
 
     def _ignore_update(self, task_id: str, state: str, why: str) -> None:
         self.ignored_updates.note(task_id, state, why)

@@ -16,14 +16,18 @@ need) and killed when the delay is over (:meth:`TenancyOps._due_evictions`).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from dlc.scheduler.core_elastic import Elastic
 from dlc.scheduler.core_state import _STOPPED, CoreState, _done
 from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.share_placement import ShareTenants
 from dlc.scheduler.tenancy.admission_facts import AdmissionFacts
-from dlc.scheduler.tenancy.fair_share import UsageLedger, fair_view, group_weights
+from dlc.scheduler.tenancy.fair_share import (
+    FairShare,
+    UsageLedger,
+    fair_share_report,
+    fair_view,
+)
 from dlc.scheduler.tenancy.job_groups import JobGroups
 from dlc.scheduler.tenancy.policy import NO_GROUP, Policy, Resources, fmt_span
 from dlc.scheduler.tenancy.preemption import EVICTED, TO_BE_EVICTED
@@ -200,7 +204,7 @@ class TenancyOps:
         saver(ledger.take_dirty(), ledger.at)
         self._ledger_flushed = now
 
-    def fair_share(self, viewer: str | None = None) -> dict[str, Any] | None:
+    def fair_share(self, viewer: str | None = None) -> FairShare | None:
         """Decayed GPU-hours per group (with its weight and ratio) and per user, for
         ``dlc quota`` and the dashboard (``viewer``: a non-admin sees only their own user
         row; ``None``: fair share off)."""
@@ -211,17 +215,7 @@ class TenancyOps:
             if ledger is None or not state.tenancy.enabled:
                 return None
             ledger.advance(now, self._holdings())
-            weights = group_weights(state.tenancy.quotas.values())
-            view = fair_view(ledger, state.tenancy.quotas.values(), now)
-            groups = []
-            for group, used in sorted(ledger.groups(now).items()):
-                users = [{"user": u, "gpu_hours": h}
-                         for (g, u), h in sorted(view.user_usage.items())
-                         if g == group and (viewer is None or u == viewer)]  # fmt: skip
-                groups.append({"group": group, "gpu_hours": used,
-                               "weight": max(weights.get(group, 0.0), 1.0),
-                               "ratio": view.ratio(group), "users": users})  # fmt: skip
-            return {"half_life_s": ledger.half_life_s, "groups": groups}
+            return fair_share_report(ledger, list(state.tenancy.quotas.values()), now, viewer)
 
     # -- preemption ------------------------------------------------------------
 

@@ -61,8 +61,9 @@ class OfferParser:
         forget: bool = True,
         mark: Callable[[str], bool] | None = None,
     ) -> tuple[list[OfferView], list[str]]:
-        """``(views, ids of malformed offers)`` as :func:`dlc.mesos.offers.parse_offers`
-        returns them (the views equal a fresh parse's). ``forget``: agents
+        """``(views, ids of malformed offers)``: the views equal the codec's fresh
+        :meth:`~dlc.scheduler.ports.EngineCodec.decode_offer` of each offer; an offer it
+        refuses, or one without both ids, is listed by its offer id (to decline). ``forget``: agents
         absent from ``offers`` leave the cache (a round's batch); ``False``: they stay (a
         catch-up of kept offers, :class:`IdleOffers`). ``mark``: agent id -> whether its
         view says ``shares_accounted`` (the agent's totals hold share blocks); the cached

@@ -36,7 +36,7 @@ from dlc.scheduler.jobs import Job, JobState
 from dlc.scheduler.placement import Launch, OfferView
 from dlc.scheduler.task_launch import TaskLaunch
 from dlc.scheduler.task_states import TaskUpdate
-from dlc.scheduler.tenancy.policy import Policy, Resources, UserLimits
+from dlc.scheduler.tenancy.policy import AuditEntry, Policy, Resources, UserLimits
 
 
 class JobStore(Protocol):
@@ -169,8 +169,10 @@ class EngineCodec(Protocol):
     def decode_status(self, status: Mapping[str, Any]) -> TaskUpdate:
         """One engine task status update (Mesos: a v1 ``TaskStatus``) as the core reads it.
         Parts the update lacks take :class:`~dlc.scheduler.task_states.TaskUpdate`'s "none"
-        values; an update too malformed to read (Mesos: an id that is not an object) raises
-        (the engine adapter logs it and does not acknowledge it)."""
+        values; an update too malformed to read (Mesos: a task or agent id that is not an
+        object) raises (the engine adapter logs it and does not acknowledge it); one whose
+        origin cannot be checked (Mesos: a malformed executor id) comes back ``malformed``
+        (the core refuses it and asks for the task's state again)."""
 
     def reconcile_request(self, tasks: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
         """The engine's explicit reconciliation request for ``tasks`` (``(task id, agent
@@ -276,7 +278,7 @@ class TenancyAdmin(Protocol):
     def set_grace(self, seconds: float, actor: str) -> None:
         """The grace period preempted jobs get."""
 
-    def quota_audit(self, limit: int = 100) -> list[Any]:
+    def quota_audit(self, limit: int = 100) -> list[AuditEntry]:
         """The latest audited changes, newest first."""
 
 

@@ -74,6 +74,10 @@ class TaskUpdate:
             is folded into its job as :data:`ASSUMED_STATE` but proves nothing about the
             task's container: it holds or frees no GPU, and is no infrastructure loss and no
             refusal.
+        malformed: why the update's origin cannot be checked (``""``: it can): a part the
+            codec found malformed (for Mesos an ``executor_id`` that is not an object). The
+            core applies no such update; it counts and logs it like one of foreign origin
+            and asks the engine for the task's state again (``Actions.reconcile``).
     """
 
     task_id: str
@@ -84,3 +88,4 @@ class TaskUpdate:
     message: str = ""
     from_executor: bool = False
     stated: bool = True
+    malformed: str = ""

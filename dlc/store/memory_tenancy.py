@@ -18,6 +18,7 @@ from dlc.scheduler.tenancy.fair_share import UsageRow
 from dlc.scheduler.tenancy.policy import (
     DEFAULT_GRACE_S,
     DEFAULT_POOL,
+    AuditEntry,
     Group,
     Policy,
     Quota,
@@ -27,7 +28,6 @@ from dlc.scheduler.tenancy.policy import (
 from dlc.store.tenancy import (
     _GRACE_KEY,
     FAIR_AT_KEY,
-    AuditEntry,
     check_grace,
     check_limits,
     check_quota,

@@ -12,8 +12,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlc.errors import TenancyError
 from dlc.scheduler.spec_fields import check_name
@@ -21,6 +20,7 @@ from dlc.scheduler.tenancy.fair_share import UsageRow
 from dlc.scheduler.tenancy.policy import (
     DEFAULT_GRACE_S,
     DEFAULT_POOL,
+    AuditEntry,
     Group,
     Policy,
     Quota,
@@ -32,16 +32,6 @@ from dlc.scheduler.tenancy.policy import (
 _GRACE_KEY = "preempt_grace_s"
 #: meta key: the time up to which the fair-share ledger counted what ran
 FAIR_AT_KEY = "fair_usage_at"
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    """One audited change."""
-
-    at: float
-    actor: str
-    action: str
-    detail: dict[str, Any]
 
 
 def _ceiling(row) -> Resources | None:

@@ -158,3 +158,30 @@ def test_nodes_show_each_shared_gpu_with_its_backend_and_tenants(api):
     env = {"DLC_API": server.url, "DLC_TOKEN": tokens["alice"]}
     out = CliRunner().invoke(cli, ["nodes"], env=env).output
     assert "BACKEND" in out and "alice,root" in out and "shim" in out
+
+
+def test_fair_share_and_audit_json_keep_their_shape(api):
+    # the core hands typed reports (FairShare, AuditEntry); the API's JSON is as it was
+    import time
+
+    from dlc.scheduler.tenancy.fair_share import UsageRow
+
+    server, core, tokens = api
+    configure(server, tokens["admin"])
+    now = time.time()
+    core.store.save_fair_usage([UsageRow("team-a", "alice", 12.0, now),
+                                UsageRow("team-a", "carol", 3.0, now)], now)  # fmt: skip
+    core.reload()
+    fair = call(server, tokens["admin"], "GET", "/v1/quota")["fair_share"]
+    assert list(fair) == ["half_life_s", "groups"] and fair["half_life_s"] == 7 * 86400
+    (group,) = fair["groups"]
+    assert list(group) == ["group", "gpu_hours", "weight", "ratio", "users"]
+    assert (group["group"], round(group["gpu_hours"], 3), group["weight"]) == ("team-a", 15, 6)
+    assert [(u["user"], round(u["gpu_hours"], 3)) for u in group["users"]] == [
+        ("alice", 12.0),
+        ("carol", 3.0),
+    ]
+    entry = call(server, tokens["admin"], "GET", "/v1/quota/audit?limit=1")["audit"][0]
+    assert list(entry) == ["at", "actor", "action", "detail"] and isinstance(entry["at"], float)
+    assert (entry["actor"], entry["action"]) == ("root", "quota")
+    assert entry["detail"]["group"] == "team-b"

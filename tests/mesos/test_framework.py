@@ -169,6 +169,24 @@ def test_offer_to_launch_status_ack_after_store(setup):
     assert acked == ["dXVpZA==", "dXVpZDI="]
 
 
+def test_an_update_with_a_malformed_executor_id_is_acknowledged_and_reconciled(setup):
+    # it used to raise on every delivery: unacknowledged, Mesos resent it for ever and held
+    # back the task's later updates
+    fw, core, _ = setup
+    driver = FakeDriver.instances[0]
+    driver.callbacks.registered(driver, {"value": "fw-1"}, {"hostname": "m", "port": 5050})
+    wait_for(lambda: driver.named("reconcileTasks"))
+    job = core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
+    core.on_offers([offer("o1", "a1", [0])])
+    task = {"task_id": {"value": f"{job.job_id}.0.0"}, "agent_id": {"value": "a1"}}
+    status = {**task, "state": "TASK_FAILED", "executor_id": "dlc-executor.x", "uuid": "dXVpZA=="}
+    driver.callbacks.statusUpdate(driver, status)
+    wait_for(lambda: len(driver.named("reconcileTasks")) == 2)
+    assert driver.named("acknowledgeStatusUpdate") == [(status,)]
+    assert driver.named("reconcileTasks")[1] == ([task],)
+    assert core.store.get_job(job.job_id).state is JobState.STAGING
+
+
 def test_bad_event_does_not_kill_the_worker(setup):
     fw, core, _ = setup
     driver = FakeDriver.instances[0]

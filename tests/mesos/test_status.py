@@ -4,6 +4,8 @@ read the TaskStatus itself."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from dlc.mesos.codec import MesosCodec
@@ -65,6 +67,26 @@ def test_an_id_that_is_not_an_object_is_not_read(status):
         decode_status(status)
 
 
+@pytest.mark.parametrize(
+    "executor_id",
+    [
+        pytest.param("dlc-executor.j.0.0", id="text"),
+        pytest.param(["dlc-executor.j.0.0"], id="list"),
+        pytest.param({"value": 5}, id="value-not-text"),
+    ],
+)
+def test_a_malformed_executor_id_marks_the_update_and_keeps_the_rest(executor_id):
+    status = {"task_id": {"value": "j.0.0"}, "state": "TASK_FAILED",
+              "agent_id": {"value": "a1"}, "executor_id": executor_id, "message": "exit 1",
+              "source": "SOURCE_EXECUTOR"}  # fmt: skip
+    update = MesosCodec().decode_status(status)
+    assert update.malformed.startswith("with an executor_id that is not an object")
+    assert repr(executor_id)[:20] in update.malformed
+    assert update == TaskUpdate(task_id="j.0.0", state="TASK_FAILED", agent_id="a1",
+                                message="exit 1", from_executor=True,
+                                malformed=update.malformed)  # fmt: skip
+
+
 def test_the_reconciliation_request_is_mesos_s():
     tasks = [("j.0.0", "a1"), ("k.1.0", "a2")]
     assert reconcile_request(iter(tasks)) == [
@@ -107,3 +129,34 @@ def test_an_update_with_an_id_that_is_not_an_object_changes_nothing():
         core.on_status({"task_id": task_id, "state": "TASK_FAILED"})
     job = core.get_job(job_id)
     assert job.state is JobState.RUNNING and job.tasks[0].state == "TASK_RUNNING"
+
+
+def test_an_update_with_a_malformed_executor_id_is_refused_logged_and_reconciled(caplog):
+    """Refused (its origin cannot be checked) but not raised: raising left it unacknowledged,
+    so Mesos resent it for ever; the master is asked for the task's state instead, and its
+    answer applies."""
+    core, job_id, task_id = _running()
+    forged = {"task_id": {"value": task_id}, "agent_id": {"value": "a1"}, "state": "TASK_FAILED",
+              "executor_id": "dlc-executor.other", "source": "SOURCE_EXECUTOR"}  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="dlc.scheduler.core_status"):
+        actions = core.on_status(forged)
+        again = core.on_status(dict(forged))
+    assert actions.reconcile == again.reconcile == [(task_id, "a1")] and not actions.kills
+    job = core.get_job(job_id)
+    assert job.state is JobState.RUNNING and job.tasks[0].state == "TASK_RUNNING"
+    assert core.ignored_updates.count == 2
+    [line] = [r.getMessage() for r in caplog.records if task_id in r.getMessage()]
+    assert "executor_id that is not an object" in line and "'dlc-executor.other'" in line
+    # the master's answer names no executor: it is checked as usual and applies
+    core.on_status({"task_id": {"value": task_id}, "agent_id": {"value": "a1"},
+                    "state": "TASK_FAILED", "source": "SOURCE_MASTER",
+                    "reason": "REASON_RECONCILIATION"})  # fmt: skip
+    assert core.get_job(job_id).state is JobState.FAILED
+
+
+def test_a_refused_update_without_an_agent_is_reconciled_on_the_tasks_agent():
+    core, _, task_id = _running()
+    actions = core.on_status({"task_id": {"value": task_id}, "state": "TASK_FINISHED",
+                              "executor_id": ["x"]})  # fmt: skip
+    assert actions.reconcile == [(task_id, "a1")]
+    assert core.on_status({"task_id": {"value": "nojob.0.0"}, "executor_id": 7}).reconcile == []

@@ -15,13 +15,16 @@ from dlc.scheduler.jobs import JobSpec, JobState
 from dlc.scheduler.placement import PlacementConfig
 from dlc.scheduler.tenancy.fair_share import (
     FairView,
+    GroupShare,
     UsageLedger,
     UsageRow,
+    UserShare,
     accrued,
     decay,
+    fair_share_report,
     parse_span,
 )
-from dlc.scheduler.tenancy.policy import Resources
+from dlc.scheduler.tenancy.policy import Quota, Resources
 from dlc.scheduler.tenancy.quotas import Tenure, plan
 from dlc.store.sqlite import JobStore
 
@@ -206,10 +209,11 @@ def test_decayed_usage_survives_a_core_restart_on_the_same_store(tmp_path):
     core = make_core(tmp_path / "db", clock)
     run_yesterday(core, clock)
     expected = accrued(8, DAY, DAY)
-    shown = {g["group"]: g for g in core.fair_share()["groups"]}
-    assert shown["a"]["gpu_hours"] == pytest.approx(expected, rel=1e-9)
-    assert shown["a"]["users"] == [{"user": "a", "gpu_hours": pytest.approx(expected, rel=1e-9)}]
-    assert shown["a"]["ratio"] == pytest.approx(expected / 2, rel=1e-9)  # weight: 2 GPUs
+    shown = {g.group: g for g in core.fair_share().groups}
+    assert shown["a"].gpu_hours == pytest.approx(expected, rel=1e-9)
+    assert shown["a"].users == (UserShare("a", pytest.approx(expected, rel=1e-9)),)
+    assert shown["a"].weight == 2.0  # its guarantee
+    assert shown["a"].ratio == pytest.approx(expected / 2, rel=1e-9)
     # a job still running across the restart is counted from where the ledger stopped
     still = submit(core, "b", 2)
     offer_all(core, "o1")
@@ -219,12 +223,24 @@ def test_decayed_usage_survives_a_core_restart_on_the_same_store(tmp_path):
     core.store.close()
     clock.now += DAY  # the scheduler was down a day; b's job ran on
     again = make_core(tmp_path / "db", clock)
-    shown = {g["group"]: g for g in again.fair_share()["groups"]}
-    assert shown["a"]["gpu_hours"] == pytest.approx(decay(expected, DAY + 120, DAY), rel=1e-9)
-    assert shown["b"]["gpu_hours"] == pytest.approx(accrued(2, DAY + 120, DAY), rel=1e-9)
+    shown = {g.group: g for g in again.fair_share().groups}
+    assert shown["a"].gpu_hours == pytest.approx(decay(expected, DAY + 120, DAY), rel=1e-9)
+    assert shown["b"].gpu_hours == pytest.approx(accrued(2, DAY + 120, DAY), rel=1e-9)
     assert again.visible_job(still.job_id, "b").state is JobState.RUNNING
 
 
 def test_fair_share_off_shows_nothing(tmp_path):
     core = make_core(tmp_path / "db", Clock(), half_life=0)
     assert core.fair_share() is None
+
+
+def test_the_report_shows_a_viewer_every_groups_total_but_only_their_own_user_row():
+    ledger = UsageLedger(DAY, [UsageRow("a", "u1", 4.0, 0.0), UsageRow("a", "u2", 2.0, 0.0),
+                               UsageRow("b", "u3", 1.0, 0.0)])  # fmt: skip
+    quotas = [Quota("a", "default", Resources(gpus=3))]
+    report = fair_share_report(ledger, quotas, 0.0, viewer="u2")
+    assert report.half_life_s == DAY
+    assert report.groups == (
+        GroupShare("a", 6.0, 3.0, 2.0, (UserShare("u2", 2.0),)),
+        GroupShare("b", 1.0, 1.0, 1.0, ()),  # no guarantee weighs one GPU
+    )

@@ -294,3 +294,48 @@ def test_pages_say_what_a_user_may_see_and_number_attempts_from_0(dlc_local, bro
     facts = wait_for(browser, "const t = document.getElementById('job-facts').textContent; "
                      "return t.includes('Attempt') && t")  # fmt: skip
     assert "Attempt0 (the first run; retries allowed: 0)" in facts.replace("\n", "")
+
+
+# Holds the page's /logs requests until the test lets them go: a log read slower than the
+# rest of a refresh, made deterministic (installed before the dashboard's script loads).
+LOG_GATE = """
+window.logGate = { hold: false, held: [] };
+const realFetch = window.fetch.bind(window);
+window.fetch = (input, init) => {
+  const url = String((input && input.url) || input);
+  if (!window.logGate.hold || !url.includes("/logs?")) return realFetch(input, init);
+  return new Promise((resolve, reject) => {
+    window.logGate.held.push(() => realFetch(input, init).then(resolve, reject));
+  });
+};
+window.releaseLogs = () => {
+  window.logGate.hold = false;
+  for (const go of window.logGate.held.splice(0)) go();
+};
+"""
+
+
+def test_a_refresh_asked_for_during_a_slow_log_read_shows_the_chunk_once(dlc_local, browser):
+    # a tab click while a refresh waits on /logs used to start a second refresh reading the
+    # same offset: both appended the chunk (and two poll loops ran from then on)
+    dashboard, api, token, _ = dlc_local
+    admin = ApiClient(api, token)
+    job_id = admin.submit({"image": "none", "gpus": 1, "command": ["echo", "chunk-one"]})["id"]
+    deadline = time.monotonic() + 40
+    while admin.show(job_id)["state"] != "finished" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert admin.show(job_id)["state"] == "finished"
+    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LOG_GATE})
+    sign_in(browser, dashboard, token)
+    wait_for(browser, "return window.dlcTimings && window.dlcTimings.renders")
+    browser.execute_script(f"logGate.hold = true; location.hash = '#/jobs/{job_id}';")
+    wait_for(browser, "return logGate.held.length === 1")
+    browser.find_element("css selector", ".tab[data-stream=stdout]").click()
+    # the click either started a second refresh (now held at /logs too) or was chained
+    wait_for(browser, "return logGate.held.length === 2 || window.dlcTimings.chained >= 1")
+    renders = browser.execute_script("return window.dlcTimings.renders")
+    browser.execute_script("releaseLogs()")
+    wait_for(browser, f"return window.dlcTimings.renders >= {renders + 2}", 20)
+    logs = wait_for_text(browser, "logs", ("chunk-one",), 10)
+    assert logs.count("chunk-one") == 1 and logs.count("gpu_ids=") == 1, logs
+    assert console_errors(browser) == []

@@ -19,7 +19,7 @@ reclaimed first.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from dlc.errors import TenancyError
@@ -169,3 +169,48 @@ def fair_view(ledger: UsageLedger, quotas: Iterable[Quota], now: float) -> FairV
     weights = group_weights(quotas)
     ratio = {g: u / max(weights.get(g, 0.0), 1.0) for g, u in ledger.groups(now).items()}
     return FairView(ratio, ledger.users(now))
+
+
+@dataclass(frozen=True)
+class UserShare:
+    """A user's decayed GPU-hours within a group (a row of :class:`GroupShare`)."""
+
+    user: str
+    gpu_hours: float
+
+
+@dataclass(frozen=True)
+class GroupShare:
+    """A group's decayed GPU-hours, its weight (guaranteed GPUs, at least one), its ratio
+    (:meth:`FairView.ratio`) and its users' rows (those the viewer may see)."""
+
+    group: str
+    gpu_hours: float
+    weight: float
+    ratio: float
+    users: tuple[UserShare, ...]
+
+
+@dataclass(frozen=True)
+class FairShare:
+    """Fair share over time as ``dlc quota`` and the dashboard show it (the API's
+    ``fair_share``): the half-life and each group's usage, by group name."""
+
+    half_life_s: float
+    groups: tuple[GroupShare, ...]
+
+
+def fair_share_report(
+    ledger: UsageLedger, quotas: Collection[Quota], now: float, viewer: str | None = None
+) -> FairShare:
+    """The ledger as of ``now`` per group and user (``viewer``: a non-admin sees every
+    group's total but only their own user row; ``None``: all rows)."""
+    weights = group_weights(quotas)
+    view = fair_view(ledger, quotas, now)
+    groups = []
+    for group, used in sorted(ledger.groups(now).items()):
+        users = tuple(UserShare(u, h) for (g, u), h in sorted(view.user_usage.items())
+                      if g == group and (viewer is None or u == viewer))  # fmt: skip
+        weight = max(weights.get(group, 0.0), 1.0)
+        groups.append(GroupShare(group, used, weight, view.ratio(group), users))
+    return FairShare(ledger.half_life_s, tuple(groups))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from dlc.errors import TenancyError
 
@@ -203,6 +204,23 @@ class Policy:
     def pools(self) -> set[str]:
         """Pools named by quotas or as group defaults."""
         return {p for _, p in self.quotas} | {g.default_pool for g in self.groups.values()}
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One audited tenancy change (the store's ``quota_audit`` log; ``GET /v1/quota/audit``).
+
+    Attributes:
+        at: when (epoch seconds).
+        actor: who made it (the admin's user name).
+        action: what kind of change (``quota``, ``grace``, ``member-removed`` ...).
+        detail: the change's fields, as stored (JSON).
+    """
+
+    at: float
+    actor: str
+    action: str
+    detail: dict[str, Any]
 
 
 def parse_mem(text: str | float | int, field: str = "mem") -> float:

@@ -11,8 +11,9 @@ const JOB_COLOURS = ["#f48c8c", "#8cf4f4", "#c0f48c", "#c08cf4", "#f4c08c", "#8c
   "#8cf48c", "#f48cf4", "#f4f48c", "#8c8cf4", "#8cf4c0", "#f48cc0"];
 const TAKEN = "#b0bec5";  // another user's GPU: shown as taken, without details
 
+// refreshing: a refresh is in flight; again: one was asked for meanwhile (it runs next)
 const state = { signedIn: false, snapshot: null, svgs: {}, stream: "stdout", logOffset: 0,
-  logJob: null, timer: null, jobCache: null };
+  logJob: null, timer: null, jobCache: null, refreshing: false, again: false };
 
 const $ = (id) => document.getElementById(id);
 
@@ -512,8 +513,18 @@ async function followLogs(job) {
     $("logs").textContent = "(no logs until the job is placed)";
     return;
   }
-  const q = `stream=${state.stream}&offset=${state.logOffset}&length=65536`;
+  const key = state.logJob;
+  const from = state.logOffset;
+  const q = `stream=${state.stream}&offset=${from}&length=65536`;
   const out = await api(`/v1/jobs/${encodeURIComponent(job.id)}/logs?${q}`);
+  appendLogs(key, from, out);
+}
+
+// Append a chunk read from offset `from` only while the page still shows that stream up to
+// that offset: a chunk that arrives after another answer moved on (or after the page
+// switched job or stream) is dropped, so no chunk is ever shown twice.
+function appendLogs(key, from, out) {
+  if (state.logJob !== key || state.logOffset !== from) return;
   if (out.data) {
     const pre = $("logs");
     const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
@@ -589,8 +600,35 @@ function showNoSuchJob(message) {
   $("status").textContent = "no such job";
 }
 
+// One refresh at a time: one asked for while another is in flight (a tab, the kill button,
+// a new address, a fetch slower than the poll) runs once right after it, so two never read
+// the same log offset or start two poll loops. dlcTimings.chained counts such requests.
 async function refresh() {
+  if (state.refreshing) {
+    state.again = true;
+    const timings = window.dlcTimings || (window.dlcTimings = { renders: 0 });
+    timings.chained = (timings.chained || 0) + 1;
+    return;
+  }
+  state.refreshing = true;
   clearTimeout(state.timer);
+  let poll = false;
+  try {
+    poll = await refreshOnce();
+  } finally {
+    state.refreshing = false;
+  }
+  if (state.again) {
+    state.again = false;
+    refresh();
+  } else if (poll) {
+    state.timer = setTimeout(refresh, POLL_MS);
+  }
+}
+
+// Fetch the snapshot and draw the page the address names; false when polling should stop
+// (signed out, or a job page the API does not know).
+async function refreshOnce() {
   renderRole();
   try {
     const snap = await api("/v1/dashboard");
@@ -626,16 +664,16 @@ async function refresh() {
     if (err instanceof AuthError) {
       // Not signed in yet is not a failure; a session that stopped working is.
       showLogin(state.signedIn ? `Sign-in failed: ${err.message}` : "");
-      return;
+      return false;
     }
     if (err instanceof NotFoundError && route().view === "job") {
       // another user's job, or a mistyped id: the API says "no job X" (404), not a failure
       showNoSuchJob(err.message);
-      return;
+      return false;
     }
     $("status").textContent = `cannot reach the scheduler (${err.message}); retrying`;
   }
-  state.timer = setTimeout(refresh, POLL_MS);
+  return true;
 }
 
 function start() {

@@ -77,6 +77,19 @@
     );
   }
 
-  refresh();
-  setInterval(refresh, 5000);
+  // one request at a time: a tick while the last is still out is skipped (an older answer
+  // arriving last would draw over a newer one)
+  let busy = false;
+  async function tick() {
+    if (busy) return;
+    busy = true;
+    try {
+      await refresh();
+    } finally {
+      busy = false;
+    }
+  }
+
+  tick();
+  setInterval(tick, 5000);
 })();
