@@ -2,7 +2,7 @@
 
 :func:`decode_status` reads a v1 ``TaskStatus`` (as pymesos hands it to the framework, or the
 simulator and the tests build it) into the core's engine-neutral
-:class:`~dlc.scheduler.task_states.TaskUpdate`; :func:`reconcile_request` writes the
+:class:`~dlc.scheduler.tasks.states.TaskUpdate`; :func:`reconcile_request` writes the
 ``[{"task_id": ..., "agent_id": ...}]`` list the driver's ``reconcileTasks`` takes. Both go
 through :class:`dlc.mesos.codec.MesosCodec`.
 
@@ -11,7 +11,7 @@ malformed update behaves as it did: parts it lacks read as "none" (an update wit
 is the master's answer about a task it does not know; one without a state is folded as lost),
 and a ``task_id`` or ``agent_id`` that is not an object raises ``AttributeError``, which the
 framework logs, leaving the update unacknowledged. Mesos's state and reason names pass as they
-are: they are the core's vocabulary (:mod:`dlc.scheduler.task_states`).
+are: they are the core's vocabulary (:mod:`dlc.scheduler.tasks.states`).
 
 Status updates are hot (hundreds a second in a busy cluster): a handful of dict reads, no
 validation beyond them.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dlc.scheduler.task_states import ASSUMED_STATE, TaskUpdate
+from dlc.scheduler.tasks.states import ASSUMED_STATE, TaskUpdate
 
 #: the update's source when the task's executor sent it itself (not its agent or the master)
 SOURCE_EXECUTOR = "SOURCE_EXECUTOR"
@@ -34,7 +34,7 @@ _NO_STATE: Any = object()
 
 
 def decode_status(status: Mapping[str, Any]) -> TaskUpdate:
-    """A v1 ``TaskStatus`` as the core's :class:`~dlc.scheduler.task_states.TaskUpdate`.
+    """A v1 ``TaskStatus`` as the core's :class:`~dlc.scheduler.tasks.states.TaskUpdate`.
 
     Raises:
         AttributeError: ``task_id`` or ``agent_id`` is there but not an object, or

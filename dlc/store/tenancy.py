@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dlc.errors import TenancyError
-from dlc.scheduler.spec_fields import check_name
+from dlc.scheduler.jobs.spec_fields import check_name
 from dlc.scheduler.tenancy.fair_share import UsageRow
 from dlc.scheduler.tenancy.policy import (
     DEFAULT_GRACE_S,
