@@ -45,7 +45,7 @@ def serve(db: str, users: int) -> None:
     from dlc.api.logs import LogReader
     from dlc.api.server import ApiServer, ServerLimits
     from dlc.mesos.codec import MesosCodec
-    from dlc.scheduler.core import SchedulerCore
+    from dlc.scheduler.core.facade import SchedulerCore
     from dlc.store.sqlite import JobStore
 
     store = JobStore(db)

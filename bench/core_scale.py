@@ -58,10 +58,10 @@ import numpy as np  # noqa: E402
 from dlc.app.interpreter import DEFAULT_SWITCH_INTERVAL_S, tune_interpreter  # noqa: E402
 from dlc.mesos.codec import MesosCodec  # noqa: E402
 from dlc.mesos.resources import Resources  # noqa: E402
-from dlc.scheduler.core import CoreConfig, SchedulerCore  # noqa: E402
-from dlc.scheduler.jobs import Job, JobState  # noqa: E402
-from dlc.scheduler.placement import PlacementConfig  # noqa: E402
-from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND  # noqa: E402
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore  # noqa: E402
+from dlc.scheduler.jobs.job import Job, JobState  # noqa: E402
+from dlc.scheduler.placement.placer import PlacementConfig  # noqa: E402
+from dlc.scheduler.placement.round_cap import DEFAULT_JOBS_PER_ROUND  # noqa: E402
 from dlc.sim import io  # noqa: E402
 from dlc.sim.cluster_sim.master import SimMaster, SimTask  # noqa: E402
 from dlc.sim.cluster_sim.openb import DEFAULT_GPU_MIB, GPU_MIB, agent_of, spec_of  # noqa: E402

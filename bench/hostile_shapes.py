@@ -3,7 +3,7 @@
 Red-team finding 3 (docs/security.md): the failed-shape cache keyed on exact numbers, so a
 queue of ``--cpus 5.999, 5.998, ...`` made every job go through placement on every agent,
 under the core lock that submit and kill also take. This drives
-:class:`~dlc.scheduler.core.SchedulerCore` exactly as :func:`bench.scheduler.offer_round`
+:class:`~dlc.scheduler.core.facade.SchedulerCore` exactly as :func:`bench.scheduler.offer_round`
 does (SQLite store, agent totals from the master, Mesos offers as JSON from
 :func:`bench.scheduler.offer_json`), with ``--agents`` 8-GPU agents that each offer all
 their GPUs but only 4 cpus, and ``--jobs`` one-GPU jobs that want more than 4 cpus:
@@ -39,8 +39,8 @@ except ImportError:
 
 from scheduler import _slave, offer_json  # noqa: E402
 
-from dlc.scheduler.jobs import Job, JobSpec, JobState  # noqa: E402
-from dlc.scheduler.placement import PlacementConfig  # noqa: E402
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState  # noqa: E402
+from dlc.scheduler.placement.placer import PlacementConfig  # noqa: E402
 
 #: cpus each agent offers: fewer than any benchmark job wants, so every job waits
 OFFERED_CPUS = 4.0
@@ -60,7 +60,7 @@ def _cpus(kind: str, i: int, jobs: int) -> float:
 
 def _core(kind: str, jobs: int, agents: int, folder: str):
     from dlc.mesos.codec import MesosCodec
-    from dlc.scheduler.core import CoreConfig, SchedulerCore
+    from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
     from dlc.store.sqlite import JobStore
 
     store = JobStore(Path(folder) / f"{kind}.db")

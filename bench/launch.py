@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from dlc.app.service import SchedulerService, ServiceConfig
-    from dlc.scheduler.task_launch import ExecutorConfig
+    from dlc.scheduler.tasks.launch import ExecutorConfig
 
     runtime = DockerRuntime()
     if runtime.image_env(IMAGE) is None:

@@ -34,8 +34,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from dlc.mesos.codec import MesosCodec  # noqa: E402
-from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement  # noqa: E402
-from dlc.scheduler.queue import queue_key  # noqa: E402
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState, TaskPlacement  # noqa: E402
+from dlc.scheduler.jobs.queue import queue_key  # noqa: E402
 from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources, UserLimits  # noqa: E402
 from dlc.scheduler.tenancy.quotas import plan  # noqa: E402
 
@@ -128,8 +128,8 @@ class _Store:
 
 def time_round(queue, running, policy, offers) -> tuple[float, int, int]:
     """One on_offers round on a fresh core: (seconds, launches, kills)."""
-    from dlc.scheduler.core import CoreConfig, SchedulerCore
-    from dlc.scheduler.placement import PlacementConfig
+    from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+    from dlc.scheduler.placement.placer import PlacementConfig
 
     core = SchedulerCore(_Store([*queue, *running]), CoreConfig(PlacementConfig("first-fit")),
                          lambda s: (s.image, None), codec=MesosCodec())  # fmt: skip

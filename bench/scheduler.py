@@ -1,6 +1,6 @@
 """Scheduler benchmark: offers handled per second with 1,000 simulated 8-GPU agents.
 
-Drives the pure placement core (:func:`dlc.scheduler.placement.place`) with Mesos
+Drives the pure placement core (:func:`dlc.scheduler.placement.placer.place`) with Mesos
 offers as JSON data, exactly what the framework adapter hands it, without pymesos,
 HTTP or SQLite. Each round every agent offers its free resources (one offer per
 agent, as the Mesos allocator does); queued jobs (1, 2, 4 or 8 GPUs, some
@@ -10,7 +10,7 @@ multi-node) are placed; running jobs finish after a few rounds and free their GP
     python bench/scheduler.py --json out.json      # also write the figures as JSON
     python bench/scheduler.py --mode rounds        # offer-round time of the whole core
 
-``--mode rounds`` drives :class:`~dlc.scheduler.core.SchedulerCore` (with its SQLite
+``--mode rounds`` drives :class:`~dlc.scheduler.core.facade.SchedulerCore` (with its SQLite
 store) instead: the time of one offer round with 5,000 queued jobs, and with 20,000
 finished ones, so that history and queue length show up if a round reads them. It
 only uses APIs older versions have too: run it on another checkout's code for a
@@ -42,8 +42,8 @@ try:  # the installed dlc (possibly another checkout's, for "before" figures)
 except ImportError:
     sys.path.insert(0, str(ROOT))
 
-from dlc.scheduler.jobs import Job, JobSpec, JobState  # noqa: E402
-from dlc.scheduler.placement import PlacementConfig, place  # noqa: E402
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState  # noqa: E402
+from dlc.scheduler.placement.placer import PlacementConfig, place  # noqa: E402
 
 #: what every simulated agent offers besides its GPUs
 AGENT_CPUS, AGENT_MEM_MIB = 64.0, 512 * 1024.0
@@ -99,12 +99,12 @@ def run(agents: int, rounds: int, arrivals: int, policy: str, seed: int) -> dict
     names = list(free)
     queue: list[Job] = []
     running: list[tuple[int, str, tuple[int, ...]]] = []  # (ends at round, agent, ids)
-    from dlc.scheduler.queue import Reservations, queue_order
+    from dlc.scheduler.jobs.queue import Reservations, queue_order
 
     try:
         from dlc.mesos.offers import offer_view
     except ImportError:  # a checkout from before the offer parse left the core
-        from dlc.scheduler.placement import OfferView
+        from dlc.scheduler.placement.placer import OfferView
 
         offer_view = OfferView.from_mesos
 
@@ -163,7 +163,7 @@ def offer_round(queued: int, finished: int, rounds: int = 20, agents: int = 10) 
     import statistics
     import tempfile
 
-    from dlc.scheduler.core import CoreConfig, SchedulerCore
+    from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 
     with suppress(ImportError):  # a checkout from before the Mesos TaskInfo left the core
         import dlc.mesos.codec  # noqa: F401  (the core's default engine codec)

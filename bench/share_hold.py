@@ -6,7 +6,7 @@ Usage::
         [--seed 1] [--json bench/results/share_hold.json]
 
 ``--agents`` agents (8 x 32 GiB GPUs advertising ``gpu_mem``/``gpu_core`` ranges) are known
-to a :class:`~dlc.scheduler.core.SchedulerCore`; a first round of offers from all of them,
+to a :class:`~dlc.scheduler.core.facade.SchedulerCore`; a first round of offers from all of them,
 with nothing queued, leaves a seeded mix of whole, partly shared and full GPUs in the
 inventory (about 30 % whole). Then ``--queued`` jobs (half shares of 0.25 to 0.9 of a GPU,
 half whole GPUs) are submitted and ``--offered`` agents offer: the timed round. The same
@@ -29,10 +29,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dlc.mesos.codec import MesosCodec  # noqa: E402
-from dlc.scheduler.core import CoreConfig, SchedulerCore  # noqa: E402
-from dlc.scheduler.jobs import JobSpec, JobState  # noqa: E402
-from dlc.scheduler.placement import PlacementConfig  # noqa: E402
-from dlc.scheduler.share_hold import HELD_PREFIX, ShareHoldSettings  # noqa: E402
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore  # noqa: E402
+from dlc.scheduler.jobs.job import JobSpec, JobState  # noqa: E402
+from dlc.scheduler.placement.placer import PlacementConfig  # noqa: E402
+from dlc.scheduler.placement.share_hold import HELD_PREFIX, ShareHoldSettings  # noqa: E402
 from dlc.store.sqlite import JobStore  # noqa: E402
 from dlc.topology import gpu_shares  # noqa: E402
 from dlc.topology.gpu_shares import STRIDE  # noqa: E402

@@ -13,7 +13,7 @@ seed (Poisson arrivals, exponential run times, about 90 % of the GPUs asked for)
 is refused (no queue), so the streams stay identical.
 
 * ``dlc``: the scheduler's own code. Shares go through
-  :func:`dlc.scheduler.share_placement.choose_share` (the FGD measure over every agent's
+  :func:`dlc.scheduler.placement.share_placement.choose_share` (the FGD measure over every agent's
   ranges); whole GPUs go to the agent with the fewest whole GPUs that fits (placement's best
   fit) and DLC's ``tree`` allocator picks them on the DGX-1 topology.
 * ``first-fit``: the first agent and the first GPU (lowest index) where the share fits; whole
@@ -45,8 +45,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from dlc.scheduler.allocator import allocate  # noqa: E402
-from dlc.scheduler.jobs import JobSpec  # noqa: E402
-from dlc.scheduler.share_placement import choose_share  # noqa: E402
+from dlc.scheduler.jobs.job import JobSpec  # noqa: E402
+from dlc.scheduler.placement.share_placement import choose_share  # noqa: E402
 from dlc.topology import gpu_shares  # noqa: E402
 from dlc.topology.parse_topo import load_topology_text  # noqa: E402
 

@@ -7,7 +7,7 @@ Each row of docs/simulator.md's "Measured again in round 3, session 6" table::
     .venv/bin/python bench/sim_engine_knobs.py --trace multigpu40 --seeds 42 \
         --out /tmp/knobs/pure POPULARITY=1.0 cpu_cap=none granular=0
 
-``POPULARITY`` and ``GPU_SHARE`` are :mod:`dlc.scheduler.whole_score`'s mix constants; any
+``POPULARITY`` and ``GPU_SHARE`` are :mod:`dlc.scheduler.placement.whole_score`'s mix constants; any
 other name is a field of :class:`dlc.scheduler.allocator.fragscore.ScoreParams` (booleans as
 0/1). The change is made in this process only (module constants and the defaults that hold
 ``DEFAULT_PARAMS``), then ``dlc simulate openb --policy dlc`` runs as usual (``--mode core``:
@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dlc.scheduler.allocator.fragscore as fragscore  # noqa: E402
-import dlc.scheduler.placement  # noqa: E402, F401  (imported before the defaults are patched)
-import dlc.scheduler.share_placement  # noqa: E402, F401
-import dlc.scheduler.whole_score as whole_score  # noqa: E402
+import dlc.scheduler.placement.placer  # noqa: E402, F401  (imported before the defaults are patched)
+import dlc.scheduler.placement.share_placement  # noqa: E402, F401
+import dlc.scheduler.placement.whole_score as whole_score  # noqa: E402
 import dlc.sim.policies.engine  # noqa: E402, F401
 from dlc.cli.main import main as dlc_main  # noqa: E402
 

@@ -1,8 +1,8 @@
 """``bench/sim_engine_knobs.py`` with host memory in the engine's mix (an experiment).
 
 The core's mix counts shapes by CPU, GPU thousandths and GPUs only (``mem_mib=0``,
-:func:`dlc.scheduler.whole_score.counted_mix`), so DLC's fragmentation measure never sees a
-GPU that host memory strands; FGD's measure does (a shape fits only where its memory does).
+:func:`dlc.scheduler.placement.whole_score.counted_mix`), so DLC's fragmentation measure never sees
+a GPU that host memory strands; FGD's measure does (a shape fits only where its memory does).
 Here every shape of the engine's mix gets the median memory of the trace's pods of that
 shape, in this process only; the arguments are ``sim_engine_knobs.py``'s (``mem_cap=1``
 also caps what a shape can use by the pods the agent's memory still hosts)::

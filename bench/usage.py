@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dlc.api.metrics import SchedulerMetrics  # noqa: E402
 from dlc.mesos.codec import MesosCodec  # noqa: E402
-from dlc.scheduler.core import CoreConfig, SchedulerCore  # noqa: E402
-from dlc.scheduler.jobs import JobSpec  # noqa: E402
-from dlc.scheduler.placement import PlacementConfig  # noqa: E402
-from dlc.scheduler.usage import GpuUsage, encode_report  # noqa: E402
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore  # noqa: E402
+from dlc.scheduler.jobs.job import JobSpec  # noqa: E402
+from dlc.scheduler.placement.placer import PlacementConfig  # noqa: E402
+from dlc.scheduler.tasks.usage import GpuUsage, encode_report  # noqa: E402
 from dlc.store.memory import MemoryJobStore  # noqa: E402
 from dlc.web.snapshot import add_usage, build_snapshot  # noqa: E402
 from tests.scheduler.helpers import offer  # noqa: E402

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from dlc.executor.sharing.mps import MpsManager  # noqa: E402
 from dlc.executor.sharing.render import mps_env  # noqa: E402
 from dlc.executor.sharing.watchdog import MemoryWatchdog  # noqa: E402
-from dlc.scheduler.launch_spec import GpuShare  # noqa: E402
+from dlc.scheduler.jobs.launch_spec import GpuShare  # noqa: E402
 
 CLIENT = str(ROOT / "native/share_check/build/share_check")
 

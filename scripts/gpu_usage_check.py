@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dlc.executor.usage import UsageSampler, load_nvml  # noqa: E402
-from dlc.scheduler.usage import decode_report, is_idle  # noqa: E402
+from dlc.scheduler.tasks.usage import decode_report, is_idle  # noqa: E402
 
 HOLD_MIB = 2048
 PHASE_S = 8

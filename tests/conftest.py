@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 # the Mesos adapter registers its codec as the default of cores built without ``codec=``
-# (dlc/scheduler/ports.py): the suite's hundred-odd cores speak Mesos
+# (dlc/scheduler/core/ports.py): the suite's hundred-odd cores speak Mesos
 import dlc.mesos.codec  # noqa: F401
 from tests.fixture_files import (  # noqa: F401  (re-exported for fixtures)
     FIXTURE_DIR,

@@ -40,8 +40,8 @@ from dlc.api.models import (
     SessionOut,
 )
 from dlc.errors import DlcError, ImageNotFound, JobNotFound, JobSpecError, LimitReached
-from dlc.scheduler.core import LIVE_STATES, Actions
-from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
+from dlc.scheduler.core.facade import LIVE_STATES, Actions
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState, TaskPlacement
 
 log = logging.getLogger(__name__)
 

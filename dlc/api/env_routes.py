@@ -36,7 +36,7 @@ from dlc.api.guard import request_token
 from dlc.api.shell_relay import SessionGate, first_message, relay
 from dlc.errors import DlcError
 from dlc.executor import fd_paths
-from dlc.scheduler.task_launch import env_secret, job_secret
+from dlc.scheduler.tasks.launch import env_secret, job_secret
 from dlc.store.blobs import BlobStore
 
 SECRET_HEADER = "x-dlc-job-secret"

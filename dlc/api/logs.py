@@ -36,7 +36,7 @@ from pathlib import Path
 from dlc.errors import DlcError
 from dlc.executor import fd_paths
 from dlc.mesos.master import fetch_slaves
-from dlc.scheduler.jobs import Job, TaskPlacement
+from dlc.scheduler.jobs.job import Job, TaskPlacement
 
 STREAMS = ("stdout", "stderr")
 #: the executor's time index beside each stream (dlc.executor.runtime.TIME_INDEX_SUFFIX)

@@ -3,9 +3,9 @@
 Each :class:`SchedulerMetrics` owns its own ``CollectorRegistry`` (never the
 process-wide default), so tests and several schedulers in one process do not
 clash. Event metrics (offers, placement latency, queue waits, P2P quality) are
-counted as :class:`~dlc.scheduler.core.SchedulerCore` reports them; state
+counted as :class:`~dlc.scheduler.core.facade.SchedulerCore` reports them; state
 metrics are read at scrape time: jobs by state from the job store, GPUs per agent
-from the core's cluster inventory (:meth:`~dlc.scheduler.core.SchedulerCore.cluster`,
+from the core's cluster inventory (:meth:`~dlc.scheduler.core.facade.SchedulerCore.cluster`,
 attached through :meth:`SchedulerMetrics.watch_cluster`), so they never drift.
 
 Exposed at ``/metrics`` without authentication (Prometheus scrapes it), so by default no
@@ -28,7 +28,7 @@ Metric names (Prometheus conventions: base units, ``_total`` only on counters):
 * ``dlc_placement_p2p_ratio``: the share of those on P2P-capable sets (absent until one);
 * ``dlc_build_info{version}``: always 1.
 
-Allocated versus used (the executors' NVML readings, :mod:`dlc.scheduler.usage`), per GPU:
+Allocated versus used (the executors' NVML readings, :mod:`dlc.scheduler.tasks.usage`), per GPU:
 
 * ``dlc_gpu_allocated{agent,hostname,gpu}``: 1 while a DLC task holds the GPU (whole or a share);
 * ``dlc_gpu_utilization_pct``, ``dlc_gpu_memory_used_bytes`` (same labels): the latest reading,
@@ -57,12 +57,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 
 from dlc import __version__
-from dlc.scheduler.cluster import GPU_TAKEN, AgentView
-from dlc.scheduler.jobs import Job, JobState, job_state_from_task_state
-from dlc.scheduler.placement import Launch, OfferView, default_topology_of
-from dlc.scheduler.ports import JobReader
-from dlc.scheduler.share_holders import share_holders
-from dlc.scheduler.usage import GpuUsage, UsageRollup, is_idle
+from dlc.scheduler.core.ports import JobReader
+from dlc.scheduler.jobs.job import Job, JobState, job_state_from_task_state
+from dlc.scheduler.placement.cluster import GPU_TAKEN, AgentView
+from dlc.scheduler.placement.placer import Launch, OfferView, default_topology_of
+from dlc.scheduler.placement.share_holders import share_holders
+from dlc.scheduler.tasks.usage import GpuUsage, UsageRollup, is_idle
 from dlc.topology.model import Topology
 
 #: Prometheus text exposition content type (format 0.0.4)
@@ -152,11 +152,11 @@ class SchedulerMetrics:
     # -- events (called by SchedulerCore under its lock) -----------------------
 
     def status_update_ignored(self) -> None:
-        """Count one update the core refused for its origin (dlc/scheduler/core_status.py)."""
+        """Count one update the core refused for its origin (dlc/scheduler/core/status.py)."""
         self.status_updates_ignored.inc()
 
     def consolidation_moved(self, moves: int, lost_gpu_h: float) -> None:
-        """Count one consolidation (dlc/scheduler/core_consolidation.py)."""
+        """Count one consolidation (dlc/scheduler/core/consolidation.py)."""
         self.consolidation_moves.inc(moves)
         self.consolidation_lost.inc(lost_gpu_h)
 
@@ -296,7 +296,7 @@ def gpu_allocation_families(agents, jobs: Sequence[Job]) -> list[GaugeMetricFami
 
 
 class UsageSource(Protocol):
-    """What the usage metrics read (:class:`~dlc.scheduler.core.SchedulerCore`)."""
+    """What the usage metrics read (:class:`~dlc.scheduler.core.facade.SchedulerCore`)."""
 
     def gpu_usage(self) -> dict[tuple[str, int], GpuUsage]:
         """(agent id, GPU index) -> latest reading."""

@@ -1,7 +1,7 @@
 """The API's wire format as pydantic models (the OpenAPI document is generated from them).
 
 The models check the *shape* of a request (which fields, which JSON types);
-:meth:`dlc.scheduler.jobs.JobSpec.from_dict` stays the authority for the field
+:meth:`dlc.scheduler.jobs.job.JobSpec.from_dict` stays the authority for the field
 rules and their one-line messages, so the two never disagree on a message.
 """
 
@@ -214,7 +214,7 @@ class JobOut(BaseModel):
     kill_requested: bool
     tasks: list[TaskOut]
     history: list[HistoryEntry] | None = None
-    #: a running job's GPUs as its executors last measured them (dlc/scheduler/usage.py)
+    #: a running job's GPUs as its executors last measured them (dlc/scheduler/tasks/usage.py)
     usage: dict | None = None
     framework_url: str | None = None
     master_kind: str | None = None

@@ -44,7 +44,7 @@ from dlc.api.guard import ApiGuard, Limits
 from dlc.api.leadership import LeaderRedirect, RoleOf
 from dlc.api.logs import LogReader
 from dlc.errors import DlcError
-from dlc.scheduler.core import Actions, SchedulerCore
+from dlc.scheduler.core.facade import Actions, SchedulerCore
 
 if TYPE_CHECKING:
     from dlc.api.env_routes import EnvContext

@@ -8,7 +8,7 @@ position (red-team finding 5, docs/security.md: ids, users and reasons of jobs t
 quotas and limits needs an admin token and is audited in the store. A bad setting raises
 :class:`~dlc.errors.TenancyError` (a ``JobSpecError``: a 400 naming the
 field). A change takes effect
-in the core's next round (:meth:`~dlc.scheduler.core.SchedulerCore.set_tenancy`).
+in the core's next round (:meth:`~dlc.scheduler.core.facade.SchedulerCore.set_tenancy`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.exceptions import HTTPException
 
 from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
-from dlc.scheduler.placement import agent_vendor, default_topology_of
+from dlc.scheduler.placement.placer import agent_vendor, default_topology_of
 from dlc.scheduler.tenancy.fair_share import FairShare
 from dlc.scheduler.tenancy.policy import ZERO, AuditEntry, Resources, UserLimits, parse_mem
 from dlc.scheduler.tenancy.quotas import agent_pool, job_demand, job_gpus, key_of

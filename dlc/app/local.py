@@ -44,16 +44,16 @@ from dlc.api.shell_relay import SessionLimits
 from dlc.app.service import SchedulerService, ServiceConfig, private_dir
 from dlc.errors import ConfigError, DiscoveryError, DlcError
 from dlc.mesos.framework import FrameworkConfig
-from dlc.scheduler.placement import PlacementConfig, check_policy
-from dlc.scheduler.share_hold import ShareHoldSettings
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.placement.placer import PlacementConfig, check_policy
+from dlc.scheduler.placement.share_hold import ShareHoldSettings
+from dlc.scheduler.tasks.launch import ExecutorConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from dlc.executor.runtime import DockerRuntime
     from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
-    from dlc.scheduler.core_config import ImageResolver
+    from dlc.scheduler.core.config import ImageResolver
     from dlc.topology.model import Topology
 
 log = logging.getLogger(__name__)
@@ -348,7 +348,7 @@ class LocalImageCheck:
         resolver: ImageResolver | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        from dlc.scheduler.core_config import default_resolver
+        from dlc.scheduler.core.config import default_resolver
 
         self._runtime, self._resolver, self._clock = runtime, resolver or default_resolver, clock
         self._seen: dict[str, float] = {}

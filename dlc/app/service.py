@@ -23,12 +23,12 @@ from dlc.api.shell_relay import SessionLimits
 from dlc.app.advertise import advertised_api_url, loopback_warning
 from dlc.mesos.codec import MesosCodec
 from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
-from dlc.scheduler.placement import PlacementConfig, check_policy
-from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND
-from dlc.scheduler.share_hold import ShareHoldSettings
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
+from dlc.scheduler.placement.placer import PlacementConfig, check_policy
+from dlc.scheduler.placement.round_cap import DEFAULT_JOBS_PER_ROUND
+from dlc.scheduler.placement.share_hold import ShareHoldSettings
+from dlc.scheduler.tasks.launch import ExecutorConfig
 from dlc.scheduler.tenancy.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.tenancy.preemption import ProtectionRules
 from dlc.store.lock import DbLock

@@ -74,7 +74,7 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
     """
     from dlc.app.local import LocalCluster, LocalConfig
     from dlc.app.service import write_token_file
-    from dlc.scheduler.share_hold import ShareHoldSettings
+    from dlc.scheduler.placement.share_hold import ShareHoldSettings
 
     configure_logging(verbose, logging.WARNING)
     if mem_mib is not None:

@@ -126,12 +126,12 @@ def command(
         (role,) = check_roles([role])
         config = replace(config, resources=reserve_items(config.resources, role, GPU_NAMES))
     if pool is not None:  # quotas are per pool (docs/quotas.md)
-        from dlc.scheduler.spec_fields import check_name
+        from dlc.scheduler.jobs.spec_fields import check_name
         from dlc.scheduler.tenancy.policy import POOL_ATTRIBUTE
 
         config.attributes[POOL_ATTRIBUTE] = check_name("pool", pool)
     # where the agent stands, for gang placement (docs/scheduler.md, gangs across racks)
-    from dlc.scheduler.gang_topology import ATTR_RACK, ATTR_SWITCH, check_place_name
+    from dlc.scheduler.gangs.topology import ATTR_RACK, ATTR_SWITCH, check_place_name
 
     for name, kind, value in ((ATTR_RACK, "rack", rack), (ATTR_SWITCH, "switch", switch)):
         if value is not None:

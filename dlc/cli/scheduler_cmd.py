@@ -24,9 +24,9 @@ from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuStyle
 from dlc.mesos.framework import WEEK_S, FrameworkConfig, check_roles, parse_group_roles
 from dlc.scheduler.allocator import POLICY_MODULES
-from dlc.scheduler.round_cap import DEFAULT_JOBS_PER_ROUND
-from dlc.scheduler.share_hold import ShareHoldSettings
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.placement.round_cap import DEFAULT_JOBS_PER_ROUND
+from dlc.scheduler.placement.share_hold import ShareHoldSettings
+from dlc.scheduler.tasks.launch import ExecutorConfig
 
 #: click types shared with ``dlc local``
 PORT = click.IntRange(0, 65535)

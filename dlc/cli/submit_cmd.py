@@ -21,7 +21,7 @@ from dlc.cli.job_view import exit_code, follow
 from dlc.cli.output import emit, output_option
 from dlc.errors import JobSpecError
 from dlc.images.catalog import yaml_problem
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
 
 _MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]i?[bB]?)?\s*$")
 _MEM_UNITS = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}

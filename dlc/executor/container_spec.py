@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dlc.executor.gpu_render import GpuContainerArgs, merge_search_path
-from dlc.scheduler.launch_spec import LaunchSpec
+from dlc.scheduler.jobs.launch_spec import LaunchSpec
 
 #: label keys on every DLC container (``dlc cleanup`` and orphan removal select on them)
 LABEL_FRAMEWORK = "dlc.framework_id"

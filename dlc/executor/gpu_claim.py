@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX
+from dlc.scheduler.tasks.states import DOUBLE_ASSIGNMENT_PREFIX
 
 #: host GPU ids a container holds, comma-separated
 LABEL_GPUS = "dlc.gpus"

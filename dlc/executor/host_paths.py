@@ -34,9 +34,9 @@ from dataclasses import dataclass, replace
 
 from dlc.errors import ContainerError
 from dlc.images.reference import ImageReferenceError, registry_allowed
-from dlc.scheduler.jobs import user_prefixes
-from dlc.scheduler.launch_spec import LaunchSpec, Volume, parse_user
-from dlc.scheduler.spec_rules import container_path_problem, duplicate_target
+from dlc.scheduler.jobs.job import user_prefixes
+from dlc.scheduler.jobs.launch_spec import LaunchSpec, Volume, parse_user
+from dlc.scheduler.jobs.spec_rules import container_path_problem, duplicate_target
 
 _FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from dlc.scheduler.task_states import is_terminal
+from dlc.scheduler.tasks.states import is_terminal
 
 #: how long a terminal update may wait for its acknowledgement
 DEFAULT_ACK_TIMEOUT_S = 20.0

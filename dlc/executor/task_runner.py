@@ -52,7 +52,7 @@ from dlc.executor.sharing.render import LABEL_SHARE, apply_share
 from dlc.executor.usage import UsageSampler
 from dlc.executor.volume_pins import pin_volumes
 from dlc.executor.workdir import prepare as prepare_job_folders
-from dlc.scheduler.launch_spec import LaunchSpec, parse_user
+from dlc.scheduler.jobs.launch_spec import LaunchSpec, parse_user
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ NVML (:func:`~dlc.executor.gpu_usage.sample_gpus`: utilisation and device memory
 :func:`~dlc.executor.gpu_usage.process_gpu_memory` mapped to the task's container: what the
 task itself holds) into a small window (:class:`UsageWindow`, pure), and every
 ``report_every`` samples sends one report for all its tasks through ``send`` (the executor
-driver's framework message; the format is :func:`dlc.scheduler.usage.encode_report`).
+driver's framework message; the format is :func:`dlc.scheduler.tasks.usage.encode_report`).
 
 A host without NVML (a CPU agent, no driver, simulated GPUs) samples nothing and raises
 nothing: the first failure to load NVML is logged once and the sampler stays off.
@@ -23,7 +23,7 @@ from typing import Any
 
 from dlc.executor.gpu_usage import GpuSample, process_gpu_memory, sample_gpus
 from dlc.executor.periodic import Ticker
-from dlc.scheduler.usage import GpuUsage, encode_report
+from dlc.scheduler.tasks.usage import GpuUsage, encode_report
 
 log = logging.getLogger(__name__)
 

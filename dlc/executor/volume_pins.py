@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dlc.executor.host_paths import MountRefused, open_checked
-from dlc.scheduler.launch_spec import LaunchSpec, Volume
+from dlc.scheduler.jobs.launch_spec import LaunchSpec, Volume
 
 log = logging.getLogger(__name__)
 

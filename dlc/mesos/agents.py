@@ -1,12 +1,13 @@
 """The master's agents as the core reads them: ``/master/slaves`` entries into
-:class:`~dlc.scheduler.inventory.AgentTotals` (the Mesos side of the core's
-:class:`~dlc.scheduler.ports.EngineCodec`, :meth:`~dlc.mesos.codec.MesosCodec.decode_agents`).
+:class:`~dlc.scheduler.placement.inventory.AgentTotals` (the Mesos side of the core's
+:class:`~dlc.scheduler.core.ports.EngineCodec`, :meth:`~dlc.mesos.codec.MesosCodec.decode_agents`).
 
 What a record holds: the agent's ``total_resources`` (or ``resources``) less what
 ``reserved_resources`` keeps for roles that are not DLC's, its attributes as text, the role
 DLC's GPUs there are reserved for and its fault domain. The framework and the dashboard fetch
 the list (:func:`dlc.mesos.master.fetch_slaves`) and hand it to
-:meth:`~dlc.scheduler.core.SchedulerCore.update_agents`, whose codec decodes it. Pure: no I/O.
+:meth:`~dlc.scheduler.core.facade.SchedulerCore.update_agents`, whose codec decodes it. Pure: no
+I/O.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dlc.errors import FieldError
-from dlc.scheduler.inventory import AgentTotals
+from dlc.scheduler.placement.inventory import AgentTotals
 from dlc.topology import gpu_shares
 
 
@@ -28,7 +29,7 @@ def decode_agents(
 
 
 def agent_totals(slave: Mapping[str, Any], roles: tuple[str, ...] = ()) -> AgentTotals | None:
-    """An :class:`~dlc.scheduler.inventory.AgentTotals` from one ``/master/slaves`` entry
+    """An :class:`~dlc.scheduler.placement.inventory.AgentTotals` from one ``/master/slaves`` entry
     (``None``: inactive or malformed).
 
     Reads ``total_resources`` or ``resources`` (``{"cpus": 4.0, "gpu_ids": "{0, 1}"}``)

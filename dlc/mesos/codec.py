@@ -1,8 +1,8 @@
-"""The Mesos side of the scheduling core's engine port (:class:`~dlc.scheduler.ports.EngineCodec`).
+"""The Mesos side of the core's engine port (:class:`~dlc.scheduler.core.ports.EngineCodec`).
 
 The core decides in engine-neutral types: offers come to it as
-:class:`~dlc.scheduler.placement.OfferView` values and launches leave it as
-:class:`~dlc.scheduler.task_launch.TaskLaunch` values. :class:`MesosCodec` reads a v1 ``Offer``
+:class:`~dlc.scheduler.placement.placer.OfferView` values and launches leave it as
+:class:`~dlc.scheduler.tasks.launch.TaskLaunch` values. :class:`MesosCodec` reads a v1 ``Offer``
 into a view (:func:`dlc.mesos.offers.offer_view`), the master's ``/master/slaves`` entries into
 agent totals (:func:`dlc.mesos.agents.decode_agents`), writes a launch as a v1 ``TaskInfo``
 (:func:`dlc.mesos.task_info.build_task_info`), cuts the TaskInfos' resources from the offers as
@@ -13,7 +13,7 @@ offered (:func:`dlc.mesos.echo.echo_round`), keeps ``--reserve``'s dynamic reser
 
 The service, the simulator and the benchmarks pass ``SchedulerCore(..., codec=MesosCodec())``;
 importing this module also makes a ``MesosCodec`` the default of cores built without one
-(:func:`~dlc.scheduler.ports.set_default_codec`), which is how the test suite's cores get it
+(:func:`~dlc.scheduler.core.ports.set_default_codec`), which is how the test suite's cores get it
 (``tests/conftest.py``).
 """
 
@@ -29,11 +29,11 @@ from dlc.mesos.offers import offer_ids, offer_view
 from dlc.mesos.reserver import Reserver
 from dlc.mesos.status import decode_status, reconcile_request
 from dlc.mesos.task_info import build_task_info
-from dlc.scheduler.inventory import AgentTotals
-from dlc.scheduler.placement import OfferView
-from dlc.scheduler.ports import EchoedRound, ReservationKeeper, set_default_codec
-from dlc.scheduler.task_launch import TaskLaunch
-from dlc.scheduler.task_states import TaskUpdate
+from dlc.scheduler.core.ports import EchoedRound, ReservationKeeper, set_default_codec
+from dlc.scheduler.placement.inventory import AgentTotals
+from dlc.scheduler.placement.placer import OfferView
+from dlc.scheduler.tasks.launch import TaskLaunch
+from dlc.scheduler.tasks.states import TaskUpdate
 
 
 class MesosCodec:
@@ -56,7 +56,7 @@ class MesosCodec:
     def decode_offer(self, offer: Mapping[str, Any]) -> OfferView:
         """A v1 ``Offer`` as a view (:func:`~dlc.mesos.offers.offer_view`; raises OfferError
         when it is malformed). The core asks only for offers that changed since the agent's
-        last (:class:`~dlc.scheduler.offer_views.OfferParser`)."""
+        last (:class:`~dlc.scheduler.core.offer_views.OfferParser`)."""
         return offer_view(offer)
 
     def decode_agents(

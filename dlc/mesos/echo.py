@@ -11,8 +11,8 @@ Placement decides amounts (CPUs, memory, disk, GPU ids, share ranges, ports) on 
 first, and returns them with every metadata field copied. Pure: dicts in, dicts out.
 
 The core reaches this through its engine codec (:meth:`dlc.mesos.codec.MesosCodec.echo_round`,
-the :class:`~dlc.scheduler.ports.EngineCodec` port) and gets an
-:class:`~dlc.scheduler.ports.EchoedRound` back.
+the :class:`~dlc.scheduler.core.ports.EngineCodec` port) and gets an
+:class:`~dlc.scheduler.core.ports.EchoedRound` back.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from dlc.mesos.offers import offer_ids
 from dlc.mesos.reserver import Reserver
-from dlc.scheduler.ports import EchoedRound
+from dlc.scheduler.core.ports import EchoedRound
 from dlc.topology.gpu_shares import normalise, subtract
 
 Resource = dict[str, Any]

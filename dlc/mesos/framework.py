@@ -47,7 +47,7 @@ from dlc.errors import ConfigError, DlcError
 from dlc.mesos.emulator.model import EMULATOR_BUILD_USER
 from dlc.mesos.master import fetch_slaves, fetch_version
 from dlc.mesos.status import reconcile_request
-from dlc.scheduler.core import Actions, SchedulerCore
+from dlc.scheduler.core.facade import Actions, SchedulerCore
 
 log = logging.getLogger(__name__)
 

@@ -63,7 +63,7 @@ def _get_json(url: str, timeout_s: float) -> object | None:
 
 def fetch_slaves(master_url: str, timeout_s: float = 2.0) -> list[dict] | None:
     """``GET <master>/master/slaves`` -> its raw ``slaves`` list (what
-    :meth:`~dlc.scheduler.core.SchedulerCore.update_agents` takes and its codec decodes,
+    :meth:`~dlc.scheduler.core.facade.SchedulerCore.update_agents` takes and its codec decodes,
     :func:`dlc.mesos.agents.decode_agents`), or ``None`` on no good answer."""
     body = _get_json(f"{master_url}/master/slaves", timeout_s)
     slaves = body.get("slaves") if isinstance(body, dict) else None

@@ -1,6 +1,6 @@
 """Mesos offers as the core reads them: a v1 ``Offer`` JSON dict into an
-:class:`~dlc.scheduler.placement.OfferView` (the Mesos side of the core's
-:class:`~dlc.scheduler.ports.EngineCodec`, :meth:`~dlc.mesos.codec.MesosCodec.decode_offer`).
+:class:`~dlc.scheduler.placement.placer.OfferView` (the Mesos side of the core's
+:class:`~dlc.scheduler.core.ports.EngineCodec`, :meth:`~dlc.mesos.codec.MesosCodec.decode_offer`).
 
 What a view holds: the scalar resources summed over the offer's entries (``cpus``, ``mem``,
 ``disk``, ``gpus``), the ``gpu_ids`` SET items less the GPUs another framework took through the
@@ -16,8 +16,8 @@ from typing import Any
 
 from dlc.errors import OfferError
 from dlc.mesos.agents import domain_names
-from dlc.scheduler.placement import OfferView
-from dlc.scheduler.rendezvous import Ranges
+from dlc.scheduler.gangs.rendezvous import Ranges
+from dlc.scheduler.placement.placer import OfferView
 from dlc.topology import gpu_shares
 
 

@@ -11,7 +11,7 @@ Every dynamic reservation for one of DLC's roles that shows up in its offers is 
 DLC's own (do not share DLC's role with another framework that reserves dynamically). Pure:
 dicts in, dicts out; the caller passes the time. The core makes its :class:`Reserver` through
 its engine codec (:meth:`dlc.mesos.codec.MesosCodec.reserver`), holds it as a
-:class:`~dlc.scheduler.ports.ReservationKeeper` and hands it back to the codec's
+:class:`~dlc.scheduler.core.ports.ReservationKeeper` and hands it back to the codec's
 :meth:`~dlc.mesos.codec.MesosCodec.echo_round` (:mod:`~dlc.mesos.echo`) each round.
 """
 

@@ -2,7 +2,7 @@
 
 :func:`decode_status` reads a v1 ``TaskStatus`` (as pymesos hands it to the framework, or the
 simulator and the tests build it) into the core's engine-neutral
-:class:`~dlc.scheduler.task_states.TaskUpdate`; :func:`reconcile_request` writes the
+:class:`~dlc.scheduler.tasks.states.TaskUpdate`; :func:`reconcile_request` writes the
 ``[{"task_id": ..., "agent_id": ...}]`` list the driver's ``reconcileTasks`` takes. Both go
 through :class:`dlc.mesos.codec.MesosCodec`.
 
@@ -13,10 +13,10 @@ and a ``task_id`` or ``agent_id`` that is not an object raises ``AttributeError`
 framework logs, leaving the update unacknowledged. An ``executor_id`` that is neither empty
 nor an object with a text ``value`` does not raise: it makes the update ``malformed`` (its
 origin cannot be checked), which the core refuses, counts and logs, and answers by asking the
-master for the task's state (:mod:`dlc.scheduler.core_status`); raising would have left it
+master for the task's state (:mod:`dlc.scheduler.core.status`); raising would have left it
 unacknowledged, so the agent would resend it, and hold back the task's later updates, forever.
 Mesos's state and reason names pass as they are: they are the core's vocabulary
-(:mod:`dlc.scheduler.task_states`).
+(:mod:`dlc.scheduler.tasks.states`).
 
 Status updates are hot (hundreds a second in a busy cluster): a handful of dict reads, no
 validation beyond them.
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dlc.scheduler.task_states import ASSUMED_STATE, TaskUpdate
+from dlc.scheduler.tasks.states import ASSUMED_STATE, TaskUpdate
 
 #: the update's source when the task's executor sent it itself (not its agent or the master)
 SOURCE_EXECUTOR = "SOURCE_EXECUTOR"
@@ -39,10 +39,10 @@ _NO_STATE: Any = object()
 
 
 def decode_status(status: Mapping[str, Any]) -> TaskUpdate:
-    """A v1 ``TaskStatus`` as the core's :class:`~dlc.scheduler.task_states.TaskUpdate`.
+    """A v1 ``TaskStatus`` as the core's :class:`~dlc.scheduler.tasks.states.TaskUpdate`.
 
     An ``executor_id`` that is neither empty nor an object with a text ``value`` makes the
-    update :attr:`~dlc.scheduler.task_states.TaskUpdate.malformed` (the rest is read as usual).
+    update :attr:`~dlc.scheduler.tasks.states.TaskUpdate.malformed` (the rest is read as usual).
 
     Raises:
         AttributeError: ``task_id`` or ``agent_id`` is there but not an object (malformed: as

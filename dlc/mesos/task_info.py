@@ -1,15 +1,15 @@
 """The Mesos v1 ``TaskInfo`` JSON of one placed task (the Mesos side of a launch; pure).
 
-The scheduling core decides engine-neutral :class:`~dlc.scheduler.task_launch.TaskLaunch`
-values and hands each to its :class:`~dlc.scheduler.ports.EngineCodec`; the Mesos one,
+The scheduling core decides engine-neutral :class:`~dlc.scheduler.tasks.launch.TaskLaunch`
+values and hands each to its :class:`~dlc.scheduler.core.ports.EngineCodec`; the Mesos one,
 :class:`~dlc.mesos.codec.MesosCodec`, encodes it with :func:`build_task_info`.
 
 The task consumes ``cpus``/``mem`` (and ``disk`` when asked), ``gpus:k`` and
 exactly the ``gpu_ids`` items the allocator chose. It runs under DLC's own
 executor, started with the scheduler's Python (``<sys.executable> -m dlc
 executor``) so that the executor sees the same installed ``dlc``. What the
-container must run travels in ``data`` as a :class:`~dlc.scheduler.launch_spec.LaunchSpec`
-(:func:`~dlc.scheduler.task_launch.launch_spec`, the same for any engine).
+container must run travels in ``data`` as a :class:`~dlc.scheduler.jobs.launch_spec.LaunchSpec`
+(:func:`~dlc.scheduler.tasks.launch.launch_spec`, the same for any engine).
 
 Facts a person wants in the Mesos UI go into the task name (the only free-text
 column the UI shows): ``dlc <job> <framework> gpus 0,2``; everything else goes
@@ -22,9 +22,9 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from dlc.scheduler.jobs import Job
-from dlc.scheduler.placement import Launch
-from dlc.scheduler.task_launch import ExecutorConfig, launch_spec
+from dlc.scheduler.jobs.job import Job
+from dlc.scheduler.placement.placer import Launch
+from dlc.scheduler.tasks.launch import ExecutorConfig, launch_spec
 
 
 def scalar(name: str, value: float) -> dict[str, Any]:

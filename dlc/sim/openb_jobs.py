@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
 from dlc.sim.trace import PodSpec
 
 #: GPU memory (MiB) by openb model; G2/G3 are not public and assumed 16 GiB (a share asks
@@ -35,7 +35,7 @@ def spec_of(pod: PodSpec) -> JobSpec | None:
 def quiet_topology() -> Iterator[None]:
     """No "agent has no dlc_topo" warning per agent while placing: none of openb's nodes
     has one (the replay through the core and the direct replay's engine policy)."""
-    logger = logging.getLogger("dlc.scheduler.placement")
+    logger = logging.getLogger("dlc.scheduler.placement.placer")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:

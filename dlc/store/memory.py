@@ -1,4 +1,4 @@
-"""An in-memory job store: the :class:`~dlc.scheduler.ports.JobStore` port without a file.
+"""An in-memory job store: the :class:`~dlc.scheduler.core.ports.JobStore` port without a file.
 
 For tests and the simulator, which want the scheduler's exact behaviour without SQLite.
 It keeps what :class:`dlc.store.sqlite.JobStore` keeps (jobs, their history, settings,
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from dlc.errors import DlcError, JobNotFound
-from dlc.scheduler.jobs import Job, JobState
+from dlc.scheduler.jobs.job import Job, JobState
 from dlc.store.memory_tenancy import MemoryTenancy
 from dlc.store.sqlite import DEFAULT_MAX_PRIORITY, QuarantinedJob, TokenInfo
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dlc.errors import TenancyError
-from dlc.scheduler.spec_fields import check_name
+from dlc.scheduler.jobs.spec_fields import check_name
 from dlc.scheduler.tenancy.fair_share import UsageRow
 from dlc.scheduler.tenancy.policy import (
     DEFAULT_GRACE_S,

@@ -1,6 +1,6 @@
 """The job store on PostgreSQL, for HA deployments (``dlc scheduler --db postgresql://...``).
 
-The same :class:`~dlc.scheduler.ports.JobStore` port, the same methods and the same
+The same :class:`~dlc.scheduler.core.ports.JobStore` port, the same methods and the same
 schema migrations (:data:`dlc.store.schema.MIGRATIONS`) as the SQLite store: this class
 *is* the SQLite store's logic over a psycopg 3 connection that speaks the few SQLite forms
 the store and the migrations use (:func:`translate`). Differences that matter:
@@ -34,7 +34,7 @@ import psycopg
 from psycopg import pq
 
 from dlc.errors import StoreError
-from dlc.scheduler.jobs import Job
+from dlc.scheduler.jobs.job import Job
 from dlc.store import sqlite as _sqlite
 from dlc.store.schema import SCHEMA_VERSION, file_version, migrate
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlc.errors import DlcError
-from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState, TaskPlacement
 
 _SPEC_FIELDS = frozenset(JobSpec.__dataclass_fields__)
 _TASK_FIELDS = frozenset(TaskPlacement.__dataclass_fields__)

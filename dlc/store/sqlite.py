@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from dlc.errors import DlcError, JobNotFound, StoreError
-from dlc.scheduler.jobs import Job, JobState
+from dlc.scheduler.jobs.job import Job, JobState
 from dlc.store.errors import store_error
 from dlc.store.rows import BadRow, decode_job, encode_job
 from dlc.store.schema import SCHEMA_VERSION, file_version, migrate
@@ -347,7 +347,7 @@ class JobStore(TenancyStore):
         not used), with their first history entries; returns them as stored.
 
         Many submits, one commit: the core's job book writes the submits that arrived while
-        the previous write ran together (``dlc/scheduler/job_book.py``), so a stream of
+        the previous write ran together (``dlc/scheduler/core/job_book.py``), so a stream of
         submits is not one transaction, and one lock hand-over, per job."""
         if not jobs:
             return []

@@ -22,9 +22,9 @@ from typing import Any
 
 from dlc.api.metrics import CONTENT_TYPE, SchedulerMetrics
 from dlc.mesos.master import fetch_slaves
-from dlc.scheduler.cluster import GPU_TAKEN, AgentView
-from dlc.scheduler.core import SchedulerCore
-from dlc.scheduler.jobs import JobState
+from dlc.scheduler.core.facade import SchedulerCore
+from dlc.scheduler.jobs.job import JobState
+from dlc.scheduler.placement.cluster import GPU_TAKEN, AgentView
 from dlc.web.replay import replay_samples
 from dlc.web.series import Sample, Sampler, SeriesRing
 from dlc.web.snapshot import add_usage, build_snapshot
@@ -151,7 +151,9 @@ class Dashboard:
             requeued,
             self.run_order(),
         )
-        return add_usage(snapshot, self.core)  # allocated versus used (dlc/scheduler/usage.py)
+        return add_usage(
+            snapshot, self.core
+        )  # allocated versus used (dlc/scheduler/tasks/usage.py)
 
     def run_order(self) -> list[str]:
         """Queued job ids in the core's run order (the tenancy plan, as ``dlc queue``)."""

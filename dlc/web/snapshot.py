@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from dlc.scheduler.cluster import GPU_DRAINING, GPU_TAKEN, AgentView
-from dlc.scheduler.jobs import Job, JobState
-from dlc.scheduler.share_holders import share_holders as live_share_holders
+from dlc.scheduler.jobs.job import Job, JobState
+from dlc.scheduler.placement.cluster import GPU_DRAINING, GPU_TAKEN, AgentView
+from dlc.scheduler.placement.share_holders import share_holders as live_share_holders
+from dlc.scheduler.tasks.usage import GpuUsage, JobUsage
 from dlc.scheduler.tenancy.quotas import agent_pool
-from dlc.scheduler.usage import GpuUsage, JobUsage
 from dlc.topology.node_config import ATTR_SHARING
 
 #: terminal jobs listed on the main page (newest first); older ones stay in `dlc jobs`
@@ -182,7 +182,8 @@ def build_snapshot(
 
     Args:
         jobs: every job in the store.
-        agents: the core's cluster inventory (:meth:`~dlc.scheduler.core.SchedulerCore.cluster`).
+        agents: the core's cluster inventory
+            (:meth:`~dlc.scheduler.core.facade.SchedulerCore.cluster`).
         user, admin: the caller.
         now: wall-clock seconds.
         series: :meth:`~dlc.web.series.SeriesRing.to_dict`.
@@ -223,7 +224,7 @@ def build_snapshot(
 
 
 class UsageSource(Protocol):
-    """Where the snapshot reads GPU usage (:class:`~dlc.scheduler.core.SchedulerCore`)."""
+    """Where the snapshot reads GPU usage (:class:`~dlc.scheduler.core.facade.SchedulerCore`)."""
 
     def gpu_usage(self) -> dict[tuple[str, int], GpuUsage]:
         """(agent id, GPU index) -> latest reading."""

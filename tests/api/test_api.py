@@ -13,8 +13,8 @@ from dlc.api.client import ApiClient
 from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer
 from dlc.errors import ApiError
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.sandboxes import FRAMEWORK_ID, agent_sandbox
 from tests.scheduler.helpers import offer
@@ -197,6 +197,6 @@ def test_api_server_stops_when_it_never_started(tmp_path):
 def test_wire_model_lists_every_jobspec_field():
     # A field added to JobSpec must be added to the wire model too (or submits refuse it).
     from dlc.api.models import JobSpecIn
-    from dlc.scheduler.jobs import JobSpec
+    from dlc.scheduler.jobs.job import JobSpec
 
     assert set(JobSpecIn.model_fields) == set(JobSpec.__dataclass_fields__)

@@ -20,7 +20,7 @@ from dlc.api.client import ApiClient
 from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer, ServerLimits
 from dlc.errors import ApiError
-from dlc.scheduler.core import SchedulerCore
+from dlc.scheduler.core.facade import SchedulerCore
 from dlc.store.sqlite import JobStore
 
 #: socket timeout: a safety net so a broken server fails the test instead of hanging it

@@ -19,7 +19,7 @@ import pytest
 
 from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer, ServerLimits
-from dlc.scheduler.core import SchedulerCore
+from dlc.scheduler.core.facade import SchedulerCore
 from dlc.store.sqlite import JobStore
 
 #: socket timeout: a broken server fails the test instead of hanging it

@@ -1,4 +1,4 @@
-"""The adapters talk to the core through :class:`~dlc.scheduler.core.SchedulerCore`'s public
+"""The adapters talk to the core through :class:`~dlc.scheduler.core.facade.SchedulerCore`'s public
 methods only, never through its components (issue 26, "a thin locked facade"): a component's
 method may expect the caller to hold the core's lock, and reaching ``core.state.book`` from the
 API would bypass every rule the facade keeps. Tests and benchmarks may reach a part through its
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dlc.scheduler.core import SchedulerCore
+from dlc.scheduler.core.facade import SchedulerCore
 from dlc.store.memory import MemoryJobStore
 
 ROOT = Path(__file__).resolve().parents[2] / "dlc"

@@ -9,9 +9,9 @@ from starlette.exceptions import HTTPException
 
 from dlc.api.env_routes import read_local_output, safe_output_path
 from dlc.mesos.task_info import build_task_info
-from dlc.scheduler.launch_spec import LaunchSpec
-from dlc.scheduler.placement import Launch
-from dlc.scheduler.task_launch import ExecutorConfig, job_secret
+from dlc.scheduler.jobs.launch_spec import LaunchSpec
+from dlc.scheduler.placement.placer import Launch
+from dlc.scheduler.tasks.launch import ExecutorConfig, job_secret
 from tests.scheduler.helpers import job
 
 
@@ -58,7 +58,7 @@ def test_workdir_job_gets_url_secret_and_workspace():
 
 def test_a_workdir_that_is_not_a_snapshot_id_is_refused_in_one_line():
     from dlc.errors import JobSpecError
-    from dlc.scheduler.jobs import JobSpec
+    from dlc.scheduler.jobs.job import JobSpec
 
     with pytest.raises(JobSpecError, match="not a snapshot id; pass a directory with"):
         JobSpec.from_dict({"image": "busybox", "workdir": "/home/me/code"})

@@ -11,7 +11,7 @@ import pytest
 
 from dlc.api.logs import LogReader
 from dlc.errors import DlcError
-from dlc.scheduler.jobs import Job, JobSpec, TaskPlacement
+from dlc.scheduler.jobs.job import Job, JobSpec, TaskPlacement
 from tests.sandboxes import FRAMEWORK_ID, agent_sandbox
 
 

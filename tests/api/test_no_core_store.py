@@ -1,8 +1,8 @@
 """The API and the dashboard never reach the store through the core (issue 26, "narrow
 ports"). import-linter's ``core-not-store`` contract forbids importing ``dlc.store``, but an
 attribute (``core.store``) is no import, so this test reads the source: jobs and history come
-from the core's reads (:class:`~dlc.scheduler.ports.JobReader`), tokens and tenancy settings
-from its writes (:mod:`dlc.scheduler.core_admin`)."""
+from the core's reads (:class:`~dlc.scheduler.core.ports.JobReader`), tokens and tenancy settings
+from its writes (:mod:`dlc.scheduler.core.admin`)."""
 
 from __future__ import annotations
 
@@ -44,5 +44,5 @@ def test_api_and_web_never_reach_the_store(path):
     assert not lines, (
         f"{path.relative_to(ROOT.parent)} reaches the store at line(s) {lines}: read jobs "
         "through the core (SchedulerCore.get_job/all_jobs/job_history, ports.JobReader) and "
-        "write tokens and tenancy through its methods (core_admin)"
+        "write tokens and tenancy through its methods (core.admin)"
     )

@@ -91,7 +91,7 @@ def test_a_huge_outputs_offset_is_a_400_naming_it(tmp_path):
     from dlc.api.logs import LogReader
     from dlc.api.server import ApiServer
     from dlc.errors import ApiError
-    from dlc.scheduler.core import SchedulerCore
+    from dlc.scheduler.core.facade import SchedulerCore
     from dlc.store.sqlite import JobStore
 
     core = SchedulerCore(JobStore(tmp_path / "db"), resolver=lambda s: (s.image, None))

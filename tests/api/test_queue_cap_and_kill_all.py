@@ -19,9 +19,9 @@ from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer
 from dlc.cli.main import cli
 from dlc.errors import ApiError
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec, JobState
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer
 

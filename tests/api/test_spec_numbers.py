@@ -18,8 +18,8 @@ from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer
 from dlc.cli.main import cli
 from dlc.errors import JobSpecError
-from dlc.scheduler.core import SchedulerCore
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.core.facade import SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec
 from dlc.store.sqlite import JobStore
 
 DIGITS = "7" * 5000

@@ -8,8 +8,8 @@ from dlc.api.client import ApiClient
 from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer
 from dlc.errors import ApiError
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer
 

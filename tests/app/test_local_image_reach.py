@@ -8,7 +8,7 @@ import pytest
 
 from dlc.app.local import LocalImageCheck
 from dlc.errors import ImageNotFound
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
 
 
 class _APIError(Exception):

@@ -20,9 +20,9 @@ from dlc.api.server import ApiServer
 from dlc.cli.client_opts import complete_job_ids
 from dlc.cli.job_view import exit_code
 from dlc.cli.main import cli
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.fixture_files import FIXTURE_DIR
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from dlc.cli.submit_cmd import load_spec_file
-from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.placement import Launch
-from dlc.scheduler.task_launch import launch_spec
+from dlc.scheduler.jobs.job import Job, JobSpec
+from dlc.scheduler.placement.placer import Launch
+from dlc.scheduler.tasks.launch import launch_spec
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 GANGS = sorted(

@@ -14,8 +14,8 @@ from dlc.api.server import ApiServer
 from dlc.cli.main import cli
 from dlc.cli.submit_cmd import load_spec_file, parse_mem
 from dlc.errors import ImageNotFound, JobSpecError
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.sandboxes import FRAMEWORK_ID, agent_sandbox
 
@@ -234,7 +234,7 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yam
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_specs_are_valid(path):
     from dlc.images import resolve
-    from dlc.scheduler.jobs import JobSpec
+    from dlc.scheduler.jobs.job import JobSpec
 
     spec = JobSpec.from_dict(load_spec_file(str(path)))
     if spec.framework:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from dlc.scheduler.launch_spec import TaskPolicy
+from dlc.scheduler.jobs.launch_spec import TaskPolicy
 from tests.cli.test_submit_cmd import env, offer_json, run  # noqa: F401 (fixture)
 from tests.sandboxes import agent_sandbox
 

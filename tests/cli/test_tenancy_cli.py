@@ -82,7 +82,7 @@ def test_a_group_with_an_unknown_pool_is_refused_naming_the_known_ones(api):  # 
 def test_nodes_show_gpus_held_by_shares(api):  # noqa: F811
     import json
 
-    from dlc.scheduler.jobs import JobSpec
+    from dlc.scheduler.jobs.job import JobSpec
     from tests.api.test_tenancy_routes import slave
     from tests.scheduler.test_share_placement import ranged_offer
 

@@ -91,7 +91,7 @@ def test_the_store_of_dlc_local_is_found_without_db(tmp_path, monkeypatch):
 def api(tmp_path):
     from dlc.api.logs import LogReader
     from dlc.api.server import ApiServer
-    from dlc.scheduler.core import CoreConfig, SchedulerCore
+    from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 
     store = JobStore(tmp_path / "api.db")
     core = SchedulerCore(store, CoreConfig(), lambda spec: (spec.image, "12.1"))

@@ -20,9 +20,9 @@ import pytest
 
 from dlc.app.service import SchedulerService, ServiceConfig
 from dlc.mesos.framework import FrameworkConfig
-from dlc.scheduler.core import Actions
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.core.facade import Actions
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.tasks.launch import ExecutorConfig
 from tests.contract.conftest import Harness
 from tests.real_mesos import real_mesos_master
 

@@ -1,6 +1,6 @@
 """Contract: DLC's share placement and TaskInfos, accepted and accounted by both masters.
 
-The scheduler's own decisions (:func:`dlc.scheduler.placement.place`) and resources
+The scheduler's own decisions (:func:`dlc.scheduler.placement.placer.place`) and resources
 (:func:`dlc.mesos.task_info.build_task_info`) go to the emulator AND the real Mesos 1.11
 master: two 4 GiB shares land on ONE GPU, a whole-GPU job then takes another GPU with its
 whole blocks, and ``/master/state`` shows exactly that consumed, nothing given twice.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlc.mesos.task_info import build_task_info
-from dlc.scheduler.jobs import Job, JobSpec
+from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.topology.gpu_shares import GPU_CORE, GPU_MEM, STRIDE, normalise, parse_ranges_text
 from tests.contract.conftest import GPU_MEM_MIB
 from tests.contract.test_emulator_contract import NO_FILTER, new_id

@@ -2,7 +2,8 @@
 
 The same test on the emulator and on the real Mesos 1.11 master: a custom executor sends a
 report through DLC's own :class:`~dlc.executor.executor.DriverSink` (``message``), and the
-scheduler receives the bytes unchanged, decodable by :func:`dlc.scheduler.usage.decode_report`.
+scheduler receives the bytes unchanged, decodable by
+:func:`dlc.scheduler.tasks.usage.decode_report`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dlc.scheduler.usage import decode_report
+from dlc.scheduler.tasks.usage import decode_report
 from tests.contract.test_emulator_contract import (
     GPU_TASK,
     NO_FILTER,
@@ -28,7 +29,7 @@ EXECUTOR_SOURCE = textwrap.dedent(
     from dlc.executor.executor import DriverSink
     from dlc.mesos import import_pymesos
     from dlc.mesos.executor_endpoint import make_executor_driver
-    from dlc.scheduler.usage import GpuUsage, encode_report
+    from dlc.scheduler.tasks.usage import GpuUsage, encode_report
 
     pymesos = import_pymesos()
 

@@ -62,7 +62,7 @@ def test_executor_render_dispatches_on_vendor():
 
 def test_container_kwargs_carry_the_groups(tmp_path):
     from dlc.executor.container_spec import TaskIdentity
-    from dlc.scheduler.launch_spec import LaunchSpec
+    from dlc.scheduler.jobs.launch_spec import LaunchSpec
 
     args = render_rocm(GpuReservation((1,), (129,), vendor="amd", cards=(1,)))
     spec = LaunchSpec(job_id="j1", image="rocm/pytorch:latest", command=("true",), gpu_ids=(1,))

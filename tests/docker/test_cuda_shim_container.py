@@ -20,7 +20,7 @@ import pytest
 from dlc.executor.gpu_render import GpuStyle
 from dlc.executor.sharing.render import render_share
 from dlc.executor.sharing.shim import ShimStore
-from dlc.scheduler.launch_spec import GpuShare
+from dlc.scheduler.jobs.launch_spec import GpuShare
 from tests.native.shim_helpers import build
 
 IMAGE = "dlc-test/busybox-glibc:1"

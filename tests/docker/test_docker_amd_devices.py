@@ -18,7 +18,7 @@ from dlc.devices.amd.host import SysfsDrm
 from dlc.executor.gpu_render import GpuStyle
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
-from dlc.scheduler.launch_spec import LaunchSpec
+from dlc.scheduler.jobs.launch_spec import LaunchSpec
 from dlc.topology.discovery.discover import discover
 
 

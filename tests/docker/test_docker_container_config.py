@@ -6,7 +6,7 @@ import pytest
 
 from dlc.executor.container_spec import TaskIdentity, create_kwargs
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, render
-from dlc.scheduler.launch_spec import LaunchSpec, Volume
+from dlc.scheduler.jobs.launch_spec import LaunchSpec, Volume
 
 
 def _spec(image, **kw):

@@ -17,7 +17,7 @@ from dlc.executor.gpu_claim import LABEL_EXECUTOR_PID, LABEL_GPUS
 from dlc.executor.gpu_render import GpuStyle
 from dlc.executor.sharing.render import LABEL_SHARE
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
-from dlc.scheduler.launch_spec import GpuShare, LaunchSpec
+from dlc.scheduler.jobs.launch_spec import GpuShare, LaunchSpec
 from tests.docker.test_docker_task_runner import Sink
 
 #: a stand-alone "executor": one TaskRunner running `sleep 300` on GPUs 1 and 2, no reaper
@@ -25,7 +25,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from dlc.executor.gpu_render import GpuStyle
-    from dlc.scheduler.launch_spec import LaunchSpec
+    from dlc.scheduler.jobs.launch_spec import LaunchSpec
     from dlc.executor.runtime import DockerRuntime
     from dlc.executor.task_runner import RunnerConfig, TaskRunner
 

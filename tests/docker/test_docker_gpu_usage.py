@@ -23,11 +23,11 @@ from dlc.executor.gpu_render import GpuStyle
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
 from dlc.executor.usage import UsageSampler
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX
-from dlc.scheduler.usage import decode_report
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.tasks.states import DOUBLE_ASSIGNMENT_PREFIX
+from dlc.scheduler.tasks.usage import decode_report
 from dlc.store.sqlite import JobStore
 from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
 from dlc.topology.node_config import agent_attributes

@@ -16,9 +16,9 @@ from dlc.executor.gpu_render import CONTROL_DEVICES, GpuStyle
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
 from dlc.mesos.task_info import build_task_info
-from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.launch_spec import LaunchSpec
-from dlc.scheduler.task_states import DOUBLE_ASSIGNMENT_PREFIX
+from dlc.scheduler.jobs.job import Job, JobSpec
+from dlc.scheduler.jobs.launch_spec import LaunchSpec
+from dlc.scheduler.tasks.states import DOUBLE_ASSIGNMENT_PREFIX
 from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
 from dlc.topology.node_config import agent_attributes
 from tests.docker.test_docker_task_runner import Sink

@@ -15,7 +15,7 @@ from dlc.executor.container_spec import LABEL_FRAMEWORK, TaskIdentity, create_kw
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, render
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
-from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy, Volume
+from dlc.scheduler.jobs.launch_spec import LaunchSpec, TaskPolicy, Volume
 
 
 class Sink:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from dlc.cli.main import cli
 from dlc.executor.container_spec import LABEL_FRAMEWORK, TaskIdentity, create_kwargs
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, render
-from dlc.scheduler.launch_spec import LaunchSpec
+from dlc.scheduler.jobs.launch_spec import LaunchSpec
 
 
 def _run_container(runtime, image, framework_id, executor_id, task_id):

@@ -17,7 +17,7 @@ from dlc.executor.sharing.hook import ShareHook
 from dlc.executor.sharing.mps import CONTROL, MpsManager
 from dlc.executor.sharing.render import LABEL_SHARE, LABEL_SHARING, apply_share, render_share
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
-from dlc.scheduler.launch_spec import GpuShare, LaunchSpec
+from dlc.scheduler.jobs.launch_spec import GpuShare, LaunchSpec
 from tests.executor.sharing.h100 import FakeH100Nvml
 
 UUID = "GPU-094dfacd-6ee2-c0d6-540b-1740f12448d1"  # the real H100's

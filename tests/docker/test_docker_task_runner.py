@@ -11,7 +11,7 @@ from dlc.executor.container_spec import LABEL_FRAMEWORK
 from dlc.executor.gpu_render import GpuStyle
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
-from dlc.scheduler.launch_spec import LaunchSpec
+from dlc.scheduler.jobs.launch_spec import LaunchSpec
 
 TERMINAL = {"TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_LOST"}
 

@@ -6,7 +6,7 @@ import pytest
 
 from dlc.app.local import LocalImageCheck
 from dlc.errors import ImageNotFound
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
 
 
 def spec(image: str) -> JobSpec:
@@ -38,7 +38,7 @@ def test_a_missing_image_is_refused_at_submit_and_present_ones_pass(
 
 
 def test_the_core_refuses_the_submit_and_queues_nothing(docker_runtime, local_registry):
-    from dlc.scheduler.core import CoreConfig, SchedulerCore
+    from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
     from dlc.store.memory import MemoryJobStore
 
     core = SchedulerCore(MemoryJobStore(), CoreConfig(), LocalImageCheck(docker_runtime))

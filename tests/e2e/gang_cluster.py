@@ -16,7 +16,7 @@ import pytest
 
 from dlc.app.service import SchedulerService, ServiceConfig
 from dlc.executor.container_spec import LABEL_FRAMEWORK
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.tasks.launch import ExecutorConfig
 from tests.real_mesos import real_mesos_master
 
 #: each agent: one GPU (simulated: --gpu-style none) and the default-like ports range

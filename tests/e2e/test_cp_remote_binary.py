@@ -33,7 +33,7 @@ ADMIN = "cp-binary-admin-token"
 def service(tmp_path_factory):
     from dlc.app.service import SchedulerService, ServiceConfig
     from dlc.executor.runtime import DockerRuntime
-    from dlc.scheduler.task_launch import ExecutorConfig
+    from dlc.scheduler.tasks.launch import ExecutorConfig
 
     work = tmp_path_factory.mktemp("cp-binary")
     env = venv_env(MESOS_RESOURCES=RESOURCES)

@@ -87,7 +87,7 @@ def master(request, tmp_path_factory):
 @pytest.fixture
 def service(master, gpu_host, docker_runtime, tmp_path):
     from dlc.app.service import SchedulerService, ServiceConfig
-    from dlc.scheduler.task_launch import ExecutorConfig
+    from dlc.scheduler.tasks.launch import ExecutorConfig
 
     dev, version = gpu_host
     address, sandbox_roots = master

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from dlc.cli.main import cli
 from dlc.executor.container_spec import LABEL_TASK
-from dlc.scheduler.elastic import nodes_text
+from dlc.scheduler.gangs.elastic import nodes_text
 from tests.e2e.gang_cluster import gang_service
 
 pytestmark = [pytest.mark.docker]

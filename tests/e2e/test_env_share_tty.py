@@ -63,7 +63,7 @@ def _local(work: Path):
 
 def _real(work: Path):
     from dlc.app.service import SchedulerService, ServiceConfig
-    from dlc.scheduler.task_launch import ExecutorConfig
+    from dlc.scheduler.tasks.launch import ExecutorConfig
     from tests.real_mesos import RealMesos, ensure_built, venv_env
 
     env = venv_env(MESOS_RESOURCES=SHARE_RESOURCES, MESOS_ATTRIBUTES="dlc_sharing:none")

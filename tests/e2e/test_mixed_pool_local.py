@@ -183,7 +183,7 @@ def test_vendor_placement_on_the_real_master(tmp_path):
     import json
 
     from dlc.app.service import SchedulerService, ServiceConfig
-    from dlc.scheduler.task_launch import ExecutorConfig
+    from dlc.scheduler.tasks.launch import ExecutorConfig
     from dlc.topology.discovery.discover import discover
     from dlc.topology.node_config import node_config
     from tests.real_mesos import real_mesos_master

@@ -47,7 +47,7 @@ SCRIPT = (
 @pytest.fixture
 def service(master, docker_runtime, tmp_path):  # noqa: F811
     from dlc.app.service import SchedulerService, ServiceConfig
-    from dlc.scheduler.task_launch import ExecutorConfig
+    from dlc.scheduler.tasks.launch import ExecutorConfig
 
     address, sandbox_roots = master
     command = f"{sys.executable} -m dlc executor --gpu-style none --grace 1"

@@ -26,7 +26,7 @@ from dlc.api.logs import LogReader
 from dlc.app.service import SchedulerService, ServiceConfig
 from dlc.cli.main import cli
 from dlc.mesos.framework import FrameworkConfig
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.tasks.launch import ExecutorConfig
 from tests.real_mesos import RealMesos, real_mesos_master, venv_env
 
 pytestmark = pytest.mark.mesos
@@ -257,7 +257,7 @@ def test_principal_and_secret_authenticate_and_a_wrong_secret_does_not_kill_us(t
 _SCHEDULER_PROCESS = """
 import sys, time
 from dlc.app.service import SchedulerService, ServiceConfig
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.tasks.launch import ExecutorConfig
 master, db, stand_in = sys.argv[1:4]
 config = ServiceConfig(master=master, db=db, api_port=0, admin_token="e2e-admin-token",
                        executor=ExecutorConfig(command=f"{sys.executable} {stand_in}"))

@@ -34,7 +34,7 @@ def service(tmp_path):
     from dlc.errors import ContainerError
     from dlc.executor.runtime import DockerRuntime
     from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
-    from dlc.scheduler.task_launch import ExecutorConfig
+    from dlc.scheduler.tasks.launch import ExecutorConfig
 
     try:
         runtime = DockerRuntime()

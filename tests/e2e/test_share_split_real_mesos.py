@@ -15,7 +15,7 @@ import pytest
 from dlc.api.client import ApiClient
 from dlc.app.local import LocalConfig, agent_spec
 from dlc.app.service import SchedulerService, ServiceConfig
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.tasks.launch import ExecutorConfig
 from tests.app.test_local import DGX1, STAND_IN
 from tests.app.test_local_shares import AGENTS, GPU_MEM_MIB, check_share_split
 from tests.e2e.gang_cluster import wait_agents

@@ -56,7 +56,7 @@ def docker_ready():
 
 def _service(address: str, sandbox_roots, db: Path):
     from dlc.app.service import SchedulerService, ServiceConfig
-    from dlc.scheduler.task_launch import ExecutorConfig
+    from dlc.scheduler.tasks.launch import ExecutorConfig
 
     command = f"{sys.executable} -m dlc executor --gpu-style none --grace 1"
     config = ServiceConfig(

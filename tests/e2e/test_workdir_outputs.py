@@ -35,7 +35,7 @@ def service(request, tmp_path_factory):
     from dlc.app.service import SchedulerService, ServiceConfig
     from dlc.errors import ContainerError
     from dlc.executor.runtime import DockerRuntime
-    from dlc.scheduler.task_launch import ExecutorConfig
+    from dlc.scheduler.tasks.launch import ExecutorConfig
 
     try:
         runtime = DockerRuntime()

@@ -6,7 +6,7 @@ import pytest
 
 from dlc.executor.container_spec import CAP_ADD, TaskIdentity, create_kwargs
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, render
-from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy, Volume
+from dlc.scheduler.jobs.launch_spec import LaunchSpec, TaskPolicy, Volume
 
 IDENTITY = TaskIdentity("fw-1", "dlc-executor.t1", "t1", "job-7")
 

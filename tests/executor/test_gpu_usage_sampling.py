@@ -10,7 +10,7 @@ import pytest
 
 from dlc.executor.gpu_usage import GpuSample, process_gpu_memory, sample_gpus
 from dlc.executor.usage import UsageSampler, UsageWindow, task_memory
-from dlc.scheduler.usage import decode_report
+from dlc.scheduler.tasks.usage import decode_report
 from tests.fakes.usage_nvml import ONE_GIB_PROCESS_MIB, H100UsageNvml, h100_facts
 
 TOTAL = 81559

@@ -15,7 +15,7 @@ from dlc.executor.host_paths import (
     parse_user,
     walk,
 )
-from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy, Volume
+from dlc.scheduler.jobs.launch_spec import LaunchSpec, TaskPolicy, Volume
 
 
 @pytest.fixture

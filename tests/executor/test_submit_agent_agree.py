@@ -3,7 +3,7 @@
 Each case goes through the scheduler's check (:meth:`JobSpec.from_dict` and the registry
 check of :func:`core.submit`) and through the agent's (:mod:`dlc.executor.host_paths`, on a
 real directory under an allowed prefix); the two verdicts must be the same. Both sides call
-:mod:`dlc.scheduler.spec_rules` and :mod:`dlc.images.reference`.
+:mod:`dlc.scheduler.jobs.spec_rules` and :mod:`dlc.images.reference`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from dlc.errors import JobSpecError
 from dlc.executor.host_paths import MountRefused, TaskRefused, check_image, checked_spec
 from dlc.scheduler.allocator.base import model_matches
-from dlc.scheduler.jobs import JobSpec, check_registry
-from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy, Volume
+from dlc.scheduler.jobs.job import JobSpec, check_registry
+from dlc.scheduler.jobs.launch_spec import LaunchSpec, TaskPolicy, Volume
 
 
 @pytest.fixture

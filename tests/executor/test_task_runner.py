@@ -11,7 +11,7 @@ import pytest
 from dlc.executor.gpu_render import GpuStyle
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
-from dlc.scheduler.launch_spec import LaunchSpec
+from dlc.scheduler.jobs.launch_spec import LaunchSpec
 
 from .fake_runtime import FakeRuntime
 

@@ -19,7 +19,7 @@ TERMINAL = {"finished", "failed", "killed", "lost"}
 #: tolerance (s) around a kill point when deciding which jobs it hit (for the evidence only)
 HIT_SLACK_S = 1.0
 
-#: the scheduler's bound on relaunches that use no retry (dlc.scheduler.infra_loss)
+#: the scheduler's bound on relaunches that use no retry (dlc.scheduler.tasks.infra_loss)
 FREE_RELAUNCHES = 10
 #: memory of each simulated GPU (MiB) unless the run says otherwise: shares on one GPU must fit
 GPU_MEM_MIB = 16384

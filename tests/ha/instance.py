@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from dlc.app.leader import LeaderElection
 from dlc.errors import StoreError
-from dlc.scheduler.jobs import JobState, TaskPlacement
+from dlc.scheduler.jobs.job import JobState, TaskPlacement
 from dlc.store.select import open_store
 
 

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlc.scheduler.jobs import JobState
+from dlc.scheduler.jobs.job import JobState
 from dlc.store.postgres import JobStore
 from tests.scheduler.helpers import job
 from tests.services import Postgres, ZooKeeper

@@ -7,8 +7,8 @@ import pytest
 
 from dlc.mesos.agents import agent_totals, decode_agents, domain_names
 from dlc.mesos.codec import MesosCodec
-from dlc.scheduler.inventory import AgentTotals, Inventory
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.placement.inventory import AgentTotals, Inventory
 
 #: a /master/slaves entry as the real 1.11 master renders it for an agent started with
 #: gpus(spark):2;gpu_ids(spark):{0,1};gpus(dlc):2;gpu_ids(dlc):{2,3};cpus(spark):1;cpus:3;...

@@ -73,7 +73,7 @@ def test_node_config_role_reserves_the_gpu_resources_only():
 
 def test_reserve_operations_go_in_the_launchs_accept_and_alone_otherwise(tmp_path):
     from dlc.mesos.framework import MesosFramework
-    from dlc.scheduler.core import Actions, SchedulerCore
+    from dlc.scheduler.core.facade import Actions, SchedulerCore
     from dlc.store.memory import MemoryJobStore
     from tests.mesos.test_framework import FakeDriver
 
@@ -111,7 +111,7 @@ def test_group_roles_parse_and_name_the_fix():
 
 def test_per_role_suppress_is_sent_once_until_a_revive(tmp_path):
     from dlc.mesos.framework import MesosFramework
-    from dlc.scheduler.core import Actions, SchedulerCore
+    from dlc.scheduler.core.facade import Actions, SchedulerCore
     from dlc.store.memory import MemoryJobStore
     from tests.mesos.test_framework import FakeDriver
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.usage import GpuUsage, encode_report
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.tasks.usage import GpuUsage, encode_report
 from tests.mesos.test_framework import FakeDriver, setup, wait_for  # noqa: F401 - fixture
 from tests.scheduler.helpers import offer
 

@@ -10,10 +10,10 @@ import pytest
 
 from dlc.mesos.codec import MesosCodec
 from dlc.mesos.status import decode_status, reconcile_request
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.task_states import TaskUpdate
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec, JobState
+from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.tasks.states import TaskUpdate
 from dlc.store.memory import MemoryJobStore
 from tests.scheduler.helpers import offer
 
@@ -138,7 +138,7 @@ def test_an_update_with_a_malformed_executor_id_is_refused_logged_and_reconciled
     core, job_id, task_id = _running()
     forged = {"task_id": {"value": task_id}, "agent_id": {"value": "a1"}, "state": "TASK_FAILED",
               "executor_id": "dlc-executor.other", "source": "SOURCE_EXECUTOR"}  # fmt: skip
-    with caplog.at_level(logging.WARNING, logger="dlc.scheduler.core_status"):
+    with caplog.at_level(logging.WARNING, logger="dlc.scheduler.core.status"):
         actions = core.on_status(forged)
         again = core.on_status(dict(forged))
     assert actions.reconcile == again.reconcile == [(task_id, "a1")] and not actions.kills

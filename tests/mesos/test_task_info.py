@@ -6,10 +6,10 @@ import base64
 import json
 
 from dlc.mesos.task_info import build_task_info
-from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.launch_spec import LaunchSpec
-from dlc.scheduler.placement import Launch
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.jobs.job import Job, JobSpec
+from dlc.scheduler.jobs.launch_spec import LaunchSpec
+from dlc.scheduler.placement.placer import Launch
+from dlc.scheduler.tasks.launch import ExecutorConfig
 
 
 def _job(**spec) -> Job:
@@ -118,7 +118,7 @@ def test_spec_json_is_asdict_json_with_every_field_set():
     ``asdict`` gives, nested dataclasses and tuples included, and read back equal."""
     import dataclasses
 
-    from dlc.scheduler.launch_spec import GpuShare, TaskPolicy, Volume
+    from dlc.scheduler.jobs.launch_spec import GpuShare, TaskPolicy, Volume
 
     spec = LaunchSpec(
         job_id="j1", image="img", framework="pytorch:2.3", command=("python", "t.py"),

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dlc.mesos.offers import offer_view
-from dlc.scheduler import placement
-from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.placement import OfferView
+from dlc.scheduler.jobs.job import Job, JobSpec
+from dlc.scheduler.placement import placer as placement
+from dlc.scheduler.placement.placer import OfferView
 from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
 
 
@@ -79,7 +79,7 @@ def pairs_topology(n: int, nvlinked: set[tuple[int, int]], model: str | None = N
 
 
 def place(offers: Sequence[Mapping[str, Any] | OfferView], *args: Any, **kwargs: Any) -> Any:
-    """:func:`dlc.scheduler.placement.place` on offers as the tests write them: a v1 Offer dict
-    is decoded as the core's Mesos codec decodes it (the core places on views only)."""
+    """:func:`dlc.scheduler.placement.placer.place` on offers as the tests write them: a v1 Offer
+    dict is decoded as the core's Mesos codec decodes it (the core places on views only)."""
     views = [o if isinstance(o, OfferView) else offer_view(o) for o in offers]
     return placement.place(views, *args, **kwargs)

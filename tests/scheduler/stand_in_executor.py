@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo, for `d
 
 from dlc.mesos import import_pymesos  # noqa: E402
 from dlc.mesos.executor_endpoint import make_executor_driver  # noqa: E402
-from dlc.scheduler.launch_spec import LaunchSpec  # noqa: E402
+from dlc.scheduler.jobs.launch_spec import LaunchSpec  # noqa: E402
 
 
 def _status(task, state, message, sandbox):

@@ -1,7 +1,7 @@
 """Failed shapes carried from one offer round to the next until an agent grows (issue 26).
 
 At openb scale a steady round tried the same 2,000 failing shapes on the same 1,213 agents
-every round. :class:`~dlc.scheduler.shape_cache.CarriedFailures` keeps a round's failures
+every round. :class:`~dlc.scheduler.placement.shape_cache.CarriedFailures` keeps a round's failures
 and tries them next round only on the agents that grew. These tests count placement
 attempts (``placement._place_job`` calls) and check that nothing that fits is kept waiting.
 """
@@ -12,14 +12,14 @@ import pytest
 
 from dlc.mesos.codec import MesosCodec
 from dlc.mesos.offers import offer_view
-from dlc.scheduler import placement
-from dlc.scheduler.decide import DecideRequest, Decision, decide
-from dlc.scheduler.inventory import Inventory
-from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.offer_views import OfferParser
-from dlc.scheduler.placement import OfferView, PlacementConfig
-from dlc.scheduler.round_memo import RoundMemo
-from dlc.scheduler.shape_cache import ShapeBudget
+from dlc.scheduler.core.offer_views import OfferParser
+from dlc.scheduler.jobs.job import Job, JobSpec
+from dlc.scheduler.placement import placer as placement
+from dlc.scheduler.placement.decide import DecideRequest, Decision, decide
+from dlc.scheduler.placement.inventory import Inventory
+from dlc.scheduler.placement.placer import OfferView, PlacementConfig
+from dlc.scheduler.placement.round_memo import RoundMemo
+from dlc.scheduler.placement.shape_cache import ShapeBudget
 
 from .helpers import offer
 from .test_share_placement import ranged_offer, share_job
@@ -215,7 +215,7 @@ def test_a_carried_failure_is_forgotten_every_few_rounds_whatever_the_agents_sho
     # a safety bound: a cause the agents' snapshots miss can delay a job, never strand it
     from types import SimpleNamespace
 
-    from dlc.scheduler.shape_cache import FULL_RETRY_ROUNDS, CarriedFailures
+    from dlc.scheduler.placement.shape_cache import FULL_RETRY_ROUNDS, CarriedFailures
 
     slot = SimpleNamespace(agent_id="a1", cpus=1.0, mem=1.0, disk=0.0, gpus=0.0,
                            free=frozenset(), gpu_mem=(), gpu_core=(), port_ranges=(),
@@ -240,7 +240,7 @@ def test_a_carried_failure_is_forgotten_every_few_rounds_whatever_the_agents_sho
 def test_a_failure_is_kept_over_rounds_in_which_its_shape_is_not_tried(attempts):
     # the round cap considers other jobs in turns; a job whose turn comes again finds its
     # shape's failure still standing while no agent grew (one round was all it was kept)
-    from dlc.scheduler.round_cap import RoundCap
+    from dlc.scheduler.placement.round_cap import RoundCap
 
     budget, cap = ShapeBudget(), RoundCap(2)  # the head's job and one other, in turns
     queue = [cpu_job("head", 8.0), cpu_job("two", 8.0, gpus=2), cpu_job("three", 8.0, gpus=3)]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dlc.scheduler.cluster import GPU_DRAINING, GPU_FREE, GPU_TAKEN, WHOLE_GPU_MILLI
-from dlc.scheduler.core import SchedulerCore
+from dlc.scheduler.core.facade import SchedulerCore
+from dlc.scheduler.placement.cluster import GPU_DRAINING, GPU_FREE, GPU_TAKEN, WHOLE_GPU_MILLI
 from dlc.store.memory import MemoryJobStore
 from dlc.topology.node_config import agent_attributes
 
@@ -85,6 +85,6 @@ def test_master_totals_and_agents_known_only_from_the_master():
 
 
 def _job_spec():
-    from dlc.scheduler.jobs import JobSpec
+    from dlc.scheduler.jobs.job import JobSpec
 
     return JobSpec.from_dict({"image": "busybox", "gpus": 1, "cpus": 1, "mem_mib": 64})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlc.scheduler.consolidation import (
+from dlc.scheduler.placement.consolidation import (
     AgentGpus,
     ConsolidationPlan,
     ConsolidationRequest,

@@ -5,9 +5,9 @@ preemptible jobs, holds the cleared agent, and all three run once the moved jobs
 from __future__ import annotations
 
 from dlc.api.metrics import SchedulerMetrics
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec, JobState
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer

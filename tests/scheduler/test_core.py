@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from dlc.errors import ImageNotFound, JobNotFound, JobSpecError
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec, JobState
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer, pairs_topology
@@ -127,7 +127,7 @@ def test_failed_job_retried_then_gives_up(core):
 def test_a_task_lost_by_the_infrastructure_does_not_use_a_retry(timed, update):
     # The fault suite's case: the retry went on a real failure, then the relaunch was lost
     # with a dlc local crash. The job must run again and end as its command does.
-    from dlc.scheduler.draining import ORPHAN_STOP_BOUND_S
+    from dlc.scheduler.tasks.draining import ORPHAN_STOP_BOUND_S
 
     core, clock = timed
     job = submit(core, retries=1)
@@ -156,8 +156,8 @@ def test_an_executor_reporting_its_own_error_uses_a_retry(core):
 
 def test_free_relaunches_after_losses_are_bounded(timed):
     # a job whose every task dies with its node must not loop forever
-    from dlc.scheduler.draining import ORPHAN_STOP_BOUND_S
-    from dlc.scheduler.infra_loss import FREE_RELAUNCHES
+    from dlc.scheduler.tasks.draining import ORPHAN_STOP_BOUND_S
+    from dlc.scheduler.tasks.infra_loss import FREE_RELAUNCHES
 
     core, clock = timed
     job = submit(core, retries=1)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.tasks.usage import GpuUsage, encode_report
 from dlc.scheduler.tenancy.policy import Group, Policy
-from dlc.scheduler.usage import GpuUsage, encode_report
 from dlc.store.memory import MemoryJobStore
 
 from .helpers import offer

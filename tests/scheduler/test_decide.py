@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 
 from dlc.mesos.offers import offer_view
-from dlc.scheduler.decide import DecideRequest, decide
-from dlc.scheduler.inventory import Inventory
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.placement.decide import DecideRequest, decide
+from dlc.scheduler.placement.inventory import Inventory
+from dlc.scheduler.placement.placer import PlacementConfig
 
 from .helpers import job, offer
 
@@ -97,9 +97,9 @@ def _runnable_step_by_step(queue, why_of, cap, reserved):
 def test_the_runnable_jobs_reasons_and_skipped_ids_equal_the_step_by_step_ones(seed):
     import random
 
-    from dlc.scheduler.decide import _runnable
-    from dlc.scheduler.round_cap import RoundCap
-    from dlc.scheduler.round_memo import RoundMemo
+    from dlc.scheduler.placement.decide import _runnable
+    from dlc.scheduler.placement.round_cap import RoundCap
+    from dlc.scheduler.placement.round_memo import RoundMemo
 
     rng = random.Random(seed)
     queue = [job(f"j{n:03d}", gpus=1 + n % 3) for n in range(rng.randrange(1, 120))]
@@ -132,9 +132,9 @@ def test_the_runnable_jobs_read_from_the_ids_equal_the_step_by_step_ones(seed):
     each job, across inventory versions that turn jobs impossible and possible again."""
     import random
 
-    from dlc.scheduler.decide import _runnable
-    from dlc.scheduler.round_cap import RoundCap
-    from dlc.scheduler.round_memo import RoundMemo
+    from dlc.scheduler.placement.decide import _runnable
+    from dlc.scheduler.placement.round_cap import RoundCap
+    from dlc.scheduler.placement.round_memo import RoundMemo
 
     rng = random.Random(seed)
     queue = [job(f"j{n:03d}", gpus=1 + n % 3) for n in range(rng.randrange(1, 120))]
@@ -174,9 +174,9 @@ def test_the_round_after_a_pinned_one_asks_only_the_jobs_that_entered(seed):
     new inventory version and a queue so much shorter that the memo starts again."""
     import random
 
-    from dlc.scheduler.decide import QueueChanges, _runnable
-    from dlc.scheduler.round_cap import RoundCap
-    from dlc.scheduler.round_memo import RoundMemo
+    from dlc.scheduler.placement.decide import QueueChanges, _runnable
+    from dlc.scheduler.placement.round_cap import RoundCap
+    from dlc.scheduler.placement.round_memo import RoundMemo
 
     rng = random.Random(seed)
     every = [job(f"j{n:04d}", gpus=1 + n % 3) for n in range(1400)]

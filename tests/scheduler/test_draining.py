@@ -1,4 +1,4 @@
-"""A job is never started again while its previous attempt may still run (dlc.scheduler.draining).
+"""A job never starts again while its previous attempt may still run (dlc.scheduler.tasks.draining).
 
 The fault suite found retries that started on *other* GPUs while the SIGKILLed executor's
 container still ran (the GPUs were drained, the job was not): the job ran twice at once. These
@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from dlc.mesos.offers import offer_view
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.draining import ORPHAN_STOP_BOUND_S, Drains
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec, JobState
+from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.tasks.draining import ORPHAN_STOP_BOUND_S, Drains
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from dlc.errors import JobSpecError
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.elastic import nodes_text
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.launch_spec import LaunchSpec
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.gangs.elastic import nodes_text
+from dlc.scheduler.jobs.job import JobSpec, JobState
+from dlc.scheduler.jobs.launch_spec import LaunchSpec
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer
@@ -353,8 +353,8 @@ def test_the_api_takes_both_range_forms(tmp_path, nodes):
 
 
 def test_new_members_go_nearest_to_node0_and_keep_a_required_level():
-    from dlc.scheduler.elastic import member_order
-    from dlc.scheduler.gang_topology import Locality
+    from dlc.scheduler.gangs.elastic import member_order
+    from dlc.scheduler.gangs.topology import Locality
 
     places = {
         "same-switch": Locality("r", "z1", "rack1", "tor1"),

@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from dlc.errors import TenancyError
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec, JobState
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.scheduler.tenancy.fair_share import (
     FairView,
     GroupShare,

@@ -11,12 +11,12 @@ import numpy as np
 from dlc.mesos.codec import MesosCodec
 from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
-from dlc.scheduler.frag_state import FragCache, drift
-from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.offer_views import OfferParser
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.round_memo import RoundMemo
-from dlc.scheduler.whole_score import WholeScore
+from dlc.scheduler.core.offer_views import OfferParser
+from dlc.scheduler.jobs.job import Job, JobSpec
+from dlc.scheduler.placement.frag_state import FragCache, drift
+from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.round_memo import RoundMemo
+from dlc.scheduler.placement.whole_score import WholeScore
 from tests.scheduler.helpers import place
 from tests.scheduler.test_share_placement import ranged_offer
 

@@ -20,9 +20,9 @@ from dlc.cli.main import cli
 from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
 from dlc.mesos.emulator.model import fault_domain
 from dlc.mesos.framework import FrameworkConfig
-from dlc.scheduler.core import Actions
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.core.facade import Actions
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.tasks.launch import ExecutorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 STAND_IN = ROOT / "tests" / "scheduler" / "stand_in_executor.py"

@@ -7,8 +7,8 @@ import pytest
 from dlc.errors import JobSpecError
 from dlc.mesos.agents import decode_agents
 from dlc.mesos.offers import offer_view
-from dlc.scheduler.gang_topology import GangTopology, Locality, choose_group
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.gangs.topology import GangTopology, Locality, choose_group
+from dlc.scheduler.placement.placer import PlacementConfig
 from tests.scheduler.helpers import job, offer, place
 
 FF = PlacementConfig(policy="first-fit")
@@ -170,7 +170,7 @@ def _slave(agent, rack, switch):
 
 
 def test_admission_refuses_a_required_gang_no_group_could_ever_hold():
-    from dlc.scheduler.inventory import Inventory
+    from dlc.scheduler.placement.inventory import Inventory
 
     inventory = Inventory()
     inventory.replace_agents(
@@ -206,7 +206,7 @@ def test_node_config_refuses_a_rack_or_switch_mesos_would_misread(flag):
 
 
 def test_a_passed_over_gang_reserves_agents_of_one_switch(tmp_path):
-    from dlc.scheduler.core import CoreConfig, SchedulerCore
+    from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
     from dlc.store.sqlite import JobStore
 
     config = CoreConfig(placement=FF, max_skips=2, reservation_s=600)
@@ -227,7 +227,7 @@ def test_a_passed_over_gang_reserves_agents_of_one_switch(tmp_path):
 
 
 def test_a_placed_gang_says_where_it_went(tmp_path):
-    from dlc.scheduler.core import CoreConfig, SchedulerCore
+    from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
     from dlc.store.sqlite import JobStore
 
     core = SchedulerCore(JobStore(tmp_path / "db"), CoreConfig(placement=FF),

@@ -8,8 +8,8 @@ import numpy as np
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.allocator import fragscore, host_keep
 from dlc.scheduler.allocator import shares as fgd
-from dlc.scheduler.placement import _Slot
-from dlc.scheduler.whole_score import WholeScore, counted_mix
+from dlc.scheduler.placement.placer import _Slot
+from dlc.scheduler.placement.whole_score import WholeScore, counted_mix
 from tests.scheduler.test_share_placement import ranged_offer
 
 ON = fragscore.ScoreParams(host_keep=1.0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer
@@ -154,7 +154,7 @@ def test_the_book_lists_the_jobs_that_left_the_queue_since_the_pin_only(tmp_path
     nothing is kept once the round is over."""
     from dataclasses import replace
 
-    from dlc.scheduler.job_book import JobBook
+    from dlc.scheduler.core.job_book import JobBook
 
     store = JobStore(tmp_path / "db")
     book = JobBook(store, clock=lambda: 1.0)
@@ -180,7 +180,7 @@ def test_the_pinned_ids_are_the_pinned_queues_ids_in_its_order(tmp_path):
     neither, and none are kept once the round is over."""
     from dataclasses import replace
 
-    from dlc.scheduler.job_book import JobBook
+    from dlc.scheduler.core.job_book import JobBook
 
     store = JobStore(tmp_path / "db")
     times = iter(range(1, 100))
@@ -217,7 +217,7 @@ def test_the_pin_lists_the_jobs_that_entered_or_left_the_queue_since_the_pin_bef
     takes the queue after it for a change of the one before."""
     from dataclasses import replace
 
-    from dlc.scheduler.job_book import JobBook
+    from dlc.scheduler.core.job_book import JobBook
 
     store = JobStore(tmp_path / "db")
     book = JobBook(store, clock=lambda: 1.0)
@@ -251,8 +251,8 @@ def test_the_order_kept_by_each_change_is_the_sorted_queue(tmp_path):
     import random
     from dataclasses import replace
 
-    from dlc.scheduler.job_book import JobBook
-    from dlc.scheduler.queue import queue_key
+    from dlc.scheduler.core.job_book import JobBook
+    from dlc.scheduler.jobs.queue import queue_key
 
     rng = random.Random(7)
     store = JobStore(tmp_path / "db")

@@ -24,13 +24,13 @@ import pytest
 
 from dlc.errors import DlcError, StoreError
 from dlc.mesos.codec import MesosCodec
-from dlc.scheduler import inventory
-from dlc.scheduler.core import Actions, CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.mix_book import MixBook
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.queue import queue_key
-from dlc.scheduler.task_launch import TaskLaunch
+from dlc.scheduler.core.facade import Actions, CoreConfig, SchedulerCore
+from dlc.scheduler.core.mix_book import MixBook
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState
+from dlc.scheduler.jobs.queue import queue_key
+from dlc.scheduler.placement import inventory
+from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.tasks.launch import TaskLaunch
 from dlc.store import postgres
 from dlc.store.memory import MemoryJobStore
 from dlc.store.sqlite import JobStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dlc.errors import JobSpecError
-from dlc.scheduler.jobs import (
+from dlc.scheduler.jobs.job import (
     JobSpec,
     JobState,
     VolumeSpec,

@@ -13,11 +13,11 @@ from dlc.app.service import ServiceConfig
 from dlc.errors import DlcError, JobSpecError
 from dlc.images.reference import ImageReferenceError, parse_reference
 from dlc.mesos.task_info import build_task_info
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import MAX_ENV_VALUE, Job, JobSpec, check_registry
-from dlc.scheduler.launch_spec import LaunchSpec, TaskPolicy
-from dlc.scheduler.placement import Launch, PlacementConfig
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import MAX_ENV_VALUE, Job, JobSpec, check_registry
+from dlc.scheduler.jobs.launch_spec import LaunchSpec, TaskPolicy
+from dlc.scheduler.placement.placer import Launch, PlacementConfig
+from dlc.scheduler.tasks.launch import ExecutorConfig
 from dlc.store.sqlite import JobStore
 
 
@@ -245,7 +245,7 @@ def test_job_user_must_be_numeric():
 )
 def test_per_user_volume_prefixes_at_submit(user, path, ok):
     from dlc.errors import JobSpecError
-    from dlc.scheduler.jobs import JobSpec, check_volumes
+    from dlc.scheduler.jobs.job import JobSpec, check_volumes
 
     spec = JobSpec.from_dict({"image": "busybox", "volumes": [f"{path}:/d"]})
     allowed = ("/data/{user}", "/shared")

@@ -7,20 +7,20 @@ import dataclasses
 
 import pytest
 
-from dlc.scheduler.consolidation import (
+from dlc.scheduler.gangs.topology import GroupChoice
+from dlc.scheduler.jobs.queue import Reservation
+from dlc.scheduler.placement.consolidation import (
     AgentGpus,
     ConsolidationPlan,
     ConsolidationRequest,
     Move,
     RunningJob,
 )
-from dlc.scheduler.decide import DecideRequest
-from dlc.scheduler.draining import Drain
-from dlc.scheduler.gang_topology import GroupChoice
-from dlc.scheduler.placement import Launch
-from dlc.scheduler.queue import Reservation
-from dlc.scheduler.share_hold import ShareHold
-from dlc.scheduler.share_placement import ShareChoice
+from dlc.scheduler.placement.decide import DecideRequest
+from dlc.scheduler.placement.placer import Launch
+from dlc.scheduler.placement.share_hold import ShareHold
+from dlc.scheduler.placement.share_placement import ShareChoice
+from dlc.scheduler.tasks.draining import Drain
 from dlc.scheduler.tenancy.quotas import QueueRow
 
 RECORDS = [AgentGpus, ConsolidationPlan, ConsolidationRequest, DecideRequest, Drain, GroupChoice,

@@ -1,11 +1,11 @@
-"""Offers parsed once while an agent offers the same (dlc/scheduler/offer_views.py, issue 26)."""
+"""Offers parsed once while agents offer the same (issue 26; dlc/scheduler/core/offer_views.py)."""
 
 from __future__ import annotations
 
 import copy
 
 from dlc.mesos.codec import MesosCodec
-from dlc.scheduler.offer_views import OfferParser
+from dlc.scheduler.core.offer_views import OfferParser
 
 from .helpers import offer
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from dlc.scheduler.jobs import JobState
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.queue import Reservations, queue_order
+from dlc.scheduler.jobs.job import JobState
+from dlc.scheduler.jobs.queue import Reservations, queue_order
+from dlc.scheduler.placement.placer import PlacementConfig
 from tests.scheduler.helpers import place
 
 from .helpers import job, offer

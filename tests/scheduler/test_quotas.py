@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from dlc.errors import JobSpecError
-from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.queue import queue_key
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState
+from dlc.scheduler.jobs.queue import queue_key
 from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources, UserLimits
 from dlc.scheduler.tenancy.quotas import check_submit, plan
 
@@ -256,7 +256,7 @@ def test_priority_class_sets_the_number_and_bad_names_are_refused():
         JobSpec.from_dict({"image": "x", "pool": "Bad Pool"})
     # `$` also matches before a final newline: a group "team-a\n" (the admin's calls check
     # names with this rule alone; a spec's fields also refuse control characters)
-    from dlc.scheduler.spec_fields import check_name
+    from dlc.scheduler.jobs.spec_fields import check_name
 
     with pytest.raises(JobSpecError, match="not a valid group name"):
         check_name("group", "team-a\n")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from dlc.errors import JobSpecError
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec, JobState
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources
 from dlc.store.sqlite import JobStore
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from dlc.errors import JobSpecError
-from dlc.scheduler.jobs import Job, JobSpec, JobState
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState
 from dlc.scheduler.tenancy.policy import Resources, UserLimits
 from dlc.scheduler.tenancy.quotas import check_submit, demand, gpu_amount, largest_gpu_memory, plan
 from tests.scheduler.test_quotas import policy

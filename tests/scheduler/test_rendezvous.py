@@ -8,9 +8,9 @@ from dlc.executor.container_spec import TaskIdentity, create_kwargs
 from dlc.executor.gpu_render import GpuContainerArgs
 from dlc.mesos.offers import parse_port_ranges
 from dlc.mesos.task_info import build_task_info, ports_resource
-from dlc.scheduler.launch_spec import LaunchSpec
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.rendezvous import gang_env, take_port
+from dlc.scheduler.gangs.rendezvous import gang_env, take_port
+from dlc.scheduler.jobs.launch_spec import LaunchSpec
+from dlc.scheduler.placement.placer import PlacementConfig
 from tests.scheduler.helpers import job, offer, place
 
 FF = PlacementConfig(policy="first-fit")

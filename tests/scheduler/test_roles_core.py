@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 
 from dlc.mesos.offers import offer_view
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec, JobState
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.memory import MemoryJobStore
 
 from .helpers import offer
@@ -100,7 +100,7 @@ def test_refused_resources_retry_elsewhere_without_a_failure_and_log_once(caplog
                          clock=lambda: now[0])  # fmt: skip
     job = _submit(core)
     core.on_offers([_reserved("o1", "a1")])
-    with caplog.at_level(logging.WARNING, logger="dlc.scheduler.refusals"):
+    with caplog.at_level(logging.WARNING, logger="dlc.scheduler.tasks.refusals"):
         actions = core.on_status(_status(f"{job.job_id}.0.0", "a1"))
         again = core.store.get_job(job.job_id)
         assert actions.revive and again.state is JobState.QUEUED and again.failures == 0
@@ -118,7 +118,7 @@ def test_refused_resources_retry_elsewhere_without_a_failure_and_log_once(caplog
         assert offer_ids == ["o4"]
         core.on_status(_status(f"{job2.job_id}.0.0", "a1", state="TASK_DROPPED"))
         assert core.store.get_job(job2.job_id).failures == 0
-    lines = [r.getMessage() for r in caplog.records if r.name == "dlc.scheduler.refusals"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "dlc.scheduler.tasks.refusals"]
     assert len(lines) == 1  # once per agent, not per task
     assert "on agent host-a1 (a1)" in lines[0]
     assert "fix: start `dlc scheduler --role ROLE`" in lines[0]

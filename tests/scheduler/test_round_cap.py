@@ -1,6 +1,6 @@
 """At most so many queued jobs considered per offer round, in turns (issue 26).
 
-:class:`~dlc.scheduler.round_cap.RoundCap`: the head of the queue every round, the others
+:class:`~dlc.scheduler.placement.round_cap.RoundCap`: the head of the queue every round, the others
 by whose turn is oldest; the jobs chosen are placed in queue order.
 """
 
@@ -11,13 +11,13 @@ import math
 import pytest
 
 from dlc.mesos.offers import offer_view
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.decide import DecideRequest, decide
-from dlc.scheduler.inventory import Inventory
-from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.placement import OfferView, PlacementConfig
-from dlc.scheduler.round_cap import CAP_PREFIX, RoundCap
-from dlc.scheduler.shape_cache import ShapeBudget
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState
+from dlc.scheduler.placement.decide import DecideRequest, decide
+from dlc.scheduler.placement.inventory import Inventory
+from dlc.scheduler.placement.placer import OfferView, PlacementConfig
+from dlc.scheduler.placement.round_cap import CAP_PREFIX, RoundCap
+from dlc.scheduler.placement.shape_cache import ShapeBudget
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer
@@ -243,8 +243,8 @@ def test_turns_kept_across_rounds_choose_as_reading_the_whole_queue(seed):
     whole queue each round chooses."""
     import random
 
-    from dlc.scheduler.queue import queue_key
-    from dlc.scheduler.round_cap import TurnDelta
+    from dlc.scheduler.jobs.queue import queue_key
+    from dlc.scheduler.placement.round_cap import TurnDelta
 
     rng = random.Random(seed)
     jobs = {j.job_id: j for j in (_job(n, 1.0, priority=n % 3) for n in range(90))}

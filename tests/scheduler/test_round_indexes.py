@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from dlc.mesos.offers import offer_view
-from dlc.scheduler import share_index
 from dlc.scheduler.allocator import shares as fgd
-from dlc.scheduler.placement import _Slot, default_topology_of
-from dlc.scheduler.share_placement import _slot_amounts, choose_share, share_room
-from dlc.scheduler.whole_score import FreeGpus, WholeScore, demand_mix
+from dlc.scheduler.placement import share_index
+from dlc.scheduler.placement.placer import _Slot, default_topology_of
+from dlc.scheduler.placement.share_placement import _slot_amounts, choose_share, share_room
+from dlc.scheduler.placement.whole_score import FreeGpus, WholeScore, demand_mix
 from dlc.topology import gpu_shares
 from tests.scheduler.test_share_placement import ranged_offer, share_job
 

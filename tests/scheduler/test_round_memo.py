@@ -9,16 +9,16 @@ from collections import Counter
 
 from dlc.mesos.codec import MesosCodec
 from dlc.mesos.offers import offer_view
-from dlc.scheduler import placement
 from dlc.scheduler.allocator.shares import MILLI
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.offer_views import OfferParser
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.round_memo import RoundMemo
-from dlc.scheduler.share_placement import share_milli
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.core.offer_views import OfferParser
+from dlc.scheduler.jobs.job import Job, JobSpec
+from dlc.scheduler.placement import placer as placement
+from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.round_memo import RoundMemo
+from dlc.scheduler.placement.share_placement import share_milli
+from dlc.scheduler.placement.whole_score import counted_mix
 from dlc.scheduler.tenancy.quotas import largest_gpu_memory
-from dlc.scheduler.whole_score import counted_mix
 from dlc.store.memory import MemoryJobStore
 from tests.scheduler.helpers import offer, place
 from tests.scheduler.test_round_indexes import _rows
@@ -183,8 +183,8 @@ def test_the_share_room_reads_again_the_rows_of_agents_whose_offer_changed(monke
 
 
 def test_decide_asks_impossibility_only_of_new_jobs_until_the_inventory_changes():
-    from dlc.scheduler.decide import DecideRequest, decide
-    from dlc.scheduler.inventory import Inventory
+    from dlc.scheduler.placement.decide import DecideRequest, decide
+    from dlc.scheduler.placement.inventory import Inventory
 
     inventory, asked = Inventory(), []
 

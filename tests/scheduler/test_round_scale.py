@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 
 from dlc.errors import JobSpecError
-from dlc.scheduler import share_placement
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.inventory import AgentTotals, Inventory
-from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.round_memo import RoundMemo
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState
+from dlc.scheduler.placement import share_placement
+from dlc.scheduler.placement.inventory import AgentTotals, Inventory
+from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.round_memo import RoundMemo
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer, place
 from tests.scheduler.test_share_placement import ranged_offer, share_job

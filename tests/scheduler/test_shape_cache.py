@@ -11,13 +11,13 @@ import pytest
 
 from dlc.errors import ConfigError
 from dlc.mesos.offers import offer_view
-from dlc.scheduler import placement
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.decide import DecideRequest, Decision, decide
-from dlc.scheduler.inventory import Inventory
-from dlc.scheduler.jobs import Job, JobSpec, JobState
-from dlc.scheduler.placement import OfferView, PlacementConfig
-from dlc.scheduler.shape_cache import DEFERRED_PREFIX, FailedShapes, ShapeBudget
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState
+from dlc.scheduler.placement import placer as placement
+from dlc.scheduler.placement.decide import DecideRequest, Decision, decide
+from dlc.scheduler.placement.inventory import Inventory
+from dlc.scheduler.placement.placer import OfferView, PlacementConfig
+from dlc.scheduler.placement.shape_cache import DEFERRED_PREFIX, FailedShapes, ShapeBudget
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import place
 

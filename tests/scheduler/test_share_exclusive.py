@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from dlc.errors import JobSpecError
-from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.share_placement import ShareTenants, Tenant, may_share
+from dlc.scheduler.jobs.job import Job, JobSpec
+from dlc.scheduler.placement.share_placement import ShareTenants, Tenant, may_share
 from tests.scheduler.helpers import place
 from tests.scheduler.test_share_placement import ranged_offer
 
@@ -139,8 +139,8 @@ def test_the_submit_flags_set_the_field(monkeypatch):
 
 
 def test_the_core_keeps_other_users_off_a_gpu_an_exclusive_share_runs_on(tmp_path):
-    from dlc.scheduler.core import CoreConfig, SchedulerCore
-    from dlc.scheduler.placement import PlacementConfig
+    from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+    from dlc.scheduler.placement.placer import PlacementConfig
     from dlc.store.sqlite import JobStore
     from dlc.topology.gpu_shares import STRIDE
 

@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from dlc.errors import ConfigError
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.share_hold import HELD_PREFIX, ShareHoldSettings
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec, JobState
+from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.share_hold import HELD_PREFIX, ShareHoldSettings
 from dlc.store.sqlite import JobStore
 from dlc.topology.gpu_shares import STRIDE
 from tests.scheduler.test_share_placement import ranged_offer

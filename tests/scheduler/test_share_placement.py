@@ -6,7 +6,7 @@ from dlc.mesos.agents import decode_agents
 from dlc.mesos.offers import offer_view
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.allocator.shares import ShareRequest, WorkloadMix
-from dlc.scheduler.jobs import Job, JobSpec
+from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.topology import gpu_shares
 from dlc.topology.gpu_shares import STRIDE
 from tests.scheduler.helpers import offer, place
@@ -113,7 +113,7 @@ def test_a_full_gpu_set_makes_the_next_share_wait_with_a_reason():
 def test_jobs_and_status_show_the_share():
     from dlc.cli.job_view import gpus, placement
     from dlc.cli.status_cmd import describe
-    from dlc.scheduler.jobs import TaskPlacement
+    from dlc.scheduler.jobs.job import TaskPlacement
 
     task = TaskPlacement("j.0.0", "a1", "h1", (), share_gpu=2, share_memory_mib=4096)
     body = {"id": "j", "user": "u", "state": "running", "framework": None, "image": "x",
@@ -140,9 +140,9 @@ def test_a_share_and_a_whole_gpu_in_one_round_never_meet_on_a_gpu():
 
 
 def test_an_agent_whose_ranges_shares_took_entirely_has_no_whole_gpu():
-    from dlc.scheduler.decide import DecideRequest, decide
-    from dlc.scheduler.inventory import Inventory
-    from dlc.scheduler.placement import PlacementConfig
+    from dlc.scheduler.placement.decide import DecideRequest, decide
+    from dlc.scheduler.placement.inventory import Inventory
+    from dlc.scheduler.placement.placer import PlacementConfig
 
     inventory = Inventory()
     totals = {"cpus": 16, "mem": 65536, "gpus": 1, "gpu_ids": "{0}", "gpu_mem": "[0-32767]",

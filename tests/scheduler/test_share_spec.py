@@ -9,8 +9,8 @@ from dlc.cli.main import cli
 from dlc.errors import JobSpecError
 from dlc.mesos.agents import decode_agents
 from dlc.mesos.offers import offer_view
-from dlc.scheduler.inventory import Inventory
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.placement.inventory import Inventory
 
 BASE = {"image": "busybox:1.36"}
 

@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.share_placement import ShareTenants, Tenant, mps_tenancy
+from dlc.scheduler.jobs.job import Job, JobSpec
+from dlc.scheduler.placement.share_placement import ShareTenants, Tenant, mps_tenancy
 from tests.scheduler.helpers import place
 from tests.scheduler.test_share_placement import ranged_offer
 

@@ -8,9 +8,9 @@ import logging
 import pytest
 
 from dlc.api.metrics import SchedulerMetrics
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobState
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobState
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer
@@ -35,7 +35,7 @@ def _running(core):
 
 def test_an_update_from_another_agent_is_ignored_and_logged_once(core, caplog):
     job_id, task_id = _running(core)
-    with caplog.at_level(logging.WARNING, logger="dlc.scheduler.core_status"):
+    with caplog.at_level(logging.WARNING, logger="dlc.scheduler.core.status"):
         for _ in range(3):
             actions = core.on_status(status(task_id, "TASK_FAILED", agent="a2", message="forged"))
             assert not actions.kills

@@ -3,9 +3,9 @@ identical simulations through the core place the same jobs on the same GPUs."""
 
 from __future__ import annotations
 
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.memory import MemoryJobStore
 
 from .helpers import offer

@@ -1,7 +1,7 @@
 """The core reads offers and starts tasks through the codec it holds: the engine's offers in
 as views, engine-neutral launches out as the engine's messages, the engine's status updates in
 as task updates and reconciliation requests out (the EngineCodec port of
-dlc/scheduler/ports.py, dlc/scheduler/task_launch.py)."""
+dlc/scheduler/core/ports.py, dlc/scheduler/tasks/launch.py)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ from dlc.mesos import task_info as mesos_task_info
 from dlc.mesos.codec import MesosCodec
 from dlc.mesos.offers import offer_view
 from dlc.mesos.task_info import build_task_info
-from dlc.scheduler import ports, task_launch
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.inventory import AgentTotals
-from dlc.scheduler.jobs import JobSpec, JobState
-from dlc.scheduler.placement import OfferView, PlacementConfig
-from dlc.scheduler.task_launch import TaskLaunch
-from dlc.scheduler.task_states import TaskUpdate
+from dlc.scheduler.core import ports
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec, JobState
+from dlc.scheduler.placement.inventory import AgentTotals
+from dlc.scheduler.placement.placer import OfferView, PlacementConfig
+from dlc.scheduler.tasks import launch as task_launch
+from dlc.scheduler.tasks.launch import TaskLaunch
+from dlc.scheduler.tasks.states import TaskUpdate
 from dlc.store.memory import MemoryJobStore
 
 from .helpers import offer
@@ -365,7 +366,7 @@ def _task_info_literals(path: Path) -> list[str]:
 
 
 def test_no_module_of_the_core_writes_a_task_info():
-    core = sorted(Path(task_launch.__file__).parent.rglob("*.py"))
+    core = sorted(Path(task_launch.__file__).parents[1].rglob("*.py"))
     assert core and [hit for path in core for hit in _task_info_literals(path)] == []
     # the detector sees the Mesos adapter's builder, so an empty answer above means something
     assert _task_info_literals(Path(mesos_task_info.__file__))
@@ -382,7 +383,7 @@ def _engine_id_reads(path: Path) -> list[str]:
 
 
 def test_no_module_of_the_core_reads_a_task_status():
-    core = sorted(Path(task_launch.__file__).parent.rglob("*.py"))
+    core = sorted(Path(task_launch.__file__).parents[1].rglob("*.py"))
     assert core and [hit for path in core for hit in _engine_id_reads(path)] == []
     # the detector sees the Mesos adapter's reader, so an empty answer above means something
     assert _engine_id_reads(Path(mesos_status.__file__))

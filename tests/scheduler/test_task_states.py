@@ -7,10 +7,10 @@ import pytest
 from dlc.mesos.emulator import model as emulator_model
 from dlc.mesos.emulator.model import Task
 from dlc.mesos.resources import Resources
-from dlc.scheduler import core_state
-from dlc.scheduler import task_states as states
-from dlc.scheduler.core import SchedulerCore
-from dlc.scheduler.jobs import JobState, job_state_from_task_state
+from dlc.scheduler.core import state as core_state
+from dlc.scheduler.core.facade import SchedulerCore
+from dlc.scheduler.jobs.job import JobState, job_state_from_task_state
+from dlc.scheduler.tasks import states
 from dlc.store.sqlite import JobStore
 
 LIVE = ["TASK_STAGING", "TASK_STARTING", "TASK_RUNNING", "TASK_KILLING", "TASK_UNREACHABLE"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
-from dlc.scheduler.usage import (
+from dlc.scheduler.tasks.usage import (
     GpuUsage,
     TaskUsage,
     UsageBook,

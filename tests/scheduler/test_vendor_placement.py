@@ -9,9 +9,9 @@ import pytest
 
 from dlc.errors import JobSpecError
 from dlc.mesos.offers import offer_view
-from dlc.scheduler.core_config import image_vendor
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import agent_vendor
+from dlc.scheduler.core.config import image_vendor
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.placement.placer import agent_vendor
 from dlc.topology.discovery.discover import discover
 from dlc.topology.node_config import agent_attributes
 from tests.scheduler.helpers import place
@@ -103,7 +103,7 @@ def test_real_master_keeps_the_vendor_and_placement_reads_it(tmp_path):
 def test_a_vendor_no_agent_has_is_refused_at_submit_in_one_line():
     # new-user walkthrough (issue 30): --gpu-vendor amd on an NVIDIA-only cluster was
     # accepted and waited forever; now submit names the field, the vendors there and the fix
-    from dlc.scheduler.inventory import Inventory
+    from dlc.scheduler.placement.inventory import Inventory
 
     inventory = Inventory()
     inventory.note_offers([offer_view(_pool()[0])])  # the DGX-1 only

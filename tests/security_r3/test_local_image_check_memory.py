@@ -7,7 +7,7 @@ with a new image name each time grew the scheduler's memory without bound). It k
 from __future__ import annotations
 
 from dlc.app.local import LocalImageCheck
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
 
 
 class _EngineHasEverything:

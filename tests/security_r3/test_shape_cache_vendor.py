@@ -10,9 +10,9 @@ checks per agent: one ``--gpu-vendor amd --gpus 1 --cpus 0.1`` job that could no
 from __future__ import annotations
 
 from dlc.mesos.offers import offer_view
-from dlc.scheduler.jobs import Job, JobSpec
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.shape_cache import ShapeBudget, kind_of
+from dlc.scheduler.jobs.job import Job, JobSpec
+from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.shape_cache import ShapeBudget, kind_of
 from tests.scheduler.helpers import offer, place
 
 

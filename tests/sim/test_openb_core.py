@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from dlc.cli.main import cli
 from dlc.errors import DlcError
-from dlc.scheduler.jobs import job_id_of_task
+from dlc.scheduler.jobs.job import job_id_of_task
 from dlc.sim import io
 from dlc.sim.cluster_sim.master import ranges_of
 from dlc.sim.cluster_sim.openb_core import core_engine, held_gpu_milli, replay_on

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from dlc.scheduler.jobs import JobState
+from dlc.scheduler.jobs.job import JobState
 from dlc.store import sqlite
 from tests.scheduler.helpers import job
 

@@ -18,8 +18,8 @@ from dlc.api.env_routes import EnvContext
 from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer
 from dlc.errors import ApiError, DlcError
-from dlc.scheduler.core import SchedulerCore
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.core.facade import SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec
 from dlc.store.blobs import BlobStore
 from dlc.store.sqlite import JobStore
 

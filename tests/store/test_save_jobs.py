@@ -9,7 +9,7 @@ from dataclasses import asdict, replace
 import pytest
 
 from dlc.errors import JobNotFound
-from dlc.scheduler.jobs import Job, JobSpec, JobState, TaskPlacement
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState, TaskPlacement
 from dlc.store.rows import decode_job, encode_job
 from tests.scheduler.helpers import job
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from dlc.errors import DlcError, JobNotFound
-from dlc.scheduler.jobs import JobState, TaskPlacement
+from dlc.scheduler.jobs.job import JobState, TaskPlacement
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import job
 from tests.store.conftest import reopen

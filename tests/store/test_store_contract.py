@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from dlc.errors import DlcError, JobNotFound
-from dlc.scheduler.core import SchedulerCore
-from dlc.scheduler.jobs import JobState, TaskPlacement
+from dlc.scheduler.core.facade import SchedulerCore
+from dlc.scheduler.jobs.job import JobState, TaskPlacement
 from dlc.store.memory import MemoryJobStore
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import job

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dlc.errors import StoreError
-from dlc.scheduler.jobs import JobState
+from dlc.scheduler.jobs.job import JobState
 from tests.scheduler.helpers import job
 from tests.store.conftest import reopen
 

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from dlc.errors import StoreError
-from dlc.scheduler.jobs import JobState
+from dlc.scheduler.jobs.job import JobState
 from dlc.store import schema as store_schema
 from dlc.store.schema import SCHEMA_VERSION
 from dlc.store.sqlite import JobStore

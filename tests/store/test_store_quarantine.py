@@ -13,7 +13,7 @@ import pytest
 from dlc.api.client import ApiClient
 from dlc.app.local import LocalCluster, LocalConfig
 from dlc.errors import JobNotFound
-from dlc.scheduler.jobs import JobState
+from dlc.scheduler.jobs.job import JobState
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import job
 

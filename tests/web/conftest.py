@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dlc.api.metrics import SchedulerMetrics
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 

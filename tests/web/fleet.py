@@ -5,7 +5,7 @@ Agents are built from the real ``nvidia-smi topo -m`` fixtures in
 ``/work/shared/fixtures/topology/`` (8-GPU machines) and, for the 16-GPU agents, from the
 DGX-2 fixture: it is cut after GPU4's row, so its NV6-through-NVSwitch links (the header and
 the rows present) are carried to all 16 GPUs. Each agent offers through the real
-:class:`~dlc.scheduler.core.SchedulerCore`, which places the jobs; tasks are then reported
+:class:`~dlc.scheduler.core.facade.SchedulerCore`, which places the jobs; tasks are then reported
 running. GPU utilisation is a fake NVML reading (deterministic per GPU) put into the
 snapshot's ``used``/``usage`` fields, as the executor's sampling would.
 """
@@ -19,9 +19,9 @@ from pathlib import Path
 from dlc.api.logs import LogReader
 from dlc.api.metrics import SchedulerMetrics
 from dlc.api.server import ApiServer
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 from dlc.topology import gpu_shares
 from dlc.topology.model import PairLink, PcieLevel, Topology

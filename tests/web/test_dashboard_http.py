@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
 from dlc.web.dashboard import Dashboard
 from tests.scheduler.helpers import offer
 

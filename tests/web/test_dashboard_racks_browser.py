@@ -12,9 +12,9 @@ import pytest
 from dlc.api.logs import LogReader
 from dlc.api.metrics import SchedulerMetrics
 from dlc.api.server import ApiServer
-from dlc.scheduler.core import CoreConfig, SchedulerCore
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.store.sqlite import JobStore
 from dlc.web.dashboard import Dashboard
 from tests.scheduler.helpers import offer

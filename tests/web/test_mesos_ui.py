@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dlc.api.client import ApiClient
 from dlc.app.service import SchedulerService, ServiceConfig
-from dlc.scheduler.task_launch import ExecutorConfig
+from dlc.scheduler.tasks.launch import ExecutorConfig
 from dlc.topology.discovery.discover import discover
 from dlc.topology.node_config import node_config
 from tests.real_mesos import real_mesos_master

@@ -6,7 +6,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dlc.api.metrics import SchedulerMetrics
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
 from dlc.topology.encoding import encode_topology
 from tests.scheduler.helpers import offer, pairs_topology
 

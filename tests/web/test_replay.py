@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from dlc.api.metrics import SchedulerMetrics
-from dlc.scheduler.jobs import Job, JobSpec, JobState
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState
 from dlc.store.sqlite import JobStore
 from dlc.web.dashboard import Dashboard
 from dlc.web.replay import replay_samples

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
 from tests.scheduler.test_share_placement import ranged_offer
 from tests.web.test_metrics import samples, status
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
 from dlc.topology.encoding import encode_topology
 from dlc.web.dashboard import Dashboard
 from dlc.web.series import Sample, SeriesRing

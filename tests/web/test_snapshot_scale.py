@@ -3,7 +3,7 @@ shares by job, the queue in the core's run order, and the slots for measured use
 
 from __future__ import annotations
 
-from dlc.scheduler.jobs import JobSpec
+from dlc.scheduler.jobs.job import JobSpec
 from dlc.web.dashboard import Dashboard
 from tests.scheduler.test_share_placement import ranged_offer
 from tests.web.test_snapshot import cluster, status  # noqa: F401  (fixture)

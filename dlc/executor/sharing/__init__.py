@@ -2,7 +2,7 @@
 shim, or none.
 
 One backend per agent (``dlc node-config --sharing``, the ``dlc_sharing`` attribute); the
-scheduler copies it into the task's :class:`~dlc.scheduler.launch_spec.GpuShare`.
+scheduler copies it into the task's :class:`~dlc.scheduler.jobs.launch_spec.GpuShare`.
 
 * :mod:`.render`: PURE functions turning a share into container arguments (device, env,
   mounts, IPC, labels), like :mod:`dlc.executor.gpu_render` does for whole GPUs;

@@ -28,7 +28,7 @@ from dlc.executor.sharing.watchdog import (
     pids_from_cgroups,
     pids_from_top,
 )
-from dlc.scheduler.launch_spec import GpuShare
+from dlc.scheduler.jobs.launch_spec import GpuShare
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuContainerArgs, GpuReservation, GpuStyle, render
-from dlc.scheduler.launch_spec import GpuShare
+from dlc.scheduler.jobs.launch_spec import GpuShare
 
 #: container label with the share (``GPU:MiB:milli:backend``), for ``docker ps`` and cleanup
 LABEL_SHARE = "dlc.gpu_share"

@@ -20,7 +20,7 @@ from dlc.executor.sharing.render import (
     shim_config_text,
     shim_preload_text,
 )
-from dlc.scheduler.launch_spec import GpuShare
+from dlc.scheduler.jobs.launch_spec import GpuShare
 
 DEFAULT_ROOT = "/var/run/dlc-shim"
 #: where ``make setup`` builds the library in a checkout, and where packages install it

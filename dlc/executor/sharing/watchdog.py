@@ -26,7 +26,7 @@ from typing import Any
 
 from dlc.executor.gpu_usage import ProcessGpuMemory, process_gpu_memory
 from dlc.executor.periodic import Ticker
-from dlc.scheduler.launch_spec import GpuShare
+from dlc.scheduler.jobs.launch_spec import GpuShare
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlc.mesos.resources import Resources
-from dlc.scheduler.task_states import TERMINAL_STATES
+from dlc.scheduler.tasks.states import TERMINAL_STATES
 
 #: ``build_user`` of the emulator's ``/version``: how clients tell it from a real master
 EMULATOR_BUILD_USER = "dlc-emulator"

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from dlc.mesos.emulator.model import Framework, Task, dig, make_status
-from dlc.scheduler.task_states import TASK_UNKNOWN
+from dlc.scheduler.tasks.states import TASK_UNKNOWN
 
 MAX_UPDATE_RETRY_SECONDS = 600.0
 

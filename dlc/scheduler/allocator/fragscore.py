@@ -1,6 +1,6 @@
 """DLC's node scoring for shares and whole GPUs, and an incremental chooser over it.
 
-The scheduler (through :func:`dlc.scheduler.share_placement.choose_share`) and the
+The scheduler (through :func:`dlc.scheduler.placement.share_placement.choose_share`) and the
 simulator (:mod:`dlc.sim.policies.dlc`) both call :func:`node_costs`: for each
 agent, the cost of placing a request there (lower is better, ``inf`` where it
 does not fit) and the GPU it would take. The agent with the lowest cost wins,
@@ -248,7 +248,7 @@ def node_costs(
     first free ones). ``agents.frag`` must hold each agent's current fragmentation.
     ``frag(model, cpu_left, mem_left, gpu_left)`` measures the states after placing
     (default: :func:`frag_dedup` against ``mix``; a
-    :class:`~dlc.scheduler.frag_state.FragCache` keeps them across calls).
+    :class:`~dlc.scheduler.placement.frag_state.FragCache` keeps them across calls).
     """
     width = agents.gpu_left.shape[1]
     cost = np.full((len(nodes), width), np.inf)

@@ -31,21 +31,21 @@ question each answers:
   :class:`~.quotas.QueuePlan`, and the core carries them out.
 
 How a round calls them: the core's tenancy component
-(:class:`~dlc.scheduler.core_tenancy.TenancyOps`) makes one
+(:class:`~dlc.scheduler.core.tenancy.TenancyOps`) makes one
 :class:`~.job_groups.JobGroups` and calls :func:`~.quotas.plan` with the queue, the active
 jobs, the policy, pool capacity and the fair-share tenure; the offer round places the plan's
 admitted jobs in its order (:func:`~.quotas.split_by_pool` keeps a pool's agents for that
 pool's jobs), and the component carries out the plan's preemptions (kill now, or after the
 victim class's eviction delay) and writes the ledger.
 
-What is not here, and why: the component itself (``core_tenancy.py``) stays beside the other
-``core_*`` components of :class:`~dlc.scheduler.core.SchedulerCore`: it works on the elastic
-component and the core's state, which import this package, so inside it the package and the
-core would import each other (the ``no-cycles`` contract of ``.importlinter``); this package
-is the layer under the core. ``spec_admission.py`` checks a spec against the operator's
-settings (volumes, registries, container user), not against groups or quotas, and the jobs
-module re-exports it. ``usage.py`` is the executors' GPU readings (allocated versus used),
-``round_cap.py`` bounds how many queued jobs one round considers; neither is about who may
-use what. The priority classes and the group/pool name rule are spec fields
-(:mod:`dlc.scheduler.spec_fields`), which this package reads.
+What is not here, and why: the component itself (``core/tenancy.py``) stays beside the other
+components of :class:`~dlc.scheduler.core.facade.SchedulerCore` in ``core/``: it works on the
+elastic component and the core's state, which import this package, so inside it the package
+and the core would import each other (the ``no-cycles`` contract of ``.importlinter``); this
+package is the layer under the core. ``jobs/spec_admission.py`` checks a spec against the
+operator's settings (volumes, registries, container user), not against groups or quotas, and
+the job module re-exports it. ``tasks/usage.py`` is the executors' GPU readings (allocated
+versus used), ``placement/round_cap.py`` bounds how many queued jobs one round considers;
+neither is about who may use what. The priority classes and the group/pool name rule are spec fields
+(:mod:`dlc.scheduler.jobs.spec_fields`), which this package reads.
 """

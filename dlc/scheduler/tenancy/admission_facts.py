@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dlc.scheduler.inventory import Inventory
+from dlc.scheduler.placement.inventory import Inventory
 from dlc.scheduler.tenancy.policy import Resources
 from dlc.scheduler.tenancy.share_charge import GpuSizes
 

@@ -12,7 +12,7 @@ reads it: within a round they cannot disagree, and a policy changed mid-round (a
 
 from __future__ import annotations
 
-from dlc.scheduler.jobs import Job
+from dlc.scheduler.jobs.job import Job
 from dlc.scheduler.tenancy.policy import Policy
 
 #: ``(group, pool)``, what quotas are kept per

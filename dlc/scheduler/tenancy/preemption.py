@@ -6,7 +6,7 @@ least work lost), and only as many as cover the need: a plan that cannot free en
 nothing. A job is stopped whole: a multi-node job frees (and is charged) all its nodes'
 resources, and every one of its tasks is killed, never some of them. A victim gets
 a kill (the executor sends SIGTERM, waits its grace period, then SIGKILL) and is queued
-again as ``preempted`` without using a retry (:mod:`dlc.scheduler.core`).
+again as ``preempted`` without using a retry (:mod:`dlc.scheduler.core.facade`).
 
 Protected runtime (issue 28, as KAI's minimum runtime and preemption delay): per priority
 class, a job may not be chosen before it ran ``min_runtime_s`` (:class:`Protection`), and a
@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from dlc.errors import TenancyError
-from dlc.scheduler.jobs import Job
-from dlc.scheduler.spec_fields import PRIORITY_CLASSES
+from dlc.scheduler.jobs.job import Job
+from dlc.scheduler.jobs.spec_fields import PRIORITY_CLASSES
 from dlc.scheduler.tenancy.policy import Resources, fmt_span
 
 #: how a reason reads while the eviction waits for its delay; ``EVICTED`` once done

@@ -23,7 +23,7 @@
 * every job not admitted gets a true reason (``team-a at its quota in pool train, 6 of 6
   GPUs; ...``) and its position in its group.
 
-An empty policy admits the queue unchanged (the plain priority queue of ``queue.py``).
+An empty policy admits the queue unchanged (the plain priority queue of ``jobs/queue.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
 from dlc.errors import JobSpecError
-from dlc.scheduler.jobs import Job, JobSpec, JobState
+from dlc.scheduler.jobs.job import Job, JobSpec, JobState
 from dlc.scheduler.tenancy.fair_share import FairView
 from dlc.scheduler.tenancy.fairness import claim, group_key
 from dlc.scheduler.tenancy.job_groups import JobGroups, Key
@@ -60,7 +60,8 @@ class PoolView(Protocol):
 
 
 class PoolAgent(PoolView, Protocol):
-    """What :func:`pool_capacity` sums (e.g. :class:`~dlc.scheduler.inventory.AgentTotals`)."""
+    """What :func:`pool_capacity` sums (e.g.
+    :class:`~dlc.scheduler.placement.inventory.AgentTotals`)."""
 
     @property
     def gpu_ids(self) -> Collection[int]: ...
@@ -143,7 +144,7 @@ def agent_pool(attributes: Mapping[str, str]) -> str:
 
 def pool_capacity(agents: Iterable[PoolAgent]) -> dict[str, Resources]:
     """Pool -> totals over agents (anything with ``attributes``, ``gpu_ids``, ``cpus``,
-    ``mem_mib``, e.g. :class:`~dlc.scheduler.inventory.AgentTotals`)."""
+    ``mem_mib``, e.g. :class:`~dlc.scheduler.placement.inventory.AgentTotals`)."""
     out: dict[str, Resources] = {}
     for agent in agents:
         pool = agent_pool(agent.attributes)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dlc.scheduler.jobs import Job, JobState
+from dlc.scheduler.jobs.job import Job, JobState
 
 
 class SizedAgent(Protocol):

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 from dlc.errors import DlcError
 from dlc.mesos.codec import MesosCodec
-from dlc.scheduler.core import Actions, CoreConfig, SchedulerCore
-from dlc.scheduler.core_consolidation import MOVED
-from dlc.scheduler.jobs import JobSpec, JobState, job_id_of_task
-from dlc.scheduler.ports import RoundSink
+from dlc.scheduler.core.consolidation import MOVED
+from dlc.scheduler.core.facade import Actions, CoreConfig, SchedulerCore
+from dlc.scheduler.core.ports import RoundSink
+from dlc.scheduler.jobs.job import JobSpec, JobState, job_id_of_task
 from dlc.scheduler.tenancy.policy import Policy
 from dlc.sim.cluster_sim.master import SimAgentSpec, SimMaster
 from dlc.store.memory import MemoryJobStore

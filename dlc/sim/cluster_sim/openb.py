@@ -2,7 +2,7 @@
 
 Each of the 1,213 GPU nodes of ``openb_node_list_gpu_node.csv`` becomes an agent with its
 CPUs, memory, ``gpus``/``gpu_ids`` and one ``gpu_mem``/``gpu_core`` block per GPU; each pod
-becomes a :class:`~dlc.scheduler.jobs.JobSpec`: ``num_gpu`` whole GPUs, or a share of one
+becomes a :class:`~dlc.scheduler.jobs.job.JobSpec`: ``num_gpu`` whole GPUs, or a share of one
 GPU (``gpu_fraction = gpu_milli / 1000``: that much compute and memory).
 """
 

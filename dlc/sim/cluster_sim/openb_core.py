@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dlc.scheduler.core import CoreConfig
-from dlc.scheduler.placement import PlacementConfig
-from dlc.scheduler.ports import RoundSink
-from dlc.scheduler.round_cap import CAP_PREFIX
-from dlc.scheduler.share_hold import ShareHoldSettings
+from dlc.scheduler.core.facade import CoreConfig
+from dlc.scheduler.core.ports import RoundSink
+from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.round_cap import CAP_PREFIX
+from dlc.scheduler.placement.share_hold import ShareHoldSettings
 from dlc.sim.cluster_sim.engine import Engine, WorkItem
 from dlc.sim.cluster_sim.master import SimMaster, ranges_of
 from dlc.sim.cluster_sim.openb import agent_of, item_of

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from dlc.scheduler.core import Actions
-from dlc.scheduler.gang_topology import ATTR_RACK, ATTR_SWITCH
-from dlc.scheduler.jobs import JobSpec, job_id_of_task
+from dlc.scheduler.core.facade import Actions
+from dlc.scheduler.gangs.topology import ATTR_RACK, ATTR_SWITCH
+from dlc.scheduler.jobs.job import JobSpec, job_id_of_task
 from dlc.sim import io
 from dlc.sim.cluster_sim.engine import Engine
 from dlc.sim.cluster_sim.master import SimAgentSpec

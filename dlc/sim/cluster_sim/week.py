@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dlc.scheduler.core import CoreConfig
-from dlc.scheduler.jobs import JobSpec
-from dlc.scheduler.placement import PlacementConfig
+from dlc.scheduler.core.facade import CoreConfig
+from dlc.scheduler.jobs.job import JobSpec
+from dlc.scheduler.placement.placer import PlacementConfig
 from dlc.scheduler.tenancy.fair_share import accrued, decay
 from dlc.scheduler.tenancy.policy import DEFAULT_POOL, Group, Policy, Quota, Resources
 from dlc.scheduler.tenancy.preemption import parse_protection

@@ -1,11 +1,11 @@
 """DLC in the direct replay through production's placement engine (issue 26).
 
-Each pod is placed by :func:`dlc.scheduler.placement.place`, the function the scheduler's
+Each pod is placed by :func:`dlc.scheduler.placement.placer.place`, the function the scheduler's
 offer round calls, on one offer per openb node that this policy keeps as the master would
 (what a launch took is gone from the next offer). The placement settings are those of
 ``--mode core`` (:func:`dlc.sim.cluster_sim.openb_core.core_engine`: first-fit within an
 agent, no executor overhead) and the mix it scores against is the one the core builds
-(:meth:`~dlc.scheduler.core_share_hold.ShareHolds.placement_mix`): the queued pod and
+(:meth:`~dlc.scheduler.core.share_hold.ShareHolds.placement_mix`): the queued pod and
 every placed pod, by shape. So the direct replay and the core differ only in what the core
 adds around placement: pods arrive in batches between offer rounds, a round considers a
 bounded number of jobs, and CPU-only pods are not DLC jobs. Like the core, this policy
@@ -21,9 +21,9 @@ from dataclasses import replace
 import numpy as np
 
 from dlc.scheduler.allocator.shares import WorkloadMix
-from dlc.scheduler.jobs import Job
-from dlc.scheduler.placement import Launch, OfferView, PlacementConfig, place
-from dlc.scheduler.whole_score import counted_mix
+from dlc.scheduler.jobs.job import Job
+from dlc.scheduler.placement.placer import Launch, OfferView, PlacementConfig, place
+from dlc.scheduler.placement.whole_score import counted_mix
 from dlc.sim.cluster import ClusterState, Placement
 from dlc.sim.openb_jobs import DEFAULT_GPU_MIB, GPU_MIB, quiet_topology, spec_of
 from dlc.sim.policies.base import ClusterView
@@ -97,7 +97,7 @@ class EnginePolicy:
         return counted_mix(counts)
 
     def __call__(self, pod: PodSpec, view: ClusterView, rng: np.random.Generator):
-        """Place ``pod`` with :func:`~dlc.scheduler.placement.place` (``None``: it waits)."""
+        """Place ``pod`` with :func:`~dlc.scheduler.placement.placer.place` (``None``: it waits)."""
         if self._view is not view:
             self._bind(view)
         spec = spec_of(pod)

@@ -2,7 +2,7 @@
 
 Placement is best fit (the GPU, or the node for whole GPUs, left with the least room; ties to
 the first), with DLC's tenancy rule taken from the scheduler itself
-(:func:`dlc.scheduler.share_placement.may_share_mps`). Pure: no I/O.
+(:func:`dlc.scheduler.placement.share_placement.may_share_mps`). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dlc.scheduler.share_placement import Tenant, may_share_mps
+from dlc.scheduler.placement.share_placement import Tenant, may_share_mps
 from dlc.sim.sharing.costs import MPS
 from dlc.sim.sharing.policy import BackendPolicy
 from dlc.sim.sharing.workload import JobSpec

@@ -10,7 +10,7 @@ from dlc.executor.gpu_render import GpuStyle
 from dlc.executor.sharing.hook import ShareHook
 from dlc.executor.sharing.mps import CONTROL, MpsManager
 from dlc.executor.sharing.render import LABEL_SHARING
-from dlc.scheduler.launch_spec import GpuShare, LaunchSpec
+from dlc.scheduler.jobs.launch_spec import GpuShare, LaunchSpec
 
 from ..fake_runtime import FakeRuntime
 from ..test_task_runner import make as make_runner

@@ -8,7 +8,7 @@ import pytest
 
 from dlc.errors import ContainerError
 from dlc.executor.sharing.mps import CONTROL, MpsManager
-from dlc.scheduler.launch_spec import GpuShare
+from dlc.scheduler.jobs.launch_spec import GpuShare
 
 from .h100 import h100_gpu
 

@@ -13,7 +13,7 @@ from dlc.executor.sharing.render import (
     render_share,
     thread_percentage,
 )
-from dlc.scheduler.launch_spec import GpuShare
+from dlc.scheduler.jobs.launch_spec import GpuShare
 
 from .h100 import h100_gpu
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from dlc.errors import DlcError
-from dlc.scheduler.launch_spec import GpuShare, LaunchSpec
+from dlc.scheduler.jobs.launch_spec import GpuShare, LaunchSpec
 
 UUID = "GPU-094dfacd-6ee2-c0d6-540b-1740f12448d1"
 

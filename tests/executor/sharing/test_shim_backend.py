@@ -22,7 +22,7 @@ from dlc.executor.sharing.render import (
     shim_preload_text,
 )
 from dlc.executor.sharing.shim import ShimStore, find_library
-from dlc.scheduler.launch_spec import GpuShare
+from dlc.scheduler.jobs.launch_spec import GpuShare
 
 SHARE = GpuShare(0, "GPU-aaaa", 4096, 250, "shim")
 FILES = ShimFiles("/opt/dlc/libdlc_cuda_shim.so", "/run/t1/cuda-shim.conf", "/run/t1/ld.so.preload")

@@ -9,7 +9,7 @@ import pytest
 
 from dlc.executor.gpu_render import GpuStyle
 from dlc.executor.sharing.hook import ShareHook
-from dlc.scheduler.launch_spec import GpuShare
+from dlc.scheduler.jobs.launch_spec import GpuShare
 
 
 def _no_nvml():

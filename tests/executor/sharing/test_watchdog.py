@@ -11,7 +11,7 @@ from dlc.executor.sharing.watchdog import (
     pids_from_cgroups,
     pids_from_top,
 )
-from dlc.scheduler.launch_spec import GpuShare
+from dlc.scheduler.jobs.launch_spec import GpuShare
 
 from .h100 import CLIENT_1GIB_MIB, MPS_CLIENT_1GIB_MIB, MPS_SERVER_MIB, FakeH100Nvml
 

@@ -1,0 +1,104 @@
+"""The core's audited writes for the API: tokens and tenancy settings.
+
+:class:`Admin`, a component of :class:`~dlc.scheduler.core.facade.SchedulerCore` (why components:
+:mod:`~dlc.scheduler.core.state`). The API's routes never reach the store (issue 26, "narrow
+ports"): they call these methods, which write through the store's
+:class:`~dlc.scheduler.core.ports.TenancyAdmin` and :class:`~dlc.scheduler.core.ports.TokenIssuer`
+ports and, for a tenancy change, read the whole policy back into the core at once, so the next offer
+round already plans with it.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from dlc.errors import StoreError
+from dlc.scheduler.core.ports import TenancyAdmin, TokenIssuer
+from dlc.scheduler.core.state import CoreState
+from dlc.scheduler.core.tenancy import TenancyOps
+from dlc.scheduler.tenancy.policy import (
+    DEFAULT_POOL,
+    AuditEntry,
+    Policy,
+    Resources,
+    UserLimits,
+)
+
+
+class Admin:
+    """Tokens, groups, quotas, user limits and the preemption grace, written through.
+
+    Args:
+        state: the core's shared state (its store is written through).
+        tenancy_ops: takes the policy read back after each tenancy change.
+    """
+
+    def __init__(self, state: CoreState, tenancy_ops: TenancyOps) -> None:
+        self.state = state
+        self.tenancy_ops = tenancy_ops
+
+    def add_token(
+        self,
+        user: str,
+        admin: bool = False,
+        max_priority: int | None = None,
+        expires_at: float | None = None,
+    ) -> str:
+        """A new API token for ``user``; returns it (the store keeps only its hash)."""
+        issuer = cast(TokenIssuer, self._port("add_token", "API tokens"))
+        return issuer.add_token(user, admin=admin, max_priority=max_priority,
+                                expires_at=expires_at)  # fmt: skip
+
+    def create_group(
+        self, name: str, actor: str, default_pool: str = DEFAULT_POOL, preempt_within: bool = False
+    ) -> Policy:
+        """Create (or update the settings of) a group; audited. Returns the new policy."""
+        self._tenancy_store().create_group(name, actor, default_pool, preempt_within)
+        return self._reread_tenancy()
+
+    def add_member(self, group: str, user: str, actor: str) -> Policy:
+        """Put ``user`` in ``group`` (moving them from any other); audited."""
+        self._tenancy_store().add_member(group, user, actor)
+        return self._reread_tenancy()
+
+    def remove_member(self, group: str, user: str, actor: str) -> Policy:
+        """Take ``user`` out of ``group``; audited."""
+        self._tenancy_store().remove_member(group, user, actor)
+        return self._reread_tenancy()
+
+    def set_quota(
+        self, group: str, pool: str, guaranteed: Resources, actor: str,
+        ceiling: Resources | None = None,
+    ) -> Policy:  # fmt: skip
+        """Set a group's guarantee (and optional ceiling) in a pool; audited."""
+        self._tenancy_store().set_quota(group, pool, guaranteed, actor, ceiling=ceiling)
+        return self._reread_tenancy()
+
+    def set_user_limits(self, limits: UserLimits, actor: str) -> Policy:
+        """Set a user's caps (``None`` fields: no cap); audited."""
+        self._tenancy_store().set_user_limits(limits, actor)
+        return self._reread_tenancy()
+
+    def set_grace(self, seconds: float, actor: str) -> Policy:
+        """The grace period of tasks launched from now on; audited."""
+        self._tenancy_store().set_grace(seconds, actor)
+        return self._reread_tenancy()
+
+    def quota_audit(self, limit: int = 100) -> list[AuditEntry]:
+        """The latest audited tenancy changes, newest first."""
+        return self._tenancy_store().quota_audit(limit)
+
+    def _reread_tenancy(self) -> Policy:
+        policy = self._tenancy_store().tenancy_policy()
+        self.tenancy_ops.set_tenancy(policy)
+        return policy
+
+    def _tenancy_store(self) -> TenancyAdmin:
+        return cast(TenancyAdmin, self._port("tenancy_policy", "groups and quotas"))
+
+    def _port(self, method: str, what: str) -> object:
+        """The store, if it has ``method`` (every DLC store does; a test's may not)."""
+        if not callable(getattr(self.state.store, method, None)):
+            raise StoreError(f"this scheduler's job store keeps no {what}; "
+                             "run it with the SQLite or PostgreSQL store")  # fmt: skip
+        return self.state.store

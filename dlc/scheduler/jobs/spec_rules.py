@@ -1,0 +1,79 @@
+"""Rules of a job spec that are checked twice: at submit and again on the agent.
+
+The scheduler (:mod:`dlc.scheduler.jobs.spec`, :mod:`dlc.scheduler.jobs.spec_fields`) answers a
+bad spec at once with a one-line error; the agent (:mod:`dlc.executor.host_paths`) re-checks
+what reaches it, because a launch spec can come from an older scheduler or a stored job.
+Both call these pure functions, so the two never disagree (red-team #15: ``/proc`` and
+``/etc`` as mount targets passed submit and then failed on the agent with the container
+runtime's raw text). Image references have their own shared module,
+:mod:`dlc.images.reference`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+#: trees no mount may go over or into: the kernel's and the runtime's (runc refuses /proc
+#: targets; a mount over /dev breaks the container's /dev/null, "unable to setup user")
+RUNTIME_TREES = ("/proc", "/sys", "/dev")
+#: DLC's own mounts (:mod:`dlc.executor.workdir`, the GPU driver volume): a second mount at
+#: the same place is the engine's "duplicate mount point"
+DLC_TREES = ("/workspace", "/outputs", "/usr/local/nvidia")
+#: directories a mount may not replace whole (the image's system files), and the files the
+#: engine itself mounts into /etc; mounting *below* them (``/etc/myapp``) is fine
+SYSTEM_DIRS = (
+    "/etc", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf",
+    "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/usr/bin", "/usr/lib",
+    "/var", "/run",
+)  # fmt: skip
+#: what a ``gpu_model`` may hold: it is matched as a substring with punctuation ignored, so
+#: ``.*`` (which matched every GPU: it normalises to "") or ``[VA]100`` never meant a pattern
+GPU_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$")
+
+
+def normal_container_path(path: str) -> str:
+    """``path`` with ``//`` and a trailing ``/`` folded (``/data//x/`` -> ``/data/x``)."""
+    return "/" + "/".join(p for p in path.split("/") if p)
+
+
+def container_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a mount target in a job's container, or ``None``.
+
+    The reason reads after "the container path": ``is under /proc, which ...``.
+    """
+    if not path.startswith("/"):
+        return "must be absolute; start it with /"
+    if any(p in (".", "..") for p in path.split("/")):
+        return "must not contain '.' or '..' components; give the plain path"
+    norm = normal_container_path(path)
+    if norm == "/":
+        return "cannot be the container's /; pick a directory such as /data"
+    for tree in RUNTIME_TREES + DLC_TREES:
+        if norm == tree or norm.startswith(tree + "/"):
+            owner = "DLC" if tree in DLC_TREES else "the container runtime"
+            return f"is {'' if norm == tree else 'under '}{tree}, which {owner} owns"
+    if norm in SYSTEM_DIRS:
+        return f"would replace the image's {norm}; mount below it or at another path"
+    return None
+
+
+def duplicate_target(paths: Iterable[str]) -> str | None:
+    """The first container path two mounts share (after folding ``//`` and ``/``), or None."""
+    seen: set[str] = set()
+    for path in paths:
+        norm = normal_container_path(path)
+        if norm in seen:
+            return norm
+        seen.add(norm)
+    return None
+
+
+def gpu_model_problem(model: str) -> str | None:
+    """Why ``model`` is not a GPU model name to match, or ``None``."""
+    if not GPU_MODEL_RE.match(model):
+        return (
+            "must be part of a model name (letters, digits, ' ', '_', '.', '-', starting "
+            "with a letter or digit), not a pattern; e.g. --gpu-model V100"
+        )
+    return None
