@@ -54,7 +54,14 @@ from dlc.scheduler.share_hold import HELD_PREFIX, ShareHold, ShareHoldSettings
 from dlc.scheduler.share_index import ShareRoom
 from dlc.scheduler.share_placement import ShareTenants, choose_share, share_milli
 from dlc.scheduler.share_placement import share_room as new_share_room
-from dlc.scheduler.whole_score import FreeGpus, WholeScore, WorkloadMix, demand_mix
+from dlc.scheduler.whole_score import (
+    FreeGpus,
+    Shape,
+    WholeScore,
+    WorkloadMix,
+    demand_mix,
+    shape_models,
+)
 from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
@@ -436,18 +443,19 @@ class _LazyWholeScore:
         return self.mix() if self.shares else None
 
 
-def queue_demands(jobs: Iterable[Job], config: PlacementConfig) -> Iterable[tuple[int, int, int]]:
-    """``(CPU thousandths with the executor's, GPU thousandths, GPUs)`` per task of ``jobs``:
-    :func:`~dlc.scheduler.whole_score.demand_mix`'s input. A share's size is its compute
-    (memory needs the GPU's size, which the core knows and passes in its own mix)."""
+def queue_demands(jobs: Iterable[Job], config: PlacementConfig) -> Iterable[Shape]:
+    """``(CPU thousandths with the executor's, GPU thousandths, GPUs, allowed GPU models)``
+    per task of ``jobs``: :func:`~dlc.scheduler.whole_score.demand_mix`'s input. A share's
+    size is its compute (memory needs the GPU's size, which the core knows and passes in its
+    own mix)."""
     for job in jobs:
         spec = job.spec
-        cpu = int((spec.cpus + config.executor_cpus) * 1000)
+        cpu, models = int((spec.cpus + config.executor_cpus) * 1000), shape_models(spec)
         if spec.is_share:
-            yield cpu, min(share_milli(spec, 0), 999), 1
+            yield cpu, min(share_milli(spec, 0), 999), 1, models
         elif spec.gpus:
             for _ in range(spec.nodes):
-                yield cpu, 1000, spec.gpus
+                yield cpu, 1000, spec.gpus, models
 
 
 def place(

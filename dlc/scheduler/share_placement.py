@@ -36,6 +36,7 @@ from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.allocator.host_keep import Guarded, guarded_of
+from dlc.scheduler.allocator.mix_models import MODELS, agent_model
 from dlc.scheduler.frag_state import FragCache
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.share_index import KeptFill, RowCache, ShareRoom
@@ -479,8 +480,15 @@ def _choose_in_arrays(
     gpu_left[:, : ok.shape[1]] = np.where(fit, np.maximum(ok, need_milli), 0)
     given = mix
     request, mix = _share_mix(cpus, mem, need_milli, mix)
+    if frag is not None and given is not None and frag.params == fragscore.DEFAULT_PARAMS:
+        frag.adopt(given)  # the core's held mix: its arrays say which models agents read
+        mix_rows = frag.arrays
+    else:
+        mix_rows = fragscore.mix_arrays(mix, MODELS.names)
+    assert mix_rows is not None
+    models = MODELS.rows((agent_model(room.slots[k]) for k in chosen), mix_rows)
     arrays = fgd.AgentArrays(
-        model=np.zeros(len(chosen), dtype=np.int64),
+        model=models,
         cpu_left=(room.cpus[chosen] * 1000).astype(np.int64),
         mem_left=room.mem[chosen].astype(np.int64),
         gpu_left=gpu_left,
@@ -497,9 +505,7 @@ def _choose_in_arrays(
         placed = None if best is None else fragscore.placement_of(request, arrays, *best)
     else:
         guarded = _guarded(mix, fragscore.DEFAULT_PARAMS)
-        placed = fragscore.choose(
-            request, arrays, fragscore.mix_arrays(mix, ["gpu"]), guarded=guarded
-        )
+        placed = fragscore.choose(request, arrays, mix_rows, guarded=guarded)
     if placed is None or placed.gpus[0] >= fit.shape[1] or not fit[placed.agent, placed.gpus[0]]:
         at, index = 0, int(np.flatnonzero(fit[0])[0])  # the measure found nothing: first fit
     else:
