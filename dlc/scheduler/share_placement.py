@@ -36,7 +36,7 @@ from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.allocator.host_keep import Guarded, guarded_of
-from dlc.scheduler.allocator.mix_models import MODELS, agent_model
+from dlc.scheduler.allocator.mix_models import MODELS, pressure
 from dlc.scheduler.frag_state import FragCache
 from dlc.scheduler.jobs import Job, JobSpec
 from dlc.scheduler.share_index import KeptFill, RowCache, ShareRoom
@@ -419,6 +419,17 @@ def _share_mix(
     return request, fgd.WorkloadMix(shapes=(request, whole), weights=(0.5, 0.5))
 
 
+def _mix_rows(
+    mix: fgd.WorkloadMix, frag: FragCache | None, given: fgd.WorkloadMix | None
+) -> fgd.MixArrays:
+    """The arrays a share is measured against: the core's held mix (``frag``, when it
+    measures with the default knobs and the caller gave the mix), else ``mix`` afresh."""
+    if frag is not None and given is not None and frag.params == fragscore.DEFAULT_PARAMS:
+        arrays = frag.adopt(given)
+        return arrays
+    return fragscore.mix_arrays(mix, MODELS.names)
+
+
 def _guarded(mix: fgd.WorkloadMix, params: fragscore.ScoreParams) -> Guarded | None:
     """The shapes the host keep term weighs for ``mix`` (``None`` when the term is off)."""
     return guarded_of(mix) if params.host_keep else None
@@ -472,23 +483,20 @@ def _choose_in_arrays(
         return _no_share_left(spec)
     agents = np.flatnonzero(fit.any(axis=1))
     fit, ok = fit[agents], np.where(fit[agents], ok[agents], 0)
-    # fewest whole GPUs first, then the fullest, then the round's order (choose_share's)
-    order = np.lexsort((agents, ok.sum(axis=1), (ok >= fgd.MILLI).sum(axis=1)))
+    given = mix
+    request, mix = _share_mix(cpus, mem, need_milli, mix)
+    mix_rows = _mix_rows(mix, frag, given)
+    models = MODELS.of_slots(room.slots, mix_rows)
+    # the least needed model first (mix_models.pressure: ties of the measure go by this
+    # order), then the fewest whole GPUs, then the fullest, then the round's order
+    needed = pressure(mix_rows, models)[rows[agents]]
+    order = np.lexsort((agents, ok.sum(axis=1), (ok >= fgd.MILLI).sum(axis=1), needed))
     fit, ok, chosen = fit[order], ok[order], rows[agents[order]]
     width = max(fgd.MAX_GPUS, ok.shape[1])
     gpu_left = np.zeros((len(chosen), width), dtype=np.int64)
     gpu_left[:, : ok.shape[1]] = np.where(fit, np.maximum(ok, need_milli), 0)
-    given = mix
-    request, mix = _share_mix(cpus, mem, need_milli, mix)
-    if frag is not None and given is not None and frag.params == fragscore.DEFAULT_PARAMS:
-        frag.adopt(given)  # the core's held mix: its arrays say which models agents read
-        mix_rows = frag.arrays
-    else:
-        mix_rows = fragscore.mix_arrays(mix, MODELS.names)
-    assert mix_rows is not None
-    models = MODELS.rows((agent_model(room.slots[k]) for k in chosen), mix_rows)
     arrays = fgd.AgentArrays(
-        model=models,
+        model=models[chosen],
         cpu_left=(room.cpus[chosen] * 1000).astype(np.int64),
         mem_left=room.mem[chosen].astype(np.int64),
         gpu_left=gpu_left,

@@ -33,7 +33,7 @@ import numpy as np
 from dlc.scheduler.allocator import fragscore, host_keep
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_choices
-from dlc.scheduler.allocator.mix_models import MODELS, agent_model
+from dlc.scheduler.allocator.mix_models import MODELS, pressure
 from dlc.scheduler.frag_state import FragCache
 from dlc.topology import gpu_shares
 
@@ -83,7 +83,7 @@ def counted_mix(demands: Mapping[Shape, int]) -> fgd.WorkloadMix | None:
     counts: Counter[tuple[int, int, int, tuple[str, ...]]] = Counter()
     for shape, n in demands.items():
         cpu, milli, gpus = shape[:3]
-        models: tuple[str, ...] = shape[3] if len(shape) > 3 else ()  # type: ignore[misc]
+        models: tuple[str, ...] = shape[3] if len(shape) > 3 else ()
         if milli > 0 and gpus > 0 and n > 0:
             counts[(cpu, min(milli, MILLI), gpus if milli >= MILLI else 1, models)] += n
     if not counts:
@@ -179,6 +179,7 @@ class WholeScore:
         #: costs per request shape (CPU thousandths, GPUs), with the version each read
         self._costs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._rank: np.ndarray | None = None
+        self._model_pressure: np.ndarray | None = None
 
     def changed(self, slot: Any) -> None:
         """``slot``'s offered resources changed (a task was placed on it or given back)."""
@@ -199,7 +200,7 @@ class WholeScore:
         count = len(listed)
         agents.cpu_left[rows] = np.fromiter((int(s.cpus * 1000) for s in read), np.int64, count)
         agents.mem_left[rows] = np.fromiter((int(s.mem) for s in read), np.int64, count)
-        agents.model[rows] = MODELS.rows(map(agent_model, read), self._mix)
+        agents.model[rows] = MODELS.of_slots(read, self._mix)
         self._free[rows] = np.fromiter(map(len, map(_free, read)), np.int64, count)
         agents.gpu_left[rows] = 0
         by_width: dict[int, list[int]] = {}
@@ -240,9 +241,16 @@ class WholeScore:
         if extra is not None:
             cost = cost + extra[np.searchsorted(rows, at), 0]
         free = self._free[at]  # as read: every candidate's row is current now
-        # one array sort, not a Python key per candidate (issue 26): cost, free GPUs, agent id
-        order = np.lexsort((self._id_rank()[at], free, cost))
+        # one array sort, not a Python key per candidate (issue 26): cost, the model's
+        # pressure (mix_models.pressure; 0 when no shape is restricted), free GPUs, agent id
+        order = np.lexsort((self._id_rank()[at], free, self._pressure()[at], cost))
         return [candidates[k] for k in order]
+
+    def _pressure(self) -> np.ndarray:
+        """Each slot's :func:`~dlc.scheduler.allocator.mix_models.pressure` (once a round)."""
+        if self._model_pressure is None:
+            self._model_pressure = pressure(self._mix, MODELS.of_slots(self._slots, self._mix))
+        return self._model_pressure
 
     def _id_rank(self) -> np.ndarray:
         """Each slot's place among the slots sorted by agent id (ties of cost and free GPUs

@@ -13,7 +13,7 @@ rows would be alike), so the values and keys are those of a model-blind measure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -35,13 +35,14 @@ class ModelRows:
             self.names.append(name)
         return row
 
-    def rows(self, names: Iterable[str], mix: MixArrays) -> np.ndarray:
-        """The rows of ``names`` under ``mix``: all 0 when no shape of it is restricted, else
-        each name's own, with ``mix``'s access table grown to cover any new one."""
-        listed = list(names)
+    def of_slots(self, slots: Sequence[object], mix: MixArrays) -> np.ndarray:
+        """The rows of the models of ``slots`` (offer slots or views, :func:`agent_model`)
+        under ``mix``: all 0 when no shape of it is restricted (nothing is read), else each
+        model's own, with ``mix``'s access table grown to cover any new one."""
         if not mix.constrained:
-            return np.zeros(len(listed), dtype=np.int64)
-        out = np.fromiter(map(self.row, listed), dtype=np.int64, count=len(listed))
+            return np.zeros(len(slots), dtype=np.int64)
+        names = map(agent_model, slots)
+        out = np.fromiter(map(self.row, names), dtype=np.int64, count=len(slots))
         mix.cover(self.names)
         return out
 
@@ -50,10 +51,31 @@ class ModelRows:
 MODELS = ModelRows()
 
 
+def pressure(mix: MixArrays, rows: np.ndarray) -> np.ndarray:
+    """Per agent (its model ``rows``, :meth:`ModelRows.of_slots`): how much of the expected
+    workload only some models can host and this agent's model can, per agent of that model
+    among ``rows``; 0 everywhere when no shape of ``mix`` is restricted.
+
+    Placement breaks ties of the (bucketed) fragmentation growth by this first: a job that
+    may run anywhere then goes to the model least needed by the jobs that cannot, per agent
+    left of it. The measure alone does not: a restricted shape's part of the mix is often
+    below one tie bucket, and the best-fit tie-break that follows prefers the small agents,
+    which on openb are the scarce models (2-GPU P100 and T4, 4-GPU V100M16)."""
+    if not mix.constrained or not len(rows):
+        return np.zeros(len(rows))
+    restricted = np.fromiter(
+        (bool(s.gpu_models) for s in mix.shapes), dtype=bool, count=len(mix.shapes)
+    )
+    need = mix.access[:, restricted] @ mix.weight[restricted]
+    count = np.bincount(rows, minlength=len(need))
+    out: np.ndarray = need[rows] / np.maximum(count[rows], 1)
+    return out
+
+
 def agent_model(slot: object) -> str:
     """The ``gpu_model`` attribute of an offer slot or view (``""``: none)."""
     attributes = getattr(slot, "attributes", None) or {}
     return str(attributes.get("gpu_model", ""))
 
 
-__all__ = ["MODELS", "ModelRows", "agent_model"]
+__all__ = ["MODELS", "ModelRows", "agent_model", "pressure"]

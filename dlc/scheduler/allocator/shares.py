@@ -89,7 +89,7 @@ class MixArrays:
         self.num = np.array([s.num_gpus for s in shapes], dtype=np.int64)
         weight = np.array(mix.weights, dtype=float)
         self.weight = weight / weight.sum()
-        self._shapes = shapes
+        self.shapes = shapes
         #: whether some shape allows only some GPU models (else every row of access is alike)
         self.constrained = any(s.gpu_models for s in shapes)
         self.access = np.ones((0, len(shapes)), dtype=bool)
@@ -103,8 +103,8 @@ class MixArrays:
         their names, so a longer list of the same first names only adds rows."""
         if len(model_names) <= len(self.access):
             return
-        self.access = np.ones((len(model_names), len(self._shapes)), dtype=bool)
-        for j, s in enumerate(self._shapes):
+        self.access = np.ones((len(model_names), len(self.shapes)), dtype=bool)
+        for j, s in enumerate(self.shapes):
             if s.gpu_models:
                 self.access[:, j] = [
                     any(model_matches(w, m) for w in s.gpu_models) for m in model_names

@@ -23,7 +23,7 @@ import numpy as np
 from dlc.scheduler.allocator.shares import WorkloadMix
 from dlc.scheduler.jobs import Job
 from dlc.scheduler.placement import Launch, OfferView, PlacementConfig, place
-from dlc.scheduler.whole_score import counted_mix, shape_models
+from dlc.scheduler.whole_score import Shape, counted_mix, shape_models
 from dlc.sim.cluster import ClusterState, Placement
 from dlc.sim.openb_jobs import DEFAULT_GPU_MIB, GPU_MIB, quiet_topology, spec_of
 from dlc.sim.policies.base import ClusterView
@@ -33,9 +33,6 @@ from dlc.topology.gpu_shares import STRIDE
 
 #: the placement settings of ``--mode core`` (openb_core.core_engine)
 CONFIG = PlacementConfig("first-fit", executor_cpus=0.0, executor_mem_mib=0.0)
-
-#: a task shape of the mix: (CPU thousandths, GPU thousandths, GPUs, allowed GPU models)
-Shape = tuple[int, int, int, tuple[str, ...]]
 
 
 def offer_of(cluster: ClusterState, n: int) -> OfferView:
