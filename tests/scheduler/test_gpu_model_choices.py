@@ -159,8 +159,7 @@ def test_the_direct_replay_never_places_a_pod_on_a_model_it_does_not_allow():
 def _mix(weights: dict[tuple[int, int, int, tuple[str, ...]], float]) -> WorkloadMix:
     """A mix of exactly these shapes (counted_mix leaves out a shape this rare)."""
     shapes = tuple(
-        ShareRequest(cpu, 0, gpus, milli, frozenset(models))
-        for cpu, milli, gpus, models in weights
+        ShareRequest(cpu, 0, gpus, milli, frozenset(models)) for cpu, milli, gpus, models in weights
     )
     return WorkloadMix(shapes, tuple(weights.values()))
 
