@@ -489,7 +489,7 @@ def _choose_in_arrays(
     models = MODELS.of_slots(room.slots, mix_rows)
     # the least needed model first (mix_models.pressure: ties of the measure go by this
     # order), then the fewest whole GPUs, then the fullest, then the round's order
-    needed = pressure(mix_rows, models)[rows[agents]]
+    needed = pressure(mix_rows, models[rows[agents]])  # among the agents it fits
     order = np.lexsort((agents, ok.sum(axis=1), (ok >= fgd.MILLI).sum(axis=1), needed))
     fit, ok, chosen = fit[order], ok[order], rows[agents[order]]
     width = max(fgd.MAX_GPUS, ok.shape[1])

@@ -179,7 +179,6 @@ class WholeScore:
         #: costs per request shape (CPU thousandths, GPUs), with the version each read
         self._costs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._rank: np.ndarray | None = None
-        self._model_pressure: np.ndarray | None = None
 
     def changed(self, slot: Any) -> None:
         """``slot``'s offered resources changed (a task was placed on it or given back)."""
@@ -243,14 +242,13 @@ class WholeScore:
         free = self._free[at]  # as read: every candidate's row is current now
         # one array sort, not a Python key per candidate (issue 26): cost, the model's
         # pressure (mix_models.pressure; 0 when no shape is restricted), free GPUs, agent id
-        order = np.lexsort((self._id_rank()[at], free, self._pressure()[at], cost))
+        # pressure counts the agents of each model that can host this job: the same agents
+        # whichever others the round offers (the direct replay offers only those)
+        agents = self._agents
+        hosts = (agents.cpu_left[at] >= request.cpu_milli) & (agents.mem_left[at] >= mem)
+        needed = pressure(self._mix, agents.model[at], hosts)
+        order = np.lexsort((self._id_rank()[at], free, needed, cost))
         return [candidates[k] for k in order]
-
-    def _pressure(self) -> np.ndarray:
-        """Each slot's :func:`~dlc.scheduler.allocator.mix_models.pressure` (once a round)."""
-        if self._model_pressure is None:
-            self._model_pressure = pressure(self._mix, MODELS.of_slots(self._slots, self._mix))
-        return self._model_pressure
 
     def _id_rank(self) -> np.ndarray:
         """Each slot's place among the slots sorted by agent id (ties of cost and free GPUs

@@ -51,10 +51,12 @@ class ModelRows:
 MODELS = ModelRows()
 
 
-def pressure(mix: MixArrays, rows: np.ndarray) -> np.ndarray:
+def pressure(mix: MixArrays, rows: np.ndarray, hosts: np.ndarray | None = None) -> np.ndarray:
     """Per agent (its model ``rows``, :meth:`ModelRows.of_slots`): how much of the expected
     workload only some models can host and this agent's model can, per agent of that model
-    among ``rows``; 0 everywhere when no shape of ``mix`` is restricted.
+    among ``rows`` (only those ``hosts`` marks, when given: the agents that can take the job
+    placed, so that the answer does not depend on which other agents the round offers); 0
+    everywhere when no shape of ``mix`` is restricted.
 
     Placement breaks ties of the (bucketed) fragmentation growth by this first: a job that
     may run anywhere then goes to the model least needed by the jobs that cannot, per agent
@@ -67,7 +69,7 @@ def pressure(mix: MixArrays, rows: np.ndarray) -> np.ndarray:
         (bool(s.gpu_models) for s in mix.shapes), dtype=bool, count=len(mix.shapes)
     )
     need = mix.access[:, restricted] @ mix.weight[restricted]
-    count = np.bincount(rows, minlength=len(need))
+    count = np.bincount(rows if hosts is None else rows[hosts], minlength=len(need))
     out: np.ndarray = need[rows] / np.maximum(count[rows], 1)
     return out
 
