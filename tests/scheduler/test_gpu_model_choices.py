@@ -183,3 +183,23 @@ def test_a_tie_of_the_measure_goes_to_the_model_least_needed_by_restricted_jobs(
     ]
     result = place(offers, [share], PlacementConfig("first-fit"), mix=mix)
     assert [x.agent_id for x in result.launches] == ["b-g2"]
+
+
+def test_the_pressure_counts_only_agents_that_can_host_the_job():
+    # the direct replay offers only the agents a pod fits, the core every agent with room: the
+    # agents of a model that cannot host the job (too few CPUs) must not change the choice
+    mix = _mix({(1000, 1000, 1, ("P100",)): 0.5, (1000, 1000, 1, ("G2",)): 0.75,
+                (4000, 1000, 1, ()): 50})  # fmt: skip
+    hosts = [
+        offer("o1", "b-g2", [0, 1], cpus=8, attrs={"gpu_model": "G2"}),
+        offer("o2", "z-p100", [0, 1], cpus=8, attrs={"gpu_model": "P100"}),
+    ]
+    short = [
+        offer(f"o{k}", f"{name}-g2", [0, 1], cpus=0.5, attrs={"gpu_model": "G2"})
+        for k, name in ((3, "c"), (4, "d"))
+    ]
+    config = PlacementConfig("first-fit")
+    alone = place(hosts, [job("any", gpus=1, cpus=4)], config, mix=mix)
+    offered = place(hosts + short, [job("any", gpus=1, cpus=4)], config, mix=mix)
+    assert [x.agent_id for x in alone.launches] == ["z-p100"]  # G2: 0.75 per host, P100: 0.5
+    assert [x.agent_id for x in offered.launches] == ["z-p100"]
