@@ -142,7 +142,10 @@ class SubmitCommand(click.Command):
 )
 @click.option("--exclusive-per-group", "exclusive_per", flag_value="group",
               help="Share the GPU only with shares of your group.")  # fmt: skip
-@click.option("--gpu-model", help="Only GPUs whose model contains this, e.g. V100.")
+@click.option(
+    "--gpu-model",
+    help="Only GPUs whose model contains this, e.g. V100; several allowed: 'V100|A100'.",
+)
 @click.option(
     "--gpu-vendor",
     type=click.Choice(["nvidia", "amd"]),

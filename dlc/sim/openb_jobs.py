@@ -21,7 +21,8 @@ def spec_of(pod: PodSpec) -> JobSpec | None:
     """The job of one pod (``None``: a CPU-only pod, which DLC jobs cannot be)."""
     if pod.num_gpu == 0:
         return None
-    model = next(iter(pod.gpu_models)) if len(pod.gpu_models) == 1 else None
+    # a pod allowing several models allows each (``V100M16|V100M32``: JobSpec.gpu_model)
+    model = "|".join(sorted(pod.gpu_models)) or None
     base = JobSpec(
         image="sim/pod:1", gpus=pod.num_gpu, cpus=max(pod.cpu_milli, 1) / 1000,
         mem_mib=max(32, pod.memory_mib), gpu_model=model, name=pod.name,

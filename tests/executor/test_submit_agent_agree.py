@@ -112,7 +112,9 @@ def test_image_references_get_the_same_verdict_at_submit_and_on_the_agent(image,
     assert (at_submit is None) is ok and (on_agent is None) is ok, (at_submit, on_agent)
 
 
-@pytest.mark.parametrize("model", [".*", "-", "[VA]100", "V100|A100", "(V100)", "^V100$", " "])
+@pytest.mark.parametrize(
+    "model", [".*", "-", "[VA]100", "V100|", "|A100", "V100|.*", "(V100)", "^V100$", " "]
+)
 def test_a_gpu_model_pattern_is_refused_not_matched_against_every_gpu(model):
     with pytest.raises(JobSpecError) as refused:
         JobSpec.from_dict({"image": "x", "gpu_model": model})
@@ -121,7 +123,9 @@ def test_a_gpu_model_pattern_is_refused_not_matched_against_every_gpu(model):
         assert not model_matches(model, "Tesla V100-SXM2-32GB")
 
 
-@pytest.mark.parametrize("model", ["V100", "Tesla V100-SXM2", "a100_80gb", "H100.PCIe"])
+@pytest.mark.parametrize(
+    "model", ["V100", "Tesla V100-SXM2", "a100_80gb", "H100.PCIe", "V100|A100"]
+)  # several allowed models: `|` between names
 def test_a_gpu_model_name_is_accepted_and_matched(model):
     spec = JobSpec.from_dict({"image": "x", "gpu_model": model})
     assert spec.gpu_model == model

@@ -156,14 +156,28 @@ def eligible_gpus(
     return eligible
 
 
+#: separates the models a job allows (``V100M16|V100M32``: either)
+MODEL_SEPARATOR = "|"
+
+
+def model_choices(wanted: str) -> tuple[str, ...]:
+    """The models ``wanted`` allows: its ``|``-separated parts (``V100|A100``), one or more."""
+    return tuple(part.strip() for part in wanted.split(MODEL_SEPARATOR))
+
+
 def model_matches(wanted: str, model: str) -> bool:
     """Whether a GPU model name satisfies a requested model.
 
     Substring match ignoring case and punctuation, so ``V100`` matches ``Tesla V100-SXM2``
-    and the sanitised agent attribute ``Tesla_V100-SXM2`` alike.
+    and the sanitised agent attribute ``Tesla_V100-SXM2`` alike. ``wanted`` may allow several
+    models separated by ``|`` (``V100M16|V100M32``): any of them matches.
     """
-    wanted = _normalise_model(wanted)
-    return bool(wanted) and wanted in _normalise_model(model)  # "" ('.*', '-') matches none
+    name = _normalise_model(model)
+    for part in model_choices(wanted):
+        part = _normalise_model(part)
+        if part and part in name:  # "" ('.*', '-') matches none
+            return True
+    return False
 
 
 def _normalise_model(text: str) -> str:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlc.scheduler.allocator.base import model_matches
+
 #: thousandths of one GPU
 MILLI = 1000
 #: the most GPUs the array core handles on one agent
@@ -87,11 +89,26 @@ class MixArrays:
         self.num = np.array([s.num_gpus for s in shapes], dtype=np.int64)
         weight = np.array(mix.weights, dtype=float)
         self.weight = weight / weight.sum()
-        self.access = np.ones((len(model_names), len(shapes)), dtype=bool)
-        for j, s in enumerate(shapes):
-            if s.gpu_models:
-                self.access[:, j] = [m in s.gpu_models for m in model_names]
+        self.shapes = shapes
+        #: whether some shape allows only some GPU models (else every row of access is alike)
+        self.constrained = any(s.gpu_models for s in shapes)
+        self.access = np.ones((0, len(shapes)), dtype=bool)
+        self.cover(model_names)
         self.asks_gpu = self.num > 0
+
+    def cover(self, model_names: Sequence[str]) -> None:
+        """Make :attr:`access` ``[models, shapes]`` hold a row per name of ``model_names``
+        (names a shape's ``gpu_models`` choices match as :func:`~dlc.scheduler.allocator.
+        base.model_matches` does: ``V100`` allows ``Tesla_V100``); rows already there keep
+        their names, so a longer list of the same first names only adds rows."""
+        if len(model_names) <= len(self.access):
+            return
+        self.access = np.ones((len(model_names), len(self.shapes)), dtype=bool)
+        for j, s in enumerate(self.shapes):
+            if s.gpu_models:
+                self.access[:, j] = [
+                    any(model_matches(w, m) for w in s.gpu_models) for m in model_names
+                ]
 
 
 def fragmentation(

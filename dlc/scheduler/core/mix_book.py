@@ -17,12 +17,12 @@ from collections.abc import Callable
 from dlc.scheduler.allocator.shares import MILLI
 from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.placement.share_placement import share_milli
-from dlc.scheduler.placement.whole_score import WorkloadMix, counted_mix
+from dlc.scheduler.placement.whole_score import Shape, WorkloadMix, counted_mix, shape_models
 from dlc.scheduler.tasks.states import NOT_RUNNING_STATES
 
-#: a share's shape: cpus, fraction, memory, and where it runs (agent id, GPU; ``None``:
-#: queued, sized on the cluster's largest GPU)
-_ShareKey = tuple[float, float | None, int | None, str | None, int | None]
+#: a share's shape: cpus, fraction, memory, allowed GPU models, and where it runs (agent id,
+#: GPU; ``None``: queued, sized on the cluster's largest GPU)
+_ShareKey = tuple[float, float | None, int | None, tuple[str, ...], str | None, int | None]
 #: a job's record as the core holds it: (queued, active)
 Record = tuple[Job | None, Job | None]
 
@@ -31,8 +31,8 @@ class MixBook:
     """Queued jobs and running tasks counted by shape, updated per record change."""
 
     def __init__(self) -> None:
-        #: (cpus, GPUs) -> whole-GPU tasks (queued: one per node)
-        self._whole: Counter[tuple[float, int]] = Counter()
+        #: (cpus, GPUs, allowed GPU models) -> whole-GPU tasks (queued: one per node)
+        self._whole: Counter[tuple[float, int, tuple[str, ...]]] = Counter()
         self._shares: Counter[_ShareKey] = Counter()
         #: (cpus, fraction, memory) -> a spec of that shape (a share's size reads only these)
         self._spec_of: dict[tuple[float, float | None, int | None], JobSpec] = {}
@@ -57,20 +57,23 @@ class MixBook:
             if spec.is_share:
                 self._share(spec, None, None, step)
             elif spec.gpus:
-                self._add(self._whole, (spec.cpus, spec.gpus), step * spec.nodes)
+                self._add(
+                    self._whole, (spec.cpus, spec.gpus, shape_models(spec)), step * spec.nodes
+                )
         if active is not None:
             for task in active.tasks:
                 if task.state in NOT_RUNNING_STATES:
                     continue
                 if task.gpu_ids:
-                    self._add(self._whole, (active.spec.cpus, len(task.gpu_ids)), step)
+                    key = (active.spec.cpus, len(task.gpu_ids), shape_models(active.spec))
+                    self._add(self._whole, key, step)
                 elif task.share_gpu is not None:
                     self._share(active.spec, task.agent_id, task.share_gpu, step)
 
     def _share(self, spec: JobSpec, agent_id: str | None, gpu: int | None, step: int) -> None:
         shape = (spec.cpus, spec.gpu_fraction, spec.gpu_memory)
         self._spec_of.setdefault(shape, spec)
-        self._add(self._shares, (*shape, agent_id, gpu), step)
+        self._add(self._shares, (*shape, shape_models(spec), agent_id, gpu), step)
 
     @staticmethod
     def _add(counter: Counter, key: object, step: int) -> None:  # type: ignore[type-arg]
@@ -86,16 +89,16 @@ class MixBook:
         """The mix (:func:`~dlc.scheduler.placement.whole_score.counted_mix`) of ``(CPU thousandths
         with the executor's ``extra_milli``, GPU thousandths, GPUs)``; a running share is
         sized on its GPU's memory (``gpu_mib(agent, gpu)``, else the largest GPU's)."""
-        sized: Counter[tuple[float, float | None, int | None, int]] = Counter()
-        for (cpus, fraction, memory, agent_id, gpu), n in self._shares.items():
+        sized: Counter[tuple[float, float | None, int | None, tuple[str, ...], int]] = Counter()
+        for (cpus, fraction, memory, models, agent_id, gpu), n in self._shares.items():
             total = largest_mib
             if agent_id is not None and gpu is not None:
                 total = gpu_mib(agent_id, gpu) or largest_mib
-            sized[(cpus, fraction, memory, total)] += n
-        counts: Counter[tuple[int, int, int]] = Counter()
-        for (cpus, gpus), n in self._whole.items():
-            counts[(int(cpus * 1000) + extra_milli, MILLI, gpus)] += n
-        for (cpus, fraction, memory, total), n in sized.items():
+            sized[(cpus, fraction, memory, models, total)] += n
+        counts: Counter[Shape] = Counter()
+        for (cpus, gpus, models), n in self._whole.items():
+            counts[(int(cpus * 1000) + extra_milli, MILLI, gpus, models)] += n
+        for (cpus, fraction, memory, models, total), n in sized.items():
             spec = self._spec_of[(cpus, fraction, memory)]
-            counts[(int(cpus * 1000) + extra_milli, share_milli(spec, total), 1)] += n
+            counts[(int(cpus * 1000) + extra_milli, share_milli(spec, total), 1, models)] += n
         return counted_mix(counts)

@@ -66,7 +66,8 @@ class JobSpec:
             gang, its MIN.
         nodes_max: an elastic gang's MAX (``--nodes MIN:MAX``, :mod:`~dlc.scheduler.gangs.elastic`);
             ``None``: a fixed size.
-        gpu_model: substring the GPU model must contain (``V100``), if any.
+        gpu_model: substring the GPU model must contain (``V100``), if any; several
+            allowed models are separated by ``|`` (``V100M16|V100M32``: either).
         cpus: CPUs per node.
         mem_mib: memory per node in MiB.
         disk_mib: disk per node in MiB (0: none asked).

@@ -70,10 +70,12 @@ def duplicate_target(paths: Iterable[str]) -> str | None:
 
 
 def gpu_model_problem(model: str) -> str | None:
-    """Why ``model`` is not a GPU model name to match, or ``None``."""
-    if not GPU_MODEL_RE.match(model):
+    """Why ``model`` is not a GPU model name to match, or ``None``. Several models are
+    allowed separated by ``|`` (``V100M16|V100M32``: either); each must be a name part."""
+    if not all(GPU_MODEL_RE.match(part) for part in model.split("|")):
         return (
             "must be part of a model name (letters, digits, ' ', '_', '.', '-', starting "
-            "with a letter or digit), not a pattern; e.g. --gpu-model V100"
+            "with a letter or digit), or several separated by '|', not a pattern; e.g. "
+            "--gpu-model V100 or --gpu-model 'V100|A100'"
         )
     return None

@@ -39,6 +39,7 @@ import numpy as np
 
 from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
+from dlc.scheduler.allocator.mix_models import MODELS
 
 #: the L1 drift of the normalised mix weights past which the held mix is replaced
 #: (module docstring; docs/scheduler.md has the measurement)
@@ -113,7 +114,7 @@ class FragCache:
             if self.max_drift > 0 and drift(self.mix, mix) <= self.max_drift:
                 return self.arrays
         self.mix = mix
-        self.arrays = fragscore.mix_arrays(mix, ["gpu"], self.params)
+        self.arrays = fragscore.mix_arrays(mix, MODELS.names, self.params)
         # no shape of the mix asks memory (the core's mixes never do): memory then changes
         # no value, and states that differ only in memory share one key
         self._mem_free = not bool(self.arrays.mem.any())

@@ -54,7 +54,14 @@ from dlc.scheduler.placement.share_hold import HELD_PREFIX, ShareHold, ShareHold
 from dlc.scheduler.placement.share_index import ShareRoom
 from dlc.scheduler.placement.share_placement import ShareTenants, choose_share, share_milli
 from dlc.scheduler.placement.share_placement import share_room as new_share_room
-from dlc.scheduler.placement.whole_score import FreeGpus, WholeScore, WorkloadMix, demand_mix
+from dlc.scheduler.placement.whole_score import (
+    FreeGpus,
+    Shape,
+    WholeScore,
+    WorkloadMix,
+    demand_mix,
+    shape_models,
+)
 from dlc.topology import gpu_shares
 from dlc.topology.model import Gpu, Topology
 from dlc.topology.node_config import (
@@ -436,18 +443,19 @@ class _LazyWholeScore:
         return self.mix() if self.shares else None
 
 
-def queue_demands(jobs: Iterable[Job], config: PlacementConfig) -> Iterable[tuple[int, int, int]]:
-    """``(CPU thousandths with the executor's, GPU thousandths, GPUs)`` per task of ``jobs``:
-    :func:`~dlc.scheduler.placement.whole_score.demand_mix`'s input. A share's size is its compute
-    (memory needs the GPU's size, which the core knows and passes in its own mix)."""
+def queue_demands(jobs: Iterable[Job], config: PlacementConfig) -> Iterable[Shape]:
+    """``(CPU thousandths with the executor's, GPU thousandths, GPUs, allowed GPU models)``
+    per task of ``jobs``: :func:`~dlc.scheduler.placement.whole_score.demand_mix`'s input. A share's
+    size is its compute (memory needs the GPU's size, which the core knows and passes in its
+    own mix)."""
     for job in jobs:
         spec = job.spec
-        cpu = int((spec.cpus + config.executor_cpus) * 1000)
+        cpu, models = int((spec.cpus + config.executor_cpus) * 1000), shape_models(spec)
         if spec.is_share:
-            yield cpu, min(share_milli(spec, 0), 999), 1
+            yield cpu, min(share_milli(spec, 0), 999), 1, models
         elif spec.gpus:
             for _ in range(spec.nodes):
-                yield cpu, 1000, spec.gpus
+                yield cpu, 1000, spec.gpus, models
 
 
 def place(
@@ -484,8 +492,8 @@ def place(
         carry: whether this call may use and keep those carried failures (``False``: a
             round cut into several batches, each with its own agents; they are forgotten).
         mix: the expected workload whole-GPU jobs and shares are scored against
-            (:mod:`~dlc.scheduler.placement.whole_score`; the core passes its queued and running
-            jobs by shape; or a function computing it, called when a whole-GPU job first has
+            (:mod:`~dlc.scheduler.placement.whole_score`; the core passes its queued and
+            running jobs by shape; or a function computing it, called when a whole-GPU job first has
             a choice of agents or a share is placed); default: the shapes of ``queue`` for
             whole-GPU jobs, and for shares more shares like each and whole GPUs.
         memo: what the caller's earlier rounds derived per agent (slot states, share rows:
@@ -875,7 +883,8 @@ def _place_share(
     mix: WorkloadMix | None = None,
     frag: FragCache | None = None,
 ) -> str | None:
-    """Place a share of one GPU (:mod:`~dlc.scheduler.placement.share_placement`); why not, or None.
+    """Place a share of one GPU (:mod:`~dlc.scheduler.placement.share_placement`); why not,
+    or None.
     ``mix``: the round's expected workload the share is scored against (``None``: more
     shares like it and whole GPUs,
     :func:`~dlc.scheduler.placement.share_placement.choose_share`)."""

@@ -36,6 +36,7 @@ from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.allocator.host_keep import Guarded, guarded_of
+from dlc.scheduler.allocator.mix_models import MODELS, pressure
 from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.placement.frag_state import FragCache
 from dlc.scheduler.placement.share_index import KeptFill, RowCache, ShareRoom
@@ -317,8 +318,8 @@ def choose_share(
             share onto that GPU (:meth:`ShareTenants.open_to`); default: every GPU.
         hold: the share's size in thousandths -> ``(barred, why)`` when the share hold
             (:mod:`~dlc.scheduler.placement.share_hold`) keeps it off whole free GPUs:
-            ``barred(agent id, GPU index)`` names them, ``why`` is the reason if nothing else fits;
-            else ``None``. Default: nothing held.
+            ``barred(agent id, GPU index)`` names them, ``why`` is the reason if nothing else
+            fits; else ``None``. Default: nothing held.
         room: ``slots`` indexed by free compute (:class:`ShareRoom`): only the agents with
             a GPU that has the share's compute free are read; same choice, fewer reads.
         mix: the workload the choice is scored against: the core passes the one it sees
@@ -418,6 +419,17 @@ def _share_mix(
     return request, fgd.WorkloadMix(shapes=(request, whole), weights=(0.5, 0.5))
 
 
+def _mix_rows(
+    mix: fgd.WorkloadMix, frag: FragCache | None, given: fgd.WorkloadMix | None
+) -> fgd.MixArrays:
+    """The arrays a share is measured against: the core's held mix (``frag``, when it
+    measures with the default knobs and the caller gave the mix), else ``mix`` afresh."""
+    if frag is not None and given is not None and frag.params == fragscore.DEFAULT_PARAMS:
+        arrays = frag.adopt(given)
+        return arrays
+    return fragscore.mix_arrays(mix, MODELS.names)
+
+
 def _guarded(mix: fgd.WorkloadMix, params: fragscore.ScoreParams) -> Guarded | None:
     """The shapes the host keep term weighs for ``mix`` (``None`` when the term is off)."""
     return guarded_of(mix) if params.host_keep else None
@@ -471,16 +483,20 @@ def _choose_in_arrays(
         return _no_share_left(spec)
     agents = np.flatnonzero(fit.any(axis=1))
     fit, ok = fit[agents], np.where(fit[agents], ok[agents], 0)
-    # fewest whole GPUs first, then the fullest, then the round's order (choose_share's)
-    order = np.lexsort((agents, ok.sum(axis=1), (ok >= fgd.MILLI).sum(axis=1)))
+    given = mix
+    request, mix = _share_mix(cpus, mem, need_milli, mix)
+    mix_rows = _mix_rows(mix, frag, given)
+    models = MODELS.of_slots(room.slots, mix_rows)
+    # the least needed model first (mix_models.pressure: ties of the measure go by this
+    # order), then the fewest whole GPUs, then the fullest, then the round's order
+    needed = pressure(mix_rows, models[rows[agents]])  # among the agents it fits
+    order = np.lexsort((agents, ok.sum(axis=1), (ok >= fgd.MILLI).sum(axis=1), needed))
     fit, ok, chosen = fit[order], ok[order], rows[agents[order]]
     width = max(fgd.MAX_GPUS, ok.shape[1])
     gpu_left = np.zeros((len(chosen), width), dtype=np.int64)
     gpu_left[:, : ok.shape[1]] = np.where(fit, np.maximum(ok, need_milli), 0)
-    given = mix
-    request, mix = _share_mix(cpus, mem, need_milli, mix)
     arrays = fgd.AgentArrays(
-        model=np.zeros(len(chosen), dtype=np.int64),
+        model=models[chosen],
         cpu_left=(room.cpus[chosen] * 1000).astype(np.int64),
         mem_left=room.mem[chosen].astype(np.int64),
         gpu_left=gpu_left,
@@ -497,9 +513,7 @@ def _choose_in_arrays(
         placed = None if best is None else fragscore.placement_of(request, arrays, *best)
     else:
         guarded = _guarded(mix, fragscore.DEFAULT_PARAMS)
-        placed = fragscore.choose(
-            request, arrays, fragscore.mix_arrays(mix, ["gpu"]), guarded=guarded
-        )
+        placed = fragscore.choose(request, arrays, mix_rows, guarded=guarded)
     if placed is None or placed.gpus[0] >= fit.shape[1] or not fit[placed.agent, placed.gpus[0]]:
         at, index = 0, int(np.flatnonzero(fit[0])[0])  # the measure found nothing: first fit
     else:

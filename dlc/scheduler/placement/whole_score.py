@@ -32,6 +32,8 @@ import numpy as np
 
 from dlc.scheduler.allocator import fragscore, host_keep
 from dlc.scheduler.allocator import shares as fgd
+from dlc.scheduler.allocator.base import model_choices
+from dlc.scheduler.allocator.mix_models import MODELS, pressure
 from dlc.scheduler.placement.frag_state import FragCache
 from dlc.topology import gpu_shares
 
@@ -47,8 +49,14 @@ POPULARITY = 0.95
 GPU_SHARE = 0.02
 
 
-def demand_mix(demands: Iterable[tuple[int, int, int]]) -> fgd.WorkloadMix | None:
-    """The expected workload from ``(CPU thousandths, GPU thousandths, GPUs)`` per task.
+#: a task shape of the mix: ``(CPU thousandths, GPU thousandths, GPUs)``, optionally with the
+#: GPU models it allows (``JobSpec.gpu_model``'s choices, sorted; ``()``: any model)
+Shape = tuple[int, int, int] | tuple[int, int, int, tuple[str, ...]]
+
+
+def demand_mix(demands: Iterable[Shape]) -> fgd.WorkloadMix | None:
+    """The expected workload from ``(CPU thousandths, GPU thousandths, GPUs[, models])`` per
+    task (:data:`Shape`).
 
     A share asks one GPU of fewer than 1000 thousandths, a whole-GPU task its GPUs of 1000.
     The most frequent shapes covering :data:`POPULARITY` of the tasks, plus those asking
@@ -57,37 +65,50 @@ def demand_mix(demands: Iterable[tuple[int, int, int]]) -> fgd.WorkloadMix | Non
     return counted_mix(Counter(demands))
 
 
-def counted_mix(demands: Mapping[tuple[int, int, int], int]) -> fgd.WorkloadMix | None:
-    """:func:`demand_mix` of ``(CPU thousandths, GPU thousandths, GPUs) -> tasks``.
+def shape_models(spec: Any) -> tuple[str, ...]:
+    """The GPU models a job's tasks allow, as a mix shape names them (``()``: any)."""
+    wanted = spec.gpu_model
+    return tuple(sorted(set(model_choices(wanted)))) if wanted else ()
+
+
+def counted_mix(demands: Mapping[Shape, int]) -> fgd.WorkloadMix | None:
+    """:func:`demand_mix` of :data:`Shape` ``-> tasks``.
 
     The shapes covering :data:`POPULARITY` of the tasks, plus any shape asking at least
-    :data:`GPU_SHARE` of the GPUs (rare large pods), each weighted by its count.
+    :data:`GPU_SHARE` of the GPUs (rare large pods), each weighted by its count. A shape
+    restricted to some GPU models stays restricted (as FGD's target workload keeps the pods'
+    GPU specs): agents of other models count its room as fragmented, so the scarce models are
+    kept for the tasks that can use nothing else.
     """
-    counts: Counter[tuple[int, int, int]] = Counter()
-    for (cpu, milli, gpus), n in demands.items():
+    counts: Counter[tuple[int, int, int, tuple[str, ...]]] = Counter()
+    for shape, n in demands.items():
+        cpu, milli, gpus = shape[:3]
+        models: tuple[str, ...] = shape[3] if len(shape) > 3 else ()
         if milli > 0 and gpus > 0 and n > 0:
-            counts[(cpu, min(milli, MILLI), gpus if milli >= MILLI else 1)] += n
+            counts[(cpu, min(milli, MILLI), gpus if milli >= MILLI else 1, models)] += n
     if not counts:
         return None
     ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
     total, covered, chosen = sum(counts.values()), 0, []
-    asked = sum(n * gpus * milli for (_, milli, gpus), n in ranked)
-    for shape, n in ranked:
-        if covered < POPULARITY * total or n * shape[2] * shape[1] >= GPU_SHARE * asked:
-            chosen.append((shape, n))
+    asked = sum(n * key[2] * key[1] for key, n in ranked)
+    for key, n in ranked:
+        if covered < POPULARITY * total or n * key[2] * key[1] >= GPU_SHARE * asked:
+            chosen.append((key, n))
         covered += n
-    shapes = tuple(
-        fgd.ShareRequest(cpu_milli=cpu, mem_mib=0, num_gpus=gpus, gpu_milli=milli)
-        for (cpu, milli, gpus), _ in chosen
-    )
     # every whole-GPU shape, rare ones too, for the host keep term (fragscore.host_keep)
-    whole = [(shape, n) for shape, n in ranked if shape[1] >= MILLI]
-    guarded = tuple(
-        fgd.ShareRequest(cpu_milli=cpu, mem_mib=0, num_gpus=gpus, gpu_milli=milli)
-        for (cpu, milli, gpus), _ in whole
-    )
+    whole = [(key, n) for key, n in ranked if key[1] >= MILLI]
     return fgd.WorkloadMix(
-        shapes, tuple(float(n) for _, n in chosen), guarded, tuple(float(n) for _, n in whole)
+        tuple(map(_request, (key for key, _ in chosen))),
+        tuple(float(n) for _, n in chosen),
+        tuple(map(_request, (key for key, _ in whole))),
+        tuple(float(n) for _, n in whole),
+    )
+
+
+def _request(key: tuple[int, int, int, tuple[str, ...]]) -> fgd.ShareRequest:
+    cpu, milli, gpus, models = key
+    return fgd.ShareRequest(
+        cpu_milli=cpu, mem_mib=0, num_gpus=gpus, gpu_milli=milli, gpu_models=frozenset(models)
     )
 
 
@@ -140,10 +161,10 @@ class WholeScore:
         if self._cache is not None:
             self._mix = self._cache.adopt(mix)
         else:
-            self._mix = fragscore.mix_arrays(mix, ["gpu"], params)
+            self._mix = fragscore.mix_arrays(mix, MODELS.names, params)
         n = len(self._slots)
         self._agents = fgd.AgentArrays(
-            model=np.zeros(n, dtype=np.int64),  # one model: the mix names none
+            model=np.zeros(n, dtype=np.int64),  # read with the state (mix_models.MODELS)
             cpu_left=np.zeros(n, dtype=np.int64),
             mem_left=np.zeros(n, dtype=np.int64),
             gpu_left=np.zeros((n, fgd.MAX_GPUS), dtype=np.int64),
@@ -178,6 +199,7 @@ class WholeScore:
         count = len(listed)
         agents.cpu_left[rows] = np.fromiter((int(s.cpus * 1000) for s in read), np.int64, count)
         agents.mem_left[rows] = np.fromiter((int(s.mem) for s in read), np.int64, count)
+        agents.model[rows] = MODELS.of_slots(read, self._mix)
         self._free[rows] = np.fromiter(map(len, map(_free, read)), np.int64, count)
         agents.gpu_left[rows] = 0
         by_width: dict[int, list[int]] = {}
@@ -218,8 +240,14 @@ class WholeScore:
         if extra is not None:
             cost = cost + extra[np.searchsorted(rows, at), 0]
         free = self._free[at]  # as read: every candidate's row is current now
-        # one array sort, not a Python key per candidate (issue 26): cost, free GPUs, agent id
-        order = np.lexsort((self._id_rank()[at], free, cost))
+        # one array sort, not a Python key per candidate (issue 26): cost, the model's
+        # pressure (mix_models.pressure; 0 when no shape is restricted), free GPUs, agent id
+        # pressure counts the agents of each model that can host this job: the same agents
+        # whichever others the round offers (the direct replay offers only those)
+        agents = self._agents
+        hosts = (agents.cpu_left[at] >= request.cpu_milli) & (agents.mem_left[at] >= mem)
+        needed = pressure(self._mix, agents.model[at], hosts)
+        order = np.lexsort((self._id_rank()[at], free, needed, cost))
         return [candidates[k] for k in order]
 
     def _id_rank(self) -> np.ndarray:
@@ -314,4 +342,7 @@ _free_index = operator.attrgetter("free_index")
 
 WorkloadMix = fgd.WorkloadMix
 
-__all__ = ["POPULARITY", "FreeGpus", "WholeScore", "WorkloadMix", "demand_mix", "gpu_free"]
+__all__ = [
+    "POPULARITY", "FreeGpus", "Shape", "WholeScore", "WorkloadMix", "demand_mix", "gpu_free",
+    "shape_models",
+]  # fmt: skip

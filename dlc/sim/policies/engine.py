@@ -23,7 +23,7 @@ import numpy as np
 from dlc.scheduler.allocator.shares import WorkloadMix
 from dlc.scheduler.jobs.job import Job
 from dlc.scheduler.placement.placer import Launch, OfferView, PlacementConfig, place
-from dlc.scheduler.placement.whole_score import counted_mix
+from dlc.scheduler.placement.whole_score import Shape, counted_mix, shape_models
 from dlc.sim.cluster import ClusterState, Placement
 from dlc.sim.openb_jobs import DEFAULT_GPU_MIB, GPU_MIB, quiet_topology, spec_of
 from dlc.sim.policies.base import ClusterView
@@ -33,9 +33,6 @@ from dlc.topology.gpu_shares import STRIDE
 
 #: the placement settings of ``--mode core`` (openb_core.core_engine)
 CONFIG = PlacementConfig("first-fit", executor_cpus=0.0, executor_mem_mib=0.0)
-
-#: a task shape of the mix: (CPU thousandths, GPU thousandths, GPUs)
-Shape = tuple[int, int, int]
 
 
 def offer_of(cluster: ClusterState, n: int) -> OfferView:
@@ -70,10 +67,11 @@ def offer_of(cluster: ClusterState, n: int) -> OfferView:
 
 
 def shape_of(job: Job) -> Shape:
-    """The job's task shape as the core's mix counts it (a share: its compute)."""
+    """The job's task shape as the core's mix counts it (a share: its compute), with the
+    GPU models it allows (a ``gpu_spec`` pod's)."""
     spec = job.spec
     milli = round((spec.gpu_fraction or 0) * 1000) if spec.is_share else 1000
-    return int(spec.cpus * 1000), milli, 1 if spec.is_share else spec.gpus
+    return int(spec.cpus * 1000), milli, 1 if spec.is_share else spec.gpus, shape_models(spec)
 
 
 class EnginePolicy:

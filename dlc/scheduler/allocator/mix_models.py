@@ -1,0 +1,83 @@
+"""Agents' GPU models as rows of a mix's access table (the ``gpuspec`` traces' pods).
+
+A job may allow only some GPU models (``JobSpec.gpu_model``: ``T4``, ``V100M16|V100M32``), and
+the mix placement scores fragmentation against keeps that restriction
+(:func:`~dlc.scheduler.placement.whole_score.counted_mix`): an agent of another model counts
+the room such a shape would use as fragmented, as in FGD's target workload. The measure reads
+an agent's model as a row of :attr:`~dlc.scheduler.allocator.shares.MixArrays.access`; this
+table gives each model name one row for the life of the process, so that the fragmentation
+values the core keeps across rounds (:class:`~dlc.scheduler.placement.frag_state.FragCache`,
+keyed by the row) stay valid. When no shape of a mix is restricted every agent reads row 0 (all
+rows would be alike), so the values and keys are those of a model-blind measure. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from dlc.scheduler.allocator.shares import MixArrays
+
+
+class ModelRows:
+    """GPU model names -> access table rows; row 0 is an agent that names no model."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = [""]
+        self._row: dict[str, int] = {"": 0}
+
+    def row(self, name: str) -> int:
+        """The row of ``name`` (a new one the first time)."""
+        row = self._row.get(name)
+        if row is None:
+            row = self._row[name] = len(self.names)
+            self.names.append(name)
+        return row
+
+    def of_slots(self, slots: Sequence[object], mix: MixArrays) -> np.ndarray:
+        """The rows of the models of ``slots`` (offer slots or views, :func:`agent_model`)
+        under ``mix``: all 0 when no shape of it is restricted (nothing is read), else each
+        model's own, with ``mix``'s access table grown to cover any new one."""
+        if not mix.constrained:
+            return np.zeros(len(slots), dtype=np.int64)
+        names = map(agent_model, slots)
+        out = np.fromiter(map(self.row, names), dtype=np.int64, count=len(slots))
+        mix.cover(self.names)
+        return out
+
+
+#: one table per process: rows never change, so any cache keyed by them stays right
+MODELS = ModelRows()
+
+
+def pressure(mix: MixArrays, rows: np.ndarray, hosts: np.ndarray | None = None) -> np.ndarray:
+    """Per agent (its model ``rows``, :meth:`ModelRows.of_slots`): how much of the expected
+    workload only some models can host and this agent's model can, per agent of that model
+    among ``rows`` (only those ``hosts`` marks, when given: the agents that can take the job
+    placed, so that the answer does not depend on which other agents the round offers); 0
+    everywhere when no shape of ``mix`` is restricted.
+
+    Placement breaks ties of the (bucketed) fragmentation growth by this first: a job that
+    may run anywhere then goes to the model least needed by the jobs that cannot, per agent
+    left of it. The measure alone does not: a restricted shape's part of the mix is often
+    below one tie bucket, and the best-fit tie-break that follows prefers the small agents,
+    which on openb are the scarce models (2-GPU P100 and T4, 4-GPU V100M16)."""
+    if not mix.constrained or not len(rows):
+        return np.zeros(len(rows))
+    restricted = np.fromiter(
+        (bool(s.gpu_models) for s in mix.shapes), dtype=bool, count=len(mix.shapes)
+    )
+    need = mix.access[:, restricted] @ mix.weight[restricted]
+    count = np.bincount(rows if hosts is None else rows[hosts], minlength=len(need))
+    out: np.ndarray = need[rows] / np.maximum(count[rows], 1)
+    return out
+
+
+def agent_model(slot: object) -> str:
+    """The ``gpu_model`` attribute of an offer slot or view (``""``: none)."""
+    attributes = getattr(slot, "attributes", None) or {}
+    return str(attributes.get("gpu_model", ""))
+
+
+__all__ = ["MODELS", "ModelRows", "agent_model", "pressure"]
