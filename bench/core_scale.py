@@ -60,7 +60,7 @@ from dlc.mesos.codec import MesosCodec  # noqa: E402
 from dlc.mesos.resources import Resources  # noqa: E402
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore  # noqa: E402
 from dlc.scheduler.jobs.job import Job, JobState  # noqa: E402
-from dlc.scheduler.placement.placer import PlacementConfig  # noqa: E402
+from dlc.scheduler.placement.model import PlacementConfig  # noqa: E402
 from dlc.scheduler.placement.round_cap import DEFAULT_JOBS_PER_ROUND  # noqa: E402
 from dlc.sim import io  # noqa: E402
 from dlc.sim.cluster_sim.master import SimMaster, SimTask  # noqa: E402

@@ -40,7 +40,7 @@ except ImportError:
 from scheduler import _slave, offer_json  # noqa: E402
 
 from dlc.scheduler.jobs.job import Job, JobSpec, JobState  # noqa: E402
-from dlc.scheduler.placement.placer import PlacementConfig  # noqa: E402
+from dlc.scheduler.placement.model import PlacementConfig  # noqa: E402
 
 #: cpus each agent offers: fewer than any benchmark job wants, so every job waits
 OFFERED_CPUS = 4.0

@@ -129,7 +129,7 @@ class _Store:
 def time_round(queue, running, policy, offers) -> tuple[float, int, int]:
     """One on_offers round on a fresh core: (seconds, launches, kills)."""
     from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
-    from dlc.scheduler.placement.placer import PlacementConfig
+    from dlc.scheduler.placement.model import PlacementConfig
 
     core = SchedulerCore(_Store([*queue, *running]), CoreConfig(PlacementConfig("first-fit")),
                          lambda s: (s.image, None), codec=MesosCodec())  # fmt: skip

@@ -43,7 +43,8 @@ except ImportError:
     sys.path.insert(0, str(ROOT))
 
 from dlc.scheduler.jobs.job import Job, JobSpec, JobState  # noqa: E402
-from dlc.scheduler.placement.placer import PlacementConfig, place  # noqa: E402
+from dlc.scheduler.placement.model import PlacementConfig  # noqa: E402
+from dlc.scheduler.placement.placer import place  # noqa: E402
 
 #: what every simulated agent offers besides its GPUs
 AGENT_CPUS, AGENT_MEM_MIB = 64.0, 512 * 1024.0
@@ -104,7 +105,7 @@ def run(agents: int, rounds: int, arrivals: int, policy: str, seed: int) -> dict
     try:
         from dlc.mesos.offers import offer_view
     except ImportError:  # a checkout from before the offer parse left the core
-        from dlc.scheduler.placement.placer import OfferView
+        from dlc.scheduler.placement.model import OfferView
 
         offer_view = OfferView.from_mesos
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dlc.mesos.codec import MesosCodec  # noqa: E402
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore  # noqa: E402
 from dlc.scheduler.jobs.job import JobSpec, JobState  # noqa: E402
-from dlc.scheduler.placement.placer import PlacementConfig  # noqa: E402
+from dlc.scheduler.placement.model import PlacementConfig  # noqa: E402
 from dlc.scheduler.placement.share_hold import HELD_PREFIX, ShareHoldSettings  # noqa: E402
 from dlc.store.sqlite import JobStore  # noqa: E402
 from dlc.topology import gpu_shares  # noqa: E402

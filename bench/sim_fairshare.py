@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dlc.scheduler.core.facade import CoreConfig  # noqa: E402
 from dlc.scheduler.jobs.job import JobSpec  # noqa: E402
-from dlc.scheduler.placement.placer import PlacementConfig  # noqa: E402
+from dlc.scheduler.placement.model import PlacementConfig  # noqa: E402
 from dlc.scheduler.tenancy.policy import DEFAULT_POOL, Group, Policy, Quota, Resources  # noqa: E402
 from dlc.sim.cluster_sim.engine import Engine, EngineParams, WorkItem  # noqa: E402
 from dlc.sim.cluster_sim.master import SimAgentSpec  # noqa: E402

@@ -35,7 +35,7 @@ from pathlib import Path
 from dlc.cli.simulate_cmd import parse_seeds
 from dlc.scheduler.core.facade import CoreConfig
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.sim.cluster_sim.engine import EngineParams, WorkItem
 from dlc.sim.cluster_sim.racks import (
     AGENTS_PER_SWITCH,
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     # openb agents carry no dlc_topo: placement warns once per agent that it goes first-fit
-    logging.getLogger("dlc.scheduler.placement.placer").setLevel(logging.ERROR)
+    logging.getLogger("dlc.scheduler.placement.gpu_choice").setLevel(logging.ERROR)
     if args.agents % (AGENTS_PER_SWITCH * SWITCHES_PER_RACK):
         ap.error(f"--agents must be a multiple of {AGENTS_PER_SWITCH * SWITCHES_PER_RACK}")
     rows = []

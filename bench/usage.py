@@ -28,7 +28,7 @@ from dlc.api.metrics import SchedulerMetrics  # noqa: E402
 from dlc.mesos.codec import MesosCodec  # noqa: E402
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore  # noqa: E402
 from dlc.scheduler.jobs.job import JobSpec  # noqa: E402
-from dlc.scheduler.placement.placer import PlacementConfig  # noqa: E402
+from dlc.scheduler.placement.model import PlacementConfig  # noqa: E402
 from dlc.scheduler.tasks.usage import GpuUsage, encode_report  # noqa: E402
 from dlc.store.memory import MemoryJobStore  # noqa: E402
 from dlc.web.snapshot import add_usage, build_snapshot  # noqa: E402

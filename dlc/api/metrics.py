@@ -59,8 +59,9 @@ from prometheus_client.core import GaugeMetricFamily
 from dlc import __version__
 from dlc.scheduler.core.ports import JobReader
 from dlc.scheduler.jobs.job import Job, JobState, job_state_from_task_state
+from dlc.scheduler.placement.agent_facts import default_topology_of
 from dlc.scheduler.placement.cluster import GPU_TAKEN, AgentView
-from dlc.scheduler.placement.placer import Launch, OfferView, default_topology_of
+from dlc.scheduler.placement.model import Launch, OfferView
 from dlc.scheduler.placement.share_holders import share_holders
 from dlc.scheduler.tasks.usage import GpuUsage, UsageRollup, is_idle
 from dlc.topology.model import Topology

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.exceptions import HTTPException
 
 from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
-from dlc.scheduler.placement.placer import agent_vendor, default_topology_of
+from dlc.scheduler.placement.agent_facts import agent_vendor, default_topology_of
 from dlc.scheduler.tenancy.fair_share import FairShare
 from dlc.scheduler.tenancy.policy import ZERO, AuditEntry, Resources, UserLimits, parse_mem
 from dlc.scheduler.tenancy.quotas import agent_pool, job_demand, job_gpus, key_of

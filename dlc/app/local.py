@@ -44,7 +44,7 @@ from dlc.api.shell_relay import SessionLimits
 from dlc.app.service import SchedulerService, ServiceConfig, private_dir
 from dlc.errors import ConfigError, DiscoveryError, DlcError
 from dlc.mesos.framework import FrameworkConfig
-from dlc.scheduler.placement.placer import PlacementConfig, check_policy
+from dlc.scheduler.placement.model import PlacementConfig, check_policy
 from dlc.scheduler.placement.share_hold import ShareHoldSettings
 from dlc.scheduler.tasks.launch import ExecutorConfig
 

@@ -25,7 +25,7 @@ from dlc.mesos.codec import MesosCodec
 from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_roles
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.launch_spec import DEFAULT_CONTAINER_USER, TaskPolicy
-from dlc.scheduler.placement.placer import PlacementConfig, check_policy
+from dlc.scheduler.placement.model import PlacementConfig, check_policy
 from dlc.scheduler.placement.round_cap import DEFAULT_JOBS_PER_ROUND
 from dlc.scheduler.placement.share_hold import ShareHoldSettings
 from dlc.scheduler.tasks.launch import ExecutorConfig

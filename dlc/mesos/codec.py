@@ -1,7 +1,7 @@
 """The Mesos side of the core's engine port (:class:`~dlc.scheduler.core.ports.EngineCodec`).
 
 The core decides in engine-neutral types: offers come to it as
-:class:`~dlc.scheduler.placement.placer.OfferView` values and launches leave it as
+:class:`~dlc.scheduler.placement.model.OfferView` values and launches leave it as
 :class:`~dlc.scheduler.tasks.launch.TaskLaunch` values. :class:`MesosCodec` reads a v1 ``Offer``
 into a view (:func:`dlc.mesos.offers.offer_view`), the master's ``/master/slaves`` entries into
 agent totals (:func:`dlc.mesos.agents.decode_agents`), writes a launch as a v1 ``TaskInfo``
@@ -31,7 +31,7 @@ from dlc.mesos.status import decode_status, reconcile_request
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.core.ports import EchoedRound, ReservationKeeper, set_default_codec
 from dlc.scheduler.placement.inventory import AgentTotals
-from dlc.scheduler.placement.placer import OfferView
+from dlc.scheduler.placement.model import OfferView
 from dlc.scheduler.tasks.launch import TaskLaunch
 from dlc.scheduler.tasks.states import TaskUpdate
 

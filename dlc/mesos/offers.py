@@ -1,5 +1,5 @@
 """Mesos offers as the core reads them: a v1 ``Offer`` JSON dict into an
-:class:`~dlc.scheduler.placement.placer.OfferView` (the Mesos side of the core's
+:class:`~dlc.scheduler.placement.model.OfferView` (the Mesos side of the core's
 :class:`~dlc.scheduler.core.ports.EngineCodec`, :meth:`~dlc.mesos.codec.MesosCodec.decode_offer`).
 
 What a view holds: the scalar resources summed over the offer's entries (``cpus``, ``mem``,
@@ -17,7 +17,7 @@ from typing import Any
 from dlc.errors import OfferError
 from dlc.mesos.agents import domain_names
 from dlc.scheduler.gangs.rendezvous import Ranges
-from dlc.scheduler.placement.placer import OfferView
+from dlc.scheduler.placement.model import OfferView
 from dlc.topology import gpu_shares
 
 

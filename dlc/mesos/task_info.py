@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dlc.scheduler.jobs.job import Job
-from dlc.scheduler.placement.placer import Launch
+from dlc.scheduler.placement.model import Launch
 from dlc.scheduler.tasks.launch import ExecutorConfig, launch_spec
 
 

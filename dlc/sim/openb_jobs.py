@@ -36,7 +36,7 @@ def spec_of(pod: PodSpec) -> JobSpec | None:
 def quiet_topology() -> Iterator[None]:
     """No "agent has no dlc_topo" warning per agent while placing: none of openb's nodes
     has one (the replay through the core and the direct replay's engine policy)."""
-    logger = logging.getLogger("dlc.scheduler.placement.placer")
+    logger = logging.getLogger("dlc.scheduler.placement.gpu_choice")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:

@@ -14,7 +14,7 @@ from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer
 from dlc.errors import ApiError
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.sandboxes import FRAMEWORK_ID, agent_sandbox
 from tests.scheduler.helpers import offer

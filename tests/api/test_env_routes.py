@@ -10,7 +10,7 @@ from starlette.exceptions import HTTPException
 from dlc.api.env_routes import read_local_output, safe_output_path
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.jobs.launch_spec import LaunchSpec
-from dlc.scheduler.placement.placer import Launch
+from dlc.scheduler.placement.model import Launch
 from dlc.scheduler.tasks.launch import ExecutorConfig, job_secret
 from tests.scheduler.helpers import job
 

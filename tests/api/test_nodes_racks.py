@@ -13,7 +13,7 @@ from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer
 from dlc.cli.main import cli
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer
 

@@ -26,7 +26,7 @@ from dlc.api.shell_relay import relay
 from dlc.cli import queue_cmd
 from dlc.errors import ApiError
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.blobs import BlobStore
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer

@@ -9,7 +9,7 @@ from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer
 from dlc.errors import ApiError
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer
 

@@ -11,7 +11,7 @@ from dlc.app.local import LocalConfig, agent_spec, default_resources, model_from
 from dlc.cli.submit_cmd import load_spec_file
 from dlc.mesos.resources import attributes_summary, parse_attributes
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from tests.scheduler.helpers import job, offer, place
 
 ROOT = Path(__file__).resolve().parents[2]

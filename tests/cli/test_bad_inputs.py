@@ -18,7 +18,7 @@ from dlc.api.logs import LogReader
 from dlc.api.server import ApiServer
 from dlc.cli.main import cli
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore, default_resolver
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 from dlc.topology.encoding import decode_topology
 from tests.fixture_files import FIXTURE_DIR, REPO_ROOT

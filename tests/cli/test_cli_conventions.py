@@ -22,7 +22,7 @@ from dlc.cli.job_view import exit_code
 from dlc.cli.main import cli
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.fixture_files import FIXTURE_DIR
 

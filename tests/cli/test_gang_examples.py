@@ -16,7 +16,7 @@ import pytest
 
 from dlc.cli.submit_cmd import load_spec_file
 from dlc.scheduler.jobs.job import Job, JobSpec
-from dlc.scheduler.placement.placer import Launch
+from dlc.scheduler.placement.model import Launch
 from dlc.scheduler.tasks.launch import launch_spec
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

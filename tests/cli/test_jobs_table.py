@@ -12,7 +12,7 @@ from dlc.cli.main import cli
 from dlc.cli.output import CUT_NOTE, clean, cut
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 #: the longest image the grammar accepts: a 255-character name and a 128-character tag

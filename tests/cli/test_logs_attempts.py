@@ -10,7 +10,7 @@ from dlc.api.server import ApiServer
 from dlc.cli.main import cli
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer
 

@@ -15,7 +15,7 @@ from dlc.cli.main import cli
 from dlc.cli.submit_cmd import load_spec_file, parse_mem
 from dlc.errors import ImageNotFound, JobSpecError
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.sandboxes import FRAMEWORK_ID, agent_sandbox
 

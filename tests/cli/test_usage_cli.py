@@ -14,7 +14,7 @@ from dlc.cli.main import cli
 from dlc.errors import ApiError
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tasks.usage import GpuUsage, encode_report
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer

@@ -25,7 +25,7 @@ from dlc.executor.task_runner import RunnerConfig, TaskRunner
 from dlc.executor.usage import UsageSampler
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tasks.states import DOUBLE_ASSIGNMENT_PREFIX
 from dlc.scheduler.tasks.usage import decode_report
 from dlc.store.sqlite import JobStore

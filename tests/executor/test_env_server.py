@@ -14,7 +14,7 @@ from dlc.executor.env_server import IdleWatch, parse_last_activity
 from dlc.executor.gpu_render import GpuContainerArgs
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.jobs.launch_spec import LaunchSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tasks.launch import JUPYTER_COMMAND, ExecutorConfig, env_secret
 from tests.scheduler.helpers import job, offer, place
 

@@ -10,7 +10,7 @@ from dlc.errors import JobSpecError
 from dlc.mesos.framework import FrameworkConfig, MesosFramework, framework_info
 from dlc.scheduler.core.facade import Actions, CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec, JobState
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer
 

@@ -12,7 +12,7 @@ from dlc.mesos.codec import MesosCodec
 from dlc.mesos.status import decode_status, reconcile_request
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec, JobState
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tasks.states import TaskUpdate
 from dlc.store.memory import MemoryJobStore
 from tests.scheduler.helpers import offer

@@ -8,7 +8,7 @@ import json
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.jobs.launch_spec import LaunchSpec
-from dlc.scheduler.placement.placer import Launch
+from dlc.scheduler.placement.model import Launch
 from dlc.scheduler.tasks.launch import ExecutorConfig
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.placement import placer as placement
-from dlc.scheduler.placement.placer import OfferView
+from dlc.scheduler.placement.model import OfferView
 from dlc.topology.model import Gpu, PairLink, PcieLevel, Topology
 
 

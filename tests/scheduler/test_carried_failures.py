@@ -17,7 +17,7 @@ from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.placement import placer as placement
 from dlc.scheduler.placement.decide import DecideRequest, Decision, decide
 from dlc.scheduler.placement.inventory import Inventory
-from dlc.scheduler.placement.placer import OfferView, PlacementConfig
+from dlc.scheduler.placement.model import OfferView, PlacementConfig
 from dlc.scheduler.placement.round_memo import RoundMemo
 from dlc.scheduler.placement.shape_cache import ShapeBudget
 

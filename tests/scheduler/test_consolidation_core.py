@@ -7,7 +7,7 @@ from __future__ import annotations
 from dlc.api.metrics import SchedulerMetrics
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec, JobState
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer

@@ -9,7 +9,7 @@ from dlc.errors import JobNotFound, StoreError
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.core.ports import JobReader
 from dlc.scheduler.jobs.job import JobSpec, JobState
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tenancy.policy import Resources, UserLimits
 from dlc.store.memory import MemoryJobStore
 from dlc.store.sqlite import JobStore

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.memory import MemoryJobStore
 
 from .helpers import job, offer

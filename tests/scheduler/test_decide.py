@@ -9,7 +9,7 @@ import pytest
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.placement.decide import DecideRequest, decide
 from dlc.scheduler.placement.inventory import Inventory
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 
 from .helpers import job, offer
 

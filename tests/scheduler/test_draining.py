@@ -12,7 +12,7 @@ import pytest
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec, JobState
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tasks.draining import ORPHAN_STOP_BOUND_S, Drains
 from dlc.store.sqlite import JobStore
 

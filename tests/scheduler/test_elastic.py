@@ -12,7 +12,7 @@ from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.gangs.elastic import nodes_text
 from dlc.scheduler.jobs.job import JobSpec, JobState
 from dlc.scheduler.jobs.launch_spec import LaunchSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 from .helpers import offer

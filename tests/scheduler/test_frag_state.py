@@ -14,7 +14,7 @@ from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.core.offer_views import OfferParser
 from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.placement.frag_state import FragCache, drift
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.placement.round_memo import RoundMemo
 from dlc.scheduler.placement.whole_score import WholeScore
 from tests.scheduler.helpers import place

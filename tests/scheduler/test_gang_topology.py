@@ -8,7 +8,7 @@ from dlc.errors import JobSpecError
 from dlc.mesos.agents import decode_agents
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.gangs.topology import GangTopology, Locality, choose_group
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from tests.scheduler.helpers import job, offer, place
 
 FF = PlacementConfig(policy="first-fit")

@@ -16,7 +16,7 @@ from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.allocator.shares import ShareRequest, WorkloadMix
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.placement.whole_score import counted_mix
 from dlc.sim.cluster import ClusterState
 from dlc.sim.openb_jobs import spec_of

@@ -8,7 +8,7 @@ import numpy as np
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.allocator import fragscore, host_keep
 from dlc.scheduler.allocator import shares as fgd
-from dlc.scheduler.placement.placer import _Slot
+from dlc.scheduler.placement.slots import Slot
 from dlc.scheduler.placement.whole_score import WholeScore, counted_mix
 from tests.scheduler.test_share_placement import ranged_offer
 
@@ -82,7 +82,7 @@ def test_the_offer_round_keeps_the_only_host_whole():
     bodies = [ranged_offer(f"o{k}", f"a{k}", gpus=8) for k in range(len(CORES))]
     for body, cores in zip(bodies, CORES, strict=True):
         body["resources"][0]["scalar"]["value"] = float(cores)  # cpus
-    slots = [_Slot([offer_view(body)]) for body in bodies]
+    slots = [Slot([offer_view(body)]) for body in bodies]
     assert MIX is not None
     first = [s.agent_id for s in WholeScore(slots, MIX, params=OFF).order(slots, 1, 8.0, 64.0)]
     kept = [s.agent_id for s in WholeScore(slots, MIX, params=ON).order(slots, 1, 8.0, 64.0)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dlc.mesos.agents import decode_agents
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.placement.inventory import Inventory
-from dlc.scheduler.placement.placer import OfferView
+from dlc.scheduler.placement.model import OfferView
 
 from .helpers import offer
 
@@ -55,7 +55,7 @@ def test_a_copy_answers_for_its_own_agents():
 
 def test_the_largest_gpu_memory_follows_the_agents(tmp_path):
     from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
-    from dlc.scheduler.placement.placer import PlacementConfig
+    from dlc.scheduler.placement.model import PlacementConfig
     from dlc.store.sqlite import JobStore
 
     store = JobStore(tmp_path / "db")

@@ -29,7 +29,7 @@ from dlc.scheduler.core.mix_book import MixBook
 from dlc.scheduler.jobs.job import Job, JobSpec, JobState
 from dlc.scheduler.jobs.queue import queue_key
 from dlc.scheduler.placement import inventory
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tasks.launch import TaskLaunch
 from dlc.store import postgres
 from dlc.store.memory import MemoryJobStore

@@ -7,7 +7,7 @@ import pytest
 
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import Job, JobSpec, JobState
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tenancy.job_groups import JobGroups
 from dlc.scheduler.tenancy.policy import NO_GROUP, Policy, Resources
 from dlc.scheduler.tenancy.quotas import plan

@@ -16,7 +16,7 @@ from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import MAX_ENV_VALUE, Job, JobSpec, check_registry
 from dlc.scheduler.jobs.launch_spec import LaunchSpec, TaskPolicy
-from dlc.scheduler.placement.placer import Launch, PlacementConfig
+from dlc.scheduler.placement.model import Launch, PlacementConfig
 from dlc.scheduler.tasks.launch import ExecutorConfig
 from dlc.store.sqlite import JobStore
 

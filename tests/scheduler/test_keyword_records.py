@@ -17,7 +17,7 @@ from dlc.scheduler.placement.consolidation import (
     RunningJob,
 )
 from dlc.scheduler.placement.decide import DecideRequest
-from dlc.scheduler.placement.placer import Launch
+from dlc.scheduler.placement.model import Launch
 from dlc.scheduler.placement.share_hold import ShareHold
 from dlc.scheduler.placement.share_placement import ShareChoice
 from dlc.scheduler.tasks.draining import Drain

@@ -12,7 +12,7 @@ from dlc.app.service import ServiceConfig
 from dlc.errors import ConfigError, OfferError
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.allocator import POLICY_MODULES
-from dlc.scheduler.placement.placer import NO_TOPOLOGY_POLICY, PlacementConfig
+from dlc.scheduler.placement.model import NO_TOPOLOGY_POLICY, PlacementConfig
 from tests.scheduler.helpers import place
 
 from .helpers import job, offer, pairs_topology
@@ -222,7 +222,7 @@ def test_unknown_policy_is_refused_where_configured(make):
 
 
 def test_agent_without_topology_gets_first_fit_visibly(caplog):
-    caplog.set_level(logging.WARNING, logger="dlc.scheduler.placement.placer")
+    caplog.set_level(logging.WARNING, logger="dlc.scheduler.placement.gpu_choice")
     tree = PlacementConfig(policy="tree")
     agent = f"bare-{id(caplog)}"  # fresh id: the warning is once per agent per process
     for round_ in range(2):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dlc.scheduler.placement.placer import OfferView, PlacementConfig
+from dlc.scheduler.placement.model import OfferView, PlacementConfig
 from tests.scheduler.helpers import place
 
 from .helpers import job

@@ -9,7 +9,7 @@ import pytest
 from dlc.errors import TenancyError
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec, JobState
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tenancy.policy import Resources
 from dlc.scheduler.tenancy.preemption import (
     Protection,

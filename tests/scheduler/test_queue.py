@@ -8,7 +8,7 @@ import pytest
 
 from dlc.scheduler.jobs.job import JobState
 from dlc.scheduler.jobs.queue import Reservations, queue_order
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from tests.scheduler.helpers import place
 
 from .helpers import job, offer

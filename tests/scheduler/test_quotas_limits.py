@@ -9,7 +9,7 @@ import pytest
 
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import Job, JobSpec, JobState
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tenancy.policy import Resources, UserLimits
 from dlc.scheduler.tenancy.quotas import plan
 from dlc.store.memory import MemoryJobStore

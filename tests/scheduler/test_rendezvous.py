@@ -10,7 +10,7 @@ from dlc.mesos.offers import parse_port_ranges
 from dlc.mesos.task_info import build_task_info, ports_resource
 from dlc.scheduler.gangs.rendezvous import gang_env, take_port
 from dlc.scheduler.jobs.launch_spec import LaunchSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from tests.scheduler.helpers import job, offer, place
 
 FF = PlacementConfig(policy="first-fit")

@@ -8,7 +8,7 @@ import logging
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec, JobState
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.memory import MemoryJobStore
 
 from .helpers import offer

@@ -15,7 +15,7 @@ from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import Job, JobSpec, JobState
 from dlc.scheduler.placement.decide import DecideRequest, decide
 from dlc.scheduler.placement.inventory import Inventory
-from dlc.scheduler.placement.placer import OfferView, PlacementConfig
+from dlc.scheduler.placement.model import OfferView, PlacementConfig
 from dlc.scheduler.placement.round_cap import CAP_PREFIX, RoundCap
 from dlc.scheduler.placement.shape_cache import ShapeBudget
 from dlc.store.sqlite import JobStore

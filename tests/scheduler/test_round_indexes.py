@@ -12,14 +12,15 @@ import pytest
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.placement import share_index
-from dlc.scheduler.placement.placer import _Slot, default_topology_of
+from dlc.scheduler.placement.agent_facts import default_topology_of
 from dlc.scheduler.placement.share_placement import _slot_amounts, choose_share, share_room
+from dlc.scheduler.placement.slots import Slot
 from dlc.scheduler.placement.whole_score import FreeGpus, WholeScore, demand_mix
 from dlc.topology import gpu_shares
 from tests.scheduler.test_share_placement import ranged_offer, share_job
 
 
-def _slots(rng: random.Random, agents: int) -> list[_Slot]:
+def _slots(rng: random.Random, agents: int) -> list[Slot]:
     slots = []
     for n in range(agents):
         used = {i: (rng.randrange(0, 30) * 1024, rng.randrange(0, 1000))
@@ -28,11 +29,11 @@ def _slots(rng: random.Random, agents: int) -> list[_Slot]:
         body = ranged_offer(f"o{n}", f"a{n:03d}", gpus=rng.choice([4, 8]),
                             mem_gib=rng.choice([16, 32]), used=used, whole_taken=taken)  # fmt: skip
         body["resources"][0]["scalar"]["value"] = rng.choice([0.5, 2.0, 8.0])  # cpus
-        slots.append(_Slot([offer_view(body)]))
+        slots.append(Slot([offer_view(body)]))
     return slots
 
 
-def _change(rng: random.Random, slot: _Slot) -> None:
+def _change(rng: random.Random, slot: Slot) -> None:
     """A random change of one agent, through the slot's own methods (as placement makes)."""
     roll = rng.random()
     if roll < 0.4 and slot.gpu_core:
@@ -55,11 +56,11 @@ def _change(rng: random.Random, slot: _Slot) -> None:
         slot.take(rng.choice([0.1, 0.5]), rng.choice([64, 1024]), 0, (), +1)
 
 
-def _room(slot: _Slot) -> int:
+def _room(slot: Slot) -> int:
     return max(gpu_shares.amounts(slot.gpu_core).values())
 
 
-def _rows(room: share_index.ShareRoom, slots: list[_Slot]) -> None:
+def _rows(room: share_index.ShareRoom, slots: list[Slot]) -> None:
     """Every row of ``room`` equals a fresh read of its slot."""
     for k, slot in enumerate(slots):
         assert (room.cpus[k], room.mem[k], room.disk[k]) == (slot.cpus, slot.mem, slot.disk)

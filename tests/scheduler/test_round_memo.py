@@ -14,7 +14,7 @@ from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.core.offer_views import OfferParser
 from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.placement import placer as placement
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.placement.round_memo import RoundMemo
 from dlc.scheduler.placement.share_placement import share_milli
 from dlc.scheduler.placement.whole_score import counted_mix

@@ -13,7 +13,7 @@ from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import Job, JobSpec, JobState
 from dlc.scheduler.placement import share_placement
 from dlc.scheduler.placement.inventory import AgentTotals, Inventory
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.placement.round_memo import RoundMemo
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer, place

@@ -16,7 +16,7 @@ from dlc.scheduler.jobs.job import Job, JobSpec, JobState
 from dlc.scheduler.placement import placer as placement
 from dlc.scheduler.placement.decide import DecideRequest, Decision, decide
 from dlc.scheduler.placement.inventory import Inventory
-from dlc.scheduler.placement.placer import OfferView, PlacementConfig
+from dlc.scheduler.placement.model import OfferView, PlacementConfig
 from dlc.scheduler.placement.shape_cache import DEFERRED_PREFIX, FailedShapes, ShapeBudget
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import place

@@ -15,7 +15,7 @@ from dlc.api.tenancy_routes import queue_view, quota_view
 from dlc.errors import JobSpecError
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import Job, JobSpec, JobState, TaskPlacement
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tenancy.policy import Policy, Resources, UserLimits
 from dlc.scheduler.tenancy.quotas import check_submit, job_gpus, usage_of
 from dlc.scheduler.tenancy.share_charge import GpuSizes

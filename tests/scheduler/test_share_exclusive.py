@@ -140,7 +140,7 @@ def test_the_submit_flags_set_the_field(monkeypatch):
 
 def test_the_core_keeps_other_users_off_a_gpu_an_exclusive_share_runs_on(tmp_path):
     from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
-    from dlc.scheduler.placement.placer import PlacementConfig
+    from dlc.scheduler.placement.model import PlacementConfig
     from dlc.store.sqlite import JobStore
     from dlc.topology.gpu_shares import STRIDE
 

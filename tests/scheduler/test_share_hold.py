@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from dlc.errors import ConfigError
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec, JobState
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.placement.share_hold import HELD_PREFIX, ShareHoldSettings
 from dlc.store.sqlite import JobStore
 from dlc.topology.gpu_shares import STRIDE

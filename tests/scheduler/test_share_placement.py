@@ -142,7 +142,7 @@ def test_a_share_and_a_whole_gpu_in_one_round_never_meet_on_a_gpu():
 def test_an_agent_whose_ranges_shares_took_entirely_has_no_whole_gpu():
     from dlc.scheduler.placement.decide import DecideRequest, decide
     from dlc.scheduler.placement.inventory import Inventory
-    from dlc.scheduler.placement.placer import PlacementConfig
+    from dlc.scheduler.placement.model import PlacementConfig
 
     inventory = Inventory()
     totals = {"cpus": 16, "mem": 65536, "gpus": 1, "gpu_ids": "{0}", "gpu_mem": "[0-32767]",

@@ -23,7 +23,7 @@ from dlc.scheduler.core import ports
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec, JobState
 from dlc.scheduler.placement.inventory import AgentTotals
-from dlc.scheduler.placement.placer import OfferView, PlacementConfig
+from dlc.scheduler.placement.model import OfferView, PlacementConfig
 from dlc.scheduler.tasks import launch as task_launch
 from dlc.scheduler.tasks.launch import TaskLaunch
 from dlc.scheduler.tasks.states import TaskUpdate

@@ -11,7 +11,7 @@ from dlc.errors import JobSpecError
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.core.config import image_vendor
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import agent_vendor
+from dlc.scheduler.placement.agent_facts import agent_vendor
 from dlc.topology.discovery.discover import discover
 from dlc.topology.node_config import agent_attributes
 from tests.scheduler.helpers import place

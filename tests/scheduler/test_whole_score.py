@@ -6,7 +6,7 @@ from __future__ import annotations
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec
 from dlc.scheduler.jobs.queue import queue_order
-from dlc.scheduler.placement.placer import NO_TOPOLOGY_POLICY, PlacementConfig
+from dlc.scheduler.placement.model import NO_TOPOLOGY_POLICY, PlacementConfig
 from dlc.scheduler.placement.whole_score import demand_mix
 from dlc.store.memory import MemoryJobStore
 from tests.scheduler.helpers import place

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dlc.mesos.offers import offer_view
 from dlc.scheduler.jobs.job import Job, JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.placement.shape_cache import ShapeBudget, kind_of
 from tests.scheduler.helpers import offer, place
 

@@ -16,7 +16,7 @@ from dlc.errors import StoreError
 from dlc.mesos.framework import FrameworkConfig, MesosFramework
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec, JobState, TaskPlacement
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.mesos.test_framework import Clock, FakeDriver, wait_for
 from tests.scheduler.helpers import job

@@ -6,7 +6,7 @@ import pytest
 
 from dlc.api.metrics import SchedulerMetrics
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 
 

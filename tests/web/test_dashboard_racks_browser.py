@@ -14,7 +14,7 @@ from dlc.api.metrics import SchedulerMetrics
 from dlc.api.server import ApiServer
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 from dlc.web.dashboard import Dashboard
 from tests.scheduler.helpers import offer

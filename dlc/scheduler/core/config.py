@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlc.scheduler.jobs.job import JobSpec, JobState
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.placement.round_cap import DEFAULT_JOBS_PER_ROUND
 from dlc.scheduler.tasks.draining import DRAIN_TIMEOUT_S
 from dlc.scheduler.tasks.launch import ExecutorConfig

@@ -31,7 +31,7 @@ from dlc.scheduler.placement.consolidation import (
     RunningJob,
     plan_consolidation,
 )
-from dlc.scheduler.placement.placer import OfferView
+from dlc.scheduler.placement.model import OfferView
 from dlc.scheduler.tenancy.preemption import Preemption, protected_reason
 from dlc.scheduler.tenancy.quotas import QueuePlan, agent_pool
 

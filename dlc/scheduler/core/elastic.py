@@ -25,7 +25,9 @@ from dlc.scheduler.gangs.elastic import (
 )
 from dlc.scheduler.gangs.topology import Locality
 from dlc.scheduler.jobs.job import Job, JobState, TaskPlacement
-from dlc.scheduler.placement.placer import Launch, OfferView, ShareFields, place
+from dlc.scheduler.placement.model import Launch, OfferView
+from dlc.scheduler.placement.placer import place
+from dlc.scheduler.placement.share_launch import ShareFields
 from dlc.scheduler.tenancy.job_groups import JobGroups, Key
 from dlc.scheduler.tenancy.policy import ZERO, Policy, Resources, fmt
 from dlc.scheduler.tenancy.preemption import Preemption

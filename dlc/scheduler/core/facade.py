@@ -73,7 +73,7 @@ from dlc.scheduler.core.views import Views
 from dlc.scheduler.jobs.job import Job, JobSpec, JobState
 from dlc.scheduler.placement.cluster import AgentView
 from dlc.scheduler.placement.inventory import Inventory
-from dlc.scheduler.placement.placer import DriverCheck, TopologyOf
+from dlc.scheduler.placement.model import DriverCheck, TopologyOf
 from dlc.scheduler.tasks.infra_loss import LostAttempts
 from dlc.scheduler.tasks.usage import GpuUsage, JobUsage, UsageRollup
 from dlc.scheduler.tenancy.fair_share import FairShare

@@ -2,7 +2,7 @@
 
 At openb scale every agent with anything free offers every round, and most offer exactly
 what they offered before (nothing of theirs started or ended). Parsing 1,213 offers into
-:class:`~dlc.scheduler.placement.placer.OfferView`\\ s was most of a round with nothing queued
+:class:`~dlc.scheduler.placement.model.OfferView`\\ s was most of a round with nothing queued
 (issue 26). :class:`OfferParser` keeps each agent's last offer and its view; an offer whose
 resources, attributes, hostname and address equal the last one's (a deep comparison, done in
 C) gets the same view under its new offer id. Offers are read-only to DLC: the comparison
@@ -27,7 +27,7 @@ from typing import Any
 
 from dlc.errors import OfferError
 from dlc.scheduler.core.ports import EngineCodec
-from dlc.scheduler.placement.placer import OfferView
+from dlc.scheduler.placement.model import OfferView
 
 
 def _same(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:

@@ -29,10 +29,11 @@ from dlc.scheduler.core.tenancy import TenancyOps
 from dlc.scheduler.gangs.topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs.job import Job, JobState, TaskPlacement
 from dlc.scheduler.placement.decide import DecideRequest, Decision, QueueChanges, decide
-from dlc.scheduler.placement.placer import NO_TOPOLOGY_POLICY, Launch, OfferView, share_fields
+from dlc.scheduler.placement.model import NO_TOPOLOGY_POLICY, Launch, OfferView
 from dlc.scheduler.placement.round_cap import CAP_PREFIX
 from dlc.scheduler.placement.shape_cache import DEFERRED_PREFIX
 from dlc.scheduler.placement.share_hold import HELD_PREFIX
+from dlc.scheduler.placement.share_launch import share_fields
 from dlc.scheduler.tasks.launch import TaskLaunch
 from dlc.scheduler.tenancy.quotas import QueuePlan, split_by_pool
 

@@ -12,7 +12,7 @@ never reach the store behind it (``core.store``; ``tests/api/test_no_core_store.
 core writes for the API (the stores satisfy them).
 
 :class:`EngineCodec` is the engine's side: the core reads offers as
-:class:`~dlc.scheduler.placement.placer.OfferView` values and decides engine-neutral
+:class:`~dlc.scheduler.placement.model.OfferView` values and decides engine-neutral
 :class:`~dlc.scheduler.tasks.launch.TaskLaunch` values; the codec it holds makes the views from
 the engine's offers and the engine's messages from the launches, cuts those messages'
 resources from the offers as offered (:class:`EchoedRound`) and keeps ``--reserve``'s
@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from dlc.errors import DlcError
 from dlc.scheduler.jobs.job import Job, JobState
 from dlc.scheduler.placement.inventory import AgentTotals
-from dlc.scheduler.placement.placer import Launch, OfferView
+from dlc.scheduler.placement.model import Launch, OfferView
 from dlc.scheduler.tasks.launch import TaskLaunch
 from dlc.scheduler.tasks.states import TaskUpdate
 from dlc.scheduler.tenancy.policy import AuditEntry, Policy, Resources, UserLimits
@@ -127,7 +127,7 @@ class EngineCodec(Protocol):
     """The engine's side of the core: its offers, agents and task updates in, its launch and
     reconciliation messages out.
 
-    The core decides in engine-neutral types (:class:`~dlc.scheduler.placement.placer.OfferView`,
+    The core decides in engine-neutral types (:class:`~dlc.scheduler.placement.model.OfferView`,
     :class:`~dlc.scheduler.placement.inventory.AgentTotals`,
     :class:`~dlc.scheduler.tasks.launch.TaskLaunch`,
     :class:`~dlc.scheduler.tasks.states.TaskUpdate`); a codec translates at both edges, so the

@@ -71,7 +71,7 @@ from dlc.scheduler.jobs.job import Job, JobSpec, JobState, TaskPlacement
 from dlc.scheduler.jobs.queue import Reservations
 from dlc.scheduler.placement.cluster import Holder
 from dlc.scheduler.placement.inventory import AgentTotals, Inventory, Overheads
-from dlc.scheduler.placement.placer import DriverCheck, OfferView, TopologyOf
+from dlc.scheduler.placement.model import DriverCheck, OfferView, TopologyOf
 from dlc.scheduler.placement.round_cap import RoundCap
 from dlc.scheduler.placement.round_memo import RoundMemo
 from dlc.scheduler.placement.shape_cache import ShapeBudget

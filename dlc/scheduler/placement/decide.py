@@ -18,7 +18,7 @@ from typing import Any
 
 from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.placement.inventory import Inventory
-from dlc.scheduler.placement.placer import (
+from dlc.scheduler.placement.model import (
     DriverCheck,
     Launch,
     MixSource,
@@ -26,8 +26,8 @@ from dlc.scheduler.placement.placer import (
     PlacementConfig,
     PlacementResult,
     TopologyOf,
-    place,
 )
+from dlc.scheduler.placement.placer import place
 from dlc.scheduler.placement.round_cap import RoundCap, TurnDelta
 from dlc.scheduler.placement.round_memo import RoundMemo
 from dlc.scheduler.placement.shape_cache import DEFERRED_PREFIX, ShapeBudget

@@ -27,16 +27,14 @@ from dlc.errors import JobSpecError
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.gangs.topology import LEVELS, Locality, choose_group, wanted
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.cluster import AgentView, Holder, gpu_views
-from dlc.scheduler.placement.placer import (
-    DriverCheck,
-    OfferView,
-    TopologyOf,
+from dlc.scheduler.placement.agent_facts import (
     agent_text,
     agent_vendor,
     default_driver_ok,
     default_topology_of,
 )
+from dlc.scheduler.placement.cluster import AgentView, Holder, gpu_views
+from dlc.scheduler.placement.model import DriverCheck, OfferView, TopologyOf
 from dlc.topology import gpu_shares
 from dlc.topology.node_config import ATTR_DRIVER
 from dlc.topology.node_config import ATTR_MODEL as ATTR_GPU_MODEL

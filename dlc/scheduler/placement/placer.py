@@ -22,38 +22,53 @@ Rules:
 * Reservations: an agent reserved for a queued big job
   (:class:`~dlc.scheduler.jobs.queue.Reservations`) takes no other job; every other
   agent still takes backfill, and every waiting job gets a reason.
+
+Its parts: :mod:`~dlc.scheduler.placement.model` (the public types),
+:mod:`~dlc.scheduler.placement.slots` (an agent's offers as a shrinking slot),
+:mod:`~dlc.scheduler.placement.agent_facts` (what an agent's attributes say),
+:mod:`~dlc.scheduler.placement.gpu_choice` (which GPUs of a slot a job gets) and
+:mod:`~dlc.scheduler.placement.share_launch` (a share placed as a launch).
 """
 
 from __future__ import annotations
 
-import functools
-import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from collections.abc import Iterable, Mapping, Sequence
 
-from dlc.errors import AllocationError, ConfigError, DlcError
-from dlc.images import driver_supports, rocm_supports
-from dlc.scheduler.allocator import POLICY_MODULES, allocate
-from dlc.scheduler.allocator.base import model_matches, unknown_policy
-from dlc.scheduler.gangs.rendezvous import Ranges, ports_needed, take_port
-from dlc.scheduler.gangs.topology import Locality, choose_group, missing, wanted
-from dlc.scheduler.jobs.job import Job, JobSpec
-from dlc.scheduler.jobs.launch_spec import GpuShare
-from dlc.scheduler.placement.frag_state import FragCache
-from dlc.scheduler.placement.round_memo import RoundMemo, offer_key
-from dlc.scheduler.placement.shape_cache import (
-    DEFAULT_TRIES_PER_USER,
-    FailedShapes,
-    ShapeBudget,
-    demand_of,
-    kind_of,
+from dlc.errors import AllocationError
+from dlc.scheduler.gangs.rendezvous import ports_needed
+from dlc.scheduler.gangs.topology import choose_group, missing, wanted
+from dlc.scheduler.jobs.job import Job
+from dlc.scheduler.placement.agent_facts import (
+    agent_text,
+    default_driver_ok,
+    default_topology_of,
+    gpu_facts,
 )
-from dlc.scheduler.placement.share_hold import HELD_PREFIX, ShareHold, ShareHoldSettings
-from dlc.scheduler.placement.share_index import ShareRoom
-from dlc.scheduler.placement.share_placement import ShareTenants, choose_share, share_milli
+from dlc.scheduler.placement.frag_state import FragCache
+from dlc.scheduler.placement.gpu_choice import pick_gpus
+from dlc.scheduler.placement.model import (
+    DriverCheck,
+    Launch,
+    MixSource,
+    OfferView,
+    PlacementConfig,
+    PlacementResult,
+    TopologyOf,
+)
+from dlc.scheduler.placement.round_memo import RoundMemo
+from dlc.scheduler.placement.shape_cache import FailedShapes, ShapeBudget, demand_of, kind_of
+from dlc.scheduler.placement.share_hold import ShareHold
+from dlc.scheduler.placement.share_launch import (
+    SHARE_PORTS,
+    carries,
+    held_fit,
+    held_tail,
+    mps_agents,
+    place_share,
+)
+from dlc.scheduler.placement.share_placement import ShareTenants, share_milli
 from dlc.scheduler.placement.share_placement import share_room as new_share_room
+from dlc.scheduler.placement.slots import Slot, room_for_one, slots_of, unlink
 from dlc.scheduler.placement.whole_score import (
     FreeGpus,
     Shape,
@@ -63,344 +78,8 @@ from dlc.scheduler.placement.whole_score import (
     shape_models,
 )
 from dlc.topology import gpu_shares
-from dlc.topology.model import Gpu, Topology
-from dlc.topology.node_config import (
-    ATTR_DRIVER,
-    ATTR_ROCM,
-    ATTR_TOPOLOGY,
-    ATTR_VENDOR,
-    parse_agent_attributes,
-    topology_from_attributes,
-)
-from dlc.topology.node_config import ATTR_MODEL as ATTR_GPU_MODEL
-
-# The agent attribute names (ATTR_*) are node-config's: one source, imported by the callers
-# of this module from here as before.
-
-#: what :attr:`Launch.policy` says when an agent without ``dlc_topo`` got first-fit
-NO_TOPOLOGY_POLICY = "first-fit (agent has no dlc_topo attribute)"
-
-log = logging.getLogger(__name__)
-
-TopologyOf = Callable[[dict[str, str]], Topology | None]
-#: the expected workload, or a function that computes it when first needed
-MixSource = WorkloadMix | Callable[[], WorkloadMix | None] | None
-DriverCheck = Callable[[str, str], bool]
-
-
-@dataclass(frozen=True)
-class OfferView:
-    """The parts of an offer placement reads (engine-neutral: an engine's codec makes it
-    from the engine's offer, :meth:`~dlc.scheduler.core.ports.EngineCodec.decode_offer`; for
-    Mesos :func:`dlc.mesos.offers.offer_view`).
-
-    Attributes:
-        offer_id, agent_id, hostname: identities from the offer.
-        cpus, mem_mib, disk_mib, gpus: scalar resources offered.
-        gpu_ids: items of the ``gpu_ids`` SET resource.
-        attributes: agent attributes as text (scalars rendered without ``.0``).
-        ports: the offered ``ports`` ranges (gang tasks take one each).
-        address: the IP the agent advertises (its ``url``), else its hostname: what a
-            gang's peers connect to.
-    """
-
-    offer_id: str
-    agent_id: str
-    hostname: str
-    cpus: float = 0.0
-    mem_mib: float = 0.0
-    disk_mib: float = 0.0
-    gpus: float = 0.0
-    gpu_ids: frozenset[int] = frozenset()
-    attributes: dict[str, str] = field(default_factory=dict)
-    ports: Ranges = ()
-    address: str = ""
-    #: the ``gpu_mem`` (MiB) and ``gpu_core`` (thousandths) RANGES: one block per GPU
-    #: (:mod:`dlc.topology.gpu_shares`); empty where the agent takes no shares
-    gpu_mem: Ranges = ()
-    gpu_core: Ranges = ()
-    #: the agent accounts GPU shares (its totals hold ``gpu_mem`` blocks) even when this
-    #: offer holds no ranges (shares took them all): then no GPU of it is whole
-    shares_accounted: bool = False
-    #: the agent's Mesos fault domain ``(region, zone)`` from the offer's ``domain``
-    domain: tuple[str, str] = ("", "")
-
-    @property
-    def locality(self) -> Locality:
-        """Where the agent stands: its fault domain, rack and switch (gang placement)."""
-        return Locality(*self.domain).with_attributes(self.attributes)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Launch:
-    """One task to launch: which job node goes on which agent with which GPUs."""
-
-    job_id: str
-    task_id: str
-    rank: int
-    agent_id: str
-    hostname: str
-    offer_ids: tuple[str, ...]
-    gpu_ids: tuple[int, ...]
-    #: the policy that chose ``gpu_ids`` (:data:`NO_TOPOLOGY_POLICY` for a bare agent)
-    policy: str = ""
-    #: ports taken from the agent's ``ports`` offer for this task (gangs: the rendezvous)
-    ports: tuple[int, ...] = ()
-    #: ``address:port`` of every node of a gang, in rank order (empty for one node)
-    peers: tuple[str, ...] = ()
-    #: the chosen GPUs' UUIDs and ``/dev/nvidia<minor>`` numbers, in ``gpu_ids`` order, from
-    #: the agent's decoded ``dlc_topo`` (empty when it lacks them: the executor reads the host)
-    gpu_uuids: tuple[str, ...] = ()
-    gpu_minors: tuple[int, ...] = ()
-    #: the agent's NVIDIA driver version (topology, else the ``nvidia_driver`` attribute)
-    driver_version: str | None = None
-    #: the ``gpu_mem``/``gpu_core`` ranges the task consumes: a share's sub-ranges of one
-    #: GPU, or the whole blocks of a whole-GPU task's GPUs (empty where none are offered)
-    gpu_take: gpu_shares.GpuRanges = gpu_shares.GpuRanges()
-    #: the share of one GPU (then ``gpu_ids`` is empty); ``None``: whole GPUs
-    share: GpuShare | None = None
-
-
-@dataclass
-class PlacementResult:
-    """What :func:`place` decided.
-
-    Attributes:
-        launches: tasks to launch, in order.
-        declined: offer ids to decline (no task landed on their agent).
-        waiting: job id -> why it was not placed this round (never empty).
-    """
-
-    launches: list[Launch] = field(default_factory=list)
-    declined: list[str] = field(default_factory=list)
-    waiting: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def placed_jobs(self) -> list[str]:
-        """Ids of jobs launched this round, in order, without repeats."""
-        return list(dict.fromkeys(launch.job_id for launch in self.launches))
-
-
-@dataclass(frozen=True)
-class PlacementConfig:
-    """Knobs of :func:`place`.
-
-    Attributes:
-        policy: allocator policy name (one of :data:`POLICY_MODULES`). Agents
-            without a topology get first-fit whatever this says.
-        executor_cpus, executor_mem_mib: what each task's executor costs.
-        share_hold: the opt-in share hold (``--share-hold-*``, docs/sharing.md); off by default.
-        shape_tries_per_user: failed placement attempts one user's jobs may cost per offer
-            round before the rest wait their turn (:mod:`~dlc.scheduler.placement.shape_cache`).
-
-    Raises:
-        ConfigError: unknown policy name (the message lists the known ones), or
-            ``shape_tries_per_user`` below 1.
-    """
-
-    policy: str = "tree"
-    executor_cpus: float = 0.1
-    executor_mem_mib: float = 64.0
-    share_hold: ShareHoldSettings = ShareHoldSettings()
-    shape_tries_per_user: int = DEFAULT_TRIES_PER_USER
-
-    def __post_init__(self) -> None:
-        check_policy(self.policy)
-        if self.shape_tries_per_user < 1:
-            raise ConfigError(
-                "shape_tries_per_user", f"must be at least 1, not {self.shape_tries_per_user}"
-            )
-
-
-def check_policy(name: str) -> str:
-    """``name`` if it is a known allocator policy.
-
-    Raises:
-        ConfigError: unknown name, naming ``--policy`` and the known policies.
-    """
-    problem = unknown_policy(name)
-    if problem:
-        known = ", ".join(sorted(POLICY_MODULES))
-        raise ConfigError("policy", f"{problem.split(';')[0]}; pass --policy one of {known}")
-    return name
-
-
-class _Slot:
-    """One agent's offered resources, shrinking as tasks are placed on it."""
-
-    # Defaults a round's 1,213 slots share until one changes them (a set and a tuple less
-    # per slot: fewer young objects for the cyclic collector each round, issue 26).
-    #: ports taken from this slot this round (a new set when ports are taken or given back)
-    ports_taken: AbstractSet[int] = frozenset()
-    #: whether anything was taken from (or given back to) this slot this round: one left
-    #: untouched ends the round as it started (CarriedFailures reuses its snapshot)
-    touched = False
-    #: the offer ids of an agent with several offers this round (else its one view's)
-    _offer_ids: tuple[str, ...] | None = None
-
-    def __init__(self, offers: list[OfferView]):
-        first = offers[0]
-        self._first = first
-        self.agent_id = first.agent_id
-        self.hostname = first.hostname
-        if len(offers) != 1:
-            self._offer_ids = tuple(o.offer_id for o in offers)
-        if len(offers) == 1:  # most agents (one sum over one offer each was a round's cost)
-            self.cpus, self.mem, self.disk = first.cpus, first.mem_mib, first.disk_mib
-            self.gpus, self.free = first.gpus, frozenset(first.gpu_ids)
-            self.port_ranges: Ranges = tuple(sorted(first.ports))
-        else:
-            self.cpus = sum(o.cpus for o in offers)
-            self.mem = sum(o.mem_mib for o in offers)
-            self.disk = sum(o.disk_mib for o in offers)
-            self.gpus = sum(o.gpus for o in offers)
-            self.free = frozenset().union(*(o.gpu_ids for o in offers))
-            self.port_ranges = tuple(sorted(r for o in offers for r in o.ports))
-        self.attributes = first.attributes
-        self.address = first.address or first.hostname
-        self.port_count = sum(end - begin + 1 for begin, end in self.port_ranges)
-        if len(offers) == 1:  # most agents: one offer, its ranges as the last round's
-            self.gpu_mem = _normalised(tuple(first.gpu_mem))
-            self.gpu_core = _normalised(tuple(first.gpu_core))
-        else:
-            self.gpu_mem = gpu_shares.normalise(r for o in offers for r in o.gpu_mem)
-            self.gpu_core = gpu_shares.normalise(r for o in offers for r in o.gpu_core)
-        #: the round's index of slots by free share room, told when the ranges change
-        self.share_room: ShareRoom | None = None
-        #: the round's whole-GPU scoring (whole_score), told when anything here changes
-        self.whole_score: WholeScore | None = None
-        #: the round's index of slots by free whole GPUs, told when ``free`` changes
-        self.free_index: FreeGpus | None = None
-        if self.gpu_mem or self.gpu_core or any(o.shares_accounted for o in offers):
-            # an agent that accounts shares: a GPU any share holds part of is not whole
-            self.free = _whole_of(self.free, self.gpu_mem, self.gpu_core)
-
-    @property
-    def offer_ids(self) -> tuple[str, ...]:
-        """The ids of the agent's offers this slot holds."""
-        ids = self._offer_ids
-        return ids if ids is not None else (self._first.offer_id,)
-
-    @functools.cached_property
-    def locality(self) -> Locality:
-        """Where the agent stands (read by gangs only: not built for every slot)."""
-        return self._first.locality
-
-    def take_ranges(self, take: gpu_shares.GpuRanges) -> None:
-        """Consume ``take`` from what this agent's offers have left."""
-        self.touched = True
-        self.gpu_mem = gpu_shares.subtract(self.gpu_mem, take.mem)
-        self.gpu_core = gpu_shares.subtract(self.gpu_core, take.core)
-        if self.share_room is not None and (take.mem or take.core):
-            self.share_room.refresh(self)
-        if self.whole_score is not None:
-            self.whole_score.changed(self)
-        # a GPU a share now holds part of is no longer whole for the jobs after it
-        if take.mem or take.core:
-            self.free = gpu_shares.whole_of(self.free, self.gpu_mem, self.gpu_core)
-            if self.free_index is not None:
-                self.free_index.changed(self)
-
-    def give_ranges(self, take: gpu_shares.GpuRanges) -> None:
-        """Give ``take`` back (a gang that did not fit whole)."""
-        self.touched = True
-        self.gpu_mem = gpu_shares.normalise(self.gpu_mem + take.mem)
-        self.gpu_core = gpu_shares.normalise(self.gpu_core + take.core)
-        if self.share_room is not None and (take.mem or take.core):
-            self.share_room.refresh(self)
-        if self.whole_score is not None:
-            self.whole_score.changed(self)
-
-    def whole_take(self, ids: tuple[int, ...]) -> gpu_shares.GpuRanges:
-        """The whole blocks of GPUs ``ids`` (nothing where the agent offers no ranges)."""
-        if not ids or not (self.gpu_mem or self.gpu_core):
-            return gpu_shares.GpuRanges()
-        return gpu_shares.whole_gpu_take(ids, self.gpu_mem, self.gpu_core)
-
-    def take_ports(self, count: int) -> tuple[int, ...] | None:
-        """Take ``count`` free offered ports (``None``, taking nothing, when too few)."""
-        self.touched = True
-        got: list[int] = []
-        for _ in range(count):
-            port = take_port(self.port_ranges, self.ports_taken | set(got))
-            if port is None:
-                return None
-            got.append(port)
-        self.ports_taken = self.ports_taken | set(got)
-        return tuple(got)
-
-    def take(self, cpus: float, mem: float, disk: float, ids: tuple[int, ...], sign: int) -> None:
-        self.touched = True
-        self.cpus -= sign * cpus
-        self.mem -= sign * mem
-        self.disk -= sign * disk
-        self.gpus -= sign * len(ids)
-        self.free = self.free - set(ids) if sign > 0 else self.free | set(ids)
-        if self.share_room is not None:
-            self.share_room.scalars(self)
-        if self.free_index is not None:
-            self.free_index.changed(self)
-        if self.whole_score is not None:
-            self.whole_score.changed(self)
-
-
-#: a slot's fields that belong to one round (offer ids, its view, ports taken): not kept
-_ROUND_FIELDS = ("_offer_ids", "_first", "ports_taken", "kept_state", "touched")
-
-
-def _kept_slot(view: OfferView, memo: RoundMemo) -> _Slot:
-    """A new slot of ``view`` alone, its starting state kept in ``memo``."""
-    slot = _Slot([view])
-    _backend(slot)  # kept with the state: every share round asks it of every agent
-    state = {k: v for k, v in slot.__dict__.items() if k not in _ROUND_FIELDS}
-    memo.keep_slot(view, state)
-    slot.kept_state = state  # type: ignore[attr-defined]  # the share room reads it
-    return slot
-
-
-def _restored(view: OfferView, state: dict[str, Any]) -> _Slot:
-    """A slot of ``view``'s agent started from its kept ``state`` (no re-read of the offer)."""
-    slot = object.__new__(_Slot)
-    fields = slot.__dict__
-    fields.update(state)  # ports_taken, touched: the class's (none taken, untouched)
-    fields["_first"] = view
-    fields["kept_state"] = state  # what the slot started from (the share room copies its row)
-    return slot
-
-
-def _slots_of(groups: Iterable[list[OfferView]], memo: RoundMemo | None) -> list[_Slot]:
-    """The slot of each agent's offers, its starting state kept in ``memo`` while the agent
-    offers the same (building 1,213 slots was a fixed part of every round, issue 26), in one
-    loop: an agent that offers what it offered before (its kept key equal to its view's,
-    :meth:`RoundMemo.slot_states`) costs a tuple comparison and a copy of its kept state (a
-    call per agent and a field-by-field comparison of 1,213 views were most of it)."""
-    if memo is None:
-        return [_Slot(group) for group in groups]
-    kept_of, key_of = memo.slot_states().get, offer_key
-    slots: list[_Slot] = []
-    for group in groups:
-        view = group[0]
-        kept = kept_of(view.agent_id) if len(group) == 1 else None
-        if len(group) != 1:
-            slots.append(_Slot(group))  # several offers of one agent: not kept
-        elif kept is None or kept[0] != key_of(view):
-            slots.append(_kept_slot(view, memo))  # a changed offer: built and kept
-        else:
-            slots.append(_restored(view, kept[1]))
-    return slots
-
-
-@functools.lru_cache(maxsize=8192)
-def _normalised(ranges: Ranges) -> Ranges:
-    """:func:`gpu_shares.normalise`, kept per ranges: an agent offers the same ranges round
-    after round until something of it starts or ends (1,213 slots a round, issue 26)."""
-    return gpu_shares.normalise(ranges)
-
-
-@functools.lru_cache(maxsize=8192)
-def _whole_of(free: frozenset[int], mem: Ranges, core: Ranges) -> frozenset[int]:
-    """:func:`gpu_shares.whole_of`, kept per agent state (as :func:`_normalised`)."""
-    return gpu_shares.whole_of(free, mem, core)
+from dlc.topology.model import Topology
+from dlc.topology.node_config import ATTR_DRIVER
 
 
 class _LazyWholeScore:
@@ -409,7 +88,7 @@ class _LazyWholeScore:
 
     def __init__(
         self,
-        slots: list[_Slot],
+        slots: list[Slot],
         mix: MixSource,
         shares: bool = False,
         cache: FragCache | None = None,
@@ -514,7 +193,7 @@ def place(
     if not queue:  # nothing to place: decline all, without reading what the offers hold
         result.declined = [v.offer_id for group in by_agent.values() for v in group]
         return result
-    slots = _slots_of(by_agent.values(), memo)
+    slots = slots_of(by_agent.values(), memo)
     reserved = reserved or {}
     share_tenants = share_tenants if share_tenants is not None else ShareTenants()
     holders = set(reserved.values())
@@ -532,7 +211,7 @@ def place(
             slot.share_room = room
         # the agents running MPS, once a round: asked per share, this set over 1,213 agents
         # was half of a busy round
-        mps_others = _mps_agents(others)
+        mps_others = mps_agents(others)
     # A job that did not fit tells the answer for every later job of its kind needing no
     # less, until a launch changes the slots: 5,000 look-alikes cost one placement attempt
     # (shape_cache says why that is sound); the budget bounds what the cache cannot cover.
@@ -559,7 +238,7 @@ def place(
             wide += (share_hold.exempt(job),)
         known = None if holder else failed.known(kind, demand_of(job))
         if known is not None:
-            result.waiting[job.job_id] = _held_tail(known, job, share_hold)
+            result.waiting[job.job_id] = held_tail(known, job, share_hold)
             continue
         if not holder and budget is not None and not budget.may_try(job):
             result.waiting[job.job_id] = budget.defer(job)
@@ -570,7 +249,7 @@ def place(
             else others
         )
         launched = len(result.launches)
-        carrier = carried if not holder and _carries(job, share_hold) else None
+        carrier = carried if not holder and carries(job, share_hold) else None
         now = carrier.known_now(wide, demand_of(job)) if carrier is not None else None
         before = (
             carrier.known_before(wide, demand_of(job)) if carrier is not None and not now else None
@@ -594,10 +273,10 @@ def place(
                         share = launch.share
                         share_hold.took(launch.agent_id, (share.gpu_index,), share.core_milli)
             continue
-        if carrier is not None and reason != _SHARE_PORTS:
+        if carrier is not None and reason != SHARE_PORTS:
             carrier.add(wide, demand_of(job), reason, monotone=not job.spec.is_share)
-        reason = _held_fit(job, slots, usable, reserved) or reason
-        result.waiting[job.job_id] = _held_tail(reason, job, share_hold)
+        reason = held_fit(job, slots, usable, reserved) or reason
+        result.waiting[job.job_id] = held_tail(reason, job, share_hold)
         if not holder:
             failed.add(kind, demand_of(job), reason, monotone=not job.spec.is_share)
             if budget is not None:
@@ -608,57 +287,13 @@ def place(
         budget.carried.reset()
     used = {launch.agent_id for launch in result.launches}
     result.declined = [oid for slot in slots if slot.agent_id not in used for oid in slot.offer_ids]
-    _unlink(slots)
+    unlink(slots)
     return result
-
-
-def _unlink(slots: list[_Slot]) -> None:
-    """Drop the round's indexes from its slots. Each index holds the slots and each slot
-    its indexes, so without this a round's 1,213 slots, their offer views and rows (about
-    7,400 objects) are freed only by the cyclic collector, and under the scheduler's raised
-    collector thresholds (:mod:`dlc.app.interpreter`) they piled up between its passes
-    (peak RSS +40 MiB at openb scale)."""
-    for slot in slots:
-        slot.free_index = None
-        slot.share_room = None
-        slot.whole_score = None
-
-
-#: why a share fails on the agent it chose: another agent might have been chosen instead
-_SHARE_PORTS = "no offer with a GPU share free has a free port in its ports resource"
-
-
-def _carries(job: Job, share_hold: ShareHold | None) -> bool:
-    """Whether ``job``'s failures may be carried (:class:`CarriedFailures` says which)."""
-    return job.spec.nodes == 1 and not (job.spec.is_share and share_hold is not None)
-
-
-def _held_fit(
-    job: Job, slots: list[_Slot], usable: list[_Slot], reserved: Mapping[str, str]
-) -> str | None:
-    """``waiting behind job j1 which reserves agent a1`` when a held agent has the GPUs
-    the job wants free (so the reservation, not the cluster, is what it waits for)."""
-    if len(usable) == len(slots):
-        return None
-    inside = {id(s) for s in usable}  # a list's `in` made this O(agents^2) per waiting job
-    held = [s for s in slots if id(s) not in inside and len(s.free) >= job.spec.gpus]
-    if not held:
-        return None
-    holder = reserved[held[0].agent_id]
-    agents = ", ".join(sorted({s.hostname or s.agent_id for s in held}))
-    return f"waiting behind job {holder} which reserves agent {agents}"
-
-
-def _held_tail(reason: str, job: Job, share_hold: ShareHold | None) -> str:
-    """A hold reason with ``job``'s own remaining wait (the rest is the same for its shape)."""
-    if share_hold is None or not reason.startswith(HELD_PREFIX):
-        return reason
-    return reason + share_hold.tail(job)
 
 
 def _place_job(
     job: Job,
-    slots: list[_Slot],
+    slots: list[Slot],
     config: PlacementConfig,
     topology_of: TopologyOf,
     driver_ok: DriverCheck,
@@ -677,13 +312,13 @@ def _place_job(
     mem = spec.mem_mib + config.executor_mem_mib
     if spec.is_share:
         if mps is None:
-            mps = _mps_agents(slots)
-        return _place_share(
+            mps = mps_agents(slots)
+        return place_share(
             job, slots, cpus, mem, topology_of, result, tenants, share_hold, mps,
             whole.share_mix() if whole is not None else None,
             whole.cache if whole is not None else None,
         )  # fmt: skip
-    chosen: list[tuple[_Slot, tuple[int, ...], str, tuple[int, ...], Topology | None]] = []
+    chosen: list[tuple[Slot, tuple[int, ...], str, tuple[int, ...], Topology | None]] = []
     reason = "no offers"
     takes: dict[str, gpu_shares.GpuRanges] = {}
     # Best fit: the agent with the fewest free GPUs that can still hold the job,
@@ -724,7 +359,7 @@ def _place_job(
             reason = f"no offer has gpus:{spec.gpus}"
             continue
         try:
-            ids, policy, topology = _pick_gpus(slot, job, config.policy, topology_of, driver_ok)
+            ids, policy, topology = pick_gpus(slot, job, config.policy, topology_of, driver_ok)
         except AllocationError as exc:
             reason = str(exc)
             continue
@@ -771,13 +406,13 @@ def _place_job(
 
 def _gang_order(
     job: Job,
-    candidates: list[_Slot],
+    candidates: list[Slot],
     cpus: float,
     mem: float,
     config: PlacementConfig,
     topology_of: TopologyOf,
     driver_ok: DriverCheck,
-) -> tuple[list[_Slot], str | None]:
+) -> tuple[list[Slot], str | None]:
     """``(agents to try, None)`` with the gang's narrowest fitting group first
     (:mod:`~dlc.scheduler.gangs.topology`), or ``(_, why it waits)`` when its ``required``
     level has no group that holds it. Agents that say nothing of where they stand keep
@@ -791,7 +426,7 @@ def _gang_order(
     want = wanted(spec.gang_topology)
     if not any(s.locality.known for s in candidates):
         return candidates, (missing(want, spec.nodes, spec.gpus) if want.required else None)
-    able = [s for s in candidates if _room_for_one(s, spec, cpus, mem)]
+    able = [s for s in candidates if room_for_one(s, spec, cpus, mem)]
     while len(able) >= spec.nodes:
         choice = choose_group(able, spec.nodes, lambda s: s.locality, want)
         if choice is None:
@@ -811,20 +446,8 @@ def _gang_order(
     return candidates, None  # too few agents: the loop names what is short
 
 
-def _room_for_one(slot: _Slot, spec: JobSpec, cpus: float, mem: float) -> bool:
-    """Whether ``slot`` has the amounts for one node of a gang now (nothing is taken)."""
-    if slot.cpus < cpus - 1e-9 or slot.mem < mem - 1e-9 or slot.disk < spec.disk_mib - 1e-9:
-        return False
-    if slot.gpus < spec.gpus - 1e-9 or len(slot.free) < spec.gpus:
-        return False
-    # ports are counted, not taken: the ranges are disjoint and every taken port is in them
-    return slot.port_count - len(slot.ports_taken) >= ports_needed(
-        2 if spec.is_gang else 1, spec.interactive
-    )
-
-
 def _pick_ok(
-    slot: _Slot,
+    slot: Slot,
     job: Job,
     config: PlacementConfig,
     topology_of: TopologyOf,
@@ -832,278 +455,7 @@ def _pick_ok(
 ) -> bool:
     """Whether the allocator finds ``job``'s GPUs on ``slot`` (model, driver, layout)."""
     try:
-        _pick_gpus(slot, job, config.policy, topology_of, driver_ok)
+        pick_gpus(slot, job, config.policy, topology_of, driver_ok)
     except AllocationError:
         return False
     return True
-
-
-def _backend(slot: _Slot) -> str:
-    """The agent's share backend (``dlc_sharing``; ``watchdog`` when it names none), kept
-    on the slot: every share of a round asks it of every agent."""
-    backend: str | None = getattr(slot, "_share_backend", None)
-    if backend is None:
-        backend = agent_text(slot.attributes, gpu_shares.ATTR_SHARING) or "watchdog"
-        slot._share_backend = backend  # type: ignore[attr-defined]  # a cache set on demand
-    return backend
-
-
-class ShareFields(TypedDict, total=False):
-    """The share fields of :class:`~dlc.scheduler.jobs.job.TaskPlacement`."""
-
-    share_gpu: int | None
-    share_memory_mib: int
-    share_core_milli: int
-
-
-def share_fields(launch: Launch) -> ShareFields:
-    """The :class:`~dlc.scheduler.jobs.job.TaskPlacement` share fields of a launch (none: {})."""
-    if launch.share is None:
-        return {}
-    share = launch.share
-    return {"share_gpu": share.gpu_index, "share_memory_mib": share.memory_mib,
-            "share_core_milli": share.core_milli}  # fmt: skip
-
-
-def _mps_agents(slots: Iterable[_Slot]) -> frozenset[str]:
-    """The agents among ``slots`` whose share backend is MPS."""
-    return frozenset(s.agent_id for s in slots if _backend(s) == "mps")
-
-
-def _place_share(
-    job: Job,
-    slots: list[_Slot],
-    cpus: float,
-    mem: float,
-    topology_of: TopologyOf,
-    result: PlacementResult,
-    tenants: ShareTenants,
-    share_hold: ShareHold | None,
-    mps_agents: frozenset[str],
-    mix: WorkloadMix | None = None,
-    frag: FragCache | None = None,
-) -> str | None:
-    """Place a share of one GPU (:mod:`~dlc.scheduler.placement.share_placement`); why not,
-    or None.
-    ``mix``: the round's expected workload the share is scored against (``None``: more
-    shares like it and whole GPUs,
-    :func:`~dlc.scheduler.placement.share_placement.choose_share`)."""
-    tenant = tenants.tenant(job)
-    open_to = None  # nobody exclusive, no other tenant under MPS: every GPU is open
-    mps = mps_agents if tenants.by_gpu else frozenset()
-    if tenants.restricts(tenant, bool(mps)):
-        open_to = lambda agent_id, gpu: tenants.open_to(tenant, agent_id, gpu, agent_id in mps)  # noqa: E731
-    hold = None
-    if share_hold is not None:
-
-        def hold(milli: int) -> tuple[Callable[[str, int], bool], str] | None:
-            barred = share_hold.barred(job, milli)
-            return None if barred is None else (barred, share_hold.reason(milli))
-
-    choice = choose_share(
-        job.spec, slots, cpus, mem, topology_of,
-        lambda slot: agent_text(slot.attributes, ATTR_GPU_MODEL) or "",
-        open_to, hold, slots[0].share_room if slots else None, mix, frag,
-    )  # fmt: skip
-    if isinstance(choice, str):
-        return choice
-    slot = choice.slot
-    ports = slot.take_ports(ports_needed(1, job.spec.interactive))
-    if ports is None:
-        return _SHARE_PORTS
-    slot.take(cpus, mem, job.spec.disk_mib, (), +1)
-    slot.take_ranges(choice.take)
-    tenants.add(slot.agent_id, choice.gpu_index, tenant)
-    uuids, minors = gpu_facts(choice.topology, (choice.gpu_index,))
-    backend = _backend(slot)
-    share = GpuShare(
-        gpu_index=choice.gpu_index,
-        gpu_uuid=uuids[0] if uuids else None,
-        memory_mib=choice.memory_mib,
-        core_milli=choice.core_milli,
-        backend=backend,
-        gpu_minor=minors[0] if minors else None,
-    )
-    driver = (choice.topology.driver_version if choice.topology else None) or agent_text(
-        slot.attributes, ATTR_DRIVER
-    )
-    result.launches.append(
-        Launch(
-            job_id=job.job_id,
-            task_id=f"{job.task_prefix()}0",
-            rank=0,
-            agent_id=slot.agent_id,
-            hostname=slot.hostname,
-            offer_ids=slot.offer_ids,
-            gpu_ids=(),
-            policy="share",
-            ports=ports,
-            driver_version=driver,
-            gpu_take=choice.take,
-            share=share,
-        )  # fmt: skip
-    )
-    return None
-
-
-def gpu_facts(
-    topology: Topology | None, ids: tuple[int, ...]
-) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """The UUIDs and device minors of GPUs ``ids`` (in that order) from a decoded topology.
-
-    Each list is all-or-nothing: one GPU without the fact empties it, so the executor
-    never mixes scheduler facts with its own ``/proc`` reading.
-    """
-    if topology is None:
-        return (), ()
-    by_index = {g.index: g for g in topology.gpus}
-    gpus = [by_index.get(i) for i in ids]
-    uuids = tuple(g.uuid for g in gpus if g is not None and g.uuid)
-    minors = tuple(g.minor for g in gpus if g is not None and g.minor is not None)
-    return (uuids if len(uuids) == len(ids) else ()), (minors if len(minors) == len(ids) else ())
-
-
-def _pick_gpus(
-    slot: _Slot, job: Job, policy: str, topology_of: TopologyOf, driver_ok: DriverCheck
-) -> tuple[tuple[int, ...], str, Topology | None]:
-    """Choose GPUs on one agent: ``(ids, policy name, decoded topology or None)``.
-
-    Raises:
-        AllocationError: the agent cannot take the job (driver, model, too few GPUs).
-    """
-    spec = job.spec
-    attrs = slot.attributes
-    topology = topology_of(attrs)
-    _check_vendor(spec, slot, topology)
-    driver = agent_text(attrs, ATTR_DRIVER)
-    if spec.cuda_version and driver and not driver_ok(driver, spec.cuda_version):
-        raise AllocationError(
-            f"driver {driver} on {slot.hostname} is too old for CUDA {spec.cuda_version}", "driver"
-        )
-    has_models = topology is not None and any(g.model for g in topology.gpus)
-    agent_model = agent_text(attrs, ATTR_GPU_MODEL) or ""
-    if spec.gpu_model and not has_models and not model_matches(spec.gpu_model, agent_model):
-        raise AllocationError(f"no {spec.gpu_model} GPUs on {slot.hostname}", "model_mismatch")
-    free = slot.free
-    model = spec.gpu_model if has_models else None
-    if model and topology is not None:  # a GPU the topology does not list matches no model
-        free = free & frozenset(topology.gpu_indices)
-    if topology is None or not set(free) <= set(topology.gpu_indices):
-        # Unknown layout: links are unknown, so only first-fit makes sense.
-        _note_bare_agent(slot.agent_id, slot.hostname)
-        ids = allocate(_bare_topology(frozenset(free)), free, spec.gpus, policy="first-fit")
-        return ids, NO_TOPOLOGY_POLICY, topology
-    # The per-GPU model filter is the allocator's (AllocationRequest.gpu_model), so every
-    # policy sees the same eligible GPUs; only the refusal is worded for the queue here.
-    try:
-        return allocate(topology, free, spec.gpus, policy=policy, gpu_model=model), policy, topology
-    except AllocationError as exc:
-        if exc.reason != "model_mismatch" or model is None:
-            raise
-        matching = sum(
-            1 for g in topology.gpus if g.index in free and model_matches(model, g.model or "")
-        )
-        raise AllocationError(
-            f"only {matching} free {spec.gpu_model} GPUs on {slot.hostname}", "model_mismatch"
-        ) from None
-
-
-def agent_vendor(attributes: dict[str, str], topology: Topology | None) -> str:
-    """The GPU vendor of an agent: its topology's, else ``gpu_vendor``, else ``nvidia``."""
-    if topology is not None and topology.gpus:
-        return topology.vendor
-    return (agent_text(attributes, ATTR_VENDOR) or "nvidia").lower()
-
-
-def _check_vendor(spec: JobSpec, slot: _Slot, topology: Topology | None) -> None:
-    """Refuse an agent of another GPU vendor, or whose ROCm is too far from the image's.
-
-    Raises:
-        AllocationError: ``vendor_mismatch`` or ``driver``, worded for the queue.
-    """
-    vendor = agent_vendor(slot.attributes, topology)
-    if spec.gpu_vendor and spec.gpu_vendor != vendor:
-        raise AllocationError(
-            f"{slot.hostname} has {vendor} GPUs, the job asks for {spec.gpu_vendor}",
-            "vendor_mismatch",
-        )
-    if spec.cuda_version and vendor != "nvidia":
-        raise AllocationError(
-            f"image {spec.image} is built for NVIDIA CUDA {spec.cuda_version}; "
-            f"{slot.hostname} has {vendor} GPUs",
-            "vendor_mismatch",
-        )
-    rocm = agent_text(slot.attributes, ATTR_ROCM)
-    if spec.rocm_version and rocm and not _rocm_ok(rocm, spec.rocm_version):
-        raise AllocationError(
-            f"ROCm {rocm} on {slot.hostname} is more than 2 releases from the image's "
-            f"ROCm {spec.rocm_version}",
-            "driver",
-        )
-
-
-def _rocm_ok(agent_rocm: str, image_rocm: str) -> bool:
-    try:
-        return rocm_supports(agent_rocm, image_rocm)
-    except DlcError:  # a release the catalog does not list: let the executor decide
-        return True
-
-
-_bare_agents_logged: set[str] = set()
-
-
-def _note_bare_agent(agent_id: str, hostname: str) -> None:
-    """Log once per agent that it gets first-fit (operators expect topology placement)."""
-    if agent_id in _bare_agents_logged:
-        return
-    _bare_agents_logged.add(agent_id)
-    log.warning(
-        "agent %s (%s) has no usable dlc_topo attribute: its GPUs are placed first-fit; "
-        "run `dlc node-config` on it and restart its mesos-agent with the printed --attributes",
-        agent_id,
-        hostname,
-    )
-
-
-@functools.lru_cache(maxsize=4096)
-def _read_attribute(name: str, value: str) -> str:
-    try:
-        info = parse_agent_attributes({name: value})
-    except DlcError:  # hand-written or foreign attribute: use it as it stands
-        return value
-    known = {ATTR_GPU_MODEL: info.gpu_model, ATTR_DRIVER: info.driver_version}
-    known |= {ATTR_VENDOR: info.gpu_vendor, ATTR_ROCM: info.rocm_version}
-    return known.get(name) or value
-
-
-def agent_text(attributes: dict[str, str], name: str) -> str | None:
-    """A DLC text attribute without node-config's ``v`` prefix (``v535.1`` -> ``535.1``)."""
-    value = attributes.get(name)
-    return None if value is None else _read_attribute(name, value)
-
-
-@functools.lru_cache(maxsize=64)
-def _bare_topology(ids: frozenset[int]) -> Topology:
-    return Topology(gpus=tuple(Gpu(i) for i in sorted(ids)), source="offer")
-
-
-@functools.lru_cache(maxsize=4096)
-def _decode_topology(text: str) -> Topology | None:
-    try:
-        return topology_from_attributes({ATTR_TOPOLOGY: text})
-    except DlcError:  # a bad attribute must not stop placement: treat as unknown
-        return None
-
-
-def default_topology_of(attributes: dict[str, str]) -> Topology | None:
-    """Decode an agent's ``dlc_topo`` attribute (cached: 1,000 agents share few layouts)."""
-    text = attributes.get(ATTR_TOPOLOGY)
-    return _decode_topology(text) if text else None
-
-
-def default_driver_ok(driver_version: str, cuda_version: str) -> bool:
-    """The image catalog's driver/CUDA rule (unknown version strings: let the executor decide)."""
-    try:
-        return bool(driver_supports(driver_version, cuda_version))
-    except DlcError:
-        return True

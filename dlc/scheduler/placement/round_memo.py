@@ -2,7 +2,7 @@
 
 At openb scale every agent with anything free offers every round, and most offer exactly
 what they offered the round before. Placement starts each round from a fresh slot per agent
-(:class:`~dlc.scheduler.placement.placer._Slot`: normalised ranges, whole GPUs, ports) and a fresh
+(:class:`~dlc.scheduler.placement.slots.Slot`: normalised ranges, whole GPUs, ports) and a fresh
 row of free share room per agent (:mod:`~dlc.scheduler.placement.share_index`); both are pure
 functions of what the agent offered. :class:`RoundMemo` keeps them per agent while its
 offer is unchanged:
@@ -42,7 +42,7 @@ from typing import Any
 from dlc.scheduler.placement.frag_state import FragCache
 from dlc.scheduler.placement.share_index import KeptFill, RowCache
 
-#: the fields of an offer view (:class:`~dlc.scheduler.placement.placer.OfferView`) a slot is built
+#: the fields of an offer view (:class:`~dlc.scheduler.placement.model.OfferView`) a slot is built
 #: from: everything but the offer id, read in one C call. Two keys compare as tuples, each
 #: field by identity first (an unchanged offer's view holds the very objects of the last one,
 #: :class:`~dlc.scheduler.core.offer_views.OfferParser`), then by value: a slot is a pure function

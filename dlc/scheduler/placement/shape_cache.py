@@ -180,10 +180,10 @@ FULL_RETRY_ROUNDS = 10
 
 
 def _snapshot(slot: Any) -> Snapshot:
-    """What placement reads of one agent's slot (:class:`~dlc.scheduler.placement.placer._Slot`):
+    """What placement reads of one agent's slot (:class:`~dlc.scheduler.placement.slots.Slot`):
     cpus, mem, disk, the ``gpus`` scalar, whole free GPUs, share ranges, free ports and the
     attributes (topology, driver, model, vendor come from these)."""
-    count = getattr(slot, "port_count", None)  # a _Slot counts its offered ports once
+    count = getattr(slot, "port_count", None)  # a Slot counts its offered ports once
     if count is None:
         count = sum(e - b + 1 for b, e in slot.port_ranges)
     ports = count - len(slot.ports_taken)
@@ -360,7 +360,7 @@ class CarriedFailures:
         """End the round: remember what every agent of ``slots`` has left (an agent left as
         it started keeps its starting snapshot object: next round's :meth:`start` then
         knows it did not grow by identity). A slot that says nothing was taken from it
-        (``touched`` false, placement's ``_Slot``) is not read again (1,213 snapshots a
+        (``touched`` false, ``slots.Slot``) is not read again (1,213 snapshots a
         round, issue 26)."""
         starts = self._starts
         agents = self._agents = {}

@@ -103,7 +103,7 @@ class ShareRoom:
     """The slots of one placement round as arrays of free share room.
 
     Args:
-        slots: the round's slots (``_Slot`` of placement), in their order; ties go to the
+        slots: the round's slots (``slots.Slot``), in their order; ties go to the
             first, as they did when every share read them in this order.
         topology_of: agent attributes -> decoded topology (a GPU's memory comes from it).
         amounts_of: ``(slot, topology) -> (free MiB, free thousandths, memory)`` per GPU.

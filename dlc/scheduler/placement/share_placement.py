@@ -308,7 +308,7 @@ def choose_share(
     mix: fgd.WorkloadMix | None = None,
     frag: FragCache | None = None,
 ) -> ShareChoice | str:
-    """The GPU for a share of ``spec`` among ``slots`` (``_Slot`` of placement), or why not.
+    """The GPU for a share of ``spec`` among ``slots`` (``slots.Slot``), or why not.
 
     Args:
         cpus, mem: what the task needs with the executor's overhead.

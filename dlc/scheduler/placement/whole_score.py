@@ -113,7 +113,7 @@ def _request(key: tuple[int, int, int, tuple[str, ...]]) -> fgd.ShareRequest:
 
 
 def gpu_free(slot: Any) -> tuple[int, ...]:
-    """Free thousandths of each GPU of an offer slot (``_Slot`` of placement): 1000 for a
+    """Free thousandths of each GPU of an offer slot (``slots.Slot``): 1000 for a
     whole free GPU, the compute a share left on a partly used one, 0 for one not offered."""
     return _gpu_free(slot.free, slot.gpu_core)
 
@@ -132,7 +132,7 @@ class WholeScore:
     """One placement round's agents scored for whole-GPU jobs.
 
     Args:
-        slots: the round's offer slots (``_Slot`` of placement), in their order.
+        slots: the round's offer slots (``slots.Slot``), in their order.
         mix: the expected workload (:func:`demand_mix`).
         params: fragscore's knobs (the replay's defaults).
         cache: the core's fragmentation values kept across rounds

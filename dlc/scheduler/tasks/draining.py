@@ -28,7 +28,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 from dlc.scheduler.jobs.job import job_id_of_task
-from dlc.scheduler.placement.placer import OfferView
+from dlc.scheduler.placement.model import OfferView
 from dlc.scheduler.tasks.states import NOT_RUNNING_STATES, TaskUpdate
 from dlc.topology import gpu_shares
 from dlc.topology.gpu_shares import Ranges

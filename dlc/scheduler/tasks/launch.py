@@ -1,6 +1,6 @@
 """What the core hands an engine to start one placed task (engine-neutral, pure).
 
-An offer round decides placements (:class:`~dlc.scheduler.placement.placer.Launch`); to start
+An offer round decides placements (:class:`~dlc.scheduler.placement.model.Launch`); to start
 one the core makes a :class:`TaskLaunch` (the job, its launch, the executor settings and
 the kill grace) and passes it to the :class:`~dlc.scheduler.core.ports.EngineCodec` it was built
 with, which turns it into the engine's own message. The Mesos one,
@@ -33,7 +33,7 @@ from dlc.scheduler.gangs.elastic import TORCHRUN_DEFAULTS, elastic_env
 from dlc.scheduler.gangs.rendezvous import gang_env
 from dlc.scheduler.jobs.job import Job
 from dlc.scheduler.jobs.launch_spec import LaunchSpec, TaskPolicy, Volume
-from dlc.scheduler.placement.placer import Launch, PlacementConfig
+from dlc.scheduler.placement.model import Launch, PlacementConfig
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class ExecutorConfig:
     Attributes:
         python: interpreter that runs ``-m dlc executor`` (default: this one).
         cpus, mem_mib: resources of each executor; the core sets them from
-            :class:`~dlc.scheduler.placement.placer.PlacementConfig` (``executor_cpus``,
+            :class:`~dlc.scheduler.placement.model.PlacementConfig` (``executor_cpus``,
             ``executor_mem_mib``), the one source of the overhead.
         env: extra environment for the executor process.
         command: a whole executor command line replacing ``<python> -m dlc executor``

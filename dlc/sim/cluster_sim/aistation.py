@@ -18,7 +18,7 @@ import numpy as np
 from dlc.errors import FieldError
 from dlc.scheduler.core.facade import CoreConfig
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tenancy.policy import DEFAULT_POOL, Group, Policy, Quota, Resources
 from dlc.scheduler.tenancy.preemption import parse_protection
 from dlc.sim.cluster_sim.engine import Engine, EngineParams, WorkItem

@@ -25,7 +25,7 @@ import numpy as np
 
 from dlc.scheduler.core.facade import CoreConfig
 from dlc.scheduler.core.ports import RoundSink
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.placement.round_cap import CAP_PREFIX
 from dlc.scheduler.placement.share_hold import ShareHoldSettings
 from dlc.sim.cluster_sim.engine import Engine, WorkItem

@@ -199,7 +199,7 @@ def _check_policy(name: str, body: Any) -> dict[str, Any]:
     mode = body.get("sessions", "whole")
     if mode not in _SESSION_MODES:
         raise FieldError(f"policies.{name}.sessions", f"{mode!r}; use {'|'.join(_SESSION_MODES)}")
-    from dlc.scheduler.placement.placer import check_policy
+    from dlc.scheduler.placement.model import check_policy
     from dlc.scheduler.tenancy.preemption import parse_protection
 
     check_policy(body.get("allocator", "first-fit"))

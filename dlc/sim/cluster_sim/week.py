@@ -24,7 +24,7 @@ import numpy as np
 
 from dlc.scheduler.core.facade import CoreConfig
 from dlc.scheduler.jobs.job import JobSpec
-from dlc.scheduler.placement.placer import PlacementConfig
+from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tenancy.fair_share import accrued, decay
 from dlc.scheduler.tenancy.policy import DEFAULT_POOL, Group, Policy, Quota, Resources
 from dlc.scheduler.tenancy.preemption import parse_protection

@@ -22,7 +22,8 @@ import numpy as np
 
 from dlc.scheduler.allocator.shares import WorkloadMix
 from dlc.scheduler.jobs.job import Job
-from dlc.scheduler.placement.placer import Launch, OfferView, PlacementConfig, place
+from dlc.scheduler.placement.model import Launch, OfferView, PlacementConfig
+from dlc.scheduler.placement.placer import place
 from dlc.scheduler.placement.whole_score import Shape, counted_mix, shape_models
 from dlc.sim.cluster import ClusterState, Placement
 from dlc.sim.openb_jobs import DEFAULT_GPU_MIB, GPU_MIB, quiet_topology, spec_of
