@@ -141,7 +141,7 @@ def test_nodes_show_each_shared_gpu_with_its_backend_and_tenants(api):
     from click.testing import CliRunner
 
     from dlc.cli.main import cli
-    from tests.scheduler.test_share_placement import ranged_offer
+    from tests.scheduler.placement.test_share_placement import ranged_offer
 
     server, core, tokens = api
     alice = ApiClient(server.url, tokens["alice"])

@@ -84,7 +84,7 @@ def test_nodes_show_gpus_held_by_shares(api):  # noqa: F811
 
     from dlc.scheduler.jobs.job import JobSpec
     from tests.api.test_tenancy_routes import slave
-    from tests.scheduler.test_share_placement import ranged_offer
+    from tests.scheduler.placement.test_share_placement import ranged_offer
 
     server, core, tokens = api
     a1 = slave("a1", "train")

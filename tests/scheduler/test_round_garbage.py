@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 
 from tests.scheduler.helpers import place
-from tests.scheduler.test_share_placement import ranged_offer, share_job
+from tests.scheduler.placement.test_share_placement import ranged_offer, share_job
 
 
 def _cyclic_garbage_of(run) -> int:

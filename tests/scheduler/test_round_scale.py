@@ -17,7 +17,7 @@ from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.placement.round_memo import RoundMemo
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer, place
-from tests.scheduler.test_share_placement import ranged_offer, share_job
+from tests.scheduler.placement.test_share_placement import ranged_offer, share_job
 
 
 def _busy_offers(rng: random.Random, agents: int) -> list[dict]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dlc.scheduler.jobs.job import JobSpec
-from tests.scheduler.test_share_placement import ranged_offer
+from tests.scheduler.placement.test_share_placement import ranged_offer
 from tests.web.test_metrics import samples, status
 
 GIB = 1 << 30

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dlc.scheduler.jobs.job import JobSpec
 from dlc.web.dashboard import Dashboard
-from tests.scheduler.test_share_placement import ranged_offer
+from tests.scheduler.placement.test_share_placement import ranged_offer
 from tests.web.test_snapshot import cluster, status  # noqa: F401  (fixture)
 
 

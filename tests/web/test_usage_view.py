@@ -5,7 +5,7 @@ from __future__ import annotations
 from dlc.scheduler.jobs.job import JobSpec
 from dlc.scheduler.tasks.usage import GpuUsage, encode_report
 from dlc.web.snapshot import add_usage, build_snapshot
-from tests.scheduler.test_share_placement import ranged_offer
+from tests.scheduler.placement.test_share_placement import ranged_offer
 from tests.web.test_metrics import samples, status
 
 TOTAL = 81559

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.scheduler.helpers import place
-from tests.scheduler.test_share_placement import ranged_offer, share_job
+from tests.scheduler.placement.test_share_placement import ranged_offer, share_job
 
 
 def test_a_share_places_among_64_agents_with_16_gpu_ones():
