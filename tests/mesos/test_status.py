@@ -160,3 +160,12 @@ def test_a_refused_update_without_an_agent_is_reconciled_on_the_tasks_agent():
                               "executor_id": ["x"]})  # fmt: skip
     assert actions.reconcile == [(task_id, "a1")]
     assert core.on_status({"task_id": {"value": "nojob.0.0"}, "executor_id": 7}).reconcile == []
+
+
+def test_a_malformed_update_is_reconciled_only_for_a_placed_task_on_its_own_agent():
+    # red-team #48: the update's own task and agent ids were asked after, whatever they named
+    core, _, task_id = _running()
+    forged = {"agent_id": {"value": "a9"}, "state": "TASK_FAILED", "executor_id": 7}
+    made_up = core.on_status({**forged, "task_id": {"value": "nojob.0.0"}})
+    assert made_up.reconcile == []
+    assert core.on_status({**forged, "task_id": {"value": task_id}}).reconcile == [(task_id, "a1")]

@@ -217,11 +217,13 @@ class StatusUpdates:
         (Mesos resends it, holding back the task's later updates, for ever). The engine's
         answer is checked like any update, so the task's state still arrives; for a task
         that ended, Mesos may have forgotten it by then and answer that it is gone, which
-        ends the attempt as a loss rather than as the refused update said."""
+        ends the attempt as a loss rather than as the refused update said. Only a task DLC
+        placed is asked after, on the agent it placed it on: the update's own ids are not
+        trusted (red-team #48: any task id a broken agent made up was reconciled)."""
         task_id = update.task_id
         why = f"{update.malformed}; its state is asked of the engine again"
         self._ignore_update(task_id, update.state, why)
-        agent_id = update.agent_id or self._placed_on(task_id)
+        agent_id = self._placed_on(task_id)
         return Actions(reconcile=[(task_id, agent_id)] if task_id and agent_id else [])
 
     def _placed_on(self, task_id: str) -> str:
