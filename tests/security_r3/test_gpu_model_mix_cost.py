@@ -49,7 +49,7 @@ def normalised(monkeypatch):
         seen[0] += 1
         return real(text)
 
-    for cached in ("_model_access", "_normal_part"):
+    for cached in ("_model_access", "_normal_part", "_matches"):
         if hasattr(base, cached):
             getattr(base, cached).cache_clear()
     monkeypatch.setattr(base, "_normalise_model", counting)

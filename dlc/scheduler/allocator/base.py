@@ -173,12 +173,16 @@ def model_matches(wanted: str, model: str) -> bool:
     and the sanitised agent attribute ``Tesla_V100-SXM2`` alike. ``wanted`` may allow several
     models separated by ``|`` (``V100M16|V100M32``): any of them matches.
     """
-    name = _normalise_model(model)
-    for part in model_choices(wanted):
-        part = _normalise_model(part)
-        if part and part in name:  # "" ('.*', '-') matches none
-            return True
-    return False
+    return _matches(wanted, model)
+
+
+@functools.lru_cache(maxsize=65536)
+def _matches(wanted: str, model: str) -> bool:
+    """:func:`model_matches`, kept: placement asks it per job and candidate agent, and a
+    ``gpu_model`` may hold 16 parts, each a regex to normalise (red-team #47)."""
+    name = _normal_part(model)
+    parts = map(_normal_part, model_choices(wanted))
+    return any(part and part in name for part in parts)  # "" ('.*', '-') matches none
 
 
 def model_access(choices: frozenset[str], names: tuple[str, ...]) -> tuple[bool, ...]:
