@@ -100,3 +100,29 @@ def test_a_gpu_model_allows_at_most_sixteen_models():
     with pytest.raises(JobSpecError) as refused:
         JobSpec.from_dict({"image": "x", "gpu_model": f"{sixteen}|M99"})
     assert refused.value.field == "gpu_model" and "at most 16" in str(refused.value)
+
+
+def test_the_mix_forgets_the_spec_of_a_share_shape_once_no_share_of_it_is_left():
+    # red-team #50: a submitted and killed share of a new shape (distinct cpus) kept its whole
+    # spec, arguments and all (240 KB each), for the life of the scheduler
+    from dlc.mesos.codec import MesosCodec
+    from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+    from dlc.scheduler.placement.model import PlacementConfig
+    from dlc.store.memory import MemoryJobStore
+    from tests.scheduler.helpers import offer
+
+    core = SchedulerCore(
+        MemoryJobStore(), CoreConfig(placement=PlacementConfig("first-fit")),
+        lambda s: (s.image or "img", None), codec=MesosCodec(),
+    )  # fmt: skip
+    core.on_offers([offer("o", "a1", [0, 1], attrs={"gpu_mem_mib": "16384"})])
+    book = core.state.book.mix
+    kept = core.submit("alice", JobSpec.from_dict({"image": "img", "gpus": 0.5, "cpus": 3}))
+    for i in range(20):
+        spec = JobSpec.from_dict({"image": "img", "gpus": 0.5, "cpus": 1 + i / 1000,
+                                  "command": ["sh", "-c", f"{i}" + "x" * 1000]})  # fmt: skip
+        core.kill(core.submit("mallory", spec).job_id, "mallory")
+    assert list(book._spec_of) == [(3.0, 0.5, None)]
+    assert book._spec_of[(3.0, 0.5, None)] is kept.spec
+    mix = book.mix(16384, lambda agent, gpu: None, 0)
+    assert mix is not None and [s.cpu_milli for s in mix.shapes] == [3000]
