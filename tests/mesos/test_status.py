@@ -169,3 +169,15 @@ def test_a_malformed_update_is_reconciled_only_for_a_placed_task_on_its_own_agen
     made_up = core.on_status({**forged, "task_id": {"value": "nojob.0.0"}})
     assert made_up.reconcile == []
     assert core.on_status({**forged, "task_id": {"value": task_id}}).reconcile == [(task_id, "a1")]
+
+
+def test_a_made_up_task_id_or_state_cannot_write_lines_of_its_own_into_the_log(caplog):
+    # red-team #51: a malformed update's task id and state were logged as they came
+    core, _, _ = _running()
+    task_id = "nojob.0.0\n2026-11-27 WARNING dlc: admin token rotated" + "x" * 100_000
+    with caplog.at_level(logging.WARNING, logger="dlc.scheduler.core.status"):
+        core.on_status({"task_id": {"value": task_id}, "agent_id": {"value": "a1"},
+                        "state": "TASK_FAILED\nforged", "executor_id": 7})  # fmt: skip
+    [line] = [r.getMessage() for r in caplog.records if "nojob.0.0" in r.getMessage()]
+    assert "\n" not in line and len(line) < 600
+    assert "'nojob.0.0\\n2026-11-27 WARNING" in line and "'TASK_FAILED\\nforged'" in line
