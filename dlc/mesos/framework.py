@@ -52,6 +52,10 @@ from dlc.scheduler.core.facade import Actions, SchedulerCore
 log = logging.getLogger(__name__)
 
 WEEK_S = 7 * 24 * 3600.0
+#: the least time between two reconciliations that refused updates ask for: each malformed
+#: update used to send one at once, with every unconfirmed task, so a flood of them was a
+#: flood of ever larger requests to the master (red-team #48)
+RECONCILE_GAP_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -270,6 +274,8 @@ class MesosFramework:
         self.registered = threading.Event()
         self._unconfirmed: dict[str, str] = {}
         self._reconcile_at = 0.0
+        #: when the last reconcileTasks was sent
+        self._reconciled_at = -RECONCILE_GAP_S
         self._reconcile_backoff = 5.0
         self._restart_at = 0.0
         self._restart_backoff = 2.5
@@ -418,7 +424,8 @@ class MesosFramework:
     def _reconcile(self, tasks: list[dict]) -> None:
         if self._driver is not None:
             self._driver.reconcileTasks(tasks)
-        self._reconcile_at = self._clock() + self._reconcile_backoff
+        self._reconciled_at = self._clock()
+        self._reconcile_at = self._reconciled_at + self._reconcile_backoff
 
     def _tick(self) -> None:
         now = self._clock()
@@ -475,9 +482,10 @@ class MesosFramework:
             driver.declineOffer([{"value": o} for o in actions.declines], {"refuse_seconds": wait})
         for task_id, _agent_id in actions.kills:
             driver.killTask({"value": task_id})
-        if actions.reconcile:  # an update of theirs was refused unread: ask at the next tick
+        if actions.reconcile:  # an update of theirs was refused unread: ask soon, at most
+            # once per RECONCILE_GAP_S however many such updates come
             self._unconfirmed.update(actions.reconcile)
-            self._reconcile_at = self._clock()
+            self._reconcile_at = min(self._reconcile_at, self._reconciled_at + RECONCILE_GAP_S)
         if actions.revive:
             driver.reviveOffers()
             self._suppressed_roles = ()

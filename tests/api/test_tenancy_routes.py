@@ -185,3 +185,26 @@ def test_fair_share_and_audit_json_keep_their_shape(api):
     assert list(entry) == ["at", "actor", "action", "detail"] and isinstance(entry["at"], float)
     assert (entry["actor"], entry["action"]) == ("root", "quota")
     assert entry["detail"]["group"] == "team-b"
+
+
+def test_a_user_sees_only_their_own_row_of_the_fair_share_and_no_audit(api):
+    # red-team session 10 (checked, held): the typed reports did not widen what a user sees
+    import time
+
+    from dlc.scheduler.tenancy.fair_share import UsageRow
+
+    server, core, tokens = api
+    configure(server, tokens["admin"])
+    now = time.time()
+    core.store.save_fair_usage([UsageRow("team-a", "alice", 12.0, now),
+                                UsageRow("team-a", "carol", 3.0, now)], now)  # fmt: skip
+    core.reload()
+    for path in ("/v1/quota", "/v1/tenancy"):
+        body = call(server, tokens["alice"], "GET", path)
+        fair = (body if path == "/v1/quota" else body["quota"])["fair_share"]
+        (group,) = fair["groups"]
+        assert round(group["gpu_hours"], 3) == 15  # the group's total, as documented
+        assert [u["user"] for u in group["users"]] == ["alice"]
+        assert "carol" not in str(body)
+    with pytest.raises(ApiError, match="needs an admin token"):
+        call(server, tokens["alice"], "GET", "/v1/quota/audit")

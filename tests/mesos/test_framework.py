@@ -172,7 +172,7 @@ def test_offer_to_launch_status_ack_after_store(setup):
 def test_an_update_with_a_malformed_executor_id_is_acknowledged_and_reconciled(setup):
     # it used to raise on every delivery: unacknowledged, Mesos resent it for ever and held
     # back the task's later updates
-    fw, core, _ = setup
+    fw, core, clock = setup
     driver = FakeDriver.instances[0]
     driver.callbacks.registered(driver, {"value": "fw-1"}, {"hostname": "m", "port": 5050})
     wait_for(lambda: driver.named("reconcileTasks"))
@@ -180,11 +180,37 @@ def test_an_update_with_a_malformed_executor_id_is_acknowledged_and_reconciled(s
     core.on_offers([offer("o1", "a1", [0])])
     task = {"task_id": {"value": f"{job.job_id}.0.0"}, "agent_id": {"value": "a1"}}
     status = {**task, "state": "TASK_FAILED", "executor_id": "dlc-executor.x", "uuid": "dXVpZA=="}
+    clock.now += 1  # a second after the registration's reconciliation (RECONCILE_GAP_S)
     driver.callbacks.statusUpdate(driver, status)
     wait_for(lambda: len(driver.named("reconcileTasks")) == 2)
     assert driver.named("acknowledgeStatusUpdate") == [(status,)]
     assert driver.named("reconcileTasks")[1] == ([task],)
     assert core.store.get_job(job.job_id).state is JobState.STAGING
+
+
+def test_a_flood_of_malformed_updates_sends_one_reconciliation_per_second(setup):
+    # red-team #48: each one used to send reconcileTasks at once with every unconfirmed task
+    fw, core, clock = setup
+    driver = FakeDriver.instances[0]
+    driver.callbacks.registered(driver, {"value": "fw-1"}, {"hostname": "m", "port": 5050})
+    wait_for(lambda: driver.named("reconcileTasks"))
+    job = core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
+    core.on_offers([offer("o1", "a1", [0])])
+    task = {"task_id": {"value": f"{job.job_id}.0.0"}, "agent_id": {"value": "a1"}}
+    for n in range(50):
+        driver.callbacks.statusUpdate(
+            driver, {**task, "state": "TASK_FAILED", "executor_id": 7, "uuid": f"u{n}"}
+        )
+    wait_for(lambda: len(driver.named("acknowledgeStatusUpdate")) == 50)
+    assert len(driver.named("reconcileTasks")) == 1  # the registration's only
+    clock.now += 1
+    driver.callbacks.processHeartBeat(driver)
+    wait_for(lambda: len(driver.named("reconcileTasks")) == 2)
+    assert driver.named("reconcileTasks")[1] == ([task],)
+    driver.callbacks.statusUpdate(driver, {**task, "state": "TASK_FAILED", "executor_id": 7,
+                                           "uuid": "last"})  # fmt: skip
+    wait_for(lambda: len(driver.named("acknowledgeStatusUpdate")) == 51)
+    assert len(driver.named("reconcileTasks")) == 2  # the next one waits a second again
 
 
 def test_bad_event_does_not_kill_the_worker(setup):

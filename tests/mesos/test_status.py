@@ -160,3 +160,24 @@ def test_a_refused_update_without_an_agent_is_reconciled_on_the_tasks_agent():
                               "executor_id": ["x"]})  # fmt: skip
     assert actions.reconcile == [(task_id, "a1")]
     assert core.on_status({"task_id": {"value": "nojob.0.0"}, "executor_id": 7}).reconcile == []
+
+
+def test_a_malformed_update_is_reconciled_only_for_a_placed_task_on_its_own_agent():
+    # red-team #48: the update's own task and agent ids were asked after, whatever they named
+    core, _, task_id = _running()
+    forged = {"agent_id": {"value": "a9"}, "state": "TASK_FAILED", "executor_id": 7}
+    made_up = core.on_status({**forged, "task_id": {"value": "nojob.0.0"}})
+    assert made_up.reconcile == []
+    assert core.on_status({**forged, "task_id": {"value": task_id}}).reconcile == [(task_id, "a1")]
+
+
+def test_a_made_up_task_id_or_state_cannot_write_lines_of_its_own_into_the_log(caplog):
+    # red-team #51: a malformed update's task id and state were logged as they came
+    core, _, _ = _running()
+    task_id = "nojob.0.0\n2026-11-27 WARNING dlc: admin token rotated" + "x" * 100_000
+    with caplog.at_level(logging.WARNING, logger="dlc.scheduler.core.status"):
+        core.on_status({"task_id": {"value": task_id}, "agent_id": {"value": "a1"},
+                        "state": "TASK_FAILED\nforged", "executor_id": 7})  # fmt: skip
+    [line] = [r.getMessage() for r in caplog.records if "nojob.0.0" in r.getMessage()]
+    assert "\n" not in line and len(line) < 600
+    assert "'nojob.0.0\\n2026-11-27 WARNING" in line and "'TASK_FAILED\\nforged'" in line

@@ -339,3 +339,44 @@ def test_a_refresh_asked_for_during_a_slow_log_read_shows_the_chunk_once(dlc_loc
     logs = wait_for_text(browser, "logs", ("chunk-one",), 10)
     assert logs.count("chunk-one") == 1 and logs.count("gpu_ids=") == 1, logs
     assert console_errors(browser) == []
+
+
+# Holds /logs requests for ever, as a server that never answers would; like a real request
+# it gives up when the page aborts it. Requests are given up after 2 s here (dlcRequestMs).
+LOG_BLACKHOLE = """
+window.dlcRequestMs = 2000;
+window.logHole = { hold: false, held: 0 };
+const realFetch = window.fetch.bind(window);
+window.fetch = (input, init) => {
+  const url = String((input && input.url) || input);
+  if (!window.logHole.hold || !url.includes("/logs?")) return realFetch(input, init);
+  window.logHole.held += 1;
+  return new Promise((resolve, reject) => {
+    const signal = init && init.signal;
+    if (signal) signal.addEventListener("abort", () => reject(signal.reason));
+  });
+};
+"""
+
+
+def test_a_request_that_never_ends_does_not_freeze_the_page(dlc_local, browser):
+    # red-team #49: refreshes run one at a time, and one waiting on an answer that never came
+    # held every later one (the poll, tab clicks, new addresses) until the page was reloaded
+    dashboard, api, token, _ = dlc_local
+    admin = ApiClient(api, token)
+    job_id = admin.submit({"image": "none", "gpus": 1, "command": ["echo", "hole-one"]})["id"]
+    deadline = time.monotonic() + 40
+    while admin.show(job_id)["state"] != "finished" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert admin.show(job_id)["state"] == "finished"
+    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LOG_BLACKHOLE})
+    sign_in(browser, dashboard, token)
+    wait_for(browser, "return window.dlcTimings && window.dlcTimings.renders")
+    browser.execute_script(f"logHole.hold = true; location.hash = '#/jobs/{job_id}';")
+    wait_for(browser, "return logHole.held === 1")
+    browser.execute_script("logHole.hold = false")
+    renders = browser.execute_script("return window.dlcTimings.renders")
+    # the held read is given up, and the page goes on refreshing and shows the logs
+    wait_for(browser, f"return window.dlcTimings.renders >= {renders + 2}", 20)
+    logs = wait_for_text(browser, "logs", ("hole-one",), 10)
+    assert logs.count("hole-one") == 1

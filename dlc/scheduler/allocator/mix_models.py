@@ -13,24 +13,49 @@ rows would be alike), so the values and keys are those of a model-blind measure.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 
 from dlc.scheduler.allocator.shares import MixArrays
 
+log = logging.getLogger(__name__)
+
+
+#: the most rows the table holds: a cluster has a handful of GPU models, and agents that
+#: advertise thousands of distinct ``gpu_model`` values (a broken node script, agents
+#: re-registering under new names) would otherwise grow it, and the access table every mix
+#: builds from it, without bound (red-team #47)
+MAX_ROWS = 256
+
 
 class ModelRows:
-    """GPU model names -> access table rows; row 0 is an agent that names no model."""
+    """GPU model names -> access table rows; row 0 is an agent that names no model.
 
-    def __init__(self) -> None:
+    Past :data:`MAX_ROWS` names a new name reads row 0, as an agent naming no model: the
+    fragmentation measure then counts its room as fragmented for every restricted shape (which
+    GPUs a job may get is still checked against the agent's real model by placement)."""
+
+    def __init__(self, max_rows: int = MAX_ROWS) -> None:
         self.names: list[str] = [""]
         self._row: dict[str, int] = {"": 0}
+        self._max_rows = max_rows
+        self._warned = False
 
     def row(self, name: str) -> int:
-        """The row of ``name`` (a new one the first time)."""
+        """The row of ``name`` (a new one the first time, row 0 once the table is full)."""
         row = self._row.get(name)
         if row is None:
+            if len(self.names) >= self._max_rows:
+                if not self._warned:
+                    self._warned = True
+                    log.warning(
+                        "more than %d distinct agent gpu_model values (%.60r is one): further "
+                        "ones count as naming no model in the fragmentation measure",
+                        self._max_rows - 1, name,
+                    )  # fmt: skip
+                return 0
             row = self._row[name] = len(self.names)
             self.names.append(name)
         return row
@@ -80,4 +105,4 @@ def agent_model(slot: object) -> str:
     return str(attributes.get("gpu_model", ""))
 
 
-__all__ = ["MODELS", "ModelRows", "agent_model", "pressure"]
+__all__ = ["MAX_ROWS", "MODELS", "ModelRows", "agent_model", "pressure"]

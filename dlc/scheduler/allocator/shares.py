@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dlc.scheduler.allocator.base import model_matches
+from dlc.scheduler.allocator.base import model_access
 
 #: thousandths of one GPU
 MILLI = 1000
@@ -101,14 +101,16 @@ class MixArrays:
         (names a shape's ``gpu_models`` choices match as :func:`~dlc.scheduler.allocator.
         base.model_matches` does: ``V100`` allows ``Tesla_V100``); rows already there keep
         their names, so a longer list of the same first names only adds rows."""
-        if len(model_names) <= len(self.access):
+        had = len(self.access)
+        if len(model_names) <= had:
             return
-        self.access = np.ones((len(model_names), len(self.shapes)), dtype=bool)
+        new = tuple(model_names[had:])  # only the new rows are matched (model_access)
+        access = np.ones((len(model_names), len(self.shapes)), dtype=bool)
+        access[:had] = self.access
         for j, s in enumerate(self.shapes):
             if s.gpu_models:
-                self.access[:, j] = [
-                    any(model_matches(w, m) for w in s.gpu_models) for m in model_names
-                ]
+                access[had:, j] = model_access(s.gpu_models, new)
+        self.access = access
 
 
 def fragmentation(

@@ -34,8 +34,11 @@ class MixBook:
         #: (cpus, GPUs, allowed GPU models) -> whole-GPU tasks (queued: one per node)
         self._whole: Counter[tuple[float, int, tuple[str, ...]]] = Counter()
         self._shares: Counter[_ShareKey] = Counter()
-        #: (cpus, fraction, memory) -> a spec of that shape (a share's size reads only these)
+        #: (cpus, fraction, memory) -> a spec of that shape (a share's size reads only these),
+        #: kept while a share of that shape is counted (red-team #50: kept for good, one user's
+        #: submitted and killed shares of new shapes held their whole specs, 240 KB each)
         self._spec_of: dict[tuple[float, float | None, int | None], JobSpec] = {}
+        self._of_shape: Counter[tuple[float, float | None, int | None]] = Counter()
 
     def moved(self, before: Record, after: Record) -> None:
         """A job's record changed from ``before`` to ``after`` (``(queued, active)``)."""
@@ -49,6 +52,7 @@ class MixBook:
         self._whole.clear()
         self._shares.clear()
         self._spec_of.clear()
+        self._of_shape.clear()
 
     def _count(self, record: Record, step: int) -> None:
         queued, active = record
@@ -74,6 +78,9 @@ class MixBook:
         shape = (spec.cpus, spec.gpu_fraction, spec.gpu_memory)
         self._spec_of.setdefault(shape, spec)
         self._add(self._shares, (*shape, shape_models(spec), agent_id, gpu), step)
+        self._add(self._of_shape, shape, step)
+        if shape not in self._of_shape:
+            del self._spec_of[shape]
 
     @staticmethod
     def _add(counter: Counter, key: object, step: int) -> None:  # type: ignore[type-arg]

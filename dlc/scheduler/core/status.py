@@ -113,11 +113,18 @@ def foreign_origin(task: TaskPlacement, update: TaskUpdate) -> str | None:
     """
     agent_id = update.agent_id
     if agent_id and task.agent_id and agent_id != task.agent_id:
-        return f"from agent {agent_id}, but the task runs on agent {task.agent_id}"
+        return f"from agent {shown(agent_id)}, but the task runs on agent {task.agent_id}"
     executor_id = update.executor_id
     if executor_id and executor_id != task.executor_id:
-        return f"from executor {executor_id}, but the task's executor is {task.executor_id}"
+        return f"from executor {shown(executor_id)}, but the task's executor is {task.executor_id}"
     return None
+
+
+def shown(text: str, most: int = 80) -> str:
+    """``text`` from an update as a log line may show it: as it is when short and printable,
+    else quoted, escaped and cut (red-team #51: a made-up task id with newlines wrote lines of
+    its own into the scheduler's log, and a long one a line as long)."""
+    return text if len(text) <= most and text.isprintable() else f"{text!r:.{most}}"
 
 
 class IgnoredUpdates:
@@ -138,7 +145,7 @@ class IgnoredUpdates:
         log.warning(
             "ignored %s for task %s: it came %s (a forged or misrouted update; further ones "
             "for this task are counted, not logged)",
-            state, task_id, why,
+            shown(state, 40), shown(task_id), why,
         )  # fmt: skip
 
 
@@ -217,11 +224,13 @@ class StatusUpdates:
         (Mesos resends it, holding back the task's later updates, for ever). The engine's
         answer is checked like any update, so the task's state still arrives; for a task
         that ended, Mesos may have forgotten it by then and answer that it is gone, which
-        ends the attempt as a loss rather than as the refused update said."""
+        ends the attempt as a loss rather than as the refused update said. Only a task DLC
+        placed is asked after, on the agent it placed it on: the update's own ids are not
+        trusted (red-team #48: any task id a broken agent made up was reconciled)."""
         task_id = update.task_id
         why = f"{update.malformed}; its state is asked of the engine again"
         self._ignore_update(task_id, update.state, why)
-        agent_id = update.agent_id or self._placed_on(task_id)
+        agent_id = self._placed_on(task_id)
         return Actions(reconcile=[(task_id, agent_id)] if task_id and agent_id else [])
 
     def _placed_on(self, task_id: str) -> str:

@@ -30,6 +30,9 @@ SYSTEM_DIRS = (
 #: what a ``gpu_model`` may hold: it is matched as a substring with punctuation ignored, so
 #: ``.*`` (which matched every GPU: it normalises to "") or ``[VA]100`` never meant a pattern
 GPU_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$")
+#: the most models one ``gpu_model`` may allow (``A|B|...``); traces allow at most 7, and each
+#: part is matched against every agent model whenever the fragmentation mix is rebuilt
+MAX_GPU_MODELS = 16
 
 
 def normal_container_path(path: str) -> str:
@@ -72,10 +75,13 @@ def duplicate_target(paths: Iterable[str]) -> str | None:
 def gpu_model_problem(model: str) -> str | None:
     """Why ``model`` is not a GPU model name to match, or ``None``. Several models are
     allowed separated by ``|`` (``V100M16|V100M32``: either); each must be a name part."""
-    if not all(GPU_MODEL_RE.match(part) for part in model.split("|")):
+    parts = model.split("|")
+    if not all(GPU_MODEL_RE.match(part) for part in parts):
         return (
             "must be part of a model name (letters, digits, ' ', '_', '.', '-', starting "
             "with a letter or digit), or several separated by '|', not a pattern; e.g. "
             "--gpu-model V100 or --gpu-model 'V100|A100'"
         )
+    if len(parts) > MAX_GPU_MODELS:
+        return f"allows {len(parts)} models; name at most {MAX_GPU_MODELS}, separated by '|'"
     return None

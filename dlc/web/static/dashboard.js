@@ -72,8 +72,13 @@ function dropTokenFromAddress() {
 class AuthError extends Error {}
 class NotFoundError extends Error {}
 
+// How long one request may take before it is given up (a test may shorten it): refreshes
+// run one at a time, so a request that never finished froze the page until a reload.
+const REQUEST_MS = window.dlcRequestMs || 30000;
+
 async function api(path, options = {}) {
   const resp = await fetch(path, {
+    signal: AbortSignal.timeout(REQUEST_MS),
     ...options,
     credentials: "same-origin",
     // Cookie-authenticated writes must carry this header (a cross-site form cannot).

@@ -33,7 +33,11 @@
     if (!overview || overview.hidden) return; // signed out: nothing to ask for
     let body;
     try {
-      const resp = await fetch("/v1/tenancy", { credentials: "same-origin" });
+      // given up after a while (dashboard.js's REQUEST_MS): a tick waits on it
+      const resp = await fetch("/v1/tenancy", {
+        credentials: "same-origin",
+        signal: AbortSignal.timeout(window.dlcRequestMs || 30000),
+      });
       if (!resp.ok) return;
       body = await resp.json();
     } catch (err) {
