@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import platform
+import re
 import sys
 from pathlib import Path
 
@@ -240,6 +241,8 @@ def plot(rows: list[dict], curves: Curves, trace_dir: Path, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, metadata={"Date": None})
     plt.close(fig)
+    if out.suffix == ".svg":  # coordinates to 1/100 of a point: a third of the size, same picture
+        out.write_text(re.sub(r"(\d\.\d\d)\d+", r"\1", out.read_text()))
     print(f"wrote {out}")
 
 
