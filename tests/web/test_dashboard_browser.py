@@ -315,19 +315,26 @@ window.releaseLogs = () => {
 """
 
 
-def test_a_refresh_asked_for_during_a_slow_log_read_shows_the_chunk_once(dlc_local, browser):
-    # a tab click while a refresh waits on /logs used to start a second refresh reading the
-    # same offset: both appended the chunk (and two poll loops ran from then on)
+def _finished_job_page(dlc_local, browser, word: str, script: str) -> str:
+    """A job that echoed ``word`` and finished; the dashboard signed in with ``script``
+    installed before its own script loads, after its first render. Returns the job id."""
     dashboard, api, token, _ = dlc_local
     admin = ApiClient(api, token)
-    job_id = admin.submit({"image": "none", "gpus": 1, "command": ["echo", "chunk-one"]})["id"]
+    job_id = admin.submit({"image": "none", "gpus": 1, "command": ["echo", word]})["id"]
     deadline = time.monotonic() + 40
     while admin.show(job_id)["state"] != "finished" and time.monotonic() < deadline:
         time.sleep(0.2)
     assert admin.show(job_id)["state"] == "finished"
-    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LOG_GATE})
+    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": script})
     sign_in(browser, dashboard, token)
     wait_for(browser, "return window.dlcTimings && window.dlcTimings.renders")
+    return str(job_id)
+
+
+def test_a_refresh_asked_for_during_a_slow_log_read_shows_the_chunk_once(dlc_local, browser):
+    # a tab click while a refresh waits on /logs used to start a second refresh reading the
+    # same offset: both appended the chunk (and two poll loops ran from then on)
+    job_id = _finished_job_page(dlc_local, browser, "chunk-one", LOG_GATE)
     browser.execute_script(f"logGate.hold = true; location.hash = '#/jobs/{job_id}';")
     wait_for(browser, "return logGate.held.length === 1")
     browser.find_element("css selector", ".tab[data-stream=stdout]").click()
@@ -362,16 +369,7 @@ window.fetch = (input, init) => {
 def test_a_request_that_never_ends_does_not_freeze_the_page(dlc_local, browser):
     # red-team #49: refreshes run one at a time, and one waiting on an answer that never came
     # held every later one (the poll, tab clicks, new addresses) until the page was reloaded
-    dashboard, api, token, _ = dlc_local
-    admin = ApiClient(api, token)
-    job_id = admin.submit({"image": "none", "gpus": 1, "command": ["echo", "hole-one"]})["id"]
-    deadline = time.monotonic() + 40
-    while admin.show(job_id)["state"] != "finished" and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert admin.show(job_id)["state"] == "finished"
-    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LOG_BLACKHOLE})
-    sign_in(browser, dashboard, token)
-    wait_for(browser, "return window.dlcTimings && window.dlcTimings.renders")
+    job_id = _finished_job_page(dlc_local, browser, "hole-one", LOG_BLACKHOLE)
     browser.execute_script(f"logHole.hold = true; location.hash = '#/jobs/{job_id}';")
     wait_for(browser, "return logHole.held === 1")
     browser.execute_script("logHole.hold = false")
