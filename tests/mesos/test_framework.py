@@ -169,16 +169,23 @@ def test_offer_to_launch_status_ack_after_store(setup):
     assert acked == ["dXVpZA==", "dXVpZDI="]
 
 
-def test_an_update_with_a_malformed_executor_id_is_acknowledged_and_reconciled(setup):
-    # it used to raise on every delivery: unacknowledged, Mesos resent it for ever and held
-    # back the task's later updates
-    fw, core, clock = setup
+def _registered_with_a_launch(core):
+    """The fake driver registered (its first reconciliation sent) and one job launched on
+    agent ``a1``: ``(driver, job, task ids as an update names them)``."""
     driver = FakeDriver.instances[0]
     driver.callbacks.registered(driver, {"value": "fw-1"}, {"hostname": "m", "port": 5050})
     wait_for(lambda: driver.named("reconcileTasks"))
     job = core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
     core.on_offers([offer("o1", "a1", [0])])
     task = {"task_id": {"value": f"{job.job_id}.0.0"}, "agent_id": {"value": "a1"}}
+    return driver, job, task
+
+
+def test_an_update_with_a_malformed_executor_id_is_acknowledged_and_reconciled(setup):
+    # it used to raise on every delivery: unacknowledged, Mesos resent it for ever and held
+    # back the task's later updates
+    core, clock = setup[1:]
+    driver, job, task = _registered_with_a_launch(core)
     status = {**task, "state": "TASK_FAILED", "executor_id": "dlc-executor.x", "uuid": "dXVpZA=="}
     clock.now += 1  # a second after the registration's reconciliation (RECONCILE_GAP_S)
     driver.callbacks.statusUpdate(driver, status)
@@ -190,13 +197,8 @@ def test_an_update_with_a_malformed_executor_id_is_acknowledged_and_reconciled(s
 
 def test_a_flood_of_malformed_updates_sends_one_reconciliation_per_second(setup):
     # red-team #48: each one used to send reconcileTasks at once with every unconfirmed task
-    fw, core, clock = setup
-    driver = FakeDriver.instances[0]
-    driver.callbacks.registered(driver, {"value": "fw-1"}, {"hostname": "m", "port": 5050})
-    wait_for(lambda: driver.named("reconcileTasks"))
-    job = core.submit("alice", JobSpec.from_dict({"image": "busybox", "gpus": 1}))
-    core.on_offers([offer("o1", "a1", [0])])
-    task = {"task_id": {"value": f"{job.job_id}.0.0"}, "agent_id": {"value": "a1"}}
+    core, clock = setup[1:]
+    driver, job, task = _registered_with_a_launch(core)
     for n in range(50):
         driver.callbacks.statusUpdate(
             driver, {**task, "state": "TASK_FAILED", "executor_id": 7, "uuid": f"u{n}"}
