@@ -160,18 +160,23 @@ def test_nodes_show_each_shared_gpu_with_its_backend_and_tenants(api):
     assert "BACKEND" in out and "alice,root" in out and "shim" in out
 
 
-def test_fair_share_and_audit_json_keep_their_shape(api):
-    # the core hands typed reports (FairShare, AuditEntry); the API's JSON is as it was
+def _with_fair_usage(server, core, tokens) -> None:
+    """The quotas configured and team-a's usage recorded: alice 12 GPU-hours, carol 3."""
     import time
 
     from dlc.scheduler.tenancy.fair_share import UsageRow
 
-    server, core, tokens = api
     configure(server, tokens["admin"])
     now = time.time()
     core.store.save_fair_usage([UsageRow("team-a", "alice", 12.0, now),
                                 UsageRow("team-a", "carol", 3.0, now)], now)  # fmt: skip
     core.reload()
+
+
+def test_fair_share_and_audit_json_keep_their_shape(api):
+    # the core hands typed reports (FairShare, AuditEntry); the API's JSON is as it was
+    server, core, tokens = api
+    _with_fair_usage(server, core, tokens)
     fair = call(server, tokens["admin"], "GET", "/v1/quota")["fair_share"]
     assert list(fair) == ["half_life_s", "groups"] and fair["half_life_s"] == 7 * 86400
     (group,) = fair["groups"]
@@ -189,16 +194,8 @@ def test_fair_share_and_audit_json_keep_their_shape(api):
 
 def test_a_user_sees_only_their_own_row_of_the_fair_share_and_no_audit(api):
     # red-team session 10 (checked, held): the typed reports did not widen what a user sees
-    import time
-
-    from dlc.scheduler.tenancy.fair_share import UsageRow
-
     server, core, tokens = api
-    configure(server, tokens["admin"])
-    now = time.time()
-    core.store.save_fair_usage([UsageRow("team-a", "alice", 12.0, now),
-                                UsageRow("team-a", "carol", 3.0, now)], now)  # fmt: skip
-    core.reload()
+    _with_fair_usage(server, core, tokens)
     for path in ("/v1/quota", "/v1/tenancy"):
         body = call(server, tokens["alice"], "GET", path)
         fair = (body if path == "/v1/quota" else body["quota"])["fair_share"]
