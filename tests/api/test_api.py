@@ -110,7 +110,7 @@ def test_auth_required(api, token, match):
 @pytest.mark.parametrize(
     "body, status, match",
     [
-        pytest.param({"image": "x", "gpus": 0}, 400, "gpus: must be between", id="zero-gpus"),
+        pytest.param({"image": "x", "gpus": -1}, 400, "gpus: must be between", id="negative-gpus"),
         pytest.param({"image": "x", "colour": 1}, 400, "colour: unknown field", id="unknown"),
         pytest.param("not json", 400, "not JSON", id="bad-json"),
     ],

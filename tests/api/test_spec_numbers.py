@@ -25,7 +25,7 @@ from dlc.store.sqlite import JobStore
 DIGITS = "7" * 5000
 #: field -> (the CLI flag, what its message must say about the allowed range)
 FIELDS = {
-    "gpus": ("--gpus", "1 <= N <= 64"),
+    "gpus": ("--gpus", "0 <= N <= 64"),
     "cpus": ("--cpus", "0.01 <= N <= 1024"),
     "mem_mib": ("--mem", None),
     "priority": ("--priority", "-1000 <= N <= 1000"),

@@ -94,9 +94,9 @@ def test_submit_yaml_spec_flags_override(env):
     [
         pytest.param(["--framework", "pytorch:9.9"], "known: pytorch:2.3", id="unknown-version"),
         pytest.param(
-            ["--image", "x", "--gpus", "0"],
-            "gpus: must be between 1 and 64, got 0; pass --gpus N with 1 <= N <= 64",
-            id="zero-gpus",
+            ["--image", "x", "--gpus", "-1"],
+            "gpus: must be between 0 and 64, got -1; pass --gpus N with 0 <= N <= 64",
+            id="negative-gpus",
         ),
         pytest.param(["--image", "x", "-v", "/etc:/host-etc"], "allowed: /data", id="volume"),
         pytest.param(["--image", "x", "--mem", "lots"], "mem: 'lots' is not a size", id="mem"),

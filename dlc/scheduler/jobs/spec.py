@@ -61,7 +61,7 @@ class JobSpec:
         framework: ``name:version`` from the image catalog (e.g. ``pytorch:2.3``),
             or ``None`` when ``image`` is given.
         image: an explicit image reference (wins over ``framework``).
-        gpus: GPUs per node (>= 1).
+        gpus: GPUs per node (0: a CPU-only job, :attr:`is_cpu_only`).
         nodes: number of agents the job spans (gang-placed all together); of an elastic
             gang, its MIN.
         nodes_max: an elastic gang's MAX (``--nodes MIN:MAX``, :mod:`~dlc.scheduler.gangs.elastic`);
@@ -183,6 +183,7 @@ class JobSpec:
         """
         self._check_source()
         self._check_share()
+        self._check_cpu_only()
         if self.framework and not _FRAMEWORK_RE.match(self.framework):
             raise JobSpecError(
                 "framework",
@@ -277,6 +278,18 @@ class JobSpec:
                 f"a GPU share runs on one node, not {self.nodes_text}; drop --nodes "
                 "or ask for whole GPUs (--gpus N)",
             )
+
+    def _check_cpu_only(self) -> None:
+        if self.is_cpu_only and self.gpu_model is not None:
+            raise JobSpecError(
+                "gpu_model",
+                "a CPU-only job (--gpus 0) runs on no GPU; drop --gpu-model or ask for GPUs",
+            )
+
+    @property
+    def is_cpu_only(self) -> bool:
+        """True for a job that asks no GPU (``gpus: 0``): it takes CPU and memory only."""
+        return self.gpus == 0 and not self.is_share
 
     @property
     def is_gang(self) -> bool:

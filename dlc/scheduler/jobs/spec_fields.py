@@ -197,9 +197,14 @@ _SIZE_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
 def _gpus(data: Mapping[str, Any]) -> tuple[int, float | None]:
     """``gpus`` (and ``gpu_fraction``) -> (whole GPUs per node, fraction of one or None).
 
-    ``gpus: 0.5`` is a share of one GPU; whole numbers (``2``, ``2.0``) are whole GPUs.
+    ``gpus: 0.5`` is a share of one GPU; whole numbers (``2``, ``2.0``) are whole GPUs;
+    ``gpus: 0`` is a CPU-only job (no GPU; data preparation, CPU inference), which only
+    ``gpus`` itself can ask (``gpu_fraction: 0`` is no share).
     """
-    fix = f"pass --gpus N with 1 <= N <= {_MAX_GPUS_PER_NODE}, or a share of one GPU 0 < F < 1"
+    fix = (
+        f"pass --gpus N with 0 <= N <= {_MAX_GPUS_PER_NODE} (0: CPU only), "
+        "or a share of one GPU 0 < F < 1"
+    )
     raw = data.get("gpus")
     frac_raw = data.get("gpu_fraction")
     if frac_raw is not None:
@@ -210,7 +215,7 @@ def _gpus(data: Mapping[str, Any]) -> tuple[int, float | None]:
         raise JobSpecError(
             "gpus", f"must be a whole number or a fraction below 1, got {_short(raw)}; {fix}"
         )
-    out_of_range = f"must be between 1 and {_MAX_GPUS_PER_NODE}, got {_num_text(raw)}; {fix}"
+    out_of_range = f"must be between 0 and {_MAX_GPUS_PER_NODE}, got {_num_text(raw)}; {fix}"
     if _too_big(raw):
         raise JobSpecError("gpus", out_of_range)
     try:
@@ -219,6 +224,8 @@ def _gpus(data: Mapping[str, Any]) -> tuple[int, float | None]:
         raise JobSpecError(
             "gpus", f"must be a whole number or a fraction below 1, got {_short(raw)}; {fix}"
         ) from None
+    if number == 0 and frac_raw is None:
+        return 0, None  # a CPU-only job
     if not number > 0 or not math.isfinite(number):
         raise JobSpecError("gpus", out_of_range)
     if number < 1:

@@ -24,11 +24,11 @@ from dlc.scheduler.jobs.job import (
             id="framework-without-version",
         ),
         pytest.param(
-            {"image": "x", "gpus": 0}, "gpus",
-            "must be between 1 and 64, got 0; pass --gpus N with 1 <= N <= 64", id="zero-gpus",
+            {"image": "x", "gpus": -1}, "gpus",
+            "must be between 0 and 64, got -1; pass --gpus N with 0 <= N <= 64", id="negative-gpus",
         ),
         pytest.param(
-            {"image": "x", "gpus": "two"}, "gpus", "; pass --gpus N with 1 <= N <= 64",
+            {"image": "x", "gpus": "two"}, "gpus", "; pass --gpus N with 0 <= N <= 64",
             id="gpus-not-number",
         ),
         pytest.param({"image": "x", "gpus": True}, "gpus", "; pass --gpus N with", id="gpus-bool"),
@@ -159,3 +159,11 @@ def test_task_state_mapping(task_state, job_state):
 )
 def test_job_id_of_task(task_id, parsed):
     assert job_id_of_task(task_id) == parsed
+
+
+def test_gpus_zero_is_a_cpu_only_job():
+    spec = JobSpec.from_dict({"image": "busybox:1", "gpus": 0, "cpus": 4})
+    assert (spec.gpus, spec.is_cpu_only, spec.is_share, spec.total_gpus) == (0, True, False, 0)
+    assert not JobSpec.from_dict({"image": "busybox:1", "gpus": 0.5}).is_cpu_only
+    with pytest.raises(JobSpecError, match="^gpu_model: a CPU-only job"):
+        JobSpec.from_dict({"image": "busybox:1", "gpus": 0, "gpu_model": "V100"})

@@ -48,10 +48,10 @@ def test_share_amounts():
     "body, field, words",
     [
         ({"gpus": 1.5}, "gpus", "not a whole number"),
-        ({"gpus": 0}, "gpus", "got 0"),
+        ({"gpus": -1}, "gpus", "got -1"),
         ({"gpus": -0.5}, "gpus", "got -0.5"),
         ({"gpus": "half"}, "gpus", "whole number or a fraction"),
-        ({"gpus": 65}, "gpus", "between 1 and 64"),
+        ({"gpus": 65}, "gpus", "between 0 and 64"),
         ({"gpu_memory": "-4G"}, "gpu_memory", "more than 0"),
         ({"gpu_memory": 0}, "gpu_memory", "at least 1 MiB"),
         ({"gpu_memory": "4X"}, "gpu_memory", "not a size"),
@@ -96,7 +96,7 @@ def test_admission_refuses_shares_where_no_agent_takes_them():
     "args, words",
     [
         (["--gpus", "1.5"], "not a whole number"),
-        (["--gpus", "0"], "got 0"),
+        (["--gpus", "-1"], "got -1"),
         (["--gpus", "0.5", "--nodes", "2"], "one node"),
         (["--gpu-memory", "lots"], "not a size"),
     ],
