@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -180,9 +181,7 @@ def model_matches(wanted: str, model: str) -> bool:
 def _matches(wanted: str, model: str) -> bool:
     """:func:`model_matches`, kept: placement asks it per job and candidate agent, and a
     ``gpu_model`` may hold 16 parts, each a regex to normalise (red-team #47)."""
-    name = _normal_part(model)
-    parts = map(_normal_part, model_choices(wanted))
-    return any(part and part in name for part in parts)  # "" ('.*', '-') matches none
+    return _allows(_usable_parts(model_choices(wanted)), model)
 
 
 def model_access(choices: frozenset[str], names: tuple[str, ...]) -> tuple[bool, ...]:
@@ -199,8 +198,21 @@ def model_access(choices: frozenset[str], names: tuple[str, ...]) -> tuple[bool,
 
 @functools.lru_cache(maxsize=8192)
 def _model_access(choices: frozenset[str], names: tuple[str, ...]) -> tuple[bool, ...]:
-    parts = [p for p in map(_normal_part, choices) if p]  # "" matches none
-    return tuple(any(p in n for p in parts) for n in map(_normal_part, names))
+    parts = _usable_parts(choices)  # once for every name
+    return tuple(_allows(parts, name) for name in names)
+
+
+# The one matching rule, shared by both caches above (each keeps its own, so a placement
+# round's per-agent asks never evict the mix's per-shape answers).
+def _usable_parts(choices: Iterable[str]) -> tuple[str, ...]:
+    """The normalised allowed models that can match: "" (from '.*' or '-') matches none."""
+    return tuple(part for part in map(_normal_part, choices) if part)
+
+
+def _allows(parts: tuple[str, ...], model: str) -> bool:
+    """Whether one of the normalised ``parts`` is a substring of the normalised ``model``."""
+    name = _normal_part(model)
+    return any(part in name for part in parts)
 
 
 @functools.lru_cache(maxsize=65536)
