@@ -49,9 +49,10 @@ class MesosCodec:
 
     def offer_inputs(self, offer: Mapping[str, Any]) -> tuple[Any, ...]:
         """What :func:`~dlc.mesos.offers.offer_view` reads of an offer besides its ids: its
-        ``resources``, ``attributes``, ``hostname`` and ``url`` (the very objects)."""
+        ``resources``, ``attributes``, ``hostname``, ``url`` and ``domain`` (the very objects;
+        an agent whose fault domain alone changed is parsed again)."""
         get = offer.get
-        return get("resources"), get("attributes"), get("hostname"), get("url")
+        return get("resources"), get("attributes"), get("hostname"), get("url"), get("domain")
 
     def decode_offer(self, offer: Mapping[str, Any]) -> OfferView:
         """A v1 ``Offer`` as a view (:func:`~dlc.mesos.offers.offer_view`; raises OfferError

@@ -4,10 +4,11 @@ At openb scale every agent with anything free offers every round, and most offer
 what they offered before (nothing of theirs started or ended). Parsing 1,213 offers into
 :class:`~dlc.scheduler.placement.model.OfferView`\\ s was most of a round with nothing queued
 (issue 26). :class:`OfferParser` keeps each agent's last offer and its view; an offer whose
-resources, attributes, hostname and address equal the last one's (a deep comparison, done in
-C) gets the same view under its new offer id. Offers are read-only to DLC: the comparison
-trusts that nobody changes an offer dict after handing it to the core (the adapter decodes
-each from JSON); an offer that *is* the cached object is parsed again all the same.
+resources, attributes, hostname, address and fault domain equal the last one's (a deep
+comparison, done in C) gets the same view under its new offer id. Offers are read-only to
+DLC: the comparison trusts that nobody changes an offer dict after handing it to the core
+(the adapter decodes each from JSON); an offer that *is* the cached object is parsed again
+all the same.
 
 A round with nothing queued needs none of that: its offers are declined by id.
 :class:`IdleOffers` keeps each agent's latest such offer unparsed until something reads what
@@ -32,8 +33,8 @@ from dlc.scheduler.placement.model import OfferView
 
 def _same(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
     """Whether an offer's inputs (:meth:`~dlc.scheduler.core.ports.EngineCodec.offer_inputs`; for
-    Mesos its resources, attributes, hostname, url) equal the cached ones; the very same list
-    or dict is not trusted (it may have been changed in place)."""
+    Mesos its resources, attributes, hostname, url, domain) equal the cached ones; the very
+    same list or dict is not trusted (it may have been changed in place)."""
     for a, b in zip(old, new, strict=True):
         if a is b and isinstance(a, list | dict):
             return False

@@ -45,3 +45,17 @@ def test_an_offer_without_ids_is_declined_by_the_id_it_has(parses):
     no_id = {"agent_id": {"value": "a3"}, "resources": []}
     views, bad = parser.parse([offer("o1", "a1"), no_agent, no_id])
     assert [v.offer_id for v in views] == ["o1"] and bad == ["o2"] and parses == ["o1"]
+
+
+def _in_zone(body: dict, zone: str) -> dict:
+    body["domain"] = {"fault_domain": {"region": {"name": "r1"}, "zone": {"name": zone}}}
+    return body
+
+
+def test_an_agent_whose_fault_domain_alone_changed_is_parsed_again(parses):
+    parser = OfferParser(MesosCodec())
+    parser.parse([_in_zone(offer("o1", "a1"), "z1")])
+    views, bad = parser.parse([_in_zone(offer("o2", "a1"), "z2")])  # moved; nothing else did
+    assert views[0].domain == ("r1", "z2") and parses == ["o1", "o2"] and not bad
+    views, _ = parser.parse([_in_zone(offer("o3", "a1"), "z2")])  # the same again: reused
+    assert views[0].domain == ("r1", "z2") and parses == ["o1", "o2"]
