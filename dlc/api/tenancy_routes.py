@@ -37,10 +37,18 @@ def _viewer(request: Request) -> str | None:
     return None if admin else user
 
 
-def _admin(request: Request) -> str:
+#: the refusals of a non-admin's request, one per kind of request (a read is no change)
+CHANGE_REFUSAL = "changing groups, quotas or limits needs an admin token"
+AUDIT_REFUSAL = (
+    "reading the quota audit needs an admin token; ask an admin to run `dlc quota audit`"
+)
+
+
+def _admin(request: Request, refusal: str = CHANGE_REFUSAL) -> str:
+    """The caller, an admin; else a 403 saying ``refusal``."""
     user, admin = _caller(request)
     if not admin:
-        raise HTTPException(403, "changing groups, quotas or limits needs an admin token")
+        raise HTTPException(403, refusal)
     return user
 
 
@@ -214,7 +222,7 @@ def router(api: Any) -> APIRouter:
     @routes.get("/v1/quota/audit", responses=ERRORS)
     def audit(request: Request, limit: int = Query(100, ge=1, le=1000)) -> dict:
         """The latest quota, group and limit changes (admin)."""
-        _admin(request)
+        _admin(request, AUDIT_REFUSAL)
         return {"audit": [audit_json(e) for e in core.quota_audit(limit)]}
 
     @routes.get("/v1/groups", responses=ERRORS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
+from dlc.api.tenancy_routes import AUDIT_REFUSAL
 from dlc.cli.main import cli
 from tests.api.test_tenancy_routes import api  # noqa: F401  (fixture)
 
@@ -47,6 +48,9 @@ def test_a_user_cannot_change_quotas_and_gets_one_line(api):  # noqa: F811
     assert out.strip().splitlines() == [
         "Error: changing groups, quotas or limits needs an admin token"
     ]
+    out = dlc(server, tokens["alice"], "quota", "audit", code=1)  # a read: says reading
+    assert out.strip().splitlines() == [f"Error: {AUDIT_REFUSAL}"]
+    assert AUDIT_REFUSAL.startswith("reading the quota audit needs an admin token; ask an admin")
 
 
 def test_every_listing_takes_o_json(api):  # noqa: F811
