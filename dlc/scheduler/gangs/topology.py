@@ -210,5 +210,7 @@ def spread(places: Sequence[Locality]) -> str:
 
 
 def missing(want: GangTopology, nodes: int, gpus: int) -> str:
-    """Why a ``required`` gang waits: ``no switch has 4 agents with 8 free GPUs each``."""
-    return f"no {want.level} has {nodes} agents with {gpus} free GPUs each"
+    """Why a ``required`` gang waits: ``no switch has 4 agents with 8 free GPUs each`` (a
+    CPU-only gang: ``... with room for a node each``)."""
+    each = f"{gpus} free GPUs each" if gpus else "room for a node each (CPUs, memory)"
+    return f"no {want.level} has {nodes} agents with {each}"

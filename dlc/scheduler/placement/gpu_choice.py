@@ -2,7 +2,8 @@
 
 :func:`pick_gpus` refuses an agent of another vendor, a too old driver or ROCm, or missing
 GPU models, and asks the allocator for the GPUs (first-fit, logged once per agent, where the
-agent publishes no usable topology).
+agent publishes no usable topology). A CPU-only job (``gpus: 0``) gets no GPU on any agent,
+and :func:`cpu_only_order` puts the agents that have no GPU first for it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from dlc.scheduler.placement.agent_facts import agent_text, agent_vendor
 from dlc.scheduler.placement.model import NO_TOPOLOGY_POLICY, DriverCheck, TopologyOf
 from dlc.scheduler.placement.slots import Slot
 from dlc.topology.model import Gpu, Topology
-from dlc.topology.node_config import ATTR_DRIVER, ATTR_ROCM
+from dlc.topology.node_config import ATTR_DRIVER, ATTR_ROCM, ATTR_TOPOLOGY
 from dlc.topology.node_config import ATTR_MODEL as ATTR_GPU_MODEL
 
 log = logging.getLogger(__name__)
+
+#: what :attr:`~dlc.scheduler.placement.model.Launch.policy` says of a CPU-only task
+CPU_ONLY_POLICY = "none (CPU-only job)"
 
 
 def pick_gpus(
@@ -30,10 +34,16 @@ def pick_gpus(
 ) -> tuple[tuple[int, ...], str, Topology | None]:
     """Choose GPUs on one agent: ``(ids, policy name, decoded topology or None)``.
 
+    A CPU-only job gets ``((), CPU_ONLY_POLICY, None)`` on any agent: no GPU, no vendor,
+    driver or model check (its image's CUDA needs no driver where no GPU is used), and no
+    allocator call.
+
     Raises:
         AllocationError: the agent cannot take the job (driver, model, too few GPUs).
     """
     spec = job.spec
+    if spec.is_cpu_only:
+        return (), CPU_ONLY_POLICY, None
     attrs = slot.attributes
     topology = topology_of(attrs)
     _check_vendor(spec, slot, topology)
@@ -68,6 +78,24 @@ def pick_gpus(
         raise AllocationError(
             f"only {matching} free {spec.gpu_model} GPUs on {slot.hostname}", "model_mismatch"
         ) from None
+
+
+def cpu_only_order(candidates: list[Slot]) -> list[Slot]:
+    """A CPU-only job's agents in best-fit order (fewest free GPUs first), the agents that
+    have no GPU at all first among those with none free: the CPU a GPU agent keeps is what
+    its GPUs' next jobs need. Stable, so equal agents keep the order they came in (a score
+    applied after this one decides over it)."""
+    return sorted(candidates, key=_cpu_only_key)
+
+
+def _cpu_only_key(slot: Slot) -> tuple[int, bool]:
+    """``(free GPUs, whether the agent has GPUs)``: cheap facts only (no topology decode)."""
+    attrs = slot.attributes
+    has_gpus = bool(
+        slot.free or slot.gpus > 0 or slot.gpu_mem or ATTR_TOPOLOGY in attrs
+        or ATTR_GPU_MODEL in attrs
+    )  # fmt: skip
+    return len(slot.free), has_gpus
 
 
 def _check_vendor(spec: JobSpec, slot: Slot, topology: Topology | None) -> None:

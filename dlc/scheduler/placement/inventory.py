@@ -344,9 +344,11 @@ class Inventory:
             if not spec.gpu_memory or not agent.gpu_memory:
                 return True
             return max(agent.gpu_memory.values()) >= spec.gpu_memory
-        if name == "cuda_version":
+        if name == "cuda_version":  # a CPU-only job uses no GPU, so no driver either
             driver = agent.driver
-            return not (spec.cuda_version and driver) or self._driver_ok(driver, spec.cuda_version)
+            if not (spec.cuda_version and driver) or spec.is_cpu_only:
+                return True
+            return self._driver_ok(driver, spec.cuda_version)
         if not agent.exact:
             return True  # offered amounts are lower bounds: never refuse on them
         if name == "cpus":

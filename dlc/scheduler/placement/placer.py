@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dlc.errors import AllocationError
 from dlc.scheduler.gangs.rendezvous import ports_needed
 from dlc.scheduler.gangs.topology import choose_group, missing, wanted
-from dlc.scheduler.jobs.job import Job
+from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.placement.agent_facts import (
     agent_text,
     default_driver_ok,
@@ -45,7 +45,7 @@ from dlc.scheduler.placement.agent_facts import (
     gpu_facts,
 )
 from dlc.scheduler.placement.frag_state import FragCache
-from dlc.scheduler.placement.gpu_choice import pick_gpus
+from dlc.scheduler.placement.gpu_choice import cpu_only_order, pick_gpus
 from dlc.scheduler.placement.model import (
     DriverCheck,
     Launch,
@@ -333,6 +333,8 @@ def _place_job(
             (s for s in slots if len(s.free) >= spec.gpus),
             key=lambda s: (len(s.free), s.agent_id),
         )
+    if spec.is_cpu_only:  # no GPU taken: the agents without GPUs first (a score may reorder)
+        candidates = cpu_only_order(candidates)
     score = whole.get() if whole is not None and spec.nodes == 1 and len(candidates) > 1 else None
     if score is not None and spec.gpus:
         # the least growth of fragmentation against the expected mix first (whole_score:
@@ -350,7 +352,7 @@ def _place_job(
         if slot.cpus < cpus - 1e-9 or slot.mem < mem - 1e-9 or slot.disk < spec.disk_mib - 1e-9:
             # the user's own numbers: the executor's share is named, not silently added
             reason = (
-                f"no offer with {spec.gpus} GPUs has {spec.cpus:g} cpus/{spec.mem_mib:g} MiB "
+                f"no offer{_with_gpus(spec)} has {spec.cpus:g} cpus/{spec.mem_mib:g} MiB "
                 f"free (+{config.executor_cpus:g} cpus/{config.executor_mem_mib:g} MiB "
                 "for DLC's executor)"
             )
@@ -365,7 +367,7 @@ def _place_job(
             continue
         ports = slot.take_ports(ports_needed(2 if spec.is_gang else 1, spec.interactive))
         if ports is None:
-            reason = f"no offer with {spec.gpus} GPUs has a free port in its ports resource"
+            reason = f"no offer{_with_gpus(spec)} has a free port in its ports resource"
             continue
         slot.take(cpus, mem, spec.disk_mib, ids, +1)
         takes[slot.agent_id] = slot.whole_take(ids)
@@ -402,6 +404,11 @@ def _place_job(
             )
         )
     return None
+
+
+def _with_gpus(spec: JobSpec) -> str:
+    """`` with N GPUs`` in a waiting reason; nothing for a CPU-only job (it asks none)."""
+    return "" if spec.is_cpu_only else f" with {spec.gpus} GPUs"
 
 
 def _gang_order(

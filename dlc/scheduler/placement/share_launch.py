@@ -38,11 +38,17 @@ def held_fit(
     job: Job, slots: list[Slot], usable: list[Slot], reserved: Mapping[str, str]
 ) -> str | None:
     """``waiting behind job j1 which reserves agent a1`` when a held agent has the GPUs
-    the job wants free (so the reservation, not the cluster, is what it waits for)."""
+    the job wants free (a CPU-only job: its CPUs and memory), so the reservation, not the
+    cluster, is what it waits for."""
     if len(usable) == len(slots):
         return None
     inside = {id(s) for s in usable}  # a list's `in` made this O(agents^2) per waiting job
-    held = [s for s in slots if id(s) not in inside and len(s.free) >= job.spec.gpus]
+    spec = job.spec
+    held = [
+        s for s in slots
+        if id(s) not in inside and len(s.free) >= spec.gpus
+        and (not spec.is_cpu_only or (s.cpus >= spec.cpus and s.mem >= spec.mem_mib))
+    ]  # fmt: skip
     if not held:
         return None
     holder = reserved[held[0].agent_id]
