@@ -5,7 +5,8 @@ values and hands each to its :class:`~dlc.scheduler.core.ports.EngineCodec`; the
 :class:`~dlc.mesos.codec.MesosCodec`, encodes it with :func:`build_task_info`.
 
 The task consumes ``cpus``/``mem`` (and ``disk`` when asked), ``gpus:k`` and
-exactly the ``gpu_ids`` items the allocator chose. It runs under DLC's own
+exactly the ``gpu_ids`` items the allocator chose (a CPU-only job's task: no GPU
+resource at all). It runs under DLC's own
 executor, started with the scheduler's Python (``<sys.executable> -m dlc
 executor``) so that the executor sees the same installed ``dlc``. What the
 container must run travels in ``data`` as a :class:`~dlc.scheduler.jobs.launch_spec.LaunchSpec`
@@ -47,9 +48,11 @@ def ports_resource(ports: Sequence[int]) -> dict[str, Any]:
 
 
 def task_name(job: Job, gpu_ids: tuple[int, ...], rank: int = 0) -> str:
-    """``dlc <job> <framework> gpus 0,2`` (+ ``node r/n`` for multi-node jobs)."""
+    """``dlc <job> <framework> gpus 0,2`` (``cpu only`` for a CPU-only job's task; + ``node
+    r/n`` for multi-node jobs)."""
     ids = ",".join(str(i) for i in gpu_ids)
-    name = f"dlc {job.job_id} {job.spec.label} gpus {ids}"
+    what = "cpu only" if job.spec.is_cpu_only else f"gpus {ids}"
+    name = f"dlc {job.job_id} {job.spec.label} {what}"
     if job.spec.is_gang:
         name += f" node {rank + 1}/{job.spec.nodes_text}"
     return name
@@ -117,10 +120,11 @@ def build_task_info(
     resources = [scalar("cpus", spec.cpus), scalar("mem", float(spec.mem_mib))]
     if spec.disk_mib:
         resources.append(scalar("disk", float(spec.disk_mib)))
-    if launch.share is None:
+    if launch.share is None and launch.gpu_ids:
         resources += [scalar("gpus", float(len(launch.gpu_ids))), gpu_ids_set(launch.gpu_ids)]
     # a share consumes sub-ranges of one GPU's blocks and no gpus/gpu_ids; a whole-GPU task
-    # also the whole blocks of its GPUs where the agent advertises them (Mesos accounts both)
+    # also the whole blocks of its GPUs where the agent advertises them (Mesos accounts both);
+    # a CPU-only task no GPU resource at all (it runs on agents that have none)
     resources += launch.gpu_take.resources_json()
     if launch.ports:
         resources.append(ports_resource(launch.ports))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 
 from dlc.mesos.task_info import build_task_info
 from dlc.scheduler.jobs.job import Job, JobSpec
@@ -105,6 +106,29 @@ def test_multi_node_task_name_and_rank_env():
     assert {"name": "disk", "type": "SCALAR", "scalar": {"value": 100.0}} in info["resources"]
     env = LaunchSpec.decode(info["data"]).env
     assert env["DLC_NODE_RANK"] == "1" and env["DLC_NUM_NODES"] == "2"
+
+
+def test_a_cpu_only_task_asks_no_gpu_resource_and_says_so():
+    """``gpus: 0``: no ``gpus``/``gpu_ids`` resource (the agent may have none), a name and
+    labels without GPU ids, and a launch the executor runs with every GPU hidden."""
+    launch = replace(LAUNCH, gpu_ids=(), task_id="j1.1.0")
+    info = build_task_info(_job(gpus=0), launch, "fw-1")
+    assert [r["name"] for r in info["resources"]] == ["cpus", "mem"]
+    assert info["name"] == "dlc j1 pytorch:2.3 cpu only"
+    labels = {x["key"]: x["value"] for x in info["labels"]["labels"]}
+    assert labels["dlc.gpu_ids"] == ""
+    spec = LaunchSpec.decode(info["data"])
+    assert (spec.gpu_ids, spec.share, spec.env["DLC_GPU_IDS"]) == ((), None, "")
+
+
+def test_a_cpu_only_gang_starts_one_process_per_node():
+    """torchrun refuses ``--nproc-per-node 0``: a CPU-only node runs one process."""
+    peers = ("10.0.0.1:31000", "10.0.0.2:31000")
+    launch = replace(LAUNCH, gpu_ids=(), ports=(31000,), peers=peers)
+    env = LaunchSpec.decode(build_task_info(_job(gpus=0, nodes=2), launch)["data"]).env
+    assert env["NPROC_PER_NODE"] == env["PET_NPROC_PER_NODE"] == "1"
+    elastic = LaunchSpec.decode(build_task_info(_job(gpus=0, nodes="1:3"), launch)["data"]).env
+    assert elastic["PET_NPROC_PER_NODE"] == "1" and elastic["PET_NNODES"] == "1:3"
 
 
 def test_kill_policy_carries_the_grace_only_when_given():

@@ -114,6 +114,12 @@ def workdir_url(api_url: str, job_id: str) -> str:
     return f"{api_url.rstrip('/')}/agent/v1/jobs/{job_id}/workdir"
 
 
+def _procs(gpus: int) -> int:
+    """Processes per node a gang's launcher starts: one per GPU, one on a CPU-only node
+    (torchrun refuses ``--nproc-per-node 0``)."""
+    return max(gpus, 1)
+
+
 def launch_spec(
     job: Job, launch: Launch, policy: TaskPolicy | None = None, config: ExecutorConfig | None = None
 ) -> LaunchSpec:
@@ -122,14 +128,15 @@ def launch_spec(
     config = config or ExecutorConfig()
     env = dict(spec.env)
     # The host GPU ids, for logs and people; CUDA itself sees the GPUs renumbered from 0.
+    # A CPU-only task's are empty (the executor hides every GPU from its container).
     env["DLC_GPU_IDS"] = ",".join(str(i) for i in launch.gpu_ids)
     if spec.nodes_max is not None:
         # An elastic gang: torchrun's c10d rendezvous at node 0, which is never given back.
         env["DLC_NODE_RANK"] = str(launch.rank)
         if launch.peers:
             rdzv_id = f"{job.job_id}.{job.attempt}"
-            env.update(elastic_env(launch.rank, spec.gpus, launch.peers[0], spec.nodes,
-                                   spec.nodes_max, rdzv_id))  # fmt: skip
+            env.update(elastic_env(launch.rank, _procs(spec.gpus), launch.peers[0],
+                                   spec.nodes, spec.nodes_max, rdzv_id))  # fmt: skip
             # restarts after a member leaves; a rendezvous a joining node can complete
             for key, value in TORCHRUN_DEFAULTS.items():
                 env.setdefault(key, value)
@@ -137,7 +144,7 @@ def launch_spec(
         # Distributed jobs find their place in the gang from these.
         env.update({"DLC_NODE_RANK": str(launch.rank), "DLC_NUM_NODES": str(spec.nodes)})
         if launch.peers:
-            env.update(gang_env(launch.rank, spec.gpus, launch.peers))
+            env.update(gang_env(launch.rank, _procs(spec.gpus), launch.peers))
     if launch.ports:
         env["DLC_PORTS"] = ",".join(str(p) for p in launch.ports)
     publish: tuple[tuple[int, int], ...] = ()
