@@ -3,10 +3,11 @@ higher-priority job of the same group may run.
 
 Victims are taken lowest priority first, then youngest first (the latest *started*: the
 least work lost), and only as many as cover the need: a plan that cannot free enough stops
-nothing. A job is stopped whole: a multi-node job frees (and is charged) all its nodes'
-resources, and every one of its tasks is killed, never some of them. A victim gets
-a kill (the executor sends SIGTERM, waits its grace period, then SIGKILL) and is queued
-again as ``preempted`` without using a retry (:mod:`dlc.scheduler.core.facade`).
+nothing, and a job that frees none of what is still short is passed over (a CPU-only job holds
+no GPU: stopping it never frees GPUs). A job is stopped whole: a multi-node job frees (and is
+charged) all its nodes' resources, and every one of its tasks is killed, never some of them.
+A victim gets a kill (the executor sends SIGTERM, waits its grace period, then SIGKILL) and is
+queued again as ``preempted`` without using a retry (:mod:`dlc.scheduler.core.facade`).
 
 Protected runtime (issue 28, as KAI's minimum runtime and preemption delay): per priority
 class, a job may not be chosen before it ran ``min_runtime_s`` (:class:`Protection`), and a
@@ -160,10 +161,22 @@ def pick_victims(
             break
         if not eligible(job):
             continue
+        held = demand_of(job)
+        if not _frees_any(held, need.over(freed)):
+            continue  # stopping it frees none of what is short (a CPU-only job, for GPUs)
         picked.append(job)
-        freed = freed + demand_of(job)
+        freed = freed + held
         on_pick(job)
     return picked if need.fits(freed) else None
+
+
+def _frees_any(held: Resources, short: Resources) -> bool:
+    """Whether a job holding ``held`` gives back some of a resource still ``short``."""
+    return (
+        (short.gpus > 0 and held.gpus > 0)
+        or (short.cpus > 0 and held.cpus > 0)
+        or (short.mem_mib > 0 and held.mem_mib > 0)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,79 @@
+"""CPU-only jobs (``gpus: 0``) under the tenancy policy: charged 0 GPUs and their CPUs and
+memory, bounded by per-user running caps and group CPU quotas, and never stopped to free GPUs
+they do not hold."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlc.errors import JobSpecError
+from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources, UserLimits
+from dlc.scheduler.tenancy.preemption import pick_victims
+from dlc.scheduler.tenancy.quotas import check_submit, demand, plan
+
+from .test_quotas import job, policy, run_plan, running
+
+
+def cpu_job(jid: str, user: str, at: float = 0.0, prio: int = 0, cpus: float = 1, **kw):
+    return job(jid, user, 0, at=at, prio=prio, cpus=cpus, **kw)
+
+
+def test_a_cpu_only_job_is_charged_its_cpus_and_memory_and_no_gpu():
+    spec = cpu_job("c", "a", cpus=4, mem_mib=8192, nodes=2).spec
+    assert demand(spec) == Resources(0.0, 8.0, 16384.0)
+
+
+def test_the_running_cap_counts_cpu_only_jobs_both_ways():
+    pol = policy({"a": 8}, members={"a": ["alice"]},
+                 limits={"alice": UserLimits("alice", max_running=1)})  # fmt: skip
+    held = run_plan(pol, [job("g", "alice", 1)], [running(cpu_job("c", "alice"))])
+    assert "user alice at their limit: 1 of 1 jobs running" in held.held["g"]
+    held = run_plan(pol, [cpu_job("c2", "alice")], [running(job("g2", "alice", 1))])
+    assert "user alice at their limit: 1 of 1 jobs running" in held.held["c2"]
+
+
+def test_the_gpu_cap_does_not_hold_a_cpu_only_job():
+    pol = policy({"a": 8}, members={"a": ["alice"]},
+                 limits={"alice": UserLimits("alice", max_gpus=1)})  # fmt: skip
+    out = run_plan(pol, [cpu_job("c", "alice"), job("g", "alice", 1, at=1)],
+                   [running(job("r", "alice", 1))])  # fmt: skip
+    assert [j.job_id for j in out.runnable] == ["c"]
+    assert "holds 1 of 1 GPUs allowed" in out.held["g"]
+    check_submit(pol, "alice", cpu_job("c", "alice").spec, {"train": Resources(16, 1000, 1 << 30)})
+
+
+def test_a_group_cpu_ceiling_bounds_cpu_only_jobs():
+    groups = {"a": Group("a", frozenset({"alice"}), "train")}
+    quota = Quota("a", "train", Resources(8, 8, 1 << 20), ceiling=Resources(8, 8, 1 << 20))
+    pol = Policy(groups, {("a", "train"): quota}, {}, grace_s=30)
+    with pytest.raises(JobSpecError, match="^cpus: the job needs 16 CPUs but a's ceiling"):
+        check_submit(pol, "alice", cpu_job("big", "alice", cpus=16).spec,
+                     {"train": Resources(16, 64, 1 << 20)})  # fmt: skip
+    active = [running(cpu_job(f"r{i}", "alice", cpus=4)) for i in range(2)]
+    out = plan(
+        [cpu_job("c", "alice", at=1, cpus=4)], active, pol, {"train": Resources(16, 64, 1 << 20)}
+    )
+    assert "a at its ceiling in pool train: holds 8 of 8 CPUs" in out.held["c"]
+
+
+def test_reclaiming_gpus_never_stops_a_cpu_only_job():
+    """The CPU-only borrower is the youngest and of the lowest priority, so it would be the
+    first victim by order; stopping it frees no GPU, so the GPU borrower goes alone."""
+    pol = policy({"a": 8, "b": 8})
+    active = [
+        running(job("a1", "a", 8, at=1)),
+        running(job("a2", "a", 4, at=2)),
+        running(job("a3", "a", 4, at=3)),
+        running(cpu_job("a-cpu", "a", at=4, prio=-10)),
+    ]
+    out = run_plan(pol, [job("b1", "b", 4, at=10)], active)
+    assert [p.job_id for p in out.preemptions] == ["a3"]
+    assert [j.job_id for j in out.runnable] == ["b1"]
+
+
+def test_a_cpu_only_job_is_a_victim_where_cpus_are_short():
+    jobs = [running(cpu_job("c", "a", cpus=8)), running(job("g", "a", 2, cpus=1, at=-1))]
+    picked = pick_victims(jobs, Resources(0, 4, 0), lambda j: demand(j.spec))
+    assert [j.job_id for j in picked or ()] == ["c"]
+    picked = pick_victims(jobs, Resources(2, 0, 0), lambda j: demand(j.spec))
+    assert [j.job_id for j in picked or ()] == ["g"]
