@@ -208,6 +208,7 @@ def _gpus(data: Mapping[str, Any]) -> tuple[int, float | None]:
     raw = data.get("gpus")
     frac_raw = data.get("gpu_fraction")
     if frac_raw is not None:
+        _check_fraction(raw, frac_raw)
         raw = frac_raw if raw in (None, 1, "1") else raw
     if raw is None:
         return 1, None
@@ -245,6 +246,35 @@ def _gpus(data: Mapping[str, Any]) -> tuple[int, float | None]:
     if number > _MAX_GPUS_PER_NODE:
         raise JobSpecError("gpus", out_of_range)
     return int(number), None
+
+
+def _check_fraction(gpus: Any, fraction: Any) -> None:
+    """Refuse a ``gpu_fraction`` that asks no GPU (``0``, below 0) or sits beside ``gpus: 0``,
+    naming ``gpu_fraction`` (not ``gpus``, which the user may not have written) and both fixes.
+
+    Raises:
+        JobSpecError: one line naming ``gpu_fraction``.
+    """
+    fix = "pass --gpus 0 (gpus: 0) for a CPU-only job, or a share of one GPU 0 < F < 1"
+    if _number(gpus) == 0:
+        raise JobSpecError(
+            "gpu_fraction",
+            "a CPU-only job (gpus: 0) takes no share of a GPU; drop gpu_fraction, or drop "
+            "gpus: 0 to ask a share of one GPU 0 < F < 1",
+        )
+    number = _number(fraction)
+    if number is not None and not number > 0:
+        raise JobSpecError("gpu_fraction", f"{_num_text(fraction)} is no share of a GPU; {fix}")
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float when it is a number or a number's text (else ``None``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        return float(value) if not _too_big(value) else None
+    except ValueError:
+        return None
 
 
 def _num_text(value: Any) -> str:

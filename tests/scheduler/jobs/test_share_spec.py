@@ -58,6 +58,12 @@ def test_share_amounts():
         ({"gpus": 0.5, "nodes": 2}, "nodes", "one node"),
         ({"gpu_memory": "4G", "nodes": 2}, "nodes", "one node"),
         ({"gpus": 2, "gpu_memory": "4G"}, "gpu_memory", "ONE GPU"),
+        # no share at all: named gpu_fraction (the user wrote no gpus), with both fixes
+        ({"gpu_fraction": 0}, "gpu_fraction", "0 is no share of a GPU; pass --gpus 0"),
+        ({"gpu_fraction": "0"}, "gpu_fraction", "0 is no share of a GPU; pass --gpus 0"),
+        ({"gpu_fraction": -0.5}, "gpu_fraction", "-0.5 is no share of a GPU"),
+        ({"gpus": 2, "gpu_fraction": 0}, "gpu_fraction", "or a share of one GPU 0 < F < 1"),
+        ({"gpus": 0, "gpu_fraction": 0.5}, "gpu_fraction", "a CPU-only job (gpus: 0) takes no"),
     ],
 )
 def test_bad_shares_get_one_line_errors(body, field, words):
