@@ -281,7 +281,8 @@ def _no_room(job: Job, rank: int, blockers: list[Waiter]) -> str:
     if blocker is not None:
         return not_growing(job, blocker)
     spec = job.spec
-    return (f"not growing: no offer has room for node {rank} ({spec.gpus} GPUs, "
+    gpus = "" if spec.is_cpu_only else f"{spec.gpus} GPUs, "  # a CPU-only gang asks none
+    return (f"not growing: no offer has room for node {rank} ({gpus}"
             f"{spec.cpus:g} cpus, {spec.mem_mib} MiB) away from its other nodes")  # fmt: skip
 
 

@@ -64,6 +64,13 @@ def _placeable(decision: Decision) -> dict[str, str]:
             and not r.startswith((HELD_PREFIX, DEFERRED_PREFIX))}  # fmt: skip
 
 
+def _holds_text(task: TaskPlacement) -> str:
+    """What a starting task holds: ``GPUs 0,1``, ``0.5 of GPU 2``, or ``(CPU only)``."""
+    if task.share_text:
+        return task.share_text
+    return "GPUs " + ",".join(map(str, task.gpu_ids)) if task.gpu_ids else "(CPU only)"
+
+
 def _by_id(queue: list[Job]) -> dict[str, Job]:
     """``queue`` by job id (in C: 10,000 jobs)."""
     return dict(zip(map(_job_id, queue), queue, strict=True))
@@ -431,9 +438,7 @@ class OfferRound:
             )  # fmt: skip
             for x in launches
         )
-        gpus = "; ".join(
-            f"{t.hostname} {t.share_text or 'GPUs ' + ','.join(map(str, t.gpu_ids))}" for t in tasks
-        )
+        gpus = "; ".join(f"{t.hostname} {_holds_text(t)}" for t in tasks)
         if any(x.policy == NO_TOPOLOGY_POLICY for x in launches):
             gpus += " (first-fit: the agent has no dlc_topo attribute)"
         if len(tasks) > 1:  # where the gang went: one switch, one rack ... (gangs/topology.py)
@@ -483,7 +488,10 @@ class OfferRound:
             if len(able) < job.spec.nodes:
                 continue
             free = state.free_gpus(views)
-            able.sort(key=lambda a: (-len(free.get(a.agent_id, ())), a.agent_id))
+            if job.spec.is_cpu_only:  # it needs no GPU: hold an agent without GPUs first
+                able.sort(key=lambda a: (len(a.gpu_ids), a.agent_id))
+            else:
+                able.sort(key=lambda a: (-len(free.get(a.agent_id, ())), a.agent_id))
             if job.spec.nodes > 1:  # a gang drains agents of one switch, rack or zone
                 want = wanted(job.spec.gang_topology)
                 group = choose_group(able, job.spec.nodes, lambda a: a.locality, want)
@@ -492,16 +500,29 @@ class OfferRound:
                 able = group.order
             chosen = [a.agent_id for a in able[: job.spec.nodes]]
             held = state.reservations.reserve(job.job_id, chosen, now)
-            state.save(job, event=held.describe(now, self._free_text(held.agent_ids, views)))
+            free_text = self._free_text(held.agent_ids, views, job.spec.is_cpu_only)
+            state.save(job, event=held.describe(now, free_text))
             return
 
-    def _free_text(self, agent_ids: Iterable[str], views: list[OfferView]) -> str:
+    def _free_text(
+        self, agent_ids: Iterable[str], views: list[OfferView], cpu_only: bool = False
+    ) -> str:
+        """``2 of 8 GPUs free`` per held agent (for a CPU-only job: ``4 of 16 cpus free``,
+        the offered CPUs)."""
+        offered: dict[str, float] = {}
+        if cpu_only:
+            for view in views:
+                offered[view.agent_id] = offered.get(view.agent_id, 0.0) + view.cpus
         free = self.state.free_gpus(views)
         parts = []
         for agent_id in agent_ids:
             agent = self.state.inventory.get(agent_id)
-            total = len(agent.gpu_ids) if agent else 0
-            parts.append(f"{len(free.get(agent_id, ()))} of {total} GPUs free")
+            if cpu_only:
+                total = f" of {agent.cpus:g}" if agent is not None and agent.exact else ""
+                parts.append(f"{offered.get(agent_id, 0.0):g}{total} cpus free")
+                continue
+            count = len(agent.gpu_ids) if agent else 0
+            parts.append(f"{len(free.get(agent_id, ()))} of {count} GPUs free")
         return "; ".join(parts)
 
     def _note_reasons(self, now: float, waiting: dict[str, str], views: list[OfferView]) -> None:
@@ -511,7 +532,9 @@ class OfferRound:
         changed = []
         for job_id, reason in waiting.items():
             if active is not None and active.job_id == job_id:
-                reason = active.describe(now, self._free_text(active.agent_ids, views))
+                holder = state.queued.get(job_id)
+                cpu_only = holder is not None and holder.spec.is_cpu_only
+                reason = active.describe(now, self._free_text(active.agent_ids, views, cpu_only))
             elif reason.startswith("no offer") and len(state.drains):
                 reason += "; some GPUs are held until an earlier task is confirmed gone"
             job = state.queued.get(job_id)

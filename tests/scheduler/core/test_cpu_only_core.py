@@ -1,0 +1,40 @@
+"""A CPU-only job (``gpus: 0``) through SchedulerCore: placed beside GPU agents on one
+without GPUs, launched with no GPU resource, run to the end; a waiting one holds an agent
+without GPUs rather than a GPU agent."""
+
+from __future__ import annotations
+
+from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import JobState
+from dlc.scheduler.placement.model import PlacementConfig
+from dlc.store.sqlite import JobStore
+
+from ..helpers import offer
+from .test_core import resolver, slave, status, submit
+
+
+def test_a_cpu_only_job_runs_on_an_agent_without_gpus_and_asks_no_gpu(tmp_path):
+    core = SchedulerCore(JobStore(tmp_path / "db"), CoreConfig(), resolver)
+    job = submit(core, gpus=0, cpus=2)  # the framework's CUDA image runs on CPUs as well
+    actions = core.on_offers([offer("o1", "gpu1", [0, 1]), offer("o2", "cpu1", [])])
+    assert actions.declines == ["o1"]
+    [(offer_ids, [info])] = actions.accepts
+    assert offer_ids == ["o2"]
+    assert [r["name"] for r in info["resources"]] == ["cpus", "mem"]
+    assert info["name"] == f"dlc {job.job_id} pytorch:2.3 cpu only"
+    staged = core.store.get_job(job.job_id)
+    assert staged.message == "launching on host-cpu1 (CPU only)" and staged.gpu_ids == ()
+    task_id = f"{job.job_id}.0.0"
+    for state in ("TASK_RUNNING", "TASK_FINISHED"):
+        core.on_status(status(task_id, state, agent="cpu1"))
+    assert core.store.get_job(job.job_id).state is JobState.FINISHED
+
+
+def test_a_waiting_cpu_only_job_reserves_an_agent_without_gpus(tmp_path):
+    config = CoreConfig(placement=PlacementConfig("first-fit"), max_skips=0)
+    core = SchedulerCore(JobStore(tmp_path / "db"), config, resolver)
+    core.update_agents([slave("gpu1", gpus=8), slave("cpu1", gpus=0)])
+    job = submit(core, gpus=0, cpus=12)
+    core.on_offers([offer("o1", "gpu1", list(range(8)), cpus=4), offer("o2", "cpu1", [], cpus=4)])
+    message = core.store.get_job(job.job_id).message
+    assert message == "waiting: reserving agent cpu1: 4 of 16 cpus free (30 min left)"
