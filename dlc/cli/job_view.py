@@ -22,16 +22,22 @@ def age(submitted_at: float, now: float | None = None) -> str:
 
 
 def placement(job: dict) -> str:
-    """``host:0,1 host2:4,5``: where the job's tasks run (a share: ``host:2``)."""
-    return " ".join(
-        f"{t['hostname']}:"
-        + (
-            str(t["share_gpu"])
-            if t.get("share_gpu") is not None
-            else ",".join(str(i) for i in t["gpu_ids"])
-        )
-        for t in job["tasks"]
-    )
+    """``host:0,1 host2:4,5``: where the job's tasks run (a share: ``host:2``; a CPU-only
+    task, which holds no GPU: ``host``)."""
+    return " ".join(_task_place(t) for t in job["tasks"])
+
+
+def _task_place(task: dict) -> str:
+    if task.get("share_gpu") is not None:
+        return f"{task['hostname']}:{task['share_gpu']}"
+    if not task["gpu_ids"]:
+        return str(task["hostname"])
+    return f"{task['hostname']}:" + ",".join(str(i) for i in task["gpu_ids"])
+
+
+def cpu_only(job: dict) -> bool:
+    """Whether the job asks no GPU (``--gpus 0``: CPU and memory only)."""
+    return job["gpus"] == 0 and share(job) is None
 
 
 def share(job: dict) -> str | None:
@@ -54,6 +60,10 @@ def _mib(mib: int) -> str:
     return f"{mib / 1024:g} GiB" if mib >= 1024 else f"{mib} MiB"
 
 
+#: what a CPU-only job (``--gpus 0``) shows where others show their GPUs
+CPU_ONLY = "CPU only"
+
+
 def nodes(job: dict) -> str:
     """``2``, or an elastic gang's members over its range: ``3/2:4``."""
     if job.get("nodes_max") is None:
@@ -63,10 +73,14 @@ def nodes(job: dict) -> str:
 
 def gpus(job: dict) -> str:
     """``4`` for one node, ``2x8`` for a gang of two 8-GPU tasks, ``3/2:4x8`` for an elastic
-    gang running 3 of its 2 to 4 nodes, ``0.5 of GPU 2``: a share."""
+    gang running 3 of its 2 to 4 nodes, ``0.5 of GPU 2``: a share; ``CPU only`` (``2x CPU
+    only`` for a gang) for a job of no GPU."""
     shared = share(job)
     if shared is not None:
         return shared
+    if job["gpus"] == 0:
+        one = job["nodes"] == 1 and job.get("nodes_max") is None
+        return CPU_ONLY if one else f"{nodes(job)}x {CPU_ONLY}"
     if job["nodes"] == 1 and job.get("nodes_max") is None:
         return str(job["gpus"])
     return f"{nodes(job)}x{job['gpus']}"

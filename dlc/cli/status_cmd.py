@@ -9,14 +9,17 @@ import click
 
 from dlc.api.client import ApiClient
 from dlc.cli.client_opts import api_options, complete_job_ids
-from dlc.cli.job_view import follow, nodes, placement, share, used
+from dlc.cli.job_view import cpu_only, follow, nodes, placement, share, used
 from dlc.cli.output import emit, emit_line, output_option
 from dlc.errors import ApiError
 
 
 def _gpus_row(job: dict) -> str:
-    """``2 x 1 node(s)``, or a share: ``4 GiB of GPU 2 (4096 MiB, compute shared)``."""
+    """``2 x 1 node(s)``, or a share: ``4 GiB of GPU 2 (4096 MiB, compute shared)``, or
+    ``none (CPU only: 4 cpus, 8192 MiB x 1 node(s))``."""
     shared = share(job)
+    if shared is None and cpu_only(job):
+        return f"none (CPU only: {job['cpus']:g} cpus, {job['mem_mib']} MiB x {nodes(job)} node(s))"
     if shared is None:
         return f"{job['gpus']} x {nodes(job)} node(s)"
     task = next((t for t in job.get("tasks") or () if t.get("share_gpu") is not None), None)

@@ -18,6 +18,7 @@ from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.placement.model import PlacementConfig
 from dlc.store.sqlite import JobStore
 from tests.sandboxes import FRAMEWORK_ID, agent_sandbox
+from tests.scheduler.helpers import offer
 
 
 def _resolver(spec):
@@ -140,6 +141,20 @@ def test_jobs_status_kill_logs(env):
     killed = run(e, "kill", job_id)
     assert killed.exit_code == 0 and killed.output.strip() == f"{job_id} killed"
     assert "killed" in run(e, "status", job_id).output
+
+
+def test_submit_gpus_0_places_a_cpu_only_job_and_every_view_says_so(env):
+    e, core, _ = env
+    result = run(e, "submit", "--image", "busybox", "--gpus", "0", "--cpus", "2", "--", "true")
+    assert result.exit_code == 0, result.output
+    job_id = result.output.split()[0]
+    assert core.store.get_job(job_id).spec.is_cpu_only
+    core.on_offers([offer("o1", "a1", [])])  # an agent with no GPU at all
+    row = next(line for line in run(e, "jobs").output.splitlines() if job_id in line)
+    assert "CPU only" in row and "host-a1 " in row and "host-a1:" not in row and "1x0" not in row
+    status = run(e, "status", job_id).output
+    assert "gpus: none (CPU only: 2 cpus, 1024 MiB x 1 node(s))" in status
+    assert "launching on host-a1 (CPU only)" in status
 
 
 def test_other_users_job_not_found(env):
