@@ -167,6 +167,23 @@ def test_dashboard_follows_a_job_to_finished(dlc_local, browser):
     assert console_errors(browser) == []
 
 
+def test_a_cpu_only_job_shows_as_cpu_only_and_holds_no_gpu(dlc_local, browser):
+    dashboard, api, token, _ = dlc_local
+    admin = ApiClient(api, token)
+    sign_in(browser, dashboard, token)
+    wait_for(browser, "return document.querySelector('#agents .cell[data-gpu=\"7\"]')")
+    job = admin.submit({"image": "none", "gpus": 0, "name": "prep",
+                        "command": ["sh", "-c", "sleep 4; echo prepared"]})  # fmt: skip
+    job_id = job["id"]
+    row = f"#running tr[data-job='{job_id}']"
+    wait_for(browser, f'return document.querySelector("{row}")')
+    cell = browser.find_element("css selector", f"{row} td.gpus").text
+    assert cell.startswith("CPU only") and "GPU" not in cell.replace("CPU only", ""), cell
+    assert browser.execute_script(CELLS_OF_JOB, job_id) == []  # no GPU drawn as its
+    assert admin.show(job_id)["tasks"][0]["gpu_ids"] == []
+    assert console_errors(browser) == []
+
+
 def test_other_users_gpus_show_as_taken(dlc_local, browser):
     _, api, token, db = dlc_local
     admin = ApiClient(api, token)

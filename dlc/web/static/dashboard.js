@@ -145,14 +145,23 @@ function isGang(job) {
   return job.nodes > 1 || Boolean(job.nodes_max);
 }
 
-// What a job asks for: "0.5 of a GPU", "2x8 GPUs" (nodes x GPUs per node), "4 GPUs".
+// A CPU-only job (--gpus 0): it asks CPUs and memory, no GPU.
+function cpuOnly(job) {
+  return !job.share && job.gpus === 0;
+}
+
+// What a job asks for: "0.5 of a GPU", "2x8 GPUs" (nodes x GPUs per node), "4 GPUs",
+// "CPU only" ("2x CPU only" for a gang).
 function gpuAsk(job) {
   if (job.share) return `${esc(job.share)} of a GPU`;
+  if (cpuOnly(job)) return isGang(job) ? `${nodesOf(job)}x CPU only` : "CPU only";
   if (isGang(job)) return `${nodesOf(job)}x${job.gpus} GPUs`;
   return `${job.gpus} GPU${job.gpus === 1 ? "" : "s"}`;
 }
 
 function gpuList(job) {
+  // a CPU-only job: "CPU only", then the hosts it runs on (no GPU ids to list)
+  if (cpuOnly(job)) return [gpuAsk(job)].concat(job.tasks.map((t) => esc(t.hostname))).join("<br>");
   if (!job.tasks.length) return `${gpuAsk(job)} asked`;
   const where = job.tasks.map((t) => `${esc(t.hostname)}: ${t.share ? esc(t.share) : t.gpu_ids.join(",")}`);
   return (isGang(job) ? [gpuAsk(job)] : []).concat(where).join("<br>");
