@@ -12,6 +12,7 @@ from dlc.executor.gpu_render import GpuStyle
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
 from dlc.scheduler.jobs.launch_spec import LaunchSpec
+from dlc.scheduler.tasks import launch as task_launch
 
 TERMINAL = {"TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_LOST"}
 
@@ -82,6 +83,40 @@ def test_env_printing_container_finishes_with_output_in_sandbox(
     assert (tmp_path / "stderr").read_text() == "to-stderr\n"
     assert "DLC_JOB_ID=job-1" in sink.terminal()[0][2]  # the last lines travel in the message
     assert docker_runtime.list_containers({LABEL_FRAMEWORK: framework_id}) == []
+
+
+def test_a_cpu_only_task_sees_no_gpu_even_from_a_cuda_image(
+    runner_for, docker_runtime, tmp_path, driver_volume
+):
+    """A CPU-only job placed and built as the scheduler does, on an agent set up for GPUs
+    (legacy style, its driver volume present, NVIDIA device nodes on the host): no device,
+    no driver volume, and an image that says ``NVIDIA_VISIBLE_DEVICES=all`` (as CUDA base
+    images do, which an engine whose default runtime is ``nvidia`` would honour) gets
+    ``void``: every GPU hidden."""
+    from tests.docker.conftest import _busybox_tar
+    from tests.scheduler.helpers import job, offer, place
+
+    image = "dlc-test/cuda-env:1"
+    cuda_env = ["ENV NVIDIA_VISIBLE_DEVICES=all", "ENV CUDA_VISIBLE_DEVICES=0",
+                "ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility"]  # fmt: skip
+    docker_runtime.client.api.import_image_from_data(
+        _busybox_tar(), repository=image.split(":")[0], tag="1",
+        changes=["ENV PATH=/bin", 'CMD ["/bin/sh"]', *cuda_env],
+    )  # fmt: skip
+    cpu_job = job("j-cpu", gpus=0, image=image, command=["sh", "-c", "env; ls /dev"])
+    [placed] = place([offer("o1", "a1", [0, 1])], [cpu_job]).launches
+    assert placed.gpu_ids == ()
+    data = task_launch.launch_spec(cpu_job, placed).encode()
+    runner, sink = runner_for(driver_version=driver_volume.removeprefix("nvidia_driver_"))
+    runner.launch("t-cpu", data)
+    runner.join(30)
+    assert sink.states()[-1] == "TASK_FINISHED", sink.updates
+    out = (tmp_path / "stdout").read_text().splitlines()
+    assert "NVIDIA_VISIBLE_DEVICES=void" in out and "CUDA_VISIBLE_DEVICES=" in out
+    assert "DLC_GPU_IDS=" in out
+    assert not [line for line in out if line.startswith(("nvidia", "kfd", "dri"))], out
+    assert not any(line.startswith(("LD_LIBRARY_PATH=/usr/local/nvidia", "DLC_GPU_HOST_IDS"))
+                   for line in out)  # fmt: skip
 
 
 def test_failing_command_reports_exit_code_and_last_lines(runner_for, busybox_image):
