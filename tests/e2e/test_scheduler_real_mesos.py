@@ -139,6 +139,48 @@ def test_submitted_job_gets_allocator_gpus_runs_and_shows(master, tmp_path):
         service.stop()
 
 
+@pytest.fixture(params=["emulator", pytest.param("real", marks=pytest.mark.mesos)])
+def cpu_master(request, tmp_path):
+    """``(address, kind)`` of the emulator or the real master with one agent that has no GPU
+    at all (no ``gpus`` or ``gpu_ids`` resource: a CPU node beside a GPU cluster)."""
+    if request.param == "emulator":
+        from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
+
+        agent = AgentSpec(resources=CPU_AGENT_RESOURCES)
+        with MesosEmulator(agents=[agent], work_dir=tmp_path / "emulator") as emulator:
+            yield emulator.address, "emulator"
+        return
+    with real_mesos_master(tmp_path / "mesos", MESOS_RESOURCES=CPU_AGENT_RESOURCES) as mesos:
+        yield mesos.address, "real"
+
+
+CPU_AGENT_RESOURCES = "cpus:4;mem:4096;disk:10240"
+
+
+def test_a_cpu_only_job_runs_on_an_agent_without_gpus(cpu_master, tmp_path):
+    """The CPU-only twin of the test above: `dlc submit --gpus 0` runs on the GPU-less agent,
+    the master records a task with no GPU resource, and `dlc jobs` says CPU only."""
+    master, kind = cpu_master
+    roots = (str(tmp_path / "emulator"),) if kind == "emulator" else ()
+    service = _service(master, tmp_path / "db", roots)
+    try:
+        out = _cli(service, "submit", "--image", "none", "--gpus", "0", "--cpus", "2", "--",
+                   "sh", "-c", "echo prepared the data")  # fmt: skip
+        job_id = out.split()[0]
+        job = _wait_state(service, job_id, {"finished", "failed", "lost"})
+        assert job.state.value == "finished", job.message
+        assert job.tasks[0].gpu_ids == ()
+        [task] = _framework_tasks(master, service.core.framework_id)
+        assert not task["resources"].get("gpus") and "gpu_ids" not in task["resources"]
+        assert task["resources"]["cpus"] == 2
+        assert task["name"] == f"dlc {job_id} none cpu only"
+        row = next(line for line in _cli(service, "jobs").splitlines() if job_id in line)
+        assert "CPU only" in row and "finished" in row
+        assert _cli(service, "logs", job_id) == "gpu_ids=\nprepared the data\n"
+    finally:
+        service.stop()
+
+
 def test_scheduler_restart_mid_run_loses_and_duplicates_nothing(master, tmp_path):
     master, kind = master
     db = tmp_path / "db"
