@@ -38,3 +38,21 @@ def test_a_waiting_cpu_only_job_reserves_an_agent_without_gpus(tmp_path):
     core.on_offers([offer("o1", "gpu1", list(range(8)), cpus=4), offer("o2", "cpu1", [], cpus=4)])
     message = core.store.get_job(job.job_id).message
     assert message == "waiting: reserving agent cpu1: 4 of 16 cpus free (30 min left)"
+
+
+def test_an_elastic_cpu_only_gang_grows_onto_agents_without_gpus(tmp_path):
+    """A parameter-server style gang (``--gpus 0 --nodes 1:3``) starts on one node and grows;
+    every member holds no GPU (consolidation, on here, passes it by)."""
+    config = CoreConfig(placement=PlacementConfig("first-fit"), consolidation_moves_per_hour=5)
+    core = SchedulerCore(JobStore(tmp_path / "db"), config, resolver)
+    gang = submit(core, gpus=0, nodes="1:3", cpus=2)
+    first = core.on_offers([offer("o1", "c1", []), offer("o2", "g1", [0, 1], cpus=1)])
+    assert [info["name"] for _, infos in first.accepts for info in infos] == [
+        f"dlc {gang.job_id} pytorch:2.3 cpu only node 1/1:3"
+    ]
+    core.on_status(status(f"{gang.job_id}.0.0", "TASK_RUNNING", agent="c1"))
+    grown = core.on_offers([offer("o3", "c2", []), offer("o4", "c3", [])])
+    names = sorted(info["name"] for _, infos in grown.accepts for info in infos)
+    assert names == [f"dlc {gang.job_id} pytorch:2.3 cpu only node {n}/1:3" for n in (2, 3)]
+    tasks = core.store.get_job(gang.job_id).tasks
+    assert [t.gpu_ids for t in tasks] == [(), (), ()]
