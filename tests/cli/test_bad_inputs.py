@@ -292,9 +292,9 @@ OFFLINE = [
     ("jobs-api-ftp", ["jobs", "--api", "ftp://x"], ("--api/DLC_API", "http(s) URL"), 1),
     ("jobs-api-bad-port", ["logs", "j1", "--api", "http://h:99999"], ("--api/DLC_API",), 1),
     (
-        "submit-zero-gpus",
-        ["submit", "--framework", "pytorch:2.3", "--gpus", "0", "--", "true"],
-        ("gpus: must be between 1",),
+        "submit-cpu-only-with-a-gpu-model",
+        ["submit", "--framework", "pytorch:2.3", "--gpus", "0", "--gpu-model", "V100"],
+        ("gpu_model: a CPU-only job (--gpus 0) runs on no GPU",),
         2,
     ),
     (
