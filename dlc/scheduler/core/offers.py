@@ -531,15 +531,14 @@ class OfferRound:
         active = state.reservations.active
         changed = []
         for job_id, reason in waiting.items():
-            if active is not None and active.job_id == job_id:
-                holder = state.queued.get(job_id)
-                cpu_only = holder is not None and holder.spec.is_cpu_only
-                reason = active.describe(now, self._free_text(active.agent_ids, views, cpu_only))
-            elif reason.startswith("no offer") and len(state.drains):
-                reason += "; some GPUs are held until an earlier task is confirmed gone"
             job = state.queued.get(job_id)
             if job is None:  # killed while the round decided (it took the book's lock only)
                 continue
+            cpu_only = job.spec.is_cpu_only  # held GPUs are nothing it waits for
+            if active is not None and active.job_id == job_id:
+                reason = active.describe(now, self._free_text(active.agent_ids, views, cpu_only))
+            elif reason.startswith("no offer") and len(state.drains) and not cpu_only:
+                reason += "; some GPUs are held until an earlier task is confirmed gone"
             state.reasons[job_id] = reason
             message = f"waiting: {reason}"
             if job.message != message:

@@ -56,3 +56,18 @@ def test_an_elastic_cpu_only_gang_grows_onto_agents_without_gpus(tmp_path):
     assert names == [f"dlc {gang.job_id} pytorch:2.3 cpu only node {n}/1:3" for n in (2, 3)]
     tasks = core.store.get_job(gang.job_id).tasks
     assert [t.gpu_ids for t in tasks] == [(), (), ()]
+
+
+def test_held_gpus_are_not_what_a_waiting_cpu_only_job_is_told_it_waits_for(tmp_path):
+    core = SchedulerCore(JobStore(tmp_path / "db"), CoreConfig(), resolver)
+    gpu_job = submit(core, gpus=2, retries=1)
+    core.on_offers([offer("o1", "a1", [0, 1])])
+    old = f"{gpu_job.job_id}.0.0"
+    core.on_status(status(old, "TASK_RUNNING"))
+    core.on_status(status(old, "TASK_LOST", reason="REASON_AGENT_DISCONNECTED"))
+    cpu_job = submit(core, gpus=0, cpus=64)
+    core.on_offers([offer("o2", "a1", [0, 1])])
+    assert core.draining_gpus("a1") == {0, 1}  # the GPU job's retry waits for them
+    assert "confirmed gone" in core.store.get_job(gpu_job.job_id).message
+    message = core.store.get_job(cpu_job.job_id).message
+    assert message.startswith("waiting: no offer has 64 cpus") and "GPU" not in message
