@@ -266,6 +266,12 @@ class JobSpec:
                     "--exclusive-per-user or ask for a share (--gpus 0.5, --gpu-memory 4G)",
                 )
             return
+        if self.gpus == 0:
+            raise JobSpecError(
+                "gpu_memory",
+                "a CPU-only job (--gpus 0) takes no GPU memory; drop --gpu-memory, or drop "
+                "--gpus 0 to ask a share of one GPU",
+            )
         if self.gpus != 1:
             raise JobSpecError(
                 "gpu_memory",

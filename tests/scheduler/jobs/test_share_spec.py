@@ -64,6 +64,7 @@ def test_share_amounts():
         ({"gpu_fraction": -0.5}, "gpu_fraction", "-0.5 is no share of a GPU"),
         ({"gpus": 2, "gpu_fraction": 0}, "gpu_fraction", "or a share of one GPU 0 < F < 1"),
         ({"gpus": 0, "gpu_fraction": 0.5}, "gpu_fraction", "a CPU-only job (gpus: 0) takes no"),
+        ({"gpus": 0, "gpu_memory": "4G"}, "gpu_memory", "a CPU-only job (--gpus 0) takes no"),
     ],
 )
 def test_bad_shares_get_one_line_errors(body, field, words):
