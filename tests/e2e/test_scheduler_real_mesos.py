@@ -248,6 +248,42 @@ def test_dlc_executor_runs_the_container_on_the_real_master(tmp_path):
         mesos.stop()
 
 
+@pytest.mark.docker
+@pytest.mark.mesos
+def test_dlc_executor_runs_a_cpu_only_container_on_the_real_master(tmp_path):
+    """The CPU-only twin of the test above: `dlc submit --gpus 0` -> real master -> `dlc
+    executor` set up for GPUs (legacy style, as on a GPU host with nvidia-docker v1) -> Docker.
+    The task asks no GPU, so the executor needs no driver volume; its container sees no GPU
+    device and says so in its environment."""
+    mesos = RealMesos(tmp_path / "mesos", venv_env(MESOS_RESOURCES=AGENT_RESOURCES))
+    address = mesos.start()
+    config = ServiceConfig(
+        master=address,
+        db=str(tmp_path / "db"),
+        api_port=0,
+        executor=ExecutorConfig(env=(("DLC_GPU_STYLE", "legacy"),)),
+        sandbox_roots=(str(mesos.run_dir),),
+        admin_token="e2e-admin-token",
+    )
+    service = SchedulerService(config)
+    service.start()
+    try:
+        assert service.framework.registered.wait(30)
+        image = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
+        out = _cli(service, "submit", "--image", image, "--gpus", "0", "--", "sh", "-c",
+                   "env; ls /dev")  # fmt: skip
+        job_id = out.split()[0]
+        job = _wait_state(service, job_id, {"finished", "failed", "lost", "killed"}, timeout=90)
+        assert job.state.value == "finished", job.message
+        assert job.tasks[0].gpu_ids == ()
+        lines = _cli(service, "logs", job_id).splitlines()
+        assert "NVIDIA_VISIBLE_DEVICES=void" in lines and "CUDA_VISIBLE_DEVICES=" in lines
+        assert not [line for line in lines if line.startswith("nvidia")], lines
+    finally:
+        service.stop()
+        mesos.stop()
+
+
 @pytest.mark.mesos
 def test_master_going_away_loses_nothing(tmp_path):
     """Master down: submits still queue; master back on the same address: same framework id,
