@@ -19,6 +19,8 @@ at a time, and none while an earlier plan's moved jobs are still stopping.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dlc.scheduler.core.state import CoreState, _done
 from dlc.scheduler.core.tenancy import TenancyOps
 from dlc.scheduler.jobs.job import Job, JobState
@@ -31,6 +33,7 @@ from dlc.scheduler.placement.consolidation import (
     RunningJob,
     plan_consolidation,
 )
+from dlc.scheduler.placement.inventory import AgentTotals
 from dlc.scheduler.placement.model import OfferView
 from dlc.scheduler.tenancy.preemption import Preemption, protected_reason
 from dlc.scheduler.tenancy.quotas import QueuePlan, agent_pool
@@ -133,24 +136,29 @@ class Consolidation:
     def _consolidation_request(
         self, now: float, job: Job, views: list[OfferView]
     ) -> ConsolidationRequest:
-        """The planner's view: agents able to run the job, free GPUs, movable jobs."""
+        """The planner's view: agents able to run the job, free GPUs (and CPUs and memory
+        where the agents' totals are known), movable jobs."""
         state = self.state
         free = state.free_gpus(views)
         # offers were made before this round's launches: take out every GPU a live task holds
-        # (whole, or a share of it), including the ones launched a moment ago
+        # (whole, or a share of it), including the ones launched a moment ago; and count the
+        # CPUs and memory live tasks hold (a CPU-only job holds no GPU but may hold them all)
         shared: dict[str, set[int]] = {}
+        used: dict[str, tuple[float, float]] = {}
         for other in state.active.values():
+            cpus, mem = self._task_size(other)
             for task in other.tasks:
                 if not _done(task):
                     taken = shared.setdefault(task.agent_id, set())
                     taken.update(task.gpu_ids)
                     if task.share_gpu is not None:
                         taken.add(task.share_gpu)
+                    was = used.get(task.agent_id, (0.0, 0.0))
+                    used[task.agent_id] = (was[0] + cpus, was[1] + mem)
         held = state.reservations.held()
         agents = [
-            AgentGpus(agent_id=a.agent_id, free=frozenset(free.get(a.agent_id, frozenset())
-                                            - shared.get(a.agent_id, set())),
-                      total=len(a.gpu_ids), hostname=a.hostname)
+            _agent_view(a, free.get(a.agent_id, frozenset()) - shared.get(a.agent_id, set()),
+                        used.get(a.agent_id, (0.0, 0.0)))
             for a in state.inventory.agents()
             if held.get(a.agent_id, job.job_id) == job.job_id
         ]  # fmt: skip
@@ -165,7 +173,15 @@ class Consolidation:
             agents=agents,
             running=running,
             moves_left=self._consolidation()[0].left(now),
+            cpus=self._task_size(job)[0],
+            mem_mib=self._task_size(job)[1],
         )
+
+    def _task_size(self, job: Job) -> tuple[float, float]:
+        """``(CPUs, MiB)`` one task of ``job`` holds, its executor's share included."""
+        placement = self.state.config.placement
+        spec = job.spec
+        return spec.cpus + placement.executor_cpus, spec.mem_mib + placement.executor_mem_mib
 
     def _movable(self, now: float, job: Job, waiting: Job) -> RunningJob | None:
         """The job as the planner sees it, or ``None`` when it is no candidate at all.
@@ -197,6 +213,8 @@ class Consolidation:
             lost_gpu_h=len(task.gpu_ids) * ran / 3600.0,
             preemptible=not recently,
             allowed=self._able(job),
+            cpus=self._task_size(job)[0],
+            mem_mib=self._task_size(job)[1],
         )
 
     def _able(self, job: Job) -> frozenset[str]:
@@ -263,4 +281,16 @@ class Consolidation:
 
 def _no_room(agent: AgentGpus) -> AgentGpus:
     """``agent`` as a destination only (total 0: never cleared for the waiting job)."""
-    return AgentGpus(agent_id=agent.agent_id, free=agent.free, total=0, hostname=agent.hostname)
+    return replace(agent, total=0)
+
+
+def _agent_view(agent: AgentTotals, free: frozenset[int], used: tuple[float, float]) -> AgentGpus:
+    """``agent`` as the planner sees it: its free GPUs, and its totals less the ``(CPUs,
+    MiB)`` live tasks hold where the totals are the master's (lower bounds from offers are
+    not checked)."""
+    exact = agent.exact
+    return AgentGpus(
+        agent_id=agent.agent_id, free=frozenset(free), total=len(agent.gpu_ids),
+        hostname=agent.hostname, cpus_free=agent.cpus - used[0] if exact else None,
+        mem_free=agent.mem_mib - used[1] if exact else None,
+    )  # fmt: skip

@@ -11,7 +11,10 @@ The rule (as KAI's consolidation action has it): a plan moves jobs **only if eve
 has a place elsewhere at once and the waiting job gets its set**. The check is joint, not one
 job at a time: all moved jobs are packed together onto the other agents' free GPUs, none of
 them onto the agent being cleared, and two moved jobs never share a destination GPU. A plan
-that leaves one moved job without a place moves nothing.
+that leaves one moved job without a place moves nothing. Where an agent's free CPUs and
+memory are known they count too: the cleared agent must hold the waiting job's once the
+moved jobs are gone, and each moved job's destination its own (a CPU-only job, which frees
+no GPU and is never moved, may hold them: red-team finding 52, docs/security.md).
 
 Among the plans that pass, the cheapest wins: the fewest GPU-hours lost (each moved job's
 GPUs times the time since its run started, plus the grace it spends stopping: an upper
@@ -56,12 +59,16 @@ class AgentGpus:
         free: GPU ids free now (neither used nor draining nor shared).
         total: GPUs the agent has.
         hostname: for reasons (defaults to the id).
+        cpus_free, mem_free: CPUs and MiB no live task holds (``None``: not known, not
+            checked).
     """
 
     agent_id: str
     free: frozenset[int]
     total: int
     hostname: str = ""
+    cpus_free: float | None = None
+    mem_free: float | None = None
 
     @property
     def name(self) -> str:
@@ -82,6 +89,7 @@ class RunningJob:
         preemptible: whether it may be moved at all (a batch job that checkpoints on
             SIGTERM; not an environment, not a gang, not a share, not moved recently).
         allowed: the agents it may run on (GPU model, pool, CPUs, memory); ``None``: any.
+        cpus, mem_mib: what its task holds (its executor's share included).
     """
 
     job_id: str
@@ -91,6 +99,8 @@ class RunningJob:
     lost_gpu_h: float = 0.0
     preemptible: bool = True
     allowed: frozenset[str] | None = None
+    cpus: float = 0.0
+    mem_mib: float = 0.0
 
     @property
     def gpus(self) -> int:
@@ -110,6 +120,7 @@ class ConsolidationRequest:
         running: the jobs running on those agents.
         moves_left: the most jobs this plan may move (the hourly budget's remainder).
         choose: how a set is picked on an agent (topology; default :func:`any_ids`).
+        cpus, mem_mib: what the waiting job's task needs (its executor's share included).
     """
 
     job_id: str
@@ -119,6 +130,8 @@ class ConsolidationRequest:
     running: Sequence[RunningJob]
     moves_left: int
     choose: Chooser = any_ids
+    cpus: float = 0.0
+    mem_mib: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,7 +247,7 @@ def _clear_agent(
     for subset in subsets:
         freed = agent.free.union(*(j.gpu_ids for j in subset))
         target = request.choose(agent.agent_id, frozenset(freed), request.gpus)
-        if target is None:
+        if target is None or not _room_left(agent, subset, request):
             continue
         moves = _pack(subset, others, request.choose)
         if moves is not None:
@@ -248,25 +261,53 @@ def _clear_agent(
     return None
 
 
+#: an agent's free ``(CPUs, MiB)`` as a plan sees them (``None``: not known, not checked)
+Room = tuple[float | None, float | None]
+
+
+def _room_left(
+    agent: AgentGpus, subset: Sequence[RunningJob], request: ConsolidationRequest
+) -> bool:
+    """Whether ``agent``, once ``subset`` is gone, has the waiting job's CPUs and memory."""
+    cpus = None if agent.cpus_free is None else agent.cpus_free + sum(j.cpus for j in subset)
+    mem = None if agent.mem_free is None else agent.mem_free + sum(j.mem_mib for j in subset)
+    return _fits((request.cpus, request.mem_mib), (cpus, mem))
+
+
+def _fits(want: tuple[float, float], room: Room) -> bool:
+    cpus, mem = room
+    return (cpus is None or want[0] <= cpus + 1e-9) and (mem is None or want[1] <= mem + 1e-9)
+
+
+def _less(room: Room, job: RunningJob) -> Room:
+    cpus, mem = room
+    return (None if cpus is None else cpus - job.cpus, None if mem is None else mem - job.mem_mib)
+
+
 def _pack(
     jobs: Iterable[RunningJob], others: list[AgentGpus], choose: Chooser
 ) -> list[Move] | None:
     """Places for all ``jobs`` at once on ``others``, or ``None`` when one has none.
 
     Largest job first, each onto the agent with the fewest free GPUs that still fits it
-    (best fit keeps the large holes whole); GPUs given to one job are gone for the next.
+    (best fit keeps the large holes whole) and has its CPUs and memory (where known); what
+    one job is given is gone for the next.
     First-fit decreasing may miss a packing that exists; it never claims one that does not.
     """
     free = {a.agent_id: a.free for a in others}
+    room: dict[str, Room] = {a.agent_id: (a.cpus_free, a.mem_free) for a in others}
     moves = []
     for job in sorted(jobs, key=lambda j: (-j.gpus, j.job_id)):
         spots = sorted(free.items(), key=lambda kv: (len(kv[1]), kv[0]))
         for agent_id, ids in spots:
             if job.allowed is not None and agent_id not in job.allowed:
                 continue
+            if not _fits((job.cpus, job.mem_mib), room[agent_id]):
+                continue
             chosen = choose(agent_id, ids, job.gpus) if len(ids) >= job.gpus else None
             if chosen is not None:
                 free[agent_id] = ids - frozenset(chosen)
+                room[agent_id] = _less(room[agent_id], job)
                 moves.append(
                     Move(
                         job_id=job.job_id,
