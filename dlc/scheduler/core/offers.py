@@ -24,7 +24,7 @@ from dlc.scheduler.core.elastic import Elastic
 from dlc.scheduler.core.offer_views import with_fields
 from dlc.scheduler.core.ports import EchoedRound
 from dlc.scheduler.core.share_hold import ShareHolds
-from dlc.scheduler.core.state import CoreState
+from dlc.scheduler.core.state import CoreState, _done
 from dlc.scheduler.core.tenancy import TenancyOps
 from dlc.scheduler.gangs.topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs.job import Job, JobState, TaskPlacement
@@ -69,6 +69,34 @@ def _holds_text(task: TaskPlacement) -> str:
     if task.share_text:
         return task.share_text
     return "GPUs " + ",".join(map(str, task.gpu_ids)) if task.gpu_ids else "(CPU only)"
+
+
+def _short_of_room(state: CoreState, job: Job) -> set[str]:
+    """Agents (with the master's totals) where tasks holding no GPU keep too few CPUs or too
+    little memory for one task of ``job`` (its executor's share included), however many of
+    its GPUs drain (red-team finding 53, docs/security.md)."""
+    extra = state.config.placement
+    kept: dict[str, tuple[float, float]] = {}
+    for other in state.active.values():
+        spec = other.spec
+        for task in other.tasks:
+            if task.gpu_ids or task.share_gpu is not None or _done(task):
+                continue
+            cpus, mem = kept.get(task.agent_id, (0.0, 0.0))
+            kept[task.agent_id] = (cpus + spec.cpus + extra.executor_cpus,
+                                   mem + spec.mem_mib + extra.executor_mem_mib)  # fmt: skip
+    cpus = job.spec.cpus + extra.executor_cpus
+    mem = job.spec.mem_mib + extra.executor_mem_mib
+    short = set()
+    for agent_id, (held_cpus, held_mem) in kept.items():
+        agent = state.inventory.get(agent_id)
+        if (
+            agent is not None
+            and agent.exact
+            and (agent.cpus - held_cpus < cpus - 1e-9 or agent.mem_mib - held_mem < mem - 1e-9)
+        ):
+            short.add(agent_id)
+    return short
 
 
 def _by_id(queue: list[Job]) -> dict[str, Job]:
@@ -491,7 +519,11 @@ class OfferRound:
             if job.spec.is_cpu_only:  # it needs no GPU: hold an agent without GPUs first
                 able.sort(key=lambda a: (len(a.gpu_ids), a.agent_id))
             else:
-                able.sort(key=lambda a: (-len(free.get(a.agent_id, ())), a.agent_id))
+                # most GPUs free first, but last an agent whose GPU-less tasks (CPU-only
+                # jobs) keep the job's CPUs or memory: its GPUs draining frees no room there
+                short = _short_of_room(state, job)
+                able.sort(key=lambda a: (a.agent_id in short, -len(free.get(a.agent_id, ())),
+                                         a.agent_id))  # fmt: skip
             if job.spec.nodes > 1:  # a gang drains agents of one switch, rack or zone
                 want = wanted(job.spec.gang_topology)
                 group = choose_group(able, job.spec.nodes, lambda a: a.locality, want)
