@@ -60,6 +60,18 @@ class TaskIdentity:
         return f"dlc-{safe}"[:200]
 
 
+#: device variables an engine runtime other than DLC's rendering would act on, set so that it
+#: adds no GPU: the AMD container runtime (an engine's default after ``amd-ctk runtime
+#: configure --amd-set-as-default``) gives a container every GPU its ``AMD_VISIBLE_DEVICES``
+#: names (``all``: all of them, with ``/dev/kfd``), and adds none for a value naming no GPU.
+#: DLC maps an AMD task's devices itself (red-team finding 54, docs/security.md); NVIDIA's
+#: ``NVIDIA_VISIBLE_DEVICES`` is each rendering's own (``void`` where DLC maps the devices).
+NO_RUNTIME_PICK = {"AMD_VISIBLE_DEVICES": "none"}
+#: Docker swarm's generic-resource variables (``DOCKER_RESOURCE_GPU``): the NVIDIA runtime,
+#: with ``swarm-resource`` set in its config, takes the GPUs they name over
+#: ``NVIDIA_VISIBLE_DEVICES``
+SWARM_RESOURCE_PREFIX = "DOCKER_RESOURCE_"
+
 #: most processes (threads count) one task's container may hold
 PIDS_LIMIT = 4096
 #: the engine's json-file log of a task: at most two 64 MiB files
@@ -69,9 +81,16 @@ ENGINE_LOG = (("max-size", "64m"), ("max-file", "2"))
 def container_env(
     spec: LaunchSpec, gpu: GpuContainerArgs, image_env: Mapping[str, str]
 ) -> dict[str, str]:
-    """The job's environment with the GPU settings on top (GPU variables always win)."""
+    """The job's environment with the GPU settings on top (GPU variables always win), and
+    :data:`NO_RUNTIME_PICK` over both (the image's too, which the container's own replace)."""
     env = dict(spec.env)
     env.update(gpu.env)
+    env.update(NO_RUNTIME_PICK)
+    # The NVIDIA runtime's swarm-resource variables win over NVIDIA_VISIBLE_DEVICES where its
+    # config names them: any the job or its image carries says what the rendering says.
+    visible = env.get("NVIDIA_VISIBLE_DEVICES", "void")
+    for key in [k for k in (*env, *image_env) if k.startswith(SWARM_RESOURCE_PREFIX)]:
+        env[key] = visible
     if gpu.path_prepend:
         current = env.get("PATH", image_env.get("PATH"))
         env["PATH"] = merge_search_path(gpu.path_prepend, current, DEFAULT_PATH)

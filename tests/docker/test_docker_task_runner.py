@@ -92,13 +92,15 @@ def test_a_cpu_only_task_sees_no_gpu_even_from_a_cuda_image(
     (legacy style, its driver volume present, NVIDIA device nodes on the host): no device,
     no driver volume, and an image that says ``NVIDIA_VISIBLE_DEVICES=all`` (as CUDA base
     images do, which an engine whose default runtime is ``nvidia`` would honour) gets
-    ``void``: every GPU hidden."""
+    ``void``: every GPU hidden. Its ``AMD_VISIBLE_DEVICES=all``, which the AMD container
+    runtime as the engine's default would honour, reads ``none`` (red-team finding 54)."""
     from tests.docker.conftest import _busybox_tar
     from tests.scheduler.helpers import job, offer, place
 
     image = "dlc-test/cuda-env:1"
     cuda_env = ["ENV NVIDIA_VISIBLE_DEVICES=all", "ENV CUDA_VISIBLE_DEVICES=0",
-                "ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility"]  # fmt: skip
+                "ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+                "ENV AMD_VISIBLE_DEVICES=all"]  # fmt: skip
     docker_runtime.client.api.import_image_from_data(
         _busybox_tar(), repository=image.split(":")[0], tag="1",
         changes=["ENV PATH=/bin", 'CMD ["/bin/sh"]', *cuda_env],
@@ -113,6 +115,7 @@ def test_a_cpu_only_task_sees_no_gpu_even_from_a_cuda_image(
     assert sink.states()[-1] == "TASK_FINISHED", sink.updates
     out = (tmp_path / "stdout").read_text().splitlines()
     assert "NVIDIA_VISIBLE_DEVICES=void" in out and "CUDA_VISIBLE_DEVICES=" in out
+    assert "AMD_VISIBLE_DEVICES=none" in out
     assert "DLC_GPU_IDS=" in out
     assert not [line for line in out if line.startswith(("nvidia", "kfd", "dri"))], out
     assert not any(line.startswith(("LD_LIBRARY_PATH=/usr/local/nvidia", "DLC_GPU_HOST_IDS"))
