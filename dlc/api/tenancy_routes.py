@@ -111,7 +111,12 @@ def fair_share_json(fair: FairShare | None) -> dict[str, Any] | None:
     groups = [{"group": g.group, "gpu_hours": g.gpu_hours, "weight": g.weight, "ratio": g.ratio,
                "users": [{"user": u.user, "gpu_hours": u.gpu_hours} for u in g.users]}
               for g in fair.groups]  # fmt: skip
-    return {"half_life_s": fair.half_life_s, "groups": groups}
+    bill = fair.billing
+    billing = None if bill is None else {
+        "unit": bill.unit, "cpus_per_gpu": bill.cpus_per_gpu(),
+        "mem_mib_per_gpu": bill.mem_mib_per_gpu(),
+    }  # fmt: skip
+    return {"half_life_s": fair.half_life_s, "groups": groups, "billing": billing}
 
 
 def audit_json(entry: AuditEntry) -> dict[str, Any]:

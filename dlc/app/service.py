@@ -29,6 +29,7 @@ from dlc.scheduler.placement.model import PlacementConfig, check_policy
 from dlc.scheduler.placement.round_cap import DEFAULT_JOBS_PER_ROUND
 from dlc.scheduler.placement.share_hold import ShareHoldSettings
 from dlc.scheduler.tasks.launch import ExecutorConfig
+from dlc.scheduler.tenancy.billing import BillingWeights
 from dlc.scheduler.tenancy.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.tenancy.preemption import ProtectionRules
 from dlc.store.lock import DbLock
@@ -97,6 +98,8 @@ class ServiceConfig:
     max_jobs_per_round: int | None = DEFAULT_JOBS_PER_ROUND
     #: ``--fair-share-half-life`` (0: off) and ``--protect`` (docs/quotas.md)
     fair_share_half_life_s: float = DEFAULT_HALF_LIFE_S
+    #: ``--fair-share-billing`` (default: the cluster's CPUs and memory per GPU)
+    fair_share_billing: BillingWeights = field(default_factory=BillingWeights)
     protection: ProtectionRules = field(default_factory=ProtectionRules)
 
     def __post_init__(self) -> None:
@@ -146,6 +149,7 @@ class SchedulerService:
             consolidation_moves_per_hour=config.consolidation_moves_per_hour,
             max_jobs_per_round=config.max_jobs_per_round,
             fair_share_half_life_s=config.fair_share_half_life_s,
+            fair_share_billing=config.fair_share_billing,
             protection=config.protection,
         )
         self.metrics = SchedulerMetrics(tenant_labels=config.metrics_tenant_labels)

@@ -319,6 +319,12 @@ def admin_token_from(token_file: str | None) -> str | None:
     "weight borrows first and is reclaimed last (docs/quotas.md).",
 )  # fmt: skip
 @click.option(
+    "--fair-share-billing", default="auto", show_default=True, metavar="cpus=N,mem=SIZE",
+    help="What fair share bills as one GPU-hour: N CPU-hours or SIZE-hours of memory (a job is "
+    "billed the largest of its GPUs, CPUs and memory); auto: the cluster's CPUs and memory per "
+    "GPU, 0: not billed (docs/quotas.md).",
+)  # fmt: skip
+@click.option(
     "--protect", "protect", multiple=True, metavar="CLASS=MIN_RUNTIME[:DELAY]",
     help="Per priority class: the runtime before a job may be preempted and the delay from the "
     "decision to the eviction, e.g. normal=10m:30s; repeatable (docs/quotas.md).",
@@ -381,7 +387,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
             allow_root, allow_job_user, sandbox_root, admin_token_file, create_token, admin,
             max_priority, token_file, principal, secret, roles, reserve, unreserve_after,
             group_roles, share_hold_reserve, share_hold_fill, share_hold_max_wait,
-            fair_share_half_life, protect, consolidation_moves_per_hour,
+            fair_share_half_life, fair_share_billing, protect, consolidation_moves_per_hour,
             max_jobs_per_round, gil_switch_interval, failover_timeout,
             refuse_seconds, executor_command, executor_env, executor_gpu_style, executor_network,
             executor_memlock_unlimited, metrics_tenant_labels, verbose, sessions):  # fmt: skip
@@ -391,6 +397,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
     restart with the same --db reconnects to them.
     """
     from dlc.app.service import SchedulerService, ServiceConfig, write_token_file
+    from dlc.scheduler.tenancy.billing import parse_billing
     from dlc.scheduler.tenancy.fair_share import parse_span
     from dlc.scheduler.tenancy.preemption import parse_protection
     from dlc.store.select import open_store
@@ -449,6 +456,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
         consolidation_moves_per_hour=consolidation_moves_per_hour,
         max_jobs_per_round=max_jobs_per_round or None,
         fair_share_half_life_s=parse_span(fair_share_half_life),
+        fair_share_billing=parse_billing(fair_share_billing),
         protection=parse_protection(protect),
         executor=executor_config(
             executor_command,

@@ -179,7 +179,10 @@ def test_fair_share_and_audit_json_keep_their_shape(api):
     server, core, tokens = api
     _with_fair_usage(server, core, tokens)
     fair = call(server, tokens["admin"], "GET", "/v1/quota")["fair_share"]
-    assert list(fair) == ["half_life_s", "groups"] and fair["half_life_s"] == 7 * 86400
+    assert list(fair) == ["half_life_s", "groups", "billing"] and fair["half_life_s"] == 7 * 86400
+    # what a CPU and a MiB bill as: the agents' 192 CPUs and 768 GiB over their 20 GPUs
+    assert fair["billing"] == {"unit": "GPU", "cpus_per_gpu": pytest.approx(9.6),
+                               "mem_mib_per_gpu": pytest.approx(786432 / 20)}  # fmt: skip
     (group,) = fair["groups"]
     assert list(group) == ["group", "gpu_hours", "weight", "ratio", "users"]
     assert (group["group"], round(group["gpu_hours"], 3), group["weight"]) == ("team-a", 15, 6)

@@ -346,6 +346,18 @@ OFFLINE = [
         ("--policy", "'tree'"),
         2,
     ),
+    (
+        "scheduler-bad-fair-share-billing",
+        ["scheduler", "--master", "x", "--fair-share-billing", "gpus=1"],
+        ("fair_share_billing: 'gpus=1' is not cpus=N or mem=SIZE; write e.g. cpus=8,mem=64G",),
+        2,
+    ),
+    (
+        "scheduler-bad-fair-share-half-life",
+        ["scheduler", "--master", "x", "--fair-share-half-life", "7 days"],
+        ("fair_share_half_life: '7 days' is not a time",),
+        2,
+    ),
     ("local-port-out-of-range", ["local", "--api-port", "99999"], ("--api-port",), 2),
     # was an agent of 32 MiB on which every job waited
     (

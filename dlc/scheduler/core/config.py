@@ -16,6 +16,7 @@ from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.placement.round_cap import DEFAULT_JOBS_PER_ROUND
 from dlc.scheduler.tasks.draining import DRAIN_TIMEOUT_S
 from dlc.scheduler.tasks.launch import ExecutorConfig
+from dlc.scheduler.tenancy.billing import BillingWeights
 from dlc.scheduler.tenancy.fair_share import DEFAULT_HALF_LIFE_S
 from dlc.scheduler.tenancy.preemption import ProtectionRules
 
@@ -105,6 +106,9 @@ class CoreConfig:
     #: ``--fair-share-half-life``: the half-life of each group's decayed GPU-hours, seconds
     #: (0: fair share over time off; borrowing by DRF on what is borrowed now, docs/quotas.md)
     fair_share_half_life_s: float = DEFAULT_HALF_LIFE_S
+    #: ``--fair-share-billing``: CPUs and memory billed as one GPU (default: the cluster's
+    #: ratios; :mod:`~dlc.scheduler.tenancy.billing`)
+    fair_share_billing: BillingWeights = BillingWeights()
     #: how often the leader writes the fair-share ledger to the store, seconds
     fair_share_flush_s: float = 60.0
     #: queued jobs one offer round considers: the head of the queue and, in turns, the

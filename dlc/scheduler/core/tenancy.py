@@ -6,11 +6,13 @@ components: :mod:`~dlc.scheduler.core.state`). The pure planning is
 and carries out what it decides: preemptions, and the stop of environments past their user's
 interactive limit.
 
-Issue 28: a :class:`~dlc.scheduler.tenancy.fair_share.UsageLedger` of decayed GPU-hours, advanced
-with what runs at every plan and written to the store by the leader at most every
-``fair_share_flush_s`` (only the rows that changed: O(running users)); a victim whose class
-has an eviction delay is marked preempted at once (so nothing more is stopped for the same
-need) and killed when the delay is over (:meth:`TenancyOps._due_evictions`).
+Issue 28: a :class:`~dlc.scheduler.tenancy.fair_share.UsageLedger` of decayed billed GPU-hours
+(each job billed the largest of its GPUs, CPUs and memory in GPUs:
+:mod:`~dlc.scheduler.tenancy.billing`), advanced with what runs at every plan and written to
+the store by the leader at most every ``fair_share_flush_s`` (only the rows that changed:
+O(running users)); a victim whose class has an eviction delay is marked preempted at once (so
+nothing more is stopped for the same need) and killed when the delay is over
+(:meth:`TenancyOps._due_evictions`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dlc.scheduler.core.state import _STOPPED, CoreState, _done
 from dlc.scheduler.jobs.job import Job, JobState
 from dlc.scheduler.placement.share_placement import ShareTenants
 from dlc.scheduler.tenancy.admission_facts import AdmissionFacts
+from dlc.scheduler.tenancy.billing import BillingRates, cluster_totals, rates
 from dlc.scheduler.tenancy.fair_share import (
     FairShare,
     UsageLedger,
@@ -35,7 +38,7 @@ from dlc.scheduler.tenancy.quotas import (
     QueuePlan,
     Tenure,
     agent_pool,
-    job_gpus,
+    job_demand,
     plan,
     pool_capacity,
 )
@@ -164,7 +167,7 @@ class TenancyOps:
         ledger = self._fair_ledger(now)
         fair = None
         if ledger is not None:
-            ledger.advance(now, self._holdings())
+            self._advance(ledger, now)
             fair = fair_view(ledger, self.state.tenancy.quotas.values(), now)
         return Tenure(now, fair, self.state.config.protection)
 
@@ -181,15 +184,32 @@ class TenancyOps:
             self._ledger_flushed = now
         return ledger
 
-    def _holdings(self) -> dict[tuple[str, str], float]:
-        """(group, user) -> GPUs active jobs hold now (a share: its part of a GPU)."""
+    def billing_rates(self) -> BillingRates | None:
+        """What fair share bills a CPU and a MiB as, in GPUs (``--fair-share-billing``, by
+        default the cluster's ratios: the sum of the pools the quota planner counts);
+        ``None`` while no agent is known."""
+        totals = cluster_totals(self.pool_capacity().values())
+        return rates(self.state.config.fair_share_billing, totals)
+
+    def _advance(self, ledger: UsageLedger, now: float) -> None:
+        """Count what active jobs hold up to ``now``. While no agent is known (just after
+        a restart) the ratios are unknown: the ledger waits, and counts the time since it
+        stopped once they are known, so no CPU-only job runs unbilled meanwhile."""
+        billing = self.billing_rates()
+        if billing is not None:
+            ledger.advance(now, self._holdings(billing))
+
+    def _holdings(self, billing: BillingRates) -> dict[tuple[str, str], float]:
+        """(group, user) -> GPUs active jobs are billed for now: each job the largest of
+        its GPUs (a share: its part of a GPU), its CPUs and its memory in GPUs."""
         state = self.state
         sizes = self.gpu_sizes()
         out: dict[tuple[str, str], float] = {}
         groups = state.groups()
         for job in state.active.values():
             key = (groups.group(job), job.user)
-            out[key] = out.get(key, 0.0) + job_gpus(state.tenancy, job, sizes, groups)
+            held = job_demand(state.tenancy, job, sizes, groups)
+            out[key] = out.get(key, 0.0) + billing.billed(held)
         return out
 
     def _flush_ledger(self, now: float) -> None:
@@ -205,7 +225,7 @@ class TenancyOps:
         self._ledger_flushed = now
 
     def fair_share(self, viewer: str | None = None) -> FairShare | None:
-        """Decayed GPU-hours per group (with its weight and ratio) and per user, for
+        """Decayed billed GPU-hours per group (with its weight and ratio) and per user, for
         ``dlc quota`` and the dashboard (``viewer``: a non-admin sees only their own user
         row; ``None``: fair share off)."""
         state = self.state
@@ -214,8 +234,9 @@ class TenancyOps:
             ledger = self._fair_ledger(now)
             if ledger is None or not state.tenancy.enabled:
                 return None
-            ledger.advance(now, self._holdings())
-            return fair_share_report(ledger, list(state.tenancy.quotas.values()), now, viewer)
+            self._advance(ledger, now)
+            return fair_share_report(ledger, list(state.tenancy.quotas.values()), now, viewer,
+                                     self.billing_rates())  # fmt: skip
 
     # -- preemption ------------------------------------------------------------
 

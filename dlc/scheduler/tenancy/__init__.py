@@ -19,7 +19,8 @@ question each answers:
 * Fair order. :mod:`~dlc.scheduler.tenancy.fairness`: the groups take turns by
   dominant-resource fairness on what they borrow; :mod:`~dlc.scheduler.tenancy.fair_share`:
   decayed GPU-hours over time (the :class:`~.fair_share.UsageLedger`), which order borrowers,
-  victims and users within a group when fair share is on.
+  victims and users within a group when fair share is on; :mod:`~dlc.scheduler.tenancy.billing`:
+  what a job is billed in them (the largest of its GPUs, CPUs and memory, in GPUs).
 * Preemption. :mod:`~dlc.scheduler.tenancy.preemption`: which running jobs to stop so that a
   group gets its guarantee back, or a higher-priority job of the same group may run
   (lowest priority and youngest first, protected runtime and eviction delay per class).

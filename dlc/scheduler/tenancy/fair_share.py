@@ -1,4 +1,4 @@
-"""Fair share over time: GPU-hours each group (and each user in it) used, decaying with a
+"""Fair share over time: billed GPU-hours each group (and each user in it) used, decaying with a
 half-life (as Slurm's multifactor fair share, Kueue's admission fair sharing and KAI's
 time-based fair share do). Pure: no I/O; the core keeps a :class:`UsageLedger`, feeds it
 what runs, and the store keeps its rows (``fair_usage``, migration 6) across restarts.
@@ -8,10 +8,15 @@ The arithmetic is exact, not stepped: a value ``u`` at time ``t0`` is worth
 ``g * h / ln 2 * (1 - 2 ** (-(t - t0) / h))`` hours-weighted (the integral of the decayed
 holding). So the ledger gives the same value however often it is advanced (every round,
 once a minute, or once after a restart), and an update costs O(running jobs), never a scan
-of history. A share counts by its part of one GPU (:func:`~dlc.scheduler.tenancy.quotas.job_gpus`).
+of history. ``g`` is what the job is *billed*: the largest of its GPUs (a share by its part of
+one GPU, :func:`~dlc.scheduler.tenancy.quotas.job_gpus`), its CPUs and its memory, each in
+GPUs at the cluster's ratio (:mod:`~dlc.scheduler.tenancy.billing`), so CPU-only borrowing
+counts too; a GPU job with the cluster's CPUs and memory per GPU is billed its GPUs.
 
 The *weight* of a group is its guaranteed GPUs over all pools (at least one GPU: a group
-guaranteed less, or none, or no group, weighs one). Borrowing order and reclaim order
+guaranteed less, or none, or no group, weighs one). It is not billed as usage is: a CPU or
+memory guarantee is often "all of it" (a cap-free placeholder, as the week simulator sets),
+which billed would make every such group weigh the whole cluster. Borrowing order and reclaim order
 compare ``usage / weight`` (:meth:`FairView.ratio`): lower borrows first, higher is
 reclaimed first.
 """
@@ -23,6 +28,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from dlc.errors import TenancyError
+from dlc.scheduler.tenancy.billing import BillingRates
 from dlc.scheduler.tenancy.policy import Quota
 
 #: the default half-life (``dlc scheduler --fair-share-half-life``): one week
@@ -66,7 +72,7 @@ def accrued(gpus: float, elapsed_s: float, half_life_s: float) -> float:
 
 @dataclass(frozen=True)
 class UsageRow:
-    """One stored row: decayed GPU-hours of ``user`` in ``group`` as of ``at``."""
+    """One stored row: decayed billed GPU-hours of ``user`` in ``group`` as of ``at``."""
 
     group: str
     user: str
@@ -75,7 +81,7 @@ class UsageRow:
 
 
 class UsageLedger:
-    """Decayed GPU-hours per (group, user), advanced with what runs.
+    """Decayed billed GPU-hours per (group, user), advanced with what runs.
 
     Args:
         half_life_s: the half-life (> 0; a core with fair share off keeps no ledger).
@@ -102,7 +108,8 @@ class UsageLedger:
         self._dirty: set[tuple[str, str]] = set()
 
     def advance(self, now: float, holdings: Mapping[tuple[str, str], float]) -> None:
-        """Count ``holdings`` ((group, user) -> GPUs held) from :attr:`at` to ``now``."""
+        """Count ``holdings`` ((group, user) -> GPUs billed: :mod:`~dlc.scheduler.tenancy.billing`)
+        from :attr:`at` to ``now``."""
         elapsed = now - self.at
         if elapsed <= 0:
             return
@@ -194,17 +201,21 @@ class GroupShare:
 @dataclass(frozen=True)
 class FairShare:
     """Fair share over time as ``dlc quota`` and the dashboard show it (the API's
-    ``fair_share``): the half-life and each group's usage, by group name."""
+    ``fair_share``): the half-life, each group's usage by group name, and what a CPU and a
+    MiB are billed as (``None``: no agent known yet)."""
 
     half_life_s: float
     groups: tuple[GroupShare, ...]
+    billing: BillingRates | None = None
 
 
 def fair_share_report(
-    ledger: UsageLedger, quotas: Collection[Quota], now: float, viewer: str | None = None
-) -> FairShare:
+    ledger: UsageLedger, quotas: Collection[Quota], now: float, viewer: str | None = None,
+    billing: BillingRates | None = None,
+) -> FairShare:  # fmt: skip
     """The ledger as of ``now`` per group and user (``viewer``: a non-admin sees every
-    group's total but only their own user row; ``None``: all rows)."""
+    group's total but only their own user row; ``None``: all rows; ``billing``: the rates
+    in force, shown beside it)."""
     weights = group_weights(quotas)
     view = fair_view(ledger, quotas, now)
     groups = []
@@ -213,4 +224,4 @@ def fair_share_report(
                       if g == group and (viewer is None or u == viewer))  # fmt: skip
         weight = max(weights.get(group, 0.0), 1.0)
         groups.append(GroupShare(group, used, weight, view.ratio(group), users))
-    return FairShare(ledger.half_life_s, tuple(groups))
+    return FairShare(ledger.half_life_s, tuple(groups), billing)
