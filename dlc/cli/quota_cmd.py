@@ -69,8 +69,9 @@ def _print_fair_share(fair: dict | None, output: str | None) -> None:
     if not fair or not fair["groups"]:
         return
     days = fair["half_life_s"] / 86400
-    click.echo(f"\nfair share over time (decayed GPU-hours, half-life {num(round(days, 3))} d; "
-               "lower usage/weight borrows first, higher is reclaimed first):")  # fmt: skip
+    click.echo(f"\nfair share over time (decayed billed GPU-hours, half-life {num(round(days, 3))} "
+               "d; lower usage/weight borrows first, higher is reclaimed first):")  # fmt: skip
+    click.echo(_billing_note(fair.get("billing")))
     print_table(
         ("GROUP", "GPU-HOURS", "WEIGHT", "USAGE/WEIGHT", "USERS (GPU-HOURS)"),
         ((g["group"], num(round(g["gpu_hours"], 3)), num(g["weight"]), num(round(g["ratio"], 3)),
@@ -78,6 +79,22 @@ def _print_fair_share(fair: dict | None, output: str | None) -> None:
          for g in fair["groups"]),
         wide=output == "wide",
     )  # fmt: skip
+
+
+def _billing_note(billing: dict | None) -> str:
+    """What a job is billed per hour, in the rates the scheduler uses now."""
+    if billing is None:
+        return "billed: the largest of a job's GPUs, CPUs and memory in GPUs (no agent known yet)"
+    unit = billing["unit"]
+    parts = ["its GPUs"] if unit == "GPU" else []
+    per_cpu, per_mib = billing["cpus_per_gpu"], billing["mem_mib_per_gpu"]
+    if per_cpu is not None:
+        parts.append("its CPUs" if per_cpu == 1 else f"its CPUs / {num(round(per_cpu, 3))}")
+    if per_mib is not None:
+        parts.append(f"its memory / {num(round(per_mib / 1024, 3))} GiB")
+    head = "billed per hour" if unit == "GPU" else "no GPU in the cluster: billed CPU-hours"
+    what = f"the largest of {', '.join(parts)}" if len(parts) > 1 else "".join(parts) or "nothing"
+    return f"{head}: {what} (--fair-share-billing)"
 
 
 @command.command("set")

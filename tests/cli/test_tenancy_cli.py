@@ -136,7 +136,10 @@ def test_quota_shows_decayed_usage_per_group_and_user(api):  # noqa: F811
                                 UsageRow("team-b", "bob", 1.5, now)], now)  # fmt: skip
     core.reload()  # as a leader taking over: the ledger is read from the store
     out = dlc(server, tokens["admin"], "quota")
-    assert "fair share over time (decayed GPU-hours, half-life 7 d;" in out
+    assert "fair share over time (decayed billed GPU-hours, half-life 7 d;" in out
+    # the api fixture's agents: 20 GPUs, 192 CPUs, 768 GiB
+    assert ("billed per hour: the largest of its GPUs, its CPUs / 9.6, its memory / 38.4 GiB "
+            "(--fair-share-billing)") in out.splitlines()  # fmt: skip
     row = next(
         line for line in out.splitlines() if line.strip().startswith("team-a") and "alice" in line
     )
@@ -161,3 +164,17 @@ def test_a_quota_for_a_pool_no_agent_has_is_set_with_a_note(api):  # noqa: F811
     )
     quiet = dlc(server, tokens["admin"], "quota", "set", "team-a", "--pool", "train", "--gpus", "2")
     assert "note:" not in quiet
+
+
+def test_the_billing_note_says_what_a_job_is_billed_in_each_unit():
+    from dlc.cli.quota_cmd import _billing_note
+
+    gpu = {"unit": "GPU", "cpus_per_gpu": 8.0, "mem_mib_per_gpu": 32768.0}
+    assert _billing_note(gpu) == ("billed per hour: the largest of its GPUs, its CPUs / 8, its "
+                                  "memory / 32 GiB (--fair-share-billing)")  # fmt: skip
+    gpus_only = {"unit": "GPU", "cpus_per_gpu": None, "mem_mib_per_gpu": None}
+    assert _billing_note(gpus_only) == "billed per hour: its GPUs (--fair-share-billing)"
+    cpu = {"unit": "CPU", "cpus_per_gpu": 1.0, "mem_mib_per_gpu": 4096.0}
+    assert _billing_note(cpu) == ("no GPU in the cluster: billed CPU-hours: the largest of its "
+                                  "CPUs, its memory / 4 GiB (--fair-share-billing)")  # fmt: skip
+    assert "no agent known yet" in _billing_note(None)

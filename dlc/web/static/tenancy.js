@@ -59,11 +59,12 @@
     }
     if (fair) {
       document.getElementById("tenancy-fair-note").textContent =
-        "decayed GPU-hours, half-life " + num(fair.half_life_s / 86400) +
+        "decayed billed GPU-hours (a job is billed the largest of its GPUs, CPUs and memory," +
+        " each counted in GPUs), half-life " + num(fair.half_life_s / 86400) +
         " d; lower usage for its weight borrows first and is reclaimed last";
       table(
         "tenancy-fair",
-        ["group", "GPU-hours (decayed)", "weight (GPUs)", "usage / weight", "users"],
+        ["group", "billed GPU-hours (decayed)", "weight (GPUs)", "usage / weight", "users"],
         fair.groups.map((g) => [
           g.group, num(g.gpu_hours), num(g.weight), num(g.ratio),
           g.users.map((u) => u.user + " " + num(u.gpu_hours)).join(", "),
