@@ -18,7 +18,7 @@ from dlc.scheduler.tenancy.billing import (
     rates,
 )
 from dlc.scheduler.tenancy.fair_share import accrued, decay
-from dlc.scheduler.tenancy.policy import Resources
+from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources
 from dlc.store.sqlite import JobStore
 
 from .test_fair_share import Clock, offer_all
@@ -163,3 +163,33 @@ def test_the_billed_value_survives_a_restart_and_the_gap_is_billed_once_agents_a
     shown = {g.group: g.gpu_hours for g in again.fair_share().groups}
     assert shown == {"a": pytest.approx(accrued(7.5, DAY + 120, DAY), rel=1e-9)}
     assert again.visible_job(cpu_job.job_id, "a").state is JobState.RUNNING
+
+
+def three_groups() -> Policy:
+    """a: CPUs only; b: 1 GPU; c: 2 GPUs and most CPUs (one 8-GPU 64-CPU agent in train)."""
+    guarantees = {"a": Resources(0, 8, 65536), "b": Resources(1, 8, 65536),
+                  "c": Resources(2, 40, 65536)}  # fmt: skip
+    groups = {g: Group(g, frozenset({g}), "train") for g in guarantees}
+    quotas = {(g, "train"): Quota(g, "train", r) for g, r in guarantees.items()}
+    return Policy(groups, quotas, {}, grace_s=30)
+
+
+def test_the_cpu_only_borrower_that_was_billed_more_is_reclaimed_first(tmp_path):
+    clock = Clock()
+    core = make_core(tmp_path / "db", clock)
+    core.set_tenancy(three_groups())
+    run_for(core, clock, submit(core, "a", 0, 40), DAY, "o0")  # a: 5 GPUs' worth of CPUs
+    run_for(core, clock, submit(core, "b", 1, 8), DAY, "o1")  # b: 1 GPU, within its guarantee
+    # now both borrow CPUs: a 20 beyond its 8, b 2 GPUs and 16 CPUs beyond its 1 and 8
+    a_job, b_job = submit(core, "a", 0, 20), submit(core, "b", 2, 16)
+    assert sorted(offer_all(core, "o2")) == sorted([f"{a_job.job_id}.0.0", f"{b_job.job_id}.0.0"])
+    core.on_status(status(f"{a_job.job_id}.0.0", "TASK_RUNNING"))
+    clock.now += 60  # b's job is the younger: youngest first alone would stop it
+    core.on_status(status(f"{b_job.job_id}.0.0", "TASK_RUNNING"))
+    clock.now += 60
+    ratio = {g.group: g.ratio for g in core.fair_share().groups}
+    assert ratio["a"] > ratio["b"] > 0
+    submit(core, "c", 1, 40)  # within c's guarantee; 12 CPUs short, either victim frees them
+    assert core.pending_kills().kills == [(f"{a_job.job_id}.0.0", "a1")]
+    victim = core.visible_job(a_job.job_id, "a")
+    assert victim.message.startswith("preempted: c reclaims its guarantee in pool train")
