@@ -38,7 +38,8 @@ from dlc.scheduler.tenancy.quotas import (
     QueuePlan,
     Tenure,
     agent_pool,
-    job_demand,
+    held_spec,
+    job_gpus,
     plan,
     pool_capacity,
 )
@@ -208,8 +209,9 @@ class TenancyOps:
         groups = state.groups()
         for job in state.active.values():
             key = (groups.group(job), job.user)
-            held = job_demand(state.tenancy, job, sizes, groups)
-            out[key] = out.get(key, 0.0) + billing.billed(held)
+            spec, gpus = held_spec(job), job_gpus(state.tenancy, job, sizes, groups)
+            billed = billing.billed_amounts(gpus, spec.cpus * spec.nodes, spec.mem_mib * spec.nodes)
+            out[key] = out.get(key, 0.0) + billed
         return out
 
     def _flush_ledger(self, now: float) -> None:

@@ -85,8 +85,12 @@ class BillingRates:
     def billed(self, held: Resources) -> float:
         """What holding ``held`` bills per hour: its largest weighted resource (a GPU job
         within the ratio is billed exactly its GPUs, not a float step more)."""
-        gpus = held.gpus
-        other = max(held.cpus * self.gpus_per_cpu, held.mem_mib * self.gpus_per_mib)
+        return self.billed_amounts(held.gpus, held.cpus, held.mem_mib)
+
+    def billed_amounts(self, gpus: float, cpus: float, mem_mib: float) -> float:
+        """:meth:`billed` of the amounts (the core's per-job path: no
+        :class:`~dlc.scheduler.tenancy.policy.Resources` made per job and round)."""
+        other = max(cpus * self.gpus_per_cpu, mem_mib * self.gpus_per_mib)
         return other if other > gpus * (1 + 1e-9) + 1e-12 else gpus
 
     def cpus_per_gpu(self) -> float | None:

@@ -108,10 +108,10 @@ def job_demand(
     """:func:`demand` of ``job`` with its share charged as
     :mod:`~dlc.scheduler.tenancy.share_charge` says (the GPU it runs on; waiting: the smallest
     GPU of its pool). ``groups``: the round's map, where the share's pool is read."""
-    return demand(_as_held(job), _charged_mib(policy, job, sizes, groups))
+    return demand(held_spec(job), _charged_mib(policy, job, sizes, groups))
 
 
-def _as_held(job: Job) -> JobSpec:
+def held_spec(job: Job) -> JobSpec:
     """The spec of what ``job`` holds: an elastic gang's extra members count too."""
     spec = job.spec
     if spec.nodes_max is None or len(job.tasks) <= spec.nodes:
@@ -124,7 +124,7 @@ def job_gpus(
     groups: JobGroups | None = None,
 ) -> float:  # fmt: skip
     """:func:`gpu_amount` of ``job``, charged as in :func:`job_demand`."""
-    return gpu_amount(_as_held(job), _charged_mib(policy, job, sizes, groups))
+    return gpu_amount(held_spec(job), _charged_mib(policy, job, sizes, groups))
 
 
 def _charged_mib(
