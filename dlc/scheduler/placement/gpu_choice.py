@@ -36,6 +36,8 @@ def pick_gpus(
     spec = job.spec
     attrs = slot.attributes
     topology = topology_of(attrs)
+    if not spec.gpus:  # a CPU-only job takes no GPU (stand-in until r3-cpujobs11 merges)
+        return (), policy, topology
     _check_vendor(spec, slot, topology)
     driver = agent_text(attrs, ATTR_DRIVER)
     if spec.cuda_version and driver and not driver_ok(driver, spec.cuda_version):
