@@ -1,11 +1,12 @@
 """The openb variant table: DLC through the production engine against FGD, seed by seed.
 
 Regenerates the README's variant table, its JSON and the difference plot from the result
-folders alone (see ``bench/results/sim_variants10/commit.txt`` for the runs)::
+folders alone (see ``bench/results/sim_variants11/commit.txt`` for the runs)::
 
     .venv/bin/python bench/sim_variants_table.py \\
-        bench/results/sim_variants10/dlc/* bench/results/sim_variants10/fgd/* \\
-        --json bench/results/sim_variants10/table.json \\
+        bench/results/sim_variants11/dlc/* bench/results/sim_variants10/fgd/* \\
+        --cpu-only bench/results/sim_variants10/cpu_only/* \\
+        --json bench/results/sim_variants11/table.json \\
         --plot docs/images/sim-variants-diff.svg
 
 Each folder holds a ``results.json`` that ``dlc simulate openb --out`` (or
@@ -139,8 +140,9 @@ def row(trace: str, curves: dict[str, dict[int, np.ndarray]], published: dict) -
 
 
 def table(curves: Curves, trace_dir: Path, cpu_only: Curves | None = None) -> list[dict]:
-    """The rows; with ``cpu_only`` (DLC's replay with the CPU-only pods placed,
-    ``bench/sim_cpu_only.py``), each row's ``cpu_only`` compares that with the same FGD."""
+    """The rows; with ``cpu_only`` (DLC's replay with the CPU-only pods placed by another rule,
+    ``bench/sim_cpu_only.py --rule fgd``), each row's ``cpu_only`` compares that with the same
+    FGD."""
     rows = []
     for trace in sorted(curves):
         published = io.load_expected(trace_dir, trace).get("fgd", {})
@@ -179,7 +181,8 @@ def markdown(rows: list[dict]) -> str:
     lines = [
         "| trace | seeds | DLC at 130% | FGD published (same seeds) | DLC - FGD at 130% "
         "| worst step of mean DLC - FGD (demand) | seeds with a step < -0.25 "
-        "| FGD ours (seeds) | CPU-only pods placed: DLC - FGD at 130%, worst step (seeds) |",
+        "| FGD ours (seeds) | CPU-only pods by FGD's rule: DLC - FGD at 130%, worst step "
+        "(seeds) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -234,7 +237,7 @@ def plot(rows: list[dict], curves: Curves, trace_dir: Path, out: Path) -> None:
     fig.suptitle(
         "openb variants: DLC (production engine, direct replay) minus the published FGD of the "
         "same seed, points of GPU allocation ratio\nblack: mean of the seeds; band: lowest to "
-        "highest seed; orange dashed: DLC with the CPU-only pods placed (bench/sim_cpu_only.py); "
+        "highest seed; orange dashed: the CPU-only pods by FGD's rule (bench/sim_cpu_only.py); "
         "red dashed: -0.25",
         fontsize=9,
     )
@@ -252,7 +255,7 @@ def main() -> None:
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--trace-dir", help="the traces' folder (default: $DLC_TRACES or shared)")
     parser.add_argument(
-        "--cpu-only", nargs="*", type=Path, default=[], help="bench/sim_cpu_only.py's folders"
+        "--cpu-only", nargs="*", type=Path, default=[], help="sim_cpu_only.py --rule fgd's folders"
     )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)

@@ -17,17 +17,16 @@ GPU_MIB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10"
 DEFAULT_GPU_MIB = 16384
 
 
-def spec_of(pod: PodSpec) -> JobSpec | None:
-    """The job of one pod (``None``: a CPU-only pod, which DLC jobs cannot be)."""
-    if pod.num_gpu == 0:
-        return None
-    # a pod allowing several models allows each (``V100M16|V100M32``: JobSpec.gpu_model)
-    model = "|".join(sorted(pod.gpu_models)) or None
+def spec_of(pod: PodSpec) -> JobSpec:
+    """The job of one pod (a CPU-only pod: a CPU-only job, ``gpus: 0``)."""
+    # a pod allowing several models allows each (``V100M16|V100M32``: JobSpec.gpu_model);
+    # a CPU-only pod names none (the spec refuses a model without GPUs)
+    model = ("|".join(sorted(pod.gpu_models)) or None) if pod.num_gpu else None
     base = JobSpec(
         image="sim/pod:1", gpus=pod.num_gpu, cpus=max(pod.cpu_milli, 1) / 1000,
         mem_mib=max(32, pod.memory_mib), gpu_model=model, name=pod.name,
     )  # fmt: skip
-    if pod.gpu_milli < 1000:
+    if pod.num_gpu and pod.gpu_milli < 1000:
         return JobSpec(**{**base.__dict__, "gpus": 1, "gpu_fraction": pod.gpu_milli / 1000})
     return base
 

@@ -54,8 +54,11 @@ def test_the_curve_is_an_allocation_curve_of_every_arrival(run):
     finite = curve[~np.isnan(curve)]
     assert len(finite) >= 125 and np.all(np.diff(finite) >= 0)
     assert curve[100] > 90  # the cluster fills
-    # every pod is placed, failed (withdrawn by its round) or CPU-only
-    assert result.placed + len(result.failed) + stats.cpu_only_skipped == len(arrivals)
+    # every pod, CPU-only ones too (submitted as CPU-only jobs), is placed or failed
+    # (withdrawn by its round)
+    assert result.placed + len(result.failed) == len(arrivals)
+    cpu_only = sum(not pod.num_gpu for pod in arrivals)
+    assert stats.cpu_only == cpu_only > 0 and 0 < stats.cpu_only_placed <= cpu_only
     assert result.placed > 0 and stats.withdrawn > 0 and stats.withdrawn == len(result.failed)
     assert stats.rounds >= 26 and stats.problems == [] and stats.refused == 0
 
@@ -69,7 +72,9 @@ def test_the_allocation_is_what_the_master_holds_task_by_task(run):
         job_id = job_id_of_task(task.task_id)[0]
         pod = arrivals[int(key_of[job_id].split("-")[0][1:])]  # keys are p<n>-<name>
         core = gpu_shares.amounts(ranges_of(task.resources, gpu_shares.GPU_CORE))
-        if pod.gpu_milli < 1000:  # a share: that much of one GPU's compute, no whole GPU
+        if not pod.num_gpu:  # a CPU-only pod: its CPU, no GPU
+            assert task.gpu_ids == () and core == {}
+        elif pod.gpu_milli < 1000:  # a share: that much of one GPU's compute, no whole GPU
             assert task.gpu_ids == () and list(core.values()) == [pod.gpu_milli]
         else:
             assert len(task.gpu_ids) == pod.num_gpu and set(core.values()) == {1000}
@@ -131,3 +136,8 @@ def test_the_direct_replay_places_each_pod_as_the_core_does():
     direct = replay(nodes, arrivals, get_policy("dlc"), target_mix(pods), rng)
     assert direct.placed == core.placed and direct.placed > 25
     assert list(direct.used_gpu_milli) == list(core.used_gpu_milli)
+    # the CPU-only pods too: both place them (as CPU-only jobs), the same ones
+    cpu_only = [i for i, pod in enumerate(arrivals) if not pod.num_gpu]
+    placed = [i for i in cpu_only if i not in set(direct.failed)]
+    assert stats.cpu_only == len(cpu_only) and stats.cpu_only_placed == len(placed) > 0
+    assert sorted(direct.failed) == sorted(core.failed)

@@ -125,6 +125,19 @@ def test_policy_tables(policy, placed, pod, node, gpus):
     assert where == Placement(node, gpus)
 
 
+def test_the_engine_places_a_cpu_only_pod_where_its_cpu_strands_no_gpu():
+    # the engine placed a 1-GPU pod of 4 CPUs on a (28 CPUs and one GPU left there). A
+    # CPU-only pod of 26 CPUs on a would strand a's free GPU (2 CPUs left, the mix's pod asks
+    # 4); on b, 6 CPUs stay beside its 2 GPUs. Best fit (fewest free GPUs) would pick a.
+    view, policy, rng = _tiny_view([]), get_policy("dlc"), np.random.default_rng(0)
+    one = PodSpec("w1", 4000, 1000, 1, 1000)
+    where = policy(one, view, rng)
+    assert where == Placement(0, (0,))
+    view.cluster.place(one, where)
+    view.frag.update(where.node)
+    assert policy(PodSpec("c", 26000, 1000, 0, 0), view, rng) == Placement(1, ())
+
+
 @pytest.mark.parametrize("policy", list(POLICIES))
 def test_policies_fail_a_pod_that_fits_nowhere(policy):
     big = PodSpec("big", 4000, 0, 4, 1000)

@@ -83,8 +83,8 @@ from dlc.topology.node_config import ATTR_DRIVER
 
 
 class _LazyWholeScore:
-    """The round's :class:`WholeScore`, built when a whole-GPU job first has a choice of
-    agents (a round whose jobs fit nowhere, or only one place, never pays for it)."""
+    """The round's :class:`WholeScore`, built when a whole-GPU or CPU-only job first has a
+    choice of agents (a round whose jobs fit nowhere, or only one place, never pays for it)."""
 
     def __init__(
         self,
@@ -336,9 +336,10 @@ def _place_job(
     if spec.is_cpu_only:  # no GPU taken: the agents without GPUs first (a score may reorder)
         candidates = cpu_only_order(candidates)
     score = whole.get() if whole is not None and spec.nodes == 1 and len(candidates) > 1 else None
-    if score is not None and spec.gpus:
+    if score is not None:
         # the least growth of fragmentation against the expected mix first (whole_score:
-        # the measure the simulator's replay credits), best fit among equals
+        # the measure the simulator's replay credits), best fit among equals; a CPU-only
+        # job too: the measure counts what its CPU takes from the mix's GPU shapes
         candidates = score.order(candidates, spec.gpus, cpus, mem)
     if not candidates and slots:
         reason = f"no offer has {spec.gpus} free GPUs"

@@ -222,7 +222,11 @@ class WholeScore:
     def order(self, candidates: Sequence[Any], gpus: int, cpus: float, mem: float) -> list[Any]:
         """``candidates`` (slots of this round) best first for a job of ``gpus`` whole GPUs and
         ``cpus``/``mem`` (with its executor's): the least growth of fragmentation first, then
-        the fewest free GPUs (best fit), then the agent id."""
+        the fewest free GPUs (best fit), then the agent id. A CPU-only job (``gpus`` 0) is
+        scored the same way: its cost is what taking its CPU does to the mix's GPU shapes (an
+        agent left with too few CPUs for a shape counts that shape's room as fragmented; host
+        keep charges for taking a scarce host's CPU), so it goes where its CPU strands the
+        fewest GPUs, and to the agents with the fewest free GPUs among equals."""
         row = self._row
         count = len(candidates)
         # map over builtins, not a generator: hundreds of candidates per job (issue 26)

@@ -30,9 +30,7 @@ def agent_of(node: NodeSpec) -> SimAgentSpec:
     return SimAgentSpec(node.name, node.name, text, {"gpu_model": node.model})
 
 
-def item_of(pod: PodSpec, n: int, at: float) -> WorkItem | None:
-    """A pod as a work item that never ends (pods only arrive, as in the FGD replay)."""
-    spec = spec_of(pod)
-    if spec is None:
-        return None
-    return WorkItem(f"p{n}-{pod.name}", "pod", "openb", "-", at, spec, 1e12)
+def item_of(pod: PodSpec, n: int, at: float) -> WorkItem:
+    """A pod as a work item that never ends (pods only arrive, as in the FGD replay); a
+    CPU-only pod is a CPU-only job."""
+    return WorkItem(f"p{n}-{pod.name}", "pod", "openb", "-", at, spec_of(pod), 1e12)

@@ -12,8 +12,8 @@ The result is a :class:`~dlc.sim.replay.ReplayResult` with one event per arrived
 direct mode's curves (:mod:`dlc.sim.metrics`), tables and plots read it unchanged: event i's
 allocation is what the master holds after the batch's earlier events, counted in arrival
 order (at each batch's end it is exactly what the master holds, checked every batch).
-CPU-only pods are events that ask no GPU and are not submitted (a DLC job has at least one
-GPU or a share of one), so, unlike in the direct replay, they take no CPU here.
+CPU-only pods are submitted as CPU-only jobs (``gpus: 0``): events that ask no GPU, whose
+CPU and memory the core places by the same measure as the direct replay's engine policy.
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ class CoreStats:
     withdrawn: int = 0
     #: pods the core refused at submit (admission): counted as failed
     rejected: int = 0
-    cpu_only_skipped: int = 0
+    #: CPU-only pods submitted (as CPU-only jobs) and how many of them were placed
+    cpu_only: int = 0
+    cpu_only_placed: int = 0
     refused: int = 0
     #: GPU memory (MiB) the master's tasks hold at the end, and the agents' total
     gpu_mib_held: int = 0
@@ -165,12 +167,12 @@ def replay_on(
     stats = CoreStats()
     step = batch_pct / 100 * total
     next_round, so_far, used_before = step, 0, 0
-    batch: list[tuple[int, WorkItem | None, int]] = []  # (event, item, GPU thousandths)
+    batch: list[tuple[int, WorkItem, int]] = []  # (event, item, GPU thousandths)
     for i, pod in enumerate(arrivals, start=1):
         so_far += pod.total_gpu_milli
         arrived[i] = so_far
         item = item_of(pod, i - 1, 0.0)
-        stats.cpu_only_skipped += item is None
+        stats.cpu_only += not pod.num_gpu
         batch.append((i, item, pod.total_gpu_milli))
         if so_far >= next_round or i == n:
             used_before = _settle(engine, batch, result, stats, used_before)
@@ -192,7 +194,7 @@ def replay_on(
 
 def _settle(engine, batch, result: ReplayResult, stats: CoreStats, used_before: int) -> int:
     """Run one batch and write its events' allocation; returns the allocation after it."""
-    items = [item for _, item, _ in batch if item is not None]
+    items = [item for _, item, _ in batch]
     outcome = run_batch(engine, items)
     stats.rounds += outcome.rounds
     stats.offers_s += outcome.offers_s
@@ -202,10 +204,11 @@ def _settle(engine, batch, result: ReplayResult, stats: CoreStats, used_before: 
     stats.batches.append((outcome.offers_s, outcome.core_s, len(items)))
     used = used_before
     for event, item, milli in batch:
-        if item is not None and item.key in outcome.placed:
+        if item.key in outcome.placed:
             used += milli
             result.placed += 1
-        elif item is not None:
+            stats.cpu_only_placed += not item.spec.gpus
+        else:
             result.failed.append(event - 1)
             result.failed_gpu_milli += milli
         result.used_gpu_milli[event] = used

@@ -7,10 +7,10 @@ offer round calls, on one offer per openb node that this policy keeps as the mas
 agent, no executor overhead) and the mix it scores against is the one the core builds
 (:meth:`~dlc.scheduler.core.share_hold.ShareHolds.placement_mix`): the queued pod and
 every placed pod, by shape. So the direct replay and the core differ only in what the core
-adds around placement: pods arrive in batches between offer rounds, a round considers a
-bounded number of jobs, and CPU-only pods are not DLC jobs. Like the core, this policy
-places no CPU-only pod (it fails them; they ask no GPU, so the allocation curve is the
-same).
+adds around placement: pods arrive in batches between offer rounds and a round considers a
+bounded number of jobs. A CPU-only pod is a CPU-only job (``gpus: 0``), placed by the same
+measure (:meth:`~dlc.scheduler.placement.whole_score.WholeScore.order`): the agent where its
+CPU and memory cost the mix's GPU shapes least.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def shape_of(job: Job) -> Shape:
     """The job's task shape as the core's mix counts it (a share: its compute), with the
     GPU models it allows (a ``gpu_spec`` pod's)."""
     spec = job.spec
-    milli = round((spec.gpu_fraction or 0) * 1000) if spec.is_share else 1000
+    milli = round((spec.gpu_fraction or 0) * 1000) if spec.is_share else 1000 * bool(spec.gpus)
     return int(spec.cpus * 1000), milli, 1 if spec.is_share else spec.gpus, shape_models(spec)
 
 
@@ -100,8 +100,6 @@ class EnginePolicy:
         if self._view is not view:
             self._bind(view)
         spec = spec_of(pod)
-        if spec is None:
-            return None  # a CPU-only pod is no DLC job (the core does not submit it)
         self._count += 1
         job = Job(job_id=f"p{self._count}", user="openb", spec=spec)
         live = [self._offers[n] for n in np.flatnonzero(_may_fit(view.cluster, pod))]

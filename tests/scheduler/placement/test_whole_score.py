@@ -76,3 +76,26 @@ def test_demand_mix_keeps_rare_shapes_that_ask_many_gpus():
         for s, w in zip(mix.shapes, mix.weights, strict=True)
     }
     assert shapes == {(1000, 1000, 1): 95.0, (8000, 1000, 8): 3.0}  # weighted by count
+
+
+def test_a_cpu_only_job_goes_where_its_cpu_costs_the_mix_fewest_gpus():
+    # a1 has 2 GPUs free beside 10 CPUs, a2 4 GPUs beside 40. Best fit (fewest free GPUs)
+    # would put the 4-CPU job on a1, leaving 6 CPUs there: a1's 2 GPUs could no longer host a
+    # queued pair (8 CPUs). Scored against the queue, it goes to a2 (36 CPUs left, no loss),
+    # and the pair then takes a1 whole.
+    offers = [offer("o1", "a1", [0, 1], cpus=10), offer("o2", "a2", [0, 1, 2, 3], cpus=40)]
+    queue = [job("cpu", gpus=0, cpus=4, at=1), job("pair", gpus=2, cpus=8, at=2)]
+    config = PlacementConfig("first-fit", executor_cpus=0.0, executor_mem_mib=0.0)
+    result = place(offers, queue_order(queue), config)
+    where = {x.job_id: (x.agent_id, x.gpu_ids) for x in result.launches}
+    assert where == {"cpu": ("a2", ()), "pair": ("a1", (0, 1))}, result.waiting
+
+
+def test_a_cpu_only_job_takes_an_agent_without_gpus_among_equals():
+    # neither agent loses a pair's host: equal growth, so the fewest free GPUs wins
+    offers = [offer("o1", "a1", [0, 1], cpus=40), offer("o0", "a0", [], cpus=8)]
+    queue = [job("cpu", gpus=0, cpus=4, at=1), job("pair", gpus=2, cpus=8, at=2)]
+    config = PlacementConfig("first-fit", executor_cpus=0.0, executor_mem_mib=0.0)
+    result = place(offers, queue_order(queue), config)
+    where = {x.job_id: (x.agent_id, x.gpu_ids) for x in result.launches}
+    assert where == {"cpu": ("a0", ()), "pair": ("a1", (0, 1))}, result.waiting
