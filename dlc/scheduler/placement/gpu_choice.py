@@ -46,8 +46,6 @@ def pick_gpus(
         return (), CPU_ONLY_POLICY, None
     attrs = slot.attributes
     topology = topology_of(attrs)
-    if not spec.gpus:  # a CPU-only job takes no GPU (stand-in until r3-cpujobs11 merges)
-        return (), policy, topology
     _check_vendor(spec, slot, topology)
     driver = agent_text(attrs, ATTR_DRIVER)
     if spec.cuda_version and driver and not driver_ok(driver, spec.cuda_version):
