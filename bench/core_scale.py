@@ -177,7 +177,7 @@ class Bench:
         total_milli = sum(n.gpus for n in nodes) * 1000
         rng = np.random.default_rng(seed)
         pods = arrival_sequence(io.load_pods(root, trace), total_milli, 0.0, rng)  # shuffled
-        self.specs = [s for s in (spec_of(p) for p in pods) if s is not None]
+        self.specs = [spec_of(p) for p in pods]  # CPU-only pods as CPU-only jobs
         self.rng = random.Random(seed)
         self.total_milli = total_milli
         self.now = 1_000_000.0
