@@ -16,6 +16,8 @@ import os
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -211,6 +213,30 @@ def test_scheduler_restart_mid_run_loses_and_duplicates_nothing(master, tmp_path
         second.stop()
 
 
+@contextmanager
+def _executor_cluster(tmp_path: Path, gpu_style: str) -> Iterator[SchedulerService]:
+    """A real master and agent and a registered scheduler whose tasks run through `dlc
+    executor` with ``DLC_GPU_STYLE=gpu_style``; both stopped after."""
+    mesos = RealMesos(tmp_path / "mesos", venv_env(MESOS_RESOURCES=AGENT_RESOURCES))
+    address = mesos.start()
+    config = ServiceConfig(
+        master=address,
+        db=str(tmp_path / "db"),
+        api_port=0,
+        executor=ExecutorConfig(env=(("DLC_GPU_STYLE", gpu_style),)),
+        sandbox_roots=(str(mesos.run_dir),),
+        admin_token="e2e-admin-token",
+    )
+    service = SchedulerService(config)
+    service.start()
+    try:
+        assert service.framework.registered.wait(30)
+        yield service
+    finally:
+        service.stop()
+        mesos.stop()
+
+
 @pytest.mark.docker
 @pytest.mark.mesos
 def test_dlc_executor_runs_the_container_on_the_real_master(tmp_path):
@@ -219,21 +245,7 @@ def test_dlc_executor_runs_the_container_on_the_real_master(tmp_path):
     No GPU here, so the executor runs with DLC_GPU_STYLE=none; the GPU ids still come from the
     allocator and reach the container's environment renumbered from 0.
     """
-    mesos = RealMesos(tmp_path / "mesos", venv_env(MESOS_RESOURCES=AGENT_RESOURCES))
-    address = mesos.start()
-    run_dir = str(mesos.run_dir)
-    config = ServiceConfig(
-        master=address,
-        db=str(tmp_path / "db"),
-        api_port=0,
-        executor=ExecutorConfig(env=(("DLC_GPU_STYLE", "none"),)),
-        sandbox_roots=(run_dir,),
-        admin_token="e2e-admin-token",
-    )
-    service = SchedulerService(config)
-    service.start()
-    try:
-        assert service.framework.registered.wait(30)
+    with _executor_cluster(tmp_path, "none") as service:
         image = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
         out = _cli(service, "submit", "--image", image, "--gpus", "2", "--", "sh", "-c",
                    "echo in the container")  # fmt: skip
@@ -243,9 +255,6 @@ def test_dlc_executor_runs_the_container_on_the_real_master(tmp_path):
         assert len(job.tasks[0].gpu_ids) == 2
         assert "finished" in _cli(service, "jobs")
         assert "in the container" in _cli(service, "logs", job_id)
-    finally:
-        service.stop()
-        mesos.stop()
 
 
 @pytest.mark.docker
@@ -255,20 +264,7 @@ def test_dlc_executor_runs_a_cpu_only_container_on_the_real_master(tmp_path):
     executor` set up for GPUs (legacy style, as on a GPU host with nvidia-docker v1) -> Docker.
     The task asks no GPU, so the executor needs no driver volume; its container sees no GPU
     device and says so in its environment."""
-    mesos = RealMesos(tmp_path / "mesos", venv_env(MESOS_RESOURCES=AGENT_RESOURCES))
-    address = mesos.start()
-    config = ServiceConfig(
-        master=address,
-        db=str(tmp_path / "db"),
-        api_port=0,
-        executor=ExecutorConfig(env=(("DLC_GPU_STYLE", "legacy"),)),
-        sandbox_roots=(str(mesos.run_dir),),
-        admin_token="e2e-admin-token",
-    )
-    service = SchedulerService(config)
-    service.start()
-    try:
-        assert service.framework.registered.wait(30)
+    with _executor_cluster(tmp_path, "legacy") as service:
         image = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
         out = _cli(service, "submit", "--image", image, "--gpus", "0", "--", "sh", "-c",
                    "env; ls /dev")  # fmt: skip
@@ -279,9 +275,6 @@ def test_dlc_executor_runs_a_cpu_only_container_on_the_real_master(tmp_path):
         lines = _cli(service, "logs", job_id).splitlines()
         assert "NVIDIA_VISIBLE_DEVICES=void" in lines and "CUDA_VISIBLE_DEVICES=" in lines
         assert not [line for line in lines if line.startswith("nvidia")], lines
-    finally:
-        service.stop()
-        mesos.stop()
 
 
 @pytest.mark.mesos
