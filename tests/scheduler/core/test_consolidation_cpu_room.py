@@ -34,6 +34,13 @@ def _want(agents, jobs, cpus: float) -> ConsolidationRequest:
                                 moves_left=4, cpus=cpus, mem_mib=1088.0)  # fmt: skip
 
 
+def _half_free(agent_id: str, cpus: float | None, mem: float | None = 100000.0) -> AgentGpus:
+    """An 8-GPU agent with GPUs 4-7 free and ``cpus``/``mem`` free (``None``: not known)."""
+    return AgentGpus(
+        agent_id=agent_id, free=frozenset(range(4, 8)), total=8, cpus_free=cpus, mem_free=mem
+    )
+
+
 def _running(job_id, agent_id, ids, cpus=1.1, mem=1088.0) -> RunningJob:
     return RunningJob(job_id=job_id, agent_id=agent_id, gpu_ids=tuple(ids), lost_gpu_h=1.0,
                       cpus=cpus, mem_mib=mem)  # fmt: skip
@@ -56,38 +63,26 @@ def test_an_agent_whose_cpus_a_cpu_only_job_holds_is_not_cleared(tmp_path):
 
 
 def test_the_planner_does_not_clear_an_agent_without_the_waiting_jobs_cpus():
-    agents = [
-        AgentGpus(agent_id="a1", free=frozenset(range(4, 8)), total=8, cpus_free=2.0,
-                  mem_free=100000.0),
-        AgentGpus(agent_id="a2", free=frozenset(range(4, 8)), total=8, cpus_free=60.0,
-                  mem_free=100000.0),
-    ]  # fmt: skip
+    agents = [_half_free("a1", cpus=2.0), _half_free("a2", cpus=60.0)]
     jobs = [_running("j1", "a1", [0, 1, 2, 3])]
     want = _want(agents, jobs, 4.1)
     # a1 cleared of j1 would have 3.1 CPUs: less than the 4.1 the waiting job needs
     assert isinstance(plan_consolidation(want), NoPlan)
-    roomy = [AgentGpus(agent_id="a1", free=frozenset(range(4, 8)), total=8, cpus_free=3.0,
-                       mem_free=100000.0), agents[1]]  # fmt: skip
+    roomy = [_half_free("a1", cpus=3.0), agents[1]]
     plan = plan_consolidation(_want(roomy, jobs, 4.1))
     assert not isinstance(plan, NoPlan) and plan.agent_id == "a1"
 
 
 def test_a_moved_job_needs_cpus_and_memory_where_it_goes():
-    agents = [
-        AgentGpus(agent_id="a1", free=frozenset(range(4, 8)), total=8, cpus_free=50.0,
-                  mem_free=100000.0),
-        # four free GPUs but no memory left for j1
-        AgentGpus(agent_id="a2", free=frozenset(range(4, 8)), total=8, cpus_free=50.0,
-                  mem_free=500.0),
-    ]  # fmt: skip
+    # a2: four free GPUs but no memory left for j1
+    agents = [_half_free("a1", cpus=50.0), _half_free("a2", cpus=50.0, mem=500.0)]
     jobs = [_running("j1", "a1", [0, 1, 2, 3])]
     plan = plan_consolidation(_want(agents, jobs, 1.1))
     assert isinstance(plan, NoPlan)
 
 
 def test_unknown_room_is_not_checked_as_before():
-    agents = [AgentGpus(agent_id="a1", free=frozenset(range(4, 8)), total=8),
-              AgentGpus(agent_id="a2", free=frozenset(range(4, 8)), total=8)]  # fmt: skip
+    agents = [_half_free("a1", cpus=None, mem=None), _half_free("a2", cpus=None, mem=None)]
     jobs = [_running("j1", "a1", [0, 1, 2, 3])]
     plan = plan_consolidation(_want(agents, jobs, 4.1))
     assert not isinstance(plan, NoPlan)
