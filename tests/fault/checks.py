@@ -65,6 +65,7 @@ class PlannedJob:
     submitted_at: float | None = None
     kill_answer: str | None = None  # job state in the answer to the harness's kill
     final: dict | None = None  # the job as the API shows it at the end (None: unknown)
+    kill_after_faults: bool = False  # a kill job killed after the last kill point, not 2-4 s in
 
 
 @dataclass

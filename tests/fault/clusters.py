@@ -121,12 +121,15 @@ class Cluster:
         raise ClusterError(f"{self.backend}: a port was taken 3 times in a row")
 
     def kill_executor(self, rng, busy=lambda: set(), eligible=lambda task_id: True,
-                      timeout_s: float = 8.0):  # fmt: skip
-        """SIGKILL one live executor, one whose container runs if any (``busy()``: their ids),
-        of a task ``eligible(task_id)`` accepts (the harness's: any of its jobs, whatever
-        retries it has: the loss uses none); returns (detail, victim job id), victim ``None``
-        when no executor could be killed (the caller reports that as a run error)."""
-        deadline = time.monotonic() + timeout_s
+                      timeout_s: float = 30.0, prefer_busy_s: float = 4.0):  # fmt: skip
+        """SIGKILL one live executor, one whose container runs if any (``busy()``: their ids;
+        waited for ``prefer_busy_s``), of a task ``eligible(task_id)`` accepts (the harness's:
+        any of its jobs, whatever retries it has: the loss uses none); returns (detail, victim
+        job id), victim ``None`` when no executor lived for ``timeout_s`` (the caller reports
+        that as a run error; the harness's keeper job is relaunched within it after its own
+        executor's loss, 10-25 s on a loaded machine)."""
+        started = time.monotonic()
+        deadline = started + timeout_s
         while time.monotonic() < deadline:
             live = [
                 p for p in procs.executors(self.run_id)
@@ -135,7 +138,7 @@ class Cluster:
             running = busy()
             if any(p.env.get("MESOS_EXECUTOR_ID") in running for p in live):
                 live = [p for p in live if p.env.get("MESOS_EXECUTOR_ID") in running]
-            elif time.monotonic() < deadline - timeout_s / 2:
+            elif time.monotonic() < started + prefer_busy_s:
                 live = []  # wait a little for an executor with a running container
             if live:
                 victim = rng.choice(live)

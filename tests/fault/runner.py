@@ -8,7 +8,10 @@ after at most two attempts); ``kill`` jobs sleep long and are killed through the
 must end KILLED). On ``dlc local`` (whose agent offers GPU shares) one ``ok`` job in three is
 a 4 GiB share instead of whole GPUs, so shares run beside whole GPUs and each other. Before
 every crash of the API's process (``scheduler``/``local``) the harness sends one such kill, so
-a kill accepted just before a crash is tested on every one.
+a kill accepted just before a crash is tested on every one. A run that kills executors also
+starts a ``kill`` job first that sleeps through every kill point and is killed through the
+API after the last one (:func:`keeper_job`): a kill point late in the stream, after the short
+jobs ended, still finds a live executor (without it a run could fail for want of a victim).
 """
 
 from __future__ import annotations
@@ -61,6 +64,15 @@ class RunResult:
 SHARE_MIB = SHARE_GPU_MEM_MIB // 4
 
 
+KEEPER_SLEEP_S = 3600.0  # the keeper outlives any run; the harness kills it
+
+
+def keeper_job(seed: int) -> PlannedJob:
+    """The job that keeps an executor alive through a run's kill points (a ``kill`` job the
+    harness kills after the last one; its losses use no retry, as any job's)."""
+    return PlannedJob(f"f{seed}-keeper", "kill", 1, 1, KEEPER_SLEEP_S, kill_after_faults=True)
+
+
 def plan_jobs(rng: random.Random, n: int, seed: int, shares: bool = False) -> list[PlannedJob]:
     """The seeded job stream (``shares``: some ``ok`` jobs take a GPU share, ``gpus`` 0)."""
     jobs = []
@@ -110,6 +122,8 @@ class FaultRun:
         self.cluster: Cluster = CLUSTERS[backend](self.run_dir, self.run_id)
         self.jobs = plan_jobs(self.rng, max(4, 3 * kills + 2), seed, self.cluster.shares)
         self.kill_plan = self._plan_kills(kills)
+        if "executor" in self.targets:  # first, so it runs before the first kill point
+            self.jobs.insert(0, keeper_job(seed))
         self.kills: list[KillPoint] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
@@ -150,7 +164,7 @@ class FaultRun:
             )
             if answer:
                 job.job_id, job.submitted_at = answer["id"], time.time()
-                if job.kind == "kill":
+                if job.kind == "kill" and not job.kill_after_faults:
                     pending_kills.append((time.time() - self.t0 + self.rng.uniform(2, 4), job))
         while pending_kills and not self._stop.is_set():
             self._sleep_until(pending_kills[0][0], pending_kills)
@@ -194,6 +208,9 @@ class FaultRun:
                 while time.time() - self.t0 < offset:
                     time.sleep(0.05)
                 self._fault(outage, target)
+            for job in self.jobs:
+                if job.kill_after_faults:
+                    self.kill_job(job)
             stream.join(timeout=SETTLE_S)
             report = self._settle_and_judge(watch)
         except Exception as exc:  # noqa: BLE001 - reported as a run error, counts stay
@@ -229,7 +246,14 @@ class FaultRun:
         if target in API_CRASH_TARGETS:
             # a kill accepted just before the crash must still happen afterwards
             victim = next(
-                (j for j in self.jobs if j.kind == "kill" and j.job_id and j.kill_answer is None),
+                (
+                    j
+                    for j in self.jobs
+                    if j.kind == "kill"
+                    and j.job_id
+                    and j.kill_answer is None
+                    and not j.kill_after_faults
+                ),
                 None,
             )
             if victim is not None:

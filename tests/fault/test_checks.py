@@ -313,3 +313,23 @@ def test_leaked_executor_is_found_without_the_run_marker(tmp_path):
         leaked.kill()
         leaked.wait()
     assert leaked.pid not in {p.pid for p in procs.under(tmp_path)}
+
+
+@pytest.mark.parametrize(
+    ("targets", "keeper"), [("executor", True), ("local+executor", True), ("scheduler", False)]
+)
+def test_a_run_that_kills_executors_keeps_one_alive_through_its_kill_points(
+    tmp_path, targets, keeper
+):
+    """Run 10 of `make fault` seed 2031 failed with 'no live executor to kill' at t=26 s: the
+    short jobs had all ended. A keeper job now sleeps through the kill points (killed by the
+    harness after the last); the other runs stream as before."""
+    from tests.fault.runner import FaultRun
+
+    run = FaultRun("local", targets, 7, 4, tmp_path)
+    kept = [j for j in run.jobs if j.kill_after_faults]
+    assert bool(kept) is keeper
+    if keeper:
+        assert run.jobs[0] is kept[0] and kept[0].kind == "kill"
+        last = max(at for at, _, _ in run.kill_plan)
+        assert kept[0].sleep_s > 10 * last  # it outlives every kill point by far
