@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dlc.scheduler.core.state import CoreState, _done
+from dlc.scheduler.core.state import CoreState, task_ended
 from dlc.scheduler.core.tenancy import TenancyOps
 from dlc.scheduler.jobs.job import Job, JobState
 from dlc.scheduler.placement.consolidation import (
@@ -64,7 +64,7 @@ class Consolidation:
         #: the budget and plans (:meth:`_consolidation`), made on first use
         self._plans: _State | None = None
         #: jobs moved and the GPU-hours they lost (:meth:`totals`)
-        self._done: tuple[int, float] = (0, 0.0)
+        self.task_ended: tuple[int, float] = (0, 0.0)
 
     def _consolidation(self) -> _State:
         """The budget, the plans under way (waiting job id -> plan), when each job was last
@@ -79,7 +79,7 @@ class Consolidation:
 
     def totals(self) -> tuple[int, float]:
         """``(jobs moved, GPU-hours they lost)`` since this core started."""
-        return self._done
+        return self.task_ended
 
     def consolidate(
         self, now: float, queue: list[Job], waiting: dict[str, str], views: list[OfferView]
@@ -148,7 +148,7 @@ class Consolidation:
         for other in state.active.values():
             cpus, mem = self._task_size(other)
             for task in other.tasks:
-                if not _done(task):
+                if not task_ended(task):
                     taken = shared.setdefault(task.agent_id, set())
                     taken.update(task.gpu_ids)
                     if task.share_gpu is not None:
@@ -196,7 +196,7 @@ class Consolidation:
         if spec.nodes_max is not None:  # an elastic gang gives back members instead
             return None
         task = job.tasks[0]
-        if spec.is_share or spec.interactive or _done(task) or not task.gpu_ids:
+        if spec.is_share or spec.interactive or task_ended(task) or not task.gpu_ids:
             return None
         moved_at = self._consolidation()[2].get(job.job_id)
         recently = moved_at is not None and now - moved_at < 3600.0
@@ -257,7 +257,7 @@ class Consolidation:
         budget.spend(now, len(plan.moves))
         under_way[job.job_id] = plan
         moved, lost_h = self.totals()
-        self._done = (moved + len(plan.moves), lost_h + plan.lost_gpu_h)
+        self.task_ended = (moved + len(plan.moves), lost_h + plan.lost_gpu_h)
         sink = getattr(state.metrics, "consolidation_moved", None)
         if sink is not None:
             sink(len(plan.moves), plan.lost_gpu_h)

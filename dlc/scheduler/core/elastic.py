@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from dlc.scheduler.core.state import CoreState, _done
+from dlc.scheduler.core.state import CoreState, task_ended
 from dlc.scheduler.gangs.elastic import (
     Waiter,
     extras,
@@ -38,7 +38,7 @@ WAITERS_LOOKED_AT = 64
 
 
 def _live_extras(job: Job) -> list[TaskPlacement]:
-    return [t for t in extras(job) if not _done(t)]
+    return [t for t in extras(job) if not task_ended(t)]
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class Elastic:
 
     def _shrink(self, gangs: list[Job], waiters: list[Waiter]) -> list[tuple[str, str]]:
         kills = []
-        live = [replace(j, tasks=tuple(t for t in j.tasks if not _done(t))) for j in gangs]
+        live = [replace(j, tasks=tuple(t for t in j.tasks if not task_ended(t))) for j in gangs]
         for job, task, why in shrink_for(live, waiters):
             current = self.state.active[job.job_id]
             if current.message != why:
@@ -289,7 +289,7 @@ def _no_room(job: Job, rank: int, blockers: list[Waiter]) -> str:
 def _anchor(job: Job) -> TaskPlacement | None:
     """Node 0 when it runs and carries the rendezvous address (else the gang cannot grow)."""
     node0 = next((t for t in job.tasks if t.rank == 0), None)
-    if node0 is None or not node0.rendezvous or _done(node0):
+    if node0 is None or not node0.rendezvous or task_ended(node0):
         return None
     return node0
 

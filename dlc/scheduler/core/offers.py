@@ -24,7 +24,7 @@ from dlc.scheduler.core.elastic import Elastic
 from dlc.scheduler.core.offer_views import with_fields
 from dlc.scheduler.core.ports import EchoedRound
 from dlc.scheduler.core.share_hold import ShareHolds
-from dlc.scheduler.core.state import CoreState, _done
+from dlc.scheduler.core.state import CoreState, task_ended
 from dlc.scheduler.core.tenancy import TenancyOps
 from dlc.scheduler.gangs.topology import Locality, choose_group, spread, wanted
 from dlc.scheduler.jobs.job import Job, JobState, TaskPlacement
@@ -80,7 +80,7 @@ def _short_of_room(state: CoreState, job: Job) -> set[str]:
     for other in state.active.values():
         spec = other.spec
         for task in other.tasks:
-            if task.gpu_ids or task.share_gpu is not None or _done(task):
+            if task.gpu_ids or task.share_gpu is not None or task_ended(task):
                 continue
             cpus, mem = kept.get(task.agent_id, (0.0, 0.0))
             kept[task.agent_id] = (cpus + spec.cpus + extra.executor_cpus,

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from dlc.errors import JobNotFound, JobSpecError, LimitReached
 from dlc.scheduler.core.config import LIVE_STATES, Actions, default_resolver, image_vendor
-from dlc.scheduler.core.state import CoreState, _done
+from dlc.scheduler.core.state import CoreState, task_ended
 from dlc.scheduler.core.tenancy import TenancyOps
 from dlc.scheduler.jobs.job import (
     Job,
@@ -132,7 +132,7 @@ class Requests:
                 replace(job, kill_requested=True, message=f"kill requested by {user}"),
                 event="kill requested",
             )
-            actions.kills = [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
+            actions.kills = [(t.task_id, t.agent_id) for t in job.tasks if not task_ended(t)]
             return job, actions
 
     def kill_all(

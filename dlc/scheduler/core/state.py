@@ -94,7 +94,8 @@ _STOPPED = "stopped: "
 _T = TypeVar("_T")
 
 
-def _done(task: TaskPlacement) -> bool:
+def task_ended(task: TaskPlacement) -> bool:
+    """Whether ``task`` reached a terminal state (it holds nothing on its agent)."""
     return task.state in _TERMINAL_TASK
 
 
@@ -255,7 +256,7 @@ class CoreState:
         """``(job, task, holder)`` for every task of an active job that has not ended."""
         for job in self.active.values():
             for task in job.tasks:
-                if not _done(task):
+                if not task_ended(task):
                     yield job, task, Holder(job.job_id, task.task_id, job.user)
 
     def track(self, job: Job) -> Job:

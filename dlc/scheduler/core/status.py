@@ -28,7 +28,7 @@ from typing import Any
 
 from dlc.scheduler.core.config import Actions
 from dlc.scheduler.core.elastic import Elastic
-from dlc.scheduler.core.state import _STOPPED, _TERMINAL_TASK, CoreState, _done
+from dlc.scheduler.core.state import _STOPPED, _TERMINAL_TASK, CoreState, task_ended
 from dlc.scheduler.core.tenancy import TenancyOps
 from dlc.scheduler.jobs.job import (
     Job,
@@ -72,7 +72,7 @@ def _job_state(job: Job) -> JobState:
     if job.spec.nodes_max is None:
         return _fold(job.tasks)
     state = _fold([t for t in job.tasks if t.rank < job.spec.nodes])
-    if state is JobState.FINISHED and not all(_done(t) for t in job.tasks):
+    if state is JobState.FINISHED and not all(task_ended(t) for t in job.tasks):
         return JobState.RUNNING
     return state
 
@@ -285,7 +285,7 @@ class StatusUpdates:
         new_state = _job_state(job)
         actions = Actions()
         if new_state in (JobState.FAILED, JobState.LOST, JobState.KILLED):
-            actions.kills = [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
+            actions.kills = [(t.task_id, t.agent_id) for t in job.tasks if not task_ended(t)]
         elif job.kill_requested and state not in _TERMINAL_TASK and task is not None:
             actions.kills = [(task_id, task.agent_id)]  # a live task of a killed job: again
         message = _gang_cause(job, task, state, message, bool(actions.kills))
@@ -342,7 +342,7 @@ class StatusUpdates:
         if job.state is not JobState.RUNNING:
             return None
         core = [t for t in job.tasks if t.rank < job.spec.nodes]
-        if any(t.state in _NODE_FAILED for t in core) or all(_done(t) for t in core):
+        if any(t.state in _NODE_FAILED for t in core) or all(task_ended(t) for t in core):
             return None  # the gang itself failed or ended: its members end with it
         self.elastic.member_left(job, task, message)
         return Actions(revive=True)
@@ -373,7 +373,7 @@ class StatusUpdates:
     def _preempted_update(self, job: Job) -> Actions:
         """A task of a preempted job changed: once every task is over, queue the job again
         without using a retry (it did nothing wrong), keeping the reason."""
-        if all(_done(t) for t in job.tasks):
+        if all(task_ended(t) for t in job.tasks):
             reason = job.message.split("; queued again")[0]
             return self._requeue(job, f"{reason}; queued again (no retry used)", 0)
         self.state.save(job)
@@ -408,7 +408,7 @@ class StatusUpdates:
                 t.task_id: t.agent_id
                 for job in state.active.values()
                 for t in job.tasks
-                if not _done(t)
+                if not task_ended(t)
             }
             tasks.update({d.task_id: d.agent_id for d in state.drains.tasks()})
             return state.codec.reconcile_request(tasks.items())
@@ -437,6 +437,6 @@ class StatusUpdates:
                         and not self.tenancy_ops.awaiting_eviction(job.job_id)
                     )
                     for t in job.tasks
-                    if not _done(t) and (t.task_id, t.agent_id) not in fresh
+                    if not task_ended(t) and (t.task_id, t.agent_id) not in fresh
                 ]
             )

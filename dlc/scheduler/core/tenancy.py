@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dlc.scheduler.core.elastic import Elastic
-from dlc.scheduler.core.state import _STOPPED, CoreState, _done
+from dlc.scheduler.core.state import _STOPPED, CoreState, task_ended
 from dlc.scheduler.jobs.job import Job, JobState
 from dlc.scheduler.placement.share_placement import ShareTenants
 from dlc.scheduler.tenancy.admission_facts import AdmissionFacts
@@ -261,7 +261,7 @@ class TenancyOps:
                 self._evictions[job.job_id] = (now + victim.delay_s, victim.reason)
                 continue
             job = state.save(job.with_state(JobState.PREEMPTED, victim.reason), event=victim.reason)
-            kills += [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
+            kills += [(t.task_id, t.agent_id) for t in job.tasks if not task_ended(t)]
         self._flush_ledger(now)
         return kills + self._due_evictions(now)
 
@@ -298,7 +298,7 @@ class TenancyOps:
                 continue
             del self._evictions[job_id]
             job = self.state.save(job.with_state(JobState.PREEMPTED, reason), event=reason)
-            kills += [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
+            kills += [(t.task_id, t.agent_id) for t in job.tasks if not task_ended(t)]
         return kills
 
     def stop_overdue_environments(self) -> list[tuple[str, str]]:
@@ -319,5 +319,5 @@ class TenancyOps:
             why = (f"{_STOPPED}interactive limit of {fmt_span(limits.max_interactive_s)} "
                    f"for {job.user} reached")  # fmt: skip
             job = state.save(replace(job, kill_requested=True, message=why), event=why)
-            kills += [(t.task_id, t.agent_id) for t in job.tasks if not _done(t)]
+            kills += [(t.task_id, t.agent_id) for t in job.tasks if not task_ended(t)]
         return kills

@@ -8,7 +8,7 @@ agent that sent it is dropped.
 
 from __future__ import annotations
 
-from dlc.scheduler.core.state import CoreState, _done
+from dlc.scheduler.core.state import CoreState, task_ended
 from dlc.scheduler.core.tenancy import TenancyOps
 from dlc.scheduler.tasks.usage import (
     GpuUsage,
@@ -49,7 +49,7 @@ class UsageReadings:
             t.task_id: t.agent_id
             for job in self.state.active.values()
             for t in job.tasks
-            if not _done(t)
+            if not task_ended(t)
         }
 
     def job_usage(self, job_id: str) -> JobUsage | None:
@@ -59,7 +59,7 @@ class UsageReadings:
             job = state.active.get(job_id)
             if job is None:
                 return None
-            readings = [state.usage.of(t.task_id) for t in job.tasks if not _done(t)]
+            readings = [state.usage.of(t.task_id) for t in job.tasks if not task_ended(t)]
             return job_usage(r for r in readings if r is not None)
 
     def gpu_usage(self) -> dict[tuple[str, int], GpuUsage]:
@@ -88,7 +88,7 @@ class UsageReadings:
                     continue
                 owner = job.job_id if by == "job" else job.user
                 for t in job.tasks:
-                    if _done(t) or t.state != "TASK_RUNNING":
+                    if task_ended(t) or t.state != "TASK_RUNNING":
                         continue
                     # a share counts its part of a GPU, as quotas and fair share count it
                     gpus = len(t.gpu_ids) or (
