@@ -46,14 +46,20 @@ def master(request, tmp_path):
 
     The real one FAILS (never skips) when it cannot start.
     """
-    if request.param == "emulator":
+    yield from _one_agent_master(request.param, tmp_path, AGENT_RESOURCES)
+
+
+def _one_agent_master(kind: str, tmp_path: Path, resources: str) -> Iterator[tuple[str, str]]:
+    """``(address, kind)`` of the emulator or the real master (``kind``) with one agent of
+    ``resources``, stopped after."""
+    if kind == "emulator":
         from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
 
-        agent = AgentSpec(resources=AGENT_RESOURCES)
+        agent = AgentSpec(resources=resources)
         with MesosEmulator(agents=[agent], work_dir=tmp_path / "emulator") as emulator:
             yield emulator.address, "emulator"
         return
-    with real_mesos_master(tmp_path / "mesos", MESOS_RESOURCES=AGENT_RESOURCES) as mesos:
+    with real_mesos_master(tmp_path / "mesos", MESOS_RESOURCES=resources) as mesos:
         yield mesos.address, "real"
 
 
@@ -145,15 +151,7 @@ def test_submitted_job_gets_allocator_gpus_runs_and_shows(master, tmp_path):
 def cpu_master(request, tmp_path):
     """``(address, kind)`` of the emulator or the real master with one agent that has no GPU
     at all (no ``gpus`` or ``gpu_ids`` resource: a CPU node beside a GPU cluster)."""
-    if request.param == "emulator":
-        from dlc.mesos.emulator.cluster import AgentSpec, MesosEmulator
-
-        agent = AgentSpec(resources=CPU_AGENT_RESOURCES)
-        with MesosEmulator(agents=[agent], work_dir=tmp_path / "emulator") as emulator:
-            yield emulator.address, "emulator"
-        return
-    with real_mesos_master(tmp_path / "mesos", MESOS_RESOURCES=CPU_AGENT_RESOURCES) as mesos:
-        yield mesos.address, "real"
+    yield from _one_agent_master(request.param, tmp_path, CPU_AGENT_RESOURCES)
 
 
 CPU_AGENT_RESOURCES = "cpus:4;mem:4096;disk:10240"
