@@ -85,16 +85,17 @@ def _billing_note(billing: dict | None) -> str:
     """What a job is billed per hour, in the rates the scheduler uses now."""
     if billing is None:
         return "billed: the largest of a job's GPUs, CPUs and memory in GPUs (no agent known yet)"
-    unit = billing["unit"]
-    parts = ["its GPUs"] if unit == "GPU" else []
+    parts = ["its GPUs"]
     per_cpu, per_mib = billing["cpus_per_gpu"], billing["mem_mib_per_gpu"]
     if per_cpu is not None:
         parts.append("its CPUs" if per_cpu == 1 else f"its CPUs / {num(round(per_cpu, 3))}")
     if per_mib is not None:
         parts.append(f"its memory / {num(round(per_mib / 1024, 3))} GiB")
-    head = "billed per hour" if unit == "GPU" else "no GPU in the cluster: billed CPU-hours"
-    what = f"the largest of {', '.join(parts)}" if len(parts) > 1 else "".join(parts) or "nothing"
-    return f"{head}: {what} (--fair-share-billing)"
+    what = f"the largest of {', '.join(parts)}" if len(parts) > 1 else "".join(parts)
+    # one unit, GPU-hours, even where the cluster has none: say where the CPU ratio came from
+    why = ("no GPU in the cluster: CPUs at the default ratio; --fair-share-billing cpus=N"
+           if billing.get("cpus_default") else "--fair-share-billing")  # fmt: skip
+    return f"billed per hour: {what} ({why})"
 
 
 @command.command("set")

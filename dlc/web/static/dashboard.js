@@ -464,7 +464,10 @@ async function renderJob(jobId, snap) {
     fact("User", esc(job.user)),
     fact("Framework", esc(job.framework || "-")),
     fact("Image", `<code>${esc(job.image)}</code>`),
-    fact("GPUs", isGang(job) ? `${nodesOf(job)}x${job.gpus} GPUs (${job.gpus} per node × ${nodesOf(job)} nodes)`
+    // the job page reads /v1/jobs/{id}: a share is gpu_fraction/gpu_memory there, not share
+    fact("GPUs", job.gpus === 0 && job.gpu_fraction == null && job.gpu_memory == null
+      ? `${isGang(job) ? `${nodesOf(job)}x CPU only` : "CPU only"}: ${job.cpus} CPUs per node, no GPU`
+      : isGang(job) ? `${nodesOf(job)}x${job.gpus} GPUs (${job.gpus} per node × ${nodesOf(job)} nodes)`
       : `${job.gpus} GPU${job.gpus === 1 ? "" : "s"}`),
     fact("Used", usedFact(snap.jobs.find((j) => j.id === job.id))),
     fact("Placed on", tasks.join("<br>") || "not yet"),

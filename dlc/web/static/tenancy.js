@@ -22,6 +22,12 @@
     }
   }
 
+  // a queue row's GPUs, or "CPU only" ("2x CPU only": a gang) as the job tables show it
+  function gpus(r) {
+    if (!r.cpu_only) return num(r.gpus);
+    return r.nodes > 1 ? r.nodes + "x CPU only" : "CPU only";
+  }
+
   function bar(used, guaranteed) {
     if (!guaranteed) return used ? "borrowing " + num(used) : "";
     const pct = Math.round((100 * used) / guaranteed);
@@ -73,10 +79,10 @@
     }
     table(
       "tenancy-queue",
-      ["#", "job", "user", "group", "pool", "priority", "GPUs", "reason"],
-      body.queue.map((r) => r.hidden ? [r.position, "-", "another user", "", "", "", "", ""] : [
+      ["#", "job", "user", "group", "pool", "priority", "GPUs", "CPUs", "reason"],
+      body.queue.map((r) => r.hidden ? [r.position, "-", "another user", "", "", "", "", "", ""] : [
         r.position, r.id, r.user, r.group + " #" + r.group_position, r.pool,
-        r.priority_class || r.priority, num(r.gpus),
+        r.priority_class || r.priority, gpus(r), num(r.cpus),
         (r.admitted ? "next to run; " : "") + r.reason,
       ]),
     );
