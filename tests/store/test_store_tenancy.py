@@ -5,6 +5,7 @@ refusals)."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import contextmanager
 
 import pytest
 
@@ -196,55 +197,59 @@ def test_fair_usage_survives_a_reopen_on_both_engines(make_store):
         again.close()
 
 
+@contextmanager
+def at_version(engine: str, version: int, tmp_path, request):
+    """A database of ``engine`` migrated to ``version`` only: ``(connection, open)``, where
+    ``open()`` closes the connection and opens it as a store of this DLC (migrating it)."""
+    from dlc.store import schema
+
+    if engine == "sqlite":
+        url = tmp_path / f"v{version}.db"
+        db = sqlite3.connect(url, isolation_level=None)
+        store_type = JobStore
+    else:
+        from dlc.store.postgres import JobStore as PgJobStore
+        from dlc.store.postgres import PgConnection
+
+        url = request.getfixturevalue("postgres").new_db()
+        db = PgConnection(url)
+        store_type = PgJobStore
+    schema.migrate(db, schema.MIGRATIONS[:version])
+    opened = []
+
+    def open_store():
+        db.close()
+        opened.append(store_type(url))
+        return opened[-1]
+
+    try:
+        yield db, open_store
+    finally:
+        for store in opened:
+            store.close()
+
+
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_migration_6_adds_fair_usage_to_a_version_5_database(engine, tmp_path, request):
     from dlc.store import schema
 
-    if engine == "sqlite":
-        url = tmp_path / "v5.db"
-        db = sqlite3.connect(url, isolation_level=None)
-    else:
-        from dlc.store.postgres import JobStore as PgJobStore
-        from dlc.store.postgres import PgConnection
-
-        url = request.getfixturevalue("postgres").new_db()
-        db = PgConnection(url)
-    schema.migrate(db, schema.MIGRATIONS[:5])
-    db.execute("INSERT INTO user_limits (user, max_running) VALUES ('alice', 3)")
-    assert not schema.has_table(db, "fair_usage")
-    db.close()
-    store = JobStore(url) if engine == "sqlite" else PgJobStore(url)
-    try:
+    with at_version(engine, 5, tmp_path, request) as (db, open_store):
+        db.execute("INSERT INTO user_limits (user, max_running) VALUES ('alice', 3)")
+        assert not schema.has_table(db, "fair_usage")
+        store = open_store()
         assert store.schema_version == SCHEMA_VERSION
         assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 3)  # kept
         store.save_fair_usage([UsageRow("a", "alice", 1.5, 7.0)], 7.0)
         assert store.fair_usage() == ([UsageRow("a", "alice", 1.5, 7.0)], 7.0)
-    finally:
-        store.close()
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_migration_7_adds_the_cpu_limit_to_a_version_6_database(engine, tmp_path, request):
-    from dlc.store import schema
-
-    if engine == "sqlite":
-        url = tmp_path / "v6.db"
-        db = sqlite3.connect(url, isolation_level=None)
-    else:
-        from dlc.store.postgres import JobStore as PgJobStore
-        from dlc.store.postgres import PgConnection
-
-        url = request.getfixturevalue("postgres").new_db()
-        db = PgConnection(url)
-    schema.migrate(db, schema.MIGRATIONS[:6])
-    db.execute("INSERT INTO user_limits (user, max_running, max_gpus) VALUES ('alice', 3, 2)")
-    db.close()
-    store = JobStore(url) if engine == "sqlite" else PgJobStore(url)
-    try:
+    with at_version(engine, 6, tmp_path, request) as (db, open_store):
+        db.execute("INSERT INTO user_limits (user, max_running, max_gpus) VALUES ('alice', 3, 2)")
+        store = open_store()
         assert store.schema_version == SCHEMA_VERSION == 7
         # an existing user keeps their limits and gets no CPU cap
         assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 3, 2.0)
         store.set_user_limits(UserLimits("alice", 3, 2.0, max_cpus=16), "root")
         assert store.tenancy_policy().limits["alice"].max_cpus == 16
-    finally:
-        store.close()
