@@ -215,3 +215,15 @@ def test_the_queue_shows_cpu_only_jobs_as_cpu_only_with_their_cpus(api):  # noqa
                                 "REASON"]  # fmt: skip
     assert waiting["id"] in lines[1] and "2x CPU only  5 " in lines[1]
     assert lines[1].endswith("user alice holds 6 of 8 CPUs allowed; this job needs 5")
+
+
+def test_a_nan_or_infinite_cpu_limit_from_the_cli_is_one_line_and_nothing_changes(api):  # noqa: F811
+    server, core, tokens = api
+    for text in ("nan", "inf"):
+        out = dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", text,
+                  code=1)  # fmt: skip
+        assert out.strip().splitlines() == [
+            f"Error: max_cpus: {text} is out of range; give 0 to 1000000000, or leave it out "
+            "for no cap"
+        ]
+    assert "alice" not in core.tenancy.limits
