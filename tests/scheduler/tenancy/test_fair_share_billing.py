@@ -169,6 +169,27 @@ def test_the_billed_value_survives_a_restart_and_the_gap_is_billed_once_agents_a
     assert again.visible_job(cpu_job.job_id, "a").state is JobState.RUNNING
 
 
+def test_a_cluster_with_no_gpu_bills_gpu_hours_at_the_default_ratio_through_the_core(tmp_path):
+    """One GPU-less 64-CPU agent: a 60-CPU job bills 60 / 8 GPU-hours an hour into the same
+    ledger as on a GPU cluster (it billed 60 CPU-hours, a unit the views called GPU-hours)."""
+    from .test_quotas_core import train_offer
+
+    clock = Clock()
+    core = make_core(tmp_path / "db", clock, agents=False)
+    core.update_agents([slave("a1", "train", gpus=0)])
+    job = submit(core, "a", 0, 60)
+    actions = core.on_offers([train_offer("o0", [])])
+    assert [i["task_id"]["value"] for _, infos in actions.accepts for i in infos] == [
+        f"{job.job_id}.0.0"
+    ]
+    core.on_status(status(f"{job.job_id}.0.0", "TASK_RUNNING"))
+    clock.now += DAY
+    fair = core.fair_share()
+    assert fair.billing == BillingRates(1 / 8, 1 / (8 * 4096), cpus_default=True)
+    (group,) = fair.groups
+    assert group.gpu_hours == pytest.approx(accrued(60 / 8, DAY, DAY), rel=1e-9)
+
+
 def three_groups() -> Policy:
     """a: CPUs only; b: 1 GPU; c: 2 GPUs and most CPUs (one 8-GPU 64-CPU agent in train)."""
     guarantees = {"a": Resources(0, 8, 65536), "b": Resources(1, 8, 65536),
