@@ -41,6 +41,7 @@ def test_quota_usage_and_queue_reasons_are_shown(dlc_local, browser):  # noqa: F
     sign_in(browser, dashboard, alice_token)
     quota = wait_for(browser, cells_containing("tenancy-quota", "team-a|default|8 / 2"))
     assert "team-a|default|8 / 2|6" in quota  # 8 used of 2 guaranteed, 6 borrowed
+    assert "team-a|default|8 / 2|6|-|8|1 / 8|" in quota  # 8 GPUs wait; CPUs: 1 used of 8
     queue = wait_for(browser, cells_containing("tenancy-queue", cpu_only["id"]))
     assert waiting["id"] in queue and "team-a #1" in queue
     assert running["id"] not in queue
