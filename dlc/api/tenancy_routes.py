@@ -78,9 +78,9 @@ def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
 
 
 def quota_view(core: Any, viewer: str | None = None) -> dict:
-    """Usage against guarantees per group and pool, with what is borrowed and waiting, and
-    each group's decayed GPU-hours (``fair_share``; ``viewer``: a non-admin, who sees only
-    their own user's row of it)."""
+    """Usage against guarantees per group and pool, with what is borrowed and waiting, each
+    group's decayed GPU-hours (``fair_share``) and the per-user ``limits`` (``viewer``: a
+    non-admin, who sees only their own user's row of both)."""
     policy = core.tenancy
     capacity = core.pool_capacity()
     tenancy = core.plan_queue(core.queued_jobs())
@@ -102,7 +102,18 @@ def quota_view(core: Any, viewer: str | None = None) -> dict:
         })  # fmt: skip
     pools = {p: c.to_dict() for p, c in sorted(capacity.items())}
     fair = fair_share_json(core.fair_share(viewer)) if hasattr(core, "fair_share") else None
-    return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s, "fair_share": fair}
+    limits = [limits_json(lim) for user, lim in sorted(policy.limits.items())
+              if viewer is None or user == viewer]  # fmt: skip
+    return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s, "fair_share": fair,
+            "limits": limits}  # fmt: skip
+
+
+def limits_json(limits: UserLimits) -> dict[str, Any]:
+    """A user's caps as ``PUT /v1/limits`` answers them and ``GET /v1/quota`` lists them
+    (``None``: no cap)."""
+    return {"user": limits.user, "max_running": limits.max_running, "max_gpus": limits.max_gpus,
+            "max_cpus": limits.max_cpus, "max_interactive_s": limits.max_interactive_s,
+            "max_interactive": limits.max_interactive}  # fmt: skip
 
 
 def fair_share_json(fair: FairShare | None) -> dict[str, Any] | None:
@@ -268,7 +279,7 @@ def router(api: Any) -> APIRouter:
         limits = UserLimits(user, body.max_running, body.max_gpus, body.max_interactive_s,
                             body.max_interactive, body.max_cpus)  # fmt: skip
         core.set_user_limits(limits, actor)
-        return {"user": user, **{k: v for k, v in limits.__dict__.items() if k != "user"}}
+        return limits_json(limits)
 
     @routes.get("/v1/tenancy", responses=ERRORS)
     def tenancy(request: Request) -> dict:

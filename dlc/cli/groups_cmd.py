@@ -99,8 +99,13 @@ def limit(user, max_running, max_gpus, max_cpus, max_interactive_s, max_interact
     limit left out is no cap."""
     body = {"max_running": max_running, "max_gpus": max_gpus, "max_cpus": max_cpus,
             "max_interactive_s": max_interactive_s, "max_interactive": max_interactive}  # fmt: skip
-    out = call(api, token, "PUT", f"/v1/limits/{user}", body)
-    # num(): 0 is a cap (nothing may run), not "-" (no cap)
-    click.echo(f"{user}: {num(out['max_running'])} running jobs, {num(out['max_gpus'])} GPUs, "
-               f"{num(out.get('max_cpus'))} CPUs, interactive {num(out['max_interactive_s'])} s, "
-               f"{num(out.get('max_interactive'))} environments at once")  # fmt: skip
+    click.echo(limits_text(call(api, token, "PUT", f"/v1/limits/{user}", body)))
+
+
+def limits_text(out: dict) -> str:
+    """One user's caps as a line: ``alice: 2 running jobs, 4 GPUs, 64 CPUs, interactive
+    28800 s, 1 environments at once`` (``-``: no cap; 0 is a cap: nothing of it runs)."""
+    return (f"{out['user']}: {num(out['max_running'])} running jobs, {num(out['max_gpus'])} "
+            f"GPUs, {num(out.get('max_cpus'))} CPUs, interactive "
+            f"{num(out['max_interactive_s'])} s, {num(out.get('max_interactive'))} "
+            "environments at once")  # fmt: skip

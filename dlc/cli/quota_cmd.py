@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from dlc.cli.client_opts import api_options
+from dlc.cli.groups_cmd import limits_text
 from dlc.cli.output import output_option
 from dlc.cli.queue_cmd import call, num, print_table, structured
 
@@ -34,6 +35,7 @@ def command(ctx, output, api, token):
     click.echo(f"pools: {pools or 'none known yet'}; preemption grace {num(body['grace_s'])} s")
     if not body["quotas"]:
         click.echo("no quota set; `dlc quota set GROUP --pool P --gpus N` (admin)")
+        _print_limits(body.get("limits"))
         return
     print_table(
         (
@@ -61,7 +63,17 @@ def command(ctx, output, api, token):
         ),  # fmt: skip
         wide=output == "wide",
     )
+    _print_limits(body.get("limits"))
     _print_fair_share(body.get("fair_share"), output)
+
+
+def _print_limits(limits: list[dict] | None) -> None:
+    """The per-user caps (a non-admin: their own), one line each; nothing where none is set."""
+    if not limits:
+        return
+    click.echo("\nuser limits (`dlc groups limit`; -: no cap):")
+    for row in limits:
+        click.echo(f"  {limits_text(row)}")
 
 
 def _print_fair_share(fair: dict | None, output: str | None) -> None:

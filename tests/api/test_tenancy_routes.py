@@ -151,6 +151,18 @@ def test_a_bad_limit_is_one_line_naming_the_field_and_nothing_changes(api, body,
     assert call(server, tokens["admin"], "GET", "/v1/quota/audit")["audit"] == []
 
 
+def test_limits_are_listed_to_an_admin_and_each_user_sees_only_their_own(api):
+    server, _, tokens = api
+    call(server, tokens["admin"], "PUT", "/v1/limits/alice", {"max_cpus": 16, "max_running": 0})
+    call(server, tokens["admin"], "PUT", "/v1/limits/bob", {"max_gpus": 2})
+    everyone = call(server, tokens["admin"], "GET", "/v1/quota")["limits"]
+    assert [row["user"] for row in everyone] == ["alice", "bob"]
+    mine = call(server, tokens["alice"], "GET", "/v1/quota")["limits"]
+    assert mine == [{"user": "alice", "max_running": 0, "max_gpus": None, "max_cpus": 16,
+                     "max_interactive_s": None, "max_interactive": None}]  # fmt: skip
+    assert call(server, tokens["alice"], "GET", "/v1/tenancy")["quota"]["limits"] == mine
+
+
 def test_a_user_may_not_raise_their_own_cpu_limit(api):
     server, core, tokens = api
     call(server, tokens["admin"], "PUT", "/v1/limits/alice", {"max_cpus": 4})

@@ -227,3 +227,16 @@ def test_a_nan_or_infinite_cpu_limit_from_the_cli_is_one_line_and_nothing_change
             "for no cap"
         ]
     assert "alice" not in core.tenancy.limits
+
+
+def test_dlc_quota_shows_the_callers_own_limits(api):  # noqa: F811
+    server, _, tokens = api
+    dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", "16")
+    dlc(server, tokens["admin"], "groups", "limit", "bob", "--max-gpus", "2")
+    out = dlc(server, tokens["alice"], "quota")
+    assert out.splitlines()[-2:] == [
+        "user limits (`dlc groups limit`; -: no cap):",
+        "  alice: - running jobs, - GPUs, 16 CPUs, interactive - s, - environments at once",
+    ]
+    assert "bob" not in out
+    assert "  bob: - running jobs, 2 GPUs, - CPUs" in dlc(server, tokens["admin"], "quota")
