@@ -135,6 +135,7 @@ class LimitsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     max_running: StrictInt | None = None
     max_gpus: StrictFloat | StrictInt | None = None
+    max_cpus: StrictFloat | StrictInt | None = None
     max_interactive_s: StrictFloat | StrictInt | None = None
     max_interactive: StrictInt | None = None
 

@@ -22,7 +22,7 @@ from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
 from dlc.scheduler.placement.agent_facts import agent_vendor, default_topology_of
 from dlc.scheduler.tenancy.fair_share import FairShare
 from dlc.scheduler.tenancy.policy import ZERO, AuditEntry, Resources, UserLimits, parse_mem
-from dlc.scheduler.tenancy.quotas import agent_pool, job_demand, job_gpus, key_of
+from dlc.scheduler.tenancy.quotas import agent_pool, job_cpus, job_demand, job_gpus, key_of
 from dlc.topology.gpu_shares import ATTR_SHARING
 
 
@@ -53,8 +53,9 @@ def _admin(request: Request, refusal: str = CHANGE_REFUSAL) -> str:
 
 
 def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
-    """Every waiting job in run order with its group, pool, priority and reason
-    (``viewer``: a non-admin, who sees other users' jobs as ``{"position", "hidden"}``)."""
+    """Every waiting job in run order with its group, pool, priority, what it asks (``gpus``
+    and ``cpus`` over all its nodes; ``cpu_only``: a ``--gpus 0`` job) and reason (``viewer``:
+    a non-admin, who sees other users' jobs as ``{"position", "hidden"}``)."""
     tenancy = core.plan_queue(core.queued_jobs())
     sizes = core.gpu_sizes()
     out: list[dict[str, Any]] = []
@@ -68,7 +69,8 @@ def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
             "position": index, "group_position": row.position, "id": job.job_id,
             "user": job.user, "group": row.group, "pool": row.pool,
             "priority": job.spec.priority, "priority_class": job.spec.priority_class,
-            "gpus": job_gpus(core.tenancy, job, sizes), "admitted": row.admitted,
+            "gpus": job_gpus(core.tenancy, job, sizes), "cpus": job_cpus(job),
+            "cpu_only": job.spec.is_cpu_only, "nodes": job.spec.nodes, "admitted": row.admitted,
             "preempted_before": job.message.startswith("preempted"),
             "reason": reason.split("; ", 1)[1] if reason.startswith("position ") else reason,
         })  # fmt: skip
@@ -76,9 +78,9 @@ def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
 
 
 def quota_view(core: Any, viewer: str | None = None) -> dict:
-    """Usage against guarantees per group and pool, with what is borrowed and waiting, and
-    each group's decayed GPU-hours (``fair_share``; ``viewer``: a non-admin, who sees only
-    their own user's row of it)."""
+    """Usage against guarantees per group and pool, with what is borrowed and waiting, each
+    group's decayed GPU-hours (``fair_share``) and the per-user ``limits`` (``viewer``: a
+    non-admin, who sees only their own user's row of both)."""
     policy = core.tenancy
     capacity = core.pool_capacity()
     tenancy = core.plan_queue(core.queued_jobs())
@@ -100,7 +102,18 @@ def quota_view(core: Any, viewer: str | None = None) -> dict:
         })  # fmt: skip
     pools = {p: c.to_dict() for p, c in sorted(capacity.items())}
     fair = fair_share_json(core.fair_share(viewer)) if hasattr(core, "fair_share") else None
-    return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s, "fair_share": fair}
+    limits = [limits_json(lim) for user, lim in sorted(policy.limits.items())
+              if viewer is None or user == viewer]  # fmt: skip
+    return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s, "fair_share": fair,
+            "limits": limits}  # fmt: skip
+
+
+def limits_json(limits: UserLimits) -> dict[str, Any]:
+    """A user's caps as ``PUT /v1/limits`` answers them and ``GET /v1/quota`` lists them
+    (``None``: no cap)."""
+    return {"user": limits.user, "max_running": limits.max_running, "max_gpus": limits.max_gpus,
+            "max_cpus": limits.max_cpus, "max_interactive_s": limits.max_interactive_s,
+            "max_interactive": limits.max_interactive}  # fmt: skip
 
 
 def fair_share_json(fair: FairShare | None) -> dict[str, Any] | None:
@@ -113,7 +126,8 @@ def fair_share_json(fair: FairShare | None) -> dict[str, Any] | None:
               for g in fair.groups]  # fmt: skip
     bill = fair.billing
     billing = None if bill is None else {
-        "unit": bill.unit, "cpus_per_gpu": bill.cpus_per_gpu(),
+        # one unit always (kept for clients); cpus_default: no GPU known, the default ratio
+        "unit": "GPU", "cpus_default": bill.cpus_default, "cpus_per_gpu": bill.cpus_per_gpu(),
         "mem_mib_per_gpu": bill.mem_mib_per_gpu(),
     }  # fmt: skip
     return {"half_life_s": fair.half_life_s, "groups": groups, "billing": billing}
@@ -259,14 +273,13 @@ def router(api: Any) -> APIRouter:
 
     @routes.put("/v1/limits/{user}", responses=ERRORS)
     def set_limits(user: str, body: LimitsIn, request: Request) -> dict:
-        """Per-user caps: running jobs, GPUs held, longest interactive run, interactive
-        environments at once (admin; audited)."""
+        """Per-user caps: running jobs, GPUs held, CPUs held, longest interactive run,
+        interactive environments at once (admin; audited)."""
         actor = _admin(request)
-        limits = UserLimits(
-            user, body.max_running, body.max_gpus, body.max_interactive_s, body.max_interactive
-        )
+        limits = UserLimits(user, body.max_running, body.max_gpus, body.max_interactive_s,
+                            body.max_interactive, body.max_cpus)  # fmt: skip
         core.set_user_limits(limits, actor)
-        return {"user": user, **{k: v for k, v in limits.__dict__.items() if k != "user"}}
+        return limits_json(limits)
 
     @routes.get("/v1/tenancy", responses=ERRORS)
     def tenancy(request: Request) -> dict:

@@ -87,16 +87,25 @@ def remove(group, user, api, token):
 @click.argument("user")
 @click.option("--max-running", type=click.IntRange(0), help="Jobs the user may run at once.")
 @click.option("--max-gpus", type=click.FloatRange(0), help="GPUs the user may hold at once.")
+@click.option("--max-cpus", type=click.FloatRange(0),
+              help="CPUs the user may hold at once, all their jobs (GPU jobs too).")  # fmt: skip
 @click.option("--max-interactive", "max_interactive_s", type=click.FloatRange(0),
               help="Longest an interactive environment may run, in seconds.")  # fmt: skip
 @click.option("--max-environments", "max_interactive", type=click.IntRange(0),
               help="Interactive environments the user may run at once.")  # fmt: skip
 @api_options
-def limit(user, max_running, max_gpus, max_interactive_s, max_interactive, api, token):
-    """Set USER's limits (absent: no cap; admin, audited)."""
-    body = {"max_running": max_running, "max_gpus": max_gpus,
+def limit(user, max_running, max_gpus, max_cpus, max_interactive_s, max_interactive, api, token):
+    """Set USER's limits (absent: no cap; admin, audited). Each call sets all of them: a
+    limit left out is no cap."""
+    body = {"max_running": max_running, "max_gpus": max_gpus, "max_cpus": max_cpus,
             "max_interactive_s": max_interactive_s, "max_interactive": max_interactive}  # fmt: skip
-    out = call(api, token, "PUT", f"/v1/limits/{user}", body)
-    click.echo(f"{user}: {out['max_running'] or '-'} running jobs, {num(out['max_gpus'])} GPUs, "
-               f"interactive {num(out['max_interactive_s'])} s, "
-               f"{out.get('max_interactive') or '-'} environments at once")  # fmt: skip
+    click.echo(limits_text(call(api, token, "PUT", f"/v1/limits/{user}", body)))
+
+
+def limits_text(out: dict) -> str:
+    """One user's caps as a line: ``alice: 2 running jobs, 4 GPUs, 64 CPUs, interactive
+    28800 s, 1 environments at once`` (``-``: no cap; 0 is a cap: nothing of it runs)."""
+    return (f"{out['user']}: {num(out['max_running'])} running jobs, {num(out['max_gpus'])} "
+            f"GPUs, {num(out.get('max_cpus'))} CPUs, interactive "
+            f"{num(out['max_interactive_s'])} s, {num(out.get('max_interactive'))} "
+            "environments at once")  # fmt: skip

@@ -9,6 +9,7 @@ import click
 
 from dlc.api.client import ApiClient
 from dlc.cli.client_opts import api_options
+from dlc.cli.job_view import CPU_ONLY
 from dlc.cli.output import CUT_NOTE, clean, cut, emit, format_table, output_option
 
 
@@ -71,13 +72,22 @@ def structured(output: str, body: Any) -> bool:
     return False
 
 
+def _gpus(row: dict) -> str:
+    """A queue row's GPUs over all its nodes, or ``CPU only`` (``2x CPU only``: a gang) for a
+    ``--gpus 0`` job, as ``dlc jobs`` shows it (an older server's row: its number)."""
+    if not row.get("cpu_only"):
+        return num(row["gpus"])
+    nodes = row.get("nodes") or 1
+    return CPU_ONLY if nodes == 1 else f"{nodes}x {CPU_ONLY}"
+
+
 @click.command("queue")
 @click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as -o json.")
 @output_option
 @api_options
 def command(as_json, output, api, token):
-    """Waiting jobs in run order: position, priority, group, pool, reason (-o wide: whole
-    reasons)."""
+    """Waiting jobs in run order: position, priority, group, pool, GPUs (or CPU only) and
+    CPUs over all nodes, reason (-o wide: whole reasons)."""
     rows = call(api, token, "GET", "/v1/queue")["queue"]
     if structured("json" if as_json else output, rows):
         return
@@ -85,9 +95,9 @@ def command(as_json, output, api, token):
         click.echo("no job is waiting")
         return
     print_table(
-        ("POS", "ID", "USER", "GROUP", "POOL", "PRIO", "GPUS", "REASON"),
+        ("POS", "ID", "USER", "GROUP", "POOL", "PRIO", "GPUS", "CPUS", "REASON"),
         (
-            (r["position"], "-", "(another user)", "-", "-", "-", "-", "")
+            (r["position"], "-", "(another user)", "-", "-", "-", "-", "-", "")
             if r.get("hidden")  # a non-admin sees other users' jobs by position only
             else (
                 r["position"],
@@ -96,7 +106,8 @@ def command(as_json, output, api, token):
                 f"{r['group']} #{r['group_position']}",
                 r["pool"],
                 r["priority_class"] or r["priority"],
-                num(r["gpus"]),
+                _gpus(r),
+                num(r.get("cpus")),
                 ("next to run; " if r["admitted"] else "") + r["reason"],
             )
             for r in rows

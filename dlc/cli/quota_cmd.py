@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from dlc.cli.client_opts import api_options
+from dlc.cli.groups_cmd import limits_text
 from dlc.cli.output import output_option
 from dlc.cli.queue_cmd import call, num, print_table, structured
 
@@ -34,6 +35,7 @@ def command(ctx, output, api, token):
     click.echo(f"pools: {pools or 'none known yet'}; preemption grace {num(body['grace_s'])} s")
     if not body["quotas"]:
         click.echo("no quota set; `dlc quota set GROUP --pool P --gpus N` (admin)")
+        _print_limits(body.get("limits"))
         return
     print_table(
         (
@@ -61,7 +63,17 @@ def command(ctx, output, api, token):
         ),  # fmt: skip
         wide=output == "wide",
     )
+    _print_limits(body.get("limits"))
     _print_fair_share(body.get("fair_share"), output)
+
+
+def _print_limits(limits: list[dict] | None) -> None:
+    """The per-user caps (a non-admin: their own), one line each; nothing where none is set."""
+    if not limits:
+        return
+    click.echo("\nuser limits (`dlc groups limit`; -: no cap):")
+    for row in limits:
+        click.echo(f"  {limits_text(row)}")
 
 
 def _print_fair_share(fair: dict | None, output: str | None) -> None:
@@ -85,16 +97,17 @@ def _billing_note(billing: dict | None) -> str:
     """What a job is billed per hour, in the rates the scheduler uses now."""
     if billing is None:
         return "billed: the largest of a job's GPUs, CPUs and memory in GPUs (no agent known yet)"
-    unit = billing["unit"]
-    parts = ["its GPUs"] if unit == "GPU" else []
+    parts = ["its GPUs"]
     per_cpu, per_mib = billing["cpus_per_gpu"], billing["mem_mib_per_gpu"]
     if per_cpu is not None:
         parts.append("its CPUs" if per_cpu == 1 else f"its CPUs / {num(round(per_cpu, 3))}")
     if per_mib is not None:
         parts.append(f"its memory / {num(round(per_mib / 1024, 3))} GiB")
-    head = "billed per hour" if unit == "GPU" else "no GPU in the cluster: billed CPU-hours"
-    what = f"the largest of {', '.join(parts)}" if len(parts) > 1 else "".join(parts) or "nothing"
-    return f"{head}: {what} (--fair-share-billing)"
+    what = f"the largest of {', '.join(parts)}" if len(parts) > 1 else "".join(parts)
+    # one unit, GPU-hours, even where the cluster has none: say where the CPU ratio came from
+    why = ("no GPU in the cluster: CPUs at the default ratio; --fair-share-billing cpus=N"
+           if billing.get("cpus_default") else "--fair-share-billing")  # fmt: skip
+    return f"billed per hour: {what} ({why})"
 
 
 @command.command("set")

@@ -322,7 +322,7 @@ def admin_token_from(token_file: str | None) -> str | None:
     "--fair-share-billing", default="auto", show_default=True, metavar="cpus=N,mem=SIZE",
     help="What fair share bills as one GPU-hour: N CPU-hours or SIZE-hours of memory (a job is "
     "billed the largest of its GPUs, CPUs and memory); auto: the cluster's CPUs and memory per "
-    "GPU, 0: not billed (docs/quotas.md).",
+    "GPU (8 CPUs where it has no GPU), 0: not billed (docs/quotas.md).",
 )  # fmt: skip
 @click.option(
     "--protect", "protect", multiple=True, metavar="CLASS=MIN_RUNTIME[:DELAY]",

@@ -160,6 +160,12 @@ def _v6_fair_usage(db: sqlite3.Connection) -> None:
     )
 
 
+def _v7_cpu_limit(db: sqlite3.Connection) -> None:
+    """Per-user cap on CPUs held at once (``max_cpus``: CPU-only jobs had no per-user bound
+    but ``max_running``). Additive: existing users get no cap."""
+    db.execute("ALTER TABLE user_limits ADD COLUMN max_cpus REAL")
+
+
 #: migration ``i`` brings a database from version ``i`` to ``i + 1``; both engines run
 #: this list (append only: see the module docstring)
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
@@ -169,6 +175,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _v4_tenancy,
     _v5_interactive_cap,
     _v6_fair_usage,
+    _v7_cpu_limit,
 ]
 
 #: the newest schema this DLC knows

@@ -78,7 +78,8 @@ class TenancyStore:
             }  # fmt: skip
             limits = {
                 r["user"]: UserLimits(r["user"], r["max_running"], r["max_gpus"],
-                                      r["max_interactive_s"], r["max_interactive"])
+                                      r["max_interactive_s"], r["max_interactive"],
+                                      r["max_cpus"])
                 for r in self._db.execute("SELECT * FROM user_limits")
             }  # fmt: skip
         grace = self.get_meta(_GRACE_KEY)
@@ -167,9 +168,9 @@ class TenancyStore:
         with self._tx("saving user limits") as db:
             db.execute(
                 "INSERT OR REPLACE INTO user_limits (user, max_running, max_gpus,"
-                " max_interactive_s, max_interactive) VALUES (?, ?, ?, ?, ?)",
+                " max_interactive_s, max_interactive, max_cpus) VALUES (?, ?, ?, ?, ?, ?)",
                 (limits.user, limits.max_running, limits.max_gpus, limits.max_interactive_s,
-                 limits.max_interactive),
+                 limits.max_interactive, limits.max_cpus),
             )  # fmt: skip
             self._audit(db, actor, "limits", limits_detail(limits))
 
@@ -212,12 +213,25 @@ class TenancyStore:
         return [AuditEntry(r["at"], r["actor"], r["action"], json.loads(r["detail"])) for r in rows]
 
 
+#: the largest cap a limit takes: above it a cap means nothing, and an integer past 2^31
+#: does not fit PostgreSQL's INTEGER column (refused here in one line, not by the database)
+MAX_LIMIT = 1e9
+
+_LIMITS = ("max_running", "max_gpus", "max_cpus", "max_interactive_s", "max_interactive")
+
+
 def check_limits(limits: UserLimits) -> None:
-    """Refuse negative caps (both stores)."""
-    for name in ("max_running", "max_gpus", "max_interactive_s", "max_interactive"):
+    """Refuse negative, not-a-number, infinite or absurd caps (both stores): NaN compares
+    false with everything, so a NaN cap would hold nothing."""
+    for name in _LIMITS:
         value = getattr(limits, name)
-        if value is not None and value < 0:
+        if value is None:
+            continue
+        if value < 0:
             raise TenancyError(name, f"{value} is negative; give 0 or more, or leave it out")
+        if not value <= MAX_LIMIT:  # NaN and infinity fail this too
+            raise TenancyError(name, f"{value} is out of range; give 0 to {MAX_LIMIT:.0f}, or "
+                               "leave it out for no cap")  # fmt: skip
 
 
 def check_quota(pool: str, guaranteed: Resources, ceiling: Resources | None) -> None:
@@ -241,7 +255,8 @@ def check_grace(seconds: float) -> None:
 def limits_detail(limits: UserLimits) -> dict:
     """The audit detail of a limits change."""
     return {"user": limits.user, "max_running": limits.max_running,
-            "max_gpus": limits.max_gpus, "max_interactive_s": limits.max_interactive_s,
+            "max_gpus": limits.max_gpus, "max_cpus": limits.max_cpus,
+            "max_interactive_s": limits.max_interactive_s,
             "max_interactive": limits.max_interactive}  # fmt: skip
 
 

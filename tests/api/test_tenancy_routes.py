@@ -121,6 +121,72 @@ def test_limits_are_stored(api):
     assert core.tenancy.limits["alice"].max_interactive == 1
 
 
+def test_the_cpu_limit_is_stored_audited_and_answered(api):
+    server, core, tokens = api
+    out = call(server, tokens["admin"], "PUT", "/v1/limits/alice", {"max_cpus": 24.5})
+    assert out["max_cpus"] == 24.5 and out["max_gpus"] is None
+    assert core.tenancy.limits["alice"].max_cpus == 24.5
+    audit = call(server, tokens["admin"], "GET", "/v1/quota/audit")["audit"]
+    assert audit[0]["action"] == "limits" and audit[0]["detail"]["max_cpus"] == 24.5
+
+
+@pytest.mark.parametrize(
+    "body, match",
+    [
+        ({"max_cpus": -1}, "max_cpus: -1 is negative; give 0 or more"),
+        ({"max_cpus": float("nan")}, "max_cpus: nan is out of range; give 0 to 1000000000"),
+        ({"max_cpus": float("inf")}, "max_cpus: inf is out of range"),
+        ({"max_cpus": 1e300}, r"max_cpus: 1e\+300 is out of range"),
+        ({"max_running": 2**40}, "max_running: 1099511627776 is out of range"),
+        ({"max_cpus": "8"}, "max_cpus"),  # a string is not a number: no coercion
+        ({"max_cpu": 8}, "max_cpu"),  # a typo is refused, not ignored
+    ],
+)
+def test_a_bad_limit_is_one_line_naming_the_field_and_nothing_changes(api, body, match):
+    server, core, tokens = api
+    with pytest.raises(ApiError, match=match) as err:
+        call(server, tokens["admin"], "PUT", "/v1/limits/alice", body)
+    assert "\n" not in str(err.value)
+    assert "alice" not in core.tenancy.limits
+    assert call(server, tokens["admin"], "GET", "/v1/quota/audit")["audit"] == []
+
+
+def test_limits_are_listed_to_an_admin_and_each_user_sees_only_their_own(api):
+    server, _, tokens = api
+    call(server, tokens["admin"], "PUT", "/v1/limits/alice", {"max_cpus": 16, "max_running": 0})
+    call(server, tokens["admin"], "PUT", "/v1/limits/bob", {"max_gpus": 2})
+    everyone = call(server, tokens["admin"], "GET", "/v1/quota")["limits"]
+    assert [row["user"] for row in everyone] == ["alice", "bob"]
+    mine = call(server, tokens["alice"], "GET", "/v1/quota")["limits"]
+    assert mine == [{"user": "alice", "max_running": 0, "max_gpus": None, "max_cpus": 16,
+                     "max_interactive_s": None, "max_interactive": None}]  # fmt: skip
+    assert call(server, tokens["alice"], "GET", "/v1/tenancy")["quota"]["limits"] == mine
+
+
+def test_a_user_may_not_raise_their_own_cpu_limit(api):
+    server, core, tokens = api
+    call(server, tokens["admin"], "PUT", "/v1/limits/alice", {"max_cpus": 4})
+    with pytest.raises(ApiError, match="changing groups, quotas or limits needs an admin token"):
+        call(server, tokens["alice"], "PUT", "/v1/limits/alice", {"max_cpus": 1e6})
+    assert core.tenancy.limits["alice"].max_cpus == 4
+
+
+def test_a_submit_past_the_cpu_limit_is_refused_and_a_cpu_only_job_queues_as_cpu_only(api):
+    server, core, tokens = api
+    call(server, tokens["admin"], "PUT", "/v1/limits/alice", {"max_cpus": 8})
+    alice = ApiClient(server.url, tokens["alice"])
+    with pytest.raises(ApiError, match="^cpus: the job needs 12 CPUs over all its nodes but user"):
+        alice.submit({"image": "busybox", "gpus": 0, "cpus": 6, "nodes": 2, "pool": "train"})
+    first = alice.submit({"image": "busybox", "gpus": 0, "cpus": 6, "pool": "train"})
+    core.on_offers([offer("o1", "a1", list(range(8)), cpus=64, mem=262144,
+                          attrs={"dlc_pool": "train"})])  # fmt: skip
+    second = alice.submit({"image": "busybox", "gpus": 0, "cpus": 4, "pool": "train"})
+    (row,) = call(server, tokens["alice"], "GET", "/v1/queue")["queue"]
+    assert row["id"] == second["id"] and first["id"] != second["id"]
+    assert (row["gpus"], row["cpus"], row["cpu_only"], row["nodes"]) == (0, 4, True, 1)
+    assert row["reason"] == "user alice holds 6 of 8 CPUs allowed; this job needs 4"
+
+
 def test_grace_is_set_by_an_admin_and_audited(api):
     server, core, tokens = api
     out = call(server, tokens["admin"], "PUT", "/v1/preemption-grace", {"grace_s": 45})
@@ -181,7 +247,8 @@ def test_fair_share_and_audit_json_keep_their_shape(api):
     fair = call(server, tokens["admin"], "GET", "/v1/quota")["fair_share"]
     assert list(fair) == ["half_life_s", "groups", "billing"] and fair["half_life_s"] == 7 * 86400
     # what a CPU and a MiB bill as: the agents' 192 CPUs and 768 GiB over their 20 GPUs
-    assert fair["billing"] == {"unit": "GPU", "cpus_per_gpu": pytest.approx(9.6),
+    assert fair["billing"] == {"unit": "GPU", "cpus_default": False,
+                               "cpus_per_gpu": pytest.approx(9.6),
                                "mem_mib_per_gpu": pytest.approx(786432 / 20)}  # fmt: skip
     (group,) = fair["groups"]
     assert list(group) == ["group", "gpu_hours", "weight", "ratio", "users"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
+from dlc.api.client import ApiClient
 from dlc.api.tenancy_routes import AUDIT_REFUSAL
 from dlc.cli.main import cli
 from tests.api.test_tenancy_routes import api  # noqa: F401  (fixture)
@@ -166,7 +167,7 @@ def test_a_quota_for_a_pool_no_agent_has_is_set_with_a_note(api):  # noqa: F811
     assert "note:" not in quiet
 
 
-def test_the_billing_note_says_what_a_job_is_billed_in_each_unit():
+def test_the_billing_note_says_what_a_job_is_billed_and_where_the_ratio_came_from():
     from dlc.cli.quota_cmd import _billing_note
 
     gpu = {"unit": "GPU", "cpus_per_gpu": 8.0, "mem_mib_per_gpu": 32768.0}
@@ -174,7 +175,68 @@ def test_the_billing_note_says_what_a_job_is_billed_in_each_unit():
                                   "memory / 32 GiB (--fair-share-billing)")  # fmt: skip
     gpus_only = {"unit": "GPU", "cpus_per_gpu": None, "mem_mib_per_gpu": None}
     assert _billing_note(gpus_only) == "billed per hour: its GPUs (--fair-share-billing)"
-    cpu = {"unit": "CPU", "cpus_per_gpu": 1.0, "mem_mib_per_gpu": 4096.0}
-    assert _billing_note(cpu) == ("no GPU in the cluster: billed CPU-hours: the largest of its "
-                                  "CPUs, its memory / 4 GiB (--fair-share-billing)")  # fmt: skip
+    # no GPU in the cluster: still GPU-hours (one unit), CPUs at the default ratio, said so
+    cpu = {"unit": "GPU", "cpus_default": True, "cpus_per_gpu": 8.0, "mem_mib_per_gpu": 32768.0}
+    assert _billing_note(cpu) == (
+        "billed per hour: the largest of its GPUs, its CPUs / 8, its memory / 32 GiB (no GPU in "
+        "the cluster: CPUs at the default ratio; --fair-share-billing cpus=N)"
+    )
     assert "no agent known yet" in _billing_note(None)
+
+
+def test_the_cpu_limit_is_set_and_said_and_a_zero_cap_is_not_shown_as_none(api):  # noqa: F811
+    server, core, tokens = api
+    out = dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", "32",
+              "--max-running", "0")  # fmt: skip
+    # 0 is a cap (nothing runs), "-" is none: "0 running jobs" was shown as "-" before
+    assert out.strip() == (
+        "alice: 0 running jobs, - GPUs, 32 CPUs, interactive - s, - environments at once"
+    )
+    assert core.tenancy.limits["alice"].max_cpus == 32
+    out = dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", "-1", code=2)
+    assert "--max-cpus" in out and "-1" in out
+    out = dlc(server, tokens["alice"], "groups", "limit", "alice", "--max-cpus", "999", code=1)
+    assert out.strip() == "Error: changing groups, quotas or limits needs an admin token"
+
+
+def test_the_queue_shows_cpu_only_jobs_as_cpu_only_with_their_cpus(api):  # noqa: F811
+    from tests.scheduler.helpers import offer
+
+    server, core, tokens = api
+    dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", "8")
+    client = ApiClient(server.url, tokens["alice"])
+    client.submit({"image": "busybox", "gpus": 0, "cpus": 6, "pool": "train"})
+    core.on_offers([offer("o1", "a1", list(range(8)), cpus=64, mem=262144,
+                          attrs={"dlc_pool": "train"})])  # fmt: skip
+    waiting = client.submit({"image": "busybox", "gpus": 0, "cpus": 2.5, "nodes": 2,
+                             "pool": "train"})  # fmt: skip
+    lines = dlc(server, tokens["alice"], "queue", "-o", "wide").splitlines()
+    assert lines[0].split() == ["POS", "ID", "USER", "GROUP", "POOL", "PRIO", "GPUS", "CPUS",
+                                "REASON"]  # fmt: skip
+    assert waiting["id"] in lines[1] and "2x CPU only  5 " in lines[1]
+    assert lines[1].endswith("user alice holds 6 of 8 CPUs allowed; this job needs 5")
+
+
+def test_a_nan_or_infinite_cpu_limit_from_the_cli_is_one_line_and_nothing_changes(api):  # noqa: F811
+    server, core, tokens = api
+    for text in ("nan", "inf"):
+        out = dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", text,
+                  code=1)  # fmt: skip
+        assert out.strip().splitlines() == [
+            f"Error: max_cpus: {text} is out of range; give 0 to 1000000000, or leave it out "
+            "for no cap"
+        ]
+    assert "alice" not in core.tenancy.limits
+
+
+def test_dlc_quota_shows_the_callers_own_limits(api):  # noqa: F811
+    server, _, tokens = api
+    dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", "16")
+    dlc(server, tokens["admin"], "groups", "limit", "bob", "--max-gpus", "2")
+    out = dlc(server, tokens["alice"], "quota")
+    assert out.splitlines()[-2:] == [
+        "user limits (`dlc groups limit`; -: no cap):",
+        "  alice: - running jobs, - GPUs, 16 CPUs, interactive - s, - environments at once",
+    ]
+    assert "bob" not in out
+    assert "  bob: - running jobs, 2 GPUs, - CPUs" in dlc(server, tokens["admin"], "quota")

@@ -28,6 +28,7 @@ from dlc.api.logs import LogReader
 from dlc.app.service import SchedulerService, ServiceConfig
 from dlc.cli.main import cli
 from dlc.mesos.framework import FrameworkConfig
+from dlc.scheduler.jobs.job import Job
 from dlc.scheduler.tasks.launch import ExecutorConfig
 from tests.real_mesos import RealMesos, real_mesos_master, venv_env
 
@@ -235,6 +236,17 @@ def _executor_cluster(tmp_path: Path, gpu_style: str) -> Iterator[SchedulerServi
         mesos.stop()
 
 
+def _run_to_end(service: SchedulerService, gpus: int, script: str) -> tuple[Job, str]:
+    """`dlc submit --gpus GPUS -- sh -c SCRIPT` in the test image, waited for (90 s) and
+    asserted finished; the job and its `dlc logs`."""
+    image = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
+    out = _cli(service, "submit", "--image", image, "--gpus", str(gpus), "--", "sh", "-c", script)
+    job_id = out.split()[0]
+    job = _wait_state(service, job_id, {"finished", "failed", "lost", "killed"}, timeout=90)
+    assert job.state.value == "finished", job.message
+    return job, _cli(service, "logs", job_id)
+
+
 @pytest.mark.docker
 @pytest.mark.mesos
 def test_dlc_executor_runs_the_container_on_the_real_master(tmp_path):
@@ -244,15 +256,10 @@ def test_dlc_executor_runs_the_container_on_the_real_master(tmp_path):
     allocator and reach the container's environment renumbered from 0.
     """
     with _executor_cluster(tmp_path, "none") as service:
-        image = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
-        out = _cli(service, "submit", "--image", image, "--gpus", "2", "--", "sh", "-c",
-                   "echo in the container")  # fmt: skip
-        job_id = out.split()[0]
-        job = _wait_state(service, job_id, {"finished", "failed", "lost", "killed"}, timeout=90)
-        assert job.state.value == "finished", job.message
+        job, logs = _run_to_end(service, 2, "echo in the container")
         assert len(job.tasks[0].gpu_ids) == 2
         assert "finished" in _cli(service, "jobs")
-        assert "in the container" in _cli(service, "logs", job_id)
+        assert "in the container" in logs
 
 
 @pytest.mark.docker
@@ -263,14 +270,9 @@ def test_dlc_executor_runs_a_cpu_only_container_on_the_real_master(tmp_path):
     The task asks no GPU, so the executor needs no driver volume; its container sees no GPU
     device and says so in its environment."""
     with _executor_cluster(tmp_path, "legacy") as service:
-        image = os.environ.get("DLC_TEST_IMAGE", "dlc-test/busybox:1")
-        out = _cli(service, "submit", "--image", image, "--gpus", "0", "--", "sh", "-c",
-                   "env; ls /dev")  # fmt: skip
-        job_id = out.split()[0]
-        job = _wait_state(service, job_id, {"finished", "failed", "lost", "killed"}, timeout=90)
-        assert job.state.value == "finished", job.message
+        job, logs = _run_to_end(service, 0, "env; ls /dev")
         assert job.tasks[0].gpu_ids == ()
-        lines = _cli(service, "logs", job_id).splitlines()
+        lines = logs.splitlines()
         assert "NVIDIA_VISIBLE_DEVICES=void" in lines and "CUDA_VISIBLE_DEVICES=" in lines
         assert not [line for line in lines if line.startswith("nvidia")], lines
 

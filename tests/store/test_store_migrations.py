@@ -104,17 +104,18 @@ def test_a_newer_file_is_refused_at_open_with_one_line(tmp_path):
     path = tmp_path / "scheduler.db"
     JobStore(path).close()
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version = 7")
+    newer = SCHEMA_VERSION + 1
+    db.execute(f"PRAGMA user_version = {newer}")
     db.commit()
     db.close()
     with pytest.raises(StoreError) as err:
         JobStore(path)
     assert str(err.value) == (
-        f"{path} is schema 7, this DLC knows up to {SCHEMA_VERSION}; "
+        f"{path} is schema {newer}, this DLC knows up to {SCHEMA_VERSION}; "
         "upgrade DLC or use another --db"
     )
     assert err.value.kind == "schema"
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 7  # untouched
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == newer
 
 
 def test_a_failing_migration_leaves_the_file_as_it_was(tmp_path, monkeypatch):
@@ -147,4 +148,4 @@ def test_another_programs_database_is_not_taken_over(tmp_path):
 
 
 def test_migrations_are_ordered_and_counted():
-    assert SCHEMA_VERSION == len(store_schema.MIGRATIONS) == 6
+    assert SCHEMA_VERSION == len(store_schema.MIGRATIONS) == 7

@@ -5,6 +5,7 @@ refusals)."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import contextmanager
 
 import pytest
 
@@ -44,7 +45,7 @@ def test_policy_reads_back_what_was_set(store):
                     ceiling=Resources(float("inf"), float("inf"), float("inf")))  # fmt: skip
     store.set_quota("team-a", "dev", Resources(1, 1, 1), "admin")
     store.set_quota("team-a", "dev", Resources(2, 3, 4), "admin")  # replaces, per group and pool
-    store.set_user_limits(UserLimits("alice", 2, 4.0, 28800.0, 1), "admin")
+    store.set_user_limits(UserLimits("alice", 2, 4.0, 28800.0, 1, 96.5), "admin")
     store.set_grace(45, "admin")
     policy = store.tenancy_policy()
     assert policy.quota("team-a", "dev").guaranteed == Resources(2, 3, 4)
@@ -54,12 +55,13 @@ def test_policy_reads_back_what_was_set(store):
     assert policy.pool_of("alice", None) == "train" and policy.pool_of("bob", None) == "default"
     assert policy.quota("team-a", "train").ceiling == Resources(8, float("inf"), float("inf"))
     assert policy.quota("team-b", "dev").ceiling is None
-    assert policy.limits["alice"] == UserLimits("alice", 2, 4.0, 28800.0, 1)
+    assert policy.limits["alice"] == UserLimits("alice", 2, 4.0, 28800.0, 1, 96.5)
     assert policy.grace_s == 45
     log = store.quota_audit()
     assert [e.action for e in log][:3] == ["grace", "limits", "quota"]
     assert log[1].detail == {"user": "alice", "max_running": 2, "max_gpus": 4.0,
-                             "max_interactive_s": 28800.0, "max_interactive": 1}  # fmt: skip
+                             "max_cpus": 96.5, "max_interactive_s": 28800.0,
+                             "max_interactive": 1}  # fmt: skip
     assert len(store.quota_audit(limit=2)) == 2
 
 
@@ -113,6 +115,24 @@ def test_a_user_is_in_one_group(store):
             "max_interactive: -2 is negative",
         ),
         (lambda s: s.remove_member("a", "nobody", "r"), "user: nobody is not in group a"),
+        (
+            lambda s: s.set_user_limits(UserLimits("u", max_cpus=-0.5), "r"),
+            "max_cpus: -0.5 is negative",
+        ),
+        # NaN compares false with everything: stored, it would cap nothing
+        (
+            lambda s: s.set_user_limits(UserLimits("u", max_cpus=float("nan")), "r"),
+            "max_cpus: nan is out of range; give 0 to 1000000000",
+        ),
+        (
+            lambda s: s.set_user_limits(UserLimits("u", max_gpus=float("inf")), "r"),
+            "max_gpus: inf is out of range",
+        ),
+        # past PostgreSQL's 32-bit INTEGER column: refused before the database
+        (
+            lambda s: s.set_user_limits(UserLimits("u", max_running=10**12), "r"),
+            "max_running: 1000000000000 is out of range",
+        ),
     ],
 )
 def test_bad_settings_are_refused_and_nothing_is_written(store, call, match):
@@ -177,28 +197,59 @@ def test_fair_usage_survives_a_reopen_on_both_engines(make_store):
         again.close()
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
-def test_migration_6_adds_fair_usage_to_a_version_5_database(engine, tmp_path, request):
+@contextmanager
+def at_version(engine: str, version: int, tmp_path, request):
+    """A database of ``engine`` migrated to ``version`` only: ``(connection, open)``, where
+    ``open()`` closes the connection and opens it as a store of this DLC (migrating it)."""
     from dlc.store import schema
 
     if engine == "sqlite":
-        url = tmp_path / "v5.db"
+        url = tmp_path / f"v{version}.db"
         db = sqlite3.connect(url, isolation_level=None)
+        store_type = JobStore
     else:
         from dlc.store.postgres import JobStore as PgJobStore
         from dlc.store.postgres import PgConnection
 
         url = request.getfixturevalue("postgres").new_db()
         db = PgConnection(url)
-    schema.migrate(db, schema.MIGRATIONS[:5])
-    db.execute("INSERT INTO user_limits (user, max_running) VALUES ('alice', 3)")
-    assert not schema.has_table(db, "fair_usage")
-    db.close()
-    store = JobStore(url) if engine == "sqlite" else PgJobStore(url)
+        store_type = PgJobStore
+    schema.migrate(db, schema.MIGRATIONS[:version])
+    opened = []
+
+    def open_store():
+        db.close()
+        opened.append(store_type(url))
+        return opened[-1]
+
     try:
-        assert store.schema_version == SCHEMA_VERSION == 6
+        yield db, open_store
+    finally:
+        for store in opened:
+            store.close()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_migration_6_adds_fair_usage_to_a_version_5_database(engine, tmp_path, request):
+    from dlc.store import schema
+
+    with at_version(engine, 5, tmp_path, request) as (db, open_store):
+        db.execute("INSERT INTO user_limits (user, max_running) VALUES ('alice', 3)")
+        assert not schema.has_table(db, "fair_usage")
+        store = open_store()
+        assert store.schema_version == SCHEMA_VERSION
         assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 3)  # kept
         store.save_fair_usage([UsageRow("a", "alice", 1.5, 7.0)], 7.0)
         assert store.fair_usage() == ([UsageRow("a", "alice", 1.5, 7.0)], 7.0)
-    finally:
-        store.close()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_migration_7_adds_the_cpu_limit_to_a_version_6_database(engine, tmp_path, request):
+    with at_version(engine, 6, tmp_path, request) as (db, open_store):
+        db.execute("INSERT INTO user_limits (user, max_running, max_gpus) VALUES ('alice', 3, 2)")
+        store = open_store()
+        assert store.schema_version == SCHEMA_VERSION == 7
+        # an existing user keeps their limits and gets no CPU cap
+        assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 3, 2.0)
+        store.set_user_limits(UserLimits("alice", 3, 2.0, max_cpus=16), "root")
+        assert store.tenancy_policy().limits["alice"].max_cpus == 16

@@ -181,6 +181,12 @@ def test_a_cpu_only_job_shows_as_cpu_only_and_holds_no_gpu(dlc_local, browser):
     assert cell.startswith("CPU only") and "GPU" not in cell.replace("CPU only", ""), cell
     assert browser.execute_script(CELLS_OF_JOB, job_id) == []  # no GPU drawn as its
     assert admin.show(job_id)["tasks"][0]["gpu_ids"] == []
+    # its page says what it asks, not "0 GPUs"
+    browser.execute_script(f"location.hash = '#/jobs/{job_id}';")
+    facts = wait_for(browser, "const t = document.getElementById('job-facts').textContent; "
+                     "return t.includes('Attempt') && t")  # fmt: skip
+    assert "GPUsCPU only: 1 CPU per node, no GPU" in facts.replace("\n", ""), facts
+    assert "Placed on127.0.0.1 CPU only (" in facts.replace("\n", ""), facts
     assert console_errors(browser) == []
 
 

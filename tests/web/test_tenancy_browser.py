@@ -33,15 +33,21 @@ def test_quota_usage_and_queue_reasons_are_shown(dlc_local, browser):  # noqa: F
     admin._call("POST", "/v1/groups", {"name": "team-a"})
     admin._call("POST", "/v1/groups/team-a/members", {"user": "alice"})
     admin._call("PUT", "/v1/quota/team-a", {"pool": "default", "gpus": 2, "cpus": 8})
+    admin._call("PUT", "/v1/limits/alice", {"max_cpus": 4})
     alice = ApiClient(api, alice_token)
     running = alice.submit({"image": "busybox", "gpus": 8, "command": "sleep 60"})
     waiting = alice.submit({"image": "busybox", "gpus": 8, "command": "sleep 1"})
+    cpu_only = alice.submit({"image": "busybox", "gpus": 0, "cpus": 4, "command": "sleep 1"})
     sign_in(browser, dashboard, alice_token)
     quota = wait_for(browser, cells_containing("tenancy-quota", "team-a|default|8 / 2"))
     assert "team-a|default|8 / 2|6" in quota  # 8 used of 2 guaranteed, 6 borrowed
-    queue = wait_for(browser, cells_containing("tenancy-queue", waiting["id"]))
+    assert "team-a|default|8 / 2|6|-|8|1 / 8|" in quota  # 8 GPUs wait; CPUs: 1 used of 8
+    queue = wait_for(browser, cells_containing("tenancy-queue", cpu_only["id"]))
     assert waiting["id"] in queue and "team-a #1" in queue
     assert running["id"] not in queue
+    # a CPU-only job: "CPU only" and its CPUs, not 0 GPUs; held by alice's CPU limit
+    row = next(line for line in queue.splitlines() if f"|{cpu_only['id']}|" in line)
+    assert "|CPU only|4|" in row and row.endswith("of 4 CPUs allowed; this job needs 4"), row
     # fair share over time: team-a's decayed GPU-hours grow while its 8 GPUs run
     grown = (
         "const t = [...document.querySelectorAll('#tenancy-fair tr')]"

@@ -31,7 +31,7 @@ from dlc.scheduler.placement.share_launch import ShareFields
 from dlc.scheduler.tenancy.job_groups import JobGroups, Key
 from dlc.scheduler.tenancy.policy import ZERO, Policy, Resources, fmt
 from dlc.scheduler.tenancy.preemption import Preemption
-from dlc.scheduler.tenancy.quotas import demand, job_gpus, usage_of
+from dlc.scheduler.tenancy.quotas import demand, job_cpus, job_gpus, usage_of
 
 #: how many waiting jobs (highest priority first) a round checks against elastic gangs
 WAITERS_LOOKED_AT = 64
@@ -43,21 +43,24 @@ def _live_extras(job: Job) -> list[TaskPlacement]:
 
 @dataclass(frozen=True)
 class _Holdings:
-    """What the active jobs hold at the start of a round's growth: per (group, pool) and
-    whole GPUs per user. Made once per round (it walks every active job), where each try
+    """What the active jobs hold at the start of a round's growth: per (group, pool), and
+    GPUs and CPUs per user. Made once per round (it walks every active job), where each try
     of each member used to walk them again."""
 
     groups: JobGroups
     by_key: dict[Key, Resources]
     gpus_by_user: dict[str, float]
+    cpus_by_user: dict[str, float]
 
     @classmethod
     def of(cls, policy: Policy, active: Iterable[Job], groups: JobGroups) -> _Holdings:
         jobs = list(active)
-        by_user: dict[str, float] = {}
+        gpus: dict[str, float] = {}
+        cpus: dict[str, float] = {}
         for job in jobs:
-            by_user[job.user] = by_user.get(job.user, 0.0) + job_gpus(policy, job, groups=groups)
-        return cls(groups, usage_of(policy, jobs, groups=groups), by_user)
+            gpus[job.user] = gpus.get(job.user, 0.0) + job_gpus(policy, job, groups=groups)
+            cpus[job.user] = cpus.get(job.user, 0.0) + job_cpus(job)
+        return cls(groups, usage_of(policy, jobs, groups=groups), gpus, cpus)
 
 
 class Elastic:
@@ -173,8 +176,8 @@ class Elastic:
         self, job: Job, added: int = 0, holdings: _Holdings | None = None
     ) -> str | None:
         """Why one more node (after ``added`` this round) would pass the group's ceiling or
-        the user's GPU limit (growth may borrow others' idle guarantees: a reclaim takes extra
-        members back first). ``holdings``: the round's, else made here."""
+        the user's GPU or CPU limit (growth may borrow others' idle guarantees: a reclaim
+        takes extra members back first). ``holdings``: the round's, else made here."""
         state = self.state
         policy = state.tenancy
         if not policy.enabled:
@@ -198,6 +201,11 @@ class Elastic:
             if mine + node.gpus > limits.max_gpus + 1e-9:
                 return (f"user {job.user} holds {fmt(mine)} of {fmt(limits.max_gpus)} GPUs "
                         "allowed")  # fmt: skip
+        if limits is not None and limits.max_cpus is not None:
+            cpus = holdings.cpus_by_user.get(job.user, 0.0) + added * node.cpus
+            if cpus + node.cpus > limits.max_cpus + 1e-9:
+                return (f"user {job.user} holds {fmt(cpus, 'CPUs')} of "
+                        f"{fmt(limits.max_cpus, 'CPUs')} CPUs allowed")  # fmt: skip
         return None
 
     def _place_member(

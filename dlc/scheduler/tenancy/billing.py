@@ -16,8 +16,13 @@ its CPUs or memory keep from others. On 4 agents of 8 GPUs and 64 CPUs (8 CPUs p
 ``dlc scheduler --fair-share-billing cpus=N,mem=SIZE`` (Slurm's ``TRESBillingWeights``) sets
 either ratio instead (N CPUs, or SIZE of memory, bill as one GPU; ``0``: not billed), e.g.
 where a large CPU-only pool makes the cluster's ratio bill CPUs on the GPU agents too low.
-A cluster with no GPUs (auto) bills CPU-equivalents instead: one CPU is one unit, memory at
-the cluster's memory per CPU (as Slurm bills CPUs where no weight is set). Pure.
+The unit is always the GPU (the ledger's ``gpu_hours``), as Slurm bills one ``billing`` TRES
+whatever a node has. A cluster with no GPU known (a CPU-only cluster, or one whose GPU agents
+are all away) has no ratio of its own: CPUs bill at :data:`DEFAULT_CPUS_PER_GPU` (``cpus=N``
+sets another), memory at the cluster's memory per CPU. It once billed CPU-equivalents there
+(one CPU one unit) into the same ledger, so a GPU cluster whose GPU agents left for a while
+billed its CPU-only jobs 8 to 40 times their rate, in a unit the views still called GPU-hours.
+Pure.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ from dlc.errors import TenancyError
 from dlc.scheduler.tenancy.policy import Resources, parse_mem
 
 _FIELD = "fair_share_billing"
+
+#: CPUs billed as one GPU where the cluster has no GPU to take a ratio from (``cpus`` auto):
+#: a common 8-GPU server's 64 CPUs per 8 GPUs
+DEFAULT_CPUS_PER_GPU = 8.0
 
 
 @dataclass(frozen=True)
@@ -75,12 +84,12 @@ def _amount(name: str, value: str) -> float:
 
 @dataclass(frozen=True)
 class BillingRates:
-    """GPUs one CPU and one MiB bill as (``unit``: ``GPU``, or ``CPU`` where the cluster has
-    no GPU and the ratios are the cluster's; the stored value stays "GPU-hours")."""
+    """GPUs one CPU and one MiB bill as (``cpus_default``: the cluster has no GPU, so CPUs
+    bill at :data:`DEFAULT_CPUS_PER_GPU`). The unit is always the GPU-hour."""
 
     gpus_per_cpu: float = 0.0
     gpus_per_mib: float = 0.0
-    unit: str = "GPU"
+    cpus_default: bool = False
 
     def billed(self, held: Resources) -> float:
         """What holding ``held`` bills per hour: its largest weighted resource (a GPU job
@@ -117,13 +126,13 @@ def rates(weights: BillingWeights, totals: Resources) -> BillingRates | None:
     given_cpu, given_mem = weights.cpus_per_gpu, weights.mem_mib_per_gpu
     if given_cpu is None and totals.cpus <= 0:  # (after a restart: only the GPUs of tasks)
         return None
-    unit = "GPU"
+    default = False
     if given_cpu is not None:
         per_cpu = 1 / given_cpu if given_cpu > 0 else 0.0
     elif totals.gpus > 0:
         per_cpu = totals.gpus / totals.cpus
-    else:  # no GPU in the cluster: bill CPU-equivalents, one CPU one unit
-        per_cpu, unit = 1.0, "CPU"
+    else:  # no GPU to take a ratio from: still GPU-hours, at the default ratio
+        per_cpu, default = 1 / DEFAULT_CPUS_PER_GPU, True
     if given_mem is not None:
         per_mib = 1 / given_mem if given_mem > 0 else 0.0
     elif totals.mem_mib <= 0:
@@ -132,4 +141,4 @@ def rates(weights: BillingWeights, totals: Resources) -> BillingRates | None:
         per_mib = totals.gpus / totals.mem_mib
     else:  # memory at the cluster's memory per CPU
         per_mib = per_cpu * totals.cpus / totals.mem_mib
-    return BillingRates(per_cpu, per_mib, unit)
+    return BillingRates(per_cpu, per_mib, default)

@@ -148,6 +148,8 @@ class UserLimits:
         max_interactive_s: the longest one interactive environment may run; the core's
             periodic kill pass stops it after that (:meth:`SchedulerCore.pending_kills`).
         max_interactive: interactive environments running at once.
+        max_cpus: CPUs held at once over all the user's jobs (GPU jobs hold CPUs too), over
+            all their nodes; what bounds a user's CPU-only jobs (``max_gpus`` does not).
     """
 
     user: str
@@ -155,6 +157,7 @@ class UserLimits:
     max_gpus: float | None = None
     max_interactive_s: float | None = None
     max_interactive: int | None = None
+    max_cpus: float | None = None
 
 
 @dataclass(frozen=True)

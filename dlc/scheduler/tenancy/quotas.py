@@ -127,6 +127,13 @@ def job_gpus(
     return gpu_amount(held_spec(job), _charged_mib(policy, job, sizes, groups))
 
 
+def job_cpus(job: Job) -> float:
+    """The CPUs ``job`` holds over all its nodes (an elastic gang's extra members too): what
+    a user's ``max_cpus`` counts."""
+    spec = held_spec(job)
+    return spec.cpus * spec.nodes
+
+
 def _charged_mib(
     policy: Policy, job: Job, sizes: GpuSizes | int | None, groups: JobGroups | None
 ) -> int | None:
@@ -323,6 +330,7 @@ class _Planner:
         self.running: dict[Key, list[Job]] = {}
         self.user_jobs: dict[str, int] = {}
         self.user_gpus: dict[str, float] = {}
+        self.user_cpus: dict[str, float] = {}
         self.user_envs: dict[str, int] = {}
         for job in active:
             key = groups.key(job)
@@ -333,6 +341,7 @@ class _Planner:
                 self.running.setdefault(key, []).append(job)
             self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
             self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + self._gpus(job)
+            self.user_cpus[job.user] = self.user_cpus.get(job.user, 0.0) + job_cpus(job)
             self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
         self.queues: dict[Key, list[Job]] = {}
         self.pending: dict[Key, Resources] = {}
@@ -437,7 +446,7 @@ class _Planner:
         self.pending[key] = self.pending[key] - need
         self._refresh(key)
         position = self.positions[group] = self.positions.get(group, 0) + 1
-        why = self._user_limit(job) or self._ceiling(key, need)
+        why = self._user_limit(job, need) or self._ceiling(key, need)
         if why is None and not (self.usage.get(key, ZERO) + need).fits(
             self.policy.quota(*key).guaranteed
         ):
@@ -455,6 +464,7 @@ class _Planner:
         self._refresh(key)
         self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
         self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + self._gpus(job)
+        self.user_cpus[job.user] = self.user_cpus.get(job.user, 0.0) + need.cpus
         self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
         self.out.runnable.append(job)
         self.out.rows.append(
@@ -462,7 +472,7 @@ class _Planner:
         )
         self._reclaim_if_full(key, job)
 
-    def _user_limit(self, job: Job) -> str | None:
+    def _user_limit(self, job: Job, need: Resources) -> str | None:
         limits = self.policy.limits.get(job.user)
         if limits is None:
             return None
@@ -473,6 +483,10 @@ class _Planner:
         if limits.max_gpus is not None and held + self._gpus(job) > limits.max_gpus + 1e-9:
             return (f"user {job.user} holds {fmt(held)} of {fmt(limits.max_gpus)} GPUs allowed; "
                     f"this job needs {fmt(self._gpus(job))}")  # fmt: skip
+        cpus = self.user_cpus.get(job.user, 0.0)
+        if limits.max_cpus is not None and cpus + need.cpus > limits.max_cpus + 1e-9:
+            return (f"user {job.user} holds {fmt(cpus, 'CPUs')} of {fmt(limits.max_cpus, 'CPUs')}"
+                    f" CPUs allowed; this job needs {fmt(need.cpus, 'CPUs')}")  # fmt: skip
         envs = self.user_envs.get(job.user, 0)
         if job.spec.interactive and limits.max_interactive is not None \
                 and envs + 1 > limits.max_interactive:  # fmt: skip
@@ -605,7 +619,7 @@ def check_submit(
     gpu_mib: GpuSizes | int | None = None,
 ) -> None:
     """Refuse at once what the policy can never run: an unknown pool, more than the group's
-    ceiling, more than the pool has, more GPUs than the user may hold.
+    ceiling, more than the pool has, more GPUs or CPUs than the user may hold.
 
     Raises:
         JobSpecError: naming the field and the fix.
@@ -645,4 +659,11 @@ def check_submit(
             "gpus",
             f"the job needs {fmt(need.gpus)} GPUs but user {user} may hold at most "
             f"{fmt(limits.max_gpus)}; ask for less or ask an admin to raise the limit",
+        )
+    if limits and limits.max_cpus is not None and need.cpus > limits.max_cpus + 1e-9:
+        raise JobSpecError(
+            "cpus",
+            f"the job needs {fmt(need.cpus, 'CPUs')} CPUs over all its nodes but user {user} may "
+            f"hold at most {fmt(limits.max_cpus, 'CPUs')}; ask for less or ask an admin to raise "
+            "the limit (`dlc groups limit --max-cpus`)",
         )

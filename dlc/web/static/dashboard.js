@@ -458,13 +458,20 @@ async function renderJob(jobId, snap) {
   const mine = snap.me.admin || job.user === snap.me.user;
   $("kill").hidden = ended || !mine || job.kill_requested;
   $("kill").dataset.job = job.id;
+  // a share task lists no GPU ids but holds part of one; a CPU-only task holds none: "CPU
+  // only", not an empty "GPUs" list
+  const held = (t) => t.share_gpu != null ? `a share of GPU ${t.share_gpu}`
+    : t.gpu_ids.length ? `GPUs ${t.gpu_ids.join(",")}` : "CPU only";
   const tasks = job.tasks.map((t) =>
-    `${esc(t.hostname)} GPUs ${t.gpu_ids.join(",")} <span class="msg">(${esc(t.state)})</span>`);
+    `${esc(t.hostname)} ${held(t)} <span class="msg">(${esc(t.state)})</span>`);
   $("job-facts").innerHTML = [
     fact("User", esc(job.user)),
     fact("Framework", esc(job.framework || "-")),
     fact("Image", `<code>${esc(job.image)}</code>`),
-    fact("GPUs", isGang(job) ? `${nodesOf(job)}x${job.gpus} GPUs (${job.gpus} per node × ${nodesOf(job)} nodes)`
+    // the job page reads /v1/jobs/{id}: a share is gpu_fraction/gpu_memory there, not share
+    fact("GPUs", job.gpus === 0 && job.gpu_fraction == null && job.gpu_memory == null
+      ? `${isGang(job) ? `${nodesOf(job)}x CPU only` : "CPU only"}: ${job.cpus} CPU${job.cpus === 1 ? "" : "s"} per node, no GPU`
+      : isGang(job) ? `${nodesOf(job)}x${job.gpus} GPUs (${job.gpus} per node × ${nodesOf(job)} nodes)`
       : `${job.gpus} GPU${job.gpus === 1 ? "" : "s"}`),
     fact("Used", usedFact(snap.jobs.find((j) => j.id === job.id))),
     fact("Placed on", tasks.join("<br>") || "not yet"),

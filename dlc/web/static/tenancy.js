@@ -22,6 +22,12 @@
     }
   }
 
+  // a queue row's GPUs, or "CPU only" ("2x CPU only": a gang) as the job tables show it
+  function gpus(r) {
+    if (!r.cpu_only) return num(r.gpus);
+    return r.nodes > 1 ? r.nodes + "x CPU only" : "CPU only";
+  }
+
   function bar(used, guaranteed) {
     if (!guaranteed) return used ? "borrowing " + num(used) : "";
     const pct = Math.round((100 * used) / guaranteed);
@@ -46,10 +52,13 @@
     root.hidden = false;
     table(
       "tenancy-quota",
-      ["group", "pool", "GPUs used / guaranteed", "borrowed", "ceiling", "waiting", ""],
+      ["group", "pool", "GPUs used / guaranteed", "borrowed", "ceiling", "waiting",
+        "CPUs used / guaranteed", ""],
       body.quota.quotas.map((q) => [
         q.group, q.pool, num(q.used.gpus) + " / " + num(q.guaranteed.gpus),
         num(q.borrowed.gpus), q.ceiling ? num(q.ceiling.gpus) : "-", num(q.waiting.gpus),
+        // CPU-only work shows here (its GPU columns stay 0), as in `dlc quota`
+        num(q.used.cpus) + " / " + num(q.guaranteed.cpus),
         bar(q.used.gpus, q.guaranteed.gpus),
       ]),
     );
@@ -60,7 +69,9 @@
     if (fair) {
       document.getElementById("tenancy-fair-note").textContent =
         "decayed billed GPU-hours (a job is billed the largest of its GPUs, CPUs and memory," +
-        " each counted in GPUs), half-life " + num(fair.half_life_s / 86400) +
+        " each counted in GPUs" + (fair.billing && fair.billing.cpus_default
+          ? "; no GPU in the cluster: " + num(fair.billing.cpus_per_gpu) + " CPUs bill as one GPU"
+          : "") + "), half-life " + num(fair.half_life_s / 86400) +
         " d; lower usage for its weight borrows first and is reclaimed last";
       table(
         "tenancy-fair",
@@ -73,10 +84,10 @@
     }
     table(
       "tenancy-queue",
-      ["#", "job", "user", "group", "pool", "priority", "GPUs", "reason"],
-      body.queue.map((r) => r.hidden ? [r.position, "-", "another user", "", "", "", "", ""] : [
+      ["#", "job", "user", "group", "pool", "priority", "GPUs", "CPUs", "reason"],
+      body.queue.map((r) => r.hidden ? [r.position, "-", "another user", "", "", "", "", "", ""] : [
         r.position, r.id, r.user, r.group + " #" + r.group_position, r.pool,
-        r.priority_class || r.priority, num(r.gpus),
+        r.priority_class || r.priority, gpus(r), num(r.cpus),
         (r.admitted ? "next to run; " : "") + r.reason,
       ]),
     );

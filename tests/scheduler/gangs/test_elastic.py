@@ -335,6 +335,22 @@ def test_growth_keeps_to_the_users_gpu_limit_counting_this_rounds_members(core):
     assert len(core.store.get_job(job.job_id).tasks) == 3
 
 
+def test_growth_keeps_to_the_users_cpu_limit_counting_this_rounds_members(core):
+    """2 CPUs a node, 6 allowed, 4 held: one member joins, the next in the same round does
+    not; at the limit the gang says why it does not grow."""
+    from dlc.scheduler.tenancy.policy import Policy, UserLimits
+
+    job = elastic_at_min(core, cpus=2)
+    core.set_tenancy(Policy(limits={"alice": UserLimits("alice", max_cpus=6)}))
+    actions = core.on_offers([one_gpu("a3"), one_gpu("a4")])
+    assert [i["agent_id"]["value"] for i in launched(actions)] == ["a3"]
+    assert len(core.store.get_job(job.job_id).tasks) == 3
+    assert launched(core.on_offers([one_gpu("a4")])) == []
+    assert core.store.get_job(job.job_id).message.startswith(
+        "not growing: user alice holds 6 of 6 CPUs allowed"
+    )
+
+
 @pytest.mark.parametrize("nodes", ["2:4", {"min": 2, "max": 4}])
 def test_the_api_takes_both_range_forms(tmp_path, nodes):
     from dlc.api.client import ApiClient

@@ -77,3 +77,73 @@ def test_a_cpu_only_job_is_a_victim_where_cpus_are_short():
     assert [j.job_id for j in picked or ()] == ["c"]
     picked = pick_victims(jobs, Resources(2, 0, 0), lambda j: demand(j.spec))
     assert [j.job_id for j in picked or ()] == ["g"]
+
+
+# -- the per-user CPU limit (max_cpus) ----------------------------------------------------
+
+
+def cpu_capped(max_cpus: float, **more) -> Policy:
+    return policy({"a": 8}, members={"a": ["alice"]},
+                  limits={"alice": UserLimits("alice", max_cpus=max_cpus, **more)})  # fmt: skip
+
+
+def test_the_cpu_cap_holds_cpu_only_jobs_past_it_with_a_reason():
+    out = run_plan(cpu_capped(16), [cpu_job(f"c{i}", "alice", at=i, cpus=6) for i in range(3)])
+    assert [j.job_id for j in out.runnable] == ["c0", "c1"]
+    assert out.held["c2"].endswith("user alice holds 12 of 16 CPUs allowed; this job needs 6")
+
+
+def test_the_cpu_cap_counts_the_cpus_of_gpu_jobs_and_of_every_node():
+    # 8 CPUs of a GPU job and 2 x 2 of a two-node CPU-only job: 12 held
+    active = [running(job("g", "alice", 1, cpus=8)),
+              running(cpu_job("c", "alice", cpus=2, nodes=2))]  # fmt: skip
+    out = run_plan(cpu_capped(16), [cpu_job("small", "alice", cpus=5, at=1)], active)
+    assert "user alice holds 12 of 16 CPUs allowed; this job needs 5" in out.held["small"]
+    out = run_plan(cpu_capped(16), [job("gpu", "alice", 1, cpus=5, at=1)], active)
+    assert "holds 12 of 16 CPUs allowed; this job needs 5" in out.held["gpu"]
+    out = run_plan(cpu_capped(16), [cpu_job("fits", "alice", cpus=4, at=1)], active)
+    assert [j.job_id for j in out.runnable] == ["fits"]  # 16 of 16: at the cap, not past it
+
+
+def test_the_cpu_cap_leaves_the_gpu_cap_as_it_was_and_other_users_alone():
+    pol = cpu_capped(100, max_gpus=1)
+    out = run_plan(pol, [job("g2", "alice", 1, cpus=1, at=1), cpu_job("bob", "bob", cpus=500)],
+                   [running(job("g1", "alice", 1, cpus=1))])  # fmt: skip
+    assert "holds 1 of 1 GPUs allowed; this job needs 1" in out.held["g2"]
+    assert "bob" in [j.job_id for j in out.runnable]
+
+
+def test_a_cap_lowered_below_what_runs_stops_nothing_and_holds_the_next_job():
+    active = [running(cpu_job("big", "alice", cpus=32))]
+    out = run_plan(cpu_capped(8), [cpu_job("next", "alice", cpus=1, at=1)], active)
+    assert out.preemptions == [] and out.runnable == []
+    assert "user alice holds 32 of 8 CPUs allowed; this job needs 1" in out.held["next"]
+
+
+def test_a_job_alone_past_the_cpu_cap_is_refused_at_submit_naming_cpus():
+    cap = {"train": Resources(16, 1000, 1 << 30)}
+    with pytest.raises(JobSpecError) as err:
+        check_submit(cpu_capped(8), "alice", cpu_job("c", "alice", cpus=4, nodes=3).spec, cap)
+    assert str(err.value) == (
+        "cpus: the job needs 12 CPUs over all its nodes but user alice may hold at most 8; ask "
+        "for less or ask an admin to raise the limit (`dlc groups limit --max-cpus`)"
+    )
+    check_submit(cpu_capped(8), "alice", cpu_job("c", "alice", cpus=4, nodes=2).spec, cap)
+    with pytest.raises(JobSpecError, match="^cpus: the job needs 9 CPUs"):  # GPU jobs too
+        check_submit(cpu_capped(8), "alice", job("g", "alice", 1, cpus=9).spec, cap)
+
+
+def test_a_zero_cpu_cap_runs_nothing_of_the_user():
+    out = run_plan(cpu_capped(0), [job("g", "alice", 1, cpus=0.5)])
+    assert out.runnable == [] and "holds 0 of 0 CPUs allowed" in out.held["g"]
+
+
+def test_the_cpu_cap_closes_the_cpu_only_flood_of_a_gpu_capped_user():
+    """docs/security.md: with only max_gpus 1, four --gpus 0 --cpus 63.8 jobs held four
+    64-CPU agents; with max_cpus 64 one is admitted and the rest wait, bob's jobs go on."""
+    pol = Policy(limits={"alice": UserLimits("alice", max_gpus=1, max_cpus=64)})
+    flood = [cpu_job(f"c{i}", "alice", at=i, cpus=63.8) for i in range(4)]
+    bobs = [job(f"b{i}", "bob", 1, cpus=4, at=10 + i) for i in range(16)]
+    out = plan(flood + bobs, [], pol, {"default": Resources(32, 256, 1 << 30)})
+    assert [j.job_id for j in out.runnable] == ["c0"] + [f"b{i}" for i in range(16)]
+    assert "user alice holds 63.8 of 64 CPUs allowed; this job needs 63.8" in out.held["c1"]

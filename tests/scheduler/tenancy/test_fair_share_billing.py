@@ -12,6 +12,7 @@ from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec, JobState
 from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tenancy.billing import (
+    DEFAULT_CPUS_PER_GPU,
     BillingRates,
     BillingWeights,
     parse_billing,
@@ -79,11 +80,14 @@ def test_a_bad_billing_setting_is_one_line_naming_the_flag(text, message):
     assert "\n" not in str(err.value)
 
 
-def test_a_cluster_without_gpus_bills_cpu_equivalents_and_nothing_known_bills_nothing():
+def test_a_cluster_without_gpus_bills_gpu_hours_at_the_default_ratio_and_nothing_known_nothing():
     bill = rates(BillingWeights(), Resources(0, 128, 512 * 1024))
-    assert bill == BillingRates(1.0, 128 / (512 * 1024), "CPU")
-    assert bill.billed(Resources(0, 4, 1024)) == 4.0
-    assert bill.billed(Resources(0, 1, 64 * 1024)) == pytest.approx(16.0)  # 4 GiB per CPU
+    # one unit always: 8 CPUs (and their 32 GiB: the cluster's 4 GiB per CPU) bill one GPU
+    assert bill == BillingRates(1 / DEFAULT_CPUS_PER_GPU, 1 / (8 * 4096), cpus_default=True)
+    assert DEFAULT_CPUS_PER_GPU == 8
+    assert bill.billed(Resources(0, 4, 1024)) == 0.5
+    assert bill.billed(Resources(0, 1, 64 * 1024)) == pytest.approx(2.0)  # 4 GiB per CPU
+    assert rates(BillingWeights(4.0), Resources(0, 128, 0)) == BillingRates(0.25, 0.0)  # cpus=4
     assert rates(BillingWeights(), Resources()) is None  # no agent yet: wait
     assert rates(BillingWeights(), Resources(8, 0, 0)) is None  # a task's GPUs only
     assert rates(BillingWeights(8.0, 0.0), Resources()) == BillingRates(0.125, 0.0)
@@ -163,6 +167,27 @@ def test_the_billed_value_survives_a_restart_and_the_gap_is_billed_once_agents_a
     shown = {g.group: g.gpu_hours for g in again.fair_share().groups}
     assert shown == {"a": pytest.approx(accrued(7.5, DAY + 120, DAY), rel=1e-9)}
     assert again.visible_job(cpu_job.job_id, "a").state is JobState.RUNNING
+
+
+def test_a_cluster_with_no_gpu_bills_gpu_hours_at_the_default_ratio_through_the_core(tmp_path):
+    """One GPU-less 64-CPU agent: a 60-CPU job bills 60 / 8 GPU-hours an hour into the same
+    ledger as on a GPU cluster (it billed 60 CPU-hours, a unit the views called GPU-hours)."""
+    from .test_quotas_core import train_offer
+
+    clock = Clock()
+    core = make_core(tmp_path / "db", clock, agents=False)
+    core.update_agents([slave("a1", "train", gpus=0)])
+    job = submit(core, "a", 0, 60)
+    actions = core.on_offers([train_offer("o0", [])])
+    assert [i["task_id"]["value"] for _, infos in actions.accepts for i in infos] == [
+        f"{job.job_id}.0.0"
+    ]
+    core.on_status(status(f"{job.job_id}.0.0", "TASK_RUNNING"))
+    clock.now += DAY
+    fair = core.fair_share()
+    assert fair.billing == BillingRates(1 / 8, 1 / (8 * 4096), cpus_default=True)
+    (group,) = fair.groups
+    assert group.gpu_hours == pytest.approx(accrued(60 / 8, DAY, DAY), rel=1e-9)
 
 
 def three_groups() -> Policy:
