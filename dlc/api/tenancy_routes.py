@@ -39,6 +39,7 @@ def _viewer(request: Request) -> str | None:
 
 #: the refusals of a non-admin's request, one per kind of request (a read is no change)
 CHANGE_REFUSAL = "changing groups, quotas or limits needs an admin token"
+LIMITS_REFUSAL = "reading another user's limits needs an admin token"
 AUDIT_REFUSAL = (
     "reading the quota audit needs an admin token; ask an admin to run `dlc quota audit`"
 )
@@ -271,15 +272,41 @@ def router(api: Any) -> APIRouter:
         core.remove_member(group, user, actor)
         return {"groups": groups_view(core)}
 
+    @routes.get("/v1/limits/{user}", responses=ERRORS)
+    def limits(user: str, request: Request) -> dict:
+        """A user's caps (``null``: no cap); a non-admin may read only their own."""
+        viewer = _viewer(request)
+        if viewer is not None and viewer != user:
+            raise HTTPException(403, LIMITS_REFUSAL)
+        return limits_json(core.tenancy.limits.get(user) or UserLimits(user))
+
     @routes.put("/v1/limits/{user}", responses=ERRORS)
     def set_limits(user: str, body: LimitsIn, request: Request) -> dict:
         """Per-user caps: running jobs, GPUs held, CPUs held, longest interactive run,
-        interactive environments at once (admin; audited)."""
+        interactive environments at once, all five (one left out: no cap; admin; audited).
+        ``PATCH`` changes only those given."""
         actor = _admin(request)
         limits = UserLimits(user, body.max_running, body.max_gpus, body.max_interactive_s,
                             body.max_interactive, body.max_cpus)  # fmt: skip
         core.set_user_limits(limits, actor)
         return limits_json(limits)
+
+    @routes.patch("/v1/limits/{user}", responses=ERRORS)
+    def change_limits(user: str, body: LimitsIn, request: Request) -> dict:
+        """Change only the caps given (``null``: that cap removed, no cap; one left out:
+        kept) and answer all of the user's caps (admin; audited)."""
+        actor = _admin(request)
+        changes = {name: getattr(body, name) for name in body.model_fields_set}
+        if changes:  # an empty change writes nothing (and no audit line)
+            core.update_user_limits(user, changes, actor)
+        return limits_json(core.tenancy.limits.get(user) or UserLimits(user))
+
+    @routes.delete("/v1/limits/{user}", responses=ERRORS)
+    def clear_limits(user: str, request: Request) -> dict:
+        """Remove all of a user's caps (admin; audited where they had some)."""
+        actor = _admin(request)
+        removed = core.clear_user_limits(user, actor)
+        return {**limits_json(UserLimits(user)), "removed": removed}
 
     @routes.get("/v1/tenancy", responses=ERRORS)
     def tenancy(request: Request) -> dict:
