@@ -13,6 +13,7 @@ in the core's next round (:meth:`~dlc.scheduler.core.facade.SchedulerCore.set_te
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -23,6 +24,7 @@ from dlc.scheduler.placement.agent_facts import agent_vendor, default_topology_o
 from dlc.scheduler.tenancy.fair_share import FairShare
 from dlc.scheduler.tenancy.policy import ZERO, AuditEntry, Resources, UserLimits, parse_mem
 from dlc.scheduler.tenancy.quotas import agent_pool, job_cpus, job_demand, job_gpus, key_of
+from dlc.scheduler.tenancy.user_holdings import UserHeld, held_by_user
 from dlc.topology.gpu_shares import ATTR_SHARING
 
 
@@ -80,8 +82,9 @@ def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
 
 def quota_view(core: Any, viewer: str | None = None) -> dict:
     """Usage against guarantees per group and pool, with what is borrowed and waiting, each
-    group's decayed GPU-hours (``fair_share``) and the per-user ``limits`` (``viewer``: a
-    non-admin, who sees only their own user's row of both)."""
+    group's decayed GPU-hours (``fair_share``) and the per-user ``limits``, each with what
+    the user ``held`` now as the limits count it (``viewer``: a non-admin, who sees only
+    their own user's row of both)."""
     policy = core.tenancy
     capacity = core.pool_capacity()
     tenancy = core.plan_queue(core.queued_jobs())
@@ -103,7 +106,9 @@ def quota_view(core: Any, viewer: str | None = None) -> dict:
         })  # fmt: skip
     pools = {p: c.to_dict() for p, c in sorted(capacity.items())}
     fair = fair_share_json(core.fair_share(viewer)) if hasattr(core, "fair_share") else None
-    limits = [limits_json(lim) for user, lim in sorted(policy.limits.items())
+    held = held_by_user(policy, core.active_jobs(), sizes)
+    limits = [{**limits_json(lim), "held": asdict(held.get(user, UserHeld()))}
+              for user, lim in sorted(policy.limits.items())
               if viewer is None or user == viewer]  # fmt: skip
     return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s, "fair_share": fair,
             "limits": limits}  # fmt: skip

@@ -236,9 +236,24 @@ def test_limits_are_listed_to_an_admin_and_each_user_sees_only_their_own(api):
     everyone = call(server, tokens["admin"], "GET", "/v1/quota")["limits"]
     assert [row["user"] for row in everyone] == ["alice", "bob"]
     mine = call(server, tokens["alice"], "GET", "/v1/quota")["limits"]
+    held = {"running": 0, "gpus": 0, "cpus": 0, "environments": 0}  # nothing runs yet
     assert mine == [{"user": "alice", "max_running": 0, "max_gpus": None, "max_cpus": 16,
-                     "max_interactive_s": None, "max_interactive": None}]  # fmt: skip
+                     "max_interactive_s": None, "max_interactive": None, "held": held}]  # fmt: skip
     assert call(server, tokens["alice"], "GET", "/v1/tenancy")["quota"]["limits"] == mine
+
+
+def test_each_limits_row_says_what_the_user_holds_now(api):
+    server, core, tokens = api
+    call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_cpus": 32, "max_gpus": 8})
+    alice = ApiClient(server.url, tokens["alice"])
+    alice.submit({"image": "busybox", "gpus": 2, "cpus": 6, "nodes": 2, "pool": "train"})
+    alice.submit({"image": "busybox", "gpus": 0, "cpus": 4, "pool": "train"})
+    train = {"dlc_pool": "train"}
+    core.on_offers([offer(f"o{i}", agent, list(range(8)), cpus=64, mem=262144, attrs=train)
+                    for i, agent in enumerate(("a1", "a2"))])  # fmt: skip
+    (row,) = call(server, tokens["alice"], "GET", "/v1/quota")["limits"]
+    assert row["held"] == {"running": 2, "gpus": 4, "cpus": 16, "environments": 0}
+    assert row["max_cpus"] == 32 and row["max_gpus"] == 8
 
 
 def test_a_user_may_not_raise_their_own_cpu_limit(api):

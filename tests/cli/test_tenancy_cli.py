@@ -229,17 +229,27 @@ def test_a_nan_or_infinite_cpu_limit_from_the_cli_is_one_line_and_nothing_change
     assert "alice" not in core.tenancy.limits
 
 
-def test_dlc_quota_shows_the_callers_own_limits(api):  # noqa: F811
-    server, _, tokens = api
-    dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", "16")
+def test_dlc_quota_shows_the_callers_own_limits_with_what_they_hold(api):  # noqa: F811
+    from tests.scheduler.helpers import offer
+
+    server, core, tokens = api
+    dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", "16",
+        "--max-interactive", "3600")  # fmt: skip
     dlc(server, tokens["admin"], "groups", "limit", "bob", "--max-gpus", "2")
-    out = dlc(server, tokens["alice"], "quota")
-    assert out.splitlines()[-2:] == [
-        "user limits (`dlc groups limit`; -: no cap):",
-        "  alice: - running jobs, - GPUs, 16 CPUs, interactive - s, - environments at once",
+    ApiClient(server.url, tokens["alice"]).submit({"image": "busybox", "gpus": 1, "cpus": 6,
+                                                   "pool": "train"})  # fmt: skip
+    core.on_offers([offer("o1", "a1", list(range(8)), cpus=64, mem=262144,
+                          attrs={"dlc_pool": "train"})])  # fmt: skip
+    out = dlc(server, tokens["alice"], "quota", "-o", "wide")
+    lines = out.splitlines()
+    at = lines.index("user limits (`dlc groups limit`; held now/cap, -: no cap):")
+    assert lines[at + 1 : at + 3] == [
+        "USER   JOBS  GPUS  CPUS  ENVIRONMENTS  LONGEST INTERACTIVE",
+        "alice  1/-   1/-   6/16  0/-           3600 s",
     ]
     assert "bob" not in out
-    assert "  bob: - running jobs, 2 GPUs, - CPUs" in dlc(server, tokens["admin"], "quota")
+    admin = dlc(server, tokens["admin"], "quota", "-o", "wide").splitlines()
+    assert "bob    0/-   0/2   0/-   0/-           -" in admin
 
 
 def test_setting_one_limit_keeps_the_others(api):  # noqa: F811
