@@ -130,7 +130,9 @@ class MemberIn(BaseModel):
 
 
 class LimitsIn(BaseModel):
-    """``PUT /v1/limits/{user}``: per-user caps (absent: no cap)."""
+    """``PUT /v1/limits/{user}``: per-user caps, all of them (absent: no cap).
+    ``PATCH /v1/limits/{user}``: only the caps given (``null``: that cap removed; absent:
+    kept as it is)."""
 
     model_config = ConfigDict(extra="forbid")
     max_running: StrictInt | None = None

@@ -13,6 +13,7 @@ in the core's next round (:meth:`~dlc.scheduler.core.facade.SchedulerCore.set_te
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -23,6 +24,7 @@ from dlc.scheduler.placement.agent_facts import agent_vendor, default_topology_o
 from dlc.scheduler.tenancy.fair_share import FairShare
 from dlc.scheduler.tenancy.policy import ZERO, AuditEntry, Resources, UserLimits, parse_mem
 from dlc.scheduler.tenancy.quotas import agent_pool, job_cpus, job_demand, job_gpus, key_of
+from dlc.scheduler.tenancy.user_holdings import UserHeld, held_by_user
 from dlc.topology.gpu_shares import ATTR_SHARING
 
 
@@ -39,6 +41,7 @@ def _viewer(request: Request) -> str | None:
 
 #: the refusals of a non-admin's request, one per kind of request (a read is no change)
 CHANGE_REFUSAL = "changing groups, quotas or limits needs an admin token"
+LIMITS_REFUSAL = "reading another user's limits needs an admin token"
 AUDIT_REFUSAL = (
     "reading the quota audit needs an admin token; ask an admin to run `dlc quota audit`"
 )
@@ -79,8 +82,9 @@ def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
 
 def quota_view(core: Any, viewer: str | None = None) -> dict:
     """Usage against guarantees per group and pool, with what is borrowed and waiting, each
-    group's decayed GPU-hours (``fair_share``) and the per-user ``limits`` (``viewer``: a
-    non-admin, who sees only their own user's row of both)."""
+    group's decayed GPU-hours (``fair_share``) and the per-user ``limits``, each with what
+    the user ``held`` now as the limits count it (``viewer``: a non-admin, who sees only
+    their own user's row of both)."""
     policy = core.tenancy
     capacity = core.pool_capacity()
     tenancy = core.plan_queue(core.queued_jobs())
@@ -102,7 +106,9 @@ def quota_view(core: Any, viewer: str | None = None) -> dict:
         })  # fmt: skip
     pools = {p: c.to_dict() for p, c in sorted(capacity.items())}
     fair = fair_share_json(core.fair_share(viewer)) if hasattr(core, "fair_share") else None
-    limits = [limits_json(lim) for user, lim in sorted(policy.limits.items())
+    held = held_by_user(policy, core.active_jobs(), sizes)
+    limits = [{**limits_json(lim), "held": asdict(held.get(user, UserHeld()))}
+              for user, lim in sorted(policy.limits.items())
               if viewer is None or user == viewer]  # fmt: skip
     return {"quotas": rows, "pools": pools, "grace_s": policy.grace_s, "fair_share": fair,
             "limits": limits}  # fmt: skip
@@ -271,15 +277,41 @@ def router(api: Any) -> APIRouter:
         core.remove_member(group, user, actor)
         return {"groups": groups_view(core)}
 
+    @routes.get("/v1/limits/{user}", responses=ERRORS)
+    def limits(user: str, request: Request) -> dict:
+        """A user's caps (``null``: no cap); a non-admin may read only their own."""
+        viewer = _viewer(request)
+        if viewer is not None and viewer != user:
+            raise HTTPException(403, LIMITS_REFUSAL)
+        return limits_json(core.tenancy.limits.get(user) or UserLimits(user))
+
     @routes.put("/v1/limits/{user}", responses=ERRORS)
     def set_limits(user: str, body: LimitsIn, request: Request) -> dict:
         """Per-user caps: running jobs, GPUs held, CPUs held, longest interactive run,
-        interactive environments at once (admin; audited)."""
+        interactive environments at once, all five (one left out: no cap; admin; audited).
+        ``PATCH`` changes only those given."""
         actor = _admin(request)
         limits = UserLimits(user, body.max_running, body.max_gpus, body.max_interactive_s,
                             body.max_interactive, body.max_cpus)  # fmt: skip
         core.set_user_limits(limits, actor)
         return limits_json(limits)
+
+    @routes.patch("/v1/limits/{user}", responses=ERRORS)
+    def change_limits(user: str, body: LimitsIn, request: Request) -> dict:
+        """Change only the caps given (``null``: that cap removed, no cap; one left out:
+        kept) and answer all of the user's caps (admin; audited)."""
+        actor = _admin(request)
+        changes = {name: getattr(body, name) for name in body.model_fields_set}
+        if changes:  # an empty change writes nothing (and no audit line)
+            core.update_user_limits(user, changes, actor)
+        return limits_json(core.tenancy.limits.get(user) or UserLimits(user))
+
+    @routes.delete("/v1/limits/{user}", responses=ERRORS)
+    def clear_limits(user: str, request: Request) -> dict:
+        """Remove all of a user's caps (admin; audited where they had some)."""
+        actor = _admin(request)
+        removed = core.clear_user_limits(user, actor)
+        return {**limits_json(UserLimits(user)), "removed": removed}
 
     @routes.get("/v1/tenancy", responses=ERRORS)
     def tenancy(request: Request) -> dict:

@@ -83,28 +83,78 @@ def remove(group, user, api, token):
     click.echo(f"{group}: removed {user}")
 
 
+#: ``--max-... none``: that cap removed (JSON null), distinct from an option not given
+NO_CAP = object()
+
+_CAPS = ("max_running", "max_gpus", "max_cpus", "max_interactive_s", "max_interactive")
+
+
+class Cap(click.ParamType):
+    """A limit: a number of 0 or more (``number``: integer or float), or ``none`` (no cap)."""
+
+    def __init__(self, number: click.ParamType):
+        self.number = number
+        self.name = f"{number.name}|none"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.strip().lower() == "none":
+            return NO_CAP
+        try:
+            return self.number.convert(value, param, ctx)
+        except click.BadParameter:
+            whole = "whole " if isinstance(self.number, click.IntRange) else ""
+            self.fail(f"{value!r}: give a {whole}number of 0 or more, or none for no cap",
+                      param, ctx)  # fmt: skip
+
+
+def _cap_option(*decls: str, number: click.ParamType, help: str):
+    return click.option(*decls, type=Cap(number), metavar="N|none", help=help)
+
+
 @command.command("limit")
 @click.argument("user")
-@click.option("--max-running", type=click.IntRange(0), help="Jobs the user may run at once.")
-@click.option("--max-gpus", type=click.FloatRange(0), help="GPUs the user may hold at once.")
-@click.option("--max-cpus", type=click.FloatRange(0),
-              help="CPUs the user may hold at once, all their jobs (GPU jobs too).")  # fmt: skip
-@click.option("--max-interactive", "max_interactive_s", type=click.FloatRange(0),
-              help="Longest an interactive environment may run, in seconds.")  # fmt: skip
-@click.option("--max-environments", "max_interactive", type=click.IntRange(0),
-              help="Interactive environments the user may run at once.")  # fmt: skip
+@_cap_option("--max-running", number=click.IntRange(0), help="Jobs the user may run at once.")
+@_cap_option("--max-gpus", number=click.FloatRange(0), help="GPUs the user may hold at once.")
+@_cap_option("--max-cpus", number=click.FloatRange(0),
+             help="CPUs the user may hold at once, all their jobs (GPU jobs too).")  # fmt: skip
+@_cap_option("--max-interactive", "max_interactive_s", number=click.FloatRange(0),
+             help="Longest an interactive environment may run, in seconds.")  # fmt: skip
+@_cap_option("--max-environments", "max_interactive", number=click.IntRange(0),
+             help="Interactive environments the user may run at once.")  # fmt: skip
+@click.option("--clear", is_flag=True,
+              help="Remove USER's other limits first (alone: USER has no limit left).")  # fmt: skip
 @api_options
-def limit(user, max_running, max_gpus, max_cpus, max_interactive_s, max_interactive, api, token):
-    """Set USER's limits (absent: no cap; admin, audited). Each call sets all of them: a
-    limit left out is no cap."""
-    body = {"max_running": max_running, "max_gpus": max_gpus, "max_cpus": max_cpus,
-            "max_interactive_s": max_interactive_s, "max_interactive": max_interactive}  # fmt: skip
-    click.echo(limits_text(call(api, token, "PUT", f"/v1/limits/{user}", body)))
+def limit(user, clear, api, token, **caps):
+    """Change USER's limits (admin, audited): only those given change, the others stay;
+    "none" removes one (--max-gpus none: no GPU cap). No option: show them.
+
+    \b
+      dlc groups limit alice --max-cpus 16       # alice's other limits are kept
+      dlc groups limit alice --max-gpus none     # no GPU cap any more
+      dlc groups limit alice --clear             # no limit at all
+      dlc groups limit alice --clear --max-running 2   # only this one
+    """
+    given = {name: None if v is NO_CAP else v for name, v in caps.items() if v is not None}
+    if clear and not given:
+        out = call(api, token, "DELETE", f"/v1/limits/{user}")
+        click.echo(f"{user}: no limits" + ("" if out["removed"] else " (there were none)"))
+        return
+    if not given:
+        click.echo(limits_text(call(api, token, "GET", f"/v1/limits/{user}")))
+        return
+    if clear:  # replaces all five: those not given are no cap
+        out = call(api, token, "PUT", f"/v1/limits/{user}", {n: given.get(n) for n in _CAPS})
+    else:
+        out = call(api, token, "PATCH", f"/v1/limits/{user}", given)
+    click.echo(limits_text(out))
 
 
 def limits_text(out: dict) -> str:
     """One user's caps as a line: ``alice: 2 running jobs, 4 GPUs, 64 CPUs, interactive
-    28800 s, 1 environments at once`` (``-``: no cap; 0 is a cap: nothing of it runs)."""
+    28800 s, 1 environments at once`` (``-``: no cap; 0 is a cap: nothing of it runs), or
+    ``alice: no limits``."""
+    if all(out.get(name) is None for name in _CAPS):
+        return f"{out['user']}: no limits"
     return (f"{out['user']}: {num(out['max_running'])} running jobs, {num(out['max_gpus'])} "
             f"GPUs, {num(out.get('max_cpus'))} CPUs, interactive "
             f"{num(out['max_interactive_s'])} s, {num(out.get('max_interactive'))} "

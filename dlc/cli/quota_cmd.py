@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from dlc.cli.client_opts import api_options
-from dlc.cli.groups_cmd import limits_text
 from dlc.cli.output import output_option
 from dlc.cli.queue_cmd import call, num, print_table, structured
 
@@ -35,7 +34,7 @@ def command(ctx, output, api, token):
     click.echo(f"pools: {pools or 'none known yet'}; preemption grace {num(body['grace_s'])} s")
     if not body["quotas"]:
         click.echo("no quota set; `dlc quota set GROUP --pool P --gpus N` (admin)")
-        _print_limits(body.get("limits"))
+        _print_limits(body.get("limits"), output)
         return
     print_table(
         (
@@ -63,17 +62,29 @@ def command(ctx, output, api, token):
         ),  # fmt: skip
         wide=output == "wide",
     )
-    _print_limits(body.get("limits"))
+    _print_limits(body.get("limits"), output)
     _print_fair_share(body.get("fair_share"), output)
 
 
-def _print_limits(limits: list[dict] | None) -> None:
-    """The per-user caps (a non-admin: their own), one line each; nothing where none is set."""
+def _print_limits(limits: list[dict] | None, output: str | None) -> None:
+    """The per-user caps (a non-admin: their own), a row each: what the user holds now over
+    their cap (``-``: no cap); nothing where none is set."""
     if not limits:
         return
-    click.echo("\nuser limits (`dlc groups limit`; -: no cap):")
-    for row in limits:
-        click.echo(f"  {limits_text(row)}")
+    click.echo("\nuser limits (`dlc groups limit`; held now/cap, -: no cap):")
+    print_table(
+        ("USER", "JOBS", "GPUS", "CPUS", "ENVIRONMENTS", "LONGEST INTERACTIVE"),
+        ((r["user"], _held(r, "running", "max_running"), _held(r, "gpus", "max_gpus"),
+          _held(r, "cpus", "max_cpus"), _held(r, "environments", "max_interactive"),
+          "-" if r["max_interactive_s"] is None else f"{num(r['max_interactive_s'])} s")
+         for r in limits),
+        wide=output == "wide",
+    )  # fmt: skip
+
+
+def _held(row: dict, amount: str, cap: str) -> str:
+    """``held/cap`` of one limit (a server without ``held``: 0 held)."""
+    return f"{num((row.get('held') or {}).get(amount, 0))}/{num(row.get(cap))}"
 
 
 def _print_fair_share(fair: dict | None, output: str | None) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from dlc.errors import TenancyError
@@ -28,9 +29,11 @@ from dlc.scheduler.tenancy.policy import (
 from dlc.store.tenancy import (
     _GRACE_KEY,
     FAIR_AT_KEY,
+    check_changes,
     check_grace,
     check_limits,
     check_quota,
+    has_cap,
     limits_detail,
 )
 
@@ -145,6 +148,30 @@ class MemoryTenancy:
         with self._lock:
             self._limits[limits.user] = limits
             self._audit(actor, "limits", limits_detail(limits))
+
+    def update_user_limits(
+        self, user: str, changes: Mapping[str, float | None], actor: str
+    ) -> None:
+        """Change only the caps named in ``changes`` (``None``: that cap removed), keep the
+        others; a user left with no cap is dropped. Audited."""
+        check_changes(user, changes)
+        if not changes:
+            return
+        with self._lock:
+            limits = replace(self._limits.get(user, UserLimits(user)), **changes)  # type: ignore[arg-type]
+            if has_cap(limits):
+                self._limits[user] = limits
+            else:
+                self._limits.pop(user, None)
+            self._audit(actor, "limits", limits_detail(limits, sorted(changes)))
+
+    def clear_user_limits(self, user: str, actor: str) -> bool:
+        """Remove all of a user's caps (audited); ``False``: they had none."""
+        with self._lock:
+            gone = self._limits.pop(user, None) is not None
+            if gone:
+                self._audit(actor, "limits-removed", {"user": user})
+        return gone
 
     def set_grace(self, seconds: float, actor: str) -> None:
         """The grace period preempted jobs get (SIGTERM, then SIGKILL)."""

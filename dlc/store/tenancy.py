@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
@@ -45,6 +45,11 @@ def _ceiling(row) -> Resources | None:
     )
 
 
+def _limits_of(row) -> UserLimits:
+    return UserLimits(row["user"], row["max_running"], row["max_gpus"], row["max_interactive_s"],
+                      row["max_interactive"], row["max_cpus"])  # fmt: skip
+
+
 class TenancyStore:
     """Tenancy methods; needs ``_tx``, ``_read``, ``_db``, ``_clock``, ``get_meta`` and
     ``set_meta`` of the store it is mixed into."""
@@ -77,11 +82,8 @@ class TenancyStore:
                 for r in self._db.execute("SELECT * FROM quotas")
             }  # fmt: skip
             limits = {
-                r["user"]: UserLimits(r["user"], r["max_running"], r["max_gpus"],
-                                      r["max_interactive_s"], r["max_interactive"],
-                                      r["max_cpus"])
-                for r in self._db.execute("SELECT * FROM user_limits")
-            }  # fmt: skip
+                r["user"]: _limits_of(r) for r in self._db.execute("SELECT * FROM user_limits")
+            }
         grace = self.get_meta(_GRACE_KEY)
         return Policy(groups, quotas, limits, float(grace) if grace else DEFAULT_GRACE_S)
 
@@ -174,6 +176,42 @@ class TenancyStore:
             )  # fmt: skip
             self._audit(db, actor, "limits", limits_detail(limits))
 
+    def update_user_limits(
+        self, user: str, changes: Mapping[str, float | None], actor: str
+    ) -> None:
+        """Change only the caps named in ``changes`` (a ``None`` value: that cap removed) and
+        keep the user's others; a user left with no cap loses their row. Audited with the
+        limits after the change and the names changed.
+
+        One upsert of the named columns: two admins changing different caps at once both
+        keep theirs (a read-modify-write of the whole row would lose one)."""
+        check_changes(user, changes)
+        if not changes:
+            return
+        names = sorted(changes)  # from _LIMITS only (check_changes): safe as column names
+        cols = ", ".join(names)
+        sets = ", ".join(f"{n} = excluded.{n}" for n in names)
+        marks = ", ".join("?" for _ in names)
+        with self._tx("saving user limits") as db:
+            db.execute(
+                f"INSERT INTO user_limits (user, {cols}) VALUES (?, {marks})"  # noqa: S608
+                f" ON CONFLICT(user) DO UPDATE SET {sets}",
+                (user, *(changes[n] for n in names)),
+            )
+            row = db.execute("SELECT * FROM user_limits WHERE user = ?", (user,)).fetchone()
+            limits = _limits_of(row)
+            if not has_cap(limits):
+                db.execute("DELETE FROM user_limits WHERE user = ?", (user,))
+            self._audit(db, actor, "limits", limits_detail(limits, names))
+
+    def clear_user_limits(self, user: str, actor: str) -> bool:
+        """Remove all of a user's caps (audited); ``False``: they had none (nothing written)."""
+        with self._tx("removing user limits") as db:
+            gone = db.execute("DELETE FROM user_limits WHERE user = ?", (user,)).rowcount > 0
+            if gone:
+                self._audit(db, actor, "limits-removed", {"user": user})
+        return gone
+
     def set_grace(self, seconds: float, actor: str) -> None:
         """The grace period preempted jobs get (SIGTERM, then SIGKILL)."""
         check_grace(seconds)
@@ -234,6 +272,20 @@ def check_limits(limits: UserLimits) -> None:
                                "leave it out for no cap")  # fmt: skip
 
 
+def check_changes(user: str, changes: Mapping[str, float | None]) -> None:
+    """Refuse a change naming no known limit, or a bad cap (``check_limits``), in one line
+    naming the field."""
+    for name in changes:
+        if name not in _LIMITS:
+            raise TenancyError(name, f"no such limit; the limits are {', '.join(_LIMITS)}")
+    check_limits(UserLimits(user, **changes))  # type: ignore[arg-type]
+
+
+def has_cap(limits: UserLimits) -> bool:
+    """Whether any of ``limits`` caps something (0 does: nothing of that kind runs)."""
+    return any(getattr(limits, name) is not None for name in _LIMITS)
+
+
 def check_quota(pool: str, guaranteed: Resources, ceiling: Resources | None) -> None:
     """A quota both stores accept: a valid pool name, amounts, and a ceiling not below the
     guarantee (one-line :class:`TenancyError` naming the field)."""
@@ -252,12 +304,16 @@ def check_grace(seconds: float) -> None:
         raise TenancyError("grace", f"{seconds:g} s is out of range; give 0 to 3600")
 
 
-def limits_detail(limits: UserLimits) -> dict:
-    """The audit detail of a limits change."""
-    return {"user": limits.user, "max_running": limits.max_running,
-            "max_gpus": limits.max_gpus, "max_cpus": limits.max_cpus,
-            "max_interactive_s": limits.max_interactive_s,
-            "max_interactive": limits.max_interactive}  # fmt: skip
+def limits_detail(limits: UserLimits, changed: list[str] | None = None) -> dict:
+    """The audit detail of a limits change: the limits after it and, for a change of some
+    of them, which (``changed``)."""
+    detail: dict[str, object] = {"user": limits.user, "max_running": limits.max_running,
+              "max_gpus": limits.max_gpus, "max_cpus": limits.max_cpus,
+              "max_interactive_s": limits.max_interactive_s,
+              "max_interactive": limits.max_interactive}  # fmt: skip
+    if changed is not None:
+        detail["changed"] = changed
+    return detail
 
 
 def _finite(value: float) -> float | None:

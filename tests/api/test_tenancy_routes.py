@@ -11,6 +11,7 @@ from dlc.api.tenancy_routes import AUDIT_REFUSAL
 from dlc.errors import ApiError
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.placement.model import PlacementConfig
+from dlc.scheduler.tenancy.policy import UserLimits
 from dlc.store.sqlite import JobStore
 from tests.scheduler.helpers import offer
 
@@ -151,6 +152,83 @@ def test_a_bad_limit_is_one_line_naming_the_field_and_nothing_changes(api, body,
     assert call(server, tokens["admin"], "GET", "/v1/quota/audit")["audit"] == []
 
 
+def test_patch_changes_only_the_limits_given_and_null_removes_one(api):
+    server, core, tokens = api
+    admin = tokens["admin"]
+    call(server, admin, "PUT", "/v1/limits/alice", {"max_running": 2, "max_gpus": 4})
+    out = call(server, admin, "PATCH", "/v1/limits/alice", {"max_cpus": 16})
+    assert out == {"user": "alice", "max_running": 2, "max_gpus": 4, "max_cpus": 16,
+                   "max_interactive_s": None, "max_interactive": None}  # fmt: skip
+    assert core.tenancy.limits["alice"] == UserLimits("alice", 2, 4, max_cpus=16)
+    out = call(server, admin, "PATCH", "/v1/limits/alice", {"max_gpus": None})
+    assert (out["max_running"], out["max_gpus"], out["max_cpus"]) == (2, None, 16)
+    (entry,) = call(server, admin, "GET", "/v1/quota/audit?limit=1")["audit"]
+    assert (entry["actor"], entry["action"]) == ("root", "limits")
+    assert entry["detail"]["changed"] == ["max_gpus"] and entry["detail"]["max_cpus"] == 16
+    # nothing given: nothing written, the limits answered
+    assert call(server, admin, "PATCH", "/v1/limits/alice", {}) == out
+    assert len(call(server, admin, "GET", "/v1/quota/audit")["audit"]) == 3
+
+
+def test_a_user_reads_their_own_limits_and_an_admin_anyones(api):
+    server, _, tokens = api
+    call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_cpus": 4})
+    mine = call(server, tokens["alice"], "GET", "/v1/limits/alice")
+    assert mine["max_cpus"] == 4 and mine["max_gpus"] is None
+    assert call(server, tokens["admin"], "GET", "/v1/limits/alice") == mine
+    assert call(server, tokens["admin"], "GET", "/v1/limits/bob")["max_cpus"] is None  # none set
+    with pytest.raises(ApiError, match="^reading another user's limits needs an admin token$"):
+        call(server, tokens["alice"], "GET", "/v1/limits/bob")
+
+
+def test_put_still_replaces_all_five_for_old_clients(api):
+    server, core, tokens = api
+    call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_running": 2})
+    call(server, tokens["admin"], "PUT", "/v1/limits/alice", {"max_cpus": 8})
+    assert core.tenancy.limits["alice"] == UserLimits("alice", max_cpus=8)
+
+
+def test_delete_removes_all_of_a_users_limits(api):
+    server, core, tokens = api
+    call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_running": 2, "max_cpus": 4})
+    out = call(server, tokens["admin"], "DELETE", "/v1/limits/alice")
+    assert out["removed"] is True and out["max_running"] is None and out["max_cpus"] is None
+    assert "alice" not in core.tenancy.limits
+    assert call(server, tokens["admin"], "GET", "/v1/quota")["limits"] == []
+    assert call(server, tokens["admin"], "DELETE", "/v1/limits/alice")["removed"] is False
+    audit = call(server, tokens["admin"], "GET", "/v1/quota/audit")["audit"]
+    assert [e["action"] for e in audit] == ["limits-removed", "limits"]
+
+
+@pytest.mark.parametrize("method, body", [("PATCH", {"max_cpus": 1e6}), ("DELETE", None)])
+def test_a_user_may_not_change_or_remove_their_limits(api, method, body):
+    server, core, tokens = api
+    call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_cpus": 4})
+    with pytest.raises(ApiError, match="^changing groups, quotas or limits needs an admin token$"):
+        call(server, tokens["alice"], method, "/v1/limits/alice", body)
+    assert core.tenancy.limits["alice"].max_cpus == 4
+
+
+@pytest.mark.parametrize(
+    "body, match",
+    [
+        ({"max_cpus": -1}, "max_cpus: -1 is negative; give 0 or more"),
+        ({"max_gpus": float("nan")}, "max_gpus: nan is out of range"),
+        ({"max_running": 1.5}, "max_running"),
+        ({"max_cpus": "8"}, "max_cpus"),
+        ({"max_cpu": 8}, "max_cpu"),
+    ],
+)
+def test_a_bad_patch_is_one_line_naming_the_field_and_nothing_changes(api, body, match):
+    server, core, tokens = api
+    call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_gpus": 2})
+    with pytest.raises(ApiError, match=match) as err:
+        call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_running": 1, **body})
+    assert "\n" not in str(err.value)
+    assert core.tenancy.limits["alice"] == UserLimits("alice", max_gpus=2)
+    assert len(call(server, tokens["admin"], "GET", "/v1/quota/audit")["audit"]) == 1
+
+
 def test_limits_are_listed_to_an_admin_and_each_user_sees_only_their_own(api):
     server, _, tokens = api
     call(server, tokens["admin"], "PUT", "/v1/limits/alice", {"max_cpus": 16, "max_running": 0})
@@ -158,9 +236,24 @@ def test_limits_are_listed_to_an_admin_and_each_user_sees_only_their_own(api):
     everyone = call(server, tokens["admin"], "GET", "/v1/quota")["limits"]
     assert [row["user"] for row in everyone] == ["alice", "bob"]
     mine = call(server, tokens["alice"], "GET", "/v1/quota")["limits"]
+    held = {"running": 0, "gpus": 0, "cpus": 0, "environments": 0}  # nothing runs yet
     assert mine == [{"user": "alice", "max_running": 0, "max_gpus": None, "max_cpus": 16,
-                     "max_interactive_s": None, "max_interactive": None}]  # fmt: skip
+                     "max_interactive_s": None, "max_interactive": None, "held": held}]  # fmt: skip
     assert call(server, tokens["alice"], "GET", "/v1/tenancy")["quota"]["limits"] == mine
+
+
+def test_each_limits_row_says_what_the_user_holds_now(api):
+    server, core, tokens = api
+    call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_cpus": 32, "max_gpus": 8})
+    alice = ApiClient(server.url, tokens["alice"])
+    alice.submit({"image": "busybox", "gpus": 2, "cpus": 6, "nodes": 2, "pool": "train"})
+    alice.submit({"image": "busybox", "gpus": 0, "cpus": 4, "pool": "train"})
+    train = {"dlc_pool": "train"}
+    core.on_offers([offer(f"o{i}", agent, list(range(8)), cpus=64, mem=262144, attrs=train)
+                    for i, agent in enumerate(("a1", "a2"))])  # fmt: skip
+    (row,) = call(server, tokens["alice"], "GET", "/v1/quota")["limits"]
+    assert row["held"] == {"running": 2, "gpus": 4, "cpus": 16, "environments": 0}
+    assert row["max_cpus"] == 32 and row["max_gpus"] == 8
 
 
 def test_a_user_may_not_raise_their_own_cpu_limit(api):

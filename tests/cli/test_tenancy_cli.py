@@ -229,14 +229,79 @@ def test_a_nan_or_infinite_cpu_limit_from_the_cli_is_one_line_and_nothing_change
     assert "alice" not in core.tenancy.limits
 
 
-def test_dlc_quota_shows_the_callers_own_limits(api):  # noqa: F811
-    server, _, tokens = api
-    dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", "16")
+def test_dlc_quota_shows_the_callers_own_limits_with_what_they_hold(api):  # noqa: F811
+    from tests.scheduler.helpers import offer
+
+    server, core, tokens = api
+    dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", "16",
+        "--max-interactive", "3600")  # fmt: skip
     dlc(server, tokens["admin"], "groups", "limit", "bob", "--max-gpus", "2")
-    out = dlc(server, tokens["alice"], "quota")
-    assert out.splitlines()[-2:] == [
-        "user limits (`dlc groups limit`; -: no cap):",
-        "  alice: - running jobs, - GPUs, 16 CPUs, interactive - s, - environments at once",
+    ApiClient(server.url, tokens["alice"]).submit({"image": "busybox", "gpus": 1, "cpus": 6,
+                                                   "pool": "train"})  # fmt: skip
+    core.on_offers([offer("o1", "a1", list(range(8)), cpus=64, mem=262144,
+                          attrs={"dlc_pool": "train"})])  # fmt: skip
+    out = dlc(server, tokens["alice"], "quota", "-o", "wide")
+    lines = out.splitlines()
+    at = lines.index("user limits (`dlc groups limit`; held now/cap, -: no cap):")
+    assert lines[at + 1 : at + 3] == [
+        "USER   JOBS  GPUS  CPUS  ENVIRONMENTS  LONGEST INTERACTIVE",
+        "alice  1/-   1/-   6/16  0/-           3600 s",
     ]
     assert "bob" not in out
-    assert "  bob: - running jobs, 2 GPUs, - CPUs" in dlc(server, tokens["admin"], "quota")
+    admin = dlc(server, tokens["admin"], "quota", "-o", "wide").splitlines()
+    assert "bob    0/-   0/2   0/-   0/-           -" in admin
+
+
+def test_setting_one_limit_keeps_the_others(api):  # noqa: F811
+    server, core, tokens = api
+    admin = tokens["admin"]
+    dlc(server, admin, "groups", "limit", "alice", "--max-gpus", "4", "--max-running", "2")
+    out = dlc(server, admin, "groups", "limit", "alice", "--max-cpus", "16")
+    assert out.strip() == (
+        "alice: 2 running jobs, 4 GPUs, 16 CPUs, interactive - s, - environments at once"
+    )
+    assert core.tenancy.limits["alice"].max_gpus == 4
+    audit = dlc(server, admin, "quota", "audit")
+    assert "changed=['max_cpus']" in audit
+
+
+def test_none_removes_one_limit_and_clear_removes_all(api):  # noqa: F811
+    server, core, tokens = api
+    admin = tokens["admin"]
+    dlc(server, admin, "groups", "limit", "alice", "--max-gpus", "4", "--max-cpus", "16")
+    out = dlc(server, admin, "groups", "limit", "alice", "--max-gpus", "none")
+    assert out.strip() == (
+        "alice: - running jobs, - GPUs, 16 CPUs, interactive - s, - environments at once"
+    )
+    # no option: what alice has now, read back
+    assert dlc(server, admin, "groups", "limit", "alice") == out
+    # --clear with options: only those
+    out = dlc(server, admin, "groups", "limit", "alice", "--clear", "--max-running", "1")
+    assert out.startswith("alice: 1 running jobs, - GPUs, - CPUs,")
+    assert dlc(server, admin, "groups", "limit", "alice", "--clear").strip() == "alice: no limits"
+    assert "alice" not in core.tenancy.limits
+    out = dlc(server, admin, "groups", "limit", "alice", "--clear")
+    assert out.strip() == "alice: no limits (there were none)"
+    assert dlc(server, admin, "groups", "limit", "alice").strip() == "alice: no limits"
+
+
+def test_a_bad_limit_names_the_option_and_a_user_may_not_clear_theirs(api):  # noqa: F811
+    server, core, tokens = api
+    dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", "4")
+    out = dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-gpus", "lots", code=2)
+    assert out.splitlines() == [
+        "Error: Invalid value for '--max-gpus': 'lots': give a number of 0 or more, or none for "
+        "no cap (see 'cli groups limit --help')"
+    ]
+    out = dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-running", "1.5", code=2)
+    assert "'--max-running': '1.5': give a whole number of 0 or more, or none" in out
+    out = dlc(server, tokens["alice"], "groups", "limit", "alice", "--clear", code=1)
+    assert out.strip() == "Error: changing groups, quotas or limits needs an admin token"
+    out = dlc(server, tokens["alice"], "groups", "limit", "alice", "--max-cpus", "none", code=1)
+    assert out.strip() == "Error: changing groups, quotas or limits needs an admin token"
+    assert core.tenancy.limits["alice"].max_cpus == 4
+    # reading is not changing: alice sees hers, not bob's
+    out = dlc(server, tokens["alice"], "groups", "limit", "alice")
+    assert out.startswith("alice: - running jobs, - GPUs, 4 CPUs")
+    out = dlc(server, tokens["alice"], "groups", "limit", "bob", code=1)
+    assert out.strip() == "Error: reading another user's limits needs an admin token"

@@ -65,6 +65,57 @@ def test_policy_reads_back_what_was_set(store):
     assert len(store.quota_audit(limit=2)) == 2
 
 
+def test_changing_one_limit_keeps_the_others_and_none_removes_one(store):
+    store.set_user_limits(UserLimits("alice", 2, 4.0, 28800.0, 1, 64), "admin")
+    store.update_user_limits("alice", {"max_cpus": 16}, "admin")
+    assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 2, 4.0, 28800.0, 1, 16)
+    store.update_user_limits("alice", {"max_gpus": None, "max_running": 0}, "root")
+    assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 0, None, 28800.0, 1, 16)
+    entry = store.quota_audit()[0]
+    assert (entry.actor, entry.action) == ("root", "limits")
+    assert entry.detail == {"user": "alice", "max_running": 0, "max_gpus": None,
+                            "max_cpus": 16, "max_interactive_s": 28800.0, "max_interactive": 1,
+                            "changed": ["max_gpus", "max_running"]}  # fmt: skip
+    store.update_user_limits("bob", {"max_gpus": 2}, "admin")  # a user without a row gets one
+    assert store.tenancy_policy().limits["bob"] == UserLimits("bob", max_gpus=2)
+
+
+def test_a_user_left_with_no_cap_has_no_limits_row(store):
+    store.update_user_limits("alice", {"max_cpus": 8}, "admin")
+    store.update_user_limits("alice", {"max_cpus": None}, "admin")
+    assert "alice" not in store.tenancy_policy().limits
+    assert store.quota_audit()[0].detail["max_cpus"] is None
+
+
+def test_clearing_a_users_limits_removes_all_and_is_audited_once(store):
+    store.set_user_limits(UserLimits("alice", 2, 4.0), "admin")
+    assert store.clear_user_limits("alice", "root") is True
+    assert "alice" not in store.tenancy_policy().limits
+    assert store.clear_user_limits("alice", "root") is False  # nothing to remove: no line
+    log = store.quota_audit()
+    assert [(e.action, e.detail) for e in log[:2]] == [
+        ("limits-removed", {"user": "alice"}),
+        ("limits", log[1].detail),
+    ]
+    assert len(log) == 2
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"max_cpus": -1}, "max_cpus: -1 is negative"),
+        ({"max_gpus": float("nan")}, "max_gpus: nan is out of range"),
+        ({"max_cpu": 4}, "max_cpu: no such limit; the limits are max_running, max_gpus"),
+    ],
+)
+def test_a_bad_change_is_refused_and_nothing_is_written(store, changes, match):
+    store.set_user_limits(UserLimits("alice", max_gpus=4.0), "admin")
+    with pytest.raises(TenancyError, match=match):
+        store.update_user_limits("alice", {"max_running": 1, **changes}, "admin")
+    assert store.tenancy_policy().limits["alice"] == UserLimits("alice", max_gpus=4.0)
+    assert len(store.quota_audit()) == 1
+
+
 def test_policy_round_trips_through_a_restart(tmp_path):
     path = tmp_path / "jobs.db"
     store = JobStore(path)

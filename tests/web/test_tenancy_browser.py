@@ -60,3 +60,25 @@ def test_quota_usage_and_queue_reasons_are_shown(dlc_local, browser):  # noqa: F
     group, used, weight, ratio, users = row.split("|")
     assert float(used) > 0 and weight == "2" and users.startswith("alice ")
     assert console_errors(browser) == []
+
+
+def test_user_limits_show_what_the_user_holds_and_a_user_sees_only_their_own(
+    dlc_local,  # noqa: F811
+    browser,  # noqa: F811
+):
+    dashboard, api, token, db = dlc_local
+    admin = ApiClient(api, token)
+    carol_token = _create_user_token(db, "carol")
+    admin._call("PATCH", "/v1/limits/carol", {"max_cpus": 16, "max_running": 3})
+    admin._call("PATCH", "/v1/limits/carol", {"max_interactive_s": 28800})  # the others kept
+    admin._call("PATCH", "/v1/limits/dave", {"max_gpus": 2})
+    carol = ApiClient(api, carol_token)
+    job = carol.submit({"image": "busybox", "gpus": 0, "cpus": 2, "command": "sleep 120"})
+    sign_in(browser, dashboard, carol_token)
+    limits = wait_for(browser, cells_containing("tenancy-limits", "carol|1 / 3|"), 60)
+    assert limits.splitlines() == [
+        "user|running jobs|GPUs|CPUs|interactive environments|longest interactive run",
+        "carol|1 / 3|0 / -|2 / 16|0 / -|8 h",
+    ]  # dave's row is not carol's to see
+    carol.kill(job["id"])
+    assert console_errors(browser) == []

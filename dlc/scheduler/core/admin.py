@@ -10,6 +10,7 @@ round already plans with it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import cast
 
 from dlc.errors import StoreError
@@ -78,6 +79,20 @@ class Admin:
         """Set a user's caps (``None`` fields: no cap); audited."""
         self._tenancy_store().set_user_limits(limits, actor)
         return self._reread_tenancy()
+
+    def update_user_limits(
+        self, user: str, changes: Mapping[str, float | None], actor: str
+    ) -> Policy:
+        """Change only the caps named in ``changes`` (``None``: that cap removed); audited."""
+        self._tenancy_store().update_user_limits(user, changes, actor)
+        return self._reread_tenancy()
+
+    def clear_user_limits(self, user: str, actor: str) -> bool:
+        """Remove all of ``user``'s caps (audited where they had some); ``False``: they had
+        none."""
+        gone = self._tenancy_store().clear_user_limits(user, actor)
+        self._reread_tenancy()
+        return gone
 
     def set_grace(self, seconds: float, actor: str) -> Policy:
         """The grace period of tasks launched from now on; audited."""

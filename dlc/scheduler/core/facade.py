@@ -48,7 +48,7 @@ what is in :mod:`~dlc.scheduler.core.state`. Callers import :class:`SchedulerCor
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dlc.scheduler.core.admin import Admin
@@ -407,6 +407,18 @@ class SchedulerCore:
     def set_user_limits(self, limits: UserLimits, actor: str) -> Policy:
         """Set a user's caps (``None`` fields: no cap); audited."""
         return self.admin.set_user_limits(limits, actor)
+
+    def update_user_limits(
+        self, user: str, changes: Mapping[str, float | None], actor: str
+    ) -> Policy:
+        """Change only the caps named in ``changes`` (``None``: that cap removed), keep the
+        user's others; audited."""
+        return self.admin.update_user_limits(user, changes, actor)
+
+    def clear_user_limits(self, user: str, actor: str) -> bool:
+        """Remove all of ``user``'s caps (audited where they had some); ``False``: they had
+        none."""
+        return self.admin.clear_user_limits(user, actor)
 
     def set_grace(self, seconds: float, actor: str) -> Policy:
         """The grace period of tasks launched from now on; audited."""

@@ -276,6 +276,14 @@ class TenancyAdmin(Protocol):
     def set_user_limits(self, limits: UserLimits, actor: str) -> None:
         """Set a user's caps."""
 
+    def update_user_limits(
+        self, user: str, changes: Mapping[str, float | None], actor: str
+    ) -> None:
+        """Change only the named caps (``None``: removed), keep the others."""
+
+    def clear_user_limits(self, user: str, actor: str) -> bool:
+        """Remove all of a user's caps; ``False``: they had none."""
+
     def set_grace(self, seconds: float, actor: str) -> None:
         """The grace period preempted jobs get."""
 

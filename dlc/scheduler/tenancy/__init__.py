@@ -15,7 +15,9 @@ question each answers:
   the user's GPU limit) against the
   :mod:`~dlc.scheduler.tenancy.admission_facts` of the current inventory version; each round,
   :func:`~.quotas.plan` admits queued jobs within guarantees, lets them borrow what no one
-  else claims, and holds the rest with a reason (``dlc queue``).
+  else claims, and holds the rest with a reason (``dlc queue``);
+  :mod:`~dlc.scheduler.tenancy.user_holdings`: what each user holds now against their
+  limits, for views.
 * Fair order. :mod:`~dlc.scheduler.tenancy.fairness`: the groups take turns by
   dominant-resource fairness on what they borrow; :mod:`~dlc.scheduler.tenancy.fair_share`:
   decayed GPU-hours over time (the :class:`~.fair_share.UsageLedger`), which order borrowers,

@@ -1,5 +1,6 @@
 // Groups and quotas on the dashboard: each group's usage against its guarantee, what it
-// borrows, decayed usage over time (fair share), and the queue in run order with reasons. Self-contained: polls GET /v1/tenancy
+// borrows, per-user limits with what each user holds, decayed usage over time (fair share),
+// and the queue in run order with reasons. Self-contained: polls GET /v1/tenancy
 // (same-origin session cookie) and fills #tenancy; cells are set with textContent only.
 (function () {
   "use strict";
@@ -26,6 +27,14 @@
   function gpus(r) {
     if (!r.cpu_only) return num(r.gpus);
     return r.nodes > 1 ? r.nodes + "x CPU only" : "CPU only";
+  }
+
+  // a time limit in seconds as the largest whole-ish unit: "8 h", "90 min", "45 s"
+  function duration(s) {
+    if (s === null || s === undefined) return "-";
+    if (s >= 3600) return num(s / 3600) + " h";
+    if (s >= 60) return num(s / 60) + " min";
+    return num(s) + " s";
   }
 
   function bar(used, guaranteed) {
@@ -60,6 +69,22 @@
         // CPU-only work shows here (its GPU columns stay 0), as in `dlc quota`
         num(q.used.cpus) + " / " + num(q.guaranteed.cpus),
         bar(q.used.gpus, q.guaranteed.gpus),
+      ]),
+    );
+    // per-user limits (GET /v1/quota's rows: a non-admin gets only their own)
+    const limits = body.quota.limits || [];
+    for (const id of ["tenancy-limits-title", "tenancy-limits"]) {
+      document.getElementById(id).hidden = !limits.length;
+    }
+    const held = (l, amount, cap) => num((l.held || {})[amount] || 0) + " / " + num(l[cap]);
+    table(
+      "tenancy-limits",
+      ["user", "running jobs", "GPUs", "CPUs", "interactive environments",
+        "longest interactive run"],
+      limits.map((l) => [
+        l.user, held(l, "running", "max_running"), held(l, "gpus", "max_gpus"),
+        held(l, "cpus", "max_cpus"), held(l, "environments", "max_interactive"),
+        duration(l.max_interactive_s),
       ]),
     );
     const fair = body.quota.fair_share;

@@ -1,0 +1,51 @@
+"""What each user holds now, counted as their per-user limits count it.
+
+The admission planner (:func:`~dlc.scheduler.tenancy.quotas.plan`) counts the same four
+amounts per user at the start of a round before it admits a queued job against the user's
+:class:`~dlc.scheduler.tenancy.policy.UserLimits`; this is the read-only side of it, for
+views (``GET /v1/quota`` lists it beside each user's limits, the dashboard shows "held /
+cap").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dlc.scheduler.jobs.job import Job
+from dlc.scheduler.tenancy.policy import Policy
+from dlc.scheduler.tenancy.quotas import job_cpus, job_gpus
+from dlc.scheduler.tenancy.share_charge import GpuSizes
+
+
+@dataclass(frozen=True)
+class UserHeld:
+    """One user's running jobs, GPUs and CPUs held, interactive environments running.
+
+    Attributes:
+        running: jobs holding resources (staging, running, or stopping after preemption).
+        gpus: GPUs held, shares counted by their charged part (``max_gpus``).
+        cpus: CPUs held over all nodes, GPU jobs included (``max_cpus``).
+        environments: interactive environments among ``running`` (``max_interactive``).
+    """
+
+    running: int = 0
+    gpus: float = 0.0
+    cpus: float = 0.0
+    environments: int = 0
+
+    def plus(self, other: UserHeld) -> UserHeld:
+        """Both amounts added."""
+        return UserHeld(self.running + other.running, self.gpus + other.gpus,
+                        self.cpus + other.cpus, self.environments + other.environments)  # fmt: skip
+
+
+def held_by_user(
+    policy: Policy, active: Iterable[Job], sizes: GpuSizes | int | None = None
+) -> dict[str, UserHeld]:
+    """Each user of ``active`` (jobs that may hold resources) -> what they hold."""
+    out: dict[str, UserHeld] = {}
+    for job in active:
+        one = UserHeld(1, job_gpus(policy, job, sizes), job_cpus(job), int(job.spec.interactive))
+        out[job.user] = out.get(job.user, UserHeld()).plus(one)
+    return out
