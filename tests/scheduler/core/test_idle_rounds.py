@@ -65,3 +65,41 @@ def test_the_first_round_with_work_places_on_its_own_offers(core, parses):
     actions = core.on_offers([offer("o3", "a1", gpus=[]), offer("o4", "a2", gpus=[0, 1])])
     assert [ids for ids, _ in actions.accepts] == [["o4"]]
     assert sorted(actions.declines) == ["o3"]
+
+
+def test_kept_offers_are_read_as_they_last_were_and_unchanged_ones_are_not_parsed_again(
+    core, clock, parses
+):
+    core.on_offers([offer("o1", "a1", cpus=4), offer("o2", "a2", cpus=4)])
+    clock[0] = 200.0
+    core.on_offers([offer("o3", "a1", cpus=8), offer("o4", "a2", cpus=4)])  # a1 changed
+    agents = {a.agent_id: a for a in core.cluster()}
+    assert (agents["a1"].free_cpus, agents["a1"].offered_at) == (8, 200.0)
+    assert (agents["a2"].free_cpus, agents["a2"].offered_at) == (4, 200.0)
+    assert sorted(parses) == ["o3", "o4"]  # each agent's latest, once
+    clock[0] = 300.0
+    core.on_offers([offer("o5", "a1", cpus=8), offer("o6", "a2", cpus=4)])  # both as before
+    agents = {a.agent_id: a for a in core.cluster()}
+    assert (agents["a1"].free_cpus, agents["a1"].offered_at) == (8, 300.0)
+    assert (agents["a2"].free_cpus, agents["a2"].offered_at) == (4, 300.0)
+    assert sorted(parses) == ["o3", "o4"]  # the views of o3 and o4 under the new ids
+    clock[0] = 400.0
+    core.on_offers([offer("o7", "a1", cpus=2)])  # a1 changed again; a2 offers nothing
+    agents = {a.agent_id: a for a in core.cluster()}
+    assert (agents["a1"].free_cpus, agents["a1"].offered_at) == (2, 400.0)
+    assert (agents["a2"].free_cpus, agents["a2"].offered_at) == (4, 300.0)
+    assert sorted(parses) == ["o3", "o4", "o7"]
+
+
+def test_a_round_with_work_after_idle_rounds_compares_with_their_latest_offers(core, clock, parses):
+    core.on_offers([offer("o1", "a1", gpus=[0, 1]), offer("o2", "a2", gpus=[])])
+    clock[0] = 200.0
+    core.on_offers([offer("o3", "a1", gpus=[]), offer("o4", "a2", gpus=[])])  # a1's GPUs taken
+    core.submit("ann", JobSpec.from_dict({"image": "busybox", "gpus": 2, "cpus": 1}))
+    clock[0] = 300.0
+    actions = core.on_offers([offer("o5", "a1", gpus=[]), offer("o6", "a2", gpus=[0, 1])])
+    assert [ids for ids, _ in actions.accepts] == [["o6"]] and actions.declines == ["o5"]
+    # the kept o3 and o4 learnt first; o5 is o3 again (its view reused), o6 is new
+    assert sorted(parses) == ["o3", "o4", "o6"]
+    agents = {a.agent_id: a for a in core.cluster()}
+    assert agents["a1"].offered_at == agents["a2"].offered_at == 300.0
