@@ -31,7 +31,7 @@ from dlc.scheduler.placement.share_launch import ShareFields
 from dlc.scheduler.tenancy.job_groups import JobGroups, Key
 from dlc.scheduler.tenancy.policy import ZERO, Policy, Resources, fmt
 from dlc.scheduler.tenancy.preemption import Preemption
-from dlc.scheduler.tenancy.quotas import demand, job_cpus, job_gpus, usage_of
+from dlc.scheduler.tenancy.quotas import demand, job_cpus, job_gpus, job_mem, usage_of
 
 #: how many waiting jobs (highest priority first) a round checks against elastic gangs
 WAITERS_LOOKED_AT = 64
@@ -48,8 +48,8 @@ def _live_extras(job: Job) -> list[TaskPlacement]:
 
 @dataclass(frozen=True)
 class _Holdings:
-    """What the active jobs hold as a round's growth goes: per (group, pool), and GPUs and
-    CPUs per user. Made once per round (it walks every active job), where each try of each
+    """What the active jobs hold as a round's growth goes: per (group, pool), and GPUs, CPUs
+    and memory per user. Made once per round (it walks every active job), where each try of each
     member used to walk them again; it counts the jobs the queue launches in the same round
     and each member the round adds (:meth:`add`), so two gangs of one user, or a gang beside
     its user's new job, keep to the limits together (red-team finding 55)."""
@@ -58,16 +58,19 @@ class _Holdings:
     by_key: dict[Key, Resources]
     gpus_by_user: dict[str, float]
     cpus_by_user: dict[str, float]
+    mem_by_user: dict[str, float]
 
     @classmethod
     def of(cls, policy: Policy, active: Iterable[Job], groups: JobGroups) -> _Holdings:
         jobs = list(active)
         gpus: dict[str, float] = {}
         cpus: dict[str, float] = {}
+        mem: dict[str, float] = {}
         for job in jobs:
             gpus[job.user] = gpus.get(job.user, 0.0) + job_gpus(policy, job, groups=groups)
             cpus[job.user] = cpus.get(job.user, 0.0) + job_cpus(job)
-        return cls(groups, usage_of(policy, jobs, groups=groups), gpus, cpus)
+            mem[job.user] = mem.get(job.user, 0.0) + job_mem(job)
+        return cls(groups, usage_of(policy, jobs, groups=groups), gpus, cpus, mem)
 
     def add(self, job: Job, node: Resources) -> None:
         """Count one more member of ``job`` holding ``node``."""
@@ -75,6 +78,7 @@ class _Holdings:
         self.by_key[key] = self.by_key.get(key, ZERO) + node
         self.gpus_by_user[job.user] = self.gpus_by_user.get(job.user, 0.0) + node.gpus
         self.cpus_by_user[job.user] = self.cpus_by_user.get(job.user, 0.0) + node.cpus
+        self.mem_by_user[job.user] = self.mem_by_user.get(job.user, 0.0) + node.mem_mib
 
 
 class Elastic:
@@ -197,8 +201,8 @@ class Elastic:
         return _Holdings.of(state.tenancy, jobs.values(), state.groups())
 
     def _growth_limit(self, job: Job, holdings: _Holdings | None = None) -> str | None:
-        """Why one more node would pass the group's ceiling or the user's GPU or CPU limit
-        (growth may borrow others' idle guarantees: a reclaim takes extra members back
+        """Why one more node would pass the group's ceiling or the user's GPU, CPU or memory
+        limit (growth may borrow others' idle guarantees: a reclaim takes extra members back
         first). ``holdings``: the round's, with the members it added so far; else made
         here."""
         state = self.state
@@ -227,6 +231,11 @@ class Elastic:
             if cpus + node.cpus > limits.max_cpus + 1e-9:
                 return (f"user {job.user} holds {fmt(cpus, 'CPUs')} of "
                         f"{fmt(limits.max_cpus, 'CPUs')} CPUs allowed")  # fmt: skip
+        if limits is not None and limits.max_mem_mib is not None:
+            mem = holdings.mem_by_user.get(job.user, 0.0)
+            if mem + node.mem_mib > limits.max_mem_mib + 1e-9:
+                return (f"user {job.user} holds {fmt(mem, 'memory')} of "
+                        f"{fmt(limits.max_mem_mib, 'memory')} memory allowed")  # fmt: skip
         return None
 
     def _place_member(

@@ -392,6 +392,18 @@ def test_growth_counts_the_jobs_the_queue_launched_in_the_same_round(core):
     )
 
 
+def test_growth_keeps_to_the_users_memory_limit(core):
+    """Red-team finding 56: 3 GiB allowed, 1 GiB held by a gang at MIN: two members of
+    1 GiB join, the third does not."""
+    (job,) = cpu_gangs(core, 1, max_mem_mib=3072)
+    actions = core.on_offers([one_gpu(f"b{i}") for i in range(4)])
+    assert len(launched(actions)) == 2
+    assert launched(core.on_offers([one_gpu("b9")])) == []
+    assert core.store.get_job(job.job_id).message.startswith(
+        "not growing: user alice holds 3G of 3G memory allowed"
+    )
+
+
 def test_two_gangs_of_one_user_growing_in_one_round_keep_to_the_gpu_limit(core):
     """As the CPU limit: 3 GPUs allowed, 2 held by two one-GPU gangs at MIN: one member
     joins in all (each gang added one against the round's first count: 4 held)."""
