@@ -391,3 +391,35 @@ def test_a_user_sees_only_their_own_row_of_the_fair_share_and_no_audit(api):
     with pytest.raises(ApiError) as refused:  # a read, so no "changing ..." (one line)
         call(server, tokens["alice"], "GET", "/v1/quota/audit")
     assert str(refused.value) == AUDIT_REFUSAL and "changing" not in AUDIT_REFUSAL
+
+
+@pytest.mark.parametrize(
+    "method, path, status",
+    [
+        ("GET", "/v1/limits/b%6Fb", 403),  # percent-encoded: still bob, not alice
+        ("GET", "/v1/limits/%E2%80%8Balice", 403),  # a zero-width space: not alice
+        ("GET", "/v1/limits/ALICE", 403),  # no case folding
+        ("GET", "/v1/limits/alice%2F..%2Fbob", 404),  # an encoded slash matches no route
+        ("GET", "/v1/dashboard/../limits/bob", 404),  # the dashboard's route forwards GET only
+        ("DELETE", "/v1/dashboard/../limits/bob", 404),
+        ("PATCH", "/v1/limits/b%6Fb", 403),
+        ("POST", "/v1/limits/bob", 405),
+    ],
+)
+def test_path_tricks_read_or_change_no_other_users_limits(api, method, path, status):
+    """Red-team pass, session 12 (held): a user's token reaches only their own limits,
+    however the name is spelt in the path."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    server, core, tokens = api
+    call(server, tokens["admin"], "PATCH", "/v1/limits/bob", {"max_cpus": 4})
+    url = urlsplit(server.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    body = b'{"max_cpus": 1000}' if method in ("PATCH", "POST") else None
+    headers = {"Authorization": f"Bearer {tokens['alice']}", "Content-Type": "application/json"}
+    conn.request(method, path, body=body, headers=headers)
+    answer = conn.getresponse()
+    assert answer.status == status
+    assert b"max_cpus" not in answer.read()  # bob's limits are not in any answer
+    assert core.tenancy.limits["bob"] == UserLimits("bob", max_cpus=4)
