@@ -419,6 +419,23 @@ def test_two_gangs_of_one_user_growing_in_one_round_keep_to_the_gpu_limit(core):
     assert sum(len(core.store.get_job(j.job_id).tasks) for j in jobs) == 3
 
 
+def test_two_gangs_of_one_group_growing_in_one_round_keep_to_its_ceiling(core):
+    """Red-team finding 55, the group's side: a ceiling of 3 GPUs, 2 held by two one-GPU gangs
+    of the group at MIN: one member joins in all (each gang added one: 4 held)."""
+    from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources
+
+    jobs = [submit(core, nodes="1:4") for _ in range(2)]
+    core.on_offers([one_gpu("a1"), one_gpu("a2")])
+    for job in jobs:
+        running(core, job.job_id, [core.store.get_job(job.job_id).tasks[0].agent_id])
+    group = Group("a", frozenset({"alice"}), "default")
+    quota = Quota("a", "default", Resources(1, 4, 8192), Resources(3, 64, 131072))
+    core.set_tenancy(Policy({"a": group}, {("a", "default"): quota}, {}))
+    actions = core.on_offers([one_gpu(f"b{i}") for i in range(4)])
+    assert len(launched(actions)) == 1
+    assert sum(len(core.store.get_job(j.job_id).tasks) for j in jobs) == 3
+
+
 @pytest.mark.parametrize("nodes", ["2:4", {"min": 2, "max": 4}])
 def test_the_api_takes_both_range_forms(tmp_path, nodes):
     from dlc.api.client import ApiClient
