@@ -138,6 +138,7 @@ class LimitsIn(BaseModel):
     max_running: StrictInt | None = None
     max_gpus: StrictFloat | StrictInt | None = None
     max_cpus: StrictFloat | StrictInt | None = None
+    max_mem_mib: StrictFloat | StrictInt | None = None
     max_interactive_s: StrictFloat | StrictInt | None = None
     max_interactive: StrictInt | None = None
 

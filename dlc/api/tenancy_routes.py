@@ -118,7 +118,8 @@ def limits_json(limits: UserLimits) -> dict[str, Any]:
     """A user's caps as ``PUT /v1/limits`` answers them and ``GET /v1/quota`` lists them
     (``None``: no cap)."""
     return {"user": limits.user, "max_running": limits.max_running, "max_gpus": limits.max_gpus,
-            "max_cpus": limits.max_cpus, "max_interactive_s": limits.max_interactive_s,
+            "max_cpus": limits.max_cpus, "max_mem_mib": limits.max_mem_mib,
+            "max_interactive_s": limits.max_interactive_s,
             "max_interactive": limits.max_interactive}  # fmt: skip
 
 
@@ -287,12 +288,12 @@ def router(api: Any) -> APIRouter:
 
     @routes.put("/v1/limits/{user}", responses=ERRORS)
     def set_limits(user: str, body: LimitsIn, request: Request) -> dict:
-        """Per-user caps: running jobs, GPUs held, CPUs held, longest interactive run,
-        interactive environments at once, all five (one left out: no cap; admin; audited).
+        """Per-user caps: running jobs, GPUs, CPUs and memory (MiB) held, longest interactive
+        run, interactive environments at once, all six (one left out: no cap; admin; audited).
         ``PATCH`` changes only those given."""
         actor = _admin(request)
         limits = UserLimits(user, body.max_running, body.max_gpus, body.max_interactive_s,
-                            body.max_interactive, body.max_cpus)  # fmt: skip
+                            body.max_interactive, body.max_cpus, body.max_mem_mib)  # fmt: skip
         core.set_user_limits(limits, actor)
         return limits_json(limits)
 

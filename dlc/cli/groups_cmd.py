@@ -8,6 +8,7 @@ from dlc.cli.client_opts import api_options
 from dlc.cli.output import output_option
 from dlc.cli.queue_cmd import call, num, print_table, structured
 from dlc.errors import DlcError
+from dlc.scheduler.tenancy.policy import fmt, parse_mem
 
 
 @click.group("groups", invoke_without_command=True)
@@ -86,7 +87,20 @@ def remove(group, user, api, token):
 #: ``--max-... none``: that cap removed (JSON null), distinct from an option not given
 NO_CAP = object()
 
-_CAPS = ("max_running", "max_gpus", "max_cpus", "max_interactive_s", "max_interactive")
+_CAPS = ("max_running", "max_gpus", "max_cpus", "max_mem_mib", "max_interactive_s",
+         "max_interactive")  # fmt: skip
+
+
+class MemSize(click.ParamType):
+    """A memory size: ``256G``, ``512M``, ``1T`` or a number of MiB -> MiB."""
+
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        try:
+            return parse_mem(value, "max_mem")
+        except DlcError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 class Cap(click.ParamType):
@@ -102,13 +116,17 @@ class Cap(click.ParamType):
         try:
             return self.number.convert(value, param, ctx)
         except click.BadParameter:
-            whole = "whole " if isinstance(self.number, click.IntRange) else ""
-            self.fail(f"{value!r}: give a {whole}number of 0 or more, or none for no cap",
+            what = "number"
+            if isinstance(self.number, MemSize):
+                what = "size such as 256G or 4096 (MiB)"
+            elif isinstance(self.number, click.IntRange):
+                what = "whole number"
+            self.fail(f"{value!r}: give a {what} of 0 or more, or none for no cap",
                       param, ctx)  # fmt: skip
 
 
-def _cap_option(*decls: str, number: click.ParamType, help: str):
-    return click.option(*decls, type=Cap(number), metavar="N|none", help=help)
+def _cap_option(*decls: str, number: click.ParamType, help: str, metavar: str = "N|none"):
+    return click.option(*decls, type=Cap(number), metavar=metavar, help=help)
 
 
 @command.command("limit")
@@ -117,6 +135,9 @@ def _cap_option(*decls: str, number: click.ParamType, help: str):
 @_cap_option("--max-gpus", number=click.FloatRange(0), help="GPUs the user may hold at once.")
 @_cap_option("--max-cpus", number=click.FloatRange(0),
              help="CPUs the user may hold at once, all their jobs (GPU jobs too).")  # fmt: skip
+@_cap_option("--max-mem", "max_mem_mib", number=MemSize(), metavar="SIZE|none",
+             help="Memory the user may hold at once, all their jobs: 256G, 4096 (MiB).",
+             )  # fmt: skip
 @_cap_option("--max-interactive", "max_interactive_s", number=click.FloatRange(0),
              help="Longest an interactive environment may run, in seconds.")  # fmt: skip
 @_cap_option("--max-environments", "max_interactive", number=click.IntRange(0),
@@ -150,12 +171,14 @@ def limit(user, clear, api, token, **caps):
 
 
 def limits_text(out: dict) -> str:
-    """One user's caps as a line: ``alice: 2 running jobs, 4 GPUs, 64 CPUs, interactive
-    28800 s, 1 environments at once`` (``-``: no cap; 0 is a cap: nothing of it runs), or
-    ``alice: no limits``."""
+    """One user's caps as a line: ``alice: 2 running jobs, 4 GPUs, 64 CPUs, 256G memory,
+    interactive 28800 s, 1 environments at once`` (``-``: no cap; 0 is a cap: nothing of it
+    runs), or ``alice: no limits``."""
     if all(out.get(name) is None for name in _CAPS):
         return f"{out['user']}: no limits"
+    mem = out.get("max_mem_mib")
     return (f"{out['user']}: {num(out['max_running'])} running jobs, {num(out['max_gpus'])} "
-            f"GPUs, {num(out.get('max_cpus'))} CPUs, interactive "
+            f"GPUs, {num(out.get('max_cpus'))} CPUs, "
+            f"{'-' if mem is None else fmt(mem, 'memory')} memory, interactive "
             f"{num(out['max_interactive_s'])} s, {num(out.get('max_interactive'))} "
             "environments at once")  # fmt: skip

@@ -73,18 +73,19 @@ def _print_limits(limits: list[dict] | None, output: str | None) -> None:
         return
     click.echo("\nuser limits (`dlc groups limit`; held now/cap, -: no cap):")
     print_table(
-        ("USER", "JOBS", "GPUS", "CPUS", "ENVIRONMENTS", "LONGEST INTERACTIVE"),
+        ("USER", "JOBS", "GPUS", "CPUS", "MEMORY", "ENVIRONMENTS", "LONGEST INTERACTIVE"),
         ((r["user"], _held(r, "running", "max_running"), _held(r, "gpus", "max_gpus"),
-          _held(r, "cpus", "max_cpus"), _held(r, "environments", "max_interactive"),
+          _held(r, "cpus", "max_cpus"), _held(r, "mem_mib", "max_mem_mib", _mem),
+          _held(r, "environments", "max_interactive"),
           "-" if r["max_interactive_s"] is None else f"{num(r['max_interactive_s'])} s")
          for r in limits),
         wide=output == "wide",
     )  # fmt: skip
 
 
-def _held(row: dict, amount: str, cap: str) -> str:
+def _held(row: dict, amount: str, cap: str, shown=num) -> str:
     """``held/cap`` of one limit (a server without ``held``: 0 held)."""
-    return f"{num((row.get('held') or {}).get(amount, 0))}/{num(row.get(cap))}"
+    return f"{shown((row.get('held') or {}).get(amount, 0))}/{shown(row.get(cap))}"
 
 
 def _print_fair_share(fair: dict | None, output: str | None) -> None:

@@ -166,6 +166,12 @@ def _v7_cpu_limit(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE user_limits ADD COLUMN max_cpus REAL")
 
 
+def _v8_mem_limit(db: sqlite3.Connection) -> None:
+    """Per-user cap on memory held at once (``max_mem_mib``: a CPU-only job of little CPU
+    and much memory was bounded by no per-user limit). Additive: existing users get no cap."""
+    db.execute("ALTER TABLE user_limits ADD COLUMN max_mem_mib REAL")
+
+
 #: migration ``i`` brings a database from version ``i`` to ``i + 1``; both engines run
 #: this list (append only: see the module docstring)
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
@@ -176,6 +182,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _v5_interactive_cap,
     _v6_fair_usage,
     _v7_cpu_limit,
+    _v8_mem_limit,
 ]
 
 #: the newest schema this DLC knows

@@ -47,7 +47,7 @@ def _ceiling(row) -> Resources | None:
 
 def _limits_of(row) -> UserLimits:
     return UserLimits(row["user"], row["max_running"], row["max_gpus"], row["max_interactive_s"],
-                      row["max_interactive"], row["max_cpus"])  # fmt: skip
+                      row["max_interactive"], row["max_cpus"], row["max_mem_mib"])  # fmt: skip
 
 
 class TenancyStore:
@@ -170,9 +170,10 @@ class TenancyStore:
         with self._tx("saving user limits") as db:
             db.execute(
                 "INSERT OR REPLACE INTO user_limits (user, max_running, max_gpus,"
-                " max_interactive_s, max_interactive, max_cpus) VALUES (?, ?, ?, ?, ?, ?)",
+                " max_interactive_s, max_interactive, max_cpus, max_mem_mib)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (limits.user, limits.max_running, limits.max_gpus, limits.max_interactive_s,
-                 limits.max_interactive, limits.max_cpus),
+                 limits.max_interactive, limits.max_cpus, limits.max_mem_mib),
             )  # fmt: skip
             self._audit(db, actor, "limits", limits_detail(limits))
 
@@ -255,7 +256,8 @@ class TenancyStore:
 #: does not fit PostgreSQL's INTEGER column (refused here in one line, not by the database)
 MAX_LIMIT = 1e9
 
-_LIMITS = ("max_running", "max_gpus", "max_cpus", "max_interactive_s", "max_interactive")
+_LIMITS = ("max_running", "max_gpus", "max_cpus", "max_mem_mib", "max_interactive_s",
+           "max_interactive")  # fmt: skip
 
 
 def check_limits(limits: UserLimits) -> None:
@@ -309,7 +311,7 @@ def limits_detail(limits: UserLimits, changed: list[str] | None = None) -> dict:
     of them, which (``changed``)."""
     detail: dict[str, object] = {"user": limits.user, "max_running": limits.max_running,
               "max_gpus": limits.max_gpus, "max_cpus": limits.max_cpus,
-              "max_interactive_s": limits.max_interactive_s,
+              "max_mem_mib": limits.max_mem_mib, "max_interactive_s": limits.max_interactive_s,
               "max_interactive": limits.max_interactive}  # fmt: skip
     if changed is not None:
         detail["changed"] = changed

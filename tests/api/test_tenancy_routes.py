@@ -158,7 +158,8 @@ def test_patch_changes_only_the_limits_given_and_null_removes_one(api):
     call(server, admin, "PUT", "/v1/limits/alice", {"max_running": 2, "max_gpus": 4})
     out = call(server, admin, "PATCH", "/v1/limits/alice", {"max_cpus": 16})
     assert out == {"user": "alice", "max_running": 2, "max_gpus": 4, "max_cpus": 16,
-                   "max_interactive_s": None, "max_interactive": None}  # fmt: skip
+                   "max_mem_mib": None, "max_interactive_s": None,
+                   "max_interactive": None}  # fmt: skip
     assert core.tenancy.limits["alice"] == UserLimits("alice", 2, 4, max_cpus=16)
     out = call(server, admin, "PATCH", "/v1/limits/alice", {"max_gpus": None})
     assert (out["max_running"], out["max_gpus"], out["max_cpus"]) == (2, None, 16)
@@ -236,9 +237,10 @@ def test_limits_are_listed_to_an_admin_and_each_user_sees_only_their_own(api):
     everyone = call(server, tokens["admin"], "GET", "/v1/quota")["limits"]
     assert [row["user"] for row in everyone] == ["alice", "bob"]
     mine = call(server, tokens["alice"], "GET", "/v1/quota")["limits"]
-    held = {"running": 0, "gpus": 0, "cpus": 0, "environments": 0}  # nothing runs yet
+    held = {"running": 0, "gpus": 0, "cpus": 0, "environments": 0, "mem_mib": 0}  # none yet
     assert mine == [{"user": "alice", "max_running": 0, "max_gpus": None, "max_cpus": 16,
-                     "max_interactive_s": None, "max_interactive": None, "held": held}]  # fmt: skip
+                     "max_mem_mib": None, "max_interactive_s": None, "max_interactive": None,
+                     "held": held}]  # fmt: skip
     assert call(server, tokens["alice"], "GET", "/v1/tenancy")["quota"]["limits"] == mine
 
 
@@ -252,8 +254,27 @@ def test_each_limits_row_says_what_the_user_holds_now(api):
     core.on_offers([offer(f"o{i}", agent, list(range(8)), cpus=64, mem=262144, attrs=train)
                     for i, agent in enumerate(("a1", "a2"))])  # fmt: skip
     (row,) = call(server, tokens["alice"], "GET", "/v1/quota")["limits"]
-    assert row["held"] == {"running": 2, "gpus": 4, "cpus": 16, "environments": 0}
+    # memory: 1024 MiB a node by default, 3 nodes
+    assert row["held"] == {"running": 2, "gpus": 4, "cpus": 16, "environments": 0,
+                           "mem_mib": 3072}  # fmt: skip
     assert row["max_cpus"] == 32 and row["max_gpus"] == 8
+
+
+def test_the_memory_limit_is_set_by_patch_answered_and_refuses_a_submit_past_it(api):
+    """Red-team finding 56: memory is capped per user as CPUs are."""
+    server, core, tokens = api
+    out = call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_mem_mib": 8192})
+    assert out["max_mem_mib"] == 8192 and core.tenancy.limits["alice"].max_mem_mib == 8192
+    assert call(server, tokens["alice"], "GET", "/v1/limits/alice")["max_mem_mib"] == 8192
+    alice = ApiClient(server.url, tokens["alice"])
+    with pytest.raises(ApiError, match="^mem_mib: the job needs 12G of memory over all its"):
+        alice.submit({"image": "busybox", "gpus": 0, "cpus": 0.01, "mem_mib": 6144, "nodes": 2,
+                      "pool": "train"})  # fmt: skip
+    with pytest.raises(ApiError, match="changing groups, quotas or limits needs an admin token"):
+        call(server, tokens["alice"], "PATCH", "/v1/limits/alice", {"max_mem_mib": None})
+    with pytest.raises(ApiError, match="max_mem_mib: nan is out of range"):
+        call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_mem_mib": float("nan")})
+    assert core.tenancy.limits["alice"].max_mem_mib == 8192
 
 
 def test_a_user_may_not_raise_their_own_cpu_limit(api):
@@ -370,3 +391,35 @@ def test_a_user_sees_only_their_own_row_of_the_fair_share_and_no_audit(api):
     with pytest.raises(ApiError) as refused:  # a read, so no "changing ..." (one line)
         call(server, tokens["alice"], "GET", "/v1/quota/audit")
     assert str(refused.value) == AUDIT_REFUSAL and "changing" not in AUDIT_REFUSAL
+
+
+@pytest.mark.parametrize(
+    "method, path, status",
+    [
+        ("GET", "/v1/limits/b%6Fb", 403),  # percent-encoded: still bob, not alice
+        ("GET", "/v1/limits/%E2%80%8Balice", 403),  # a zero-width space: not alice
+        ("GET", "/v1/limits/ALICE", 403),  # no case folding
+        ("GET", "/v1/limits/alice%2F..%2Fbob", 404),  # an encoded slash matches no route
+        ("GET", "/v1/dashboard/../limits/bob", 404),  # the dashboard's route forwards GET only
+        ("DELETE", "/v1/dashboard/../limits/bob", 404),
+        ("PATCH", "/v1/limits/b%6Fb", 403),
+        ("POST", "/v1/limits/bob", 405),
+    ],
+)
+def test_path_tricks_read_or_change_no_other_users_limits(api, method, path, status):
+    """Red-team pass, session 12 (held): a user's token reaches only their own limits,
+    however the name is spelt in the path."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    server, core, tokens = api
+    call(server, tokens["admin"], "PATCH", "/v1/limits/bob", {"max_cpus": 4})
+    url = urlsplit(server.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    body = b'{"max_cpus": 1000}' if method in ("PATCH", "POST") else None
+    headers = {"Authorization": f"Bearer {tokens['alice']}", "Content-Type": "application/json"}
+    conn.request(method, path, body=body, headers=headers)
+    answer = conn.getresponse()
+    assert answer.status == status
+    assert b"max_cpus" not in answer.read()  # bob's limits are not in any answer
+    assert core.tenancy.limits["bob"] == UserLimits("bob", max_cpus=4)

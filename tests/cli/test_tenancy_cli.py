@@ -190,7 +190,7 @@ def test_the_cpu_limit_is_set_and_said_and_a_zero_cap_is_not_shown_as_none(api):
               "--max-running", "0")  # fmt: skip
     # 0 is a cap (nothing runs), "-" is none: "0 running jobs" was shown as "-" before
     assert out.strip() == (
-        "alice: 0 running jobs, - GPUs, 32 CPUs, interactive - s, - environments at once"
+        "alice: 0 running jobs, - GPUs, 32 CPUs, - memory, interactive - s, - environments at once"
     )
     assert core.tenancy.limits["alice"].max_cpus == 32
     out = dlc(server, tokens["admin"], "groups", "limit", "alice", "--max-cpus", "-1", code=2)
@@ -244,12 +244,12 @@ def test_dlc_quota_shows_the_callers_own_limits_with_what_they_hold(api):  # noq
     lines = out.splitlines()
     at = lines.index("user limits (`dlc groups limit`; held now/cap, -: no cap):")
     assert lines[at + 1 : at + 3] == [
-        "USER   JOBS  GPUS  CPUS  ENVIRONMENTS  LONGEST INTERACTIVE",
-        "alice  1/-   1/-   6/16  0/-           3600 s",
+        "USER   JOBS  GPUS  CPUS  MEMORY  ENVIRONMENTS  LONGEST INTERACTIVE",
+        "alice  1/-   1/-   6/16  1G/-    0/-           3600 s",
     ]
     assert "bob" not in out
     admin = dlc(server, tokens["admin"], "quota", "-o", "wide").splitlines()
-    assert "bob    0/-   0/2   0/-   0/-           -" in admin
+    assert "bob    0/-   0/2   0/-   0G/-    0/-           -" in admin
 
 
 def test_setting_one_limit_keeps_the_others(api):  # noqa: F811
@@ -258,7 +258,7 @@ def test_setting_one_limit_keeps_the_others(api):  # noqa: F811
     dlc(server, admin, "groups", "limit", "alice", "--max-gpus", "4", "--max-running", "2")
     out = dlc(server, admin, "groups", "limit", "alice", "--max-cpus", "16")
     assert out.strip() == (
-        "alice: 2 running jobs, 4 GPUs, 16 CPUs, interactive - s, - environments at once"
+        "alice: 2 running jobs, 4 GPUs, 16 CPUs, - memory, interactive - s, - environments at once"
     )
     assert core.tenancy.limits["alice"].max_gpus == 4
     audit = dlc(server, admin, "quota", "audit")
@@ -271,7 +271,7 @@ def test_none_removes_one_limit_and_clear_removes_all(api):  # noqa: F811
     dlc(server, admin, "groups", "limit", "alice", "--max-gpus", "4", "--max-cpus", "16")
     out = dlc(server, admin, "groups", "limit", "alice", "--max-gpus", "none")
     assert out.strip() == (
-        "alice: - running jobs, - GPUs, 16 CPUs, interactive - s, - environments at once"
+        "alice: - running jobs, - GPUs, 16 CPUs, - memory, interactive - s, - environments at once"
     )
     # no option: what alice has now, read back
     assert dlc(server, admin, "groups", "limit", "alice") == out
@@ -305,3 +305,24 @@ def test_a_bad_limit_names_the_option_and_a_user_may_not_clear_theirs(api):  # n
     assert out.startswith("alice: - running jobs, - GPUs, 4 CPUs")
     out = dlc(server, tokens["alice"], "groups", "limit", "bob", code=1)
     assert out.strip() == "Error: reading another user's limits needs an admin token"
+
+
+def test_the_memory_limit_takes_a_size_and_none(api):  # noqa: F811
+    """Red-team finding 56: --max-mem 256G is 262144 MiB; none removes it; a bad size is one
+    line naming the option."""
+    server, core, tokens = api
+    admin = tokens["admin"]
+    out = dlc(server, admin, "groups", "limit", "alice", "--max-mem", "256G", "--max-cpus", "8")
+    assert out.strip() == (
+        "alice: - running jobs, - GPUs, 8 CPUs, 256G memory, interactive - s, - environments "
+        "at once"
+    )
+    assert core.tenancy.limits["alice"].max_mem_mib == 262144
+    dlc(server, admin, "groups", "limit", "alice", "--max-mem", "none")
+    assert core.tenancy.limits["alice"].max_mem_mib is None
+    assert core.tenancy.limits["alice"].max_cpus == 8
+    out = dlc(server, admin, "groups", "limit", "alice", "--max-mem", "lots", code=2)
+    assert out.splitlines() == [
+        "Error: Invalid value for '--max-mem': 'lots': give a size such as 256G or 4096 (MiB) "
+        "of 0 or more, or none for no cap (see 'cli groups limit --help')"
+    ]

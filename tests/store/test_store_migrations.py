@@ -148,4 +148,4 @@ def test_another_programs_database_is_not_taken_over(tmp_path):
 
 
 def test_migrations_are_ordered_and_counted():
-    assert SCHEMA_VERSION == len(store_schema.MIGRATIONS) == 7
+    assert SCHEMA_VERSION == len(store_schema.MIGRATIONS) == 8

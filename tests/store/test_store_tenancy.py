@@ -60,7 +60,7 @@ def test_policy_reads_back_what_was_set(store):
     log = store.quota_audit()
     assert [e.action for e in log][:3] == ["grace", "limits", "quota"]
     assert log[1].detail == {"user": "alice", "max_running": 2, "max_gpus": 4.0,
-                             "max_cpus": 96.5, "max_interactive_s": 28800.0,
+                             "max_cpus": 96.5, "max_mem_mib": None, "max_interactive_s": 28800.0,
                              "max_interactive": 1}  # fmt: skip
     assert len(store.quota_audit(limit=2)) == 2
 
@@ -74,8 +74,12 @@ def test_changing_one_limit_keeps_the_others_and_none_removes_one(store):
     entry = store.quota_audit()[0]
     assert (entry.actor, entry.action) == ("root", "limits")
     assert entry.detail == {"user": "alice", "max_running": 0, "max_gpus": None,
-                            "max_cpus": 16, "max_interactive_s": 28800.0, "max_interactive": 1,
+                            "max_cpus": 16, "max_mem_mib": None, "max_interactive_s": 28800.0,
+                            "max_interactive": 1,
                             "changed": ["max_gpus", "max_running"]}  # fmt: skip
+    store.update_user_limits("alice", {"max_mem_mib": 262144}, "admin")  # red-team #56
+    assert store.tenancy_policy().limits["alice"].max_mem_mib == 262144
+    assert store.tenancy_policy().limits["alice"].max_cpus == 16
     store.update_user_limits("bob", {"max_gpus": 2}, "admin")  # a user without a row gets one
     assert store.tenancy_policy().limits["bob"] == UserLimits("bob", max_gpus=2)
 
@@ -106,6 +110,8 @@ def test_clearing_a_users_limits_removes_all_and_is_audited_once(store):
         ({"max_cpus": -1}, "max_cpus: -1 is negative"),
         ({"max_gpus": float("nan")}, "max_gpus: nan is out of range"),
         ({"max_cpu": 4}, "max_cpu: no such limit; the limits are max_running, max_gpus"),
+        ({"max_mem_mib": float("nan")}, "max_mem_mib: nan is out of range"),
+        ({"max_mem_mib": -1}, "max_mem_mib: -1 is negative"),
     ],
 )
 def test_a_bad_change_is_refused_and_nothing_is_written(store, changes, match):
@@ -299,8 +305,20 @@ def test_migration_7_adds_the_cpu_limit_to_a_version_6_database(engine, tmp_path
     with at_version(engine, 6, tmp_path, request) as (db, open_store):
         db.execute("INSERT INTO user_limits (user, max_running, max_gpus) VALUES ('alice', 3, 2)")
         store = open_store()
-        assert store.schema_version == SCHEMA_VERSION == 7
+        assert store.schema_version == SCHEMA_VERSION
         # an existing user keeps their limits and gets no CPU cap
         assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 3, 2.0)
         store.set_user_limits(UserLimits("alice", 3, 2.0, max_cpus=16), "root")
         assert store.tenancy_policy().limits["alice"].max_cpus == 16
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_migration_8_adds_the_memory_limit_to_a_version_7_database(engine, tmp_path, request):
+    with at_version(engine, 7, tmp_path, request) as (db, open_store):
+        db.execute("INSERT INTO user_limits (user, max_running, max_cpus) VALUES ('alice', 3, 8)")
+        store = open_store()
+        assert store.schema_version == SCHEMA_VERSION == 8
+        # an existing user keeps their limits and gets no memory cap
+        assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 3, max_cpus=8.0)
+        store.set_user_limits(UserLimits("alice", 3, max_cpus=8, max_mem_mib=65536), "root")
+        assert store.tenancy_policy().limits["alice"].max_mem_mib == 65536

@@ -69,7 +69,8 @@ def test_user_limits_show_what_the_user_holds_and_a_user_sees_only_their_own(
     dashboard, api, token, db = dlc_local
     admin = ApiClient(api, token)
     carol_token = _create_user_token(db, "carol")
-    admin._call("PATCH", "/v1/limits/carol", {"max_cpus": 16, "max_running": 3})
+    admin._call("PATCH", "/v1/limits/carol", {"max_cpus": 16, "max_running": 3,
+                                               "max_mem_mib": 65536})  # fmt: skip
     admin._call("PATCH", "/v1/limits/carol", {"max_interactive_s": 28800})  # the others kept
     admin._call("PATCH", "/v1/limits/dave", {"max_gpus": 2})
     carol = ApiClient(api, carol_token)
@@ -77,8 +78,8 @@ def test_user_limits_show_what_the_user_holds_and_a_user_sees_only_their_own(
     sign_in(browser, dashboard, carol_token)
     limits = wait_for(browser, cells_containing("tenancy-limits", "carol|1 / 3|"), 60)
     assert limits.splitlines() == [
-        "user|running jobs|GPUs|CPUs|interactive environments|longest interactive run",
-        "carol|1 / 3|0 / -|2 / 16|0 / -|8 h",
+        "user|running jobs|GPUs|CPUs|memory|interactive environments|longest interactive run",
+        "carol|1 / 3|0 / -|2 / 16|1G / 64G|0 / -|8 h",
     ]  # dave's row is not carol's to see
     carol.kill(job["id"])
     assert console_errors(browser) == []

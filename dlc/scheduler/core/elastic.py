@@ -31,10 +31,15 @@ from dlc.scheduler.placement.share_launch import ShareFields
 from dlc.scheduler.tenancy.job_groups import JobGroups, Key
 from dlc.scheduler.tenancy.policy import ZERO, Policy, Resources, fmt
 from dlc.scheduler.tenancy.preemption import Preemption
-from dlc.scheduler.tenancy.quotas import demand, job_cpus, job_gpus, usage_of
+from dlc.scheduler.tenancy.quotas import demand, job_cpus, job_gpus, job_mem, usage_of
 
 #: how many waiting jobs (highest priority first) a round checks against elastic gangs
 WAITERS_LOOKED_AT = 64
+
+
+def _node(job: Job) -> Resources:
+    """What one node of ``job`` holds."""
+    return demand(replace(job.spec, nodes=1, nodes_max=None))
 
 
 def _live_extras(job: Job) -> list[TaskPlacement]:
@@ -43,24 +48,37 @@ def _live_extras(job: Job) -> list[TaskPlacement]:
 
 @dataclass(frozen=True)
 class _Holdings:
-    """What the active jobs hold at the start of a round's growth: per (group, pool), and
-    GPUs and CPUs per user. Made once per round (it walks every active job), where each try
-    of each member used to walk them again."""
+    """What the active jobs hold as a round's growth goes: per (group, pool), and GPUs, CPUs
+    and memory per user. Made once per round (it walks every active job), where each try of each
+    member used to walk them again; it counts the jobs the queue launches in the same round
+    and each member the round adds (:meth:`add`), so two gangs of one user, or a gang beside
+    its user's new job, keep to the limits together (red-team finding 55)."""
 
     groups: JobGroups
     by_key: dict[Key, Resources]
     gpus_by_user: dict[str, float]
     cpus_by_user: dict[str, float]
+    mem_by_user: dict[str, float]
 
     @classmethod
     def of(cls, policy: Policy, active: Iterable[Job], groups: JobGroups) -> _Holdings:
         jobs = list(active)
         gpus: dict[str, float] = {}
         cpus: dict[str, float] = {}
+        mem: dict[str, float] = {}
         for job in jobs:
             gpus[job.user] = gpus.get(job.user, 0.0) + job_gpus(policy, job, groups=groups)
             cpus[job.user] = cpus.get(job.user, 0.0) + job_cpus(job)
-        return cls(groups, usage_of(policy, jobs, groups=groups), gpus, cpus)
+            mem[job.user] = mem.get(job.user, 0.0) + job_mem(job)
+        return cls(groups, usage_of(policy, jobs, groups=groups), gpus, cpus, mem)
+
+    def add(self, job: Job, node: Resources) -> None:
+        """Count one more member of ``job`` holding ``node``."""
+        key = self.groups.key(job)
+        self.by_key[key] = self.by_key.get(key, ZERO) + node
+        self.gpus_by_user[job.user] = self.gpus_by_user.get(job.user, 0.0) + node.gpus
+        self.cpus_by_user[job.user] = self.cpus_by_user.get(job.user, 0.0) + node.cpus
+        self.mem_by_user[job.user] = self.mem_by_user.get(job.user, 0.0) + node.mem_mib
 
 
 class Elastic:
@@ -106,14 +124,17 @@ class Elastic:
         return out
 
     def resize(
-        self, views: list[OfferView], used: set[str], placeable: dict[str, str]
-    ) -> tuple[list[tuple[Job, Launch]], list[tuple[str, str]]]:
+        self, views: list[OfferView], used: set[str], placeable: dict[str, str],
+        launching: Iterable[Job] = (),
+    ) -> tuple[list[tuple[Job, Launch]], list[tuple[str, str]]]:  # fmt: skip
         """This round's growth launches and shrink kills.
 
         Args:
             views: the round's usable offers.
             used: agents the queue's launches took this round.
             placeable: queued jobs that waited this round though they could run (id -> why).
+            launching: the queued jobs this round launches (not active yet): what they hold
+                counts against the limits growth keeps to.
         """
         gangs = self.gangs()
         if not gangs:
@@ -121,7 +142,7 @@ class Elastic:
         waiters = self._waiters(placeable, min(j.spec.priority for j in gangs))
         kills = self._shrink(gangs, waiters)
         growable = [j for j in self.growable() if not _live_extras_killed(j, kills)]
-        growth = self._grow(growable, views, used, waiters) if growable else []
+        growth = self._grow(growable, views, used, waiters, launching) if growable else []
         return growth, kills
 
     def _shrink(self, gangs: list[Job], waiters: list[Waiter]) -> list[tuple[str, str]]:
@@ -135,8 +156,9 @@ class Elastic:
         return kills
 
     def _grow(
-        self, gangs: list[Job], views: list[OfferView], used: set[str], waiters: list[Waiter]
-    ) -> list[tuple[Job, Launch]]:
+        self, gangs: list[Job], views: list[OfferView], used: set[str], waiters: list[Waiter],
+        launching: Iterable[Job] = (),
+    ) -> list[tuple[Job, Launch]]:  # fmt: skip
         reserved = self.state.reservations.held()
         by_agent: dict[str, list[OfferView]] = {}
         for view in views:
@@ -144,7 +166,7 @@ class Elastic:
                 by_agent.setdefault(view.agent_id, []).append(view)
         out: list[tuple[Job, Launch]] = []
         gangs.sort(key=lambda j: (-j.spec.priority, j.submitted_at, j.job_id))
-        holdings = self._growth_holdings()
+        holdings = self._growth_holdings(launching)
         for job in gangs:
             # never on an agent a waiting job of the same or higher priority could use
             first = [w for w in waiters if w.priority >= job.spec.priority]
@@ -152,8 +174,8 @@ class Elastic:
             held = {t.rank for t in job.tasks}
             top = job.spec.nodes_max or job.spec.nodes  # growable: MAX is set
             ranks = [r for r in range(job.spec.nodes, top) if r not in held]
-            for added, rank in enumerate(ranks):
-                why = self._growth_limit(job, added, holdings)
+            for rank in ranks:
+                why = self._growth_limit(job, holdings)
                 launch = None if why else self._place_member(job, rank, free)
                 if launch is None:
                     blocked = len(free) < len(by_agent)  # waiting jobs could use the others
@@ -163,33 +185,36 @@ class Elastic:
                 free.pop(launch.agent_id, None)
                 by_agent.pop(launch.agent_id, None)
                 out.append((job, launch))
+                if holdings is not None:
+                    holdings.add(job, _node(job))
         return out
 
-    def _growth_holdings(self) -> _Holdings | None:
-        """The round's :class:`_Holdings` (``None`` without a tenancy policy)."""
+    def _growth_holdings(self, launching: Iterable[Job] = ()) -> _Holdings | None:
+        """The round's :class:`_Holdings`: the active jobs and those the round's queue
+        launches (``None`` without a tenancy policy)."""
         state = self.state
         if not state.tenancy.enabled:
             return None
-        return _Holdings.of(state.tenancy, state.active.values(), state.groups())
+        jobs = dict(state.active)
+        for job in launching:
+            jobs.setdefault(job.job_id, job)
+        return _Holdings.of(state.tenancy, jobs.values(), state.groups())
 
-    def _growth_limit(
-        self, job: Job, added: int = 0, holdings: _Holdings | None = None
-    ) -> str | None:
-        """Why one more node (after ``added`` this round) would pass the group's ceiling or
-        the user's GPU or CPU limit (growth may borrow others' idle guarantees: a reclaim
-        takes extra members back first). ``holdings``: the round's, else made here."""
+    def _growth_limit(self, job: Job, holdings: _Holdings | None = None) -> str | None:
+        """Why one more node would pass the group's ceiling or the user's GPU, CPU or memory
+        limit (growth may borrow others' idle guarantees: a reclaim takes extra members back
+        first). ``holdings``: the round's, with the members it added so far; else made
+        here."""
         state = self.state
         policy = state.tenancy
         if not policy.enabled:
             return None
         if holdings is None:
             holdings = _Holdings.of(policy, state.active.values(), state.groups())
-        node = demand(replace(job.spec, nodes=1, nodes_max=None))
+        node = _node(job)
         key = holdings.groups.key(job)
         ceiling = policy.quota(*key).ceiling
         held = holdings.by_key.get(key, ZERO)
-        for _ in range(added):
-            held = held + node
         name = (held + node).first_excess(ceiling) if ceiling is not None else None
         if ceiling is not None and name is not None:
             return (f"{key[0]} would pass its ceiling in pool {key[1]} "
@@ -197,15 +222,20 @@ class Elastic:
                     "held)")  # fmt: skip
         limits = policy.limits.get(job.user)
         if limits is not None and limits.max_gpus is not None:
-            mine = holdings.gpus_by_user.get(job.user, 0.0) + added * node.gpus
+            mine = holdings.gpus_by_user.get(job.user, 0.0)
             if mine + node.gpus > limits.max_gpus + 1e-9:
                 return (f"user {job.user} holds {fmt(mine)} of {fmt(limits.max_gpus)} GPUs "
                         "allowed")  # fmt: skip
         if limits is not None and limits.max_cpus is not None:
-            cpus = holdings.cpus_by_user.get(job.user, 0.0) + added * node.cpus
+            cpus = holdings.cpus_by_user.get(job.user, 0.0)
             if cpus + node.cpus > limits.max_cpus + 1e-9:
                 return (f"user {job.user} holds {fmt(cpus, 'CPUs')} of "
                         f"{fmt(limits.max_cpus, 'CPUs')} CPUs allowed")  # fmt: skip
+        if limits is not None and limits.max_mem_mib is not None:
+            mem = holdings.mem_by_user.get(job.user, 0.0)
+            if mem + node.mem_mib > limits.max_mem_mib + 1e-9:
+                return (f"user {job.user} holds {fmt(mem, 'memory')} of "
+                        f"{fmt(limits.max_mem_mib, 'memory')} memory allowed")  # fmt: skip
         return None
 
     def _place_member(

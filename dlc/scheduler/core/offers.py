@@ -319,7 +319,9 @@ class OfferRound:
         # elastic gangs grow on the agents the queue's launches left alone, or shrink for it
         placeable = prepared.placeable if prepared is not None else _placeable(decision)
         used = {x.agent_id for x in decision.launches}
-        growth, shrinks = self.elastic.resize(usable, used, placeable)
+        # what the queue launches now counts against the limits growth keeps to
+        launching = {x.job_id: jobs[x.job_id] for x in decision.launches if x.job_id in jobs}
+        growth, shrinks = self.elastic.resize(usable, used, placeable, launching.values())
         grown = {o for _, x in growth for o in x.offer_ids}
         actions = Actions(
             declines=[o for o in bad + decision.declines if o not in grown],

@@ -150,6 +150,9 @@ class UserLimits:
         max_interactive: interactive environments running at once.
         max_cpus: CPUs held at once over all the user's jobs (GPU jobs hold CPUs too), over
             all their nodes; what bounds a user's CPU-only jobs (``max_gpus`` does not).
+        max_mem_mib: memory (MiB) held at once over all the user's jobs and nodes: a
+            CPU-only job of little CPU and an agent's whole memory keeps that agent's GPUs
+            from everyone as surely as one of all its CPUs (red-team finding 56).
     """
 
     user: str
@@ -158,6 +161,7 @@ class UserLimits:
     max_interactive_s: float | None = None
     max_interactive: int | None = None
     max_cpus: float | None = None
+    max_mem_mib: float | None = None
 
 
 @dataclass(frozen=True)

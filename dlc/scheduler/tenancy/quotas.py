@@ -134,6 +134,13 @@ def job_cpus(job: Job) -> float:
     return spec.cpus * spec.nodes
 
 
+def job_mem(job: Job) -> float:
+    """The memory (MiB) ``job`` holds over all its nodes, as :func:`job_cpus`: what a user's
+    ``max_mem_mib`` counts."""
+    spec = held_spec(job)
+    return float(spec.mem_mib * spec.nodes)
+
+
 def _charged_mib(
     policy: Policy, job: Job, sizes: GpuSizes | int | None, groups: JobGroups | None
 ) -> int | None:
@@ -331,6 +338,7 @@ class _Planner:
         self.user_jobs: dict[str, int] = {}
         self.user_gpus: dict[str, float] = {}
         self.user_cpus: dict[str, float] = {}
+        self.user_mem: dict[str, float] = {}
         self.user_envs: dict[str, int] = {}
         for job in active:
             key = groups.key(job)
@@ -342,6 +350,7 @@ class _Planner:
             self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
             self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + self._gpus(job)
             self.user_cpus[job.user] = self.user_cpus.get(job.user, 0.0) + job_cpus(job)
+            self.user_mem[job.user] = self.user_mem.get(job.user, 0.0) + job_mem(job)
             self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
         self.queues: dict[Key, list[Job]] = {}
         self.pending: dict[Key, Resources] = {}
@@ -465,6 +474,7 @@ class _Planner:
         self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
         self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + self._gpus(job)
         self.user_cpus[job.user] = self.user_cpus.get(job.user, 0.0) + need.cpus
+        self.user_mem[job.user] = self.user_mem.get(job.user, 0.0) + need.mem_mib
         self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
         self.out.runnable.append(job)
         self.out.rows.append(
@@ -487,6 +497,11 @@ class _Planner:
         if limits.max_cpus is not None and cpus + need.cpus > limits.max_cpus + 1e-9:
             return (f"user {job.user} holds {fmt(cpus, 'CPUs')} of {fmt(limits.max_cpus, 'CPUs')}"
                     f" CPUs allowed; this job needs {fmt(need.cpus, 'CPUs')}")  # fmt: skip
+        mem = self.user_mem.get(job.user, 0.0)
+        if limits.max_mem_mib is not None and mem + need.mem_mib > limits.max_mem_mib + 1e-9:
+            return (f"user {job.user} holds {fmt(mem, 'memory')} of "
+                    f"{fmt(limits.max_mem_mib, 'memory')} memory allowed; this job needs "
+                    f"{fmt(need.mem_mib, 'memory')}")  # fmt: skip
         envs = self.user_envs.get(job.user, 0)
         if job.spec.interactive and limits.max_interactive is not None \
                 and envs + 1 > limits.max_interactive:  # fmt: skip
@@ -666,4 +681,11 @@ def check_submit(
             f"the job needs {fmt(need.cpus, 'CPUs')} CPUs over all its nodes but user {user} may "
             f"hold at most {fmt(limits.max_cpus, 'CPUs')}; ask for less or ask an admin to raise "
             "the limit (`dlc groups limit --max-cpus`)",
+        )
+    if limits and limits.max_mem_mib is not None and need.mem_mib > limits.max_mem_mib + 1e-9:
+        raise JobSpecError(
+            "mem_mib",
+            f"the job needs {fmt(need.mem_mib, 'memory')} of memory over all its nodes but user "
+            f"{user} may hold at most {fmt(limits.max_mem_mib, 'memory')}; ask for less or ask an "
+            "admin to raise the limit (`dlc groups limit --max-mem`)",
         )

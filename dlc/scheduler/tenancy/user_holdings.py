@@ -14,30 +14,33 @@ from dataclasses import dataclass
 
 from dlc.scheduler.jobs.job import Job
 from dlc.scheduler.tenancy.policy import Policy
-from dlc.scheduler.tenancy.quotas import job_cpus, job_gpus
+from dlc.scheduler.tenancy.quotas import job_cpus, job_gpus, job_mem
 from dlc.scheduler.tenancy.share_charge import GpuSizes
 
 
 @dataclass(frozen=True)
 class UserHeld:
-    """One user's running jobs, GPUs and CPUs held, interactive environments running.
+    """One user's running jobs, GPUs, CPUs and memory held, interactive environments running.
 
     Attributes:
         running: jobs holding resources (staging, running, or stopping after preemption).
         gpus: GPUs held, shares counted by their charged part (``max_gpus``).
         cpus: CPUs held over all nodes, GPU jobs included (``max_cpus``).
         environments: interactive environments among ``running`` (``max_interactive``).
+        mem_mib: memory (MiB) held over all nodes (``max_mem_mib``).
     """
 
     running: int = 0
     gpus: float = 0.0
     cpus: float = 0.0
     environments: int = 0
+    mem_mib: float = 0.0
 
     def plus(self, other: UserHeld) -> UserHeld:
         """Both amounts added."""
         return UserHeld(self.running + other.running, self.gpus + other.gpus,
-                        self.cpus + other.cpus, self.environments + other.environments)  # fmt: skip
+                        self.cpus + other.cpus, self.environments + other.environments,
+                        self.mem_mib + other.mem_mib)  # fmt: skip
 
 
 def held_by_user(
@@ -46,6 +49,7 @@ def held_by_user(
     """Each user of ``active`` (jobs that may hold resources) -> what they hold."""
     out: dict[str, UserHeld] = {}
     for job in active:
-        one = UserHeld(1, job_gpus(policy, job, sizes), job_cpus(job), int(job.spec.interactive))
+        one = UserHeld(1, job_gpus(policy, job, sizes), job_cpus(job), int(job.spec.interactive),
+                       job_mem(job))  # fmt: skip
         out[job.user] = out.get(job.user, UserHeld()).plus(one)
     return out

@@ -29,6 +29,9 @@
     return r.nodes > 1 ? r.nodes + "x CPU only" : "CPU only";
   }
 
+  // memory in MiB as GiB: "256G" ("-": no cap)
+  const gib = (mib) => (mib === null || mib === undefined ? "-" : num(mib / 1024) + "G");
+
   // a time limit in seconds as the largest whole-ish unit: "8 h", "90 min", "45 s"
   function duration(s) {
     if (s === null || s === undefined) return "-";
@@ -76,15 +79,16 @@
     for (const id of ["tenancy-limits-title", "tenancy-limits"]) {
       document.getElementById(id).hidden = !limits.length;
     }
-    const held = (l, amount, cap) => num((l.held || {})[amount] || 0) + " / " + num(l[cap]);
+    const held = (l, amount, cap, shown = num) =>
+      shown((l.held || {})[amount] || 0) + " / " + shown(l[cap]);
     table(
       "tenancy-limits",
-      ["user", "running jobs", "GPUs", "CPUs", "interactive environments",
+      ["user", "running jobs", "GPUs", "CPUs", "memory", "interactive environments",
         "longest interactive run"],
       limits.map((l) => [
         l.user, held(l, "running", "max_running"), held(l, "gpus", "max_gpus"),
-        held(l, "cpus", "max_cpus"), held(l, "environments", "max_interactive"),
-        duration(l.max_interactive_s),
+        held(l, "cpus", "max_cpus"), held(l, "mem_mib", "max_mem_mib", gib),
+        held(l, "environments", "max_interactive"), duration(l.max_interactive_s),
       ]),
     );
     const fair = body.quota.fair_share;

@@ -351,6 +351,91 @@ def test_growth_keeps_to_the_users_cpu_limit_counting_this_rounds_members(core):
     )
 
 
+def cpu_gangs(core, count, **limits):
+    """``count`` 1:4 CPU-only gangs of alice (2 CPUs a node) running at MIN on a1, a2, ...,
+    then alice's ``limits`` set."""
+    from dlc.scheduler.tenancy.policy import Policy, UserLimits
+
+    jobs = [submit(core, gpus=0, cpus=2, nodes="1:4") for _ in range(count)]
+    actions = core.on_offers([one_gpu(f"a{i + 1}") for i in range(count)])
+    assert len(launched(actions)) == count
+    for job in jobs:
+        running(core, job.job_id, [core.store.get_job(job.job_id).tasks[0].agent_id])
+    core.set_tenancy(Policy(limits={"alice": UserLimits("alice", **limits)}))
+    return jobs
+
+
+def cpus_held(core, jobs) -> float:
+    return sum(j.spec.cpus * len(core.store.get_job(j.job_id).tasks) for j in jobs)
+
+
+def test_two_gangs_of_one_user_growing_in_one_round_keep_to_the_cpu_limit(core):
+    """Red-team finding 55: 8 CPUs allowed, 4 held by two gangs at MIN; one round with four
+    free agents let each gang add two members against the round's first count (12 held)."""
+    jobs = cpu_gangs(core, 2, max_cpus=8)
+    actions = core.on_offers([one_gpu(f"b{i}") for i in range(4)])
+    assert len(launched(actions)) == 2
+    assert cpus_held(core, jobs) == 8
+
+
+def test_growth_counts_the_jobs_the_queue_launched_in_the_same_round(core):
+    """Red-team finding 55: 6 CPUs allowed, 2 held by a gang at MIN, a 3-CPU job queued: the
+    round launches it and no member beside it (growth counted only what ran before it, and
+    added two: 9 held)."""
+    jobs = cpu_gangs(core, 1, max_cpus=6)
+    queued = submit(core, gpus=0, cpus=3)
+    actions = core.on_offers([one_gpu(f"b{i}") for i in range(4)])
+    assert [i["task_id"]["value"] for i in launched(actions)] == [f"{queued.job_id}.0.0"]
+    assert cpus_held(core, jobs) == 2
+    assert core.store.get_job(jobs[0].job_id).message.startswith(
+        "not growing: user alice holds 5 of 6 CPUs allowed"
+    )
+
+
+def test_growth_keeps_to_the_users_memory_limit(core):
+    """Red-team finding 56: 3 GiB allowed, 1 GiB held by a gang at MIN: two members of
+    1 GiB join, the third does not."""
+    (job,) = cpu_gangs(core, 1, max_mem_mib=3072)
+    actions = core.on_offers([one_gpu(f"b{i}") for i in range(4)])
+    assert len(launched(actions)) == 2
+    assert launched(core.on_offers([one_gpu("b9")])) == []
+    assert core.store.get_job(job.job_id).message.startswith(
+        "not growing: user alice holds 3G of 3G memory allowed"
+    )
+
+
+def test_two_gangs_of_one_user_growing_in_one_round_keep_to_the_gpu_limit(core):
+    """As the CPU limit: 3 GPUs allowed, 2 held by two one-GPU gangs at MIN: one member
+    joins in all (each gang added one against the round's first count: 4 held)."""
+    from dlc.scheduler.tenancy.policy import Policy, UserLimits
+
+    jobs = [submit(core, nodes="1:4") for _ in range(2)]
+    core.on_offers([one_gpu("a1"), one_gpu("a2")])
+    for job in jobs:
+        running(core, job.job_id, [core.store.get_job(job.job_id).tasks[0].agent_id])
+    core.set_tenancy(Policy(limits={"alice": UserLimits("alice", max_gpus=3)}))
+    actions = core.on_offers([one_gpu(f"b{i}") for i in range(4)])
+    assert len(launched(actions)) == 1
+    assert sum(len(core.store.get_job(j.job_id).tasks) for j in jobs) == 3
+
+
+def test_two_gangs_of_one_group_growing_in_one_round_keep_to_its_ceiling(core):
+    """Red-team finding 55, the group's side: a ceiling of 3 GPUs, 2 held by two one-GPU gangs
+    of the group at MIN: one member joins in all (each gang added one: 4 held)."""
+    from dlc.scheduler.tenancy.policy import Group, Policy, Quota, Resources
+
+    jobs = [submit(core, nodes="1:4") for _ in range(2)]
+    core.on_offers([one_gpu("a1"), one_gpu("a2")])
+    for job in jobs:
+        running(core, job.job_id, [core.store.get_job(job.job_id).tasks[0].agent_id])
+    group = Group("a", frozenset({"alice"}), "default")
+    quota = Quota("a", "default", Resources(1, 4, 8192), Resources(3, 64, 131072))
+    core.set_tenancy(Policy({"a": group}, {("a", "default"): quota}, {}))
+    actions = core.on_offers([one_gpu(f"b{i}") for i in range(4)])
+    assert len(launched(actions)) == 1
+    assert sum(len(core.store.get_job(j.job_id).tasks) for j in jobs) == 3
+
+
 @pytest.mark.parametrize("nodes", ["2:4", {"min": 2, "max": 4}])
 def test_the_api_takes_both_range_forms(tmp_path, nodes):
     from dlc.api.client import ApiClient

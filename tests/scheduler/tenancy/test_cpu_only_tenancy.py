@@ -147,3 +147,45 @@ def test_the_cpu_cap_closes_the_cpu_only_flood_of_a_gpu_capped_user():
     out = plan(flood + bobs, [], pol, {"default": Resources(32, 256, 1 << 30)})
     assert [j.job_id for j in out.runnable] == ["c0"] + [f"b{i}" for i in range(16)]
     assert "user alice holds 63.8 of 64 CPUs allowed; this job needs 63.8" in out.held["c1"]
+
+
+# -- the per-user memory limit (max_mem_mib): red-team finding 56 --------------------------
+
+
+def test_max_cpus_alone_let_a_user_hold_every_agent_by_memory():
+    """docs/security.md #56: with max_gpus 1 and max_cpus 64, four --gpus 0 --cpus 0.01 jobs
+    of 500 GiB each (a 512 GiB agent's memory, so its GPUs idle) were all admitted (0.04 CPUs
+    counted); max_mem_mib 512G admits one, bob's GPU jobs go on."""
+    flood = [cpu_job(f"m{i}", "alice", at=i, cpus=0.01, mem_mib=500 * 1024) for i in range(4)]
+    bobs = [job(f"b{i}", "bob", 1, cpus=4, at=10 + i) for i in range(4)]
+    cap = {"default": Resources(32, 256, 4 * 512 * 1024)}
+    loose = Policy(limits={"alice": UserLimits("alice", max_gpus=1, max_cpus=64)})
+    assert len(plan(flood, [], loose, cap).runnable) == 4  # what max_cpus left open
+    tight = Policy(limits={"alice": UserLimits("alice", max_gpus=1, max_cpus=64,
+                                               max_mem_mib=512 * 1024)})  # fmt: skip
+    out = plan(flood + bobs, [], tight, cap)
+    assert [j.job_id for j in out.runnable] == ["m0"] + [f"b{i}" for i in range(4)]
+    assert "user alice holds 500G of 512G memory allowed; this job needs 500G" in out.held["m1"]
+
+
+def test_the_memory_cap_counts_every_node_and_gpu_jobs_too():
+    pol = Policy(limits={"alice": UserLimits("alice", max_mem_mib=8192)})
+    active = [running(job("g", "alice", 1, mem_mib=4096)),
+              running(cpu_job("c", "alice", mem_mib=1024, nodes=2))]  # fmt: skip
+    out = run_plan(pol, [cpu_job("big", "alice", mem_mib=2048, at=1)], active)
+    assert [j.job_id for j in out.runnable] == ["big"]  # 8G of 8G: at the cap, not past it
+    out = run_plan(pol, [job("more", "alice", 1, mem_mib=3072, at=1)], active)
+    assert "user alice holds 6G of 8G memory allowed; this job needs 3G" in out.held["more"]
+
+
+def test_a_job_alone_past_the_memory_cap_is_refused_at_submit_naming_mem():
+    cap = {"train": Resources(16, 1000, 1 << 30)}
+    pol = policy({"a": 8}, members={"a": ["alice"]},
+                 limits={"alice": UserLimits("alice", max_mem_mib=8192)})  # fmt: skip
+    with pytest.raises(JobSpecError) as err:
+        check_submit(pol, "alice", cpu_job("c", "alice", mem_mib=3072, nodes=3).spec, cap)
+    assert str(err.value) == (
+        "mem_mib: the job needs 9G of memory over all its nodes but user alice may hold at "
+        "most 8G; ask for less or ask an admin to raise the limit (`dlc groups limit --max-mem`)"
+    )
+    check_submit(pol, "alice", cpu_job("c", "alice", mem_mib=4096, nodes=2).spec, cap)

@@ -21,11 +21,11 @@ ACTIVE = [
 ]
 
 
-def test_each_user_holds_their_jobs_gpus_cpus_and_environments():
+def test_each_user_holds_their_jobs_gpus_cpus_memory_and_environments():
     held = held_by_user(Policy(), ACTIVE)
-    assert held == {
-        "alice": UserHeld(running=3, gpus=5.5, cpus=9, environments=1),
-        "bob": UserHeld(running=1, gpus=0, cpus=8, environments=0),
+    assert held == {  # memory: 1024 MiB a node by default
+        "alice": UserHeld(running=3, gpus=5.5, cpus=9, environments=1, mem_mib=4096),
+        "bob": UserHeld(running=1, gpus=0, cpus=8, environments=0, mem_mib=1024),
     }
 
 
@@ -35,3 +35,13 @@ def test_admission_counts_the_same_amounts():
     queued = Job("next", "alice", JobSpec.from_dict({"image": "busybox", "gpus": 0, "cpus": 1}))
     out = plan([queued], ACTIVE, Policy(limits=limits), {"default": Resources(64, 256, 1 << 20)})
     assert out.held["next"].endswith("user alice holds 9 of 9 CPUs allowed; this job needs 1")
+
+
+def test_admission_counts_the_same_memory():
+    alice = held_by_user(Policy(), ACTIVE)["alice"]
+    limits = {"alice": UserLimits("alice", max_mem_mib=alice.mem_mib + 512)}
+    queued = Job("next", "alice", JobSpec.from_dict({"image": "busybox", "gpus": 0}))
+    out = plan([queued], ACTIVE, Policy(limits=limits), {"default": Resources(64, 256, 1 << 20)})
+    assert out.held["next"].endswith(
+        "user alice holds 4G of 4.5G memory allowed; this job needs 1G"
+    )
