@@ -141,3 +141,26 @@ def test_the_direct_replay_places_each_pod_as_the_core_does():
     placed = [i for i in cpu_only if i not in set(direct.failed)]
     assert stats.cpu_only == len(cpu_only) and stats.cpu_only_placed == len(placed) > 0
     assert sorted(direct.failed) == sorted(core.failed)
+
+
+def test_a_pod_the_budget_deferred_is_tried_next_round_not_withdrawn():
+    """Issue 26: after a user's ``DEFAULT_TRIES_PER_USER`` failed shapes in a round the core
+    defers that user's other jobs to the next round untried (``DEFERRED_PREFIX``); the replay
+    must not withdraw them as if placement had refused them (it withdrew 304 CPU-only pods
+    and 38 shares that fit, seed 42, all agents, and ended 0.10 below the direct replay)."""
+    from dlc.scheduler.placement.shape_cache import DEFAULT_TRIES_PER_USER
+    from dlc.sim.trace import NodeSpec, PodSpec
+
+    nodes = [NodeSpec("n0", 16000, 65536, 2, "V100M32")]
+    whole = PodSpec("whole", 8000, 1024, 2, 1000)  # takes both GPUs
+    # one GPU each, none free once ``whole`` runs; each asks less CPU than the one before,
+    # so no failure covers the next (each costs the user one try)
+    failing = [PodSpec(f"f{k}", 7000 - 100 * k, 1024, 1, 1000) for k in range(6)]
+    cpu_only = PodSpec("cpu", 1000, 1024, 0, 0)  # fits beside ``whole``
+    arrivals = [whole, *failing, cpu_only]
+    assert len(failing) > DEFAULT_TRIES_PER_USER
+    result, stats = replay_on(core_engine(nodes), nodes, arrivals, batch_pct=1000.0)
+    assert stats.problems == [] and len(stats.batches) == 1  # one batch, several rounds
+    assert stats.rounds >= 2
+    assert sorted(result.failed) == list(range(1, 1 + len(failing)))  # the GPU pods only
+    assert stats.cpu_only_placed == 1 and result.placed == 2

@@ -27,6 +27,7 @@ from dlc.scheduler.core.facade import CoreConfig
 from dlc.scheduler.core.ports import RoundSink
 from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.placement.round_cap import CAP_PREFIX
+from dlc.scheduler.placement.shape_cache import DEFERRED_PREFIX
 from dlc.scheduler.placement.share_hold import ShareHoldSettings
 from dlc.sim.cluster_sim.engine import Engine, WorkItem
 from dlc.sim.cluster_sim.master import SimMaster, ranges_of
@@ -101,8 +102,9 @@ def held_gpu_milli(master: SimMaster) -> int:
 
 def run_batch(engine: Engine, items: list[WorkItem]) -> BatchOutcome:
     """Submit ``items``, then run offer rounds until each had its turn (the core considers
-    ``max_jobs_per_round`` jobs a round, docs/scheduler.md); a pod its turn could not place
-    is withdrawn. No virtual time passes: pods never end."""
+    ``max_jobs_per_round`` jobs a round and tries a user's jobs until its budget of failed
+    shapes is spent, docs/scheduler.md: the rest wait for the next round, :func:`had_turn`);
+    a pod its turn could not place is withdrawn. No virtual time passes: pods never end."""
     for item in items:
         engine.submit_now(item)
     out = BatchOutcome(set(), 0, 0, 0, 0.0, 0.0)
@@ -123,13 +125,21 @@ def run_batch(engine: Engine, items: list[WorkItem]) -> BatchOutcome:
                 out.placed.add(item.key)
                 continue
             assert record.job_id is not None  # submitted
-            if CAP_PREFIX in (engine.core.queue_reason(record.job_id) or ""):
-                later.append(item)  # not considered yet: its turn comes next round
+            if not had_turn(engine.core.queue_reason(record.job_id) or ""):
+                later.append(item)  # its turn comes next round
                 continue
             engine.core.kill(record.job_id, "openb", admin=True)
             out.withdrawn += 1
         waiting = later
     return out
+
+
+def had_turn(reason: str) -> bool:
+    """Whether a queued job with this reason was tried: not when the round cap has not
+    considered it yet (:data:`CAP_PREFIX`) nor when the per-user budget deferred it
+    (:data:`DEFERRED_PREFIX`: it goes first next round). Withdrawing a deferred job would
+    give up on a pod the core never tried, which neither the direct replay nor a user does."""
+    return CAP_PREFIX not in reason and DEFERRED_PREFIX not in reason
 
 
 def replay_core(
