@@ -23,8 +23,8 @@ from dlc.api.models import ERRORS, GraceIn, GroupIn, LimitsIn, MemberIn, QuotaIn
 from dlc.scheduler.placement.agent_facts import agent_vendor, default_topology_of
 from dlc.scheduler.tenancy.fair_share import FairShare
 from dlc.scheduler.tenancy.policy import ZERO, AuditEntry, Resources, UserLimits, parse_mem
-from dlc.scheduler.tenancy.quotas import agent_pool, job_cpus, job_demand, job_gpus, key_of
-from dlc.scheduler.tenancy.user_holdings import UserHeld, held_by_user
+from dlc.scheduler.tenancy.quotas import agent_pool, demand, job_demand, job_gpus, key_of
+from dlc.scheduler.tenancy.user_holdings import UserHeld
 from dlc.topology.gpu_shares import ATTR_SHARING
 
 
@@ -72,7 +72,7 @@ def queue_view(core: Any, viewer: str | None = None) -> list[dict]:
             "position": index, "group_position": row.position, "id": job.job_id,
             "user": job.user, "group": row.group, "pool": row.pool,
             "priority": job.spec.priority, "priority_class": job.spec.priority_class,
-            "gpus": job_gpus(core.tenancy, job, sizes), "cpus": job_cpus(job),
+            "gpus": job_gpus(core.tenancy, job, sizes), "cpus": demand(job.spec).cpus,
             "cpu_only": job.spec.is_cpu_only, "nodes": job.spec.nodes, "admitted": row.admitted,
             "preempted_before": job.message.startswith("preempted"),
             "reason": reason.split("; ", 1)[1] if reason.startswith("position ") else reason,
@@ -106,7 +106,7 @@ def quota_view(core: Any, viewer: str | None = None) -> dict:
         })  # fmt: skip
     pools = {p: c.to_dict() for p, c in sorted(capacity.items())}
     fair = fair_share_json(core.fair_share(viewer)) if hasattr(core, "fair_share") else None
-    held = held_by_user(policy, core.active_jobs(), sizes)
+    held = core.user_holdings()
     limits = [{**limits_json(lim), "held": asdict(held.get(user, UserHeld()))}
               for user, lim in sorted(policy.limits.items())
               if viewer is None or user == viewer]  # fmt: skip

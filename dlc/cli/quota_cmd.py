@@ -71,7 +71,10 @@ def _print_limits(limits: list[dict] | None, output: str | None) -> None:
     their cap (``-``: no cap); nothing where none is set."""
     if not limits:
         return
-    click.echo("\nuser limits (`dlc groups limit`; held now/cap, -: no cap):")
+    click.echo(
+        "\nuser limits (`dlc groups limit`; held now/cap, -: no cap; CPUs and memory "
+        "with each task's executor):"
+    )
     print_table(
         ("USER", "JOBS", "GPUS", "CPUS", "MEMORY", "ENVIRONMENTS", "LONGEST INTERACTIVE"),
         ((r["user"], _held(r, "running", "max_running"), _held(r, "gpus", "max_gpus"),

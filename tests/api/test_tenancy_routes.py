@@ -254,9 +254,10 @@ def test_each_limits_row_says_what_the_user_holds_now(api):
     core.on_offers([offer(f"o{i}", agent, list(range(8)), cpus=64, mem=262144, attrs=train)
                     for i, agent in enumerate(("a1", "a2"))])  # fmt: skip
     (row,) = call(server, tokens["alice"], "GET", "/v1/quota")["limits"]
-    # memory: 1024 MiB a node by default, 3 nodes
-    assert row["held"] == {"running": 2, "gpus": 4, "cpus": 16, "environments": 0,
-                           "mem_mib": 3072}  # fmt: skip
+    # held on the agents: the asks (memory 1024 MiB a node by default, 3 nodes) and each
+    # task's executor (0.1 CPU, 64 MiB: red-team finding 57)
+    assert row["held"] == {"running": 2, "gpus": 4, "cpus": 16.3, "environments": 0,
+                           "mem_mib": 3264}  # fmt: skip
     assert row["max_cpus"] == 32 and row["max_gpus"] == 8
 
 
@@ -267,7 +268,11 @@ def test_the_memory_limit_is_set_by_patch_answered_and_refuses_a_submit_past_it(
     assert out["max_mem_mib"] == 8192 and core.tenancy.limits["alice"].max_mem_mib == 8192
     assert call(server, tokens["alice"], "GET", "/v1/limits/alice")["max_mem_mib"] == 8192
     alice = ApiClient(server.url, tokens["alice"])
-    with pytest.raises(ApiError, match="^mem_mib: the job needs 12G of memory over all its"):
+    with pytest.raises(
+        ApiError,
+        match=r"^mem_mib: the job needs 12.125G of memory over all its "
+        r"nodes \(12G asked and 64M a node for its executor\)",
+    ):
         alice.submit({"image": "busybox", "gpus": 0, "cpus": 0.01, "mem_mib": 6144, "nodes": 2,
                       "pool": "train"})  # fmt: skip
     with pytest.raises(ApiError, match="changing groups, quotas or limits needs an admin token"):
@@ -289,7 +294,11 @@ def test_a_submit_past_the_cpu_limit_is_refused_and_a_cpu_only_job_queues_as_cpu
     server, core, tokens = api
     call(server, tokens["admin"], "PUT", "/v1/limits/alice", {"max_cpus": 8})
     alice = ApiClient(server.url, tokens["alice"])
-    with pytest.raises(ApiError, match="^cpus: the job needs 12 CPUs over all its nodes but user"):
+    with pytest.raises(
+        ApiError,
+        match=r"^cpus: the job needs 12.2 CPUs over all its nodes "
+        r"\(12 asked and 0.1 a node for its executor\) but user",
+    ):
         alice.submit({"image": "busybox", "gpus": 0, "cpus": 6, "nodes": 2, "pool": "train"})
     first = alice.submit({"image": "busybox", "gpus": 0, "cpus": 6, "pool": "train"})
     core.on_offers([offer("o1", "a1", list(range(8)), cpus=64, mem=262144,
@@ -298,7 +307,9 @@ def test_a_submit_past_the_cpu_limit_is_refused_and_a_cpu_only_job_queues_as_cpu
     (row,) = call(server, tokens["alice"], "GET", "/v1/queue")["queue"]
     assert row["id"] == second["id"] and first["id"] != second["id"]
     assert (row["gpus"], row["cpus"], row["cpu_only"], row["nodes"]) == (0, 4, True, 1)
-    assert row["reason"] == "user alice holds 6 of 8 CPUs allowed; this job needs 4"
+    assert row["reason"] == (
+        "user alice holds 6.1 of 8 CPUs allowed; this job needs 4.1 (each task's executor included)"
+    )
 
 
 def test_grace_is_set_by_an_admin_and_audited(api):

@@ -214,7 +214,9 @@ def test_the_queue_shows_cpu_only_jobs_as_cpu_only_with_their_cpus(api):  # noqa
     assert lines[0].split() == ["POS", "ID", "USER", "GROUP", "POOL", "PRIO", "GPUS", "CPUS",
                                 "REASON"]  # fmt: skip
     assert waiting["id"] in lines[1] and "2x CPU only  5 " in lines[1]
-    assert lines[1].endswith("user alice holds 6 of 8 CPUs allowed; this job needs 5")
+    assert lines[1].endswith(
+        "user alice holds 6.1 of 8 CPUs allowed; this job needs 5.2 (each task's executor included)"
+    )
 
 
 def test_a_nan_or_infinite_cpu_limit_from_the_cli_is_one_line_and_nothing_changes(api):  # noqa: F811
@@ -242,14 +244,17 @@ def test_dlc_quota_shows_the_callers_own_limits_with_what_they_hold(api):  # noq
                           attrs={"dlc_pool": "train"})])  # fmt: skip
     out = dlc(server, tokens["alice"], "quota", "-o", "wide")
     lines = out.splitlines()
-    at = lines.index("user limits (`dlc groups limit`; held now/cap, -: no cap):")
-    assert lines[at + 1 : at + 3] == [
-        "USER   JOBS  GPUS  CPUS  MEMORY  ENVIRONMENTS  LONGEST INTERACTIVE",
-        "alice  1/-   1/-   6/16  1G/-    0/-           3600 s",
+    at = lines.index(
+        "user limits (`dlc groups limit`; held now/cap, -: no cap; CPUs and "
+        "memory with each task's executor):"
+    )
+    assert lines[at + 1 : at + 3] == [  # 6 CPUs and 1 GiB asked, 0.1 and 64 MiB its executor's
+        "USER   JOBS  GPUS  CPUS    MEMORY     ENVIRONMENTS  LONGEST INTERACTIVE",
+        "alice  1/-   1/-   6.1/16  1.0625G/-  0/-           3600 s",
     ]
     assert "bob" not in out
     admin = dlc(server, tokens["admin"], "quota", "-o", "wide").splitlines()
-    assert "bob    0/-   0/2   0/-   0G/-    0/-           -" in admin
+    assert "bob    0/-   0/2   0/-     0G/-       0/-           -" in admin
 
 
 def test_setting_one_limit_keeps_the_others(api):  # noqa: F811

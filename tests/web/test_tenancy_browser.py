@@ -37,7 +37,7 @@ def test_quota_usage_and_queue_reasons_are_shown(dlc_local, browser):  # noqa: F
     alice = ApiClient(api, alice_token)
     running = alice.submit({"image": "busybox", "gpus": 8, "command": "sleep 60"})
     waiting = alice.submit({"image": "busybox", "gpus": 8, "command": "sleep 1"})
-    cpu_only = alice.submit({"image": "busybox", "gpus": 0, "cpus": 4, "command": "sleep 1"})
+    cpu_only = alice.submit({"image": "busybox", "gpus": 0, "cpus": 3.9, "command": "sleep 1"})
     sign_in(browser, dashboard, alice_token)
     quota = wait_for(browser, cells_containing("tenancy-quota", "team-a|default|8 / 2"))
     assert "team-a|default|8 / 2|6" in quota  # 8 used of 2 guaranteed, 6 borrowed
@@ -45,9 +45,11 @@ def test_quota_usage_and_queue_reasons_are_shown(dlc_local, browser):  # noqa: F
     queue = wait_for(browser, cells_containing("tenancy-queue", cpu_only["id"]))
     assert waiting["id"] in queue and "team-a #1" in queue
     assert running["id"] not in queue
-    # a CPU-only job: "CPU only" and its CPUs, not 0 GPUs; held by alice's CPU limit
+    # a CPU-only job: "CPU only" and its CPUs, not 0 GPUs; held by alice's CPU limit, which
+    # counts each task's executor (0.1 CPU) too
     row = next(line for line in queue.splitlines() if f"|{cpu_only['id']}|" in line)
-    assert "|CPU only|4|" in row and row.endswith("of 4 CPUs allowed; this job needs 4"), row
+    assert "|CPU only|3.9|" in row, row
+    assert row.endswith("of 4 CPUs allowed; this job needs 4 (each task's executor included)"), row
     # fair share over time: team-a's decayed GPU-hours grow while its 8 GPUs run
     grown = (
         "const t = [...document.querySelectorAll('#tenancy-fair tr')]"
@@ -79,7 +81,7 @@ def test_user_limits_show_what_the_user_holds_and_a_user_sees_only_their_own(
     limits = wait_for(browser, cells_containing("tenancy-limits", "carol|1 / 3|"), 60)
     assert limits.splitlines() == [
         "user|running jobs|GPUs|CPUs|memory|interactive environments|longest interactive run",
-        "carol|1 / 3|0 / -|2 / 16|1G / 64G|0 / -|8 h",
+        "carol|1 / 3|0 / -|2.1 / 16|1.063G / 64G|0 / -|8 h",  # with the executor's 0.1, 64M
     ]  # dave's row is not carol's to see
     carol.kill(job["id"])
     assert console_errors(browser) == []

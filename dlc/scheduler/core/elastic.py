@@ -25,13 +25,21 @@ from dlc.scheduler.gangs.elastic import (
 )
 from dlc.scheduler.gangs.topology import Locality
 from dlc.scheduler.jobs.job import Job, JobState, TaskPlacement
+from dlc.scheduler.placement.inventory import Overheads
 from dlc.scheduler.placement.model import Launch, OfferView
 from dlc.scheduler.placement.placer import place
 from dlc.scheduler.placement.share_launch import ShareFields
 from dlc.scheduler.tenancy.job_groups import JobGroups, Key
 from dlc.scheduler.tenancy.policy import ZERO, Policy, Resources, fmt
 from dlc.scheduler.tenancy.preemption import Preemption
-from dlc.scheduler.tenancy.quotas import demand, job_cpus, job_gpus, job_mem, usage_of
+from dlc.scheduler.tenancy.quotas import (
+    WITH_EXECUTORS,
+    demand,
+    held_spec,
+    job_gpus,
+    on_agents,
+    usage_of,
+)
 
 #: how many waiting jobs (highest priority first) a round checks against elastic gangs
 WAITERS_LOOKED_AT = 64
@@ -52,33 +60,46 @@ class _Holdings:
     and memory per user. Made once per round (it walks every active job), where each try of each
     member used to walk them again; it counts the jobs the queue launches in the same round
     and each member the round adds (:meth:`add`), so two gangs of one user, or a gang beside
-    its user's new job, keep to the limits together (red-team finding 55)."""
+    its user's new job, keep to the limits together (red-team finding 55). A user's CPUs and
+    memory count each task's executor (``overheads``), as admission counts them (finding 57);
+    the group's, the ask."""
 
     groups: JobGroups
+    overheads: Overheads
     by_key: dict[Key, Resources]
     gpus_by_user: dict[str, float]
     cpus_by_user: dict[str, float]
     mem_by_user: dict[str, float]
 
     @classmethod
-    def of(cls, policy: Policy, active: Iterable[Job], groups: JobGroups) -> _Holdings:
+    def of(
+        cls, policy: Policy, active: Iterable[Job], groups: JobGroups, overheads: Overheads
+    ) -> _Holdings:
         jobs = list(active)
         gpus: dict[str, float] = {}
         cpus: dict[str, float] = {}
         mem: dict[str, float] = {}
         for job in jobs:
             gpus[job.user] = gpus.get(job.user, 0.0) + job_gpus(policy, job, groups=groups)
-            cpus[job.user] = cpus.get(job.user, 0.0) + job_cpus(job)
-            mem[job.user] = mem.get(job.user, 0.0) + job_mem(job)
-        return cls(groups, usage_of(policy, jobs, groups=groups), gpus, cpus, mem)
+            job_cpus, job_mem = on_agents(held_spec(job), overheads)
+            cpus[job.user] = cpus.get(job.user, 0.0) + job_cpus
+            mem[job.user] = mem.get(job.user, 0.0) + job_mem
+        by_key = usage_of(policy, jobs, groups=groups)
+        return cls(groups, overheads, by_key, gpus, cpus, mem)
+
+    def member(self, job: Job) -> tuple[float, float]:
+        """``(CPUs, memory MiB)`` one more member of ``job`` holds on its agent, its executor
+        included: what the user's limits count it as."""
+        return on_agents(replace(job.spec, nodes=1, nodes_max=None), self.overheads)
 
     def add(self, job: Job, node: Resources) -> None:
-        """Count one more member of ``job`` holding ``node``."""
+        """Count one more member of ``job`` holding ``node`` (its ask)."""
         key = self.groups.key(job)
+        cpus, mem = self.member(job)
         self.by_key[key] = self.by_key.get(key, ZERO) + node
         self.gpus_by_user[job.user] = self.gpus_by_user.get(job.user, 0.0) + node.gpus
-        self.cpus_by_user[job.user] = self.cpus_by_user.get(job.user, 0.0) + node.cpus
-        self.mem_by_user[job.user] = self.mem_by_user.get(job.user, 0.0) + node.mem_mib
+        self.cpus_by_user[job.user] = self.cpus_by_user.get(job.user, 0.0) + cpus
+        self.mem_by_user[job.user] = self.mem_by_user.get(job.user, 0.0) + mem
 
 
 class Elastic:
@@ -198,7 +219,7 @@ class Elastic:
         jobs = dict(state.active)
         for job in launching:
             jobs.setdefault(job.job_id, job)
-        return _Holdings.of(state.tenancy, jobs.values(), state.groups())
+        return _Holdings.of(state.tenancy, jobs.values(), state.groups(), state.inventory.overheads)
 
     def _growth_limit(self, job: Job, holdings: _Holdings | None = None) -> str | None:
         """Why one more node would pass the group's ceiling or the user's GPU, CPU or memory
@@ -210,8 +231,10 @@ class Elastic:
         if not policy.enabled:
             return None
         if holdings is None:
-            holdings = _Holdings.of(policy, state.active.values(), state.groups())
+            holdings = _Holdings.of(policy, state.active.values(), state.groups(),
+                                    state.inventory.overheads)  # fmt: skip
         node = _node(job)
+        node_cpus, node_mem = holdings.member(job)
         key = holdings.groups.key(job)
         ceiling = policy.quota(*key).ceiling
         held = holdings.by_key.get(key, ZERO)
@@ -228,14 +251,15 @@ class Elastic:
                         "allowed")  # fmt: skip
         if limits is not None and limits.max_cpus is not None:
             cpus = holdings.cpus_by_user.get(job.user, 0.0)
-            if cpus + node.cpus > limits.max_cpus + 1e-9:
+            if cpus + node_cpus > limits.max_cpus + 1e-9:
                 return (f"user {job.user} holds {fmt(cpus, 'CPUs')} of "
-                        f"{fmt(limits.max_cpus, 'CPUs')} CPUs allowed")  # fmt: skip
+                        f"{fmt(limits.max_cpus, 'CPUs')} CPUs allowed{WITH_EXECUTORS}")  # fmt: skip
         if limits is not None and limits.max_mem_mib is not None:
             mem = holdings.mem_by_user.get(job.user, 0.0)
-            if mem + node.mem_mib > limits.max_mem_mib + 1e-9:
+            if mem + node_mem > limits.max_mem_mib + 1e-9:
                 return (f"user {job.user} holds {fmt(mem, 'memory')} of "
-                        f"{fmt(limits.max_mem_mib, 'memory')} memory allowed")  # fmt: skip
+                        f"{fmt(limits.max_mem_mib, 'memory')} memory allowed"
+                        f"{WITH_EXECUTORS}")  # fmt: skip
         return None
 
     def _place_member(

@@ -86,6 +86,7 @@ from dlc.scheduler.tenancy.policy import (
 )
 from dlc.scheduler.tenancy.quotas import QueuePlan
 from dlc.scheduler.tenancy.share_charge import GpuSizes
+from dlc.scheduler.tenancy.user_holdings import UserHeld
 
 __all__ = [
     "LIVE_STATES",
@@ -294,6 +295,10 @@ class SchedulerCore:
     def plan_queue(self, queue: list[Job] | None = None, rows: bool = True) -> QueuePlan:
         """Order, admit or hold the queued jobs by the tenancy policy (``dlc queue``)."""
         return self.tenancy_ops.plan_queue(queue, rows=rows)
+
+    def user_holdings(self) -> dict[str, UserHeld]:
+        """Each user with active jobs -> what they hold as their limits count it."""
+        return self.tenancy_ops.user_holdings()
 
     def fair_share(self, viewer: str | None = None) -> FairShare | None:
         """Decayed GPU-hours per group and user (``None``: fair share off)."""

@@ -70,7 +70,8 @@ class Requests:
         # the agents as the last offer round left them: no wait for a round in progress
         facts = self.tenancy_ops.admission_facts()
         facts.inventory.check(spec)
-        check_submit(state.tenancy, user, spec, facts.capacity, facts.sizes)
+        check_submit(state.tenancy, user, spec, facts.capacity, facts.sizes,
+                     facts.inventory.overheads)  # fmt: skip
         # only the book's lock (the next offer round sees the job); the store names it
         book = state.book
         job = Job("", user, spec)

@@ -146,11 +146,7 @@ class CoreState:
         self.lock = threading.RLock()
         placement = self.config.placement
         #: what each agent HAS (totals), for admission and "impossible" reasons
-        self.inventory = Inventory(
-            Overheads(placement.executor_cpus, placement.executor_mem_mib),
-            topology_of,
-            driver_ok,
-        )
+        self.inventory = Inventory(Overheads.of(placement), topology_of, driver_ok)
         self.reservations = Reservations(self.config.max_skips, self.config.reservation_s)
         self.drains = Drains(self.config.drain_timeout_s)
         self.refusals = Refusals()

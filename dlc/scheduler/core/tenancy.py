@@ -44,6 +44,7 @@ from dlc.scheduler.tenancy.quotas import (
     pool_capacity,
 )
 from dlc.scheduler.tenancy.share_charge import GpuSizes
+from dlc.scheduler.tenancy.user_holdings import UserHeld, held_by_user
 
 
 class TenancyOps:
@@ -150,8 +151,17 @@ class TenancyOps:
                 queue, state.active.values(), state.tenancy, self.pool_capacity(), state.started,
                 self.gpu_sizes() if state.tenancy.enabled else None,  # unused without a policy
                 self._tenure(state.clock()) if state.tenancy.enabled else None, rows,
-                groups=groups,
+                groups=groups, overheads=state.inventory.overheads,
             )  # fmt: skip
+
+    def user_holdings(self) -> dict[str, UserHeld]:
+        """Each user with active jobs -> what they hold as their limits count it (CPUs and
+        memory with each task's executor, the overhead this core's placement charges), for
+        ``GET /v1/quota``, ``dlc quota`` and the dashboard."""
+        state = self.state
+        with state.book.lock:  # the book's: no wait for an offer round
+            active = list(state.active.values())
+        return held_by_user(state.tenancy, active, self.gpu_sizes(), state.inventory.overheads)
 
     # -- fair share over time ------------------------------------------------------
 

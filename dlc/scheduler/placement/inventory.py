@@ -34,7 +34,7 @@ from dlc.scheduler.placement.agent_facts import (
     default_topology_of,
 )
 from dlc.scheduler.placement.cluster import AgentView, Holder, gpu_views
-from dlc.scheduler.placement.model import DriverCheck, OfferView, TopologyOf
+from dlc.scheduler.placement.model import DriverCheck, OfferView, PlacementConfig, TopologyOf
 from dlc.topology import gpu_shares
 from dlc.topology.node_config import ATTR_DRIVER
 from dlc.topology.node_config import ATTR_MODEL as ATTR_GPU_MODEL
@@ -105,6 +105,18 @@ class Overheads:
 
     cpus: float = 0.0
     mem_mib: float = 0.0
+
+    @classmethod
+    def of(cls, config: PlacementConfig) -> Overheads:
+        """What ``config`` charges each task for its executor (``executor_cpus``,
+        ``executor_mem_mib``: the one source the placement, the ExecutorInfo and the per-user
+        limits read)."""
+        return cls(config.executor_cpus, config.executor_mem_mib)
+
+
+#: the executor's overhead of the default :class:`PlacementConfig` (what the per-user limits
+#: count where no core passes its own: pure callers and tests)
+DEFAULT_OVERHEADS = Overheads(PlacementConfig.executor_cpus, PlacementConfig.executor_mem_mib)
 
 
 class Inventory:

@@ -12,12 +12,14 @@ question each answers:
   on a cluster of mixed GPU sizes.
 * Admission. :mod:`~dlc.scheduler.tenancy.quotas`: at submit, :func:`~.quotas.check_submit`
   refuses what can never run (an unknown pool, more than the group's ceiling, the pool or
-  the user's GPU limit) against the
+  the user's GPU, CPU or memory limit) against the
   :mod:`~dlc.scheduler.tenancy.admission_facts` of the current inventory version; each round,
   :func:`~.quotas.plan` admits queued jobs within guarantees, lets them borrow what no one
   else claims, and holds the rest with a reason (``dlc queue``);
   :mod:`~dlc.scheduler.tenancy.user_holdings`: what each user holds now against their
-  limits, for views.
+  limits, for views. A user's CPU and memory limits count each task's executor too
+  (:func:`~.quotas.on_agents`, with the core's
+  :class:`~dlc.scheduler.placement.inventory.Overheads`); group quotas count the ask.
 * Fair order. :mod:`~dlc.scheduler.tenancy.fairness`: the groups take turns by
   dominant-resource fairness on what they borrow; :mod:`~dlc.scheduler.tenancy.fair_share`:
   decayed GPU-hours over time (the :class:`~.fair_share.UsageLedger`), which order borrowers,

@@ -153,6 +153,9 @@ class UserLimits:
         max_mem_mib: memory (MiB) held at once over all the user's jobs and nodes: a
             CPU-only job of little CPU and an agent's whole memory keeps that agent's GPUs
             from everyone as surely as one of all its CPUs (red-team finding 56).
+
+    Both count what the tasks hold on the agents: the ask plus each task's executor
+    (:func:`~dlc.scheduler.tenancy.quotas.on_agents`, red-team finding 57).
     """
 
     user: str

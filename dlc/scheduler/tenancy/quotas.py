@@ -10,7 +10,8 @@
   other group holds or claims back for its own waiting jobs, and never past the ceiling;
 * groups take turns by dominant-resource fairness on what they borrow
   (:mod:`dlc.scheduler.tenancy.fairness`);
-* per-user limits (running jobs, GPUs held) hold a user's job without blocking others;
+* per-user limits (running jobs, GPUs, CPUs and memory held, the last two with each task's
+  executor: :func:`on_agents`) hold a user's job without blocking others;
 * when a lender's admitted job does not fit because borrowers fill the pool, borrowed jobs
   are picked for preemption (:mod:`dlc.scheduler.tenancy.preemption`), lowest priority and
   youngest first; with ``preempt_within`` a group's higher-priority job may stop its
@@ -35,6 +36,7 @@ from typing import Protocol, TypeVar
 
 from dlc.errors import JobSpecError
 from dlc.scheduler.jobs.job import Job, JobSpec, JobState
+from dlc.scheduler.placement.inventory import DEFAULT_OVERHEADS, Overheads
 from dlc.scheduler.tenancy.fair_share import FairView
 from dlc.scheduler.tenancy.fairness import claim, group_key
 from dlc.scheduler.tenancy.job_groups import JobGroups, Key
@@ -47,6 +49,8 @@ from dlc.scheduler.tenancy.preemption import (
 )
 from dlc.scheduler.tenancy.share_charge import GpuSizes, as_sizes
 
+#: what a user's CPU and memory figures say they count (:func:`on_agents`)
+WITH_EXECUTORS = " (each task's executor included)"
 #: a group's place in the planning heap (see ``_Planner._push``)
 _Order = tuple[int, float, float, int, float, str]
 _V = TypeVar("_V", bound="PoolView")
@@ -127,18 +131,15 @@ def job_gpus(
     return gpu_amount(held_spec(job), _charged_mib(policy, job, sizes, groups))
 
 
-def job_cpus(job: Job) -> float:
-    """The CPUs ``job`` holds over all its nodes (an elastic gang's extra members too): what
-    a user's ``max_cpus`` counts."""
-    spec = held_spec(job)
-    return spec.cpus * spec.nodes
-
-
-def job_mem(job: Job) -> float:
-    """The memory (MiB) ``job`` holds over all its nodes, as :func:`job_cpus`: what a user's
-    ``max_mem_mib`` counts."""
-    spec = held_spec(job)
-    return float(spec.mem_mib * spec.nodes)
+def on_agents(spec: JobSpec, overheads: Overheads = DEFAULT_OVERHEADS) -> tuple[float, float]:
+    """``(CPUs, memory MiB)`` a job of ``spec`` holds on the agents over all its nodes (a running
+    job's: of its :func:`held_spec`, an elastic gang's extra members too): its ask plus each
+    task's executor (``overheads``: what the placement adds to every task, a gang's
+    every node, an elastic gang's every member). What a user's ``max_cpus`` and
+    ``max_mem_mib`` count: counting the ask alone, 800 jobs of 0.01 CPU were 8 CPUs to the limit
+    and held 88 (red-team finding 57). Group quotas count the ask (:func:`demand`)."""
+    return ((spec.cpus + overheads.cpus) * spec.nodes,
+            float((spec.mem_mib + overheads.mem_mib) * spec.nodes))  # fmt: skip
 
 
 def _charged_mib(
@@ -267,6 +268,7 @@ def plan(
     tenure: Tenure | None = None,
     rows: bool = True,
     groups: JobGroups | None = None,
+    overheads: Overheads = DEFAULT_OVERHEADS,
 ) -> QueuePlan:
     """Order, admit or hold every queued job and pick preemptions (see the module doc).
 
@@ -285,6 +287,8 @@ def plan(
             not read them: building 10,000 was a large part of a round at openb scale).
         groups: each job's group and pool under ``policy``, resolved once for the round
             (:class:`~dlc.scheduler.tenancy.job_groups.JobGroups`); default: a map made here.
+        overheads: each task's executor, counted with the ask in the users' ``max_cpus`` and
+            ``max_mem_mib`` (:func:`on_agents`; the core's: its placement config's).
     """
     active = list(active)
     if not policy.enabled:
@@ -294,7 +298,8 @@ def plan(
         return QueuePlan(runnable=list(queue), rows=listed, capacity=dict(capacity))
     if groups is None or groups.policy is not policy:
         groups = JobGroups(policy)
-    return _Planner(queue, active, groups, capacity, started or {}, gpu_mib, tenure).run()
+    return _Planner(queue, active, groups, capacity, started or {}, gpu_mib, tenure,
+                    overheads).run()  # fmt: skip
 
 
 def _fair_order(
@@ -311,9 +316,11 @@ class _Planner:
         self, queue: Sequence[Job], active: Sequence[Job], groups: JobGroups,
         capacity: Mapping[str, Resources], started: Mapping[str, float],
         gpu_mib: GpuSizes | int | None = None, tenure: Tenure | None = None,
+        overheads: Overheads = DEFAULT_OVERHEADS,
     ) -> None:  # fmt: skip
         self.policy = policy = groups.policy
         self.groups = groups
+        self.overheads = overheads
         self.gpu_mib = gpu_mib
         self.started_of: Callable[[Job], float] = lambda job: started.get(
             job.job_id, job.submitted_at
@@ -349,8 +356,9 @@ class _Planner:
                 self.running.setdefault(key, []).append(job)
             self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
             self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + self._gpus(job)
-            self.user_cpus[job.user] = self.user_cpus.get(job.user, 0.0) + job_cpus(job)
-            self.user_mem[job.user] = self.user_mem.get(job.user, 0.0) + job_mem(job)
+            cpus, mem = on_agents(held_spec(job), overheads)
+            self.user_cpus[job.user] = self.user_cpus.get(job.user, 0.0) + cpus
+            self.user_mem[job.user] = self.user_mem.get(job.user, 0.0) + mem
             self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
         self.queues: dict[Key, list[Job]] = {}
         self.pending: dict[Key, Resources] = {}
@@ -455,7 +463,7 @@ class _Planner:
         self.pending[key] = self.pending[key] - need
         self._refresh(key)
         position = self.positions[group] = self.positions.get(group, 0) + 1
-        why = self._user_limit(job, need) or self._ceiling(key, need)
+        why = self._user_limit(job) or self._ceiling(key, need)
         if why is None and not (self.usage.get(key, ZERO) + need).fits(
             self.policy.quota(*key).guaranteed
         ):
@@ -473,8 +481,9 @@ class _Planner:
         self._refresh(key)
         self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
         self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + self._gpus(job)
-        self.user_cpus[job.user] = self.user_cpus.get(job.user, 0.0) + need.cpus
-        self.user_mem[job.user] = self.user_mem.get(job.user, 0.0) + need.mem_mib
+        cpus, mem = on_agents(held_spec(job), self.overheads)
+        self.user_cpus[job.user] = self.user_cpus.get(job.user, 0.0) + cpus
+        self.user_mem[job.user] = self.user_mem.get(job.user, 0.0) + mem
         self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
         self.out.runnable.append(job)
         self.out.rows.append(
@@ -482,7 +491,9 @@ class _Planner:
         )
         self._reclaim_if_full(key, job)
 
-    def _user_limit(self, job: Job, need: Resources) -> str | None:
+    def _user_limit(self, job: Job) -> str | None:
+        """Why ``job`` would pass a limit of its user (CPUs and memory: the ask and each
+        task's executor, as they hold them on the agents)."""
         limits = self.policy.limits.get(job.user)
         if limits is None:
             return None
@@ -493,15 +504,17 @@ class _Planner:
         if limits.max_gpus is not None and held + self._gpus(job) > limits.max_gpus + 1e-9:
             return (f"user {job.user} holds {fmt(held)} of {fmt(limits.max_gpus)} GPUs allowed; "
                     f"this job needs {fmt(self._gpus(job))}")  # fmt: skip
+        need_cpus, need_mem = on_agents(held_spec(job), self.overheads)
         cpus = self.user_cpus.get(job.user, 0.0)
-        if limits.max_cpus is not None and cpus + need.cpus > limits.max_cpus + 1e-9:
+        if limits.max_cpus is not None and cpus + need_cpus > limits.max_cpus + 1e-9:
             return (f"user {job.user} holds {fmt(cpus, 'CPUs')} of {fmt(limits.max_cpus, 'CPUs')}"
-                    f" CPUs allowed; this job needs {fmt(need.cpus, 'CPUs')}")  # fmt: skip
+                    f" CPUs allowed; this job needs {fmt(need_cpus, 'CPUs')}"
+                    f"{WITH_EXECUTORS}")  # fmt: skip
         mem = self.user_mem.get(job.user, 0.0)
-        if limits.max_mem_mib is not None and mem + need.mem_mib > limits.max_mem_mib + 1e-9:
+        if limits.max_mem_mib is not None and mem + need_mem > limits.max_mem_mib + 1e-9:
             return (f"user {job.user} holds {fmt(mem, 'memory')} of "
                     f"{fmt(limits.max_mem_mib, 'memory')} memory allowed; this job needs "
-                    f"{fmt(need.mem_mib, 'memory')}")  # fmt: skip
+                    f"{fmt(need_mem, 'memory')}{WITH_EXECUTORS}")  # fmt: skip
         envs = self.user_envs.get(job.user, 0)
         if job.spec.interactive and limits.max_interactive is not None \
                 and envs + 1 > limits.max_interactive:  # fmt: skip
@@ -632,9 +645,11 @@ def check_submit(
     spec: JobSpec,
     capacity: Mapping[str, Resources],
     gpu_mib: GpuSizes | int | None = None,
+    overheads: Overheads = DEFAULT_OVERHEADS,
 ) -> None:
     """Refuse at once what the policy can never run: an unknown pool, more than the group's
-    ceiling, more than the pool has, more GPUs or CPUs than the user may hold.
+    ceiling, more than the pool has, more GPUs, CPUs or memory than the user may hold (CPUs and
+    memory with each task's executor, ``overheads``, as :func:`plan` counts them).
 
     Raises:
         JobSpecError: naming the field and the fix.
@@ -675,17 +690,21 @@ def check_submit(
             f"the job needs {fmt(need.gpus)} GPUs but user {user} may hold at most "
             f"{fmt(limits.max_gpus)}; ask for less or ask an admin to raise the limit",
         )
-    if limits and limits.max_cpus is not None and need.cpus > limits.max_cpus + 1e-9:
+    cpus, mem = on_agents(spec, overheads)
+    if limits and limits.max_cpus is not None and cpus > limits.max_cpus + 1e-9:
         raise JobSpecError(
             "cpus",
-            f"the job needs {fmt(need.cpus, 'CPUs')} CPUs over all its nodes but user {user} may "
+            f"the job needs {fmt(cpus, 'CPUs')} CPUs over all its nodes ({fmt(need.cpus, 'CPUs')} "
+            f"asked and {fmt(overheads.cpus, 'CPUs')} a node for its executor) but user {user} may "
             f"hold at most {fmt(limits.max_cpus, 'CPUs')}; ask for less or ask an admin to raise "
             "the limit (`dlc groups limit --max-cpus`)",
         )
-    if limits and limits.max_mem_mib is not None and need.mem_mib > limits.max_mem_mib + 1e-9:
+    if limits and limits.max_mem_mib is not None and mem > limits.max_mem_mib + 1e-9:
         raise JobSpecError(
             "mem_mib",
-            f"the job needs {fmt(need.mem_mib, 'memory')} of memory over all its nodes but user "
-            f"{user} may hold at most {fmt(limits.max_mem_mib, 'memory')}; ask for less or ask an "
-            "admin to raise the limit (`dlc groups limit --max-mem`)",
+            f"the job needs {fmt(mem, 'memory')} of memory over all its nodes "
+            f"({fmt(need.mem_mib, 'memory')} asked and {fmt(overheads.mem_mib, 'memory')} a node "
+            f"for its executor) but user {user} may hold at most "
+            f"{fmt(limits.max_mem_mib, 'memory')}; ask for less or ask an admin to raise the "
+            "limit (`dlc groups limit --max-mem`)",
         )

@@ -10,11 +10,12 @@ cap").
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dlc.scheduler.jobs.job import Job
+from dlc.scheduler.placement.inventory import DEFAULT_OVERHEADS, Overheads
 from dlc.scheduler.tenancy.policy import Policy
-from dlc.scheduler.tenancy.quotas import job_cpus, job_gpus, job_mem
+from dlc.scheduler.tenancy.quotas import held_spec, job_gpus, on_agents
 from dlc.scheduler.tenancy.share_charge import GpuSizes
 
 
@@ -25,9 +26,11 @@ class UserHeld:
     Attributes:
         running: jobs holding resources (staging, running, or stopping after preemption).
         gpus: GPUs held, shares counted by their charged part (``max_gpus``).
-        cpus: CPUs held over all nodes, GPU jobs included (``max_cpus``).
+        cpus: CPUs held on the agents over all nodes, GPU jobs included, each task's executor
+            too (``max_cpus``).
         environments: interactive environments among ``running`` (``max_interactive``).
-        mem_mib: memory (MiB) held over all nodes (``max_mem_mib``).
+        mem_mib: memory (MiB) held on the agents over all nodes, each task's executor too
+            (``max_mem_mib``).
     """
 
     running: int = 0
@@ -44,12 +47,18 @@ class UserHeld:
 
 
 def held_by_user(
-    policy: Policy, active: Iterable[Job], sizes: GpuSizes | int | None = None
+    policy: Policy,
+    active: Iterable[Job],
+    sizes: GpuSizes | int | None = None,
+    overheads: Overheads = DEFAULT_OVERHEADS,
 ) -> dict[str, UserHeld]:
-    """Each user of ``active`` (jobs that may hold resources) -> what they hold."""
+    """Each user of ``active`` (jobs that may hold resources) -> what they hold (``overheads``:
+    each task's executor, counted in CPUs and memory as admission counts it)."""
     out: dict[str, UserHeld] = {}
     for job in active:
-        one = UserHeld(1, job_gpus(policy, job, sizes), job_cpus(job), int(job.spec.interactive),
-                       job_mem(job))  # fmt: skip
+        cpus, mem = on_agents(held_spec(job), overheads)
+        one = UserHeld(1, job_gpus(policy, job, sizes), cpus, int(job.spec.interactive), mem)
         out[job.user] = out.get(job.user, UserHeld()).plus(one)
-    return out
+    # sums of tenths are not exact in binary: 16.299999999999997 reads as 16.3
+    return {user: replace(held, cpus=round(held.cpus, 6), mem_mib=round(held.mem_mib, 6))
+            for user, held in out.items()}  # fmt: skip

@@ -336,18 +336,18 @@ def test_growth_keeps_to_the_users_gpu_limit_counting_this_rounds_members(core):
 
 
 def test_growth_keeps_to_the_users_cpu_limit_counting_this_rounds_members(core):
-    """2 CPUs a node, 6 allowed, 4 held: one member joins, the next in the same round does
-    not; at the limit the gang says why it does not grow."""
+    """2 CPUs a node and 0.1 its executor's, 6.3 allowed, 4.2 held: one member joins, the next
+    in the same round does not; at the limit the gang says why it does not grow."""
     from dlc.scheduler.tenancy.policy import Policy, UserLimits
 
     job = elastic_at_min(core, cpus=2)
-    core.set_tenancy(Policy(limits={"alice": UserLimits("alice", max_cpus=6)}))
+    core.set_tenancy(Policy(limits={"alice": UserLimits("alice", max_cpus=6.3)}))
     actions = core.on_offers([one_gpu("a3"), one_gpu("a4")])
     assert [i["agent_id"]["value"] for i in launched(actions)] == ["a3"]
     assert len(core.store.get_job(job.job_id).tasks) == 3
     assert launched(core.on_offers([one_gpu("a4")])) == []
     assert core.store.get_job(job.job_id).message.startswith(
-        "not growing: user alice holds 6 of 6 CPUs allowed"
+        "not growing: user alice holds 6.3 of 6.3 CPUs allowed (each task's executor included)"
     )
 
 
@@ -370,37 +370,51 @@ def cpus_held(core, jobs) -> float:
 
 
 def test_two_gangs_of_one_user_growing_in_one_round_keep_to_the_cpu_limit(core):
-    """Red-team finding 55: 8 CPUs allowed, 4 held by two gangs at MIN; one round with four
-    free agents let each gang add two members against the round's first count (12 held)."""
-    jobs = cpu_gangs(core, 2, max_cpus=8)
+    """Red-team finding 55: 8 CPUs allowed (8.4 with a task's executor), 4 held by two gangs
+    at MIN; one round with four free agents let each gang add two members against the round's
+    first count (12 held)."""
+    jobs = cpu_gangs(core, 2, max_cpus=8.4)
     actions = core.on_offers([one_gpu(f"b{i}") for i in range(4)])
     assert len(launched(actions)) == 2
     assert cpus_held(core, jobs) == 8
 
 
 def test_growth_counts_the_jobs_the_queue_launched_in_the_same_round(core):
-    """Red-team finding 55: 6 CPUs allowed, 2 held by a gang at MIN, a 3-CPU job queued: the
-    round launches it and no member beside it (growth counted only what ran before it, and
-    added two: 9 held)."""
-    jobs = cpu_gangs(core, 1, max_cpus=6)
+    """Red-team finding 55: 6 CPUs allowed (6.3 with the executors), 2 held by a gang at MIN, a
+    3-CPU job queued: the round launches it and no member beside it (growth counted only what
+    ran before it, and added two: 9 held)."""
+    jobs = cpu_gangs(core, 1, max_cpus=6.3)
     queued = submit(core, gpus=0, cpus=3)
     actions = core.on_offers([one_gpu(f"b{i}") for i in range(4)])
     assert [i["task_id"]["value"] for i in launched(actions)] == [f"{queued.job_id}.0.0"]
     assert cpus_held(core, jobs) == 2
     assert core.store.get_job(jobs[0].job_id).message.startswith(
-        "not growing: user alice holds 5 of 6 CPUs allowed"
+        "not growing: user alice holds 5.2 of 6.3 CPUs allowed"
     )
 
 
 def test_growth_keeps_to_the_users_memory_limit(core):
-    """Red-team finding 56: 3 GiB allowed, 1 GiB held by a gang at MIN: two members of
-    1 GiB join, the third does not."""
-    (job,) = cpu_gangs(core, 1, max_mem_mib=3072)
+    """Red-team finding 56: three nodes' memory allowed (1 GiB and the executor's 64 MiB
+    each), one held by a gang at MIN: two members join, the third does not."""
+    (job,) = cpu_gangs(core, 1, max_mem_mib=3 * 1088)
     actions = core.on_offers([one_gpu(f"b{i}") for i in range(4)])
     assert len(launched(actions)) == 2
     assert launched(core.on_offers([one_gpu("b9")])) == []
     assert core.store.get_job(job.job_id).message.startswith(
-        "not growing: user alice holds 3G of 3G memory allowed"
+        "not growing: user alice holds 3.1875G of 3.1875G memory allowed (each task's executor "
+        "included)"
+    )
+
+
+def test_each_member_counts_its_executor_against_the_users_limits(core):
+    """Red-team finding 57: 6 CPUs allowed, a gang at MIN of 2 CPUs a node: with each
+    member's executor (0.1) a third node would hold 6.3, so one member joins, not two."""
+    (job,) = cpu_gangs(core, 1, max_cpus=6)
+    actions = core.on_offers([one_gpu(f"b{i}") for i in range(4)])
+    assert len(launched(actions)) == 1
+    assert launched(core.on_offers([one_gpu("b9")])) == []
+    assert core.store.get_job(job.job_id).message.startswith(
+        "not growing: user alice holds 4.2 of 6 CPUs allowed (each task's executor included)"
     )
 
 

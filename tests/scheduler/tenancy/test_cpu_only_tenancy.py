@@ -1,6 +1,7 @@
 """CPU-only jobs (``gpus: 0``) under the tenancy policy: charged 0 GPUs and their CPUs and
 memory, bounded by per-user running caps and group CPU quotas, and never stopped to free GPUs
-they do not hold."""
+they do not hold. A user's CPU and memory caps count each task's executor too (0.1 CPU and
+64 MiB by default: ``PlacementConfig``)."""
 
 from __future__ import annotations
 
@@ -90,18 +91,21 @@ def cpu_capped(max_cpus: float, **more) -> Policy:
 def test_the_cpu_cap_holds_cpu_only_jobs_past_it_with_a_reason():
     out = run_plan(cpu_capped(16), [cpu_job(f"c{i}", "alice", at=i, cpus=6) for i in range(3)])
     assert [j.job_id for j in out.runnable] == ["c0", "c1"]
-    assert out.held["c2"].endswith("user alice holds 12 of 16 CPUs allowed; this job needs 6")
+    assert out.held["c2"].endswith(
+        "user alice holds 12.2 of 16 CPUs allowed; this job needs 6.1 (each task's executor "
+        "included)"
+    )
 
 
 def test_the_cpu_cap_counts_the_cpus_of_gpu_jobs_and_of_every_node():
-    # 8 CPUs of a GPU job and 2 x 2 of a two-node CPU-only job: 12 held
+    # 8 CPUs of a GPU job and 2 x 2 of a two-node CPU-only job, 0.1 a task's executor: 12.3
     active = [running(job("g", "alice", 1, cpus=8)),
               running(cpu_job("c", "alice", cpus=2, nodes=2))]  # fmt: skip
     out = run_plan(cpu_capped(16), [cpu_job("small", "alice", cpus=5, at=1)], active)
-    assert "user alice holds 12 of 16 CPUs allowed; this job needs 5" in out.held["small"]
+    assert "user alice holds 12.3 of 16 CPUs allowed; this job needs 5.1" in out.held["small"]
     out = run_plan(cpu_capped(16), [job("gpu", "alice", 1, cpus=5, at=1)], active)
-    assert "holds 12 of 16 CPUs allowed; this job needs 5" in out.held["gpu"]
-    out = run_plan(cpu_capped(16), [cpu_job("fits", "alice", cpus=4, at=1)], active)
+    assert "holds 12.3 of 16 CPUs allowed; this job needs 5.1" in out.held["gpu"]
+    out = run_plan(cpu_capped(16), [cpu_job("fits", "alice", cpus=3.6, at=1)], active)
     assert [j.job_id for j in out.runnable] == ["fits"]  # 16 of 16: at the cap, not past it
 
 
@@ -117,7 +121,7 @@ def test_a_cap_lowered_below_what_runs_stops_nothing_and_holds_the_next_job():
     active = [running(cpu_job("big", "alice", cpus=32))]
     out = run_plan(cpu_capped(8), [cpu_job("next", "alice", cpus=1, at=1)], active)
     assert out.preemptions == [] and out.runnable == []
-    assert "user alice holds 32 of 8 CPUs allowed; this job needs 1" in out.held["next"]
+    assert "user alice holds 32.1 of 8 CPUs allowed; this job needs 1.1" in out.held["next"]
 
 
 def test_a_job_alone_past_the_cpu_cap_is_refused_at_submit_naming_cpus():
@@ -125,11 +129,12 @@ def test_a_job_alone_past_the_cpu_cap_is_refused_at_submit_naming_cpus():
     with pytest.raises(JobSpecError) as err:
         check_submit(cpu_capped(8), "alice", cpu_job("c", "alice", cpus=4, nodes=3).spec, cap)
     assert str(err.value) == (
-        "cpus: the job needs 12 CPUs over all its nodes but user alice may hold at most 8; ask "
-        "for less or ask an admin to raise the limit (`dlc groups limit --max-cpus`)"
+        "cpus: the job needs 12.3 CPUs over all its nodes (12 asked and 0.1 a node for its "
+        "executor) but user alice may hold at most 8; ask for less or ask an admin to raise the "
+        "limit (`dlc groups limit --max-cpus`)"
     )
-    check_submit(cpu_capped(8), "alice", cpu_job("c", "alice", cpus=4, nodes=2).spec, cap)
-    with pytest.raises(JobSpecError, match="^cpus: the job needs 9 CPUs"):  # GPU jobs too
+    check_submit(cpu_capped(8), "alice", cpu_job("c", "alice", cpus=3.9, nodes=2).spec, cap)
+    with pytest.raises(JobSpecError, match="^cpus: the job needs 9.1 CPUs"):  # GPU jobs too
         check_submit(cpu_capped(8), "alice", job("g", "alice", 1, cpus=9).spec, cap)
 
 
@@ -140,13 +145,14 @@ def test_a_zero_cpu_cap_runs_nothing_of_the_user():
 
 def test_the_cpu_cap_closes_the_cpu_only_flood_of_a_gpu_capped_user():
     """docs/security.md: with only max_gpus 1, four --gpus 0 --cpus 63.8 jobs held four
-    64-CPU agents; with max_cpus 64 one is admitted and the rest wait, bob's jobs go on."""
+    64-CPU agents; with max_cpus 64 one is admitted (63.9 with its executor) and the rest
+    wait, bob's jobs go on."""
     pol = Policy(limits={"alice": UserLimits("alice", max_gpus=1, max_cpus=64)})
     flood = [cpu_job(f"c{i}", "alice", at=i, cpus=63.8) for i in range(4)]
     bobs = [job(f"b{i}", "bob", 1, cpus=4, at=10 + i) for i in range(16)]
     out = plan(flood + bobs, [], pol, {"default": Resources(32, 256, 1 << 30)})
     assert [j.job_id for j in out.runnable] == ["c0"] + [f"b{i}" for i in range(16)]
-    assert "user alice holds 63.8 of 64 CPUs allowed; this job needs 63.8" in out.held["c1"]
+    assert "user alice holds 63.9 of 64 CPUs allowed; this job needs 63.9" in out.held["c1"]
 
 
 # -- the per-user memory limit (max_mem_mib): red-team finding 56 --------------------------
@@ -155,8 +161,10 @@ def test_the_cpu_cap_closes_the_cpu_only_flood_of_a_gpu_capped_user():
 def test_max_cpus_alone_let_a_user_hold_every_agent_by_memory():
     """docs/security.md #56: with max_gpus 1 and max_cpus 64, four --gpus 0 --cpus 0.01 jobs
     of 500 GiB each (a 512 GiB agent's memory, so its GPUs idle) were all admitted (0.04 CPUs
-    counted); max_mem_mib 512G admits one, bob's GPU jobs go on."""
-    flood = [cpu_job(f"m{i}", "alice", at=i, cpus=0.01, mem_mib=500 * 1024) for i in range(4)]
+    counted); max_mem_mib 512G admits one, bob's GPU jobs go on. (Each asks 64 MiB less than
+    500 GiB: its executor's 64 MiB make it 500 GiB held.)"""
+    flood = [cpu_job(f"m{i}", "alice", at=i, cpus=0.01, mem_mib=500 * 1024 - 64)
+             for i in range(4)]  # fmt: skip
     bobs = [job(f"b{i}", "bob", 1, cpus=4, at=10 + i) for i in range(4)]
     cap = {"default": Resources(32, 256, 4 * 512 * 1024)}
     loose = Policy(limits={"alice": UserLimits("alice", max_gpus=1, max_cpus=64)})
@@ -170,11 +178,12 @@ def test_max_cpus_alone_let_a_user_hold_every_agent_by_memory():
 
 def test_the_memory_cap_counts_every_node_and_gpu_jobs_too():
     pol = Policy(limits={"alice": UserLimits("alice", max_mem_mib=8192)})
-    active = [running(job("g", "alice", 1, mem_mib=4096)),
-              running(cpu_job("c", "alice", mem_mib=1024, nodes=2))]  # fmt: skip
-    out = run_plan(pol, [cpu_job("big", "alice", mem_mib=2048, at=1)], active)
+    # each ask 64 MiB (a task's executor) short of whole GiB: 4G + 2 x 1G held
+    active = [running(job("g", "alice", 1, mem_mib=4096 - 64)),
+              running(cpu_job("c", "alice", mem_mib=1024 - 64, nodes=2))]  # fmt: skip
+    out = run_plan(pol, [cpu_job("big", "alice", mem_mib=2048 - 64, at=1)], active)
     assert [j.job_id for j in out.runnable] == ["big"]  # 8G of 8G: at the cap, not past it
-    out = run_plan(pol, [job("more", "alice", 1, mem_mib=3072, at=1)], active)
+    out = run_plan(pol, [job("more", "alice", 1, mem_mib=3072 - 64, at=1)], active)
     assert "user alice holds 6G of 8G memory allowed; this job needs 3G" in out.held["more"]
 
 
@@ -183,9 +192,10 @@ def test_a_job_alone_past_the_memory_cap_is_refused_at_submit_naming_mem():
     pol = policy({"a": 8}, members={"a": ["alice"]},
                  limits={"alice": UserLimits("alice", max_mem_mib=8192)})  # fmt: skip
     with pytest.raises(JobSpecError) as err:
-        check_submit(pol, "alice", cpu_job("c", "alice", mem_mib=3072, nodes=3).spec, cap)
+        check_submit(pol, "alice", cpu_job("c", "alice", mem_mib=3072 - 64, nodes=3).spec, cap)
     assert str(err.value) == (
-        "mem_mib: the job needs 9G of memory over all its nodes but user alice may hold at "
-        "most 8G; ask for less or ask an admin to raise the limit (`dlc groups limit --max-mem`)"
+        "mem_mib: the job needs 9G of memory over all its nodes (8.8125G asked and 64M a node "
+        "for its executor) but user alice may hold at most 8G; ask for less or ask an admin to "
+        "raise the limit (`dlc groups limit --max-mem`)"
     )
-    check_submit(pol, "alice", cpu_job("c", "alice", mem_mib=4096, nodes=2).spec, cap)
+    check_submit(pol, "alice", cpu_job("c", "alice", mem_mib=4096 - 64, nodes=2).spec, cap)

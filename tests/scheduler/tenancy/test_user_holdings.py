@@ -1,6 +1,9 @@
-"""What each user holds, as their limits count it: the view agrees with admission."""
+"""What each user holds, as their limits count it: the view agrees with admission (CPUs and
+memory with each task's executor: 0.1 CPU and 64 MiB by default)."""
 
 from __future__ import annotations
+
+import pytest
 
 from dlc.scheduler.jobs.job import Job, JobSpec, JobState
 from dlc.scheduler.tenancy.policy import Policy, Resources, UserLimits
@@ -23,10 +26,11 @@ ACTIVE = [
 
 def test_each_user_holds_their_jobs_gpus_cpus_memory_and_environments():
     held = held_by_user(Policy(), ACTIVE)
-    assert held == {  # memory: 1024 MiB a node by default
-        "alice": UserHeld(running=3, gpus=5.5, cpus=9, environments=1, mem_mib=4096),
-        "bob": UserHeld(running=1, gpus=0, cpus=8, environments=0, mem_mib=1024),
-    }
+    assert held == {  # memory: 1024 MiB a node by default, and 64 a task's executor
+        "alice": UserHeld(running=3, gpus=5.5, cpus=pytest.approx(9.4), environments=1,
+                          mem_mib=4352),
+        "bob": UserHeld(running=1, gpus=0, cpus=8.1, environments=0, mem_mib=1088),
+    }  # fmt: skip
 
 
 def test_admission_counts_the_same_amounts():
@@ -34,7 +38,10 @@ def test_admission_counts_the_same_amounts():
     limits = {"alice": UserLimits("alice", max_cpus=alice.cpus, max_gpus=alice.gpus + 1)}
     queued = Job("next", "alice", JobSpec.from_dict({"image": "busybox", "gpus": 0, "cpus": 1}))
     out = plan([queued], ACTIVE, Policy(limits=limits), {"default": Resources(64, 256, 1 << 20)})
-    assert out.held["next"].endswith("user alice holds 9 of 9 CPUs allowed; this job needs 1")
+    assert out.held["next"].endswith(
+        "user alice holds 9.4 of 9.4 CPUs allowed; this job needs 1.1 (each task's executor "
+        "included)"
+    )
 
 
 def test_admission_counts_the_same_memory():
@@ -43,5 +50,6 @@ def test_admission_counts_the_same_memory():
     queued = Job("next", "alice", JobSpec.from_dict({"image": "busybox", "gpus": 0}))
     out = plan([queued], ACTIVE, Policy(limits=limits), {"default": Resources(64, 256, 1 << 20)})
     assert out.held["next"].endswith(
-        "user alice holds 4G of 4.5G memory allowed; this job needs 1G"
+        "user alice holds 4.25G of 4.75G memory allowed; this job needs 1.0625G (each task's "
+        "executor included)"
     )
