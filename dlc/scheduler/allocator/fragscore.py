@@ -81,12 +81,12 @@ class ScoreParams:
     #: shape's GPUs free per agent that also has its CPU and memory, less one (4: a fifth of
     #: them or fewer host it)
     host_keep_spread: float = 4.0
-    #: which placements' growth is at least the growth without the CPU cap (``cpu_cap="none"``,
-    #: the other knobs as set): "none", "shares" (part of one GPU) or "all". The cap counts a
+    #: which placements' growth is at least their growth without the CPU cap (``cpu_cap=
+    #: "none"``, the other knobs as set): "none" (off), "heavy" (shares asking more cores per
+    #: GPU thousandth than the mix's GPU tasks on average), "shares" or "all". The cap counts a
     #: CPU-poor agent's GPU room as fragmented already, so taking its last cores looks cheap
-    #: there and CPU-heavy shares go to the agents with the fewest cores per GPU, stranding
-    #: their GPUs (docs/simulator.md, "gpushare100 and multigpu40 against FGD"; an
-    #: experiment, off)
+    #: there: CPU-heavy shares went to the agents with the fewest cores per GPU and stranded
+    #: their GPUs (gpushare100; docs/simulator.md, "gpushare100 and multigpu40 against FGD")
     cap_max: str = "none"
 
 
@@ -271,7 +271,7 @@ def node_costs(
         after = frag(agents.model[node], cpu_left, mem_left, gpu_left)
     assert agents.frag is not None, "node_cost needs each agent's fragmentation measured"
     growth = after - agents.frag[node]
-    if _cap_max(req, params):
+    if _cap_max(req, mix, params):
         growth = np.maximum(
             growth, _uncapped_growth(mix, agents, node, cpu_left, mem_left, gpu_left, params)
         )
@@ -280,11 +280,21 @@ def node_costs(
     return cost
 
 
-def _cap_max(req: ShareRequest, params: ScoreParams) -> bool:
+def _cap_max(req: ShareRequest, mix: MixArrays, params: ScoreParams) -> bool:
     """Whether ``req``'s growth is floored by the uncapped one (:attr:`ScoreParams.cap_max`)."""
     if params.cpu_cap == "none" or params.cap_max == "none":
         return False
-    return params.cap_max == "all" or (req.num_gpus == 1 and 0 < req.gpu_milli < MILLI)
+    if params.cap_max == "all":
+        return True
+    share = req.num_gpus == 1 and 0 < req.gpu_milli < MILLI
+    if params.cap_max == "shares" or not share:
+        return share
+    # "heavy": a share asking more cores per GPU thousandth than the mix's GPU tasks do
+    gpu = mix.asks_gpu
+    demand = mix.weight[gpu] * mix.milli[gpu] * mix.num[gpu]
+    return bool(
+        req.cpu_milli * demand.sum() > req.gpu_milli * (mix.weight[gpu] * mix.cpu[gpu]).sum()
+    )
 
 
 def _uncapped_growth(
@@ -303,8 +313,9 @@ def _uncapped_growth(
     before = frag_dedup(
         mix, model, agents.cpu_left[node], agents.mem_left[node], agents.gpu_left[node], plain
     )
-    after: np.ndarray = frag_dedup(mix, model, cpu_left, mem_left, gpu_left, plain)
-    return after - before
+    after = frag_dedup(mix, model, cpu_left, mem_left, gpu_left, plain)
+    growth: np.ndarray = after - before
+    return growth
 
 
 def gap_squares_delta(
