@@ -82,12 +82,13 @@ class ScoreParams:
     #: them or fewer host it)
     host_keep_spread: float = 4.0
     #: which placements' growth is at least their growth without the CPU cap (``cpu_cap=
-    #: "none"``, the other knobs as set): "none" (off), "heavy" (shares asking more cores per
-    #: GPU thousandth than the mix's GPU tasks on average), "shares" or "all". The cap counts a
-    #: CPU-poor agent's GPU room as fragmented already, so taking its last cores looks cheap
-    #: there: CPU-heavy shares went to the agents with the fewest cores per GPU and stranded
-    #: their GPUs (gpushare100; docs/simulator.md, "gpushare100 and multigpu40 against FGD")
-    cap_max: str = "none"
+    #: "none"``, the other knobs as set): "heavy" (shares asking more cores per GPU thousandth
+    #: than the mix's GPU tasks on average; measured best), "shares", "all" or "none". The cap
+    #: counts a CPU-poor agent's GPU room as fragmented already, so taking its last cores looks
+    #: cheap there: CPU-heavy shares went to the agents with the fewest cores per GPU and
+    #: stranded their GPUs (gpushare100; docs/simulator.md, "gpushare100 and multigpu40
+    #: against FGD")
+    cap_max: str = "heavy"
 
 
 DEFAULT_PARAMS = ScoreParams()
