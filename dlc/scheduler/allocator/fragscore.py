@@ -81,6 +81,14 @@ class ScoreParams:
     #: shape's GPUs free per agent that also has its CPU and memory, less one (4: a fifth of
     #: them or fewer host it)
     host_keep_spread: float = 4.0
+    #: which placements' growth is at least their growth without the CPU cap (``cpu_cap=
+    #: "none"``, the other knobs as set): "heavy" (shares asking more cores per GPU thousandth
+    #: than the mix's GPU tasks on average; measured best), "shares", "all" or "none". The cap
+    #: counts a CPU-poor agent's GPU room as fragmented already, so taking its last cores looks
+    #: cheap there: CPU-heavy shares went to the agents with the fewest cores per GPU and
+    #: stranded their GPUs (gpushare100; docs/simulator.md, "gpushare100 and multigpu40
+    #: against FGD")
+    cap_max: str = "heavy"
 
 
 DEFAULT_PARAMS = ScoreParams()
@@ -264,9 +272,51 @@ def node_costs(
         after = frag(agents.model[node], cpu_left, mem_left, gpu_left)
     assert agents.frag is not None, "node_cost needs each agent's fragmentation measured"
     growth = after - agents.frag[node]
+    if _cap_max(req, mix, params):
+        growth = np.maximum(
+            growth, _uncapped_growth(mix, agents, node, cpu_left, mem_left, gpu_left, params)
+        )
     rows = np.searchsorted(nodes, node)
     cost[rows, np.maximum(slots, 0)] = np.round(growth / params.tie_milli)
     return cost
+
+
+def _cap_max(req: ShareRequest, mix: MixArrays, params: ScoreParams) -> bool:
+    """Whether ``req``'s growth is floored by the uncapped one (:attr:`ScoreParams.cap_max`)."""
+    if params.cpu_cap == "none" or params.cap_max == "none":
+        return False
+    if params.cap_max == "all":
+        return True
+    share = req.num_gpus == 1 and 0 < req.gpu_milli < MILLI
+    if params.cap_max == "shares" or not share:
+        return share
+    # "heavy": a share asking more cores per GPU thousandth than the mix's GPU tasks do
+    gpu = mix.asks_gpu
+    demand = mix.weight[gpu] * mix.milli[gpu] * mix.num[gpu]
+    return bool(
+        req.cpu_milli * demand.sum() > req.gpu_milli * (mix.weight[gpu] * mix.cpu[gpu]).sum()
+    )
+
+
+def _uncapped_growth(
+    mix: MixArrays,
+    agents: AgentArrays,
+    node: np.ndarray,
+    cpu_left: np.ndarray,
+    mem_left: np.ndarray,
+    gpu_left: np.ndarray,
+    params: ScoreParams,
+) -> np.ndarray:
+    """The growth of :func:`node_costs`' candidates (agents ``node``, each in the state after
+    as given) measured without the CPU cap (:attr:`ScoreParams.cap_max`)."""
+    plain = replace(params, cpu_cap="none")
+    model = agents.model[node]
+    before = frag_dedup(
+        mix, model, agents.cpu_left[node], agents.mem_left[node], agents.gpu_left[node], plain
+    )
+    after = frag_dedup(mix, model, cpu_left, mem_left, gpu_left, plain)
+    growth: np.ndarray = after - before
+    return growth
 
 
 def gap_squares_delta(
