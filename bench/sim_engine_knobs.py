@@ -60,6 +60,17 @@ def _use(params: fragscore.ScoreParams) -> None:
                     fn.__defaults__ = tuple(params if d is old else d for d in fn.__defaults__)
 
 
+def apply(items: list[str]) -> None:
+    """Apply ``NAME=VALUE`` knobs: the mix constants of ``whole_score`` (``MIX_CONSTANTS``)
+    by name, every other name as a ``ScoreParams`` field made the default everywhere."""
+    changes = dict(item.split("=", 1) for item in items)
+    for name in MIX_CONSTANTS:
+        if name in changes:
+            setattr(whole_score, name, float(changes.pop(name)))
+    if changes:
+        _use(_params(changes))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default="multigpu40")
@@ -71,12 +82,7 @@ def main() -> None:
     )
     parser.add_argument("changes", nargs="*", help="NAME=VALUE")
     args = parser.parse_args()
-    changes = dict(item.split("=", 1) for item in args.changes)
-    for name in MIX_CONSTANTS:
-        if name in changes:
-            setattr(whole_score, name, float(changes.pop(name)))
-    if changes:
-        _use(_params(changes))
+    apply(args.changes)
     argv = ["simulate", "openb", "--trace", args.trace, "--policy", "dlc", "--mode", args.mode,
             "--seeds", args.seeds, "--out", args.out]  # fmt: skip
     if args.agents:

@@ -128,12 +128,7 @@ def main() -> None:
     parser.add_argument("--out", help="write the JSON here")
     parser.add_argument("changes", nargs="*", help="NAME=VALUE (dlc's knobs)")
     args = parser.parse_args()
-    changes = dict(item.split("=", 1) for item in args.changes)
-    for name in knobs.MIX_CONSTANTS:
-        if name in changes:
-            setattr(knobs.whole_score, name, float(changes.pop(name)))
-    if changes:
-        knobs._use(knobs._params(changes))
+    knobs.apply(args.changes)
     root = Path(os.environ.get("DLC_TRACES", "traces"))
     nodes, pods = io.load_nodes(root), io.load_pods(root, args.trace)
     at = [int(a) for a in args.at.split(",")]

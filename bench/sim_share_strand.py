@@ -124,12 +124,7 @@ def main() -> None:
     parser.add_argument("--type", help="a node type (as printed, e.g. P100x2/16c) to detail")
     parser.add_argument("changes", nargs="*", help="NAME=VALUE (dlc's knobs)")
     args = parser.parse_args()
-    changes = dict(item.split("=", 1) for item in args.changes)
-    for name in knobs.MIX_CONSTANTS:
-        if name in changes:
-            setattr(knobs.whole_score, name, float(changes.pop(name)))
-    if changes:
-        knobs._use(knobs._params(changes))
+    knobs.apply(args.changes)
     root = Path(os.environ.get("DLC_TRACES", "traces"))
     nodes, pods = io.load_nodes(root), io.load_pods(root, args.trace)
     at = [float(a) for a in args.at.split(",")]
