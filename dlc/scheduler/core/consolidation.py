@@ -64,7 +64,7 @@ class Consolidation:
         #: the budget and plans (:meth:`_consolidation`), made on first use
         self._plans: _State | None = None
         #: jobs moved and the GPU-hours they lost (:meth:`totals`)
-        self.task_ended: tuple[int, float] = (0, 0.0)
+        self._moved: tuple[int, float] = (0, 0.0)
 
     def _consolidation(self) -> _State:
         """The budget, the plans under way (waiting job id -> plan), when each job was last
@@ -79,7 +79,7 @@ class Consolidation:
 
     def totals(self) -> tuple[int, float]:
         """``(jobs moved, GPU-hours they lost)`` since this core started."""
-        return self.task_ended
+        return self._moved
 
     def consolidate(
         self, now: float, queue: list[Job], waiting: dict[str, str], views: list[OfferView]
@@ -257,7 +257,7 @@ class Consolidation:
         budget.spend(now, len(plan.moves))
         under_way[job.job_id] = plan
         moved, lost_h = self.totals()
-        self.task_ended = (moved + len(plan.moves), lost_h + plan.lost_gpu_h)
+        self._moved = (moved + len(plan.moves), lost_h + plan.lost_gpu_h)
         sink = getattr(state.metrics, "consolidation_moved", None)
         if sink is not None:
             sink(len(plan.moves), plan.lost_gpu_h)
