@@ -130,9 +130,8 @@ class MemberIn(BaseModel):
 
 
 class LimitsIn(BaseModel):
-    """``PUT /v1/limits/{user}``: per-user caps, all of them (absent: no cap).
-    ``PATCH /v1/limits/{user}``: only the caps given (``null``: that cap removed; absent:
-    kept as it is)."""
+    """``PUT`` and ``PATCH /v1/limits/{user}``: only the caps given change (``null``: that
+    cap removed; absent: kept as it is)."""
 
     model_config = ConfigDict(extra="forbid")
     max_running: StrictInt | None = None

@@ -286,26 +286,35 @@ def router(api: Any) -> APIRouter:
             raise HTTPException(403, LIMITS_REFUSAL)
         return limits_json(core.tenancy.limits.get(user) or UserLimits(user))
 
-    @routes.put("/v1/limits/{user}", responses=ERRORS)
-    def set_limits(user: str, body: LimitsIn, request: Request) -> dict:
-        """Per-user caps: running jobs, GPUs, CPUs and memory (MiB) held, longest interactive
-        run, interactive environments at once, all six (one left out: no cap; admin; audited).
-        ``PATCH`` changes only those given."""
-        actor = _admin(request)
-        limits = UserLimits(user, body.max_running, body.max_gpus, body.max_interactive_s,
-                            body.max_interactive, body.max_cpus, body.max_mem_mib)  # fmt: skip
-        core.set_user_limits(limits, actor)
-        return limits_json(limits)
-
-    @routes.patch("/v1/limits/{user}", responses=ERRORS)
-    def change_limits(user: str, body: LimitsIn, request: Request) -> dict:
-        """Change only the caps given (``null``: that cap removed, no cap; one left out:
-        kept) and answer all of the user's caps (admin; audited)."""
+    def change(user: str, body: LimitsIn, request: Request) -> dict:
         actor = _admin(request)
         changes = {name: getattr(body, name) for name in body.model_fields_set}
         if changes:  # an empty change writes nothing (and no audit line)
             core.update_user_limits(user, changes, actor)
-        return limits_json(core.tenancy.limits.get(user) or UserLimits(user))
+        limits = core.tenancy.limits.get(user)
+        out = limits_json(limits or UserLimits(user))
+        # a cap on a name the cluster never saw holds nobody: say so, keep it (set before a
+        # user's first job is fine); a change that left no cap holds nobody either way
+        unknown = core.unknown_user(user) if changes and limits is not None else None
+        return out if unknown is None else {**out, "warning": unknown.warning()}
+
+    @routes.put("/v1/limits/{user}", responses=ERRORS)
+    def set_limits(user: str, body: LimitsIn, request: Request) -> dict:
+        """Per-user caps: running jobs, GPUs, CPUs and memory (MiB) held, longest interactive
+        run, interactive environments at once (admin; audited). Those given are set
+        (``null``: that cap removed), those left out are kept, as ``PATCH`` does: a client
+        older than ``max_cpus``/``max_mem_mib`` sends the four caps it knows and keeps the
+        user's others (until session 13 a cap left out was removed). Answers all six caps,
+        and a ``warning`` when no token, group member or job has the name."""
+        return change(user, body, request)
+
+    @routes.patch("/v1/limits/{user}", responses=ERRORS)
+    def change_limits(user: str, body: LimitsIn, request: Request) -> dict:
+        """Change only the caps given (``null``: that cap removed, no cap; one left out:
+        kept) and answer all of the user's caps (admin; audited), with a ``warning`` when no
+        token, group member or job has the name (a typo limits nobody; the limits are
+        stored all the same: an admin may set them before a user's first job)."""
+        return change(user, body, request)
 
     @routes.delete("/v1/limits/{user}", responses=ERRORS)
     def clear_limits(user: str, request: Request) -> dict:

@@ -147,7 +147,8 @@ def _cap_option(*decls: str, number: click.ParamType, help: str, metavar: str = 
 @api_options
 def limit(user, clear, api, token, **caps):
     """Change USER's limits (admin, audited): only those given change, the others stay;
-    "none" removes one (--max-gpus none: no GPU cap). No option: show them.
+    "none" removes one (--max-gpus none: no GPU cap). No option: show them. A USER no
+    token, group member or job has is warned of on stderr (a typo?) and stored all the same.
 
     \b
       dlc groups limit alice --max-cpus 16       # alice's other limits are kept
@@ -163,10 +164,12 @@ def limit(user, clear, api, token, **caps):
     if not given:
         click.echo(limits_text(call(api, token, "GET", f"/v1/limits/{user}")))
         return
-    if clear:  # replaces all five: those not given are no cap
+    if clear:  # names all six: those not given are null, no cap
         out = call(api, token, "PUT", f"/v1/limits/{user}", {n: given.get(n) for n in _CAPS})
     else:
         out = call(api, token, "PATCH", f"/v1/limits/{user}", given)
+    if out.get("warning"):  # a name the cluster never saw: stored, but likely a typo
+        click.echo(f"warning: {out['warning']}", err=True)
     click.echo(limits_text(out))
 
 

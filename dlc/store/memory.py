@@ -283,6 +283,19 @@ class MemoryJobStore(MemoryTenancy):
                     record.revoked = True
         return replace(matches[0], revoked=True)
 
+    def knows_user(self, user: str) -> bool:
+        """Whether any token (revoked or expired too), group member or job is ``user``'s (as
+        :meth:`dlc.store.sqlite.JobStore.knows_user`)."""
+        with self._lock:
+            return (any(t.user == user for t in self._tokens.values()) or user in self._members
+                    or any(j.user == user for j in self._jobs.values()))  # fmt: skip
+
+    def user_names(self) -> list[str]:
+        """The names of every token's user and group member, sorted (as
+        :meth:`dlc.store.sqlite.JobStore.user_names`)."""
+        with self._lock:
+            return sorted({t.user for t in self._tokens.values()} | set(self._members))
+
 
 def _time_key(job: Job) -> tuple[float, str]:
     return (job.submitted_at, job.job_id)

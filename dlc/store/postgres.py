@@ -339,5 +339,7 @@ class JobStore(_sqlite.JobStore):
     add_token = _retrying(_sqlite.JobStore.add_token)
     authenticate = _retrying(_sqlite.JobStore.authenticate)
     list_tokens = _retrying(_sqlite.JobStore.list_tokens)
+    knows_user = _retrying(_sqlite.JobStore.knows_user)
+    user_names = _retrying(_sqlite.JobStore.user_names)
     revoke_token = _retrying(_sqlite.JobStore.revoke_token)
     claim_epoch = _retrying(_sqlite.JobStore.claim_epoch)

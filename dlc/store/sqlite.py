@@ -837,6 +837,28 @@ class JobStore(TenancyStore):
             )
         return matches[0]
 
+    def knows_user(self, user: str) -> bool:
+        """Whether any token (revoked or expired too), group member or job is ``user``'s: a
+        name the cluster has seen, not a typo (``PUT /v1/limits`` warns of one). The jobs
+        are looked up by their user index: one probe however many jobs the store holds."""
+        with self._read("looking a user up"):
+            row = self._db.execute(
+                "SELECT EXISTS (SELECT 1 FROM tokens WHERE user=?)"
+                " OR EXISTS (SELECT 1 FROM group_members WHERE user=?)"
+                " OR EXISTS (SELECT 1 FROM jobs WHERE user=?) AS known",
+                (user, user, user),
+            ).fetchone()
+        return bool(row["known"])
+
+    def user_names(self) -> list[str]:
+        """The names of every token's user and group member, sorted (a job's owner signed in
+        with a token: jobs add no name, and reading them all would cost a pass over every job)."""
+        with self._read("listing users"):
+            rows = self._db.execute(
+                "SELECT user FROM tokens UNION SELECT user FROM group_members"
+            ).fetchall()
+        return sorted(r["user"] for r in rows)
+
     # -- helpers --------------------------------------------------------------
 
     def _row(self, job_id: str) -> sqlite3.Row | None:

@@ -10,6 +10,7 @@ from dlc.api.server import ApiServer
 from dlc.api.tenancy_routes import AUDIT_REFUSAL
 from dlc.errors import ApiError
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
+from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.placement.model import PlacementConfig
 from dlc.scheduler.tenancy.policy import UserLimits
 from dlc.store.sqlite import JobStore
@@ -182,11 +183,54 @@ def test_a_user_reads_their_own_limits_and_an_admin_anyones(api):
         call(server, tokens["alice"], "GET", "/v1/limits/bob")
 
 
-def test_put_still_replaces_all_five_for_old_clients(api):
+def test_put_of_an_old_clients_body_keeps_the_caps_it_does_not_name(api):
     server, core, tokens = api
-    call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_running": 2})
-    call(server, tokens["admin"], "PUT", "/v1/limits/alice", {"max_cpus": 8})
-    assert core.tenancy.limits["alice"] == UserLimits("alice", max_cpus=8)
+    admin = tokens["admin"]
+    call(server, admin, "PATCH", "/v1/limits/alice",
+         {"max_cpus": 8, "max_mem_mib": 4096, "max_running": 5})  # fmt: skip
+    # what `dlc groups limit alice --max-running 2 --max-gpus 4` sent before max_cpus existed
+    old_shape = {"max_running": 2, "max_gpus": 4, "max_interactive_s": None,
+                 "max_interactive": None}  # fmt: skip
+    out = call(server, admin, "PUT", "/v1/limits/alice", old_shape)
+    assert core.tenancy.limits["alice"] == UserLimits("alice", 2, 4, max_cpus=8, max_mem_mib=4096)
+    assert (out["max_cpus"], out["max_mem_mib"], out["max_running"]) == (8, 4096, 2)
+    # an explicit null still removes that cap; a cap left out stays
+    out = call(server, admin, "PUT", "/v1/limits/alice", {"max_cpus": None})
+    assert core.tenancy.limits["alice"] == UserLimits("alice", 2, 4, max_mem_mib=4096)
+    (entry,) = call(server, admin, "GET", "/v1/quota/audit?limit=1")["audit"]
+    assert entry["detail"]["changed"] == ["max_cpus"]
+    # an empty body changes nothing and writes no audit line
+    assert call(server, admin, "PUT", "/v1/limits/alice", {}) == out
+    assert len(call(server, admin, "GET", "/v1/quota/audit")["audit"]) == 3
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH"])
+def test_a_limit_on_a_name_the_cluster_never_saw_is_stored_with_a_one_line_warning(api, method):
+    server, core, tokens = api
+    out = call(server, tokens["admin"], method, "/v1/limits/alcie", {"max_cpus": 8})
+    assert out["warning"] == (
+        "user 'alcie': no token, group member or job has that name (did you mean alice?); the "
+        "limits are stored and apply once a user of that name submits; `dlc groups limit "
+        "alcie --clear` removes them"
+    )
+    assert core.tenancy.limits["alcie"] == UserLimits("alcie", max_cpus=8)  # stored all the same
+    out = call(server, tokens["admin"], method, "/v1/limits/zed", {"max_gpus": 1})
+    assert out["warning"].startswith("user 'zed': no token, group member or job has that name; ")
+
+
+def test_no_warning_for_a_user_with_a_token_a_group_or_a_job_or_for_a_limit_removed(api):
+    server, core, tokens = api
+    admin = tokens["admin"]
+    call(server, admin, "POST", "/v1/groups", {"name": "team-a", "default_pool": "train"})
+    call(server, admin, "POST", "/v1/groups/team-a/members", {"user": "carol"})
+    core.store.add_job(Job(core.store.new_job_id(), "dave", JobSpec.from_dict({"image": "b"})))
+    for user in ("alice", "root", "carol", "dave"):
+        out = call(server, admin, "PATCH", f"/v1/limits/{user}", {"max_cpus": 8})
+        assert "warning" not in out, user
+    assert "did you mean alice?" in call(server, admin, "PATCH", "/v1/limits/alcie",
+                                         {"max_cpus": 8})["warning"]  # fmt: skip
+    out = call(server, admin, "PATCH", "/v1/limits/alcie", {"max_cpus": None})
+    assert "warning" not in out and "alcie" not in core.tenancy.limits  # holds nothing now
 
 
 def test_delete_removes_all_of_a_users_limits(api):

@@ -331,3 +331,19 @@ def test_the_memory_limit_takes_a_size_and_none(api):  # noqa: F811
         "Error: Invalid value for '--max-mem': 'lots': give a size such as 256G or 4096 (MiB) "
         "of 0 or more, or none for no cap (see 'cli groups limit --help')"
     ]
+
+
+def test_a_limit_on_an_unknown_name_warns_on_stderr_in_one_line_and_is_stored(api):  # noqa: F811
+    server, core, tokens = api
+    env = {"DLC_API": server.url, "DLC_TOKEN": tokens["admin"]}
+    result = CliRunner().invoke(cli, ["groups", "limit", "alcie", "--max-cpus", "8"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "warning: user 'alcie': no token, group member or job has that name (did you mean "
+        "alice?); the limits are stored and apply once a user of that name submits; `dlc "
+        "groups limit alcie --clear` removes them"
+    ]
+    assert result.stdout.startswith("alcie: - running jobs, - GPUs, 8 CPUs")
+    assert core.tenancy.limits["alcie"].max_cpus == 8
+    known = CliRunner().invoke(cli, ["groups", "limit", "alice", "--max-cpus", "8"], env=env)
+    assert known.exit_code == 0 and known.stderr == ""

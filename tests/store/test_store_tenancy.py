@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import pytest
 
 from dlc.errors import TenancyError
+from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.tenancy.fair_share import UsageRow
 from dlc.scheduler.tenancy.policy import Resources, UserLimits
 from dlc.store.memory import MemoryJobStore
@@ -322,3 +323,17 @@ def test_migration_8_adds_the_memory_limit_to_a_version_7_database(engine, tmp_p
         assert store.tenancy_policy().limits["alice"] == UserLimits("alice", 3, max_cpus=8.0)
         store.set_user_limits(UserLimits("alice", 3, max_cpus=8, max_mem_mib=65536), "root")
         assert store.tenancy_policy().limits["alice"].max_mem_mib == 65536
+
+
+def test_the_store_knows_a_user_by_their_token_group_or_job_and_names_the_first_two(store):
+    assert not store.knows_user("alice") and store.user_names() == []
+    store.add_token("alice")
+    store.revoke_token(store.add_token("old-timer"))  # a revoked token's user was real
+    store.create_group("team-a", "admin")
+    store.add_member("team-a", "carol", "admin")
+    store.add_job(Job(store.new_job_id(), "dave", JobSpec.from_dict({"image": "busybox"})))
+    assert [u for u in ("alice", "old-timer", "carol", "dave") if store.knows_user(u)] == [
+        "alice", "old-timer", "carol", "dave"
+    ]  # fmt: skip
+    assert not store.knows_user("alcie") and not store.knows_user("Alice")
+    assert store.user_names() == ["alice", "carol", "old-timer"]  # jobs add no name

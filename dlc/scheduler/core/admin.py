@@ -5,16 +5,21 @@
 ports"): they call these methods, which write through the store's
 :class:`~dlc.scheduler.core.ports.TenancyAdmin` and :class:`~dlc.scheduler.core.ports.TokenIssuer`
 ports and, for a tenancy change, read the whole policy back into the core at once, so the next offer
-round already plans with it.
+round already plans with it. :meth:`Admin.unknown_user` tells a limit set on a name the cluster has
+never seen (a typo limits nobody) through the :class:`~dlc.scheduler.core.ports.UserDirectory`
+port.
 """
 
 from __future__ import annotations
 
+import difflib
+import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import cast
 
 from dlc.errors import StoreError
-from dlc.scheduler.core.ports import TenancyAdmin, TokenIssuer
+from dlc.scheduler.core.ports import TenancyAdmin, TokenIssuer, UserDirectory
 from dlc.scheduler.core.state import CoreState
 from dlc.scheduler.core.tenancy import TenancyOps
 from dlc.scheduler.tenancy.policy import (
@@ -24,6 +29,29 @@ from dlc.scheduler.tenancy.policy import (
     Resources,
     UserLimits,
 )
+
+
+@dataclass(frozen=True)
+class UnknownUser:
+    """A user name no token, group member or job of the cluster has: most likely a typo.
+
+    Attributes:
+        user: the name given.
+        similar: known names close to it (``difflib``), closest first; may be empty.
+    """
+
+    user: str
+    similar: tuple[str, ...] = ()
+
+    def warning(self) -> str:
+        """One line for the admin: ``user 'alcie': no token, group member or job has that
+        name (did you mean alice?); ...``, with the command that takes the limits back."""
+        guess = f" (did you mean {' or '.join(self.similar)}?)" if self.similar else ""
+        # a name from a URL may hold a newline: quoted for a shell it would break the line
+        name = shlex.quote(self.user) if self.user.isprintable() else repr(self.user)
+        return (f"user {self.user!r}: no token, group member or job has that name{guess}; "
+                "the limits are stored and apply once a user of that name submits; "
+                f"`dlc groups limit {name} --clear` removes them")  # fmt: skip
 
 
 class Admin:
@@ -86,6 +114,19 @@ class Admin:
         """Change only the caps named in ``changes`` (``None``: that cap removed); audited."""
         self._tenancy_store().update_user_limits(user, changes, actor)
         return self._reread_tenancy()
+
+    def unknown_user(self, user: str) -> UnknownUser | None:
+        """``user`` as an :class:`UnknownUser` when the store has never seen the name (no
+        token, revoked ones included, no group member, no job), else ``None``; also ``None``
+        when the store cannot tell (it keeps no users: a test's)."""
+        store = self.state.store
+        if not callable(getattr(store, "knows_user", None)):
+            return None
+        directory = cast(UserDirectory, store)
+        if directory.knows_user(user):
+            return None
+        similar = difflib.get_close_matches(user, directory.user_names(), n=3, cutoff=0.6)
+        return UnknownUser(user, tuple(similar))
 
     def clear_user_limits(self, user: str, actor: str) -> bool:
         """Remove all of ``user``'s caps (audited where they had some); ``False``: they had

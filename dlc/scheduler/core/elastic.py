@@ -29,17 +29,11 @@ from dlc.scheduler.placement.inventory import Overheads
 from dlc.scheduler.placement.model import Launch, OfferView
 from dlc.scheduler.placement.placer import place
 from dlc.scheduler.placement.share_launch import ShareFields
+from dlc.scheduler.tenancy.held import WITH_EXECUTORS, UserTally, on_agents
 from dlc.scheduler.tenancy.job_groups import JobGroups, Key
 from dlc.scheduler.tenancy.policy import ZERO, Policy, Resources, fmt
 from dlc.scheduler.tenancy.preemption import Preemption
-from dlc.scheduler.tenancy.quotas import (
-    WITH_EXECUTORS,
-    demand,
-    held_spec,
-    job_gpus,
-    on_agents,
-    usage_of,
-)
+from dlc.scheduler.tenancy.quotas import demand, job_gpus, usage_of
 
 #: how many waiting jobs (highest priority first) a round checks against elastic gangs
 WAITERS_LOOKED_AT = 64
@@ -57,7 +51,8 @@ def _live_extras(job: Job) -> list[TaskPlacement]:
 @dataclass(frozen=True)
 class _Holdings:
     """What the active jobs hold as a round's growth goes: per (group, pool), and GPUs, CPUs
-    and memory per user. Made once per round (it walks every active job), where each try of each
+    and memory per user (the :class:`~dlc.scheduler.tenancy.held.UserTally` admission and the
+    views count with). Made once per round (it walks every active job), where each try of each
     member used to walk them again; it counts the jobs the queue launches in the same round
     and each member the round adds (:meth:`add`), so two gangs of one user, or a gang beside
     its user's new job, keep to the limits together (red-team finding 55). A user's CPUs and
@@ -65,27 +60,23 @@ class _Holdings:
     the group's, the ask."""
 
     groups: JobGroups
-    overheads: Overheads
     by_key: dict[Key, Resources]
-    gpus_by_user: dict[str, float]
-    cpus_by_user: dict[str, float]
-    mem_by_user: dict[str, float]
+    users: UserTally
+
+    @property
+    def overheads(self) -> Overheads:
+        """Each task's executor, as the users' CPUs and memory count it."""
+        return self.users.overheads
 
     @classmethod
     def of(
         cls, policy: Policy, active: Iterable[Job], groups: JobGroups, overheads: Overheads
     ) -> _Holdings:
         jobs = list(active)
-        gpus: dict[str, float] = {}
-        cpus: dict[str, float] = {}
-        mem: dict[str, float] = {}
+        users = UserTally(lambda job: job_gpus(policy, job, groups=groups), overheads)
         for job in jobs:
-            gpus[job.user] = gpus.get(job.user, 0.0) + job_gpus(policy, job, groups=groups)
-            job_cpus, job_mem = on_agents(held_spec(job), overheads)
-            cpus[job.user] = cpus.get(job.user, 0.0) + job_cpus
-            mem[job.user] = mem.get(job.user, 0.0) + job_mem
-        by_key = usage_of(policy, jobs, groups=groups)
-        return cls(groups, overheads, by_key, gpus, cpus, mem)
+            users.add(job)
+        return cls(groups, usage_of(policy, jobs, groups=groups), users)
 
     def member(self, job: Job) -> tuple[float, float]:
         """``(CPUs, memory MiB)`` one more member of ``job`` holds on its agent, its executor
@@ -97,9 +88,7 @@ class _Holdings:
         key = self.groups.key(job)
         cpus, mem = self.member(job)
         self.by_key[key] = self.by_key.get(key, ZERO) + node
-        self.gpus_by_user[job.user] = self.gpus_by_user.get(job.user, 0.0) + node.gpus
-        self.cpus_by_user[job.user] = self.cpus_by_user.get(job.user, 0.0) + cpus
-        self.mem_by_user[job.user] = self.mem_by_user.get(job.user, 0.0) + mem
+        self.users.add_amounts(job.user, node.gpus, cpus, mem)
 
 
 class Elastic:
@@ -245,17 +234,17 @@ class Elastic:
                     "held)")  # fmt: skip
         limits = policy.limits.get(job.user)
         if limits is not None and limits.max_gpus is not None:
-            mine = holdings.gpus_by_user.get(job.user, 0.0)
+            mine = holdings.users.gpus.get(job.user, 0.0)
             if mine + node.gpus > limits.max_gpus + 1e-9:
                 return (f"user {job.user} holds {fmt(mine)} of {fmt(limits.max_gpus)} GPUs "
                         "allowed")  # fmt: skip
         if limits is not None and limits.max_cpus is not None:
-            cpus = holdings.cpus_by_user.get(job.user, 0.0)
+            cpus = holdings.users.cpus.get(job.user, 0.0)
             if cpus + node_cpus > limits.max_cpus + 1e-9:
                 return (f"user {job.user} holds {fmt(cpus, 'CPUs')} of "
                         f"{fmt(limits.max_cpus, 'CPUs')} CPUs allowed{WITH_EXECUTORS}")  # fmt: skip
         if limits is not None and limits.max_mem_mib is not None:
-            mem = holdings.mem_by_user.get(job.user, 0.0)
+            mem = holdings.users.mem_mib.get(job.user, 0.0)
             if mem + node_mem > limits.max_mem_mib + 1e-9:
                 return (f"user {job.user} holds {fmt(mem, 'memory')} of "
                         f"{fmt(limits.max_mem_mib, 'memory')} memory allowed"

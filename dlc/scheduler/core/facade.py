@@ -51,7 +51,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dlc.scheduler.core.admin import Admin
+from dlc.scheduler.core.admin import Admin, UnknownUser
 from dlc.scheduler.core.config import (
     LIVE_STATES,
     Actions,
@@ -419,6 +419,11 @@ class SchedulerCore:
         """Change only the caps named in ``changes`` (``None``: that cap removed), keep the
         user's others; audited."""
         return self.admin.update_user_limits(user, changes, actor)
+
+    def unknown_user(self, user: str) -> UnknownUser | None:
+        """``user`` when no token, group member or job of the cluster has that name (a limit
+        on it limits nobody yet: a typo?), with the known names close to it; else ``None``."""
+        return self.admin.unknown_user(user)
 
     def clear_user_limits(self, user: str, actor: str) -> bool:
         """Remove all of ``user``'s caps (audited where they had some); ``False``: they had

@@ -9,7 +9,8 @@ The other way up, :class:`JobReader` is what the API, the metrics and the dashbo
 jobs and history through: :class:`~dlc.scheduler.core.facade.SchedulerCore` satisfies it, and they
 never reach the store behind it (``core.store``; ``tests/api/test_no_core_store.py``).
 :class:`TenancyAdmin` and :class:`TokenIssuer` are the audited settings and the tokens the
-core writes for the API (the stores satisfy them).
+core writes for the API, :class:`UserDirectory` the user names it checks a limit's user
+against (the stores satisfy them).
 
 :class:`EngineCodec` is the engine's side: the core reads offers as
 :class:`~dlc.scheduler.placement.model.OfferView` values and decides engine-neutral
@@ -289,6 +290,17 @@ class TenancyAdmin(Protocol):
 
     def quota_audit(self, limit: int = 100) -> list[AuditEntry]:
         """The latest audited changes, newest first."""
+
+
+class UserDirectory(Protocol):
+    """The user names a store has seen: of tokens, group members and jobs (DLC keeps no
+    user list of its own; a user is whoever holds a token)."""
+
+    def knows_user(self, user: str) -> bool:
+        """Whether any token (revoked or expired too), group member or job is ``user``'s."""
+
+    def user_names(self) -> list[str]:
+        """Every token's user and group member, sorted (names to suggest for a typo)."""
 
 
 class TokenIssuer(Protocol):

@@ -31,6 +31,7 @@ from dlc.scheduler.tenancy.fair_share import (
     fair_share_report,
     fair_view,
 )
+from dlc.scheduler.tenancy.held import held_spec
 from dlc.scheduler.tenancy.job_groups import JobGroups
 from dlc.scheduler.tenancy.policy import NO_GROUP, Policy, Resources, fmt_span
 from dlc.scheduler.tenancy.preemption import EVICTED, TO_BE_EVICTED
@@ -38,7 +39,6 @@ from dlc.scheduler.tenancy.quotas import (
     QueuePlan,
     Tenure,
     agent_pool,
-    held_spec,
     job_gpus,
     plan,
     pool_capacity,

@@ -17,8 +17,9 @@ question each answers:
   :func:`~.quotas.plan` admits queued jobs within guarantees, lets them borrow what no one
   else claims, and holds the rest with a reason (``dlc queue``);
   :mod:`~dlc.scheduler.tenancy.user_holdings`: what each user holds now against their
-  limits, for views. A user's CPU and memory limits count each task's executor too
-  (:func:`~.quotas.on_agents`, with the core's
+  limits, for views. Both, and elastic growth, count a user's holdings with one
+  :class:`~.held.UserTally` (:mod:`~dlc.scheduler.tenancy.held`). A user's CPU and memory
+  limits count each task's executor too (:func:`~.held.on_agents`, with the core's
   :class:`~dlc.scheduler.placement.inventory.Overheads`); group quotas count the ask.
 * Fair order. :mod:`~dlc.scheduler.tenancy.fairness`: the groups take turns by
   dominant-resource fairness on what they borrow; :mod:`~dlc.scheduler.tenancy.fair_share`:

@@ -155,7 +155,7 @@ class UserLimits:
             from everyone as surely as one of all its CPUs (red-team finding 56).
 
     Both count what the tasks hold on the agents: the ask plus each task's executor
-    (:func:`~dlc.scheduler.tenancy.quotas.on_agents`, red-team finding 57).
+    (:func:`~dlc.scheduler.tenancy.held.on_agents`, red-team finding 57).
     """
 
     user: str

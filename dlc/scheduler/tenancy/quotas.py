@@ -11,7 +11,8 @@
 * groups take turns by dominant-resource fairness on what they borrow
   (:mod:`dlc.scheduler.tenancy.fairness`);
 * per-user limits (running jobs, GPUs, CPUs and memory held, the last two with each task's
-  executor: :func:`on_agents`) hold a user's job without blocking others;
+  executor: :func:`~dlc.scheduler.tenancy.held.on_agents`) hold a user's job without
+  blocking others;
 * when a lender's admitted job does not fit because borrowers fill the pool, borrowed jobs
   are picked for preemption (:mod:`dlc.scheduler.tenancy.preemption`), lowest priority and
   youngest first; with ``preempt_within`` a group's higher-priority job may stop its
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from dlc.errors import JobSpecError
@@ -39,6 +40,7 @@ from dlc.scheduler.jobs.job import Job, JobSpec, JobState
 from dlc.scheduler.placement.inventory import DEFAULT_OVERHEADS, Overheads
 from dlc.scheduler.tenancy.fair_share import FairView
 from dlc.scheduler.tenancy.fairness import claim, group_key
+from dlc.scheduler.tenancy.held import WITH_EXECUTORS, UserTally, held_spec, on_agents
 from dlc.scheduler.tenancy.job_groups import JobGroups, Key
 from dlc.scheduler.tenancy.policy import DEFAULT_POOL, POOL_ATTRIBUTE, ZERO, Policy, Resources, fmt
 from dlc.scheduler.tenancy.preemption import (
@@ -49,8 +51,6 @@ from dlc.scheduler.tenancy.preemption import (
 )
 from dlc.scheduler.tenancy.share_charge import GpuSizes, as_sizes
 
-#: what a user's CPU and memory figures say they count (:func:`on_agents`)
-WITH_EXECUTORS = " (each task's executor included)"
 #: a group's place in the planning heap (see ``_Planner._push``)
 _Order = tuple[int, float, float, int, float, str]
 _V = TypeVar("_V", bound="PoolView")
@@ -115,31 +115,12 @@ def job_demand(
     return demand(held_spec(job), _charged_mib(policy, job, sizes, groups))
 
 
-def held_spec(job: Job) -> JobSpec:
-    """The spec of what ``job`` holds: an elastic gang's extra members count too."""
-    spec = job.spec
-    if spec.nodes_max is None or len(job.tasks) <= spec.nodes:
-        return spec
-    return replace(spec, nodes=len(job.tasks))
-
-
 def job_gpus(
     policy: Policy, job: Job, sizes: GpuSizes | int | None = None,
     groups: JobGroups | None = None,
 ) -> float:  # fmt: skip
     """:func:`gpu_amount` of ``job``, charged as in :func:`job_demand`."""
     return gpu_amount(held_spec(job), _charged_mib(policy, job, sizes, groups))
-
-
-def on_agents(spec: JobSpec, overheads: Overheads = DEFAULT_OVERHEADS) -> tuple[float, float]:
-    """``(CPUs, memory MiB)`` a job of ``spec`` holds on the agents over all its nodes (a running
-    job's: of its :func:`held_spec`, an elastic gang's extra members too): its ask plus each
-    task's executor (``overheads``: what the placement adds to every task, a gang's
-    every node, an elastic gang's every member). What a user's ``max_cpus`` and
-    ``max_mem_mib`` count: counting the ask alone, 800 jobs of 0.01 CPU were 8 CPUs to the limit
-    and held 88 (red-team finding 57). Group quotas count the ask (:func:`demand`)."""
-    return ((spec.cpus + overheads.cpus) * spec.nodes,
-            float((spec.mem_mib + overheads.mem_mib) * spec.nodes))  # fmt: skip
 
 
 def _charged_mib(
@@ -288,7 +269,8 @@ def plan(
         groups: each job's group and pool under ``policy``, resolved once for the round
             (:class:`~dlc.scheduler.tenancy.job_groups.JobGroups`); default: a map made here.
         overheads: each task's executor, counted with the ask in the users' ``max_cpus`` and
-            ``max_mem_mib`` (:func:`on_agents`; the core's: its placement config's).
+            ``max_mem_mib`` (:func:`~dlc.scheduler.tenancy.held.on_agents`; the core's: its
+            placement config's).
     """
     active = list(active)
     if not policy.enabled:
@@ -342,11 +324,8 @@ class _Planner:
         self.freeing: dict[str, Resources] = {}
         self.freeing_key: dict[Key, Resources] = {}
         self.running: dict[Key, list[Job]] = {}
-        self.user_jobs: dict[str, int] = {}
-        self.user_gpus: dict[str, float] = {}
-        self.user_cpus: dict[str, float] = {}
-        self.user_mem: dict[str, float] = {}
-        self.user_envs: dict[str, int] = {}
+        # what each user holds, counted as held_by_user counts it for the views (one tally)
+        self.users = UserTally(self._gpus, overheads)
         for job in active:
             key = groups.key(job)
             if job.state is JobState.PREEMPTED:
@@ -354,12 +333,7 @@ class _Planner:
                 self.freeing_key[key] = self.freeing_key.get(key, ZERO) + self._demand(job)
             else:
                 self.running.setdefault(key, []).append(job)
-            self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
-            self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + self._gpus(job)
-            cpus, mem = on_agents(held_spec(job), overheads)
-            self.user_cpus[job.user] = self.user_cpus.get(job.user, 0.0) + cpus
-            self.user_mem[job.user] = self.user_mem.get(job.user, 0.0) + mem
-            self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
+            self.users.add(job)
         self.queues: dict[Key, list[Job]] = {}
         self.pending: dict[Key, Resources] = {}
         for job in queue:
@@ -479,12 +453,7 @@ class _Planner:
             return
         self.usage[key] = self.usage.get(key, ZERO) + need
         self._refresh(key)
-        self.user_jobs[job.user] = self.user_jobs.get(job.user, 0) + 1
-        self.user_gpus[job.user] = self.user_gpus.get(job.user, 0.0) + self._gpus(job)
-        cpus, mem = on_agents(held_spec(job), self.overheads)
-        self.user_cpus[job.user] = self.user_cpus.get(job.user, 0.0) + cpus
-        self.user_mem[job.user] = self.user_mem.get(job.user, 0.0) + mem
-        self.user_envs[job.user] = self.user_envs.get(job.user, 0) + job.spec.interactive
+        self.users.add(job)
         self.out.runnable.append(job)
         self.out.rows.append(
             QueueRow(job=job, group=group, pool=pool, position=position, admitted=True, reason="")
@@ -497,25 +466,26 @@ class _Planner:
         limits = self.policy.limits.get(job.user)
         if limits is None:
             return None
-        running = self.user_jobs.get(job.user, 0)
+        users = self.users
+        running = users.running.get(job.user, 0)
         if limits.max_running is not None and running + 1 > limits.max_running:
             return f"user {job.user} at their limit: {running} of {limits.max_running} jobs running"
-        held = self.user_gpus.get(job.user, 0.0)
+        held = users.gpus.get(job.user, 0.0)
         if limits.max_gpus is not None and held + self._gpus(job) > limits.max_gpus + 1e-9:
             return (f"user {job.user} holds {fmt(held)} of {fmt(limits.max_gpus)} GPUs allowed; "
                     f"this job needs {fmt(self._gpus(job))}")  # fmt: skip
         need_cpus, need_mem = on_agents(held_spec(job), self.overheads)
-        cpus = self.user_cpus.get(job.user, 0.0)
+        cpus = users.cpus.get(job.user, 0.0)
         if limits.max_cpus is not None and cpus + need_cpus > limits.max_cpus + 1e-9:
             return (f"user {job.user} holds {fmt(cpus, 'CPUs')} of {fmt(limits.max_cpus, 'CPUs')}"
                     f" CPUs allowed; this job needs {fmt(need_cpus, 'CPUs')}"
                     f"{WITH_EXECUTORS}")  # fmt: skip
-        mem = self.user_mem.get(job.user, 0.0)
+        mem = users.mem_mib.get(job.user, 0.0)
         if limits.max_mem_mib is not None and mem + need_mem > limits.max_mem_mib + 1e-9:
             return (f"user {job.user} holds {fmt(mem, 'memory')} of "
                     f"{fmt(limits.max_mem_mib, 'memory')} memory allowed; this job needs "
                     f"{fmt(need_mem, 'memory')}{WITH_EXECUTORS}")  # fmt: skip
-        envs = self.user_envs.get(job.user, 0)
+        envs = users.environments.get(job.user, 0)
         if job.spec.interactive and limits.max_interactive is not None \
                 and envs + 1 > limits.max_interactive:  # fmt: skip
             return (f"user {job.user} at their limit: {envs} of {limits.max_interactive} "

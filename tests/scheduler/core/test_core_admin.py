@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dlc.errors import JobNotFound, StoreError
+from dlc.scheduler.core.admin import UnknownUser
 from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.core.ports import JobReader
 from dlc.scheduler.jobs.job import JobSpec, JobState
@@ -67,3 +68,25 @@ def test_a_store_without_tokens_is_named():
     core = SchedulerCore(Bare(), CONFIG, lambda spec: (spec.image, None))
     with pytest.raises(StoreError, match="keeps no API tokens"):
         core.add_token("bob")
+
+
+def test_a_user_name_nobody_has_is_unknown_with_the_close_known_names(core):
+    core.add_token("alice")
+    core.create_group("vision", "root")
+    core.add_member("vision", "alicia", "root")
+    unknown = core.unknown_user("alcie")
+    assert unknown is not None and unknown.similar == ("alice", "alicia")
+    assert core.unknown_user("alice") is None and core.unknown_user("alicia") is None
+    core.submit("zoe", JobSpec(image="busybox", gpus=1))  # a job's owner is known too
+    assert core.unknown_user("zoe") is None
+    assert core.unknown_user("x") == UnknownUser("x")  # nothing close: no guess
+
+
+def test_a_name_with_a_newline_stays_one_line_and_a_store_without_users_warns_of_nobody():
+    assert "\n" not in UnknownUser("al\nice").warning()
+
+    class Bare(MemoryJobStore):
+        knows_user = None  # type: ignore[assignment]
+
+    core = SchedulerCore(Bare(), CONFIG, lambda spec: (spec.image, None))
+    assert core.unknown_user("alcie") is None  # it cannot tell: no warning rather than a false one

@@ -11,8 +11,9 @@ from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec
 from dlc.scheduler.placement.inventory import Overheads
 from dlc.scheduler.placement.model import PlacementConfig
+from dlc.scheduler.tenancy.held import on_agents
 from dlc.scheduler.tenancy.policy import Policy, Resources, UserLimits
-from dlc.scheduler.tenancy.quotas import check_submit, on_agents, plan
+from dlc.scheduler.tenancy.quotas import check_submit, plan
 from dlc.scheduler.tenancy.user_holdings import held_by_user
 from dlc.store.sqlite import JobStore
 
