@@ -63,6 +63,8 @@ class GpuContainerArgs:
         ld_library_path_prepend: entries to put in front of the image's ``LD_LIBRARY_PATH``.
         group_add: supplementary groups of the container's process (``video``/``render``
             on AMD, which own ``/dev/kfd`` and the DRM nodes).
+        masked_paths: host files the container must not read, on top of the engine's own
+            masks (the engine hides a masked directory behind an empty read-only tmpfs).
     """
 
     devices: tuple[str, ...] = ()
@@ -72,6 +74,7 @@ class GpuContainerArgs:
     path_prepend: tuple[str, ...] = ()
     ld_library_path_prepend: tuple[str, ...] = ()
     group_add: tuple[str, ...] = ()
+    masked_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

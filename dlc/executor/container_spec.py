@@ -5,7 +5,9 @@ and driver devices that :mod:`dlc.executor.gpu_render` lists. They run as the po
 non-root ``UID:GID`` (``65534:65534`` unless the operator says otherwise), with every
 capability dropped and only the few a training process started as root might need added back
 (changing file ownership and permissions in its own files, switching users inside the image,
-signalling its own processes); ``no-new-privileges`` stops set-uid escalation. Job volumes are
+signalling its own processes); ``no-new-privileges`` stops set-uid escalation. A container
+without GPUs also has the driver's ``/proc/driver/nvidia`` (the host's GPU list) masked, on top
+of the engine's own masks (:data:`ENGINE_MASKED_PATHS`). Job volumes are
 ``type=bind`` mounts: unlike ``-v``/``Binds``, the engine refuses a missing source instead of
 creating it on the host, and :mod:`dlc.executor.host_paths` has already resolved every source.
 ``memlock_unlimited`` lifts the locked-memory limit that NCCL over RDMA needs; it is off by
@@ -71,6 +73,17 @@ NO_RUNTIME_PICK = {"AMD_VISIBLE_DEVICES": "none"}
 #: with ``swarm-resource`` set in its config, takes the GPUs they name over
 #: ``NVIDIA_VISIBLE_DEVICES``
 SWARM_RESOURCE_PREFIX = "DOCKER_RESOURCE_"
+
+#: what the engine masks in an unprivileged container whose create call names no masked paths
+#: (moby ``oci/defaults.go`` of Docker 20.10, plus ``/proc/interrupts``, where a GPU host lists
+#: each GPU's interrupt lines, and ``/sys/devices/virtual/powercap``, which later engines mask):
+#: naming masks replaces the engine's list instead of adding to it, so a container that needs
+#: one more (:attr:`GpuContainerArgs.masked_paths`) names these too
+ENGINE_MASKED_PATHS = (
+    "/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys",
+    "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+    "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
+)  # fmt: skip
 
 #: most processes (threads count) one task's container may hold
 PIDS_LIMIT = 4096
@@ -143,6 +156,8 @@ def create_kwargs(
         "device_requests": [dict(r) for r in gpu.device_requests],
         "group_add": list(gpu.group_add) or None,  # ROCm: video/render own /dev/kfd, /dev/dri
         "privileged": False,
+        # only where the rendering masks something: otherwise the engine's own list applies
+        "masked_paths": [*ENGINE_MASKED_PATHS, *gpu.masked_paths] if gpu.masked_paths else None,
         "cap_drop": list(CAP_DROP),
         "cap_add": list(CAP_ADD),
         "security_opt": ["no-new-privileges"],

@@ -218,10 +218,26 @@ class DockerRuntime:
             for r in kwargs.get("device_requests", [])
         ]
         image = kwargs.pop("image")
+        masked = kwargs.pop("masked_paths", None)
         try:
-            return self.client.containers.create(image, **kwargs).id
+            if not masked:
+                return self.client.containers.create(image, **kwargs).id
+            return self._create_masked(image, kwargs, masked)
         except self._docker.errors.DockerException as exc:
             raise explain_engine_error(image, _text(exc)) from None
+
+    def _create_masked(self, image: str, kwargs: dict, masked: list[str]) -> str:
+        """``containers.create`` with the host config's ``MaskedPaths`` set, which the SDK's
+        keyword arguments cannot carry (the engine API can): the SDK's own conversion of the
+        arguments, then the low-level call."""
+        # private in the SDK, so its type stubs do not list it
+        from docker.models.containers import _create_container_args  # type: ignore[attr-defined]
+
+        args = _create_container_args(
+            {**kwargs, "image": image, "version": self.client.api._version}
+        )
+        args["host_config"]["MaskedPaths"] = list(masked)
+        return self.client.api.create_container(**args)["Id"]
 
     def start(self, container_id: str, image: str = "") -> None:
         """Start a created container."""

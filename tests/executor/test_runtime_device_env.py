@@ -18,7 +18,13 @@ import pytest
 
 from dlc.devices.amd.render import render_rocm
 from dlc.devices.base import GpuReservation
-from dlc.executor.container_spec import container_env
+from dlc.devices.nvidia.render import PROC_DRIVER
+from dlc.executor.container_spec import (
+    ENGINE_MASKED_PATHS,
+    TaskIdentity,
+    container_env,
+    create_kwargs,
+)
 from dlc.executor.gpu_render import GpuStyle, render
 from dlc.scheduler.jobs.launch_spec import LaunchSpec
 
@@ -65,3 +71,26 @@ def test_swarm_resource_variables_say_what_the_rendering_says(reservation, visib
     assert env["NVIDIA_VISIBLE_DEVICES"] == visible
     assert env["DOCKER_RESOURCE_GPU"] == env["DOCKER_RESOURCE_GPU_ADDITIONAL"] == visible
     assert "DOCKER_RESOURCE_GPU" not in container_env(LaunchSpec("j", "img"), args, {})
+
+
+@pytest.mark.parametrize("style", [GpuStyle.TOOLKIT, GpuStyle.LEGACY, GpuStyle.NONE],
+                         ids=lambda s: s.value)  # fmt: skip
+def test_a_cpu_only_container_cannot_read_the_drivers_gpu_list(style):
+    """Red-team finding 58: ``/proc/driver/nvidia`` lists every GPU of the host (model, UUID,
+    bus location, minor) and the driver version; the toolkit trims it to a GPU container's
+    own GPUs, but a CPU-only container got the whole of it. It is masked there, with every
+    mask the engine applies by default (naming masks replaces the engine's list)."""
+    kwargs = create_kwargs(
+        LaunchSpec("j", "img"), TaskIdentity("f", "e", "t", "j"), render(GpuReservation(), style)
+    )
+    assert PROC_DRIVER in kwargs["masked_paths"]
+    assert set(ENGINE_MASKED_PATHS) <= set(kwargs["masked_paths"])
+
+
+@pytest.mark.parametrize("style", [GpuStyle.TOOLKIT, GpuStyle.LEGACY], ids=lambda s: s.value)
+def test_a_gpu_container_keeps_the_engines_masks(style):
+    """A GPU task's driver files are the toolkit's (or the legacy volume's) business: no
+    masks are named, so the engine applies its own list unchanged."""
+    args = render(GpuReservation((0,), (0,), driver_version="550.1"), style)
+    kwargs = create_kwargs(LaunchSpec("j", "img"), TaskIdentity("f", "e", "t", "j"), args)
+    assert "masked_paths" not in kwargs

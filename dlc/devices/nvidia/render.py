@@ -28,6 +28,11 @@ CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 #: what the driver volume adds to PATH and LD_LIBRARY_PATH (nvidia-docker v1 layout)
 DRIVER_BIN = (f"{DRIVER_MOUNT}/bin",)
 DRIVER_LIBS = (f"{DRIVER_MOUNT}/lib", f"{DRIVER_MOUNT}/lib64")
+#: the driver's procfs: its version, and per GPU of the host the model, UUID, bus location and
+#: device minor. The container toolkit replaces it in a GPU container with a tmpfs holding only
+#: that container's GPUs; a container without GPUs gets nothing from it but other tenants'
+#: inventory (red-team finding 58, docs/security.md), so it is masked there
+PROC_DRIVER = "/proc/driver/nvidia"
 
 
 class GpuStyle(enum.StrEnum):
@@ -113,8 +118,12 @@ def render_legacy(reservation: GpuReservation, device_root: str = "/dev") -> Gpu
 
 
 def render_none() -> GpuContainerArgs:
-    """No GPU: hide every GPU even from an engine whose default runtime is ``nvidia``."""
-    return GpuContainerArgs(env={"NVIDIA_VISIBLE_DEVICES": "void", "CUDA_VISIBLE_DEVICES": ""})
+    """No GPU: hide every GPU even from an engine whose default runtime is ``nvidia``, and
+    the driver's view of the host's GPUs (:data:`PROC_DRIVER`)."""
+    return GpuContainerArgs(
+        env={"NVIDIA_VISIBLE_DEVICES": "void", "CUDA_VISIBLE_DEVICES": ""},
+        masked_paths=(PROC_DRIVER,),
+    )
 
 
 def render(
