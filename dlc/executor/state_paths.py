@@ -15,7 +15,9 @@ Two comparisons, both on resolved paths:
   that a second name of the same directory (a bind mount) is caught too.
 
 The volume's own path needs no resolving: the walk refuses any symlink in it, so the walked
-path is the real one.
+path is the real one. The check runs once, before the pin: between the two a job cannot turn a
+checked, symlink-free path into state (a container mounts nothing, and a rename across its bind
+mount fails), and the pin's own walk refuses any symlink planted since.
 """
 
 from __future__ import annotations
