@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 from dlc.api.shell_relay import SessionLimits
 from dlc.app.service import SchedulerService, ServiceConfig, private_dir
 from dlc.errors import ConfigError, DiscoveryError, DlcError
+from dlc.executor.state_paths import STATE_DIRS_VARIABLE
 from dlc.mesos.framework import FrameworkConfig
 from dlc.scheduler.placement.model import PlacementConfig, check_policy
 from dlc.scheduler.placement.share_hold import ShareHoldSettings
@@ -153,6 +154,13 @@ def simulated_executor_env(vendor: str, device_root: str | None) -> tuple[tuple[
         return (("DLC_GPU_VENDOR", vendor), ("DLC_GPU_STYLE", "auto"), ("DLC_SIMULATED_GPUS", "1"),
                 ("DLC_DEVICE_ROOT", str(Path(device_root).resolve())))  # fmt: skip
     return (("DLC_GPU_VENDOR", vendor), ("DLC_GPU_STYLE", "none"))
+
+
+def with_state_dir(specs: list, work: Path) -> list:
+    """``specs`` whose executors keep job volumes off ``work`` (its job store, admin token
+    and sandboxes), however wide ``--allow-volume`` is (docs/executor.md)."""
+    variable = (STATE_DIRS_VARIABLE, str(work))
+    return [replace(spec, executor_env=(*spec.executor_env, variable)) for spec in specs]
 
 
 def host_memory_mib() -> int:
@@ -483,6 +491,7 @@ class LocalCluster:
 
         work = private_dir(Path(self.config.work_dir).resolve())
         specs, self.topologies = pool_specs(self.config)
+        specs = with_state_dir(specs, work)
         self.topology = self.topologies[0]
         self.ended_leftovers = end_previous_run(work / "scheduler.db")
         # a host-network job shares loopback with the emulator: only DLC may be its framework

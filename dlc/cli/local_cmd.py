@@ -54,7 +54,8 @@ from dlc.errors import DlcError
 @click.option("--device-root", hidden=True, metavar="DIR",
               help="Stand-in kfd/dri nodes for simulated AMD agents' containers.")  # fmt: skip
 @click.option("--allow-volume", multiple=True, callback=absolute_prefixes,
-              help="Host path prefix jobs may mount.")  # fmt: skip
+              help="Host path prefix jobs may mount (never DLC's own state below it, "
+                   "such as /run/dlc-mps under /run).")  # fmt: skip
 @click.option("--token-file", help="Also write the admin token to this file (mode 600).")
 @admin_token_options
 @share_hold_options

@@ -275,7 +275,8 @@ def admin_token_from(token_file: str | None) -> str | None:
               "e.g. https://dlc.example.org; default: http://API-HOST:API-PORT.")  # fmt: skip
 @click.option("--policy", type=POLICY, default="tree", show_default=True, help="GPU placement.")
 @click.option("--allow-volume", multiple=True, callback=absolute_prefixes,
-              help="Host path prefix jobs may mount.")  # fmt: skip
+              help="Host path prefix jobs may mount (never DLC's own state below it, "
+                   "such as /run/dlc-mps under /run).")  # fmt: skip
 @click.option("--allow-registry", multiple=True, help="Registry jobs may pull from (default: any).")
 @click.option("--container-user", default="65534:65534", show_default=True, help="UID:GID of jobs.")
 @click.option("--allow-root", is_flag=True, help="Let --container-user be root (uid or gid 0).")

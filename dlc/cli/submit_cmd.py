@@ -160,7 +160,8 @@ class SubmitCommand(click.Command):
 @click.option("-e", "--env", multiple=True, help="KEY=VALUE environment (repeatable).")
 @click.option("-v", "--volume", multiple=True,
               help="HOST:CTR[:ro|:rw] bind mount, READ-ONLY unless :rw; HOST must be under "
-                   "the scheduler's --allow-volume (repeatable).")  # fmt: skip
+                   "the scheduler's --allow-volume and hold none of DLC's state "
+                   "(repeatable).")  # fmt: skip
 @click.option("--priority", metavar="N", help="Higher runs first (default 0).")
 @click.option("--retries", metavar="N", help="Re-queue a failed or lost job this often.")
 @click.option("--name", help="Short job name.")

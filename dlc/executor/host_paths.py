@@ -12,7 +12,10 @@ walks every host path component by component from ``/``, each opened with
   ``type=bind`` mounts, which the engine refuses for a missing source);
 * the path is not a directory or a regular file (no device nodes, sockets, FIFOs);
 * the path is not under an allowed prefix, or that prefix itself is not a real directory
-  (a prefix with a symlink in it is unusable until the operator lists its real path).
+  (a prefix with a symlink in it is unusable until the operator lists its real path);
+* the path is, contains or lies inside DLC's own state on this agent (MPS pipes, shim files,
+  sandboxes, the engine's socket, DLC's settings and code: :mod:`dlc.executor.state_paths`),
+  whatever the allow-list says.
 
 With no symlink anywhere, the walked path *is* the resolved path, so the string that reaches the
 engine names the same directory the walk checked.
@@ -33,10 +36,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from dlc.errors import ContainerError
+from dlc.executor.state_paths import Inode, ResolvedState, StatePath, default_state_paths, resolve
 from dlc.images.reference import ImageReferenceError, registry_allowed
 from dlc.scheduler.jobs.job import user_prefixes
 from dlc.scheduler.jobs.launch_spec import LaunchSpec, Volume, parse_user
-from dlc.scheduler.jobs.spec_rules import container_path_problem, duplicate_target
+from dlc.scheduler.jobs.spec_rules import STATE_FIX, container_path_problem, duplicate_target
 
 _FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -75,14 +79,19 @@ def _join(parts: Iterable[str]) -> str:
     return "/" + "/".join(parts)
 
 
-def walk(path: str) -> tuple[os.stat_result | None, _Problem | None]:
+def walk(
+    path: str, seen: list[Inode] | None = None
+) -> tuple[os.stat_result | None, _Problem | None]:
     """Open ``path`` component by component without following any symlink.
+
+    Args:
+        seen: when given, receives the inode of ``/`` and of each component opened.
 
     Returns:
         ``(stat of the last component, None)``, or ``(None, problem)`` naming the first
         component that is a symlink, missing, not a directory, or unreadable.
     """
-    fd, info, problem = _walk(path)
+    fd, info, problem = _walk(path, seen)
     if fd is not None:
         os.close(fd)
     return info, problem
@@ -105,11 +114,15 @@ def open_checked(volume: Volume) -> tuple[int, os.stat_result]:
     return fd, info
 
 
-def _walk(path: str) -> tuple[int | None, os.stat_result | None, _Problem | None]:
+def _walk(
+    path: str, seen: list[Inode] | None = None
+) -> tuple[int | None, os.stat_result | None, _Problem | None]:
     parts = split_path(path)
+    seen = [] if seen is None else seen
     fd = os.open("/", _FLAGS | os.O_DIRECTORY)
     try:
         info = os.fstat(fd)
+        seen.append((info.st_dev, info.st_ino))
         for depth, name in enumerate(parts, 1):
             here = _join(parts[:depth])
             if not stat.S_ISDIR(info.st_mode):
@@ -127,6 +140,7 @@ def _walk(path: str) -> tuple[int | None, os.stat_result | None, _Problem | None
             info = os.fstat(fd)
             if stat.S_ISLNK(info.st_mode):
                 return None, None, _Problem(here, "symlink")
+            seen.append((info.st_dev, info.st_ino))
         kept, fd = fd, -1  # the caller's now: not closed below
         return kept, info, None
     finally:
@@ -138,8 +152,14 @@ def _under(parts: list[str], prefix: list[str]) -> bool:
     return parts[: len(prefix)] == prefix
 
 
-def check_volume(volume: Volume, allowed: tuple[str, ...]) -> Volume:
+def check_volume(
+    volume: Volume, allowed: tuple[str, ...], state: ResolvedState | None = None
+) -> Volume:
     """The volume with its host path resolved, if it is safe to bind-mount here.
+
+    Args:
+        state: DLC's state on this agent, which no volume may reach (default: the state
+            every agent has, :func:`~dlc.executor.state_paths.default_state_paths`).
 
     Raises:
         MountRefused: the reason, naming the volume and the fix.
@@ -174,7 +194,8 @@ def check_volume(volume: Volume, allowed: tuple[str, ...]) -> Volume:
             f"({bad.at} is {bad.what}); the operator must list the real, existing "
             "directory in --allow-volume"
         )
-    info, found = walk(volume.host_path)
+    walked: list[Inode] = []
+    info, found = walk(volume.host_path, walked)
     if found is not None:
         raise MountRefused(f"{name}: {_explain(found)}")
     assert info is not None  # walk gives the stat when it finds no problem
@@ -183,6 +204,11 @@ def check_volume(volume: Volume, allowed: tuple[str, ...]) -> Volume:
             f"{name}: the host path is neither a directory nor a regular file; "
             "mount a directory or a file"
         )
+    # no symlink anywhere in it (the walk): the joined path is the real one
+    state = resolve(default_state_paths()) if state is None else state
+    reason = state.problem(_join(parts), walked)
+    if reason:
+        raise MountRefused(f"{name}: {reason}; {STATE_FIX}")
     return replace(volume, host_path=_join(parts))
 
 
@@ -233,11 +259,15 @@ def check_image(spec: LaunchSpec) -> None:
         raise TaskRefused(reason)
 
 
-def checked_spec(spec: LaunchSpec) -> LaunchSpec:
+def checked_spec(spec: LaunchSpec, state: Iterable[StatePath] | None = None) -> LaunchSpec:
     """``spec`` with every volume resolved, after the agent-side policy checks.
 
     The executor calls it just before creating the container (to keep the race window
     short); :func:`check_image` runs earlier, before the image is pulled.
+
+    Args:
+        state: DLC's state on this agent (the runner's own paths included), resolved here
+            at each call; default :func:`~dlc.executor.state_paths.default_state_paths`.
 
     Raises:
         TaskRefused, MountRefused: one line naming what is refused and the fix.
@@ -247,4 +277,7 @@ def checked_spec(spec: LaunchSpec) -> LaunchSpec:
     if twice:
         raise MountRefused(f"two volumes are mounted at {twice[:200]}; give each its own path")
     allowed = user_prefixes(spec.policy.allowed_volumes, spec.user)
-    return replace(spec, volumes=tuple(check_volume(v, allowed) for v in spec.volumes))
+    if not spec.volumes:
+        return spec
+    resolved = resolve(default_state_paths() if state is None else state)
+    return replace(spec, volumes=tuple(check_volume(v, allowed, resolved) for v in spec.volumes))

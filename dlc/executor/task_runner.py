@@ -49,6 +49,8 @@ from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.host_paths import check_image, checked_spec
 from dlc.executor.sharing.hook import ShareHook
 from dlc.executor.sharing.render import LABEL_SHARE, apply_share
+from dlc.executor.sharing.shim import find_library as find_shim_library
+from dlc.executor.state_paths import StatePath, runner_state_paths
 from dlc.executor.usage import UsageSampler
 from dlc.executor.volume_pins import pin_volumes
 from dlc.executor.workdir import prepare as prepare_job_folders
@@ -276,7 +278,8 @@ class TaskRunner:
         image_env = self.runtime.ensure_image(
             spec.image, lambda msg: self.sink.update(task.task_id, "TASK_STARTING", msg)
         )
-        spec = checked_spec(spec)  # volumes resolved on this host, user policy; last before create
+        # volumes resolved on this host, kept off DLC's state, user policy; last before create
+        spec = checked_spec(spec, self.state_paths())
         # /workspace (the --workdir snapshot) and /outputs live in the sandbox (dlc cp reads it)
         # the snapshot is unpacked as the container's uid (checked_spec vetted it), not root
         user = parse_user(spec.policy.container_user)
@@ -541,6 +544,21 @@ class TaskRunner:
                 "(or DLC_GPU_STYLE=legacy in the executor's environment)"
             )
         return style
+
+    def state_paths(self) -> tuple[StatePath, ...]:
+        """DLC's state on this agent that no job volume may reach: every agent's defaults, the
+        Mesos work dir above this sandbox, and where this runner's MPS pipes, shim files and
+        GPU claim lock actually are."""
+        shim = self.shares.shim
+        extra = [
+            StatePath(self.shares.mps.root, "DLC's MPS pipes"),
+            StatePath(shim.root, "DLC's shim files"),
+            StatePath(self.config.claim_lock_path, "DLC's GPU claim lock"),
+        ]
+        library = shim.library or find_shim_library()
+        if library:
+            extra.append(StatePath(os.path.dirname(library), "DLC's shim library"))
+        return runner_state_paths(self.config.sandbox, extra)
 
     def _sandbox(self, name: str) -> str:
         return os.path.join(self.config.sandbox, name)

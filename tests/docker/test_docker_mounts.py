@@ -56,14 +56,22 @@ def prefix(tmp_path):
 
 
 @pytest.fixture
-def run_task(docker_runtime, framework_id, tmp_path, busybox_image):
+def sandbox(tmp_path):
+    """The executor's sandbox, beside the allowed prefix (a volume may not reach it)."""
+    box = tmp_path.resolve() / "sandbox"
+    box.mkdir()
+    return box
+
+
+@pytest.fixture
+def run_task(docker_runtime, framework_id, tmp_path, busybox_image, sandbox):
     counting = CountingRuntime(docker_runtime)
 
     def run(task_id, **spec):
         sink = Sink()
         config = RunnerConfig(
             gpu_style=GpuStyle.NONE,
-            sandbox=str(tmp_path),
+            sandbox=str(sandbox),
             driver_info=ProcDriverInfo(tmp_path / "no-driver"),
         )
         runner = TaskRunner(counting, sink, framework_id, f"ex-{task_id}", config)
@@ -127,6 +135,29 @@ def test_dotdot_and_symlinked_prefix_are_refused(run_task, prefix, tmp_path):
         )
         assert state == "TASK_FAILED" and expected in message, message
     assert run_task.runtime.created == []
+
+
+def test_a_volume_holding_dlc_state_never_reaches_the_engine(run_task, sandbox, prefix, tmp_path):
+    """Session 13: under an allowed /run a job mounted /run itself, with the MPS pipes of other
+    tenants' shares and the engine's socket in it; under an allowed tree, its own sandbox."""
+    cases = [
+        ("/run", "/run", "it contains DLC's MPS pipes /run/dlc-mps;"),
+        (str(sandbox), str(tmp_path.resolve()), f"it is this executor's sandbox {sandbox};"),
+    ]
+    for host, allowed, expected in cases:
+        state, message = run_task(
+            "state", command=("ls", "/h"), volumes=(Volume(host, "/h"),),
+            policy=TaskPolicy(allowed_volumes=(allowed,)),
+        )  # fmt: skip
+        assert state == "TASK_FAILED" and expected in message, message
+        assert message.endswith("mount a directory that does not hold DLC's state")
+    assert run_task.runtime.created == []
+    # the same broad prefix still mounts a data folder beside the state
+    state, message = run_task(
+        "beside", command=("ls", "/h"), volumes=(Volume(f"{prefix}/d", "/h"),),
+        policy=TaskPolicy(allowed_volumes=(str(tmp_path.resolve()),)),
+    )  # fmt: skip
+    assert state == "TASK_FINISHED", message
 
 
 def test_root_user_is_refused_by_default(run_task):
@@ -206,7 +237,7 @@ def _swap_to_symlink(directory, target):
 
 @pytest.mark.parametrize("when", ["after-pin", "between-check-and-pin"])
 def test_swapping_a_checked_path_for_a_symlink_never_redirects_the_mount(
-    docker_runtime, framework_id, tmp_path, busybox_image, prefix, when
+    docker_runtime, framework_id, tmp_path, busybox_image, prefix, sandbox, when
 ):
     """The red-team race (11 of 40 escapes before): a component of a checked path is swapped
     for a symlink before the container starts. Pinned mounts keep the checked directory; a
@@ -219,7 +250,7 @@ def test_swapping_a_checked_path_for_a_symlink_never_redirects_the_mount(
     (outside / "who").write_text("OUTSIDE THE ALLOWED PREFIX\n")
     sink = Sink()
     config = RunnerConfig(
-        gpu_style=GpuStyle.NONE, sandbox=str(tmp_path), driver_info=ProcDriverInfo(tmp_path / "nd")
+        gpu_style=GpuStyle.NONE, sandbox=str(sandbox), driver_info=ProcDriverInfo(tmp_path / "nd")
     )
     runner = TaskRunner(docker_runtime, sink, framework_id, f"ex-race-{when}", config)
     pin = runner.pin_volumes
@@ -248,12 +279,12 @@ def test_swapping_a_checked_path_for_a_symlink_never_redirects_the_mount(
         assert state == "TASK_FINISHED", message
         assert (
             "checked directory" in message
-            or "checked directory" in (tmp_path / "stdout").read_text()
+            or "checked directory" in (sandbox / "stdout").read_text()
         )
     else:
         assert state == "TASK_FAILED"
         assert "symbolic link" in message and "changed after it was checked" in message
-    staging = tmp_path / ".dlc-volumes" / f"race-{when}"
+    staging = sandbox / ".dlc-volumes" / f"race-{when}"
     assert not staging.exists() or not any(staging.iterdir())  # unmounted and removed
 
 

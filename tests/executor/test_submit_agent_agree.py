@@ -13,7 +13,7 @@ import pytest
 from dlc.errors import JobSpecError
 from dlc.executor.host_paths import MountRefused, TaskRefused, check_image, checked_spec
 from dlc.scheduler.allocator.base import model_matches
-from dlc.scheduler.jobs.job import JobSpec, check_registry
+from dlc.scheduler.jobs.job import JobSpec, check_registry, check_volumes
 from dlc.scheduler.jobs.launch_spec import LaunchSpec, TaskPolicy, Volume
 
 
@@ -70,6 +70,29 @@ def test_two_volumes_at_one_path_are_refused_by_both(data):
     with pytest.raises(JobSpecError, match="two volumes are mounted at /w"):
         JobSpec.from_dict({"image": "x", "volumes": [f"{data}/d:/w", f"{data}/d:/w/"]})
     assert "two volumes are mounted at /w" in _agent_volumes(data, "/w", "/w/")
+
+
+@pytest.mark.parametrize(
+    "host, reason",
+    [
+        ("/run", "it contains DLC's MPS pipes /run/dlc-mps"),
+        ("/", "it contains DLC's MPS pipes /run/dlc-mps"),
+        ("/etc", "it contains DLC's settings and keys /etc/dlc"),
+        ("/var/lib", "it contains DLC's scheduler store /var/lib/dlc"),
+    ],
+)
+def test_a_volume_holding_dlc_state_is_refused_by_both_in_the_same_words(host, reason):
+    # the session-13 finding: an operator's --allow-volume / (or /run) let jobs mount it
+    fix = "mount a directory that does not hold DLC's state"
+    with pytest.raises(JobSpecError) as at_submit:
+        check_volumes(JobSpec.from_dict({"image": "x", "volumes": [f"{host}:/h"]}), ("/",))
+    assert str(at_submit.value) == f"volumes: {host}: {reason}; {fix}"
+    policy = TaskPolicy(allowed_volumes=("/",))
+    with pytest.raises(MountRefused) as on_agent:
+        checked_spec(
+            LaunchSpec(job_id="j", image="x", volumes=(Volume(host, "/h"),), policy=policy)
+        )
+    assert str(on_agent.value) == f"volume {host}:/h: {reason}; {fix}"
 
 
 def _submit_image(image: str, allowed: tuple[str, ...]) -> str | None:

@@ -12,6 +12,7 @@ from dlc.images.reference import ImageReferenceError, registry_allowed
 from dlc.scheduler.jobs.launch_spec import TaskPolicy, parse_user
 from dlc.scheduler.jobs.spec import JobSpec
 from dlc.scheduler.jobs.spec_fields import _short
+from dlc.scheduler.jobs.spec_rules import PLATFORM_STATE, STATE_FIX, state_overlap
 
 #: user their own tree, so one user's job cannot mount (read or rewrite) another's files
 USER_PLACEHOLDER = "{user}"
@@ -35,10 +36,14 @@ def check_volumes(spec: JobSpec, allowed_prefixes: tuple[str, ...], user: str = 
     """Refuse host paths outside the scheduler's allow-list (an early, friendly error).
 
     This compares strings only; the authoritative check runs on the agent, where the
-    filesystem is (:mod:`dlc.executor.host_paths`: no symlinks, must exist).
+    filesystem is (:mod:`dlc.executor.host_paths`: no symlinks, must exist, and DLC's state
+    where that agent really keeps it). Here a path that is, contains or lies inside DLC's state
+    at its default places (:data:`~dlc.scheduler.jobs.spec_rules.PLATFORM_STATE`) is refused
+    even under an allowed prefix, with the agent's words.
 
     Raises:
-        JobSpecError: a volume's host path is not under an allowed prefix.
+        JobSpecError: a volume's host path is not under an allowed prefix, or reaches DLC's
+            state.
     """
     allowed_prefixes = user_prefixes(allowed_prefixes, user)
     for vol in spec.volumes:
@@ -52,6 +57,9 @@ def check_volumes(spec: JobSpec, allowed_prefixes: tuple[str, ...], user: str = 
                 f"{vol.host_path} is not under an allowed host path; allowed: {allowed}; "
                 "mount a path under one of them (the scheduler's --allow-volume sets the list)",
             )
+        reason = state_overlap(norm, PLATFORM_STATE)
+        if reason:
+            raise JobSpecError("volumes", f"{vol.host_path}: {reason}; {STATE_FIX}")
 
 
 def check_registry(spec: JobSpec, image: str, allowed_registries: tuple[str, ...]) -> None:

@@ -27,6 +27,30 @@ SYSTEM_DIRS = (
     "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/usr/bin", "/usr/lib",
     "/var", "/run",
 )  # fmt: skip
+#: DLC's own state and its engines' at their default places on an agent, with what each holds.
+#: No job volume may be, contain or lie inside one of them, whatever ``--allow-volume`` says: a
+#: prefix over ``/run`` once let a job mount the MPS pipes of other tenants' GPU shares. The
+#: agent adds its own paths (sandbox, Mesos work dir, ``$DOCKER_HOST``) and resolves symlinks
+#: (``/var/run`` is ``/run``); submit can only compare strings, hence both spellings here.
+PLATFORM_STATE = (
+    ("/run/dlc-mps", "DLC's MPS pipes"), ("/var/run/dlc-mps", "DLC's MPS pipes"),
+    ("/run/dlc-shim", "DLC's shim files"), ("/var/run/dlc-shim", "DLC's shim files"),
+    ("/usr/lib/dlc", "DLC's shim library"),
+    ("/etc/dlc", "DLC's settings and keys"), ("/var/lib/dlc", "DLC's scheduler store"),
+    ("/opt/dlc", "DLC's installation"),
+    ("/tmp/dlc-gpu-claim.lock", "DLC's GPU claim lock"),
+    ("/var/lib/mesos", "the Mesos agent's work directory"),
+    ("/run/mesos", "the Mesos agent's runtime directory"),
+    ("/var/run/mesos", "the Mesos agent's runtime directory"),
+    ("/run/docker.sock", "the Docker engine's socket"),
+    ("/var/run/docker.sock", "the Docker engine's socket"),
+    ("/run/docker", "the Docker engine's runtime state"),
+    ("/var/run/docker", "the Docker engine's runtime state"),
+    ("/var/lib/docker", "the Docker engine's data"),
+    ("/run/containerd", "containerd's socket and state"),
+    ("/var/run/containerd", "containerd's socket and state"),
+    ("/var/lib/containerd", "containerd's data"),
+)  # fmt: skip
 #: what a ``gpu_model`` may hold: it is matched as a substring with punctuation ignored, so
 #: ``.*`` (which matched every GPU: it normalises to "") or ``[VA]100`` never meant a pattern
 GPU_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]*$")
@@ -59,6 +83,29 @@ def container_path_problem(path: str) -> str | None:
     if norm in SYSTEM_DIRS:
         return f"would replace the image's {norm}; mount below it or at another path"
     return None
+
+
+def state_overlap(host_path: str, state: Iterable[tuple[str, str]]) -> str | None:
+    """Why ``host_path`` may not be a job's volume: it is, contains or lies inside one of the
+    ``(path, what)`` pairs of platform ``state`` (the first that matches), or ``None``.
+
+    Read-only does not help: a job connects to a socket through a read-only mount. The reason
+    reads after "volume ...: ", e.g. ``it contains DLC's MPS pipes /run/dlc-mps``.
+    """
+    norm = normal_container_path(host_path)
+    for path, what in state:
+        held = normal_container_path(path)
+        if norm == held:
+            return f"it is {what} {held}"
+        if norm == "/" or held.startswith(norm + "/"):
+            return f"it contains {what} {held}"
+        if norm.startswith(held + "/"):
+            return f"it lies inside {what} {held}"
+    return None
+
+
+#: what follows :func:`state_overlap`'s reason in both sides' errors
+STATE_FIX = "mount a directory that does not hold DLC's state"
 
 
 def duplicate_target(paths: Iterable[str]) -> str | None:

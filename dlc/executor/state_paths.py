@@ -1,0 +1,161 @@
+"""Where DLC keeps its own state on this agent, resolved, so that no job volume reaches it.
+
+An operator's ``--allow-volume`` prefix may cover a system tree (``/run``, ``/``). A job could
+then mount the MPS pipe directories of other tenants' GPU shares, the shim files, the Docker
+socket, the Mesos sandboxes (other tasks' output and secrets) or DLC's own code, which the
+executor runs as root. :func:`~dlc.executor.host_paths.check_volume` refuses a volume whose
+host path is, contains or lies inside any path here, whatever the allow-list says.
+
+Two comparisons, both on resolved paths:
+
+* strings: each state path is resolved with :func:`os.path.realpath` (``/var/run/dlc-mps`` is
+  ``/run/dlc-mps`` where ``/var/run -> /run``); a state path that does not exist yet (the MPS
+  root before the first share) still counts, since it may appear while the job runs;
+* inodes: the ``(st_dev, st_ino)`` of every existing state path and of each of its parents, so
+  that a second name of the same directory (a bind mount) is caught too.
+
+The volume's own path needs no resolving: the walk refuses any symlink in it, so the walked
+path is the real one. The check runs once, before the pin: between the two a job cannot turn a
+checked, symlink-free path into state (a container mounts nothing, and a rename across its bind
+mount fails), and the pin's own walk refuses any symlink planted since.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlc.scheduler.jobs.spec_rules import PLATFORM_STATE, state_overlap
+
+#: an inode on the host: ``(st_dev, st_ino)``
+Inode = tuple[int, int]
+#: more directories of DLC's state on this agent, ``:``-separated, from the agent's executor
+#: environment (``dlc local`` names its work dir: the job store and the admin token)
+STATE_DIRS_VARIABLE = "DLC_STATE_DIRS"
+#: the components a Mesos sandbox ends with, below the agent's work dir
+_SANDBOX_TAIL = ("slaves", "*", "frameworks", "*", "executors", "*", "runs", "*")
+
+
+@dataclass(frozen=True)
+class StatePath:
+    """One place of platform state and what it holds (the words of the refusal)."""
+
+    path: str
+    what: str
+
+
+def default_state_paths(env: Mapping[str, str] | None = None) -> tuple[StatePath, ...]:
+    """The state every agent has: :data:`PLATFORM_STATE`, ``$DOCKER_HOST``'s socket, the
+    Python environment and package the executor runs from, and ``$DLC_STATE_DIRS``."""
+    env = os.environ if env is None else env
+    paths = [StatePath(path, what) for path, what in PLATFORM_STATE]
+    for path in env.get(STATE_DIRS_VARIABLE, "").split(":"):
+        if path.startswith("/"):
+            paths.append(StatePath(path, "DLC's state directory"))
+    docker_host = env.get("DOCKER_HOST", "")
+    if docker_host.startswith("unix://"):
+        paths.append(StatePath(docker_host[len("unix://") :], "the Docker engine's socket"))
+    paths.append(StatePath(str(Path(__file__).resolve().parents[1]), "DLC's code"))
+    if sys.prefix != sys.base_prefix:  # a virtual environment: DLC's own (a system /usr is not)
+        paths.append(StatePath(sys.prefix, "DLC's installation"))
+    return tuple(paths)
+
+
+def agent_work_dir(sandbox: str) -> str | None:
+    """The Mesos agent's work dir above ``sandbox``
+    (``<work_dir>/slaves/<a>/frameworks/<f>/executors/<e>/runs/<c>``), or ``None``."""
+    parts = Path(sandbox).parts
+    tail = parts[-len(_SANDBOX_TAIL) :]
+    if len(parts) <= len(_SANDBOX_TAIL) or not all(
+        want in ("*", got) for want, got in zip(_SANDBOX_TAIL, tail, strict=True)
+    ):
+        return None
+    return str(Path(*parts[: -len(_SANDBOX_TAIL)]))
+
+
+def runner_state_paths(
+    sandbox: str,
+    extra: Iterable[StatePath] = (),
+    env: Mapping[str, str] | None = None,
+) -> tuple[StatePath, ...]:
+    """The defaults plus this executor's own places: the Mesos work dir above its sandbox
+    (every task's sandbox on the agent), else the sandbox itself, and ``extra`` (the MPS and
+    shim roots, the claim lock, as configured)."""
+    work_dir = agent_work_dir(sandbox)
+    own = (
+        StatePath(work_dir, "the Mesos agent's work directory (every task's sandbox)")
+        if work_dir
+        else StatePath(sandbox, "this executor's sandbox")
+    )
+    return (*default_state_paths(env), own, *extra)
+
+
+@dataclass(frozen=True)
+class ResolvedState:
+    """State paths as this host has them now (see :func:`resolve`).
+
+    Attributes:
+        named: ``(path, what)`` for each path as given and as resolved.
+        inodes: each existing state path's inode -> ``(resolved path, what)``.
+        holders: the inode of each existing state path and of each of its parents ->
+            ``(resolved state path, what)``: a volume with one of these holds that state.
+    """
+
+    named: tuple[tuple[str, str], ...] = ()
+    inodes: dict[Inode, tuple[str, str]] = field(default_factory=dict)
+    holders: dict[Inode, tuple[str, str]] = field(default_factory=dict)
+
+    def problem(self, host_path: str, walked: Sequence[Inode]) -> str | None:
+        """Why a volume may not be mounted, or ``None``.
+
+        Args:
+            host_path: the volume's walked (symlink-free) host path.
+            walked: the inodes of ``/`` and each component of ``host_path``, in order.
+        """
+        reason = state_overlap(host_path, self.named)
+        if reason or not walked:
+            return reason
+        for inode in walked:
+            if inode in self.inodes:
+                path, what = self.inodes[inode]
+                verb = "is" if inode == walked[-1] else "lies inside"
+                return f"it {verb} {what} {path} (the same directory by another name)"
+        if walked[-1] in self.holders:
+            path, what = self.holders[walked[-1]]
+            return f"it contains {what} {path} (through another name of the same directory)"
+        return None
+
+
+def _inode(path: str) -> Inode | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def resolve(paths: Iterable[StatePath]) -> ResolvedState:
+    """Resolve ``paths`` on this host (symlinks followed; missing paths kept as strings)."""
+    named: list[tuple[str, str]] = []
+    inodes: dict[Inode, tuple[str, str]] = {}
+    holders: dict[Inode, tuple[str, str]] = {}
+    for item in paths:
+        if not item.path.startswith("/"):
+            continue  # a relative path names nothing fixed on the host
+        real = os.path.realpath(item.path)
+        named += [(item.path, item.what), (real, item.what)]
+        here = _inode(real)
+        if here is not None:
+            inodes.setdefault(here, (real, item.what))
+        parent = real
+        while True:
+            found = _inode(parent)
+            if found is not None:
+                holders.setdefault(found, (real, item.what))
+            if parent == "/":
+                break
+            parent = os.path.dirname(parent)
+    return ResolvedState(tuple(named), inodes, holders)
