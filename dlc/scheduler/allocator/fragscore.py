@@ -81,6 +81,11 @@ class ScoreParams:
     #: shape's GPUs free per agent that also has its CPU and memory, less one (4: a fifth of
     #: them or fewer host it)
     host_keep_spread: float = 4.0
+    #: ... and, with this weight, the agents a shape of 2 GPUs or more packs (0: off): its
+    #: GPUs exactly and 85% of their CPU or more, as the 8-GPU 64-core pods pack openb's
+    #: V100M16 nodes of 64 cores; other pods took them and the shape went where it stranded
+    #: GPUs (``multigpu40``: +0.11 at 130%; docs/simulator.md, "multigpu40: packing hosts")
+    host_keep_pair: float = 1.0
     #: which placements' growth is at least their growth without the CPU cap (``cpu_cap=
     #: "none"``, the other knobs as set): "heavy" (shares asking more cores per GPU thousandth
     #: than the mix's GPU tasks on average; measured best), "shares", "all" or "none". The cap
@@ -407,7 +412,7 @@ def host_keep_cost(
         return None
     lost = host_loss(
         req, agents.cpu_left[rows], agents.mem_left[rows], agents.gpu_left[rows], guarded,
-        params.host_keep_spread,
+        params.host_keep_spread, params.host_keep_pair,
     )  # fmt: skip
     out: np.ndarray = lost * (params.host_keep / params.tie_milli)
     return out

@@ -20,7 +20,13 @@ last few agents with 8 GPUs free for one 8-GPU shape late on ``default`` and ref
 more than the agent's own state and is added on top of the cached costs, never inside them.
 Only shapes of at least the request's GPUs count for a whole-GPU request: its candidates are
 the agents with that many GPUs free, which hold every host of those shapes and not
-necessarily those of smaller ones. ``ScoreParams.host_keep`` scales it (0: off). Pure.
+necessarily those of smaller ones. ``ScoreParams.host_keep`` scales it (0: off).
+
+A second term, the same charge with a shape's *packing* hosts in place of its hosts (agents
+whose whole free GPUs are exactly the shape's and whose CPU left it takes 85% of or more),
+keeps a multi-GPU shape's exact fits for it: on ``multigpu40`` the V100M16 nodes of 8 GPUs and
+64 cores for the 8-GPU 64-core pods, and so on (``ScoreParams.host_keep_pair``; 0: off;
+docs/simulator.md, "multigpu40: packing hosts"). Pure.
 """
 
 from __future__ import annotations
@@ -69,18 +75,27 @@ def host_loss(
     gpu_left: np.ndarray,
     guarded: Guarded,
     min_spread: float = 0.0,
+    pair: float = 0.0,
 ) -> np.ndarray:
     """``[agents, G]`` GPU thousandths lost by placing ``req`` on each agent (whole-GPU
     requests: the agent's value in every column) among these candidate agents. Shapes whose
-    hosts are less concentrated than ``min_spread`` (see :func:`_value`) count nothing."""
+    hosts are less concentrated than ``min_spread`` (see :func:`_value`) count nothing.
+    ``pair`` weighs the second term, the shapes' packing hosts (:func:`_packing`; 0: off)."""
     whole = (gpu_left >= MILLI).sum(axis=1)
     has_gpus = whole[:, None] >= guarded.num[None, :]
     hosts = has_gpus & (cpu_left[:, None] >= guarded.cpu[None, :])
     hosts &= mem_left[:, None] >= guarded.mem[None, :]
-    value = _value(guarded, has_gpus.sum(axis=0), hosts.sum(axis=0), min_spread)
+    with_gpus = has_gpus.sum(axis=0)
+    value = _value(guarded, with_gpus, hosts.sum(axis=0), min_spread)
     if not req.is_share:
         value = np.where(guarded.num >= req.num_gpus, value, 0.0)
-    if not value.any():
+    terms = [(hosts, value)]
+    if pair:
+        packing, shapes = _packing(req, whole, cpu_left, hosts, guarded)
+        packs = _value(guarded, with_gpus, packing.sum(axis=0), min_spread)
+        terms.append((packing, pair * np.where(shapes, packs, 0.0)))
+    terms = [(where, worth) for where, worth in terms if worth.any()]
+    if not terms:
         return np.zeros(gpu_left.shape)
     cpu_after = cpu_left - req.cpu_milli
     mem_after = mem_left - req.mem_mib
@@ -89,13 +104,33 @@ def host_loss(
         after = (whole - taken)[:, None] >= guarded.num[None, :]
         after &= cpu_after[:, None] >= guarded.cpu[None, :]
         after &= mem_after[:, None] >= guarded.mem[None, :]
-        out: np.ndarray = (hosts & ~after) @ value
+        out = np.zeros(len(whole))
+        for where, worth in terms:
+            out = out + (where & ~after) @ worth
         return out
 
     if not req.is_share:
         return np.repeat(lost(req.num_gpus)[:, None], gpu_left.shape[1], axis=1)
     # a share on a whole free GPU takes one whole GPU away; on a part-used one, none
     return np.where(gpu_left >= MILLI, lost(1)[:, None], lost(0)[:, None])
+
+
+def _packing(
+    req: ShareRequest,
+    whole: np.ndarray,
+    cpu_left: np.ndarray,
+    hosts: np.ndarray,
+    guarded: Guarded,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``[agents, G]`` the agents each shape of 2 GPUs or more packs (it hosts the shape, its
+    whole free GPUs are the shape's GPUs and the shape takes 85% of its CPU left or more: the
+    half of a 128-core G3 node beside a 4-GPU 60-core pod), and ``[G]`` the shapes counted:
+    not the request's own, for which such an agent is the place to go."""
+    own = (guarded.num == req.num_gpus) & (guarded.cpu == req.cpu_milli)
+    shapes = (guarded.num >= 2) & ~own
+    packing = hosts & (whole[:, None] == guarded.num[None, :])
+    packing &= guarded.cpu[None, :] >= 0.85 * cpu_left[:, None]
+    return packing & shapes[None, :], shapes
 
 
 def _value(
