@@ -99,10 +99,55 @@ def pressure(mix: MixArrays, rows: np.ndarray, hosts: np.ndarray | None = None) 
     return out
 
 
+#: how much free room each model keeps for the restricted demand it can host, as a multiple of
+#: that demand's part of the expected GPU demand (see :func:`reserved`)
+RESERVE = 1.0
+
+
+def reserved(
+    mix: MixArrays,
+    rows: np.ndarray,
+    free: np.ndarray,
+    hosts: np.ndarray | None = None,
+    reserve: float | None = None,
+) -> np.ndarray:
+    """Per agent (its model ``rows``, its free GPU thousandths ``free``): whether its model is
+    kept for restricted demand, i.e. its free room among the agents ``hosts`` marks is less than
+    ``reserve`` times the part of the expected GPU demand (weight x GPU thousandths) that
+    restricted shapes its model can host make, of all their free room. All ``False`` when no
+    shape of ``mix`` is restricted.
+
+    Whole-GPU placement (``WholeScore.order``) tries such agents last: a job that may run
+    elsewhere goes elsewhere, one restricted to kept models has only them (or none kept) and
+    is placed as before. Why: the measure alone let jobs that may run anywhere fill the scarce
+    models early (a restricted shape's part of the mix is below one tie bucket; best fit and the
+    CPU cap prefer the small and the CPU-rich agents), and the pods restricted to them failed
+    from 20% of demand on (``gpuspec33``; docs/simulator.md, "Model reserve"). Shares do not
+    use it: on ``gpuspec33`` seed 44 it cost 0.8 points at 130% with them, 0.14 without."""
+    if reserve is None:
+        reserve = RESERVE
+    if not mix.constrained or not len(rows) or reserve <= 0:
+        return np.zeros(len(rows), dtype=bool)
+    restricted = np.fromiter(
+        (bool(s.gpu_models) for s in mix.shapes), dtype=bool, count=len(mix.shapes)
+    )
+    demand = mix.weight * mix.milli * mix.num
+    total_demand = demand.sum()
+    if total_demand <= 0:
+        return np.zeros(len(rows), dtype=bool)
+    need = mix.access[:, restricted] @ demand[restricted] / total_demand
+    live = np.ones(len(rows), dtype=bool) if hosts is None else hosts
+    room = np.bincount(rows[live], weights=free[live], minlength=len(need)).astype(float)
+    total = room.sum()
+    kept = (need > 0) & (room < reserve * need * total)
+    out: np.ndarray = kept[rows]
+    return out
+
+
 def agent_model(slot: object) -> str:
     """The ``gpu_model`` attribute of an offer slot or view (``""``: none)."""
     attributes = getattr(slot, "attributes", None) or {}
     return str(attributes.get("gpu_model", ""))
 
 
-__all__ = ["MAX_ROWS", "MODELS", "ModelRows", "agent_model", "pressure"]
+__all__ = ["MAX_ROWS", "MODELS", "RESERVE", "ModelRows", "agent_model", "pressure", "reserved"]

@@ -33,7 +33,7 @@ import numpy as np
 from dlc.scheduler.allocator import fragscore, host_keep
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_choices
-from dlc.scheduler.allocator.mix_models import MODELS, pressure
+from dlc.scheduler.allocator.mix_models import MODELS, pressure, reserved
 from dlc.scheduler.placement.frag_state import FragCache
 from dlc.topology import gpu_shares
 
@@ -222,7 +222,9 @@ class WholeScore:
     def order(self, candidates: Sequence[Any], gpus: int, cpus: float, mem: float) -> list[Any]:
         """``candidates`` (slots of this round) best first for a job of ``gpus`` whole GPUs and
         ``cpus``/``mem`` (with its executor's): the least growth of fragmentation first, then
-        the fewest free GPUs (best fit), then the agent id. A CPU-only job (``gpus`` 0) is
+        the fewest free GPUs (best fit), then the agent id; agents of a model whose free room
+        is kept for the restricted demand it can host (:func:`~dlc.scheduler.allocator.
+        mix_models.reserved`) come after all others. A CPU-only job (``gpus`` 0) is
         scored the same way: its cost is what taking its CPU does to the mix's GPU shapes (an
         agent left with too few CPUs for a shape counts that shape's room as fragmented; host
         keep charges for taking a scarce host's CPU), so it goes where its CPU strands the
@@ -251,7 +253,11 @@ class WholeScore:
         agents = self._agents
         hosts = (agents.cpu_left[at] >= request.cpu_milli) & (agents.mem_left[at] >= mem)
         needed = pressure(self._mix, agents.model[at], hosts)
-        order = np.lexsort((self._id_rank()[at], free, needed, cost))
+        # a model's room kept for the restricted demand it can host (mix_models.reserved):
+        # agents of a kept model last; a CPU-only job takes no GPU room and ignores it
+        kept = reserved(self._mix, agents.model[at], agents.gpu_left[at].sum(axis=1), hosts)
+        kept &= gpus > 0
+        order = np.lexsort((self._id_rank()[at], free, needed, cost, kept))
         return [candidates[k] for k in order]
 
     def _id_rank(self) -> np.ndarray:
