@@ -81,6 +81,9 @@ class ScoreParams:
     #: shape's GPUs free per agent that also has its CPU and memory, less one (4: a fifth of
     #: them or fewer host it)
     host_keep_spread: float = 4.0
+    #: what a shape's hosts are counted against: "gpus" (the agents with its GPUs free) or
+    #: "candidates" (also the agents the request being placed fits on, when more)
+    host_keep_among: str = "candidates"
     #: which placements' growth is at least their growth without the CPU cap (``cpu_cap=
     #: "none"``, the other knobs as set): "heavy" (shares asking more cores per GPU thousandth
     #: than the mix's GPU tasks on average; measured best), "shares", "all" or "none". The cap
@@ -407,7 +410,7 @@ def host_keep_cost(
         return None
     lost = host_loss(
         req, agents.cpu_left[rows], agents.mem_left[rows], agents.gpu_left[rows], guarded,
-        params.host_keep_spread,
+        params.host_keep_spread, params.host_keep_among,
     )  # fmt: skip
     out: np.ndarray = lost * (params.host_keep / params.tie_milli)
     return out

@@ -69,6 +69,7 @@ def host_loss(
     gpu_left: np.ndarray,
     guarded: Guarded,
     min_spread: float = 0.0,
+    among: str = "gpus",
 ) -> np.ndarray:
     """``[agents, G]`` GPU thousandths lost by placing ``req`` on each agent (whole-GPU
     requests: the agent's value in every column) among these candidate agents. Shapes whose
@@ -77,7 +78,10 @@ def host_loss(
     has_gpus = whole[:, None] >= guarded.num[None, :]
     hosts = has_gpus & (cpu_left[:, None] >= guarded.cpu[None, :])
     hosts &= mem_left[:, None] >= guarded.mem[None, :]
-    value = _value(guarded, has_gpus.sum(axis=0), hosts.sum(axis=0), min_spread)
+    with_gpus = has_gpus.sum(axis=0)
+    if among == "candidates":
+        with_gpus = np.maximum(with_gpus, _fitting(req, cpu_left, mem_left, gpu_left, whole))
+    value = _value(guarded, with_gpus, hosts.sum(axis=0), min_spread)
     if not req.is_share:
         value = np.where(guarded.num >= req.num_gpus, value, 0.0)
     if not value.any():
@@ -96,6 +100,19 @@ def host_loss(
         return np.repeat(lost(req.num_gpus)[:, None], gpu_left.shape[1], axis=1)
     # a share on a whole free GPU takes one whole GPU away; on a part-used one, none
     return np.where(gpu_left >= MILLI, lost(1)[:, None], lost(0)[:, None])
+
+
+def _fitting(
+    req: ShareRequest, cpu_left: np.ndarray, mem_left: np.ndarray, gpu_left: np.ndarray,
+    whole: np.ndarray,
+) -> int:
+    """How many of these agents ``req`` fits on (its CPU, memory and GPUs)."""
+    fits = (cpu_left >= req.cpu_milli) & (mem_left >= req.mem_mib)
+    if req.is_share:
+        fits &= (gpu_left >= req.gpu_milli).any(axis=1)
+    elif req.num_gpus:
+        fits &= whole >= req.num_gpus
+    return int(fits.sum())
 
 
 def _value(
