@@ -20,7 +20,18 @@ last few agents with 8 GPUs free for one 8-GPU shape late on ``default`` and ref
 more than the agent's own state and is added on top of the cached costs, never inside them.
 Only shapes of at least the request's GPUs count for a whole-GPU request: its candidates are
 the agents with that many GPUs free, which hold every host of those shapes and not
-necessarily those of smaller ones. ``ScoreParams.host_keep`` scales it (0: off). Pure.
+necessarily those of smaller ones. ``ScoreParams.host_keep`` scales it (0: off).
+
+Concentrated among what? Counted against the agents with the shape's GPUs free alone, a shape
+whose every such agent has its CPU and memory is never concentrated: on ``gpushare40/60/80`` the
+8-GPU pods (64-88 cores) fit every agent with 8 GPUs free, so nothing kept the last of those
+whole, and the measure's own charge (the pods are 0.2-0.5% of the mix: under one bucket) lost to
+the CPU cap's one-bucket preference for the CPU-richest agent. Small pods broke them until none
+was left at 70-84% of demand, and the 8-GPU pods failed there while FGD still placed them
+(docs/simulator.md, "The gpushare mid-load gap"). With ``ScoreParams.host_keep_among=
+"candidates"`` (the default) the hosts are also counted against the agents the request being
+placed fits on, when those are more: the last agents with 8 GPUs free, among hundreds a 1-GPU
+pod or a share could take, are kept. Pure.
 """
 
 from __future__ import annotations
@@ -73,7 +84,9 @@ def host_loss(
 ) -> np.ndarray:
     """``[agents, G]`` GPU thousandths lost by placing ``req`` on each agent (whole-GPU
     requests: the agent's value in every column) among these candidate agents. Shapes whose
-    hosts are less concentrated than ``min_spread`` (see :func:`_value`) count nothing."""
+    hosts are less concentrated than ``min_spread`` (see :func:`_value`) count nothing.
+    ``among``: the hosts are counted against the agents with the shape's GPUs free ("gpus"),
+    or against those or the agents ``req`` fits on, the more ("candidates")."""
     whole = (gpu_left >= MILLI).sum(axis=1)
     has_gpus = whole[:, None] >= guarded.num[None, :]
     hosts = has_gpus & (cpu_left[:, None] >= guarded.cpu[None, :])
@@ -103,7 +116,10 @@ def host_loss(
 
 
 def _fitting(
-    req: ShareRequest, cpu_left: np.ndarray, mem_left: np.ndarray, gpu_left: np.ndarray,
+    req: ShareRequest,
+    cpu_left: np.ndarray,
+    mem_left: np.ndarray,
+    gpu_left: np.ndarray,
     whole: np.ndarray,
 ) -> int:
     """How many of these agents ``req`` fits on (its CPU, memory and GPUs)."""

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dlc.mesos.offers import offer_view
+from dlc.scheduler.allocator import fragscore
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.placement import share_index
 from dlc.scheduler.placement.agent_facts import default_topology_of
@@ -168,6 +169,11 @@ def test_whole_score_orders_as_a_full_sort_after_random_changes(seed):
         rng.shuffle(candidates)  # any order in: the answer is the sort's
         ordered = score.order(candidates, gpus, cpus, 1024.0)
         rows = np.array(sorted(score._row[id(s)] for s in candidates), dtype=np.int64)
-        cost = score._cost(fgd.ShareRequest(int(cpus * 1000), 0, gpus, 1000), rows)
+        request = fgd.ShareRequest(int(cpus * 1000), 0, gpus, 1000)
+        cost = score._cost(request, rows).copy()
+        # the host keep term counts over these candidates, on top of the cached costs
+        extra = fragscore.host_keep_cost(request, score._agents, rows, score._guarded)
+        if extra is not None:
+            cost[rows] += extra[:, 0]
         keys = {id(s): (cost[score._row[id(s)]], len(s.free), s.agent_id) for s in candidates}
         assert ordered == sorted(candidates, key=lambda s: keys[id(s)])
