@@ -175,10 +175,12 @@ def main() -> None:
         nodes, pods = io.load_nodes(root), io.load_pods(root, args.trace)
         at = [float(a) for a in args.at.split(",")]
         rec = {name: run(nodes, pods, name, args.seed, at) for name in ("dlc", "fgd")}
+        rec["dlc"]["run"] = (args.trace, args.seed)
         if args.dump:
             with open(args.dump, "wb") as f:
                 pickle.dump(rec, f)
-    print(f"== {args.trace} seed {args.seed}")
+    trace, seed = rec["dlc"].get("run", (args.trace, args.seed))
+    print(f"== {trace} seed {seed}")
     report(rec)
 
 
