@@ -86,6 +86,9 @@ class ScoreParams:
     #: V100M16 nodes of 64 cores; other pods took them and the shape went where it stranded
     #: GPUs (``multigpu40``: +0.11 at 130%; docs/simulator.md, "multigpu40: packing hosts")
     host_keep_pair: float = 1.0
+    #: what a shape's hosts are counted against: "gpus" (the agents with its GPUs free) or
+    #: "candidates" (also the agents the request being placed fits on, when more)
+    host_keep_among: str = "candidates"
     #: which placements' growth is at least their growth without the CPU cap (``cpu_cap=
     #: "none"``, the other knobs as set): "heavy" (shares asking more cores per GPU thousandth
     #: than the mix's GPU tasks on average; measured best), "shares", "all" or "none". The cap
@@ -412,7 +415,7 @@ def host_keep_cost(
         return None
     lost = host_loss(
         req, agents.cpu_left[rows], agents.mem_left[rows], agents.gpu_left[rows], guarded,
-        params.host_keep_spread, params.host_keep_pair,
+        params.host_keep_spread, params.host_keep_pair, params.host_keep_among,
     )  # fmt: skip
     out: np.ndarray = lost * (params.host_keep / params.tie_milli)
     return out

@@ -26,7 +26,18 @@ A second term, the same charge with a shape's *packing* hosts in place of its ho
 whose whole free GPUs are exactly the shape's and whose CPU left it takes 85% of or more),
 keeps a multi-GPU shape's exact fits for it: on ``multigpu40`` the V100M16 nodes of 8 GPUs and
 64 cores for the 8-GPU 64-core pods, and so on (``ScoreParams.host_keep_pair``; 0: off;
-docs/simulator.md, "multigpu40: packing hosts"). Pure.
+docs/simulator.md, "multigpu40: packing hosts").
+
+Concentrated among what? Counted against the agents with the shape's GPUs free alone, a shape
+whose every such agent has its CPU and memory is never concentrated: on ``gpushare40/60/80`` the
+8-GPU pods (64-88 cores) fit every agent with 8 GPUs free, so nothing kept the last of those
+whole, and the measure's own charge (the pods are 0.2-0.5% of the mix: under one bucket) lost to
+the CPU cap's one-bucket preference for the CPU-richest agent. Small pods broke them until none
+was left at 70-84% of demand, and the 8-GPU pods failed there while FGD still placed them
+(docs/simulator.md, "The gpushare mid-load gap"). With ``ScoreParams.host_keep_among=
+"candidates"`` (the default) the hosts are also counted against the agents the request being
+placed fits on, when those are more: the last agents with 8 GPUs free, among hundreds a 1-GPU
+pod or a share could take, are kept. Pure.
 """
 
 from __future__ import annotations
@@ -76,22 +87,31 @@ def host_loss(
     guarded: Guarded,
     min_spread: float = 0.0,
     pair: float = 0.0,
+    among: str = "gpus",
 ) -> np.ndarray:
     """``[agents, G]`` GPU thousandths lost by placing ``req`` on each agent (whole-GPU
     requests: the agent's value in every column) among these candidate agents. Shapes whose
     hosts are less concentrated than ``min_spread`` (see :func:`_value`) count nothing.
-    ``pair`` weighs the second term, the shapes' packing hosts (:func:`_packing`; 0: off)."""
+    ``pair`` weighs the second term, the shapes' packing hosts (:func:`_packing`; 0: off).
+
+    ``among``: the hosts (first term) are counted against the agents with the shape's GPUs
+    free ("gpus"), or against those or the agents ``req`` fits on, the more ("candidates")."""
     whole = (gpu_left >= MILLI).sum(axis=1)
     has_gpus = whole[:, None] >= guarded.num[None, :]
     hosts = has_gpus & (cpu_left[:, None] >= guarded.cpu[None, :])
     hosts &= mem_left[:, None] >= guarded.mem[None, :]
     with_gpus = has_gpus.sum(axis=0)
-    value = _value(guarded, with_gpus, hosts.sum(axis=0), min_spread)
+    counted = with_gpus
+    if among == "candidates":
+        counted = np.maximum(with_gpus, _fitting(req, cpu_left, mem_left, gpu_left, whole))
+    value = _value(guarded, counted, hosts.sum(axis=0), min_spread)
     if not req.is_share:
         value = np.where(guarded.num >= req.num_gpus, value, 0.0)
     terms = [(hosts, value)]
     if pair:
         packing, shapes = _packing(req, whole, cpu_left, hosts, guarded)
+        # against the agents with the shape's GPUs free, as measured (session 13: the two
+        # terms were built and measured apart; ``among`` was not tried on this one)
         packs = _value(guarded, with_gpus, packing.sum(axis=0), min_spread)
         terms.append((packing, pair * np.where(shapes, packs, 0.0)))
     terms = [(where, worth) for where, worth in terms if worth.any()]
@@ -131,6 +151,22 @@ def _packing(
     packing = hosts & (whole[:, None] == guarded.num[None, :])
     packing &= guarded.cpu[None, :] >= 0.85 * cpu_left[:, None]
     return packing & shapes[None, :], shapes
+
+
+def _fitting(
+    req: ShareRequest,
+    cpu_left: np.ndarray,
+    mem_left: np.ndarray,
+    gpu_left: np.ndarray,
+    whole: np.ndarray,
+) -> int:
+    """How many of these agents ``req`` fits on (its CPU, memory and GPUs)."""
+    fits = (cpu_left >= req.cpu_milli) & (mem_left >= req.mem_mib)
+    if req.is_share:
+        fits &= (gpu_left >= req.gpu_milli).any(axis=1)
+    elif req.num_gpus:
+        fits &= whole >= req.num_gpus
+    return int(fits.sum())
 
 
 def _value(

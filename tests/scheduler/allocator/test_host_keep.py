@@ -90,3 +90,26 @@ def test_the_offer_round_keeps_the_only_host_whole():
     # the 8-GPU pod itself: every candidate is a host of its shape, the only host it fits
     big = WholeScore(slots, MIX, params=ON).order(slots, 8, 120.0, 64.0)
     assert big[0].agent_id == "a0"
+
+
+def test_hosts_counted_against_the_agents_the_pod_fits_on():
+    # one agent with 8 GPUs free, nine with 2: every agent with the 8 GPUs hosts the 8-GPU
+    # shape (no concentration by "gpus"), but the 1-GPU pod fits on ten agents, one of them a
+    # host: ten times concentrated among its candidates
+    mix = counted_mix({(8000, 1000, 1): 600, (64000, 1000, 8): 6})
+    assert mix is not None
+    guarded = host_keep.guarded_of(mix)
+    assert guarded is not None
+    n = 10
+    cpu = np.full(n, 96_000)
+    gpu = np.zeros((n, 8), dtype=np.int64)
+    gpu[0] = 1000
+    gpu[1:, :2] = 1000
+    pod = fgd.ShareRequest(cpu_milli=8000, mem_mib=0, num_gpus=1)
+    mem = np.full(n, 10**6)
+    assert not host_keep.host_loss(pod, cpu, mem, gpu, guarded, 4.0, among="gpus").any()
+    lost = host_keep.host_loss(pod, cpu, mem, gpu, guarded, 4.0, among="candidates")
+    assert np.allclose(lost[0], 6 / 606 * 8000 * 9) and not lost[1:].any()
+    # where the pod fits on fewer than five agents per host, nothing is counted
+    few = host_keep.host_loss(pod, cpu[:4], mem[:4], gpu[:4], guarded, 4.0, among="candidates")
+    assert not few.any()

@@ -170,11 +170,10 @@ def test_whole_score_orders_as_a_full_sort_after_random_changes(seed):
         ordered = score.order(candidates, gpus, cpus, 1024.0)
         rows = np.array(sorted(score._row[id(s)] for s in candidates), dtype=np.int64)
         request = fgd.ShareRequest(int(cpus * 1000), 0, gpus, 1000)
-        cost = score._cost(request, rows)
-        # the host keep term over these candidates (fragscore.host_keep_cost), by row
+        cost = score._cost(request, rows).copy()
+        # the host keep term counts over these candidates, on top of the cached costs
         extra = fragscore.host_keep_cost(request, score._agents, rows, score._guarded)
         if extra is not None:
-            cost = cost.copy()
             cost[rows] += extra[:, 0]
         keys = {id(s): (cost[score._row[id(s)]], len(s.free), s.agent_id) for s in candidates}
         assert ordered == sorted(candidates, key=lambda s: keys[id(s)])

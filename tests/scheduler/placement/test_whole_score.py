@@ -7,7 +7,7 @@ from dlc.scheduler.core.facade import CoreConfig, SchedulerCore
 from dlc.scheduler.jobs.job import JobSpec
 from dlc.scheduler.jobs.queue import queue_order
 from dlc.scheduler.placement.model import NO_TOPOLOGY_POLICY, PlacementConfig
-from dlc.scheduler.placement.whole_score import demand_mix
+from dlc.scheduler.placement.whole_score import counted_mix, demand_mix
 from dlc.store.memory import MemoryJobStore
 from tests.scheduler.helpers import place
 
@@ -99,3 +99,21 @@ def test_a_cpu_only_job_takes_an_agent_without_gpus_among_equals():
     result = place(offers, queue_order(queue), config)
     where = {x.job_id: (x.agent_id, x.gpu_ids) for x in result.launches}
     assert where == {"cpu": ("a0", ()), "pair": ("a1", (0, 1))}, result.waiting
+
+
+def test_the_last_empty_8_gpu_agent_stays_whole_while_others_take_a_single():
+    # gpushare40/60/80 mid-load in small (docs/simulator.md, "The gpushare mid-load gap"): the
+    # 8-GPU pods are rare, so FGD's measure charges a 1-GPU pod on an empty 8-GPU agent less
+    # than one 40-thousandth bucket, and the CPU cap on shares makes the CPU-poorer agents
+    # dearer: the single took a0, the last agent with 8 GPUs free, and the 8-GPU pod waited.
+    # Its hosts counted against the agents the single fits on (7 for 1), a0 is kept whole.
+    mix = counted_mix({(11000, 1000, 1): 500, (8000, 500, 1): 300, (64000, 1000, 8): 8})
+    offers = [offer("o0", "a0", list(range(8)), cpus=96, mem=393216)]
+    offers += [offer(f"o{k}", f"a{k}", [0, 1], cpus=14) for k in range(1, 7)]
+    queue = [
+        job("single", gpus=1, cpus=11, mem_mib=1024, at=1),
+        job("big", gpus=8, cpus=64, mem_mib=262144, at=2),
+    ]
+    result = place(offers, queue_order(queue), PlacementConfig("first-fit"), mix=mix)
+    where = {x.job_id: x.agent_id for x in result.launches}
+    assert where == {"single": "a1", "big": "a0"}, result.waiting

@@ -1,0 +1,188 @@
+"""Where DLC falls behind FGD mid-load on an openb trace: the pods one fails and the other places.
+
+The direct replay (:func:`dlc.sim.replay.replay`'s loop: same arrivals and random stream as
+``dlc simulate openb``), every decision of each policy recorded. For every failed GPU pod it
+notes what blocked it on that policy's cluster at that moment: no node with the GPU room
+("gpu"), nodes with the GPU room but none of them with the CPU ("cpu"), the memory ("mem"),
+or either ("cpu+mem"). It prints, per window of arrived demand, the pods DLC fails and FGD
+places (by shape and blocker), and at each checkpoint (``--at``) the free whole GPUs, the room
+in partly used GPUs and the free CPU beside whole free GPUs, per node type. ``--dump FILE``
+keeps the records (pickle) for further reading. Knobs as in ``bench/sim_engine_knobs.py``
+(NAME=VALUE, applied to ``dlc``); docs/simulator.md, "The gpushare mid-load gap"::
+
+    .venv/bin/python bench/sim_gap_open.py --trace gpushare40 --seed 48 --at 80,86,90
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import sim_engine_knobs as knobs  # noqa: E402
+
+from dlc.sim import io  # noqa: E402
+from dlc.sim.cluster import ClusterState  # noqa: E402
+from dlc.sim.frag import FragModel, FragState  # noqa: E402
+from dlc.sim.policies import get_policy  # noqa: E402
+from dlc.sim.policies.base import ClusterView  # noqa: E402
+from dlc.sim.trace import MILLI, PodSpec  # noqa: E402
+from dlc.sim.workload import arrival_sequence, target_mix  # noqa: E402
+
+WINDOWS = (0, 70, 80, 84, 86, 88, 90, 92, 94, 96, 100, 131)
+
+
+def shape(pod: PodSpec) -> str:
+    """``GPUsxthousandths cores GiB``."""
+    mem = f"{pod.memory_mib / 1024:.0f}G"
+    if not pod.num_gpu:
+        return f"cpu-only {pod.cpu_milli / 1000:g}c {mem}"
+    return f"{pod.num_gpu}x{pod.gpu_milli} {pod.cpu_milli / 1000:g}c {mem}"
+
+
+def node_type(cluster: ClusterState, n: int) -> str:
+    """``MODELxGPUs/coresc``."""
+    model = cluster.model_names[cluster.model[n]]
+    return f"{model}x{cluster.gpu_count[n]}/{cluster.cpu_capacity[n] // 1000}c"
+
+
+def blocker(cluster: ClusterState, pod: PodSpec) -> str:
+    """What stops ``pod`` on ``cluster``: gpu, cpu, mem, cpu+mem, or none (it fits)."""
+    gpu = cluster.access(pod.gpu_models) & (
+        (cluster.gpu_left >= max(pod.gpu_milli, 1)).sum(axis=1) >= pod.num_gpu
+    )
+    cpu = cluster.cpu_left >= pod.cpu_milli
+    mem = cluster.mem_left >= pod.memory_mib
+    if not gpu.any():
+        return "gpu"
+    if (gpu & cpu & mem).any():
+        return "none"
+    if (gpu & mem).any():
+        return "cpu"
+    if (gpu & cpu).any():
+        return "mem"
+    return "cpu+mem"
+
+
+def state(cluster: ClusterState) -> dict[str, dict[str, float]]:
+    """Per node type: whole free GPUs, room in part-used GPUs, cores and GiB beside them."""
+    gl = cluster.gpu_left
+    whole = (gl == MILLI).sum(axis=1)
+    part = np.where((gl > 0) & (gl < MILLI), gl, 0).sum(axis=1) / MILLI
+    out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for n in range(len(cluster)):
+        row = out[node_type(cluster, n)]
+        row["nodes"] += 1
+        row["whole"] += whole[n]
+        row["part"] += part[n]
+        row["cores_by_whole"] += cluster.cpu_left[n] / 1000 if whole[n] else 0
+        row["whole_poor"] += whole[n] if cluster.cpu_left[n] < 4000 * whole[n] else 0
+        row["cores"] += cluster.cpu_left[n] / 1000
+    return {k: dict(v) for k, v in out.items()}
+
+
+def run(nodes, pods, name: str, seed: int, at: list[float]) -> dict:
+    """Replay ``name`` on seed ``seed``; the records (see the module docstring)."""
+    cluster = ClusterState(nodes)
+    total = cluster.total_gpu_milli
+    rng = np.random.default_rng(seed)
+    arrivals = arrival_sequence(pods, total, 1.3, rng)
+    policy = get_policy(name)
+    view = ClusterView(
+        cluster, FragState(FragModel(target_mix(pods), cluster.model_names), cluster)
+    )
+    marks, so_far = sorted(at), 0
+    where: list[int] = []
+    gpus: list[tuple[int, ...]] = []
+    pct: list[float] = []
+    blocked: dict[int, str] = {}
+    snaps: dict[float, dict] = {}
+    for i, pod in enumerate(arrivals):
+        while marks and so_far + pod.total_gpu_milli > marks[0] / 100 * total:
+            snaps[marks.pop(0)] = state(cluster)
+        so_far += pod.total_gpu_milli
+        pct.append(100 * so_far / total)
+        placed = policy(pod, view, rng)
+        gpus.append(placed.gpus if placed is not None else ())
+        if placed is None:
+            where.append(-1)
+            if pod.num_gpu:
+                blocked[i] = blocker(cluster, pod)
+            continue
+        where.append(placed.node)
+        cluster.place(pod, placed)
+        view.frag.update(placed.node)
+    types = [node_type(cluster, n) for n in range(len(cluster))]
+    return {"arrivals": arrivals, "where": where, "gpus": gpus, "pct": pct, "blocked": blocked,
+            "snaps": snaps, "types": types, "end": cluster.allocation_ratio()}  # fmt: skip
+
+
+def report(rec: dict[str, dict]) -> None:
+    """Per window: the GPU pods DLC fails and FGD places, by shape and DLC's blocker."""
+    dlc, fgd = rec["dlc"], rec["fgd"]
+    arrivals, pct = dlc["arrivals"], dlc["pct"]
+    for lo, hi in zip(WINDOWS, WINDOWS[1:], strict=False):
+        only = Counter()
+        gpus = [0.0, 0.0]
+        for i, p in enumerate(pct):
+            if not lo <= p < hi or not arrivals[i].num_gpu:
+                continue
+            d, f = dlc["where"][i] < 0, fgd["where"][i] < 0
+            gpus[0] += d * arrivals[i].total_gpu_milli / MILLI
+            gpus[1] += f * arrivals[i].total_gpu_milli / MILLI
+            if d and not f:
+                only[(shape(arrivals[i]), dlc["blocked"][i], fgd["types"][fgd["where"][i]])] += 1
+        if gpus[0] or gpus[1]:
+            print(f" {lo}-{hi}%: GPUs failed dlc {gpus[0]:.1f} fgd {gpus[1]:.1f}; dlc only:")
+            for (s, b, t), c in only.most_common(8):
+                print(f"    {c:4d} {s:28s} dlc blocked by {b:7s} fgd put on {t}")
+    for mark in dlc["snaps"]:
+        print(f" at {mark}% of demand, per node type (dlc | fgd):")
+        d, f = dlc["snaps"][mark], fgd["snaps"][mark]
+        for t in sorted(d, key=lambda t: -d[t]["nodes"]):
+            a, b = d[t], f[t]
+            print(f"    {t:18s} n={a['nodes']:4.0f} whole {a['whole']:5.0f} | {b['whole']:5.0f}"
+                  f"  part {a['part']:6.1f} | {b['part']:6.1f}"
+                  f"  cores {a['cores']:7.0f} | {b['cores']:7.0f}"
+                  f"  cores by whole {a['cores_by_whole']:6.0f} | {b['cores_by_whole']:6.0f}"
+                  f"  whole <4c/GPU {a['whole_poor']:4.0f} | {b['whole_poor']:4.0f}")  # fmt: skip
+    print(f" at the end: dlc {dlc['end']:.2f}%, fgd {fgd['end']:.2f}%")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default="gpushare40")
+    parser.add_argument("--seed", type=int, default=48)
+    parser.add_argument("--at", default="80,86,90", help="percents of the GPUs arrived")
+    parser.add_argument("--dump", help="pickle the records here")
+    parser.add_argument("--load", help="read records pickled by --dump instead of replaying")
+    parser.add_argument("changes", nargs="*", help="NAME=VALUE (dlc's knobs)")
+    args = parser.parse_args()
+    knobs.apply(args.changes)
+    if args.load:
+        with open(args.load, "rb") as f:
+            rec = pickle.load(f)
+    else:
+        root = Path(os.environ.get("DLC_TRACES", "traces"))
+        nodes, pods = io.load_nodes(root), io.load_pods(root, args.trace)
+        at = [float(a) for a in args.at.split(",")]
+        rec = {name: run(nodes, pods, name, args.seed, at) for name in ("dlc", "fgd")}
+        rec["dlc"]["run"] = (args.trace, args.seed)
+        if args.dump:
+            with open(args.dump, "wb") as f:
+                pickle.dump(rec, f)
+    trace, seed = rec["dlc"].get("run", (args.trace, args.seed))
+    print(f"== {trace} seed {seed}")
+    report(rec)
+
+
+if __name__ == "__main__":
+    main()
