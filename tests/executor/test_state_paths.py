@@ -14,6 +14,7 @@ import pytest
 
 from dlc.app.local import LocalConfig, pool_specs, with_state_dir
 from dlc.executor.host_paths import MountRefused, check_volume, checked_spec
+from dlc.executor.kernel_fs import kernel_filesystem
 from dlc.executor.sharing.hook import ShareHook
 from dlc.executor.sharing.mps import MpsManager
 from dlc.executor.state_paths import (
@@ -191,3 +192,26 @@ def test_dlc_local_keeps_jobs_off_its_work_dir_with_the_admin_token(tmp_path):
     state = runner_state_paths(f"{sandbox}/runs/C", env=env)
     text = _refusal(f"{work}/admin.token", str(tmp_path.resolve()), state)
     assert f"it lies inside DLC's state directory {work};" in text
+
+
+def test_a_volume_on_a_kernel_filesystem_is_refused_wherever_it_is_mounted():
+    """Session 14 (finding 61): besides ``/proc`` and ``/sys`` by name, a volume is refused by
+    its filesystem's type: ``/dev/pts`` (devpts) under an allowed ``/dev`` is no state by name,
+    but a kernel view all the same. Storage (the test's own folders) is none."""
+    fd = os.open("/proc", os.O_PATH)
+    try:
+        assert kernel_filesystem(fd) == "proc"
+    finally:
+        os.close(fd)
+    fd = os.open(os.getcwd(), os.O_PATH)
+    try:
+        assert kernel_filesystem(fd) is None
+    finally:
+        os.close(fd)
+    with pytest.raises(MountRefused) as err:
+        check_volume(Volume("/dev/pts", "/x"), ("/dev",), resolve(()))
+    assert str(err.value) == (
+        "volume /dev/pts:/x: the host path is on the host's devpts filesystem, a view of the "
+        "host's kernel and of every process on it (other tenants' included), not data; mount a "
+        "data directory"
+    )
