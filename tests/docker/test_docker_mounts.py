@@ -350,3 +350,10 @@ def test_a_host_proc_volume_under_a_wide_prefix_is_refused(run_task, other_tenan
     finally:
         unbind(str(alias))
     assert run_task.runtime.created == []
+
+
+def test_the_engine_names_its_data_root_for_the_volume_check(docker_runtime):
+    """Finding 62: the runner keeps volumes off the engine's ``DockerRootDir``, as the engine
+    itself reports it (this engine: its default, ``/var/lib/docker``)."""
+    root = docker_runtime.client.info()["DockerRootDir"]
+    assert docker_runtime.engine_state() == ((root, "the Docker engine's data"),)
