@@ -1,18 +1,18 @@
 """Pure assembly of one task's container configuration (docker SDK ``containers.create`` kwargs).
 
 Security defaults (why): DLC containers never run privileged; their only devices are the GPU
-and driver devices that :mod:`dlc.executor.gpu_render` lists. They run as the policy's
-non-root ``UID:GID`` (``65534:65534`` unless the operator says otherwise), with every
-capability dropped and only the few a training process started as root might need added back
-(changing file ownership and permissions in its own files, switching users inside the image,
-signalling its own processes); ``no-new-privileges`` stops set-uid escalation. A container
-without GPUs also has the driver's ``/proc/driver/nvidia`` (the host's GPU list) masked, on top
-of the engine's own masks (:data:`ENGINE_MASKED_PATHS`). Job volumes are
-``type=bind`` mounts: unlike ``-v``/``Binds``, the engine refuses a missing source instead of
-creating it on the host, and :mod:`dlc.executor.host_paths` has already resolved every source.
-``memlock_unlimited`` lifts the locked-memory limit that NCCL over RDMA needs; it is off by
-default because the engine must hold CAP_SYS_RESOURCE to raise it (it fails in unprivileged
-sandboxes such as CI's).
+and driver devices that :mod:`dlc.executor.gpu_render` lists. They run as the policy's non-root
+``UID:GID`` (``65534:65534`` unless the operator says otherwise), with every capability dropped
+and only the few a training process started as root might need added back (changing file
+ownership and permissions in its own files, switching users inside the image, signalling its
+own processes); ``no-new-privileges`` stops set-uid escalation. A container without GPUs also
+has the drivers' ``/proc/driver`` (the host's GPU list and UUIDs) and ``/proc/irq`` (each GPU's
+interrupt handler) masked, on top of the engine's own masks (:data:`ENGINE_MASKED_PATHS`). Job
+volumes are ``type=bind`` mounts: unlike ``-v``/``Binds``, the engine refuses a missing source
+instead of creating it on the host, and :mod:`dlc.executor.host_paths` has already resolved
+every source. ``memlock_unlimited`` lifts the locked-memory limit that NCCL over RDMA needs; it
+is off by default because the engine must hold CAP_SYS_RESOURCE to raise it (it fails in
+unprivileged sandboxes such as CI's).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ walks every host path component by component from ``/``, each opened with
 * the path does not exist (Docker must never create host paths: volumes become
   ``type=bind`` mounts, which the engine refuses for a missing source);
 * the path is not a directory or a regular file (no device nodes, sockets, FIFOs);
+* the path is on a kernel filesystem (proc, sysfs, cgroup, ...: :mod:`dlc.executor.kernel_fs`),
+  a view of the host and of other tenants' processes, never data;
 * the path is not under an allowed prefix, or that prefix itself is not a real directory
   (a prefix with a symlink in it is unusable until the operator lists its real path);
 * the path is, contains or lies inside DLC's own state on this agent (MPS pipes, shim files,
@@ -36,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from dlc.errors import ContainerError
+from dlc.executor.kernel_fs import kernel_filesystem
 from dlc.executor.state_paths import Inode, ResolvedState, StatePath, default_state_paths, resolve
 from dlc.images.reference import ImageReferenceError, registry_allowed
 from dlc.scheduler.jobs.job import user_prefixes
@@ -111,7 +114,23 @@ def open_checked(volume: Volume) -> tuple[int, os.stat_result]:
         name = f"volume {volume.host_path}:{volume.container_path}"
         raise MountRefused(f"{name}: {_explain(problem)} (it changed after it was checked)")
     assert fd is not None and info is not None  # _walk gives both when it finds no problem
+    try:
+        _refuse_kernel_view(fd, f"volume {volume.host_path}:{volume.container_path}")
+    except MountRefused:
+        os.close(fd)
+        raise
     return fd, info
+
+
+def _refuse_kernel_view(fd: int, name: str) -> None:
+    """Refuse a volume on a kernel filesystem (the descriptor is the walked path's)."""
+    kind = kernel_filesystem(fd)
+    if kind:
+        raise MountRefused(
+            f"{name}: the host path is on the host's {kind} filesystem, a view of the host's "
+            "kernel and of every process on it (other tenants' included), not data; mount a "
+            "data directory"
+        )
 
 
 def _walk(
@@ -195,20 +214,24 @@ def check_volume(
             "directory in --allow-volume"
         )
     walked: list[Inode] = []
-    info, found = walk(volume.host_path, walked)
+    fd, info, found = _walk(volume.host_path, walked)
     if found is not None:
         raise MountRefused(f"{name}: {_explain(found)}")
-    assert info is not None  # walk gives the stat when it finds no problem
-    if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
-        raise MountRefused(
-            f"{name}: the host path is neither a directory nor a regular file; "
-            "mount a directory or a file"
-        )
-    # no symlink anywhere in it (the walk): the joined path is the real one
-    state = resolve(default_state_paths()) if state is None else state
-    reason = state.problem(_join(parts), walked)
-    if reason:
-        raise MountRefused(f"{name}: {reason}; {STATE_FIX}")
+    assert fd is not None and info is not None  # _walk gives both when it finds no problem
+    try:
+        if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+            raise MountRefused(
+                f"{name}: the host path is neither a directory nor a regular file; "
+                "mount a directory or a file"
+            )
+        # no symlink anywhere in it (the walk): the joined path is the real one
+        state = resolve(default_state_paths()) if state is None else state
+        reason = state.problem(_join(parts), walked)
+        if reason:  # the words submit gives too (/proc, /sys by name)
+            raise MountRefused(f"{name}: {reason}; {STATE_FIX}")
+        _refuse_kernel_view(fd, name)  # any other mount of them (a /proc/PID bound elsewhere)
+    finally:
+        os.close(fd)
     return replace(volume, host_path=_join(parts))
 
 

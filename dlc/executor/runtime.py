@@ -140,6 +140,20 @@ class DockerRuntime:
         """Runtimes registered with the engine (``docker info`` Runtimes)."""
         return frozenset((self.client.info().get("Runtimes") or {}).keys())
 
+    def engine_state(self) -> tuple[tuple[str, str], ...]:
+        """``(path, what)`` of where this engine keeps its data (``docker info``
+        ``DockerRootDir``): every container's files and configuration, wherever the operator
+        moved it (``data-root``), which no job volume may reach.
+
+        Raises:
+            ContainerError: the engine did not answer.
+        """
+        try:
+            root = self.client.info().get("DockerRootDir") or ""
+        except self._docker.errors.DockerException as exc:
+            raise ContainerError(f"cannot ask the Docker engine where its data is: {exc}") from None
+        return ((root, "the Docker engine's data"),) if root.startswith("/") else ()
+
     def volume_exists(self, name: str) -> bool:
         """Whether a named volume exists (e.g. ``nvidia_driver_535.104.05``)."""
         try:

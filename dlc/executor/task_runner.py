@@ -168,6 +168,8 @@ class TaskRunner:
         self.shares = self.config.shares or ShareHook()
         #: volume pinning (tests without CAP_SYS_ADMIN swap in a fake)
         self.pin_volumes = pin_volumes
+        self._engine_places: tuple[tuple[str, str], ...] | None = None
+        self._engine_lock = threading.Lock()
         self.shares.bind(runtime, self.config.grace_s)
         self.usage = self.config.usage
         if self.usage is not None:  # pids through Docker's top; reports as framework messages
@@ -558,7 +560,17 @@ class TaskRunner:
         library = shim.library or find_shim_library()
         if library:
             extra.append(StatePath(os.path.dirname(library), "DLC's shim library"))
+        extra += [StatePath(path, what) for path, what in self._engine_state()]
         return runner_state_paths(self.config.sandbox, extra)
+
+    def _engine_state(self) -> tuple[tuple[str, str], ...]:
+        """Where the engine keeps its data, asked once (red-team finding 62: a ``data-root``
+        moved under an allowed tree was every container's files, other tenants' too)."""
+        with self._engine_lock:  # tasks start on threads of their own: one asks
+            if self._engine_places is None:
+                ask = getattr(self.runtime, "engine_state", None)  # test runtimes may lack it
+                self._engine_places = tuple(ask()) if ask else ()
+            return self._engine_places
 
     def _sandbox(self, name: str) -> str:
         return os.path.join(self.config.sandbox, name)

@@ -478,3 +478,27 @@ def test_path_tricks_read_or_change_no_other_users_limits(api, method, path, sta
     assert answer.status == status
     assert b"max_cpus" not in answer.read()  # bob's limits are not in any answer
     assert core.tenancy.limits["bob"] == UserLimits("bob", max_cpus=4)
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "DELETE"])
+def test_a_user_never_gets_the_unknown_name_warning_or_the_names_it_suggests(api, method):
+    """Session 14 red-team (held): the did-you-mean warning lists known user names; a user's
+    token changing limits, on a name close to another user's, gets the one-line 403 and no
+    name; a malformed body gets a 400 naming only its field; nothing is stored."""
+    server, core, tokens = api
+    core.store.add_token("bobby")
+    body = None if method == "DELETE" else {"max_cpus": 8}
+    for user in ("bobbi", "alcie", "ALICE"):
+        with pytest.raises(ApiError) as err:
+            call(server, tokens["alice"], method, f"/v1/limits/{user}", body)
+        assert str(err.value) == "changing groups, quotas or limits needs an admin token"
+    if body is not None:
+        for bad in ({"max_cpus": "8"}, {"user": "bob"}, {"max_gpus": True}):
+            with pytest.raises(ApiError) as err:
+                call(server, tokens["alice"], method, "/v1/limits/bobbi", bad)
+            assert "bobby" not in str(err.value) and "did you mean" not in str(err.value)
+    assert core.tenancy.limits == {}
+    # the admin is told, with the name closest to it
+    if body is not None:
+        warning = call(server, tokens["admin"], method, "/v1/limits/bobbi", body)["warning"]
+        assert "(did you mean bobby?)" in warning

@@ -15,6 +15,7 @@ from dlc.executor.container_spec import LABEL_FRAMEWORK, TaskIdentity, create_kw
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, render
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.task_runner import RunnerConfig, TaskRunner
+from dlc.executor.volume_pins import bind, unbind
 from dlc.scheduler.jobs.launch_spec import LaunchSpec, TaskPolicy, Volume
 
 
@@ -305,3 +306,54 @@ def test_user_placeholder_keeps_each_user_in_their_own_tree(run_task, prefix):
         volumes=(Volume(f"{prefix}/alice", "/r"),), policy=policy,
     )  # fmt: skip
     assert state == "TASK_FINISHED" and "alice's" in message
+
+
+@pytest.fixture
+def other_tenant(docker_runtime, busybox_image, framework_id):
+    """Another user's running task: uid 65534 as every job, a secret in its environment and
+    a workspace it owns (``/tmp`` of its own filesystem)."""
+    container = docker_runtime.client.containers.run(
+        busybox_image, ["sleep", "120"], detach=True, user="65534:65534",
+        environment={"API_KEY": "alice-secret-7f3a"},
+        labels={LABEL_FRAMEWORK: framework_id},
+    )  # fmt: skip
+    container.reload()
+    yield container.attrs["State"]["Pid"]
+    container.remove(force=True)
+
+
+def test_a_host_proc_volume_under_a_wide_prefix_is_refused(run_task, other_tenant, prefix):
+    """Red-team finding 61 (session 14): with ``--allow-volume /`` a job mounted the host's
+    ``/proc`` (read-only) and, running as uid 65534 like every other job, read another
+    tenant's environment (``/proc/PID/environ``) and wrote into its filesystem through the
+    magic link ``/proc/PID/root``, which leaves the read-only mount. ``/proc``, ``/sys`` and
+    ``/dev/shm`` are refused by name now (submit does too), and any volume on a kernel
+    filesystem by its type: here ``/proc/PID`` bound under an allowed data tree."""
+    pid = other_tenant
+    alias = prefix / "d" / "alias"
+    alias.mkdir()
+    bind(f"/proc/{pid}", str(alias))
+    try:
+        cases = [
+            ("/proc", "/", "it is the host's process table /proc;"),
+            (f"/proc/{pid}", "/", "it lies inside the host's process table /proc;"),
+            ("/sys/fs/cgroup", "/", "it lies inside the host's kernel and device tree /sys;"),
+            (str(alias), str(prefix), "the host path is on the host's proc filesystem"),
+        ]
+        for host, allowed, expected in cases:
+            state, message = run_task(
+                "proc", command=("sh", "-c", "cat /h/environ /h/*/environ; touch /h/root/tmp/x"),
+                volumes=(Volume(host, "/h"),), policy=TaskPolicy(allowed_volumes=(allowed,)),
+            )  # fmt: skip
+            assert state == "TASK_FAILED" and expected in message, message
+            assert "alice-secret" not in message
+    finally:
+        unbind(str(alias))
+    assert run_task.runtime.created == []
+
+
+def test_the_engine_names_its_data_root_for_the_volume_check(docker_runtime):
+    """Finding 62: the runner keeps volumes off the engine's ``DockerRootDir``, as the engine
+    itself reports it (this engine: its default, ``/var/lib/docker``)."""
+    root = docker_runtime.client.info()["DockerRootDir"]
+    assert docker_runtime.engine_state() == ((root, "the Docker engine's data"),)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -153,6 +154,40 @@ def test_a_cpu_only_task_cannot_read_the_drivers_gpu_list(
     assert sink.states()[-1] == "TASK_FINISHED", sink.updates
     assert PROC_DRIVER in masks[0] and set(ENGINE_MASKED_PATHS) <= set(masks[0])
     assert (tmp_path / "stdout").read_text().split() == ["0"]
+
+
+def test_a_cpu_only_task_sees_no_drivers_procfs_and_no_interrupt_handlers(
+    runner_for, docker_runtime, busybox_image, tmp_path
+):
+    """Red-team finding 60 (session 14): masking ``/proc/driver/nvidia`` left its sibling
+    ``/proc/driver/nvidia-uvm``, whose ``gpus/`` folder holds, in release drivers, a link named
+    by the UUID of every GPU any process has used since the module loaded and an ``info`` file
+    with its name; and masking ``/proc/interrupts`` left ``/proc/irq/N/``, which names each
+    line's handler (``nvidia`` on a GPU host) as a folder. A CPU-only container reads neither
+    now: ``/proc/driver`` and ``/proc/irq`` are empty read-only folders. This host has no
+    NVIDIA driver; its ``/proc/irq`` names its own handlers (the container saw them before)."""
+    from tests.scheduler.helpers import job, offer, place
+
+    host_handlers = {
+        entry.name
+        for line in Path("/proc/irq").iterdir()
+        if line.is_dir()
+        for entry in line.iterdir()
+        if entry.is_dir()
+    }
+    assert host_handlers  # the host names some handler the container could read
+    script = "ls /proc/irq /proc/irq/* /proc/driver; grep ' /proc/[di][ri]' /proc/self/mountinfo"
+    cpu_job = job("j-irq", gpus=0, image=busybox_image, command=["sh", "-c", script])
+    [placed] = place([offer("o1", "a1", [0, 1])], [cpu_job]).launches
+    runner, sink = runner_for()
+    runner.launch("t-irq", task_launch.launch_spec(cpu_job, placed).encode())
+    runner.join(30)
+    assert sink.states()[-1] == "TASK_FINISHED", sink.updates
+    out = (tmp_path / "stdout").read_text()
+    assert not host_handlers & set(out.split()), out
+    mounts = [line.split() for line in out.splitlines() if " - tmpfs " in line]
+    assert {m[4] for m in mounts} >= {"/proc/driver", "/proc/irq"}, out
+    assert all(m[5].startswith("ro") for m in mounts), out
 
 
 def test_failing_command_reports_exit_code_and_last_lines(runner_for, busybox_image):

@@ -26,6 +26,14 @@ class FakeRuntime:
     def engine_runtimes(self):
         return self.runtimes
 
+    #: the engine's ``DockerRootDir`` (``""``: the engine says none), and how often it was asked
+    data_root = "/var/lib/docker"
+    state_asked = 0
+
+    def engine_state(self):
+        self.state_asked += 1
+        return ((self.data_root, "the Docker engine's data"),) if self.data_root else ()
+
     def volume_exists(self, name):
         return name in self.volumes
 

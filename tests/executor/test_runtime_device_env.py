@@ -18,7 +18,7 @@ import pytest
 
 from dlc.devices.amd.render import render_rocm
 from dlc.devices.base import GpuReservation
-from dlc.devices.nvidia.render import PROC_DRIVER
+from dlc.devices.nvidia.render import PROC_DRIVER, PROC_IRQ
 from dlc.executor.container_spec import (
     ENGINE_MASKED_PATHS,
     TaskIdentity,
@@ -85,6 +85,9 @@ def test_a_cpu_only_container_cannot_read_the_drivers_gpu_list(style):
     )
     assert PROC_DRIVER in kwargs["masked_paths"]
     assert set(ENGINE_MASKED_PATHS) <= set(kwargs["masked_paths"])
+    # finding 60: the whole of /proc/driver (nvidia-uvm/gpus names every used GPU's UUID) and
+    # /proc/irq (each line's handler, what /proc/interrupts lists)
+    assert {"/proc/driver", "/proc/irq"} <= set(kwargs["masked_paths"]) and PROC_IRQ
 
 
 @pytest.mark.parametrize("style", [GpuStyle.TOOLKIT, GpuStyle.LEGACY], ids=lambda s: s.value)

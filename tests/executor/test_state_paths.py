@@ -14,6 +14,7 @@ import pytest
 
 from dlc.app.local import LocalConfig, pool_specs, with_state_dir
 from dlc.executor.host_paths import MountRefused, check_volume, checked_spec
+from dlc.executor.kernel_fs import kernel_filesystem
 from dlc.executor.sharing.hook import ShareHook
 from dlc.executor.sharing.mps import MpsManager
 from dlc.executor.state_paths import (
@@ -28,6 +29,7 @@ from dlc.scheduler.jobs.launch_spec import LaunchSpec, TaskPolicy, Volume
 from dlc.scheduler.jobs.spec_rules import state_overlap
 from tests.app.test_local import DGX1
 
+from .fake_runtime import FakeRuntime
 from .test_task_runner import data, make
 
 FIX = "mount a directory that does not hold DLC's state"
@@ -191,3 +193,55 @@ def test_dlc_local_keeps_jobs_off_its_work_dir_with_the_admin_token(tmp_path):
     state = runner_state_paths(f"{sandbox}/runs/C", env=env)
     text = _refusal(f"{work}/admin.token", str(tmp_path.resolve()), state)
     assert f"it lies inside DLC's state directory {work};" in text
+
+
+def test_a_volume_on_a_kernel_filesystem_is_refused_wherever_it_is_mounted():
+    """Session 14 (finding 61): besides ``/proc`` and ``/sys`` by name, a volume is refused by
+    its filesystem's type: ``/dev/pts`` (devpts) under an allowed ``/dev`` is no state by name,
+    but a kernel view all the same. Storage (the test's own folders) is none."""
+    fd = os.open("/proc", os.O_PATH)
+    try:
+        assert kernel_filesystem(fd) == "proc"
+    finally:
+        os.close(fd)
+    fd = os.open(os.getcwd(), os.O_PATH)
+    try:
+        assert kernel_filesystem(fd) is None
+    finally:
+        os.close(fd)
+    with pytest.raises(MountRefused) as err:
+        check_volume(Volume("/dev/pts", "/x"), ("/dev",), resolve(()))
+    assert str(err.value) == (
+        "volume /dev/pts:/x: the host path is on the host's devpts filesystem, a view of the "
+        "host's kernel and of every process on it (other tenants' included), not data; mount a "
+        "data directory"
+    )
+
+
+def test_the_runner_refuses_the_engines_data_root_wherever_the_operator_moved_it(tmp_path):
+    """Red-team finding 62 (session 14): the engine's data was known only at
+    ``/var/lib/docker``. On a host whose ``data-root`` is on the data disk (DGX hosts put it on
+    ``/raid``, the usual ``--allow-volume`` tree), a job mounted it: every container's files
+    (``overlay2/*/merged``, other tenants' included, read-write) and configuration
+    (``containers/*/config.v2.json``: their environments). The runner asks the engine
+    (``docker info`` ``DockerRootDir``) once and keeps every volume off it."""
+    root = tmp_path.resolve()
+    data_root = root / "raid" / "docker"
+    (data_root / "containers" / "c1").mkdir(parents=True)
+    (root / "raid" / "alice").mkdir()
+    runtime = FakeRuntime()
+    runtime.data_root = str(data_root)
+    runner, runtime, sink = make(_mesos_sandbox(root, "E1"), runtime=runtime)
+    runner.pin_volumes = lambda spec, staging: (spec, lambda: None)  # no CAP_SYS_ADMIN here
+    policy = TaskPolicy(allowed_volumes=(f"{root}/raid",))
+    hosts = (data_root / "containers", data_root, root / "raid", root / "raid" / "alice")
+    for number, host in enumerate(hosts):
+        runner.launch(f"t{number}", data(volumes=(Volume(str(host), "/x"),), policy=policy))
+    runner.join(10)
+    last = {u[0]: u[1:3] for u in sink.updates}
+    engine = f"the Docker engine's data {data_root}"
+    assert last["t0"] == ("TASK_FAILED", f"volume {hosts[0]}:/x: it lies inside {engine}; {FIX}")
+    assert last["t1"] == ("TASK_FAILED", f"volume {hosts[1]}:/x: it is {engine}; {FIX}")
+    assert last["t2"] == ("TASK_FAILED", f"volume {hosts[2]}:/x: it contains {engine}; {FIX}")
+    assert last["t3"][0] == "TASK_FINISHED"  # the user's own data beside it is mounted
+    assert runtime.state_asked == 1  # asked once, not per task

@@ -79,6 +79,11 @@ def test_two_volumes_at_one_path_are_refused_by_both(data):
         ("/", "it contains DLC's MPS pipes /run/dlc-mps"),
         ("/etc", "it contains DLC's settings and keys /etc/dlc"),
         ("/var/lib", "it contains DLC's scheduler store /var/lib/dlc"),
+        # session 14 (finding 61): the host's kernel views and shared memory
+        ("/proc", "it is the host's process table /proc"),
+        ("/proc/1", "it lies inside the host's process table /proc"),
+        ("/sys/fs/cgroup", "it lies inside the host's kernel and device tree /sys"),
+        ("/dev", "it contains the host's shared memory (GPU shares' MPS segments) /dev/shm"),
     ],
 )
 def test_a_volume_holding_dlc_state_is_refused_by_both_in_the_same_words(host, reason):

@@ -28,11 +28,16 @@ CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 #: what the driver volume adds to PATH and LD_LIBRARY_PATH (nvidia-docker v1 layout)
 DRIVER_BIN = (f"{DRIVER_MOUNT}/bin",)
 DRIVER_LIBS = (f"{DRIVER_MOUNT}/lib", f"{DRIVER_MOUNT}/lib64")
-#: the driver's procfs: its version, and per GPU of the host the model, UUID, bus location and
-#: device minor. The container toolkit replaces it in a GPU container with a tmpfs holding only
-#: that container's GPUs; a container without GPUs gets nothing from it but other tenants'
-#: inventory (red-team finding 58, docs/security.md), so it is masked there
-PROC_DRIVER = "/proc/driver/nvidia"
+#: the drivers' procfs: ``nvidia`` holds its version, and per GPU of the host the model, UUID,
+#: bus location and device minor; ``nvidia-uvm/gpus`` a link named by the UUID of each GPU used
+#: since the module loaded, with an ``info`` file naming it. The container toolkit replaces
+#: ``nvidia`` in a GPU container with a tmpfs holding only that container's GPUs; a container
+#: without GPUs gets nothing from any of it but other tenants' inventory (red-team findings 58
+#: and 60, docs/security.md), so the whole folder is masked there
+PROC_DRIVER = "/proc/driver"
+#: ``/proc/irq/N/`` names each interrupt line's handler as a folder (``nvidia`` per GPU), what
+#: ``/proc/interrupts`` (masked among the engine's defaults) lists (finding 60)
+PROC_IRQ = "/proc/irq"
 
 
 class GpuStyle(enum.StrEnum):
@@ -119,10 +124,11 @@ def render_legacy(reservation: GpuReservation, device_root: str = "/dev") -> Gpu
 
 def render_none() -> GpuContainerArgs:
     """No GPU: hide every GPU even from an engine whose default runtime is ``nvidia``, and
-    the driver's view of the host's GPUs (:data:`PROC_DRIVER`)."""
+    the drivers' and the interrupt lines' view of the host's GPUs (:data:`PROC_DRIVER`,
+    :data:`PROC_IRQ`)."""
     return GpuContainerArgs(
         env={"NVIDIA_VISIBLE_DEVICES": "void", "CUDA_VISIBLE_DEVICES": ""},
-        masked_paths=(PROC_DRIVER,),
+        masked_paths=(PROC_DRIVER, PROC_IRQ),
     )
 
 

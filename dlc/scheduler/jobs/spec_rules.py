@@ -27,7 +27,8 @@ SYSTEM_DIRS = (
     "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/usr/bin", "/usr/lib",
     "/var", "/run",
 )  # fmt: skip
-#: DLC's own state and its engines' at their default places on an agent, with what each holds.
+#: DLC's own state and its engines' at their default places on an agent, and the host's kernel
+#: views (``/proc``, ``/sys``) and shared memory, with what each holds.
 #: No job volume may be, contain or lie inside one of them, whatever ``--allow-volume`` says: a
 #: prefix over ``/run`` once let a job mount the MPS pipes of other tenants' GPU shares. The
 #: agent adds its own paths (sandbox, Mesos work dir, ``$DOCKER_HOST``) and resolves symlinks
@@ -50,6 +51,10 @@ PLATFORM_STATE = (
     ("/run/containerd", "containerd's socket and state"),
     ("/var/run/containerd", "containerd's socket and state"),
     ("/var/lib/containerd", "containerd's data"),
+    # kernel views: with every job uid 65534, the host's /proc hands out other tenants'
+    # environments and, through /proc/PID/root, their files (red-team finding 61)
+    ("/proc", "the host's process table"), ("/sys", "the host's kernel and device tree"),
+    ("/dev/shm", "the host's shared memory (GPU shares' MPS segments)"),
 )  # fmt: skip
 #: what a ``gpu_model`` may hold: it is matched as a substring with punctuation ignored, so
 #: ``.*`` (which matched every GPU: it normalises to "") or ``[VA]100`` never meant a pattern
