@@ -163,6 +163,14 @@ def with_state_dir(specs: list, work: Path) -> list:
     return [replace(spec, executor_env=(*spec.executor_env, variable)) for spec in specs]
 
 
+def without_loopback_guard(specs: list) -> list:
+    """``specs`` whose executors leave the host's firewall alone: the emulated agents are
+    ``127.0.0.N``, so a gang's peers meet on loopback, and the emulator takes scheduler calls
+    only with ``dlc local``'s framework secret (docs/security.md #35, #59)."""
+    variable = ("DLC_LOOPBACK_GUARD", "off")
+    return [replace(spec, executor_env=(*spec.executor_env, variable)) for spec in specs]
+
+
 def host_memory_mib() -> int:
     """Total memory of this host in MiB (4 GiB when unknown)."""
     try:
@@ -491,7 +499,7 @@ class LocalCluster:
 
         work = private_dir(Path(self.config.work_dir).resolve())
         specs, self.topologies = pool_specs(self.config)
-        specs = with_state_dir(specs, work)
+        specs = without_loopback_guard(with_state_dir(specs, work))
         self.topology = self.topologies[0]
         self.ended_leftovers = end_previous_run(work / "scheduler.db")
         # a host-network job shares loopback with the emulator: only DLC may be its framework

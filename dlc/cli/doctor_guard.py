@@ -2,14 +2,16 @@
 
 Whoever reaches an agent's executor API can send status updates for other users' tasks unless
 the agent authenticates its executors, and ``/master/state`` hands out every id needed
-(red-team finding 2026-11-26). Two checks, one line each:
+(red-team finding 2026-11-26). Three checks, one line each:
 
 * ``executor auth``: the running ``mesos-agent`` (or ``mesos-local-host``) has
   ``--authenticate_http_executors`` (flag or ``MESOS_AUTHENTICATE_HTTP_EXECUTORS``) and a JWT
   key (``--jwt_secret_key``, formerly ``--executor_secret_key``);
 * ``firewall``: some drop/reject rule (``nft list ruleset``, else ``iptables -S``) keeps
   bridge-network containers (``docker0``/``br-*``) and host-network ones (their uid or cgroup)
-  away from the agent's port and the master's (docs/install.md has the rules).
+  away from the agent's port and the master's (docs/install.md has the rules);
+* ``loopback guard``: nftables holds the table that keeps job uids off 127.0.0.0/8 and ::1,
+  which host-network jobs share with the agent's services (:mod:`dlc.executor.loopback_guard`).
 
 Reading another process's flags and the firewall needs root; without it the line says so.
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlc.cli.doctor_check import Check
+from dlc.executor.loopback_guard import TABLE, installed
 
 AGENT_NAMES = ("mesos-agent", "mesos-slave", "mesos-local-host")
 DEFAULT_AGENT_PORT = 5051
@@ -34,6 +37,7 @@ AUTH_FIX = (
     "--http_authenticators=jwt (docs/install.md, 'Executor authentication')"
 )
 FIREWALL_FIX = "add the nftables or iptables rules of docs/install.md ('Keep containers away')"
+LOOPBACK_FIX = "sudo dlc setup-host loopback-guard (dlc-mesos-agent.service runs it at each start)"
 
 
 @dataclass
@@ -182,7 +186,20 @@ def check_firewall(agents: list[AgentProcess], ruleset: tuple[str, str] | None) 
     return Check("firewall", True, f"{tool} drops container traffic to ports {shown}")
 
 
+def check_loopback_guard(ruleset: tuple[str, str] | None) -> Check:
+    """Whether nftables keeps job uids off this host's loopback (host-network jobs)."""
+    if ruleset is None:
+        return Check("loopback guard", False, "cannot read nft rules (run as root)", LOOPBACK_FIX)
+    tool, text = ruleset
+    if tool == "nft" and installed(text):
+        detail = f"nft table inet {TABLE} refuses job uids' traffic to 127.0.0.0/8 and ::1"
+        return Check("loopback guard", True, detail)
+    detail = f"no nft table inet {TABLE}: host-network jobs reach every loopback service here"
+    return Check("loopback guard", False, detail, LOOPBACK_FIX)
+
+
 def guard_checks(proc: Path = Path("/proc"), run: Runner = _run, which=shutil.which) -> list[Check]:
-    """The two checks, for ``dlc doctor`` (:mod:`dlc.cli.doctor_cmd`)."""
+    """The three checks, for ``dlc doctor`` (:mod:`dlc.cli.doctor_cmd`)."""
     agents = find_agents(proc)
-    return [check_executor_auth(agents), check_firewall(agents, read_ruleset(run, which))]
+    rules = read_ruleset(run, which)
+    return [check_executor_auth(agents), check_firewall(agents, rules), check_loopback_guard(rules)]

@@ -14,6 +14,7 @@ import click
 
 from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuStyle
+from dlc.executor.loopback_guard import DEFAULT_OPEN_PORTS, DEFAULT_UIDS
 
 
 @click.command(name="executor")
@@ -60,6 +61,27 @@ from dlc.executor.gpu_render import GpuStyle
     help="Docker network mode of task containers (bridge, host, none).",
 )
 @click.option(
+    "--loopback-guard",
+    type=click.Choice(["enforce", "warn", "off"]),
+    default=lambda: os.environ.get("DLC_LOOPBACK_GUARD", "warn"),
+    show_default="warn, or $DLC_LOOPBACK_GUARD",
+    help="Before a host-network container starts: enforce installs the nftables table that "
+    "keeps job uids off 127.0.0.0/8 and ::1 (and fails the task if it cannot), warn logs when "
+    "it is missing, off does nothing (docs/install.md).",
+)
+@click.option(
+    "--loopback-guard-uids",
+    default=lambda: os.environ.get("DLC_LOOPBACK_GUARD_UIDS", DEFAULT_UIDS),
+    show_default=f"{DEFAULT_UIDS}, or $DLC_LOOPBACK_GUARD_UIDS",
+    help="The uids (a number or LOW-HIGH) the loopback guard holds: those containers run as.",
+)
+@click.option(
+    "--loopback-guard-ports",
+    default=lambda: os.environ.get("DLC_LOOPBACK_GUARD_PORTS", ",".join(DEFAULT_OPEN_PORTS)),
+    show_default=f"{','.join(DEFAULT_OPEN_PORTS)}, or $DLC_LOOPBACK_GUARD_PORTS",
+    help="Loopback ports that stay open to those uids: DNS and the agent's Mesos port range.",
+)
+@click.option(
     "--memlock-unlimited",
     is_flag=True,
     help="Run containers with `ulimit -l unlimited` (NCCL over RDMA; needs an engine "
@@ -94,6 +116,9 @@ def command(
     driver_version,
     grace,
     network_mode,
+    loopback_guard,
+    loopback_guard_uids,
+    loopback_guard_ports,
     memlock_unlimited,
     reaper,
     ack_timeout,
@@ -110,6 +135,7 @@ def command(
         serve,
     )
     from dlc.executor.lifecycle import ExecutorLifecycle
+    from dlc.executor.loopback_guard import GuardMode, GuardSettings, LoopbackGuard
     from dlc.executor.runtime import DockerRuntime
     from dlc.executor.task_runner import RunnerConfig, TaskRunner
     from dlc.executor.usage import UsageSampler, load_nvml
@@ -139,6 +165,10 @@ def command(
         network_mode=network_mode,
         memlock_unlimited=memlock_unlimited,
         sandbox=sandbox,
+        loopback_guard=LoopbackGuard(
+            GuardMode(loopback_guard),
+            GuardSettings(loopback_guard_uids, _port_list(loopback_guard_ports)),
+        ),
         # set by `dlc local` for simulated agents (stand-in AMD device nodes included)
         simulated_gpus=os.environ.get("DLC_SIMULATED_GPUS") == "1",
         usage=UsageSampler(load_nvml, interval_s=gpu_sample_interval)
@@ -158,6 +188,10 @@ def command(
     # returns when the last task ended and was acknowledged, the agent shut the executor
     # down, or the agent stayed unreachable past the recovery timeout
     serve(driver, executor)
+
+
+def _port_list(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
 def _configure_logging(path: str) -> None:

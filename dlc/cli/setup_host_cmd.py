@@ -6,6 +6,7 @@ for the venv of docs/install.md), so an operator needs no source checkout:
     dlc setup-host files                      # every shipped file and where it lies
     dlc setup-host print dlc-scheduler.service
     sudo dlc setup-host install scheduler     # unit -> /etc/systemd/system, settings -> /etc/dlc
+    sudo dlc setup-host loopback-guard        # the agent's nftables guard (dlc-mesos-agent does it)
 
 From a source checkout (an editable install has no data files) the same files are read from
 ``packaging/``, ``docs/`` and ``examples/``.
@@ -21,6 +22,15 @@ from pathlib import Path
 import click
 
 from dlc.errors import DlcError
+from dlc.executor.loopback_guard import (
+    DEFAULT_OPEN_PORTS,
+    DEFAULT_UIDS,
+    TABLE,
+    GuardMode,
+    GuardSettings,
+    LoopbackGuard,
+    ruleset,
+)
 
 #: the folder under the install prefix the wheel's data files go to (setup.cfg data_files)
 SHARE = Path("share", "dlc")
@@ -163,3 +173,40 @@ def install(role, unit_dir, etc_dir, force):
     for line in lines:
         click.echo(line)
     click.echo(f"next: systemctl daemon-reload && systemctl enable --now {ROLES[role].unit}")
+
+
+@command.command("loopback-guard")
+@click.option(
+    "--print",
+    "print_only",
+    is_flag=True,
+    help="Print the nft script instead of loading it (for /etc/nftables.d).",
+)
+@click.option(
+    "--uids",
+    default=DEFAULT_UIDS,
+    show_default=True,
+    help="The uids held (those containers run as).",
+)
+@click.option(
+    "--open-ports",
+    default=",".join(DEFAULT_OPEN_PORTS),
+    show_default=True,
+    help="Loopback ports left open to them: DNS and the agent's Mesos port range.",
+)
+def loopback_guard(print_only, uids, open_ports):
+    """Keep host-network jobs off this agent's loopback services (nftables, as root).
+
+    Loads table inet dlc_loopback_guard: new connections and datagrams from the given uids to
+    127.0.0.0/8 and ::1 are refused except to the open ports. dlc-mesos-agent.service runs
+    it before each start; executors run with DLC_LOOPBACK_GUARD=enforce reinstall it before
+    every host-network container.
+    """
+    ports = tuple(p.strip() for p in open_ports.split(",") if p.strip())
+    guard = LoopbackGuard(GuardMode.ENFORCE, GuardSettings(uids, ports))
+    if print_only:
+        click.echo(ruleset(guard.settings), nl=False)
+        return
+    guard.install()
+    click.echo(f"installed nft table inet {TABLE}: uids {uids} refused on loopback except "
+               f"ports {', '.join(ports)}")  # fmt: skip

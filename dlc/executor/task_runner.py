@@ -47,6 +47,7 @@ from dlc.executor.gpu_claim import (
 from dlc.executor.gpu_render import GpuReservation, GpuStyle, driver_volume_name, pick_style, render
 from dlc.executor.host_gpus import ProcDriverInfo
 from dlc.executor.host_paths import check_image, checked_spec
+from dlc.executor.loopback_guard import LoopbackGuard
 from dlc.executor.sharing.hook import ShareHook
 from dlc.executor.sharing.render import LABEL_SHARE, apply_share
 from dlc.executor.sharing.shim import find_library as find_shim_library
@@ -109,6 +110,8 @@ class RunnerConfig:
         simulated_gpus: this agent's GPUs are simulated (``dlc local``), even when stand-in
             device nodes are rendered: they are claimed within this framework and agent only,
             like style ``none`` GPUs, so another simulated agent's GPU numbers never clash.
+        loopback_guard: installs or checks the firewall that keeps host-network containers
+            off the agent's loopback services, before each such container is created.
     """
 
     gpu_style: GpuStyle = GpuStyle.AUTO
@@ -127,6 +130,7 @@ class RunnerConfig:
     gpu_vendor: str = "nvidia"
     drm: SysfsDrm = field(default_factory=SysfsDrm)
     simulated_gpus: bool = False
+    loopback_guard: LoopbackGuard = field(default_factory=LoopbackGuard)
 
 
 @dataclass
@@ -301,6 +305,9 @@ class TaskRunner:
         )
         if share_args is not None:
             kwargs = apply_share(kwargs, share_args)
+        if kwargs.get("network_mode") == "host":
+            # the host's loopback comes with its network (red-team finding 59)
+            self.config.loopback_guard.before_host_network(task.task_id, user[0])
         kwargs["labels"] = {
             # Docker copies the image's labels onto the container unless it sets them: a
             # share label from a user's image would claim a GPU this task was never given
