@@ -25,6 +25,8 @@ install_packages() {
     command -v dockerd >/dev/null || missing+=(docker.io)
     command -v docker-registry >/dev/null || missing+=(docker-registry)
     [ -x /usr/bin/busybox ] || missing+=(busybox-static)
+    # the loopback guard's tests (tests/security_r3, tests/docker) install nftables tables
+    command -v nft >/dev/null || missing+=(nftables)
     if [ "${#missing[@]}" -gt 0 ]; then
         log "installing ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
