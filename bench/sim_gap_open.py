@@ -27,31 +27,20 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import replay_probe as probe  # noqa: E402
 import sim_engine_knobs as knobs  # noqa: E402
+from replay_probe import node_type  # noqa: E402
 
 from dlc.sim import io  # noqa: E402
 from dlc.sim.cluster import ClusterState  # noqa: E402
-from dlc.sim.frag import FragModel, FragState  # noqa: E402
-from dlc.sim.policies import get_policy  # noqa: E402
-from dlc.sim.policies.base import ClusterView  # noqa: E402
 from dlc.sim.trace import MILLI, PodSpec  # noqa: E402
-from dlc.sim.workload import arrival_sequence, target_mix  # noqa: E402
 
 WINDOWS = (0, 70, 80, 84, 86, 88, 90, 92, 94, 96, 100, 131)
 
 
 def shape(pod: PodSpec) -> str:
     """``GPUsxthousandths cores GiB``."""
-    mem = f"{pod.memory_mib / 1024:.0f}G"
-    if not pod.num_gpu:
-        return f"cpu-only {pod.cpu_milli / 1000:g}c {mem}"
-    return f"{pod.num_gpu}x{pod.gpu_milli} {pod.cpu_milli / 1000:g}c {mem}"
-
-
-def node_type(cluster: ClusterState, n: int) -> str:
-    """``MODELxGPUs/coresc``."""
-    model = cluster.model_names[cluster.model[n]]
-    return f"{model}x{cluster.gpu_count[n]}/{cluster.cpu_capacity[n] // 1000}c"
+    return probe.shape(pod, memory=True)
 
 
 def blocker(cluster: ClusterState, pod: PodSpec) -> str:
@@ -91,14 +80,8 @@ def state(cluster: ClusterState) -> dict[str, dict[str, float]]:
 
 def run(nodes, pods, name: str, seed: int, at: list[float]) -> dict:
     """Replay ``name`` on seed ``seed``; the records (see the module docstring)."""
-    cluster = ClusterState(nodes)
-    total = cluster.total_gpu_milli
-    rng = np.random.default_rng(seed)
-    arrivals = arrival_sequence(pods, total, 1.3, rng)
-    policy = get_policy(name)
-    view = ClusterView(
-        cluster, FragState(FragModel(target_mix(pods), cluster.model_names), cluster)
-    )
+    replay = probe.start(nodes, pods, name, seed)
+    cluster, total, arrivals = replay.cluster, replay.total, replay.arrivals
     marks, so_far = sorted(at), 0
     where: list[int] = []
     gpus: list[tuple[int, ...]] = []
@@ -110,7 +93,7 @@ def run(nodes, pods, name: str, seed: int, at: list[float]) -> dict:
             snaps[marks.pop(0)] = state(cluster)
         so_far += pod.total_gpu_milli
         pct.append(100 * so_far / total)
-        placed = policy(pod, view, rng)
+        placed = replay.decide(pod)
         gpus.append(placed.gpus if placed is not None else ())
         if placed is None:
             where.append(-1)
@@ -118,8 +101,7 @@ def run(nodes, pods, name: str, seed: int, at: list[float]) -> dict:
                 blocked[i] = blocker(cluster, pod)
             continue
         where.append(placed.node)
-        cluster.place(pod, placed)
-        view.frag.update(placed.node)
+        replay.place(pod, placed)
     types = [node_type(cluster, n) for n in range(len(cluster))]
     return {"arrivals": arrivals, "where": where, "gpus": gpus, "pct": pct, "blocked": blocked,
             "snaps": snaps, "types": types, "end": cluster.allocation_ratio()}  # fmt: skip

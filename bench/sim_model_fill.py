@@ -14,27 +14,21 @@ engine before the model reserve (``mix_models.RESERVE``); docs/simulator.md, "Mo
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import replay_probe as probe  # noqa: E402
 import sim_engine_knobs as knobs  # noqa: E402
 
 from dlc.scheduler.allocator import mix_models  # noqa: E402
 from dlc.sim import io  # noqa: E402
 from dlc.sim.cluster import ClusterState  # noqa: E402
-from dlc.sim.frag import FragModel, FragState  # noqa: E402
-from dlc.sim.policies import get_policy  # noqa: E402
-from dlc.sim.policies.base import ClusterView  # noqa: E402
 from dlc.sim.trace import MILLI, PodSpec  # noqa: E402
-from dlc.sim.workload import arrival_sequence, target_mix  # noqa: E402
 
 
 def _spec(pod: PodSpec) -> str:
@@ -52,25 +46,19 @@ def _models(cluster: ClusterState, held: dict[str, Counter]) -> list[str]:
 
 
 def run(nodes, pods, name: str, seed: int, at: list[float], upto: float) -> None:
-    cluster = ClusterState(nodes)
-    total = cluster.total_gpu_milli
-    rng = np.random.default_rng(seed)
-    arrivals = arrival_sequence(pods, total, 1.3, rng)
-    policy = get_policy(name)
-    view = ClusterView(
-        cluster, FragState(FragModel(target_mix(pods), cluster.model_names), cluster)
-    )
+    replay = probe.start(nodes, pods, name, seed)
+    cluster, total = replay.cluster, replay.total
     marks, so_far = sorted(at), 0
     held: dict[str, Counter] = defaultdict(Counter)
     failed: Counter = Counter()
     gpus: Counter = Counter()
     first: dict[str, float] = {}
     print(f"== {name} seed {seed}")
-    for pod in arrivals:
+    for pod in replay.arrivals:
         so_far += pod.total_gpu_milli
         while marks and so_far > marks[0] / 100 * total:
             print(f" at {marks.pop(0)}% of demand:", *_models(cluster, held), sep="\n")
-        where = policy(pod, view, rng)
+        where = replay.decide(pod)
         pct = 100 * so_far / total
         if where is None:
             if pod.num_gpu and pct <= upto:
@@ -78,8 +66,7 @@ def run(nodes, pods, name: str, seed: int, at: list[float], upto: float) -> None
                 gpus[_spec(pod)] += pod.total_gpu_milli
                 first.setdefault(_spec(pod), pct)
             continue
-        cluster.place(pod, where)
-        view.frag.update(where.node)
+        replay.place(pod, where)
         model = cluster.model_names[int(cluster.model[where.node])]
         held[model][_spec(pod)] += pod.total_gpu_milli
     print(f" GPU pods failed up to {upto}%: {sum(failed.values())}, "
@@ -90,13 +77,8 @@ def run(nodes, pods, name: str, seed: int, at: list[float], upto: float) -> None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", default="gpuspec33")
-    parser.add_argument("--seed", type=int, default=44)
-    parser.add_argument("--policies", default="dlc,fgd")
-    parser.add_argument("--at", default="20,45,70", help="percents of the GPUs arrived")
+    parser = probe.arguments(__doc__, "gpuspec33", 44, "20,45,70", policies="dlc,fgd")
     parser.add_argument("--upto", type=float, default=70.0, help="count failures up to here")
-    parser.add_argument("changes", nargs="*", help="NAME=VALUE (dlc's knobs)")
     args = parser.parse_args()
     changes = dict(item.split("=", 1) for item in args.changes)
     mix_models.RESERVE = float(changes.pop("RESERVE", mix_models.RESERVE))

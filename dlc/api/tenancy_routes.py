@@ -266,10 +266,15 @@ def router(api: Any) -> APIRouter:
 
     @routes.post("/v1/groups/{group}/members", responses=ERRORS)
     def add_member(group: str, body: MemberIn, request: Request) -> dict:
-        """Put a user in a group (a user is in one group; admin; audited)."""
+        """Put a user in a group (a user is in one group; admin; audited). Answers the
+        groups, and a ``warning`` when no token, group member or job had the name (a typo
+        puts nobody in the group; the member is added all the same: an admin may add a user
+        before their first token)."""
         actor = _admin(request)
+        unknown = core.unknown_user(body.user)  # asked first: once added, the name is known
         core.add_member(group, body.user, actor)
-        return {"groups": groups_view(core)}
+        out = {"groups": groups_view(core)}
+        return out if unknown is None else {**out, "warning": unknown.member_warning(group)}
 
     @routes.delete("/v1/groups/{group}/members/{user}", responses=ERRORS)
     def remove_member(group: str, user: str, request: Request) -> dict:

@@ -68,9 +68,12 @@ def create(name, default_pool, preempt_within, api, token):
 @click.argument("users", nargs=-1, required=True)
 @api_options
 def add(group, users, api, token):
-    """Put USERS in GROUP (a user is in one group; admin, audited)."""
+    """Put USERS in GROUP (a user is in one group; admin, audited). A USER no token, group
+    member or job has is warned of on stderr (a typo?) and added all the same."""
     for user in users:
-        call(api, token, "POST", f"/v1/groups/{group}/members", {"user": user})
+        out = call(api, token, "POST", f"/v1/groups/{group}/members", {"user": user})
+        if out.get("warning"):  # a name the cluster never saw: added, but likely a typo
+            click.echo(f"warning: {out['warning']}", err=True)
     click.echo(f"{group}: added {', '.join(users)}")
 
 

@@ -19,8 +19,10 @@ from dlc.cli.scheduler_cmd import (
     print_login,
     share_hold_options,
     stop_on_signals,
+    warn_state_prefixes,
 )
 from dlc.errors import DlcError
+from dlc.executor.state_paths import StatePath
 
 
 @click.command("local")
@@ -99,6 +101,8 @@ def command(simulate, work_dir, api_port, mesos_port, policy, cpus, mem_mib, gpu
         admin_token=admin_token_from(admin_token_file),
         share_hold=ShareHoldSettings(share_hold_reserve, share_hold_fill, share_hold_max_wait),
     )
+    work = StatePath(str(Path(work_dir).resolve()), "dlc local's work directory")
+    warn_state_prefixes(tuple(allow_volume), (work,))
     try:
         Path(work_dir).mkdir(parents=True, exist_ok=True)
     except OSError as exc:

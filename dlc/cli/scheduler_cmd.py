@@ -22,6 +22,7 @@ from dlc.app.interpreter import (
 from dlc.cli.session_opts import session_options
 from dlc.errors import DlcError
 from dlc.executor.gpu_render import GpuStyle
+from dlc.executor.state_paths import StatePath, prefix_warnings
 from dlc.mesos.framework import WEEK_S, FrameworkConfig, check_roles, parse_group_roles
 from dlc.scheduler.allocator import POLICY_MODULES
 from dlc.scheduler.placement.round_cap import DEFAULT_JOBS_PER_ROUND
@@ -80,6 +81,14 @@ def absolute_prefixes(ctx, param, values: tuple[str, ...]) -> tuple[str, ...]:
                 param_hint="--allow-volume",
             )
     return values
+
+
+def warn_state_prefixes(prefixes: tuple[str, ...], extra: tuple[StatePath, ...] = ()) -> None:
+    """One ``warning:`` line on stderr per ``--allow-volume`` prefix that is, contains or lies
+    inside DLC's own state (``extra``: this command's own places), whose volumes the agents
+    refuse (:mod:`dlc.executor.state_paths`)."""
+    for line in prefix_warnings(prefixes, extra):
+        click.echo(f"warning: {line}", err=True)
 
 
 def port_in_use_error(exc: OSError, api_port: int) -> DlcError:
@@ -415,6 +424,7 @@ def command(master, db, zk, api_host, api_port, api_advertise_url, policy, allow
         click.echo(store.add_token(create_token, admin=admin, max_priority=max_priority))
         store.close()
         return
+    warn_state_prefixes(tuple(allow_volume))
     if not master:
         raise DlcError("--master is required: e.g. --master 127.0.0.1:5050 or zk://zk1:2181/mesos")
     if reserve and not [r for r in roles if r != "*"]:

@@ -18,6 +18,9 @@ The volume's own path needs no resolving: the walk refuses any symlink in it, so
 path is the real one. The check runs once, before the pin: between the two a job cannot turn a
 checked, symlink-free path into state (a container mounts nothing, and a rename across its bind
 mount fails), and the pin's own walk refuses any symlink planted since.
+
+:func:`prefix_warnings` tells the operator at start which ``--allow-volume`` prefixes reach
+this state (``/run`` contains the MPS pipes), so that a refusal later is no surprise.
 """
 
 from __future__ import annotations
@@ -127,6 +130,38 @@ class ResolvedState:
             path, what = self.holders[walked[-1]]
             return f"it contains {what} {path} (through another name of the same directory)"
         return None
+
+
+def prefix_warning(prefix: str, state: ResolvedState) -> str | None:
+    """One line for the operator when an ``--allow-volume`` ``prefix`` is, contains or lies
+    inside a path of ``state`` (the check a volume under it gets, :func:`state_overlap`, on the
+    prefix itself), else ``None``. A prefix that is or lies inside state allows nothing; one
+    that contains state still allows the rest of its tree. ``{user}`` is compared as written.
+    """
+    found: dict[str, str] = {}  # resolved state path -> the reason, each place once
+    for path, what in state.named:
+        reason = state_overlap(prefix, [(path, what)])
+        if reason:
+            found.setdefault(os.path.realpath(path), reason)
+    whole = [r for r in found.values() if not r.startswith("it contains")]
+    if whole:
+        return f"--allow-volume {prefix}: {whole[0]}; every job volume under it will be refused"
+    if not found:
+        return None
+    first, *more = found.values()
+    also = f" and {len(more)} more of DLC's state paths" if more else ""
+    return (f"--allow-volume {prefix}: {first}{also}; job volumes that are, contain or lie "
+            f"inside them will be refused (the rest of {prefix} stays allowed)")  # fmt: skip
+
+
+def prefix_warnings(
+    prefixes: Iterable[str], extra: Iterable[StatePath] = (), env: Mapping[str, str] | None = None
+) -> list[str]:
+    """:func:`prefix_warning` for each prefix against :func:`default_state_paths` and
+    ``extra``, resolved on this host: what ``dlc scheduler`` and ``dlc local`` print at start
+    (an agent may keep more, such as its Mesos work dir, and checks each volume again)."""
+    state = resolve((*default_state_paths(env), *extra))
+    return [line for p in prefixes if (line := prefix_warning(p, state))]
 
 
 def _inode(path: str) -> Inode | None:

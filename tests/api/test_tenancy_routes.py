@@ -233,6 +233,25 @@ def test_no_warning_for_a_user_with_a_token_a_group_or_a_job_or_for_a_limit_remo
     assert "warning" not in out and "alcie" not in core.tenancy.limits  # holds nothing now
 
 
+def test_a_member_the_cluster_never_saw_is_added_with_a_one_line_warning(api):
+    server, core, tokens = api
+    admin = tokens["admin"]
+    call(server, admin, "POST", "/v1/groups", {"name": "team-a", "default_pool": "train"})
+    out = call(server, admin, "POST", "/v1/groups/team-a/members", {"user": "alcie"})
+    assert out["warning"] == (
+        "user 'alcie': no token, group member or job has that name (did you mean alice?); "
+        "added to team-a all the same; `dlc groups remove team-a alcie` takes the name out"
+    )
+    assert out["groups"][0]["members"] == ["alcie"]  # added all the same
+    assert core.tenancy.group_of("alcie") == "team-a"
+    # known names: a token's user, and now alcie, a group member
+    for user in ("alice", "root", "alcie"):
+        out = call(server, admin, "POST", "/v1/groups/team-a/members", {"user": user})
+        assert "warning" not in out, user
+    out = call(server, admin, "POST", "/v1/groups/team-a/members", {"user": "zed"})
+    assert out["warning"].startswith("user 'zed': no token, group member or job has that name; ")
+
+
 def test_delete_removes_all_of_a_users_limits(api):
     server, core, tokens = api
     call(server, tokens["admin"], "PATCH", "/v1/limits/alice", {"max_running": 2, "max_cpus": 4})

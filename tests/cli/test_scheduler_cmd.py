@@ -47,6 +47,34 @@ def test_bad_options_are_one_line(tmp_path, args, message):
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_scheduler_warns_at_start_of_an_allowed_prefix_over_dlcs_state(tmp_path):
+    args = ["scheduler", "--db", str(tmp_path / "db"), "--allow-volume", "/run",
+            "--allow-volume", str(tmp_path)]  # fmt: skip
+    result = CliRunner().invoke(cli, args)  # no --master: stops right after the warnings
+    assert result.exit_code == 1
+    warning, error = result.stderr.splitlines()
+    assert warning.startswith(
+        "warning: --allow-volume /run: it contains DLC's MPS pipes /run/dlc-mps and "
+    )
+    assert warning.endswith("will be refused (the rest of /run stays allowed)")
+    assert error.startswith("Error: --master is required")
+
+
+def test_dlc_local_warns_of_a_prefix_over_its_work_dir(tmp_path):
+    home = tmp_path.resolve()
+    (home / "file").write_text("")  # a work dir that cannot be made: stops after the warning
+    work = home / "file" / ".dlc-local"
+    args = ["local", "--work-dir", str(work), "--allow-volume", str(home)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0] == (
+        f"warning: --allow-volume {home}: it contains dlc local's work directory {work}; job "
+        f"volumes that are, contain or lie inside them will be refused (the rest of {home} "
+        "stays allowed)"
+    )
+    assert "--work-dir" in result.stderr.splitlines()[1]
+
+
 def test_admin_token_flag_is_refused_with_the_safe_ways(tmp_path):
     # a token on the command line shows in `ps` to every user of the host
     result = CliRunner().invoke(

@@ -347,3 +347,20 @@ def test_a_limit_on_an_unknown_name_warns_on_stderr_in_one_line_and_is_stored(ap
     assert core.tenancy.limits["alcie"].max_cpus == 8
     known = CliRunner().invoke(cli, ["groups", "limit", "alice", "--max-cpus", "8"], env=env)
     assert known.exit_code == 0 and known.stderr == ""
+
+
+def test_adding_an_unknown_member_warns_on_stderr_in_one_line_and_adds_it(api):  # noqa: F811
+    server, core, tokens = api
+    env = {"DLC_API": server.url, "DLC_TOKEN": tokens["admin"]}
+    dlc(server, tokens["admin"], "groups", "create", "team-a", "--pool", "train")
+    result = CliRunner().invoke(cli, ["groups", "add", "team-a", "alice", "alcie"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "warning: user 'alcie': no token, group member or job has that name (did you mean "
+        "alice?); added to team-a all the same; `dlc groups remove team-a alcie` takes the "
+        "name out"
+    ]
+    assert result.stdout == "team-a: added alice, alcie\n"
+    assert core.tenancy.group_of("alcie") == "team-a"
+    known = CliRunner().invoke(cli, ["groups", "add", "team-a", "alice"], env=env)
+    assert known.exit_code == 0 and known.stderr == ""

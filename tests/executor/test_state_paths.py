@@ -22,6 +22,8 @@ from dlc.executor.state_paths import (
     StatePath,
     agent_work_dir,
     default_state_paths,
+    prefix_warning,
+    prefix_warnings,
     resolve,
     runner_state_paths,
 )
@@ -121,6 +123,37 @@ def test_the_real_system_trees_that_hold_dlc_state_are_refused(volume, allowed, 
     with pytest.raises(MountRefused) as err:
         check_volume(Volume(volume, "/x"), (allowed,))
     assert str(err.value) == f"volume {volume}:/x: {reason}; {FIX}"
+
+
+def test_an_allowed_prefix_over_state_is_warned_of_naming_the_state_and_how_much(run):
+    mps = StatePath(str(run / "dlc-mps"), "DLC's MPS pipes")
+    state = resolve((mps, StatePath(str(run / "dlc-shim"), "DLC's shim files")))
+    assert prefix_warning(f"{run}/", state) == (
+        f"--allow-volume {run}/: it contains DLC's MPS pipes {run}/dlc-mps and 1 more of DLC's "
+        f"state paths; job volumes that are, contain or lie inside them will be refused (the "
+        f"rest of {run}/ stays allowed)"
+    )
+    # a prefix that is or lies inside state allows nothing at all
+    assert prefix_warning(f"{run}/dlc-mps/gpu0", state) == (
+        f"--allow-volume {run}/dlc-mps/gpu0: it lies inside DLC's MPS pipes {run}/dlc-mps; "
+        "every job volume under it will be refused"
+    )
+    assert prefix_warning(f"{run}/dlc-shim", state).startswith(
+        f"--allow-volume {run}/dlc-shim: it is DLC's shim files {run}/dlc-shim; every"
+    )
+    assert prefix_warning(f"{run}/jobs", state) is None  # beside the state: nothing to say
+
+
+def test_the_real_run_is_warned_of_once_per_place_whatever_its_spellings():
+    lines = prefix_warnings(["/run", "/data", "/var/run", "/"], env={})
+    assert len(lines) == 3  # /data holds none of DLC's state
+    run, var_run, root = lines
+    assert run.startswith(
+        "--allow-volume /run: it contains DLC's MPS pipes /run/dlc-mps and 5 more of DLC's "
+        "state paths; job volumes"
+    )  # /run/dlc-mps and /var/run/dlc-mps (where /var/run -> /run) count once
+    assert var_run.startswith("--allow-volume /var/run: it contains DLC's MPS pipes")
+    assert root.startswith("--allow-volume /: it contains DLC's MPS pipes /run/dlc-mps and ")
 
 
 def test_every_default_is_covered_at_both_spellings():

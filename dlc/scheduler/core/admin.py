@@ -6,8 +6,8 @@ ports"): they call these methods, which write through the store's
 :class:`~dlc.scheduler.core.ports.TenancyAdmin` and :class:`~dlc.scheduler.core.ports.TokenIssuer`
 ports and, for a tenancy change, read the whole policy back into the core at once, so the next offer
 round already plans with it. :meth:`Admin.unknown_user` tells a limit set on a name the cluster has
-never seen (a typo limits nobody) through the :class:`~dlc.scheduler.core.ports.UserDirectory`
-port.
+never seen (a typo limits nobody), or a member added under one, through the
+:class:`~dlc.scheduler.core.ports.UserDirectory` port.
 """
 
 from __future__ import annotations
@@ -44,14 +44,29 @@ class UnknownUser:
     similar: tuple[str, ...] = ()
 
     def warning(self) -> str:
-        """One line for the admin: ``user 'alcie': no token, group member or job has that
-        name (did you mean alice?); ...``, with the command that takes the limits back."""
+        """One line for the admin who set limits on the name: ``user 'alcie': no token,
+        group member or job has that name (did you mean alice?); ...``, with the command that
+        takes the limits back."""
+        return (f"{self._unknown()}; the limits are stored and apply once a user of that "
+                f"name submits; `dlc groups limit {_shell(self.user)} --clear` removes "
+                "them")  # fmt: skip
+
+    def member_warning(self, group: str) -> str:
+        """One line for the admin who put the name in ``group``: as :meth:`warning`, with the
+        command that takes the member out again."""
+        shown = group if group.isprintable() else repr(group)
+        return (f"{self._unknown()}; added to {shown} all the same; `dlc groups remove "
+                f"{_shell(group)} {_shell(self.user)}` takes the name out")  # fmt: skip
+
+    def _unknown(self) -> str:
         guess = f" (did you mean {' or '.join(self.similar)}?)" if self.similar else ""
-        # a name from a URL may hold a newline: quoted for a shell it would break the line
-        name = shlex.quote(self.user) if self.user.isprintable() else repr(self.user)
-        return (f"user {self.user!r}: no token, group member or job has that name{guess}; "
-                "the limits are stored and apply once a user of that name submits; "
-                f"`dlc groups limit {name} --clear` removes them")  # fmt: skip
+        return f"user {self.user!r}: no token, group member or job has that name{guess}"
+
+
+def _shell(name: str) -> str:
+    """``name`` as a shell word; a name from a URL or body may hold a newline, which quoted
+    for a shell would break the one line: then its ``repr``."""
+    return shlex.quote(name) if name.isprintable() else repr(name)
 
 
 class Admin:

@@ -84,6 +84,7 @@ def test_a_user_name_nobody_has_is_unknown_with_the_close_known_names(core):
 
 def test_a_name_with_a_newline_stays_one_line_and_a_store_without_users_warns_of_nobody():
     assert "\n" not in UnknownUser("al\nice").warning()
+    assert "\n" not in UnknownUser("al\nice").member_warning("team\na")
 
     class Bare(MemoryJobStore):
         knows_user = None  # type: ignore[assignment]
