@@ -229,7 +229,7 @@ def main() -> None:
         action="append",
         default=[],
         help="NAME=VALUE[,NAME=VALUE] host keep knobs: report the decisions they place "
-        "elsewhere instead (repeatable)",
+        "elsewhere instead, every decision, before and after --from (repeatable)",
     )
     parser.add_argument("changes", nargs="*", help="NAME=VALUE (dlc's knobs)")
     args = parser.parse_args()
