@@ -10,6 +10,14 @@ put it strictly lower, the host keep term did, or a tie. Knobs as in
 ``bench/sim_engine_knobs.py`` (NAME=VALUE); docs/simulator.md, "The gpushare mid-load gap"::
 
     .venv/bin/python bench/sim_gap_why.py --trace gpushare40 --seed 48 --from 20 --to 84
+
+``--alt NAME=VALUE[,...]`` (repeatable) records instead, for every decision with a choice, where
+the engine would have placed the pod with those host keep knobs, and prints how many each
+places elsewhere and whether the engine's winner had fewer cores left (docs/simulator.md,
+"cpu300: the host keep terms at CPU saturation")::
+
+    .venv/bin/python bench/sim_gap_why.py --trace cpu300 --seed 44 --from 70 --to 131 \
+        --alt host_keep_among=gpus --alt host_keep_pair=0
 """
 
 from __future__ import annotations
@@ -111,6 +119,82 @@ class Recorder:
         return wrapped
 
 
+class Mover:
+    """With ``--alt``: for each decision with a choice, where the engine would have placed the
+    pod with other host keep knobs (``ScoreParams`` fields differing in the term only, so the
+    cached measure is the same), and the cores left on both winners."""
+
+    def __init__(self, cluster: ClusterState, alts: dict[str, fragscore.ScoreParams]):
+        self.cluster, self.alts, self.pct, self.events = cluster, alts, 0.0, []
+        self.row = {name: n for n, name in enumerate(cluster.names)}
+        self._order, self._choose = WholeScore.order, fragscore.choose
+        WholeScore.order = self._wrap_order()  # type: ignore[method-assign]
+        fragscore.choose = self._wrap_choose()
+
+    def _keep(self, kind: str, win: str, alt: dict[str, str]) -> None:
+        cores = self.cluster.cpu_left / 1000
+        moved = {k: float(cores[self.row[win]] - cores[self.row[a]]) for k, a in alt.items()
+                 if a != win}  # fmt: skip
+        self.events.append({"kind": kind, "pct": self.pct, "moved": moved})
+
+    def _wrap_order(self):
+        order, rec = self._order, self
+
+        def wrapped(score, candidates, gpus, cpus, mem):
+            out = order(score, candidates, gpus, cpus, mem)
+            if len(candidates) < 2:
+                return out
+            kept, alt = score._params, {}
+            try:
+                for name, params in rec.alts.items():
+                    score._params = params
+                    alt[name] = order(score, candidates, gpus, cpus, mem)[0].agent_id
+            finally:
+                score._params = kept
+            rec._keep("cpu-only" if not gpus else f"{gpus}-GPU", out[0].agent_id, alt)
+            return out
+
+        return wrapped
+
+    def _wrap_choose(self):
+        choose, rec = self._choose, self
+
+        def wrapped(req, agents, mix, params=fragscore.DEFAULT_PARAMS, frag=None, guarded=None):
+            out = choose(req, agents, mix, params, frag, guarded)
+            caller = sys._getframe(1).f_locals
+            if out is None or "chosen" not in caller:
+                return out
+            slots = [caller["room"].slots[k] for k in caller["chosen"]]
+            alt = {}
+            for name, other in rec.alts.items():
+                placed = choose(req, agents, mix, other, frag, guarded)
+                alt[name] = slots[placed.agent].agent_id if placed else slots[out.agent].agent_id
+            rec._keep("share", slots[out.agent].agent_id, alt)
+            return out
+
+        return wrapped
+
+
+def report_moves(events: list[dict], alts: list[str], split: float) -> None:
+    """Per alternative: the decisions it places elsewhere, by kind and before/after ``split``
+    percent of demand, and whether the engine's winner had fewer cores left than the
+    alternative's (the median difference)."""
+    print(f"decisions with a choice: {len(events)}")
+    for name in alts:
+        groups: dict[tuple[str, str], list[float]] = {}
+        for e in events:
+            if name in e["moved"]:
+                when = f"<{split:g}%" if e["pct"] < split else f"{split:g}%+"
+                groups.setdefault((e["kind"], when), []).append(e["moved"][name])
+        total = sum(len(v) for v in groups.values())
+        print(f"  {name}: {total} placed elsewhere (the engine's winner has fewer cores left:"
+              " poorer, more: richer; median cores, winner minus alternative)")  # fmt: skip
+        for (kind, when), diffs in sorted(groups.items()):
+            d = np.array(diffs)
+            print(f"    {kind:8s} {when:6s} {len(d):5d}: poorer {(d < 0).sum():5d}, richer "
+                  f"{(d > 0).sum():5d}, median {np.median(d):+.1f}")  # fmt: skip
+
+
 def report(events: list[dict]) -> None:
     """Decisions by kind, those that broke an empty 8-GPU agent, and why."""
     kinds = Counter(e["kind"] for e in events)
@@ -140,13 +224,23 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=48)
     parser.add_argument("--from", dest="lo", type=float, default=20.0)
     parser.add_argument("--to", dest="hi", type=float, default=84.0)
+    parser.add_argument(
+        "--alt",
+        action="append",
+        default=[],
+        help="NAME=VALUE[,NAME=VALUE] host keep knobs: report the decisions they place "
+        "elsewhere instead, every decision, before and after --from (repeatable)",
+    )
     parser.add_argument("changes", nargs="*", help="NAME=VALUE (dlc's knobs)")
     args = parser.parse_args()
     knobs.apply(args.changes)
     root = Path(os.environ.get("DLC_TRACES", "traces"))
     nodes, pods = io.load_nodes(root), io.load_pods(root, args.trace)
     cluster = ClusterState(nodes)
-    rec = Recorder(cluster, args.lo)
+    alts = {
+        text: knobs.params_with(dict(i.split("=", 1) for i in text.split(","))) for text in args.alt
+    }
+    rec = Mover(cluster, alts) if alts else Recorder(cluster, args.lo)
     rng = np.random.default_rng(args.seed)
     arrivals = arrival_sequence(pods, cluster.total_gpu_milli, 1.3, rng)
     policy = get_policy("dlc")
@@ -163,7 +257,10 @@ def main() -> None:
             cluster.place(pod, placed)
             view.frag.update(placed.node)
     print(f"== {args.trace} seed {args.seed}, {args.lo:g}-{args.hi:g}% of demand")
-    report(rec.events)
+    if isinstance(rec, Mover):
+        report_moves(rec.events, list(alts), args.lo)
+    else:
+        report(rec.events)
 
 
 if __name__ == "__main__":

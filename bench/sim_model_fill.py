@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import replay_probe as probe  # noqa: E402
 import sim_engine_knobs as knobs  # noqa: E402
 
-from dlc.scheduler.allocator import mix_models  # noqa: E402
 from dlc.sim import io  # noqa: E402
 from dlc.sim.cluster import ClusterState  # noqa: E402
 from dlc.sim.trace import MILLI, PodSpec  # noqa: E402
@@ -80,9 +79,7 @@ def main() -> None:
     parser = probe.arguments(__doc__, "gpuspec33", 44, "20,45,70", policies="dlc,fgd")
     parser.add_argument("--upto", type=float, default=70.0, help="count failures up to here")
     args = parser.parse_args()
-    changes = dict(item.split("=", 1) for item in args.changes)
-    mix_models.RESERVE = float(changes.pop("RESERVE", mix_models.RESERVE))
-    knobs.apply([f"{k}={v}" for k, v in changes.items()])
+    knobs.apply(args.changes)  # RESERVE=0 included (sim_engine_knobs.MODEL_CONSTANTS)
     root = Path(os.environ.get("DLC_TRACES", "traces"))
     nodes, pods = io.load_nodes(root), io.load_pods(root, args.trace)
     at = [float(a) for a in args.at.split(",")]
