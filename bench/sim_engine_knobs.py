@@ -33,7 +33,7 @@ import dlc.scheduler.placement.whole_score as whole_score  # noqa: E402
 import dlc.sim.policies.engine  # noqa: E402, F401
 from dlc.cli.main import main as dlc_main  # noqa: E402
 
-MIX_CONSTANTS = ("POPULARITY", "GPU_SHARE")
+MIX_CONSTANTS = ("POPULARITY", "GPU_SHARE", "RESTRICTED_ALL")
 #: mix_models' reserve constants (``RESERVE=0``: the engine before the model reserve;
 #: ``SHARE_KEEP_COST=0``: shares ignore it, the engine before session 14)
 RESERVE_CONSTANTS = ("RESERVE", "SHARE_KEEP_COST")
