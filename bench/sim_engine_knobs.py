@@ -7,8 +7,8 @@ Each row of docs/simulator.md's "Measured again in round 3, session 6" table::
     .venv/bin/python bench/sim_engine_knobs.py --trace multigpu40 --seeds 42 \
         --out /tmp/knobs/pure POPULARITY=1.0 cpu_cap=none granular=0
 
-``POPULARITY`` and ``GPU_SHARE`` are :mod:`dlc.scheduler.placement.whole_score`'s mix constants,
-``RESERVE`` is :mod:`dlc.scheduler.allocator.mix_models`'s model reserve (0: off); any
+``POPULARITY`` and ``GPU_SHARE`` are :mod:`dlc.scheduler.placement.whole_score`'s mix
+constants, ``RESERVE`` and ``SHARE_KEEP_COST`` :mod:`dlc.scheduler.allocator.mix_models`'s; any
 other name is a field of :class:`dlc.scheduler.allocator.fragscore.ScoreParams` (booleans as
 0/1). The change is made in this process only (module constants and the defaults that hold
 ``DEFAULT_PARAMS``), then ``dlc simulate openb --policy dlc`` runs as usual (``--mode core``:
@@ -33,9 +33,10 @@ import dlc.scheduler.placement.whole_score as whole_score  # noqa: E402
 import dlc.sim.policies.engine  # noqa: E402, F401
 from dlc.cli.main import main as dlc_main  # noqa: E402
 
-MIX_CONSTANTS = ("POPULARITY", "GPU_SHARE")
-#: constants of :mod:`dlc.scheduler.allocator.mix_models` (``RESERVE=0``: no model reserve)
-MODEL_CONSTANTS = ("RESERVE",)
+MIX_CONSTANTS = ("POPULARITY", "GPU_SHARE", "RESTRICTED_ALL")
+#: mix_models' reserve constants (``RESERVE=0``: the engine before the model reserve;
+#: ``SHARE_KEEP_COST=0``: shares ignore it, the engine before session 14)
+RESERVE_CONSTANTS = ("RESERVE", "SHARE_KEEP_COST")
 
 
 def params_with(changes: dict[str, str]) -> fragscore.ScoreParams:
@@ -67,13 +68,13 @@ def _use(params: fragscore.ScoreParams) -> None:
 
 def apply(items: list[str]) -> None:
     """Apply ``NAME=VALUE`` knobs: the mix constants of ``whole_score`` (``MIX_CONSTANTS``)
-    and the model reserve (``MODEL_CONSTANTS``) by name, every other name as a
-    ``ScoreParams`` field made the default everywhere."""
+    and ``mix_models`` (``RESERVE_CONSTANTS``) by name, every other name as a ``ScoreParams``
+    field made the default everywhere."""
     changes = dict(item.split("=", 1) for item in items)
     for name in MIX_CONSTANTS:
         if name in changes:
             setattr(whole_score, name, float(changes.pop(name)))
-    for name in MODEL_CONSTANTS:
+    for name in RESERVE_CONSTANTS:
         if name in changes:
             setattr(mix_models, name, float(changes.pop(name)))
     if changes:

@@ -428,16 +428,20 @@ def choose(
     params: ScoreParams = DEFAULT_PARAMS,
     frag: StatesFrag | None = None,
     guarded: Guarded | None = None,
+    extra: np.ndarray | None = None,
 ) -> SharePlacement | None:
     """One decision over all agents: the lowest cost, the first agent on ties. ``frag``
     measures states (default: :func:`frag_dedup`, afresh; see :func:`node_costs`);
-    ``guarded``: the shapes the host keep term weighs (default: none)."""
+    ``guarded``: the shapes the host keep term weighs (default: none); ``extra``: added to
+    the cost, ``[agents, 1]`` or ``[agents, G]`` in tie buckets (default: nothing)."""
     if agents.frag is None:
         measure = frag or functools.partial(frag_dedup, mix, params=params)
         agents.frag = measure(agents.model, agents.cpu_left, agents.mem_left, agents.gpu_left)
     every = np.arange(len(agents.model))
     cost = node_costs(req, agents, mix, every, params, frag)
-    extra = host_keep_cost(req, agents, every, guarded, params)
+    keep = host_keep_cost(req, agents, every, guarded, params)
+    if keep is not None:
+        cost = cost + keep
     if extra is not None:
         cost = cost + extra
     best = pick(cost, agents.gpu_left)

@@ -103,6 +103,11 @@ def pressure(mix: MixArrays, rows: np.ndarray, hosts: np.ndarray | None = None) 
 #: that demand's part of the expected GPU demand (see :func:`reserved`)
 RESERVE = 1.0
 
+#: what a share pays on the agents of a kept model (:func:`reserved`, under :data:`RESERVE`),
+#: in the placement cost's tie buckets (``ScoreParams.tie_milli``); 0 (the default): shares
+#: ignore the reserve. Measured, not shipped: see :func:`share_keep_cost`
+SHARE_KEEP_COST = 0.0
+
 
 def reserved(
     mix: MixArrays,
@@ -122,8 +127,9 @@ def reserved(
     is placed as before. Why: the measure alone let jobs that may run anywhere fill the scarce
     models early (a restricted shape's part of the mix is below one tie bucket; best fit and the
     CPU cap prefer the small and the CPU-rich agents), and the pods restricted to them failed
-    from 20% of demand on (``gpuspec33``; docs/simulator.md, "Model reserve"). Shares do not
-    use it: on ``gpuspec33`` seed 44 it cost 0.8 points at 130% with them, 0.14 without."""
+    from 20% of demand on (``gpuspec33``; docs/simulator.md, "Model reserve"). Shares are not
+    ordered by it (on ``gpuspec33`` seed 44 that cost 0.8 points at 130%, 0.14 without): they
+    pay :func:`share_keep_cost` on a kept model's agents instead."""
     if reserve is None:
         reserve = RESERVE
     if not mix.constrained or not len(rows) or reserve <= 0:
@@ -144,10 +150,36 @@ def reserved(
     return out
 
 
+def share_keep_cost(
+    mix: MixArrays, rows: np.ndarray, free: np.ndarray, cost: float | None = None
+) -> np.ndarray:
+    """Per agent a share fits (its model ``rows``, its free GPU thousandths ``free``): what
+    placing the share there adds to its cost, in tie buckets: ``cost`` (default
+    :data:`SHARE_KEEP_COST`) where its model is kept (:func:`reserved`, among these agents),
+    else 0.
+
+    Why: shares that may run anywhere used up the scarce models' GPUs mid-load while the
+    whole-GPU jobs kept off them (``gpuspec10`` seed 42: unrestricted shares held 121 of the 265
+    P100 GPUs at 26% of demand, and the P100-only shares failed from there on). Not on by
+    default: at 2 buckets ``gpuspec10``'s worst mid-load step of the 3-seed mean goes from
+    -0.32 to -0.19 below FGD, but ``gpuspec33`` loses 0.22 points at 130% (kept agents last, as
+    whole-GPU jobs have them, lost 0.75 on its seed 44): displaced to G2 for the whole run, the
+    unrestricted shares strand room there (docs/simulator.md, "Share keep")."""
+    if cost is None:
+        cost = SHARE_KEEP_COST
+    if cost <= 0:
+        return np.zeros(len(rows))
+    out: np.ndarray = reserved(mix, rows, free) * cost
+    return out
+
+
 def agent_model(slot: object) -> str:
     """The ``gpu_model`` attribute of an offer slot or view (``""``: none)."""
     attributes = getattr(slot, "attributes", None) or {}
     return str(attributes.get("gpu_model", ""))
 
 
-__all__ = ["MAX_ROWS", "MODELS", "RESERVE", "ModelRows", "agent_model", "pressure", "reserved"]
+__all__ = [
+    "MAX_ROWS", "MODELS", "RESERVE", "SHARE_KEEP_COST", "ModelRows", "agent_model", "pressure",
+    "reserved", "share_keep_cost",
+]  # fmt: skip

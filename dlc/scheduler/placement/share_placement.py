@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from dlc.scheduler.allocator import fragscore
+from dlc.scheduler.allocator import fragscore, mix_models
 from dlc.scheduler.allocator import shares as fgd
 from dlc.scheduler.allocator.base import model_matches
 from dlc.scheduler.allocator.host_keep import Guarded, guarded_of
-from dlc.scheduler.allocator.mix_models import MODELS, pressure
+from dlc.scheduler.allocator.mix_models import MODELS, pressure, share_keep_cost
 from dlc.scheduler.jobs.job import Job, JobSpec
 from dlc.scheduler.placement.frag_state import FragCache
 from dlc.scheduler.placement.share_index import KeptFill, RowCache, ShareRoom
@@ -452,7 +452,12 @@ def _choose_in_arrays(
 ) -> ShareChoice | str:
     """:func:`choose_share` over the round's arrays (``room``), for a share that asks no
     GPU model and meets no exclusivity: the same fits, order, measure and reasons as the
-    per-agent scan, in array operations over all agents at once (tests compare the two)."""
+    per-agent scan, in array operations over all agents at once (tests compare the two).
+    Against a mix with shapes restricted to some GPU models it also reads the agents' models:
+    ties go to the least needed model (:func:`~dlc.scheduler.allocator.mix_models.pressure`)
+    and a kept model's agents cost more (:func:`~dlc.scheduler.allocator.mix_models.
+    share_keep_cost`); the per-agent scan (shares that ask a model or meet exclusivity) does
+    neither."""
     milli = spec.share_core_milli
     shareable = room.has_core & (room.room >= milli)
     roomy = shareable & (room.cpus >= cpus - 1e-9) & (room.mem >= mem - 1e-9)
@@ -482,16 +487,24 @@ def _choose_in_arrays(
             return _short_beside_shares(found, cpus, mem, spec.disk_mib)
         return _no_share_left(spec)
     agents = np.flatnonzero(fit.any(axis=1))
-    fit, ok = fit[agents], np.where(fit[agents], ok[agents], 0)
     given = mix
     request, mix = _share_mix(cpus, mem, need_milli, mix)
     mix_rows = _mix_rows(mix, frag, given)
     models = MODELS.of_slots(room.slots, mix_rows)
+    # a model whose free room is kept for the restricted demand it can host costs more
+    # (mix_models.share_keep_cost: its room among the agents the share fits, as for pressure)
+    # (off by default: then the whole-array sum is not made, this runs for every share)
+    keep = None
+    if mix_models.SHARE_KEEP_COST > 0:
+        room_left = np.where(room.present[rows] & (total > 0), ok, 0).sum(axis=1)[agents]
+        keep = share_keep_cost(mix_rows, models[rows[agents]], room_left)
+    fit, ok = fit[agents], np.where(fit[agents], ok[agents], 0)
     # the least needed model first (mix_models.pressure: ties of the measure go by this
     # order), then the fewest whole GPUs, then the fullest, then the round's order
     needed = pressure(mix_rows, models[rows[agents]])  # among the agents it fits
     order = np.lexsort((agents, ok.sum(axis=1), (ok >= fgd.MILLI).sum(axis=1), needed))
     fit, ok, chosen = fit[order], ok[order], rows[agents[order]]
+    penalty = keep[order][:, None] if keep is not None and keep.any() else None
     width = max(fgd.MAX_GPUS, ok.shape[1])
     gpu_left = np.zeros((len(chosen), width), dtype=np.int64)
     gpu_left[:, : ok.shape[1]] = np.where(fit, np.maximum(ok, need_milli), 0)
@@ -509,11 +522,13 @@ def _choose_in_arrays(
         extra = fragscore.host_keep_cost(
             request, arrays, np.arange(len(chosen)), _guarded(mix, frag.params), frag.params
         )
+        if penalty is not None:
+            cost = cost + penalty
         best = fragscore.pick(cost if extra is None else cost + extra, arrays.gpu_left)
         placed = None if best is None else fragscore.placement_of(request, arrays, *best)
     else:
         guarded = _guarded(mix, fragscore.DEFAULT_PARAMS)
-        placed = fragscore.choose(request, arrays, mix_rows, guarded=guarded)
+        placed = fragscore.choose(request, arrays, mix_rows, guarded=guarded, extra=penalty)
     if placed is None or placed.gpus[0] >= fit.shape[1] or not fit[placed.agent, placed.gpus[0]]:
         at, index = 0, int(np.flatnonzero(fit[0])[0])  # the measure found nothing: first fit
     else:

@@ -48,6 +48,11 @@ POPULARITY = 0.95
 #: them in the mix nothing keeps an empty 8-GPU node whole (issue 26; docs/simulator.md)
 GPU_SHARE = 0.02
 
+#: and (1; 0: off, the default) any shape restricted to some GPU models, however rare: an
+#: experiment (docs/simulator.md, "Share keep"), so that the model reserve sees rare
+#: restricted demand (``gpuspec05``'s P100- and V100-only pods are 0.5% of the pods each)
+RESTRICTED_ALL = 0.0
+
 
 #: a task shape of the mix: ``(CPU thousandths, GPU thousandths, GPUs)``, optionally with the
 #: GPU models it allows (``JobSpec.gpu_model``'s choices, sorted; ``()``: any model)
@@ -92,7 +97,8 @@ def counted_mix(demands: Mapping[Shape, int]) -> fgd.WorkloadMix | None:
     total, covered, chosen = sum(counts.values()), 0, []
     asked = sum(n * key[2] * key[1] for key, n in ranked)
     for key, n in ranked:
-        if covered < POPULARITY * total or n * key[2] * key[1] >= GPU_SHARE * asked:
+        rare_kept = RESTRICTED_ALL and key[3]
+        if covered < POPULARITY * total or n * key[2] * key[1] >= GPU_SHARE * asked or rare_kept:
             chosen.append((key, n))
         covered += n
     # every whole-GPU shape, rare ones too, for the host keep term (fragscore.host_keep)

@@ -8,6 +8,7 @@ import numpy as np
 
 from dlc.scheduler.allocator.mix_models import reserved
 from dlc.scheduler.allocator.shares import MixArrays, ShareRequest, WorkloadMix
+from dlc.scheduler.placement import whole_score
 from dlc.scheduler.placement.model import PlacementConfig
 from tests.scheduler.helpers import job, offer, place
 
@@ -71,3 +72,15 @@ def test_the_reserve_marks_a_model_only_below_its_restricted_part_of_the_demand(
 def test_without_restricted_shapes_nothing_is_kept():
     arrays = MixArrays(_mix({(1000, 1000, 1, ()): 1, (1000, 1000, 2, ()): 1}), ["", "P100"])
     assert not reserved(arrays, np.array([1, 1]), np.array([0, 1000])).any()
+
+
+def test_rare_restricted_shapes_make_the_mix_only_when_asked(monkeypatch):
+    # 2 P100-only pods of 201 are in POPULARITY's tail: left out by default (the reserve
+    # then sees no P100 need); whole_score.RESTRICTED_ALL keeps them (an experiment, off)
+    counts = {(1000, 1000, 1): 199, (1000, 1000, 1, ("P100",)): 2}
+    assert whole_score.RESTRICTED_ALL == 0.0
+    assert not any(s.gpu_models for s in whole_score.counted_mix(counts).shapes)
+    monkeypatch.setattr(whole_score, "RESTRICTED_ALL", 1.0)
+    mix = whole_score.counted_mix(counts)
+    assert [sorted(s.gpu_models) for s in mix.shapes] == [[], ["P100"]]
+    assert mix.weights == (199.0, 2.0)
