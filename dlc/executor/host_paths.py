@@ -17,7 +17,8 @@ walks every host path component by component from ``/``, each opened with
   (a prefix with a symlink in it is unusable until the operator lists its real path);
 * the path is, contains or lies inside DLC's own state on this agent (MPS pipes, shim files,
   sandboxes, the engine's socket, DLC's settings and code: :mod:`dlc.executor.state_paths`),
-  whatever the allow-list says.
+  whatever the allow-list says, by name, by inode and by its place in its filesystem (so a
+  bind mount of a state folder, of one above it or of one below it is refused too).
 
 With no symlink anywhere, the walked path *is* the resolved path, so the string that reaches the
 engine names the same directory the walk checked.
@@ -226,7 +227,8 @@ def check_volume(
             )
         # no symlink anywhere in it (the walk): the joined path is the real one
         state = resolve(default_state_paths()) if state is None else state
-        reason = state.problem(_join(parts), walked)
+        place = state.volume_place(fd, _join(parts))  # a bind of a folder below state (#63)
+        reason = state.problem(_join(parts), walked, place)
         if reason:  # the words submit gives too (/proc, /sys by name)
             raise MountRefused(f"{name}: {reason}; {STATE_FIX}")
         _refuse_kernel_view(fd, name)  # any other mount of them (a /proc/PID bound elsewhere)

@@ -12,7 +12,11 @@ Two comparisons, both on resolved paths:
   ``/run/dlc-mps`` where ``/var/run -> /run``); a state path that does not exist yet (the MPS
   root before the first share) still counts, since it may appear while the job runs;
 * inodes: the ``(st_dev, st_ino)`` of every existing state path and of each of its parents, so
-  that a second name of the same directory (a bind mount) is caught too.
+  that a second name of the same directory (a bind mount) is caught too;
+* places: each existing state path's filesystem and path inside it
+  (:mod:`dlc.executor.mount_places`), compared with the volume's, so that a bind mount of a
+  folder *below* a state path (``mount --bind /run/dlc-mps/gpu0 /data/alias``), whose inodes
+  are none of the state's, is caught as well.
 
 The volume's own path needs no resolving: the walk refuses any symlink in it, so the walked
 path is the real one. The check runs once, before the pin: between the two a job cannot turn a
@@ -31,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlc.executor.mount_places import MountEntry, Place, place_of, read_mounts
 from dlc.scheduler.jobs.spec_rules import PLATFORM_STATE, state_overlap
 
 #: an inode on the host: ``(st_dev, st_ino)``
@@ -105,18 +110,26 @@ class ResolvedState:
         inodes: each existing state path's inode -> ``(resolved path, what)``.
         holders: the inode of each existing state path and of each of its parents ->
             ``(resolved state path, what)``: a volume with one of these holds that state.
+        places: each existing state path's place in its filesystem -> ``(resolved path,
+            what)``.
+        mounts: the mount table the places were read from (``/proc/self/mountinfo``).
     """
 
     named: tuple[tuple[str, str], ...] = ()
     inodes: dict[Inode, tuple[str, str]] = field(default_factory=dict)
     holders: dict[Inode, tuple[str, str]] = field(default_factory=dict)
+    places: dict[Place, tuple[str, str]] = field(default_factory=dict)
+    mounts: dict[int, MountEntry] = field(default_factory=dict)
 
-    def problem(self, host_path: str, walked: Sequence[Inode]) -> str | None:
+    def problem(
+        self, host_path: str, walked: Sequence[Inode], place: Place | None = None
+    ) -> str | None:
         """Why a volume may not be mounted, or ``None``.
 
         Args:
             host_path: the volume's walked (symlink-free) host path.
             walked: the inodes of ``/`` and each component of ``host_path``, in order.
+            place: the volume's place in its filesystem (:func:`volume_place`), when known.
         """
         reason = state_overlap(host_path, self.named)
         if reason or not walked:
@@ -129,7 +142,25 @@ class ResolvedState:
         if walked[-1] in self.holders:
             path, what = self.holders[walked[-1]]
             return f"it contains {what} {path} (through another name of the same directory)"
+        return self._place_problem(place)
+
+    def _place_problem(self, place: Place | None) -> str | None:
+        if place is None:
+            return None
+        for state, (path, what) in self.places.items():
+            relation = place.relation(state)
+            if relation == "is":
+                return f"it is {what} {path} (the same directory by another name)"
+            if relation == "lies inside":
+                return f"it lies inside {what} {path} (a folder of it mounted by another name)"
+            if relation == "contains":
+                return f"it contains {what} {path} (through another name of a folder above it)"
         return None
+
+    def volume_place(self, fd: int, host_path: str) -> Place | None:
+        """The place of the walked volume open at ``fd`` (``None`` when the kernel does not
+        say: no ``/proc``; the string and inode checks still apply)."""
+        return place_of(fd, host_path, self.mounts)
 
 
 def prefix_warning(prefix: str, state: ResolvedState) -> str | None:
@@ -177,6 +208,8 @@ def resolve(paths: Iterable[StatePath]) -> ResolvedState:
     named: list[tuple[str, str]] = []
     inodes: dict[Inode, tuple[str, str]] = {}
     holders: dict[Inode, tuple[str, str]] = {}
+    places: dict[Place, tuple[str, str]] = {}
+    mounts = read_mounts()
     for item in paths:
         if not item.path.startswith("/"):
             continue  # a relative path names nothing fixed on the host
@@ -185,6 +218,9 @@ def resolve(paths: Iterable[StatePath]) -> ResolvedState:
         here = _inode(real)
         if here is not None:
             inodes.setdefault(here, (real, item.what))
+            place = _place(real, mounts)
+            if place is not None:
+                places.setdefault(place, (real, item.what))
         parent = real
         while True:
             found = _inode(parent)
@@ -193,4 +229,15 @@ def resolve(paths: Iterable[StatePath]) -> ResolvedState:
             if parent == "/":
                 break
             parent = os.path.dirname(parent)
-    return ResolvedState(tuple(named), inodes, holders)
+    return ResolvedState(tuple(named), inodes, holders, places, mounts)
+
+
+def _place(real: str, mounts: dict[int, MountEntry]) -> Place | None:
+    try:
+        fd = os.open(real, getattr(os, "O_PATH", os.O_RDONLY) | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return place_of(fd, real, mounts)
+    finally:
+        os.close(fd)
