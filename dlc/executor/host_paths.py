@@ -227,11 +227,15 @@ def check_volume(
             )
         # no symlink anywhere in it (the walk): the joined path is the real one
         state = resolve(default_state_paths()) if state is None else state
-        place = state.volume_place(fd, _join(parts))  # a bind of a folder below state (#63)
-        reason = state.problem(_join(parts), walked, place)
+        reason = state.problem(_join(parts), walked)
         if reason:  # the words submit gives too (/proc, /sys by name)
             raise MountRefused(f"{name}: {reason}; {STATE_FIX}")
         _refuse_kernel_view(fd, name)  # any other mount of them (a /proc/PID bound elsewhere)
+        # then by place: a bind of a folder below state (#63); after the kernel view, whose
+        # words say what a /proc/PID bound elsewhere is
+        reason = state.problem(_join(parts), walked, state.volume_place(fd, _join(parts)))
+        if reason:
+            raise MountRefused(f"{name}: {reason}; {STATE_FIX}")
     finally:
         os.close(fd)
     return replace(volume, host_path=_join(parts))
