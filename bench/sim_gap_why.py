@@ -46,6 +46,15 @@ from dlc.sim.policies.base import ClusterView  # noqa: E402
 from dlc.sim.workload import arrival_sequence, target_mix  # noqa: E402
 
 
+def _share_slots(frame) -> list | None:
+    """The agents' slots, in ``fragscore.choose``'s order, when the share path called it
+    (``share_placement._choose_in_arrays`` holds them as ``room`` and ``chosen``); else None."""
+    caller = frame.f_locals
+    if "chosen" not in caller:
+        return None
+    return [caller["room"].slots[k] for k in caller["chosen"]]
+
+
 class Recorder:
     """Wraps the two decision points; ``events`` holds one dict per recorded decision."""
 
@@ -97,13 +106,13 @@ class Recorder:
     def _wrap_choose(self):
         choose, rec = self._choose, self
 
-        def wrapped(req, agents, mix, params=fragscore.DEFAULT_PARAMS, frag=None, guarded=None):
-            out = choose(req, agents, mix, params, frag, guarded)
-            # the share path's caller (share_placement._choose_in_arrays) holds the agents
-            caller = sys._getframe(1).f_locals
-            if rec.pct < rec.lo or out is None or "chosen" not in caller:
+        def wrapped(
+            req, agents, mix, params=fragscore.DEFAULT_PARAMS, frag=None, guarded=None, extra=None
+        ):
+            out = choose(req, agents, mix, params, frag, guarded, extra)
+            slots = _share_slots(sys._getframe(1))
+            if rec.pct < rec.lo or out is None or slots is None:
                 return out
-            slots = [caller["room"].slots[k] for k in caller["chosen"]]
             every = np.arange(len(agents.model))
             base = fragscore.node_costs(req, agents, mix, every, params, frag)
             extra = fragscore.host_keep_cost(req, agents, every, guarded, params)
@@ -159,15 +168,16 @@ class Mover:
     def _wrap_choose(self):
         choose, rec = self._choose, self
 
-        def wrapped(req, agents, mix, params=fragscore.DEFAULT_PARAMS, frag=None, guarded=None):
-            out = choose(req, agents, mix, params, frag, guarded)
-            caller = sys._getframe(1).f_locals
-            if out is None or "chosen" not in caller:
+        def wrapped(
+            req, agents, mix, params=fragscore.DEFAULT_PARAMS, frag=None, guarded=None, extra=None
+        ):
+            out = choose(req, agents, mix, params, frag, guarded, extra)
+            slots = _share_slots(sys._getframe(1))
+            if out is None or slots is None:
                 return out
-            slots = [caller["room"].slots[k] for k in caller["chosen"]]
             alt = {}
             for name, other in rec.alts.items():
-                placed = choose(req, agents, mix, other, frag, guarded)
+                placed = choose(req, agents, mix, other, frag, guarded, extra)
                 alt[name] = slots[placed.agent].agent_id if placed else slots[out.agent].agent_id
             rec._keep("share", slots[out.agent].agent_id, alt)
             return out
