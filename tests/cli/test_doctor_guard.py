@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from dlc.cli.doctor_guard import (
     find_agents,
     read_ruleset,
 )
+from tests.multihost.netns import bare_namespace
 from tests.real_mesos import real_mesos_master
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,12 +42,8 @@ def netns():
     """A fresh network namespace (its own, empty firewall); removed afterwards."""
     if shutil.which("ip") is None:
         pytest.fail("`ip` (iproute2) is needed for the firewall tests", pytrace=False)
-    name = f"dlc-guard-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
+    with bare_namespace("dlc-guard") as name:
         yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 def _in(ns: str):

@@ -8,8 +8,11 @@ Names carry the test's pid so that parallel runs do not meet.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 NET = "198.51.100"
@@ -58,6 +61,18 @@ class Network:
         """Delete every namespace (their veths go with them)."""
         for name in [h.ns for h in self.hosts.values()] + [self.bridge_ns]:
             subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+
+
+@contextlib.contextmanager
+def bare_namespace(prefix: str) -> Iterator[str]:
+    """One fresh network namespace of its own (only its loopback, an empty firewall), named
+    ``prefix-<random>``; deleted when the block ends."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 def _ip(*args: str) -> None:

@@ -31,6 +31,7 @@ from dlc.cli.doctor_guard import check_loopback_guard, read_ruleset
 from dlc.errors import DlcError
 from dlc.executor.loopback_guard import TABLE, GuardMode, GuardSettings, LoopbackGuard, ruleset
 from tests.app.test_local import DGX1, STAND_IN
+from tests.multihost.netns import bare_namespace
 
 PROBE = Path(__file__).with_name("loopback_probe.py")
 
@@ -40,12 +41,8 @@ def netns():
     """A fresh network namespace (its own loopback and an empty firewall); removed after."""
     if shutil.which("ip") is None or shutil.which("nft") is None:
         pytest.fail("`ip` and `nft` are needed for the loopback guard tests", pytrace=False)
-    name = f"dlc-lo-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
+    with bare_namespace("dlc-lo") as name:
         yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
 
 
 def _probe(ns: str) -> dict[str, str]:
