@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,18 @@ class Replay:
     arrivals: list[PodSpec]
     policy: Policy
     view: ClusterView
+
+    def walk(self, at: list[float]) -> Iterator[tuple[PodSpec, float, list[float]]]:
+        """Each arrival, with the demand arrived once it is in (percent of the GPUs) and the
+        ``at`` checkpoints (percents) it took the demand past, each once and in order: what
+        to report before the pod is decided."""
+        marks, so_far = sorted(at), 0
+        for pod in self.arrivals:
+            so_far += pod.total_gpu_milli
+            crossed = []
+            while marks and so_far > marks[0] / 100 * self.total:
+                crossed.append(marks.pop(0))
+            yield pod, 100 * so_far / self.total, crossed
 
     def decide(self, pod: PodSpec) -> Placement | None:
         """The policy's choice for ``pod`` now (the cluster is not changed)."""

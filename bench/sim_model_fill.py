@@ -98,20 +98,17 @@ def _models(cluster: ClusterState, held: dict[str, Counter]) -> list[str]:
 
 def run(nodes, pods, name: str, seed: int, at: list[float], upto: float, why: bool = False) -> None:
     replay = probe.start(nodes, pods, name, seed)
-    cluster, total = replay.cluster, replay.total
-    marks, so_far = sorted(at), 0
+    cluster = replay.cluster
     held: dict[str, Counter] = defaultdict(Counter)
     failed: Counter = Counter()
     gpus: Counter = Counter()
     first: dict[str, float] = {}
     print(f"== {name} seed {seed}")
-    for pod in replay.arrivals:
-        so_far += pod.total_gpu_milli
-        while marks and so_far > marks[0] / 100 * total:
-            print(f" at {marks.pop(0)}% of demand:", *_models(cluster, held), sep="\n")
+    for pod, pct, crossed in replay.walk(at):
+        for mark in crossed:
+            print(f" at {mark}% of demand:", *_models(cluster, held), sep="\n")
             print(_needs(replay.policy, pod))
         where = replay.decide(pod)
-        pct = 100 * so_far / total
         if where is None:
             if pod.num_gpu and pct <= upto:
                 if why and pod.gpu_models:

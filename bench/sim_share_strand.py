@@ -59,18 +59,16 @@ def _state(cluster: ClusterState, on: dict, kind: str | None) -> list[str]:
 
 def run(nodes, pods, policy_name: str, seed: int, at: list[float], kind: str | None) -> None:
     replay = probe.start(nodes, pods, policy_name, seed)
-    cluster, total = replay.cluster, replay.total
-    marks, so_far, first = sorted(at), 0, None
+    cluster = replay.cluster
+    first = None
     failed: dict[int, Counter] = defaultdict(Counter)
     gpus_failed: Counter = Counter()
     on: dict[int, Counter] = {}
     print(f"== {policy_name} seed {seed}")
-    for pod in replay.arrivals:
-        so_far += pod.total_gpu_milli
-        while marks and so_far > marks[0] / 100 * total:
-            print(f" at {marks.pop(0)}% of demand: " + "\n".join(_state(cluster, on, kind)))
+    for pod, pct, crossed in replay.walk(at):
+        for mark in crossed:
+            print(f" at {mark}% of demand: " + "\n".join(_state(cluster, on, kind)))
         where = replay.decide(pod)
-        pct = 100 * so_far / total
         if where is None:
             window = max(w for w in WINDOWS if w <= pct)
             failed[window][probe.shape(pod)] += 1
