@@ -233,7 +233,7 @@ def check_volume(
         _refuse_kernel_view(fd, name)  # any other mount of them (a /proc/PID bound elsewhere)
         # then by place: a bind of a folder below state (#63); after the kernel view, whose
         # words say what a /proc/PID bound elsewhere is
-        reason = state.problem(_join(parts), walked, state.volume_place(fd, _join(parts)))
+        reason = state.place_problem(fd, _join(parts))
         if reason:
             raise MountRefused(f"{name}: {reason}; {STATE_FIX}")
     finally:

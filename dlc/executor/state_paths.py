@@ -121,15 +121,13 @@ class ResolvedState:
     places: dict[Place, tuple[str, str]] = field(default_factory=dict)
     mounts: dict[int, MountEntry] = field(default_factory=dict)
 
-    def problem(
-        self, host_path: str, walked: Sequence[Inode], place: Place | None = None
-    ) -> str | None:
-        """Why a volume may not be mounted, or ``None``.
+    def problem(self, host_path: str, walked: Sequence[Inode]) -> str | None:
+        """Why a volume may not be mounted by name or inode, or ``None`` (its place in its
+        filesystem: :meth:`place_problem`).
 
         Args:
             host_path: the volume's walked (symlink-free) host path.
             walked: the inodes of ``/`` and each component of ``host_path``, in order.
-            place: the volume's place in its filesystem (:func:`volume_place`), when known.
         """
         reason = state_overlap(host_path, self.named)
         if reason or not walked:
@@ -142,9 +140,14 @@ class ResolvedState:
         if walked[-1] in self.holders:
             path, what = self.holders[walked[-1]]
             return f"it contains {what} {path} (through another name of the same directory)"
-        return self._place_problem(place)
+        return None
 
-    def _place_problem(self, place: Place | None) -> str | None:
+    def place_problem(self, fd: int, host_path: str) -> str | None:
+        """Why the walked volume open at ``fd`` (its symlink-free path ``host_path``) may not
+        be mounted by its place in its filesystem: it is, lies inside or contains a state
+        path's folder under another name (a bind mount below state, #63); ``None`` also when
+        the kernel does not say (no ``/proc``: the name and inode checks still apply)."""
+        place = place_of(fd, host_path, self.mounts)
         if place is None:
             return None
         for state, (path, what) in self.places.items():
@@ -156,11 +159,6 @@ class ResolvedState:
             if relation == "contains":
                 return f"it contains {what} {path} (through another name of a folder above it)"
         return None
-
-    def volume_place(self, fd: int, host_path: str) -> Place | None:
-        """The place of the walked volume open at ``fd`` (``None`` when the kernel does not
-        say: no ``/proc``; the string and inode checks still apply)."""
-        return place_of(fd, host_path, self.mounts)
 
 
 def prefix_warning(prefix: str, state: ResolvedState) -> str | None:
