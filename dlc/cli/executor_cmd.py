@@ -135,7 +135,7 @@ def command(
         serve,
     )
     from dlc.executor.lifecycle import ExecutorLifecycle
-    from dlc.executor.loopback_guard import GuardMode, GuardSettings, LoopbackGuard
+    from dlc.executor.loopback_guard import GuardMode, GuardSettings, LoopbackGuard, port_list
     from dlc.executor.runtime import DockerRuntime
     from dlc.executor.task_runner import RunnerConfig, TaskRunner
     from dlc.executor.usage import UsageSampler, load_nvml
@@ -167,7 +167,7 @@ def command(
         sandbox=sandbox,
         loopback_guard=LoopbackGuard(
             GuardMode(loopback_guard),
-            GuardSettings(loopback_guard_uids, _port_list(loopback_guard_ports)),
+            GuardSettings(loopback_guard_uids, port_list(loopback_guard_ports)),
         ),
         # set by `dlc local` for simulated agents (stand-in AMD device nodes included)
         simulated_gpus=os.environ.get("DLC_SIMULATED_GPUS") == "1",
@@ -188,10 +188,6 @@ def command(
     # returns when the last task ended and was acknowledged, the agent shut the executor
     # down, or the agent stayed unreachable past the recovery timeout
     serve(driver, executor)
-
-
-def _port_list(text: str) -> tuple[str, ...]:
-    return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
 def _configure_logging(path: str) -> None:

@@ -29,6 +29,7 @@ from dlc.executor.loopback_guard import (
     GuardMode,
     GuardSettings,
     LoopbackGuard,
+    port_list,
     ruleset,
 )
 
@@ -202,7 +203,7 @@ def loopback_guard(print_only, uids, open_ports):
     it before each start; executors run with DLC_LOOPBACK_GUARD=enforce reinstall it before
     every host-network container.
     """
-    ports = tuple(p.strip() for p in open_ports.split(",") if p.strip())
+    ports = port_list(open_ports)
     guard = LoopbackGuard(GuardMode.ENFORCE, GuardSettings(uids, ports))
     if print_only:
         click.echo(ruleset(guard.settings), nl=False)

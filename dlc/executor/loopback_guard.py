@@ -90,6 +90,12 @@ class GuardSettings:
         return int(low) <= uid <= int(high or low)
 
 
+def port_list(text: str) -> tuple[str, ...]:
+    """A comma-separated ports option (``53,31000-32000``) as :attr:`GuardSettings.open_ports`
+    (blank items dropped; the settings check each)."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
 def ruleset(settings: GuardSettings = GuardSettings()) -> str:
     """The ``nft -f`` script that (re)installs the guard's table."""
     uid = f"meta skuid {settings.uids}"
