@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 
 #: ``f_type`` magic numbers (``linux/magic.h``) of filesystems that show the host's kernel
 KERNEL_FILESYSTEMS = {
@@ -33,15 +34,21 @@ class _Statfs(ctypes.Structure):
     _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_byte * 256)]
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    # looked up once: find_library searches the linker's cache (about 1 ms), and every
+    # volume is checked twice per task (at the check and at the pin)
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 def filesystem_type(fd: int) -> int:
     """``f_type`` of the filesystem ``fd`` (an ``O_PATH`` descriptor will do) is on.
 
     Raises:
         OSError: ``fstatfs`` failed.
     """
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     buf = _Statfs()
-    if libc.fstatfs(fd, ctypes.byref(buf)) != 0:
+    if _libc().fstatfs(fd, ctypes.byref(buf)) != 0:
         code = ctypes.get_errno()
         raise OSError(code, "fstatfs failed")
     return buf.f_type & 0xFFFFFFFF  # a magic is 32 bits; the long may carry its sign
